@@ -1,0 +1,132 @@
+"""Every error the framework raises on purpose.
+
+Errors that cross a process boundary (answers from an actor to a caller outside) travel as
+picklable *reply objects* defined next to the protocol; the system handle turns them back into
+these exceptions, so user code only ever sees the classes here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OuroactorsError(Exception):
+    """Base class of every error raised by ouroactors."""
+
+
+class SpecError(OuroactorsError, ValueError):
+    """A child spec, supervisor flags or tree file is invalid.
+
+    ``problems`` lists ``(location, message)`` pairs; ``location`` is a key path such as
+    ``children[2].restart`` so the user can find the bad field.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None) -> None:
+        self.problems = problems
+        self.source = source
+        where = f"{source}: " if source else ""
+        lines = [f"{where}{loc}: {msg}" if loc else f"{where}{msg}" for loc, msg in problems]
+        super().__init__("invalid supervision spec:\n  " + "\n  ".join(lines))
+
+
+class SupervisorError(OuroactorsError):
+    """An admin request to a supervisor was refused; the subclass names OTP's outcome."""
+
+    otp_name = "error"
+
+    def __init__(self, child_id: str | None = None, detail: Any = None) -> None:
+        self.child_id = child_id
+        self.detail = detail
+        text = self.otp_name if child_id is None else f"{self.otp_name}: {child_id}"
+        if detail is not None:
+            text += f" ({detail})"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Answers cross processes pickled; rebuild from the fields, not from the message text.
+        return (self.__class__, (self.child_id, self.detail))
+
+
+class AlreadyStarted(SupervisorError):
+    otp_name = "already_started"
+
+
+class AlreadyPresent(SupervisorError):
+    otp_name = "already_present"
+
+
+class ChildRunning(SupervisorError):
+    otp_name = "running"
+
+
+class ChildRestarting(SupervisorError):
+    otp_name = "restarting"
+
+
+class ChildNotFound(SupervisorError):
+    otp_name = "not_found"
+
+
+class SimpleOneForOneOnly(SupervisorError):
+    """The request is not valid for a simple_one_for_one supervisor (OTP's ``simple_one_for_one``)."""
+
+    otp_name = "simple_one_for_one"
+
+
+class MaxChildren(SupervisorError):
+    otp_name = "max_children"
+
+
+class StartFailed(SupervisorError):
+    """A child (or a whole tree) failed to start; ``detail`` is the exit reason."""
+
+    otp_name = "failed_to_start_child"
+
+
+class ActorCrashed(OuroactorsError):
+    """The actor crashed while handling the request; it does not serve further messages."""
+
+    def __init__(self, path: str, reason: Any) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path} crashed: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.path, self.reason))
+
+
+class UnhandledMessage(OuroactorsError):
+    """The actor has no handler for the message type; nothing was done."""
+
+    def __init__(self, path: str, message_type: str) -> None:
+        self.path = path
+        self.message_type = message_type
+        super().__init__(f"{path} has no handler for {message_type}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.path, self.message_type))
+
+
+class StaleGeneration(OuroactorsError):
+    """A request was stamped with an authority generation that is gone; nothing was done."""
+
+    def __init__(self, authority: str, expected: int | None, got: int | None) -> None:
+        self.authority = authority
+        self.expected = expected
+        self.got = got
+        super().__init__(f"stale generation for {authority}: request stamped {got}, current is {expected}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.authority, self.expected, self.got))
+
+
+class NoSuchActor(OuroactorsError):
+    """No live actor at that tree path."""
+
+
+class AskTimeout(OuroactorsError):
+    """No answer arrived within the timeout."""
+
+
+class ActorSystemError(OuroactorsError):
+    """The actor system could not be started, reached, or shut down cleanly."""

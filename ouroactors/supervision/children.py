@@ -1,0 +1,129 @@
+"""A supervisor's children: records in start order, and the access layer over them.
+
+Like ``supervisor.erl``'s children access layer, strategy code never touches the raw storage:
+it asks for children in start order or termination order (newest first) by name, so the
+orientation of a list is never implicit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .reasons import ExitReason
+from .specs import ChildSpec, ChildType, RestartType
+
+
+class ChildStatus(str, Enum):
+    RUNNING = "running"
+    STARTING = "starting"
+    RESTARTING = "restarting"  # its restart failed; a retry is queued (OTP's {restarting, Pid})
+    TERMINATING = "terminating"
+    UNDEFINED = "undefined"  # spec kept, not running (OTP's pid = undefined)
+
+
+@dataclass
+class Child:
+    """One child spec and the state of its current incarnation."""
+
+    key: str
+    spec: ChildSpec
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    status: ChildStatus = ChildStatus.UNDEFINED
+    incarnation: int = 0
+    generation: int | None = None
+    pid: int | None = None
+    address: Any = None
+    restarts: int = 0
+    last_exit: ExitReason | None = None
+    retry_tag: int = 0
+
+    @property
+    def is_temporary(self) -> bool:
+        return self.spec.restart is RestartType.TEMPORARY
+
+    @property
+    def alive(self) -> bool:
+        return self.status in (ChildStatus.RUNNING, ChildStatus.TERMINATING)
+
+
+@dataclass(frozen=True)
+class ChildInfo:
+    """One row of ``which_children``: what an operator or a test needs to see."""
+
+    id: str
+    status: str
+    pid: int | None
+    generation: int | None
+    type: str
+    actor: str
+    restarts: int
+    last_exit: str | None
+    address: Any = None
+
+
+@dataclass
+class Children:
+    """Child records keyed by key, with the start order kept explicitly."""
+
+    _by_key: dict[str, Child] = field(default_factory=dict)
+    _start_order: list[str] = field(default_factory=list)
+
+    def add(self, child: Child) -> None:
+        self._by_key[child.key] = child
+        self._start_order.append(child.key)
+
+    def remove(self, key: str) -> None:
+        if self._by_key.pop(key, None) is not None:
+            self._start_order.remove(key)
+
+    def get(self, key: str) -> Child | None:
+        return self._by_key.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def keys_in_start_order(self) -> list[str]:
+        return list(self._start_order)
+
+    def in_start_order(self) -> Iterator[Child]:
+        return (self._by_key[k] for k in list(self._start_order))
+
+    def newest_first(self) -> Iterator[Child]:
+        return (self._by_key[k] for k in reversed(list(self._start_order)))
+
+    def before(self, key: str) -> Iterator[Child]:
+        """Children started before ``key`` (its earlier siblings), in start order."""
+        for k in self._start_order:
+            if k == key:
+                return
+            yield self._by_key[k]
+
+    def info(self, child: Child) -> ChildInfo:
+        return ChildInfo(
+            id=child.key,
+            status=child.status.value,
+            pid=child.pid,
+            generation=child.generation,
+            type=child.spec.type.value,
+            actor=child.spec.actor_path,
+            restarts=child.restarts,
+            last_exit=str(child.last_exit) if child.last_exit else None,
+            address=child.address,
+        )
+
+    def counts(self) -> dict[str, int]:
+        """OTP's ``count_children``: specs, active, supervisors, workers."""
+        kids = list(self._by_key.values())
+        return {
+            "specs": len(kids),
+            "active": sum(1 for c in kids if c.status is ChildStatus.RUNNING),
+            "supervisors": sum(1 for c in kids if c.spec.type is ChildType.SUPERVISOR),
+            "workers": sum(1 for c in kids if c.spec.type is ChildType.WORKER),
+        }

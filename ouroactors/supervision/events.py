@@ -1,0 +1,144 @@
+"""Structured supervision events: one JSON line each, appended to the system's event log.
+
+Every supervisor writes the events about its own children (and itself) to ``events.jsonl`` in the
+data directory with one ``O_APPEND`` write per event, so lines from many processes never
+interleave. A reader outside the system (the handle, the CLI, a test) reads and waits on the file;
+nothing depends on a live actor to answer, so the log also tells what happened to a system that
+crashed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Event:
+    """One supervision event. ``path`` is the child's tree path (or the supervisor's own)."""
+
+    kind: str
+    path: str
+    supervisor: str
+    child: str | None
+    time_ns: int
+    epoch: int
+    node: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> dict[str, Any] | None:
+        return self.fields.get("reason")
+
+    @property
+    def generation(self) -> int | None:
+        return self.fields.get("generation")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "path": self.path, "supervisor": self.supervisor, "child": self.child,
+            "time_ns": self.time_ns, "epoch": self.epoch, "node": self.node, **self.fields,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        base = {"kind", "path", "supervisor", "child", "time_ns", "epoch", "node"}
+        return cls(
+            kind=data["kind"], path=data["path"], supervisor=data["supervisor"], child=data.get("child"),
+            time_ns=data["time_ns"], epoch=data.get("epoch", 0), node=data.get("node", "local"),
+            fields={k: v for k, v in data.items() if k not in base},
+        )
+
+
+class EventWriter:
+    """Appends events for one supervisor; one ``write`` per line keeps lines whole."""
+
+    def __init__(self, path: str, supervisor: str, epoch: int, node: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.supervisor = supervisor
+        self.epoch = epoch
+        self.node = node
+
+    def write(self, kind: str, child: str | None, fields: dict[str, Any]) -> None:
+        event = Event(
+            kind=kind, path=f"{self.supervisor}/{child}" if child else self.supervisor,
+            supervisor=self.supervisor, child=child, time_ns=time.time_ns(), epoch=self.epoch,
+            node=self.node, fields=fields,
+        )
+        line = json.dumps(event.to_json(), separators=(",", ":"), default=str) + "\n"
+        os.write(self._fd, line.encode())
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+class EventReader:
+    """Reads an event log incrementally; ``wait_for`` polls with a deadline (no sleeps as sync)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+        self.seen: list[Event] = []
+
+    def poll(self) -> list[Event]:
+        """Events appended since the last poll."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return []
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        fresh = [Event.from_json(json.loads(line)) for line in lines if line.strip()]
+        self.seen.extend(fresh)
+        return fresh
+
+    def all(self) -> list[Event]:
+        self.poll()
+        return list(self.seen)
+
+    def wait_for(
+        self,
+        predicate: Callable[[Event], bool],
+        timeout: float = 10.0,
+        *,
+        after: int = 0,
+        idle: Callable[[float], None] = time.sleep,
+    ) -> Event:
+        """The first event (from index ``after`` of everything seen) matching ``predicate``.
+
+        ``idle`` is how to spend the time between polls: a plain sleep for a file watcher, or
+        letting an in-process actor system run (the simple base only runs while called).
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        index = after
+        while True:
+            self.poll()
+            while index < len(self.seen):
+                event = self.seen[index]
+                index += 1
+                if predicate(event):
+                    return event
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no matching event within {timeout}s in {self.path}")
+            idle(delay)  # polling interval of a file watcher, not synchronisation
+            delay = min(delay * 2, 0.02)
+
+    def follow(self, stop: Callable[[], bool] | None = None, interval: float = 0.1) -> Iterator[Event]:
+        while stop is None or not stop():
+            fresh = self.poll()
+            yield from fresh
+            if not fresh:
+                time.sleep(interval)

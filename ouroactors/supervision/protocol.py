@@ -1,0 +1,137 @@
+"""Messages between a supervisor, its children and callers outside the system.
+
+They travel pickled between processes, so they are small frozen dataclasses with no behaviour.
+Every message from a child names its ``key`` and ``incarnation``: the supervisor needs no
+address lookups (thespian addresses are unhashable and change their string form once a child is
+up) and a late message from an earlier incarnation is recognised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .reasons import ExitReason
+from .signals import AuthorityEntry
+from .specs import ChildSpec
+
+
+@dataclass(frozen=True)
+class SystemContext:
+    """What every actor of one system needs to know about it."""
+
+    name: str
+    base: str  # "multiproc" | "simple"
+    data_dir: str
+    events_path: str
+    node_epoch: int
+    origin_ns: int  # time.monotonic_ns() when the system started (system-wide clock on Linux)
+    node: str = "local"
+
+
+@dataclass(frozen=True)
+class StartChild:
+    """Supervisor → new child: who you are and what you depend on."""
+
+    key: str
+    incarnation: int
+    generation: int
+    path: str
+    spec: ChildSpec
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    snapshot: tuple[AuthorityEntry, ...]
+    context: SystemContext
+    is_root: bool = False
+
+
+@dataclass(frozen=True)
+class ChildStarted:
+    key: str
+    incarnation: int
+    pid: int
+    address_text: str
+
+
+@dataclass(frozen=True)
+class ChildStartRefused:
+    """The child's start raised (or its supervisor failed to start its own children)."""
+
+    key: str
+    incarnation: int
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """Supervisor → child: terminate politely with ``reason``."""
+
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
+class ChildExiting:
+    """Child → supervisor: I am done, for this reason; end my process."""
+
+    key: str
+    incarnation: int
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
+class AnnounceGeneration:
+    """Authority → its supervisor: my generation changed without a crash."""
+
+    key: str
+    incarnation: int
+    cause: str
+
+
+@dataclass(frozen=True)
+class GenerationAssigned:
+    generation: int
+
+
+@dataclass(frozen=True)
+class AdminCall:
+    """A caller → a supervisor: one call of the OTP admin API."""
+
+    op: str
+    child_id: str | None = None
+    spec: ChildSpec | None = None
+    extra_args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stamped:
+    """A request to an authority, stamped with the generation the sender was bound to."""
+
+    generation: int | None
+    payload: Any
+
+
+@dataclass(frozen=True)
+class ArmFaults:
+    """Arm (or with ``plan=None`` disarm) a fault plan in the receiving actor's process."""
+
+    plan: Any
+
+
+@dataclass(frozen=True)
+class Loopback:
+    """A supervisor's message to itself (OTP's ``try_again_restart`` cast)."""
+
+    payload: Any
+
+
+@dataclass(frozen=True)
+class TimerPayload:
+    token: int
+    owner: int = field(default=0)
+
+
+@dataclass(frozen=True)
+class Ok:
+    """A positive answer with no value (so an answer is never ``None``, thespian's "no answer")."""
+
+    value: Any = None

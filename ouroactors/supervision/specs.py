@@ -1,0 +1,296 @@
+"""Child specs and supervisor flags: the one description of a supervision tree.
+
+A tree is a :class:`ChildSpec` of ``type = "supervisor"`` whose ``children`` are child specs
+again, so a tree written in Python (with :func:`worker` / :func:`supervisor`) and the same tree
+loaded from TOML are the same objects and compare equal.
+
+Validation follows OTP's ``check_childspec`` and ``check_flags`` rule for rule and goes further
+where OTP is lenient: unknown keys are refused instead of ignored (a typo in a supervision tree
+must not pass silently), and an actor path must import before anything starts. Every problem is
+reported with its key path (``children[2].restart``) and the allowed values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..core.errors import SpecError
+
+SUPERVISOR_ACTOR = "ouroactors.supervision.supervisor:Supervisor"
+DEFAULT_WORKER_SHUTDOWN_MS = 5000
+
+
+class Strategy(str, Enum):
+    ONE_FOR_ONE = "one_for_one"
+    ONE_FOR_ALL = "one_for_all"
+    REST_FOR_ONE = "rest_for_one"
+    SIMPLE_ONE_FOR_ONE = "simple_one_for_one"
+
+
+class RestartType(str, Enum):
+    PERMANENT = "permanent"
+    TRANSIENT = "transient"
+    TEMPORARY = "temporary"
+
+
+class ChildType(str, Enum):
+    WORKER = "worker"
+    SUPERVISOR = "supervisor"
+
+
+class AutoShutdown(str, Enum):
+    NEVER = "never"
+    ANY_SIGNIFICANT = "any_significant"
+    ALL_SIGNIFICANT = "all_significant"
+
+
+Shutdown = int | Literal["brutal_kill", "infinity"]
+
+
+class Backoff(BaseModel):
+    """Delay between automatic restarts of one child (beyond OTP; applied on top of intensity)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_s: float = Field(0.1, ge=0)
+    max_s: float = Field(10.0, ge=0)
+    jitter: float = Field(0.1, ge=0, le=1)
+    reset_after_s: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> Backoff:
+        if self.max_s < self.min_s:
+            raise ValueError(f"max_s ({self.max_s}) must be >= min_s ({self.min_s})")
+        return self
+
+
+class SupervisorFlags(BaseModel):
+    """OTP's ``sup_flags``. Defaults are OTP's: one_for_one, intensity 1, period 5 s."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Strategy = Strategy.ONE_FOR_ONE
+    intensity: int = Field(1, ge=0)
+    period: float = Field(5.0, gt=0)
+    auto_shutdown: AutoShutdown = AutoShutdown.NEVER
+    max_children: int | None = Field(None, ge=1)
+
+
+class ChildSpec(BaseModel):
+    """One child of a supervisor: a worker, or a supervisor with children of its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    actor: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    restart: RestartType = RestartType.PERMANENT
+    shutdown: Shutdown | None = None
+    type: ChildType = ChildType.WORKER
+    significant: bool = False
+    backoff: Backoff | None = None
+    requires: dict[str, str] = Field(default_factory=dict)
+    # Only for type = "supervisor": its flags and children.
+    strategy: Strategy | None = None
+    intensity: int | None = Field(None, ge=0)
+    period: float | None = Field(None, gt=0)
+    auto_shutdown: AutoShutdown | None = None
+    max_children: int | None = Field(None, ge=1)
+    children: tuple[ChildSpec, ...] | None = None
+
+    @field_validator("shutdown")
+    @classmethod
+    def _shutdown_non_negative(cls, value: Shutdown | None) -> Shutdown | None:
+        if isinstance(value, bool):
+            raise ValueError("must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'")
+        if isinstance(value, int) and value < 0:
+            raise ValueError(
+                f"must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity' (got {value})"
+            )
+        return value
+
+    @field_validator("actor")
+    @classmethod
+    def _actor_imports(cls, value: str | None) -> str | None:
+        if value is not None:
+            resolve_actor(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> ChildSpec:
+        if self.significant and self.restart is RestartType.PERMANENT:
+            raise ValueError("significant = true cannot be combined with restart = 'permanent'")
+        if self.type is ChildType.WORKER:
+            if self.actor is None:
+                raise ValueError("a worker needs 'actor', the import path of its class ('module:Class')")
+            sup_only = ("strategy", "intensity", "period", "auto_shutdown", "max_children", "children")
+            given = [name for name in sup_only if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply to type = 'supervisor'")
+            return self
+        flags = self.flags
+        children = self.children or ()
+        seen: set[str] = set()
+        for child in children:
+            if child.id in seen:
+                raise ValueError(f"duplicate child id {child.id!r}")
+            seen.add(child.id)
+        if flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+            if len(children) != 1:
+                raise ValueError(
+                    f"simple_one_for_one needs exactly one child spec (the template), got {len(children)}"
+                )
+            if flags.auto_shutdown is not AutoShutdown.NEVER:
+                raise ValueError("auto_shutdown must be 'never' with simple_one_for_one")
+        elif flags.max_children is not None:
+            raise ValueError("max_children only applies to strategy = 'simple_one_for_one'")
+        if flags.auto_shutdown is AutoShutdown.NEVER:
+            for index, child in enumerate(children):
+                if child.significant:
+                    raise ValueError(
+                        f"children[{index}] ({child.id!r}) is significant but auto_shutdown is 'never'"
+                    )
+        return self
+
+    # -- derived views ---------------------------------------------------------------------
+
+    @property
+    def flags(self) -> SupervisorFlags:
+        """The supervisor flags of a supervisor spec, OTP defaults filled in."""
+        given = {
+            name: getattr(self, name)
+            for name in ("strategy", "intensity", "period", "auto_shutdown", "max_children")
+            if getattr(self, name) is not None
+        }
+        return SupervisorFlags(**given)
+
+    @property
+    def actor_path(self) -> str:
+        return self.actor or SUPERVISOR_ACTOR
+
+    @property
+    def shutdown_ms(self) -> int | None:
+        """Milliseconds to wait after the polite request; 0 means brutal_kill, None infinity."""
+        value = self.shutdown
+        if value is None:
+            return None if self.type is ChildType.SUPERVISOR else DEFAULT_WORKER_SHUTDOWN_MS
+        if value == "brutal_kill":
+            return 0
+        if value == "infinity":
+            return None
+        return int(value)
+
+    @property
+    def is_supervisor(self) -> bool:
+        return self.type is ChildType.SUPERVISOR
+
+
+ChildSpec.model_rebuild()
+
+
+# -- construction helpers ------------------------------------------------------------------
+
+
+def worker(id: str, actor: str | type, **fields: Any) -> ChildSpec:
+    """A worker child spec; ``actor`` is a class or its import path; other fields as in TOML."""
+    return build_spec({"id": id, "actor": actor_path_of(actor), **fields})
+
+
+def supervisor(id: str, children: list[ChildSpec] | tuple[ChildSpec, ...] = (), **fields: Any) -> ChildSpec:
+    """A supervisor child spec (also the root of a tree) with its flags and children."""
+    data = {"id": id, "type": "supervisor", "children": tuple(children), **fields}
+    if "actor" in data and isinstance(data["actor"], type):
+        data["actor"] = actor_path_of(data["actor"])
+    return build_spec(data)
+
+
+def actor_path_of(actor: str | type) -> str:
+    if isinstance(actor, str):
+        return actor
+    return f"{actor.__module__}:{actor.__qualname__}"
+
+
+def build_spec(data: dict[str, Any], source: str | None = None) -> ChildSpec:
+    """Validate a dict into a :class:`ChildSpec`, raising :class:`SpecError` with key paths."""
+    try:
+        return ChildSpec.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error_from(exc, source) from None
+
+
+def check_childspecs(specs: list[ChildSpec] | list[dict[str, Any]], auto_shutdown: str = "never") -> None:
+    """OTP's ``check_childspecs``: validate a list of specs as the children of one supervisor."""
+    children = [s.model_dump() if isinstance(s, ChildSpec) else s for s in specs]
+    build_spec({"id": "check", "type": "supervisor", "auto_shutdown": auto_shutdown, "children": children})
+
+
+def resolve_actor(path: str) -> type:
+    """Import ``module:Class`` (or ``module.Class``) and check it speaks the ouroactors protocol."""
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"actor path {path!r} must look like 'package.module:Class'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {exc}") from None
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise ValueError(f"actor path {path!r}: module {module_name!r} has no attribute {attr!r}")
+    if not isinstance(target, type) or not getattr(target, "__ouroactors_child__", False):
+        raise ValueError(
+            f"actor path {path!r} is not an ouroactors actor (subclass ouroactors.Worker or ouroactors.Supervisor)"
+        )
+    return target
+
+
+# -- error rendering -----------------------------------------------------------------------
+
+_KNOWN_KEYS = sorted(
+    set(ChildSpec.model_fields) | set(Backoff.model_fields) | set(SupervisorFlags.model_fields)
+)
+
+
+def format_location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("int", "str", "literal['brutal_kill','infinity']", "function-after[_min_le_max(), Backoff]"):
+            continue  # pydantic's union-branch markers say nothing to a user
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecError:
+    problems: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for error in exc.errors():
+        loc = format_location(tuple(error["loc"]))
+        if error["type"] == "extra_forbidden":
+            key = str(error["loc"][-1])
+            close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            message = f"unknown key {key!r}{hint}"
+        elif error["type"] == "missing":
+            message = "is required"
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+        if loc.endswith(".shutdown") or loc == "shutdown":
+            if "brutal_kill" in message or "Input should be" in message:
+                message = "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
+        item = (loc, message)
+        if item not in seen:
+            seen.add(item)
+            problems.append(item)
+    return SpecError(problems, source)

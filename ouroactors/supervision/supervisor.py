@@ -1,0 +1,289 @@
+"""The supervisor actor: a thin thespian shell around :class:`~.machine.SupervisorCore`.
+
+It decodes mailbox traffic into core inputs and carries out the commands the core returns. The
+only knowledge it adds is how thespian behaves:
+
+* A child reports *why* it is ending (``ChildExiting``) and then waits; the supervisor ends its
+  process. So when ``ChildActorExited`` arrives the reason is already known, whatever order
+  thespian delivers things in, and a death with no report is ``killed`` (SIGKILL, ``os._exit``).
+* ``ChildActorExited`` can arrive twice for one child; the second is ignored.
+* Thespian has no kill, so the supervisor SIGKILLs the pid each child reported at start. A
+  child's children die with it (parent-death signal, see ``ouroactors.system._patches``).
+* An ``ActorExitRequest`` means thespian is taking the system down: nothing is restarted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMessage, WakeupMessage
+
+from ..core import faults
+from ..core.errors import NoSuchActor, UnhandledMessage
+from . import reasons
+from .events import EventWriter
+from .generations import generation_source
+from .machine import SupervisorCore
+from .protocol import (
+    AdminCall,
+    AnnounceGeneration,
+    ArmFaults,
+    ChildExiting,
+    ChildStarted,
+    ChildStartRefused,
+    GenerationAssigned,
+    Loopback,
+    Ok,
+    StartChild,
+    StopRequest,
+    SystemContext,
+    TimerPayload,
+)
+from .reasons import ExitReason
+from .signals import (
+    AdminRequest,
+    Boot,
+    BootDone,
+    ChildDown,
+    ChildStartFailed,
+    ChildUp,
+    Command,
+    Emit,
+    ExitSelf,
+    GenerationAnnounced,
+    Input,
+    Kill,
+    NewGeneration,
+    Reply,
+    RequestStop,
+    SendSelf,
+    SetTimer,
+    ShutdownRequested,
+    Spawn,
+    TimerFired,
+)
+from .worker import requirements_met
+
+log = logging.getLogger("ouroactors.supervisor")
+
+
+@dataclass
+class _Slot:
+    """One child process as thespian sees it."""
+
+    key: str
+    incarnation: int
+    address: Any
+    pid: int | None = None
+    started: bool = False
+    refused: ExitReason | None = None
+    reported: ExitReason | None = None
+
+
+def thespian_class_path(actor_path: str) -> str:
+    module, sep, attr = actor_path.partition(":")
+    return f"{module}.{attr}" if sep else actor_path
+
+
+class Supervisor(Actor):  # type: ignore[misc]
+    """Supervises children as its spec says. Start it through a parent or a system handle."""
+
+    __ouroactors_child__ = True
+
+    @staticmethod
+    def actorSystemCapabilityCheck(capabilities: dict[str, Any], requirements: dict[str, Any]) -> bool:
+        return requirements_met(capabilities, requirements)
+
+    core: SupervisorCore | None = None
+    path = ""
+    _dying = False
+    _parent: Any = None
+    _context: SystemContext | None = None
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        try:
+            self._handle_message(message, sender)
+        except Exception as exc:
+            self._crash(exc)
+
+    # -- decoding ---------------------------------------------------------------------------------
+
+    def _handle_message(self, message: Any, sender: Any) -> None:
+        if isinstance(message, ActorExitRequest):
+            self._dying = True  # thespian is ending us (and, recursively, our children)
+            return
+        if isinstance(message, StartChild):
+            self._begin(message, sender)
+            return
+        if self.core is None or self._dying:
+            if isinstance(message, AdminCall):
+                self.send(sender, NoSuchActor(f"supervisor {self.path or '?'} is not running"))
+            return
+        if isinstance(message, ChildStarted):
+            slot = self._slots.get((message.key, message.incarnation))
+            if slot is not None and not slot.started:
+                slot.started = True
+                slot.pid = message.pid
+                self._by_address[message.address_text] = slot
+                self._feed(ChildUp(message.key, message.incarnation, message.pid, slot.address))
+        elif isinstance(message, ChildStartRefused):
+            slot = self._slots.get((message.key, message.incarnation))
+            if slot is not None:
+                slot.refused = message.reason
+                self.send(slot.address, ActorExitRequest())
+        elif isinstance(message, ChildExiting):
+            slot = self._slots.get((message.key, message.incarnation))
+            if slot is not None and slot.reported is None:
+                slot.reported = message.reason
+                self.send(slot.address, ActorExitRequest())
+        elif isinstance(message, ChildActorExited):
+            self._child_gone(message.childAddress)
+        elif isinstance(message, AnnounceGeneration):
+            self._feed(GenerationAnnounced(message.key, message.incarnation, message.cause))
+        elif isinstance(message, WakeupMessage) and isinstance(message.payload, TimerPayload):
+            self._feed(TimerFired(message.payload.token))
+        elif isinstance(message, Loopback):
+            self._feed(message.payload)
+        elif isinstance(message, StopRequest):
+            self._feed(ShutdownRequested(message.reason))
+        elif isinstance(message, AdminCall):
+            self._tokens += 1
+            self._requesters[self._tokens] = sender
+            self._feed(AdminRequest(self._tokens, message.op, message.child_id, message.spec, message.extra_args))
+        elif isinstance(message, ArmFaults):
+            faults.arm(message.plan) if message.plan is not None else faults.disarm()
+            self.send(sender, Ok())
+        elif isinstance(message, PoisonMessage):
+            log.warning("%s: message could not be delivered: %r", self.path, message.poisonMessage)
+        elif not isinstance(message, WakeupMessage):
+            log.warning("%s: no handler for %s", self.path, type(message).__name__)
+            self.send(sender, UnhandledMessage(self.path, type(message).__name__))
+
+    def _begin(self, start: StartChild, sender: Any) -> None:
+        if self.core is not None:
+            return
+        self._parent = sender
+        self._key = start.key
+        self._incarnation = start.incarnation
+        self._is_root = start.is_root
+        self._context = start.context
+        self.path = start.path
+        self._slots: dict[tuple[str, int], _Slot] = {}
+        self._by_address: dict[str, _Slot] = {}
+        self._requesters: dict[int, Any] = {}
+        self._tokens = 0
+        self._events = EventWriter(start.context.events_path, start.path, start.context.node_epoch,
+                                   start.context.node)
+        self.core = SupervisorCore(
+            start.spec, path=start.path, inherited=start.snapshot,
+            next_generation=generation_source(start.context.node_epoch, start.context.origin_ns),
+        )
+        self._feed(Boot())
+
+    def _child_gone(self, address: Any) -> None:
+        slot = self._by_address.pop(str(address), None)
+        if slot is None or slot.address != address:
+            slot = next((s for s in self._slots.values() if not s.started and s.address == address), slot)
+        if slot is None or (slot.key, slot.incarnation) not in self._slots:
+            return  # a duplicate ChildActorExited, or not one of ours
+        del self._slots[(slot.key, slot.incarnation)]
+        if not slot.started:
+            why = slot.refused or reasons.killed("exited before reporting its start")
+            self._feed(ChildStartFailed(slot.key, slot.incarnation, why))
+        else:
+            self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
+
+    # -- carrying out commands --------------------------------------------------------------------
+
+    def _feed(self, first: Input) -> None:
+        assert self.core is not None
+        pending: list[Input] = [first]
+        while pending:
+            for command in self.core.handle(pending.pop(0), time.monotonic()):
+                failure = self._execute(command)
+                if failure is not None:
+                    pending.append(failure)
+
+    def _execute(self, cmd: Command) -> Input | None:
+        if isinstance(cmd, Spawn):
+            return self._spawn(cmd)
+        if isinstance(cmd, RequestStop):
+            slot = self._slots.get((cmd.key, cmd.incarnation))
+            if slot is not None:
+                self.send(slot.address, StopRequest(cmd.reason))
+        elif isinstance(cmd, Kill):
+            slot = self._slots.get((cmd.key, cmd.incarnation))
+            if slot is not None:
+                self._kill(slot)
+        elif isinstance(cmd, SetTimer):
+            self.wakeupAfter(timedelta(seconds=cmd.seconds), payload=TimerPayload(cmd.token))
+        elif isinstance(cmd, SendSelf):
+            self.send(self.myAddress, Loopback(cmd.message))
+        elif isinstance(cmd, Reply):
+            requester = self._requesters.pop(cmd.token, None)
+            if requester is not None:
+                self.send(requester, Ok() if cmd.result is None else cmd.result)
+        elif isinstance(cmd, NewGeneration):
+            slot = self._slots.get((cmd.key, cmd.incarnation))
+            if slot is not None:
+                self.send(slot.address, GenerationAssigned(cmd.generation))
+        elif isinstance(cmd, Emit):
+            self._events.write(cmd.kind, cmd.child, cmd.fields)
+        elif isinstance(cmd, BootDone):
+            if cmd.failure is None:
+                self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress)))
+            else:
+                self.send(self._parent, ChildStartRefused(self._key, self._incarnation, cmd.failure))
+                self._dying = True
+        elif isinstance(cmd, ExitSelf):
+            self.send(self._parent, ChildExiting(self._key, self._incarnation, cmd.reason))
+            self._dying = True
+        return None
+
+    def _spawn(self, cmd: Spawn) -> Input | None:
+        assert self._context is not None
+        try:
+            address = self.createActor(
+                thespian_class_path(cmd.spec.actor_path),
+                targetActorRequirements=dict(cmd.spec.requires) or None,
+            )
+        except Exception as exc:
+            return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
+        self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address)
+        self.send(
+            address,
+            StartChild(
+                key=cmd.key, incarnation=cmd.incarnation, generation=cmd.generation,
+                path=f"{self.path}/{cmd.key}", spec=cmd.spec, args=cmd.args, kwargs=cmd.kwargs,
+                snapshot=cmd.snapshot, context=self._context,
+            ),
+        )
+        return None
+
+    def _kill(self, slot: _Slot) -> None:
+        """End a child's process now: SIGKILL on process bases, thespian's exit request in-process."""
+        if slot.pid is not None and slot.pid != os.getpid():
+            try:
+                os.kill(slot.pid, signal.SIGKILL)
+                return
+            except ProcessLookupError:
+                return  # already gone; its ChildActorExited is on the way
+        self.send(slot.address, ActorExitRequest())
+
+    def _crash(self, exc: Exception) -> None:
+        """A bug in the supervisor itself: take the subtree down and report a crash upwards."""
+        reason = reasons.crash(exc)
+        log.error("supervisor %s crashed: %s", self.path, reason, exc_info=True)
+        if self._dying:
+            return
+        self._dying = True
+        for slot in list(getattr(self, "_slots", {}).values()):
+            self._kill(slot)
+        if self._parent is not None:
+            self.send(self._parent, ChildExiting(getattr(self, "_key", ""), getattr(self, "_incarnation", 0), reason))

@@ -1,0 +1,235 @@
+"""The worker base class: a thespian actor with OTP's "let it crash" semantics.
+
+Subclass :class:`Worker` and override ``on_start``, ``on_message`` (or ``handle_<Type>``
+methods) and ``on_stop``. What changes compared with a plain thespian actor:
+
+* An unhandled exception in a handler **ends the worker**. Thespian would retry the message once
+  and then answer ``PoisonMessage`` while the actor keeps serving with half-mutated state; here the
+  first exception is caught, ``on_stop`` runs with a ``crash`` reason, the sender of the failing
+  message gets :class:`~ouroactors.core.errors.ActorCrashed`, the supervisor is told the reason,
+  and the supervisor ends the process. Messages that arrive in between are refused, not served.
+* An exception in ``on_start`` is a start failure the supervisor sees with its reason.
+* A message with no handler is answered with :class:`~ouroactors.core.errors.UnhandledMessage`
+  (and logged), never silently dropped.
+* The worker knows its tree ``path``, its authority ``generation`` and the ``authorities`` it may
+  depend on (earlier siblings and ancestors' authorities, with their generations).
+
+A handler's return value, when not ``None``, is sent back to the sender: ``ask`` gets it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import (
+    Actor,
+    ActorExitRequest,
+    ChildActorExited,
+    PoisonMessage,
+    WakeupMessage,
+)
+
+from ..core import faults
+from ..core.errors import ActorCrashed, NoSuchActor, StaleGeneration, UnhandledMessage
+from . import reasons
+from .protocol import (
+    AnnounceGeneration,
+    ArmFaults,
+    ChildExiting,
+    ChildStarted,
+    ChildStartRefused,
+    GenerationAssigned,
+    Ok,
+    Stamped,
+    StartChild,
+    StopRequest,
+    SystemContext,
+)
+from .reasons import ExitReason
+from .signals import AuthorityEntry
+
+log = logging.getLogger("ouroactors.worker")
+
+# If the supervisor never ends a finished worker (its answer was lost), the worker ends itself.
+_SELF_EXIT_AFTER = timedelta(seconds=10)
+_SELF_EXIT = "ouroactors:self-exit"
+
+
+def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] | None) -> bool:
+    """Placement: every required capability must be present with the same value."""
+    return all(capabilities.get(key) == value for key, value in (requirements or {}).items())
+
+
+class Worker(Actor):  # type: ignore[misc]
+    """Base class of every supervised worker."""
+
+    __ouroactors_child__ = True
+
+    path: str = ""
+    generation: int | None = None
+    authorities: dict[str, AuthorityEntry]
+    context: SystemContext | None = None
+
+    @staticmethod
+    def actorSystemCapabilityCheck(capabilities: dict[str, Any], requirements: dict[str, Any]) -> bool:
+        return requirements_met(capabilities, requirements)
+
+    # -- hooks for subclasses -------------------------------------------------------------------
+
+    def on_start(self, *args: Any, **kwargs: Any) -> None:
+        """Called once with the spec's args and kwargs; raising makes the start fail."""
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        """Handle one message. The default dispatches to ``handle_<TypeName>`` along the MRO."""
+        for klass in type(message).__mro__:
+            handler = getattr(self, f"handle_{klass.__name__}", None)
+            if handler is not None:
+                return handler(message, sender)
+        return self.unhandled(message, sender)
+
+    def on_stop(self, reason: ExitReason) -> None:
+        """Called once when the worker ends: asked to stop, stopping itself, or crashed."""
+
+    def unhandled(self, message: Any, sender: Any) -> Any:
+        """Report a message nobody handles: log it and answer the sender with an error."""
+        log.warning("%s: no handler for %s", self.path, type(message).__name__)
+        return UnhandledMessage(self.path, type(message).__name__)
+
+    # -- API for subclasses ---------------------------------------------------------------------
+
+    def stop(self, reason: ExitReason | None = None) -> None:
+        """End this worker after the current message (default reason ``normal``)."""
+        self._stop_after = reason or reasons.normal()
+
+    def change_generation(self, cause: str) -> None:
+        """Announce a new authority generation without crashing.
+
+        Until the supervisor assigns the new number, every stamped request is refused, so no
+        consumer acts on a decision of the generation that is ending. Under rest_for_one the
+        supervisor then restarts every later sibling.
+        """
+        self._generation_pending = True
+        self.send(self._supervisor, AnnounceGeneration(self._key, self._incarnation, cause))
+
+    def stamp(self, authority: str, payload: Any) -> Stamped:
+        """Wrap ``payload`` for ``authority`` with the generation this worker was started against."""
+        return Stamped(self.authorities[authority].generation, payload)
+
+    def request(self, authority: str, payload: Any) -> None:
+        """Send a stamped request to one of this worker's authorities."""
+        entry = self.authorities[authority]
+        self.send(entry.address, Stamped(entry.generation, payload))
+
+    # -- the shell ------------------------------------------------------------------------------
+
+    _state = "new"  # new -> running -> done
+    _stop_after: ExitReason | None = None
+    _generation_pending = False
+    _crash_reason: ExitReason | None = None
+    _supervisor: Any = None
+    _key = ""
+    _incarnation = 0
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, ActorExitRequest):
+            return  # our process is being ended (by the supervisor, or the system shutting down)
+        if isinstance(message, WakeupMessage) and message.payload == _SELF_EXIT:
+            self.send(self.myAddress, ActorExitRequest())
+            return
+        try:
+            self._handle_message(message, sender)
+        except Exception as exc:  # the first exception ends the worker: no retry, no poison
+            self._crash(exc, sender)
+
+    def _handle_message(self, message: Any, sender: Any) -> None:
+        if isinstance(message, StartChild):
+            self._begin(message, sender)
+            return
+        if self._state != "running":
+            self._refuse(message, sender)
+            return
+        if isinstance(message, StopRequest):
+            self._finish(message.reason)
+            return
+        if isinstance(message, GenerationAssigned):
+            self.generation = message.generation
+            self._generation_pending = False
+            return
+        if isinstance(message, ArmFaults):
+            if message.plan is None:
+                faults.disarm()
+            else:
+                faults.arm(message.plan)
+            self.send(sender, Ok())
+            return
+        if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
+            return  # plain thespian children of this worker are its own business
+        if isinstance(message, Stamped):
+            if self._generation_pending or message.generation != self.generation:
+                expected = None if self._generation_pending else self.generation
+                self.send(sender, StaleGeneration(self.path, expected, message.generation))
+                return
+            message = message.payload
+        result = self.on_message(message, sender)
+        if result is not None:
+            self.send(sender, result)
+        if self._stop_after is not None:
+            self._finish(self._stop_after)
+
+    def _begin(self, start: StartChild, sender: Any) -> None:
+        if self._state != "new":
+            return
+        self._supervisor = sender
+        self._key = start.key
+        self._incarnation = start.incarnation
+        self.path = start.path
+        self.generation = start.generation
+        self.context = start.context
+        self.authorities = {entry.name: entry for entry in start.snapshot}
+        try:
+            self.on_start(*start.args, **start.kwargs)
+        except Exception as exc:
+            reason = reasons.crash(exc)
+            log.error("%s: start failed: %s", start.path, reason, exc_info=True)
+            self._state = "done"
+            self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
+            self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
+            return
+        self._state = "running"
+        self.send(sender, ChildStarted(start.key, start.incarnation, os.getpid(), str(self.myAddress)))
+
+    def _finish(self, reason: ExitReason) -> None:
+        """Run ``on_stop`` once, tell the supervisor why, and wait to be ended."""
+        self._state = "done"
+        try:
+            self.on_stop(reason)
+        except Exception as exc:
+            log.error("%s: on_stop raised", self.path, exc_info=True)
+            reason = reasons.crash(exc)
+        self.send(self._supervisor, ChildExiting(self._key, self._incarnation, reason))
+        self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
+
+    def _crash(self, exc: Exception, sender: Any) -> None:
+        reason = reasons.crash(exc)
+        log.error("%s crashed: %s", self.path or type(self).__name__, reason, exc_info=True)
+        if self._state != "running":
+            if self._supervisor is None:
+                self.send(self.myAddress, ActorExitRequest())
+            return
+        self._crash_reason = reason
+        if sender is not None and sender != self._supervisor:
+            self.send(sender, ActorCrashed(self.path, str(reason)))
+        self._finish(reason)
+
+    def _refuse(self, message: Any, sender: Any) -> None:
+        if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage):
+            return
+        if isinstance(message, StopRequest | GenerationAssigned | ArmFaults):
+            return
+        if self._crash_reason is not None:
+            self.send(sender, ActorCrashed(self.path, str(self._crash_reason)))
+        else:
+            self.send(sender, NoSuchActor(f"{self.path or type(self).__name__} is not running"))

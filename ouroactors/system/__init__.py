@@ -1,0 +1,1 @@
+"""The actor system: lifecycle, handles, the tree host and thespian process fixes."""

@@ -1,0 +1,129 @@
+"""Process-level fixes to thespian's multiproc bases, installed once and inherited across fork.
+
+Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
+change made to its modules in the process that creates the system is present in the admin and in
+every actor. Four things are changed, each because thespian's behaviour would break a promise of
+ours:
+
+1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces —
+   and accepts pickles on it. Unless a multi-node setup asks otherwise, we bind to the address in
+   ``OUROACTORS_BIND_HOST`` (127.0.0.1).
+2. **No orphans.** Killing a middle actor leaves its children running with ppid 1, even across
+   ``shutdown()``. Every actor process asks the kernel for ``SIGKILL`` when its parent dies
+   (``PR_SET_PDEATHSIG``), so the death of any supervisor takes its whole subtree with it.
+3. **A system dies with its creator.** The admin double-forks into its own session and outlives
+   the script that started it. Unless the system is started *detached*, the admin watches the
+   creator's pid (a pidfd) and kills its own process group when the creator is gone.
+4. **Quiet daemons.** The admin inherits the creator's stdout/stderr, which makes ``cmd | tail``
+   and CI log capture hang until it exits; the admin's standard streams go to a log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import select
+import signal
+import sys
+import threading
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_installed = False
+
+# Set by the system handle in the creating process just before thespian forks the admin.
+admin_settings: dict[str, Any] = {"detached": False, "stdio_path": None}
+
+
+def set_parent_death_signal(expected_parent: int | None) -> None:
+    """Ask for SIGKILL when the parent dies; if it already died, die now."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)  # the parent is already gone: the kernel will not signal us any more
+
+
+def _expected_parent() -> int | None:
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None else None
+
+
+def _watch_creator(creator_fd: int) -> None:
+    """Block until the creator exits, then take the whole system down with it."""
+    with contextlib.suppress(OSError):
+        select.select([creator_fd], [], [])
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def _redirect_stdio(path: str | None) -> None:
+    target = os.open(path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null_in = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_in, 0)
+    os.dup2(target, 1)
+    os.dup2(target, 2)
+    os.close(target)
+    os.close(null_in)
+
+
+def install() -> None:
+    """Install the patches in this process (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from thespian.system import multiprocCommon
+    from thespian.system.transport import IPBase
+
+    original_init = IPBase.IPActorAddress.__init__
+
+    def bind_to_configured_host(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        host = os.environ.get("OUROACTORS_BIND_HOST")
+        if host and self.bindname[0] == "":
+            self.bindname = (host, self.bindname[1])
+
+    IPBase.IPActorAddress.__init__ = bind_to_configured_host  # type: ignore[method-assign]
+
+    original_start_child = multiprocCommon.startChild
+
+    def start_child_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
+        set_parent_death_signal(_expected_parent())
+        return original_start_child(*args, **kwargs)
+
+    multiprocCommon.startChild = start_child_with_parent_death_signal
+
+    original_start_logger = multiprocCommon.startupASLogger
+
+    def start_logger_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
+        set_parent_death_signal(_expected_parent())
+        return original_start_logger(*args, **kwargs)
+
+    multiprocCommon.startupASLogger = start_logger_with_parent_death_signal
+
+    original_start_admin = multiprocCommon.startAdmin
+
+    def start_admin_watching_creator(adminClass: Any, *args: Any, **kwargs: Any) -> Any:
+        _redirect_stdio(admin_settings.get("stdio_path"))
+        creator_fd: int | None = None
+        creator = _expected_parent()
+        if not admin_settings.get("detached") and creator is not None:
+            try:
+                creator_fd = os.pidfd_open(creator)
+            except OSError:
+                os._exit(1)  # the creator is already gone
+
+        class WatchedAdmin(adminClass):  # type: ignore[misc, valid-type]
+            def __init__(self, *a: Any, **k: Any) -> None:
+                super().__init__(*a, **k)
+                if creator_fd is not None:
+                    threading.Thread(target=_watch_creator, args=(creator_fd,), daemon=True).start()
+
+        WatchedAdmin.__name__ = adminClass.__name__
+        WatchedAdmin.__qualname__ = adminClass.__qualname__
+        return original_start_admin(WatchedAdmin, *args, **kwargs)
+
+    multiprocCommon.startAdmin = start_admin_watching_creator

@@ -1,0 +1,346 @@
+"""The actor system handle: Python code outside the actors starts, inspects and stops a system.
+
+::
+
+    with ActorSystem.start() as system:          # multiprocTCPBase, one process per actor
+        system.start_tree(supervisor("root", [worker("echo", Echo)]))
+        system.ask("root/echo", "hi")
+        system.kill("root/echo")                 # a real SIGKILL
+        system.events.wait_for(lambda e: e.kind == "started" and e.path == "root/echo")
+
+Two bases: ``multiproc`` (thespian's multiprocTCPBase, the default: real processes, sockets on
+127.0.0.1, its own free admin port) and ``simple`` (simpleSystemBase: one process, deterministic,
+for fast unit tests; no kill, timers fire only while the caller waits).
+
+A system that is not started ``detached`` dies with the process that started it, and
+:meth:`ActorSystem.shutdown` leaves no process and no bound port behind: trees are stopped in
+order first, then thespian is shut down, then anything left in the system's process group is
+killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import tempfile
+import time
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from thespian.actors import ActorSystem as ThespianSystem
+from thespian.actors import PoisonMessage
+
+from ..core.errors import ActorCrashed, ActorSystemError, AskTimeout, NoSuchActor, OuroactorsError
+from ..supervision import reasons
+from ..supervision.children import ChildInfo
+from ..supervision.events import Event, EventReader
+from ..supervision.generations import bump_node_epoch
+from ..supervision.protocol import AdminCall, ArmFaults, Ok, Stamped, SystemContext
+from ..supervision.specs import ChildSpec
+from . import _patches
+from .host import HOST_NAME, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
+
+BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
+LOOPBACK = "127.0.0.1"
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A port free for both TCP and UDP on ``host`` right now."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind((host, 0))
+            port = int(tcp.getsockname()[1])
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                udp.bind((host, port))
+            return port
+        except OSError:
+            continue
+    raise ActorSystemError("no free port found")
+
+
+def _log_defs(path: Path) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(path), "formatter": "plain"}},
+        "root": {"handlers": ["file"], "level": "INFO"},
+    }
+
+
+class ActorRef:
+    """A resolved actor address; asks go straight to it (no path lookup per ask)."""
+
+    def __init__(self, system: ActorSystem, path: str, address: Any) -> None:
+        self.system = system
+        self.path = path
+        self.address = address
+
+    def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
+        payload = Stamped(stamp, message) if stamp is not None else message
+        return self.system._unwrap(self.system._thespian.ask(self.address, payload, timeout), self.path, timeout)
+
+    def tell(self, message: Any) -> None:
+        self.system._thespian.tell(self.address, message)
+
+
+class ActorSystem:
+    """A running ouroactors system. Create it with :meth:`start`."""
+
+    def __init__(self, thespian: Any, base: str, data_dir: Path, context: SystemContext,
+                 port: int | None, owns_data_dir: bool) -> None:
+        self._thespian = thespian
+        self.base = base
+        self.data_dir = data_dir
+        self.context = context
+        self.admin_port = port
+        self._owns_data_dir = owns_data_dir
+        self.events = EventReader(context.events_path)
+        self._host = thespian.createActor(TreeHost, globalName=HOST_NAME)
+        self.pgid: int | None = None
+        if base == "multiproc":
+            self.pgid = self._call(self._host, "pgid", 10.0, "host")
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        base: str = "multiproc",
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        detached: bool = False,
+        name: str = "ouroactors",
+        capabilities: dict[str, Any] | None = None,
+        bind_host: str = LOOPBACK,
+    ) -> ActorSystem:
+        """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None)."""
+        if base not in BASES:
+            raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
+        owns = data_dir is None
+        directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-"))
+        directory.mkdir(parents=True, exist_ok=True)
+        epoch = bump_node_epoch(directory)
+        context = SystemContext(
+            name=name, base=base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
+            node_epoch=epoch, origin_ns=time.monotonic_ns(),
+        )
+        port: int | None = None
+        if base == "multiproc":
+            _patches.install()
+            os.environ["OUROACTORS_BIND_HOST"] = bind_host
+            os.environ["THESPIAN_BASE_IPADDR"] = bind_host
+            os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
+            os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+            _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"))
+            port = free_port(bind_host)
+            caps = {"Admin Port": port, "Process Startup Method": "fork", **(capabilities or {})}
+            thespian = ThespianSystem(
+                BASES[base], caps, logDefs=_log_defs(directory / "actors.log"), transientUnique=True
+            )
+        else:
+            thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
+        try:
+            return cls(thespian, base, directory, context, port, owns)
+        except BaseException:
+            thespian.shutdown()
+            raise
+
+    def __enter__(self) -> ActorSystem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop every tree in reverse start order, shut thespian down, sweep what is left."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with contextlib.suppress(OuroactorsError):
+                for tree in reversed(self.trees()):
+                    if tree.status in ("running", "starting"):
+                        with contextlib.suppress(OuroactorsError):
+                            self.stop_tree(tree.name, timeout=timeout)
+        finally:
+            self._thespian.shutdown()
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Kill anything still in the system's process group (the admin called setsid)."""
+        if self.pgid is None or self.pgid == os.getpgid(0):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and _group_alive(self.pgid):
+            time.sleep(0.01)  # waiting for the kernel to reap, bounded
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def wait_for(self, kind: str | None = None, path: str | None = None, timeout: float = 10.0,
+                 predicate: Callable[[Event], bool] | None = None, after: int = 0) -> Event:
+        """Wait for the first event (from index ``after``) of ``kind`` at ``path`` matching ``predicate``."""
+
+        def matches(event: Event) -> bool:
+            return ((kind is None or event.kind == kind) and (path is None or event.path == path)
+                    and (predicate is None or predicate(event)))
+
+        return self.events.wait_for(matches, timeout, after=after, idle=self._idle)
+
+    def mark(self) -> int:
+        """The number of events seen so far: pass it as ``after`` to wait only for newer ones."""
+        return len(self.events.all())
+
+    def _idle(self, seconds: float) -> None:
+        if self.base == "simple":
+            self._thespian.listen(seconds)  # the in-process base only runs while called
+        else:
+            time.sleep(seconds)
+
+    # -- trees ----------------------------------------------------------------------------------------
+
+    def start_tree(self, spec: ChildSpec, timeout: float = 60.0) -> TreeInfo:
+        """Start a tree (its root is ``spec``, a supervisor spec); wait until it is up."""
+        if not spec.is_supervisor:
+            raise ActorSystemError(f"a tree's root must be a supervisor spec, not a {spec.type.value}")
+        result = self._call(self._host, StartTree(spec, self.context), timeout, spec.id)
+        assert isinstance(result, TreeInfo)
+        return result
+
+    def stop_tree(self, name: str, reason: str | None = None, timeout: float = 60.0) -> TreeInfo:
+        """Terminate a tree politely (children in reverse start order); wait until it is gone."""
+        return self._call(self._host, StopTree(name, reasons.shutdown(reason)), timeout, name)  # type: ignore[no-any-return]
+
+    def trees(self) -> list[TreeInfo]:
+        return self._call(self._host, ListTrees(), 10.0, "host")  # type: ignore[no-any-return]
+
+    # -- addressing -----------------------------------------------------------------------------------
+
+    def resolve(self, path: str, timeout: float = 10.0) -> Any:
+        """The current address of the actor at ``path`` (``root/child/grandchild``)."""
+        parts = [p for p in path.strip("/").split("/") if p]
+        if not parts:
+            raise NoSuchActor("empty path")
+        tree = next((t for t in self.trees() if t.name == parts[0]), None)
+        if tree is None or tree.status != "running":
+            raise NoSuchActor(f"no running tree named {parts[0]!r}")
+        address = tree.address
+        for depth, part in enumerate(parts[1:], start=1):
+            info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
+            if info.status != "running":
+                raise NoSuchActor(f"{'/'.join(parts[: depth + 1])} is {info.status}")
+            address = info.address
+        return address
+
+    def ref(self, path: str) -> ActorRef:
+        return ActorRef(self, path, self.resolve(path))
+
+    def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
+        """Ask the actor at ``path``; errors it answers with are raised here."""
+        return self.ref(path).ask(message, timeout, stamp=stamp)
+
+    def tell(self, path: str, message: Any) -> None:
+        self.ref(path).tell(message)
+
+    # -- OTP admin API --------------------------------------------------------------------------------
+
+    def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
+        return self._call(self.resolve(supervisor_path), call, timeout, supervisor_path)
+
+    def start_child(self, supervisor_path: str, spec_or_args: ChildSpec | tuple[Any, ...] | list[Any] = (),
+                    timeout: float = 30.0) -> ChildInfo:
+        if isinstance(spec_or_args, ChildSpec):
+            call = AdminCall("start_child", spec=spec_or_args)
+        else:
+            call = AdminCall("start_child", extra_args=tuple(spec_or_args))
+        return self._admin(supervisor_path, call, timeout)  # type: ignore[no-any-return]
+
+    def terminate_child(self, supervisor_path: str, child_id: str, timeout: float = 60.0) -> None:
+        self._admin(supervisor_path, AdminCall("terminate_child", child_id), timeout)
+
+    def restart_child(self, supervisor_path: str, child_id: str, timeout: float = 30.0) -> ChildInfo:
+        return self._admin(supervisor_path, AdminCall("restart_child", child_id), timeout)  # type: ignore[no-any-return]
+
+    def delete_child(self, supervisor_path: str, child_id: str) -> None:
+        self._admin(supervisor_path, AdminCall("delete_child", child_id))
+
+    def which_children(self, supervisor_path: str) -> list[ChildInfo]:
+        """Children newest first, as OTP's ``which_children``."""
+        return self._admin(supervisor_path, AdminCall("which_children"))  # type: ignore[no-any-return]
+
+    def count_children(self, supervisor_path: str) -> dict[str, int]:
+        return self._admin(supervisor_path, AdminCall("count_children"))  # type: ignore[no-any-return]
+
+    def get_childspec(self, supervisor_path: str, child_id: str) -> ChildSpec:
+        return self._admin(supervisor_path, AdminCall("get_childspec", child_id))  # type: ignore[no-any-return]
+
+    def child_info(self, path: str) -> ChildInfo:
+        parent, _, child_id = path.strip("/").rpartition("/")
+        if not parent:
+            raise NoSuchActor(f"{path!r} is a tree root; use trees()")
+        return self._admin(parent, AdminCall("which_child", child_id))  # type: ignore[no-any-return]
+
+    # -- fault injection ------------------------------------------------------------------------------
+
+    def kill(self, path: str) -> int:
+        """SIGKILL the process of the actor at ``path``; returns the pid killed."""
+        if self.base != "multiproc":
+            raise ActorSystemError("kill needs real processes: start the system on the multiproc base")
+        if "/" not in path.strip("/"):
+            tree = next((t for t in self.trees() if t.name == path.strip("/")), None)
+            pid = tree.pid if tree is not None else None
+        else:
+            pid = self.child_info(path).pid
+        if pid is None:
+            raise NoSuchActor(f"{path} has no running process")
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def arm_faults(self, path: str, plan: Any) -> None:
+        """Arm a fault plan (``ouroactors.core.faults.FaultPlan``) in the process of ``path``."""
+        self._call(self.resolve(path), ArmFaults(plan), 10.0, path)
+
+    # -- answers --------------------------------------------------------------------------------------
+
+    def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any:
+        return self._unwrap(self._thespian.ask(address, message, timeout), what, timeout)
+
+    @staticmethod
+    def _unwrap(answer: Any, what: str, timeout: float) -> Any:
+        if answer is None:
+            raise AskTimeout(f"no answer from {what} within {timeout}s")
+        if isinstance(answer, BaseException):
+            raise answer
+        if isinstance(answer, PoisonMessage):
+            raise ActorCrashed(what, answer.details)
+        if isinstance(answer, Ok):
+            return answer.value
+        return answer
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg(0) succeeds while zombies remain; look for a live member.
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False

@@ -1,0 +1,152 @@
+"""The tree host: the one top-level actor of a system, parent of every tree's root supervisor.
+
+A root supervisor speaks the same protocol to the host as any child to its supervisor, so
+"report why, then be ended" holds at the top too, and no protocol message ever reaches the caller
+outside the system as a stray answer. The host never restarts a root: a root that escalates or
+auto-shuts down ends its tree, as an OTP application's top supervisor ends the application.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from thespian.actors import Actor, ActorExitRequest, ChildActorExited
+
+from ..core.errors import AlreadyStarted, ChildNotFound, StartFailed
+from ..supervision.events import EventWriter
+from ..supervision.generations import generation_source
+from ..supervision.protocol import (
+    ChildExiting,
+    ChildStarted,
+    ChildStartRefused,
+    Ok,
+    StartChild,
+    StopRequest,
+    SystemContext,
+)
+from ..supervision.reasons import ExitReason, killed
+from ..supervision.specs import ChildSpec
+from ..supervision.supervisor import thespian_class_path
+
+HOST_NAME = "ouroactors-host"
+
+
+@dataclass(frozen=True)
+class StartTree:
+    spec: ChildSpec
+    context: SystemContext
+
+
+@dataclass(frozen=True)
+class StopTree:
+    name: str
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
+class ListTrees:
+    pass
+
+
+@dataclass(frozen=True)
+class TreeInfo:
+    name: str
+    address: Any
+    pid: int | None
+    generation: int
+    status: str  # starting | running | stopping | ended
+    exit_reason: str | None = None
+
+
+@dataclass
+class _Tree:
+    name: str
+    address: Any
+    incarnation: int
+    generation: int
+    pid: int | None = None
+    status: str = "starting"
+    reported: ExitReason | None = None
+    waiters: list[Any] = field(default_factory=list)
+
+
+class TreeHost(Actor):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self._trees: dict[str, _Tree] = {}
+        self._incarnations = 0
+        self._events: EventWriter | None = None
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, StartTree):
+            self._start(message, sender)
+        elif isinstance(message, ChildStarted):
+            tree = self._trees.get(message.key)
+            if tree is not None and tree.incarnation == message.incarnation:
+                tree.status, tree.pid = "running", message.pid
+                self._answer(tree, TreeInfo(tree.name, tree.address, tree.pid, tree.generation, "running"))
+        elif isinstance(message, ChildStartRefused | ChildExiting):
+            tree = self._trees.get(message.key)
+            if tree is not None and tree.incarnation == message.incarnation:
+                tree.reported = message.reason
+                self.send(tree.address, ActorExitRequest())
+        elif isinstance(message, ChildActorExited):
+            self._gone(message.childAddress)
+        elif isinstance(message, StopTree):
+            tree = self._trees.get(message.name)
+            if tree is None or tree.status == "ended":
+                self.send(sender, ChildNotFound(message.name))
+                return
+            tree.waiters.append(sender)
+            if tree.status != "stopping":
+                tree.status = "stopping"
+                self.send(tree.address, StopRequest(message.reason))
+        elif isinstance(message, ListTrees):
+            self.send(sender, [self._info(t) for t in self._trees.values()])
+        elif message == "pgid":
+            self.send(sender, os.getpgid(0))
+
+    def _start(self, request: StartTree, sender: Any) -> None:
+        name = request.spec.id
+        existing = self._trees.get(name)
+        if existing is not None and existing.status != "ended":
+            self.send(sender, AlreadyStarted(name, existing.pid))
+            return
+        if self._events is None:
+            ctx = request.context
+            self._events = EventWriter(ctx.events_path, "", ctx.node_epoch, ctx.node)
+        self._incarnations += 1
+        generation = generation_source(request.context.node_epoch, request.context.origin_ns)(None)
+        address = self.createActor(thespian_class_path(request.spec.actor_path))
+        tree = _Tree(name, address, self._incarnations, generation, waiters=[sender])
+        self._trees[name] = tree
+        self.send(address, StartChild(
+            key=name, incarnation=tree.incarnation, generation=generation, path=name, spec=request.spec,
+            args=(), kwargs={}, snapshot=(), context=request.context, is_root=True,
+        ))
+
+    def _gone(self, address: Any) -> None:
+        tree = next((t for t in self._trees.values() if t.address == address and t.status != "ended"), None)
+        if tree is None:
+            return
+        was_starting = tree.status == "starting"
+        reason = tree.reported or killed()
+        tree.status = "ended"
+        tree.reported = reason
+        if self._events is not None:
+            self._events.write("tree_ended", tree.name, {"reason": reason.to_json(), "generation": tree.generation})
+        if was_starting:
+            self._answer(tree, StartFailed(tree.name, str(reason)))
+        else:
+            self._answer(tree, Ok(self._info(tree)))
+
+    def _answer(self, tree: _Tree, result: Any) -> None:
+        for waiter in tree.waiters:
+            self.send(waiter, result)
+        tree.waiters.clear()
+
+    def _info(self, tree: _Tree) -> TreeInfo:
+        return TreeInfo(tree.name, tree.address, tree.pid, tree.generation, tree.status,
+                        str(tree.reported) if tree.reported else None)
