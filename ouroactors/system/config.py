@@ -1,0 +1,103 @@
+"""Tree files: a supervision tree and its system settings in TOML.
+
+::
+
+    [system]
+    base = "multiproc"          # or "simple"
+    data_dir = ".ouroactors"
+
+    [tree]                      # the root supervisor
+    id = "app"
+    strategy = "rest_for_one"
+    intensity = 3
+    period = 5
+
+    [[tree.children]]
+    id = "store"
+    actor = "myapp.store:Store"
+    kwargs = { path = "/var/lib/app" }
+
+Loading yields the same :class:`~ouroactors.supervision.specs.ChildSpec` objects the Python API
+builds, so a tree written either way compares equal. Every problem names its place: TOML syntax
+errors carry line and column, spec errors a key path such as ``tree.children[2].restart``.
+Nothing is started or written while a file is checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..core.errors import SpecError
+from ..supervision.specs import ChildSpec, build_spec, format_location
+
+
+class SystemSettings(BaseModel):
+    """The ``[system]`` table."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: Literal["multiproc", "simple"] = "multiproc"
+    data_dir: str = ".ouroactors"
+    bind_host: str = "127.0.0.1"
+    capabilities: dict[str, Any] = Field(default_factory=dict)
+
+
+class TreeFile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    system: SystemSettings
+    tree: ChildSpec
+
+
+_TOP_LEVEL = ("system", "tree")
+
+
+def load_tree(path: str | Path) -> TreeFile:
+    """Read and validate a tree file; raise :class:`SpecError` naming what is wrong and where."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError([("", f"cannot read tree file: {exc.strerror}")], source) from None
+    return parse_tree(text, source)
+
+
+def parse_tree(text: str, source: str = "<string>") -> TreeFile:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError([("", f"malformed TOML: {exc}")], source) from None
+    problems: list[tuple[str, str]] = []
+    for key in data:
+        if key not in _TOP_LEVEL:
+            close = difflib.get_close_matches(key, _TOP_LEVEL, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append((key, f"unknown table {key!r}{hint}; a tree file has [system] and [tree]"))
+    if "tree" not in data:
+        problems.append(("tree", "is required: the root supervisor ([tree] with id and children)"))
+    if problems:
+        raise SpecError(problems, source)
+    try:
+        settings = SystemSettings.model_validate(data.get("system", {}))
+    except ValidationError as exc:
+        raise SpecError(
+            [("system." + format_location(tuple(e["loc"])), str(e["msg"])) for e in exc.errors()], source
+        ) from None
+    root = dict(data["tree"])
+    root.setdefault("type", "supervisor")
+    if root["type"] != "supervisor":
+        raise SpecError([("tree.type", "the root of a tree must be a supervisor")], source)
+    try:
+        tree = build_spec(root)
+    except SpecError as exc:
+        raise SpecError([(_prefix(loc), msg) for loc, msg in exc.problems], source) from None
+    return TreeFile(system=settings, tree=tree)
+
+
+def _prefix(loc: str) -> str:
+    return f"tree.{loc}" if loc else "tree"
