@@ -1,0 +1,54 @@
+"""The ouroactors pytest plugin (registered through the ``pytest11`` entry point).
+
+Fixtures:
+
+* ``actor_system`` — a real multiproc system (one process per actor) in a temp data dir;
+* ``simple_system`` — an in-process simpleSystemBase system, deterministic and fast;
+* ``actor_system_factory`` — ``factory(base="multiproc", **kwargs)`` for several systems per test.
+
+Every system a fixture starts is shut down after the test, and the test fails if any of its
+processes or its admin port outlive the shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..system.handle import ActorSystem
+from .leaks import assert_nothing_left
+
+
+@pytest.fixture
+def actor_system_factory(tmp_path: Path) -> Iterator[Callable[..., ActorSystem]]:
+    started: list[ActorSystem] = []
+
+    def factory(base: str = "multiproc", **kwargs: Any) -> ActorSystem:
+        kwargs.setdefault("data_dir", tmp_path / f"system-{len(started)}")
+        system = ActorSystem.start(base, **kwargs)
+        started.append(system)
+        return system
+
+    yield factory
+    problems = []
+    for system in reversed(started):
+        system.shutdown()
+        try:
+            assert_nothing_left(system)
+        except AssertionError as exc:
+            problems.append(str(exc))
+    if problems:
+        pytest.fail("; ".join(problems))
+
+
+@pytest.fixture
+def actor_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
+    return actor_system_factory("multiproc")
+
+
+@pytest.fixture
+def simple_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
+    return actor_system_factory("simple")
