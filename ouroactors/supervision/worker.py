@@ -196,7 +196,7 @@ class Worker(Actor):  # type: ignore[misc]
             log.error("%s: start failed: %s", start.path, reason, exc_info=True)
             self._state = "done"
             self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
-            self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
+            self._exit_if_forgotten()
             return
         self._state = "running"
         self.send(sender, ChildStarted(start.key, start.incarnation, os.getpid(), str(self.myAddress)))
@@ -210,7 +210,15 @@ class Worker(Actor):  # type: ignore[misc]
             log.error("%s: on_stop raised", self.path, exc_info=True)
             reason = reasons.crash(exc)
         self.send(self._supervisor, ChildExiting(self._key, self._incarnation, reason))
-        self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
+        self._exit_if_forgotten()
+
+    def _exit_if_forgotten(self) -> None:
+        """Between processes a report can be lost; then end ourselves after a while.
+
+        Not on the in-process base: nothing is lost there, and its timers cost every send.
+        """
+        if self.context is not None and self.context.base != "simple":
+            self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
 
     def _crash(self, exc: Exception, sender: Any) -> None:
         reason = reasons.crash(exc)

@@ -3,6 +3,10 @@
 It plays every child's side of the protocol: a spawned child comes up (or fails, if the test
 says so), a polite stop is honoured (unless the child is marked stubborn), a kill always works.
 Tests drive it input by input and read the commands and events the core produced.
+
+Three switches let a test interleave inputs by hand: ``hold_starts`` (spawns of these key
+prefixes wait for :meth:`World.answer_start`), ``hold_stops`` (polite stops are not answered)
+and ``hold_self`` (self-messages such as ``TryAgain`` wait in ``held`` for :meth:`World.release`).
 """
 
 from __future__ import annotations
@@ -12,10 +16,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ouroactors.supervision import reasons
+from ouroactors.supervision.children import ChildInfo
 from ouroactors.supervision.machine import SupervisorCore
 from ouroactors.supervision.signals import (
-    Boot, BootDone, ChildDown, ChildStartFailed, ChildUp, Command, Emit, ExitSelf, Input, Kill,
-    RequestStop, SendSelf, SetTimer, Spawn, TimerFired,
+    AdminRequest,
+    AuthorityEntry,
+    Boot,
+    BootDone,
+    ChildDown,
+    ChildStartFailed,
+    ChildUp,
+    Command,
+    Emit,
+    ExitSelf,
+    GenerationAnnounced,
+    Input,
+    Kill,
+    NewGeneration,
+    Reply,
+    RequestStop,
+    SendSelf,
+    SetTimer,
+    ShutdownRequested,
+    Spawn,
+    TimerFired,
 )
 from ouroactors.supervision.specs import ChildSpec
 
@@ -37,15 +61,23 @@ class World:
     fail_starts: dict[str, int] = field(default_factory=dict)  # key prefix -> failures left
     stubborn: set[str] = field(default_factory=set)  # ignore polite stop
     hold_stops: bool = False  # do not answer stops at all (test answers by hand)
+    hold_starts: set[str] = field(default_factory=set)  # key prefixes whose spawns wait for answer_start
+    hold_self: bool = False  # keep SendSelf messages in `held` until release()
+    inherited: tuple[AuthorityEntry, ...] = ()
     log: list[Command] = field(default_factory=list)
     running: dict[str, int] = field(default_factory=dict)  # key -> incarnation
+    starting: dict[str, int] = field(default_factory=dict)  # held spawns: key -> incarnation
     timers: dict[int, float] = field(default_factory=dict)
     queue: deque[Input] = field(default_factory=deque)
+    held: list[Input] = field(default_factory=list)
     exited: Any = None
     boot: Any = "pending"
 
     def __post_init__(self) -> None:
-        self.core = SupervisorCore(self.spec, path="root", next_generation=counter_generations())
+        self.core = SupervisorCore(
+            self.spec, path="root", next_generation=counter_generations(), inherited=self.inherited
+        )
+        self._tokens = 0
 
     def start(self) -> World:
         self.feed(Boot())
@@ -65,12 +97,15 @@ class World:
         self.log.append(cmd)
         if isinstance(cmd, Spawn):
             prefix = cmd.key.split("#")[0]
-            if self.fail_starts.get(prefix, 0) > 0:
+            if prefix in self.hold_starts:
+                self.starting[cmd.key] = cmd.incarnation
+            elif self.fail_starts.get(prefix, 0) > 0:
                 self.fail_starts[prefix] -= 1
                 self.queue.append(ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash_of("E", "boom")))
             else:
                 self.running[cmd.key] = cmd.incarnation
-                self.queue.append(ChildUp(cmd.key, cmd.incarnation, 1000 + cmd.incarnation, f"addr-{cmd.key}"))
+                up = ChildUp(cmd.key, cmd.incarnation, 1000 + cmd.incarnation, f"addr-{cmd.key}")
+                self.queue.append(up)
         elif isinstance(cmd, RequestStop):
             if cmd.key not in self.stubborn and not self.hold_stops:
                 self.running.pop(cmd.key, None)
@@ -79,7 +114,10 @@ class World:
             self.running.pop(cmd.key, None)
             self.queue.append(ChildDown(cmd.key, cmd.incarnation, reasons.killed()))
         elif isinstance(cmd, SendSelf):
-            self.queue.append(cmd.message)
+            if self.hold_self:
+                self.held.append(cmd.message)
+            else:
+                self.queue.append(cmd.message)
         elif isinstance(cmd, SetTimer):
             self.timers[cmd.token] = self.now + cmd.seconds
         elif isinstance(cmd, ExitSelf):
@@ -97,6 +135,51 @@ class World:
         inc = self.running.pop(key)
         return self.feed(ChildDown(key, inc, reason))
 
+    def answer_start(self, key: str, ok: bool = True) -> list[Command]:
+        """Answer a held spawn: the child comes up, or its start fails."""
+        inc = self.starting.pop(key)
+        if ok:
+            self.running[key] = inc
+            return self.feed(ChildUp(key, inc, 1000 + inc, f"addr-{key}"))
+        return self.feed(ChildStartFailed(key, inc, reasons.crash_of("E", "held start failed")))
+
+    def release(self) -> list[Command]:
+        """Deliver the held self-messages, oldest first."""
+        produced: list[Command] = []
+        while self.held:
+            produced.extend(self.feed(self.held.pop(0)))
+        return produced
+
+    def announce(self, key: str, cause: str = "reload") -> list[Command]:
+        return self.feed(GenerationAnnounced(key, self.running[key], cause))
+
+    def shutdown(self, reason: Any = None) -> list[Command]:
+        return self.feed(ShutdownRequested(reason or reasons.shutdown()))
+
+    def admin(self, op: str, child_id: str | None = None, spec: ChildSpec | None = None,
+              extra_args: tuple[Any, ...] = ()) -> Any:
+        """Send one admin request; return its reply's result, or ``"pending"`` if not answered yet."""
+        self._tokens += 1
+        token = self._tokens
+        produced = self.feed(AdminRequest(token, op, child_id, spec, tuple(extra_args)))
+        for cmd in produced:
+            if isinstance(cmd, Reply) and cmd.token == token:
+                return cmd.result
+        return "pending"
+
+    def reply(self, token: int) -> Any:
+        for cmd in self.log:
+            if isinstance(cmd, Reply) and cmd.token == token:
+                return cmd.result
+        return "pending"
+
+    def which(self) -> list[ChildInfo]:
+        return self.admin("which_children")  # type: ignore[no-any-return]
+
+    def status(self) -> dict[str, str]:
+        """Core's view: key -> status, in start order."""
+        return {c.key: c.status.value for c in self.core.children.in_start_order()}
+
     def advance(self, seconds: float) -> None:
         self.now += seconds
         for token, due in sorted(self.timers.items()):
@@ -107,11 +190,27 @@ class World:
     def events(self, kind: str | None = None) -> list[Emit]:
         return [c for c in self.log if isinstance(c, Emit) and (kind is None or c.kind == kind)]
 
+    def kinds(self) -> list[str]:
+        return [c.kind for c in self.log if isinstance(c, Emit)]
+
+    def spawns(self) -> list[Spawn]:
+        return [c for c in self.log if isinstance(c, Spawn)]
+
     def spawned(self) -> list[str]:
         return [c.key for c in self.log if isinstance(c, Spawn)]
 
     def stopped(self) -> list[str]:
         return [c.key for c in self.log if isinstance(c, RequestStop | Kill)]
+
+    def killed(self) -> list[str]:
+        return [c.key for c in self.log if isinstance(c, Kill)]
+
+    def new_generations(self) -> list[NewGeneration]:
+        return [c for c in self.log if isinstance(c, NewGeneration)]
+
+    def touched(self) -> list[str]:
+        """Keys the core spawned or stopped, in order."""
+        return [c.key for c in self.log if isinstance(c, Spawn | RequestStop | Kill)]
 
     def clear(self) -> None:
         self.log.clear()

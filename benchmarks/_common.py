@@ -1,0 +1,231 @@
+"""Shared helpers for the benchmarks: statistics, the result table, process-group cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ouroactors.system.handle import free_port as free_port  # re-exported: TCP+UDP free on loopback
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation between closest ranks."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass
+class Stat:
+    """Samples of one measurement, in the unit of the row (ms, msg/s, ...)."""
+
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.samples, 50)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.samples, 99)
+
+
+@dataclass
+class Row:
+    """One line of the result table.
+
+    ``ours`` and ``base`` are :class:`Stat` (latency: p50 and p99 shown) or a single float
+    (throughput or a derived value). ``ratio`` is ours/baseline of the p50 (or of the value).
+    ``check`` decides the goal from ``(ours_p50, ratio)``; None means "no goal, for the record".
+    """
+
+    section: str
+    metric: str
+    unit: str
+    ours: Stat | float | None
+    base: Stat | float | None
+    goal: str = "—"
+    check: Callable[[float, float], bool] | None = None
+    note: str = ""
+
+    @staticmethod
+    def _mid(value: Stat | float | None) -> float:
+        if value is None:
+            return math.nan
+        return value.p50 if isinstance(value, Stat) else float(value)
+
+    @property
+    def ratio(self) -> float:
+        ours, base = self._mid(self.ours), self._mid(self.base)
+        if math.isnan(ours) or math.isnan(base) or base == 0:
+            return math.nan
+        return ours / base
+
+    @property
+    def verdict(self) -> str:
+        if self.check is None:
+            return ""
+        ours = self._mid(self.ours)
+        if math.isnan(ours):
+            return "n/a"
+        return "met" if self.check(ours, self.ratio) else "MISSED"
+
+    def to_json(self) -> dict[str, object]:
+        def dump(value: Stat | float | None) -> object:
+            if isinstance(value, Stat):
+                return {"n": value.n, "p50": value.p50, "p99": value.p99, "samples": value.samples}
+            return value
+
+        return {"section": self.section, "metric": self.metric, "unit": self.unit, "ours": dump(self.ours),
+                "baseline": dump(self.base), "ratio": self.ratio, "goal": self.goal,
+                "verdict": self.verdict, "note": self.note}
+
+
+def fmt(value: float, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if abs(value) >= 1000:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 100:
+        text = f"{value:.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return f"{text} {unit}".rstrip()
+
+
+def _cells(value: Stat | float | None, unit: str) -> tuple[str, str]:
+    if value is None:
+        return "—", ""
+    if isinstance(value, Stat):
+        return fmt(value.p50, unit), fmt(value.p99, unit) if value.n > 1 else ""
+    return fmt(value, unit), ""
+
+
+HEADERS = ("#", "metric", "n", "ours p50", "ours p99", "base p50", "base p99", "ratio", "goal", "verdict")
+
+
+def table_rows(rows: Sequence[Row]) -> list[tuple[str, ...]]:
+    out = []
+    for row in rows:
+        ours50, ours99 = _cells(row.ours, row.unit)
+        base50, base99 = _cells(row.base, row.unit)
+        n = str(row.ours.n) if isinstance(row.ours, Stat) else ""
+        ratio = "—" if math.isnan(row.ratio) else f"{row.ratio:.2f}×"
+        metric = row.metric + (f" ({row.note})" if row.note else "")
+        out.append((row.section, metric, n, ours50, ours99, base50, base99, ratio, row.goal, row.verdict))
+    return out
+
+
+def print_table(rows: Sequence[Row], title: str, plain: bool = False) -> None:
+    """Print the table with rich if it is installed (and not ``plain``), else as plain text."""
+    data = table_rows(rows)
+    if not plain:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            plain = True
+    if not plain:
+        table = Table(title=title, show_lines=False)
+        for header in HEADERS:
+            justify = "left" if header in ("#", "metric", "goal", "verdict") else "right"
+            table.add_column(header, justify=justify, overflow="fold")
+        for line in data:
+            style = "red" if line[-1] == "MISSED" else None
+            table.add_row(*line, style=style)
+        Console(width=max(150, Console().width)).print(table)
+        return
+    widths = [max(len(HEADERS[i]), *(len(line[i]) for line in data)) for i in range(len(HEADERS))]
+    left = {0, 1, 8, 9}
+
+    def render(cells: Sequence[str]) -> str:
+        return " | ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    print(title)
+    print(render(HEADERS))
+    print("-+-".join("-" * w for w in widths))
+    for line in data:
+        print(render(line))
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def sweep_group(pgid: int | None, grace: float = 2.0) -> list[int]:
+    """Wait up to ``grace`` s for a system's process group to empty, then SIGKILL what is left.
+
+    Only for a group this run started (an actor system's admin calls ``setsid``); never our own.
+    Returns the pids that had to be killed.
+    """
+    if pgid is None or pgid == os.getpgid(0):
+        return []
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and group_members(pgid):
+        time.sleep(0.02)
+    left = group_members(pgid)
+    if left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and group_members(pgid):
+            time.sleep(0.01)
+    return left
+
+
+def listening_ports(ports: Sequence[int]) -> list[int]:
+    """Which of ``ports`` have a TCP socket in LISTEN state (from /proc/net/tcp{,6})."""
+    wanted = set(ports)
+    found: set[int] = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) > 3 and parts[3] == "0A":
+                port = int(parts[1].rsplit(":", 1)[1], 16)
+                if port in wanted:
+                    found.add(port)
+    return sorted(found)
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
