@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 _GLOB_CHARS = frozenset("*?[")
 
 
-class FaultAction(str, Enum):  # noqa: UP042 - (str, Enum) as specified; str() keeps the name
+class FaultAction(str, Enum):
     """What a firing rule does: raise an exception, end the process, or sleep and go on."""
 
     RAISE = "raise"

@@ -286,9 +286,10 @@ def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecErro
             message = "is required"
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
-        if loc.endswith(".shutdown") or loc == "shutdown":
-            if "brutal_kill" in message or "Input should be" in message:
-                message = "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
+        if (loc.endswith(".shutdown") or loc == "shutdown") and (
+            "brutal_kill" in message or "Input should be" in message
+        ):
+            message = "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
         item = (loc, message)
         if item not in seen:
             seen.add(item)

@@ -91,7 +91,7 @@ def thespian_class_path(actor_path: str) -> str:
     return f"{module}.{attr}" if sep else actor_path
 
 
-class Supervisor(Actor):  # type: ignore[misc]
+class Supervisor(Actor):
     """Supervises children as its spec says. Start it through a parent or a system handle."""
 
     __ouroactors_child__ = True

@@ -63,7 +63,7 @@ def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] 
     return all(capabilities.get(key) == value for key, value in (requirements or {}).items())
 
 
-class Worker(Actor):  # type: ignore[misc]
+class Worker(Actor):
     """Base class of every supervised worker."""
 
     __ouroactors_child__ = True

@@ -86,7 +86,7 @@ def install() -> None:
         if host and self.bindname[0] == "":
             self.bindname = (host, self.bindname[1])
 
-    IPBase.IPActorAddress.__init__ = bind_to_configured_host  # type: ignore[method-assign]
+    IPBase.IPActorAddress.__init__ = bind_to_configured_host
 
     original_start_child = multiprocCommon.startChild
 
@@ -116,7 +116,7 @@ def install() -> None:
             except OSError:
                 os._exit(1)  # the creator is already gone
 
-        class WatchedAdmin(adminClass):  # type: ignore[misc, valid-type]
+        class WatchedAdmin(adminClass):
             def __init__(self, *a: Any, **k: Any) -> None:
                 super().__init__(*a, **k)
                 if creator_fd is not None:

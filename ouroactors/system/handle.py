@@ -26,8 +26,8 @@ import signal
 import socket
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from thespian.actors import ActorSystem as ThespianSystem
@@ -216,10 +216,10 @@ class ActorSystem:
 
     def stop_tree(self, name: str, reason: str | None = None, timeout: float = 60.0) -> TreeInfo:
         """Terminate a tree politely (children in reverse start order); wait until it is gone."""
-        return self._call(self._host, StopTree(name, reasons.shutdown(reason)), timeout, name)  # type: ignore[no-any-return]
+        return self._call(self._host, StopTree(name, reasons.shutdown(reason)), timeout, name)
 
     def trees(self) -> list[TreeInfo]:
-        return self._call(self._host, ListTrees(), 10.0, "host")  # type: ignore[no-any-return]
+        return self._call(self._host, ListTrees(), 10.0, "host")
 
     # -- addressing -----------------------------------------------------------------------------------
 
@@ -260,32 +260,32 @@ class ActorSystem:
             call = AdminCall("start_child", spec=spec_or_args)
         else:
             call = AdminCall("start_child", extra_args=tuple(spec_or_args))
-        return self._admin(supervisor_path, call, timeout)  # type: ignore[no-any-return]
+        return self._admin(supervisor_path, call, timeout)
 
     def terminate_child(self, supervisor_path: str, child_id: str, timeout: float = 60.0) -> None:
         self._admin(supervisor_path, AdminCall("terminate_child", child_id), timeout)
 
     def restart_child(self, supervisor_path: str, child_id: str, timeout: float = 30.0) -> ChildInfo:
-        return self._admin(supervisor_path, AdminCall("restart_child", child_id), timeout)  # type: ignore[no-any-return]
+        return self._admin(supervisor_path, AdminCall("restart_child", child_id), timeout)
 
     def delete_child(self, supervisor_path: str, child_id: str) -> None:
         self._admin(supervisor_path, AdminCall("delete_child", child_id))
 
     def which_children(self, supervisor_path: str) -> list[ChildInfo]:
         """Children newest first, as OTP's ``which_children``."""
-        return self._admin(supervisor_path, AdminCall("which_children"))  # type: ignore[no-any-return]
+        return self._admin(supervisor_path, AdminCall("which_children"))
 
     def count_children(self, supervisor_path: str) -> dict[str, int]:
-        return self._admin(supervisor_path, AdminCall("count_children"))  # type: ignore[no-any-return]
+        return self._admin(supervisor_path, AdminCall("count_children"))
 
     def get_childspec(self, supervisor_path: str, child_id: str) -> ChildSpec:
-        return self._admin(supervisor_path, AdminCall("get_childspec", child_id))  # type: ignore[no-any-return]
+        return self._admin(supervisor_path, AdminCall("get_childspec", child_id))
 
     def child_info(self, path: str) -> ChildInfo:
         parent, _, child_id = path.strip("/").rpartition("/")
         if not parent:
             raise NoSuchActor(f"{path!r} is a tree root; use trees()")
-        return self._admin(parent, AdminCall("which_child", child_id))  # type: ignore[no-any-return]
+        return self._admin(parent, AdminCall("which_child", child_id))
 
     # -- fault injection ------------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ class _Tree:
     waiters: list[Any] = field(default_factory=list)
 
 
-class TreeHost(Actor):  # type: ignore[misc]
+class TreeHost(Actor):
     def __init__(self) -> None:
         super().__init__()
         self._trees: dict[str, _Tree] = {}
