@@ -156,6 +156,8 @@ class RawSink(Actor):  # type: ignore[misc]
             self.count = 0
         elif message == "count":
             self.send(sender, ("count", self.count))
+        elif message == "pid":
+            self.send(sender, os.getpid())
 
 
 class RawPusher(Actor):  # type: ignore[misc]
@@ -165,6 +167,8 @@ class RawPusher(Actor):  # type: ignore[misc]
     waiter: Any = None
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
+        if message == "pid":
+            self.send(sender, os.getpid())
         if not isinstance(message, tuple) or not message:
             return
         if message[0] == "push":

@@ -6,27 +6,10 @@ from datetime import datetime
 
 from rich.table import Table
 
+from ..supervision.children import ChildInfo
 from ..supervision.events import Event
 from ..supervision.generations import epoch_of
 from ..system.handle import ActorSystem
-
-
-def children_table(system: ActorSystem, root: str) -> Table:
-    """The tree as a table, depth first, children in start order."""
-    table = Table(title=f"tree {root}", title_justify="left")
-    for column in ("path", "status", "pid", "generation", "restarts", "last exit"):
-        table.add_column(column)
-
-    def walk(path: str) -> None:
-        for child in reversed(system.which_children(path)):  # OTP order is newest first
-            child_path = f"{path}/{child.id}"
-            table.add_row(child_path, child.status, str(child.pid or "-"), format_generation(child.generation),
-                          str(child.restarts), child.last_exit or "-")
-            if child.type == "supervisor" and child.status == "running":
-                walk(child_path)
-
-    walk(root)
-    return table
 
 
 def format_generation(generation: int | None) -> str:
@@ -34,6 +17,21 @@ def format_generation(generation: int | None) -> str:
     if generation is None:
         return "-"
     return f"{epoch_of(generation)}.{generation & ((1 << 48) - 1)}"
+
+
+def tree_table(rows: list[tuple[str, ChildInfo]], title: str = "tree") -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("path", "status", "pid", "generation", "restarts", "last exit"):
+        table.add_column(column)
+    for path, child in rows:
+        table.add_row(path, child.status, str(child.pid or "-"), format_generation(child.generation),
+                      str(child.restarts), child.last_exit or "-")
+    return table
+
+
+def children_table(system: ActorSystem, root: str) -> Table:
+    """The tree under ``root`` as a table, depth first, children in start order."""
+    return tree_table(system.walk(root), f"tree {root}")
 
 
 def event_line(event: Event) -> str:
@@ -46,4 +44,8 @@ def event_line(event: Event) -> str:
             text += f"({reason['info']})"
         if reason.get("exc_type"):
             text += f" {reason['exc_type']}: {reason.get('message')}"
+    elif isinstance(reason, str):
+        text += f"  reason={reason}"
+    if "due_in" in event.fields:
+        text += f"  next attempt in {event.fields['due_in']:.3f}s"
     return text

@@ -10,11 +10,14 @@ crashed.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("ouroactors.events")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class EventReader:
         self._offset = 0
         self._partial = b""
         self.seen: list[Event] = []
+        self.corrupt: list[bytes] = []  # lines that are not events: kept and logged, never fatal
 
     def poll(self) -> list[Event]:
         """Events appended since the last poll."""
@@ -100,7 +104,16 @@ class EventReader:
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
-        fresh = [Event.from_json(json.loads(line)) for line in lines if line.strip()]
+        fresh: list[Event] = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                fresh.append(Event.from_json(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as exc:
+                # One bad line (a short write, a hand edit) must not lose the good ones around it.
+                self.corrupt.append(line)
+                log.warning("%s: skipping a line that is not an event (%s): %.200r", self.path, exc, line)
         self.seen.extend(fresh)
         return fresh
 

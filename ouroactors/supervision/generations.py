@@ -32,8 +32,8 @@ def bump_node_epoch(data_dir: str | os.PathLike[str]) -> int:
     path = directory / EPOCH_FILE
     current = 0
     if path.exists():
-        text = path.read_text().strip()
-        if not text.isdigit():
+        text = path.read_text(errors="replace").strip()  # undecodable bytes are corrupt too
+        if not (text.isascii() and text.isdigit()):  # str.isdigit alone accepts '²' and '١٢'
             raise ValueError(f"{path}: corrupt node epoch {text!r} (expected a non-negative integer)")
         current = int(text)
     new = current + 1

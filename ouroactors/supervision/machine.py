@@ -89,6 +89,22 @@ Job = Generator[_Wait, Any, None]
 GenerationSource = Callable[[int | None], int]
 
 
+def _shutdown_ok(child: Child, why: ExitReason) -> bool:
+    """OTP's ``shutdown/1`` verdict: False means a ``shutdown_error`` report.
+
+    ``killed`` is expected only from brutal_kill (a kill after the timeout is an error), plain
+    ``shutdown`` only from the polite request; a non-permanent child may also end ``normal`` or
+    ``shutdown(info)``.
+    """
+    brutal = child.spec.shutdown_ms == 0
+    if why.kind is ExitKind.KILLED:
+        return brutal
+    if why.kind is ExitKind.SHUTDOWN and why.info is None and not brutal:
+        return True
+    permanent = child.spec.restart is RestartType.PERMANENT
+    return why.kind in (ExitKind.NORMAL, ExitKind.SHUTDOWN) and not permanent
+
+
 class SupervisorCore:
     """One supervisor's decisions. Feed inputs to :meth:`handle`; carry out what it returns."""
 
@@ -295,7 +311,11 @@ class SupervisorCore:
             return
         if decision is AfterExit.DELETE or self.simple:
             self.children.remove(child.key)
-        still = any(c.spec.significant and c.alive for c in self.children.in_start_order())
+        # OTP's children_any skips only children with pid = undefined: a restarting one is present.
+        still = any(
+            c.spec.significant and c.status is not ChildStatus.UNDEFINED
+            for c in self.children.in_start_order()
+        )
         if auto_shutdown_due(self.flags.auto_shutdown, child.spec.significant, still):
             self._emit("auto_shutdown", child, policy=self.flags.auto_shutdown.value)
             self._run(self._job_stop_all(reasons.shutdown("auto_shutdown")))
@@ -395,16 +415,13 @@ class SupervisorCore:
                 self._out.append(Kill(key, incarnation))
             yield wait
         for key, why in wait.reasons.items():
-            child = self.children.get(key)
-            if child is None:
+            gone = self.children.get(key)
+            if gone is None:
                 continue
-            child.status = ChildStatus.UNDEFINED
-            child.pid = child.address = None
-            child.last_exit = why
-            expected = why.kind in (ExitKind.SHUTDOWN, ExitKind.KILLED) or (
-                why.kind is ExitKind.NORMAL and child.spec.restart is not RestartType.PERMANENT
-            )
-            self._emit("terminated", child, reason=why.to_json(), shutdown_error=not expected)
+            gone.status = ChildStatus.UNDEFINED
+            gone.pid = gone.address = None
+            gone.last_exit = why
+            self._emit("terminated", gone, reason=why.to_json(), shutdown_error=not _shutdown_ok(gone, why))
 
     def _job_stop_all(self, reason: ExitReason) -> Job:
         yield from self._terminate(list(self.children.newest_first()))
@@ -521,7 +538,10 @@ class SupervisorCore:
         self._reply(req, ChildNotFound(req.child_id) if child is None else self.children.info(child))
 
     def _admin_count_children(self, req: AdminRequest) -> None:
-        self._reply(req, self.children.counts())
+        counts = self.children.counts()
+        if self.simple:
+            counts["specs"] = 1  # OTP: the template is the one spec of a simple_one_for_one supervisor
+        self._reply(req, counts)
 
     def _admin_get_childspec(self, req: AdminRequest) -> None:
         child = self.children.get(req.child_id or "")

@@ -17,7 +17,16 @@ import importlib
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..core.errors import SpecError
 
@@ -75,10 +84,10 @@ class SupervisorFlags(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: Strategy = Strategy.ONE_FOR_ONE
-    intensity: int = Field(1, ge=0)
-    period: float = Field(5.0, gt=0)
+    intensity: StrictInt = Field(1, ge=0)
+    period: float = Field(5.0, gt=0, allow_inf_nan=False)
     auto_shutdown: AutoShutdown = AutoShutdown.NEVER
-    max_children: int | None = Field(None, ge=1)
+    max_children: StrictInt | None = Field(None, ge=1)
 
 
 class ChildSpec(BaseModel):
@@ -93,20 +102,20 @@ class ChildSpec(BaseModel):
     restart: RestartType = RestartType.PERMANENT
     shutdown: Shutdown | None = None
     type: ChildType = ChildType.WORKER
-    significant: bool = False
+    significant: StrictBool = False
     backoff: Backoff | None = None
     requires: dict[str, str] = Field(default_factory=dict)
     # Only for type = "supervisor": its flags and children.
     strategy: Strategy | None = None
-    intensity: int | None = Field(None, ge=0)
-    period: float | None = Field(None, gt=0)
+    intensity: StrictInt | None = Field(None, ge=0)
+    period: float | None = Field(None, gt=0, allow_inf_nan=False)
     auto_shutdown: AutoShutdown | None = None
-    max_children: int | None = Field(None, ge=1)
+    max_children: StrictInt | None = Field(None, ge=1)
     children: tuple[ChildSpec, ...] | None = None
 
-    @field_validator("shutdown")
+    @field_validator("shutdown", mode="before")
     @classmethod
-    def _shutdown_non_negative(cls, value: Shutdown | None) -> Shutdown | None:
+    def _shutdown_non_negative(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError("must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'")
         if isinstance(value, int) and value < 0:
@@ -137,9 +146,10 @@ class ChildSpec(BaseModel):
         flags = self.flags
         children = self.children or ()
         seen: set[str] = set()
-        for child in children:
+        for index, child in enumerate(children):
             if child.id in seen:
-                raise ValueError(f"duplicate child id {child.id!r}")
+                # "@loc: message" lets the error renderer point at the duplicate itself
+                raise ValueError(f"@children[{index}].id: duplicate child id {child.id!r}")
             seen.add(child.id)
         if flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
             if len(children) != 1:
@@ -286,6 +296,9 @@ def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecErro
             message = "is required"
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
+            if message.startswith("@"):
+                inner, _, message = message[1:].partition(": ")
+                loc = f"{loc}.{inner}" if loc else inner
         if (loc.endswith(".shutdown") or loc == "shutdown") and (
             "brutal_kill" in message or "Input should be" in message
         ):

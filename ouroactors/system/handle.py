@@ -40,7 +40,7 @@ from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import AdminCall, ArmFaults, Ok, Stamped, SystemContext
 from ..supervision.specs import ChildSpec
-from . import _patches
+from . import _patches, marker
 from .host import HOST_NAME, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
@@ -92,18 +92,21 @@ class ActorSystem:
     """A running ouroactors system. Create it with :meth:`start`."""
 
     def __init__(self, thespian: Any, base: str, data_dir: Path, context: SystemContext,
-                 port: int | None, owns_data_dir: bool) -> None:
+                 port: int | None, *, owner: bool, pgid: int | None = None) -> None:
         self._thespian = thespian
         self.base = base
         self.data_dir = data_dir
         self.context = context
         self.admin_port = port
-        self._owns_data_dir = owns_data_dir
+        self.owner = owner
         self.events = EventReader(context.events_path)
         self._host = thespian.createActor(TreeHost, globalName=HOST_NAME)
-        self.pgid: int | None = None
-        if base == "multiproc":
-            self.pgid = self._call(self._host, "pgid", 10.0, "host")
+        self.pgid = pgid
+        self.admin_pid: int | None = None
+        if base == "multiproc" and pgid is None:
+            self.admin_pid, self.pgid = self._call(self._host, "admin", 10.0, "host")
+        self.marker: marker.Marker | None = None
+        self.stale_marker: marker.Marker | None = None
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -122,9 +125,9 @@ class ActorSystem:
         """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None)."""
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
-        owns = data_dir is None
         directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-"))
         directory.mkdir(parents=True, exist_ok=True)
+        stale = marker.claim(directory)  # refuses a directory a live system serves
         epoch = bump_node_epoch(directory)
         context = SystemContext(
             name=name, base=base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
@@ -146,16 +149,78 @@ class ActorSystem:
         else:
             thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
         try:
-            return cls(thespian, base, directory, context, port, owns)
+            system = cls(thespian, base, directory, context, port, owner=True)
         except BaseException:
             thespian.shutdown()
             raise
+        system.stale_marker = stale
+        system.marker = marker.Marker(
+            base=base, admin_port=port, admin_pid=system.admin_pid, admin_pgid=system.pgid,
+            admin_start_ticks=marker.process_start_ticks(system.admin_pid) if system.admin_pid else None,
+            owner_pid=os.getpid(), detached=detached, bind_host=bind_host, node_epoch=epoch,
+            started_ns=time.time_ns(), origin_ns=context.origin_ns, name=name,
+        )
+        marker.write_marker(directory, system.marker)
+        return system
+
+    @classmethod
+    def connect(cls, data_dir: str | os.PathLike[str]) -> ActorSystem:
+        """Attach to the live system serving ``data_dir`` (started by another process).
+
+        The handle does not own the system: dropping it leaves the system running; only an
+        explicit :meth:`shutdown` stops it.
+        """
+        directory = Path(data_dir)
+        found = marker.read_marker(directory)
+        if found is None:
+            raise ActorSystemError(f"no system marker in {directory}: is a system running with this data dir?")
+        if not marker.is_live(found):
+            raise ActorSystemError(
+                f"{directory}: the system started by pid {found.owner_pid} is gone (stale marker); "
+                "the next start on this data dir cleans it up"
+            )
+        if found.base != "multiproc":
+            raise ActorSystemError(
+                f"the system in {directory} runs on the in-process simple base (pid {found.owner_pid}); "
+                "it cannot be reached from another process"
+            )
+        _patches.install()
+        os.environ["OUROACTORS_BIND_HOST"] = found.bind_host
+        os.environ["THESPIAN_BASE_IPADDR"] = found.bind_host
+        os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
+        os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+        thespian = ThespianSystem(BASES["multiproc"], {"Admin Port": found.admin_port}, transientUnique=True)
+        context = SystemContext(
+            name=found.name, base=found.base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
+            node_epoch=found.node_epoch, origin_ns=found.origin_ns,
+        )
+        system = cls(thespian, found.base, directory, context, found.admin_port, owner=False, pgid=found.admin_pgid)
+        system.admin_pid = found.admin_pid
+        system.marker = found
+        return system
 
     def __enter__(self) -> ActorSystem:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        if self.owner:
+            self.shutdown()
+
+    def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]:
+        """Every child of every running tree (or of ``root``), depth first, in start order."""
+        out: list[tuple[str, ChildInfo]] = []
+
+        def visit(path: str) -> None:
+            for child in reversed(self.which_children(path)):  # OTP order is newest first
+                child_path = f"{path}/{child.id}"
+                out.append((child_path, child))
+                if child.type == "supervisor" and child.status == "running":
+                    visit(child_path)
+
+        names = [root] if root else [t.name for t in self.trees() if t.status == "running"]
+        for name in names:
+            visit(name)
+        return out
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop every tree in reverse start order, shut thespian down, sweep what is left."""
@@ -171,6 +236,7 @@ class ActorSystem:
         finally:
             self._thespian.shutdown()
             self._sweep()
+            marker.remove_marker(self.data_dir, self.marker)
 
     def _sweep(self) -> None:
         """Kill anything still in the system's process group (the admin called setsid)."""

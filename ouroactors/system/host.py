@@ -105,8 +105,9 @@ class TreeHost(Actor):
                 self.send(tree.address, StopRequest(message.reason))
         elif isinstance(message, ListTrees):
             self.send(sender, [self._info(t) for t in self._trees.values()])
-        elif message == "pgid":
-            self.send(sender, os.getpgid(0))
+        elif message == "admin":
+            # The admin double-forks after setsid: its pgid names an exited process, so report both.
+            self.send(sender, (os.getppid(), os.getpgid(0)))
 
     def _start(self, request: StartTree, sender: Any) -> None:
         name = request.spec.id

@@ -124,7 +124,8 @@ def test_dynamic_children_2000_and_max_children(simple_system):
         simple_system.delete_child("root/pool", "w#1")
     assert simple_system.ask("root/pool/w#1999", "whoami")["args"] == (1998,)
     simple_system.terminate_child("root/pool", "w#7")
-    assert simple_system.count_children("root/pool")["specs"] == 1999
+    assert simple_system.count_children("root/pool") == {"specs": 1, "active": 1999, "supervisors": 0,
+                                                         "workers": 1999}
     simple_system.stop_tree("root")
     terminated = [e for e in simple_system.events.all() if e.kind == "terminated" and e.supervisor == "root/pool"]
     assert len(terminated) == 2000

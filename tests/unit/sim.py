@@ -41,7 +41,19 @@ from ouroactors.supervision.signals import (
     Spawn,
     TimerFired,
 )
-from ouroactors.supervision.specs import ChildSpec
+from ouroactors.supervision.specs import ChildSpec, supervisor, worker
+
+ECHO = "ouroactors.examples.workers:Echo"
+
+
+def wk(id: str, **fields: Any) -> ChildSpec:
+    """A worker spec running the example Echo actor (validation imports it)."""
+    return worker(id, ECHO, **fields)
+
+
+def tree(*children: ChildSpec, **flags: Any) -> ChildSpec:
+    """The root supervisor spec with these children and flags."""
+    return supervisor("root", list(children), **flags)
 
 
 def counter_generations() -> Any:
@@ -64,6 +76,7 @@ class World:
     hold_starts: set[str] = field(default_factory=set)  # key prefixes whose spawns wait for answer_start
     hold_self: bool = False  # keep SendSelf messages in `held` until release()
     inherited: tuple[AuthorityEntry, ...] = ()
+    generations: Any = None  # the core's generation source; a counter from 1 if None
     log: list[Command] = field(default_factory=list)
     running: dict[str, int] = field(default_factory=dict)  # key -> incarnation
     starting: dict[str, int] = field(default_factory=dict)  # held spawns: key -> incarnation
@@ -75,7 +88,8 @@ class World:
 
     def __post_init__(self) -> None:
         self.core = SupervisorCore(
-            self.spec, path="root", next_generation=counter_generations(), inherited=self.inherited
+            self.spec, path="root", next_generation=self.generations or counter_generations(),
+            inherited=self.inherited,
         )
         self._tokens = 0
 
@@ -214,3 +228,11 @@ class World:
 
     def clear(self) -> None:
         self.log.clear()
+
+
+def booted(*children: ChildSpec, **flags: Any) -> World:
+    """A world whose supervisor has booted ``children`` under ``flags``; the log is cleared."""
+    world = World(tree(*children, **flags)).start()
+    assert world.boot is None, world.boot
+    world.clear()
+    return world

@@ -1,0 +1,46 @@
+"""What the CLI commands share: reaching a running system and reporting errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from ..core.errors import ActorSystemError, OuroactorsError
+from ..system.handle import ActorSystem
+
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=".ouroactors", show_default=True,
+    help="data directory of the running system",
+)
+
+
+def connect(data_dir: str) -> ActorSystem:
+    try:
+        return ActorSystem.connect(data_dir)
+    except ActorSystemError as exc:
+        err_console.print(f"cannot reach a system: {exc}", style="red", markup=False, highlight=False)
+        sys.exit(5)
+
+
+def reports_errors(func: F) -> F:
+    """Turn framework errors into a one-line message and exit code 2."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except OuroactorsError as exc:
+            err_console.print(f"{type(exc).__name__}: {exc}", style="red", markup=False, highlight=False)
+            sys.exit(2)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,97 @@
+"""Commands that steer a running system: kill, restart, terminate, start-child, stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import click
+
+from ..core.errors import SimpleOneForOneOnly
+from ..system import marker as markers
+from ..system.handle import _group_alive
+from . import main
+from .common import connect, console, data_dir_option, err_console, reports_errors
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, child = path.strip("/").rpartition("/")
+    if not parent:
+        raise click.BadParameter(f"{path!r} is a tree root; give the path of a child, e.g. {path}/worker")
+    return parent, child
+
+
+@main.command()
+@data_dir_option
+@click.argument("path")
+@reports_errors
+def kill(data_dir: str, path: str) -> None:
+    """SIGKILL the process of the actor at PATH (fault injection by hand)."""
+    pid = connect(data_dir).kill(path)
+    console.print(f"killed {path} (pid {pid})", markup=False)
+
+
+@main.command()
+@data_dir_option
+@click.argument("path")
+@reports_errors
+def terminate(data_dir: str, path: str) -> None:
+    """Terminate the child at PATH (OTP terminate_child); its spec is kept unless temporary."""
+    parent, child = _split(path)
+    connect(data_dir).terminate_child(parent, child)
+    console.print(f"terminated {path}", markup=False)
+
+
+@main.command()
+@data_dir_option
+@click.argument("path")
+@reports_errors
+def restart(data_dir: str, path: str) -> None:
+    """Terminate the child at PATH if it runs, then start it again (OTP restart_child)."""
+    parent, child = _split(path)
+    system = connect(data_dir)
+    try:
+        system.terminate_child(parent, child)
+        info = system.restart_child(parent, child)
+    except SimpleOneForOneOnly:
+        err_console.print(f"{parent} is simple_one_for_one: dynamic children cannot be restarted by id; "
+                          "use `kill` (it is restarted by its restart type) or `terminate`", markup=False)
+        sys.exit(2)
+    console.print(f"restarted {path} (pid {info.pid})", markup=False)
+
+
+@main.command("start-child")
+@data_dir_option
+@click.argument("supervisor_path")
+@click.argument("args", nargs=-1)
+@reports_errors
+def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> None:
+    """Start a dynamic child of a simple_one_for_one supervisor with extra string ARGS."""
+    info = connect(data_dir).start_child(supervisor_path, args)
+    console.print(f"started {supervisor_path}/{info.id} (pid {info.pid})", markup=False)
+
+
+@main.command()
+@data_dir_option
+@click.option("--timeout", type=float, default=60.0, show_default=True)
+@reports_errors
+def stop(data_dir: str, timeout: float) -> None:
+    """Stop the system serving DATA_DIR: trees in reverse order, then every process."""
+    found = markers.read_marker(data_dir)  # type: ignore[arg-type]
+    if found is None or not markers.is_live(found):
+        err_console.print(f"no live system serves {data_dir}", markup=False)
+        sys.exit(5)
+    owner_alive = markers.process_start_ticks(found.owner_pid) is not None
+    if owner_alive and not found.detached and found.owner_pid != os.getpid():
+        os.kill(found.owner_pid, signal.SIGTERM)  # the foreground `run` shuts down in order
+        deadline = time.monotonic() + timeout
+        while markers.process_start_ticks(found.owner_pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # waiting for another process to finish, bounded
+    else:
+        connect(data_dir).shutdown(timeout=timeout)
+    if found.admin_pgid is not None and _group_alive(found.admin_pgid):
+        err_console.print(f"system still running (process group {found.admin_pgid})", markup=False)
+        sys.exit(1)
+    console.print(f"stopped the system in {data_dir}", markup=False)

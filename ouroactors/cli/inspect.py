@@ -1,0 +1,81 @@
+"""Commands that look at a running system: status, tree, events, metrics."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import click
+
+from ..supervision.events import EventReader
+from ..system import marker as markers
+from ..system.metrics import render
+from . import main
+from .common import connect, console, data_dir_option, reports_errors
+from .render import event_line, tree_table
+
+
+@main.command()
+@data_dir_option
+@reports_errors
+def status(data_dir: str) -> None:
+    """One line per tree, and children counted by status."""
+    system = connect(data_dir)
+    found = system.marker
+    assert found is not None
+    started = datetime.fromtimestamp(found.started_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+    console.print(f"system {found.name} on {found.base}: admin pid {found.admin_pid}, port {found.admin_port}, "
+                  f"started {started} by pid {found.owner_pid}{' (detached)' if found.detached else ''}, "
+                  f"node epoch {found.node_epoch}", markup=False)
+    children = system.walk()
+    for tree in system.trees():
+        counts: dict[str, int] = {}
+        for path, info in children:
+            if path.startswith(tree.name + "/"):
+                counts[info.status] = counts.get(info.status, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children"
+        console.print(f"tree {tree.name}: {tree.status}, pid {tree.pid} — {summary}", markup=False)
+
+
+@main.command()
+@data_dir_option
+@click.argument("root", required=False)
+@reports_errors
+def tree(data_dir: str, root: str | None) -> None:
+    """The tree: path, status, pid, generation, restarts, last exit."""
+    system = connect(data_dir)
+    console.print(tree_table(system.walk(root)))
+
+
+@main.command()
+@data_dir_option
+@click.option("--follow", "-f", is_flag=True, help="keep printing new events")
+@click.option("--all-runs", is_flag=True, help="include events of earlier system runs")
+@click.option("--json", "as_json", is_flag=True, help="raw JSON lines")
+def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
+    """The supervision events (reads the event log; works even if the system is gone)."""
+    import json
+
+    found = markers.read_marker_quietly(data_dir)  # type: ignore[arg-type]
+    epoch = found.node_epoch if found is not None else None
+    reader = EventReader(f"{data_dir}/events.jsonl")
+
+    def show(batch: list) -> None:  # type: ignore[type-arg]
+        for event in batch:
+            if all_runs or epoch is None or event.epoch == epoch:
+                console.print(json.dumps(event.to_json()) if as_json else event_line(event),
+                              markup=False, highlight=False, soft_wrap=True)
+
+    show(reader.poll())
+    while follow:
+        time.sleep(0.2)  # tail -f cadence
+        show(reader.poll())
+
+
+@main.command()
+@data_dir_option
+@reports_errors
+def metrics(data_dir: str) -> None:
+    """Supervision metrics in the Prometheus text format."""
+    system = connect(data_dir)
+    click.echo(render(system.events.all(), system.walk(), system.context.node_epoch), nl=False)
