@@ -60,7 +60,7 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
     epoch = found.node_epoch if found is not None else None
     reader = EventReader(f"{data_dir}/events.jsonl")
 
-    def show(batch: list) -> None:  # type: ignore[type-arg]
+    def show(batch: list) -> None:
         for event in batch:
             if all_runs or epoch is None or event.epoch == epoch:
                 console.print(json.dumps(event.to_json()) if as_json else event_line(event),

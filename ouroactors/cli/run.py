@@ -130,7 +130,7 @@ def _serve_metrics(system: ActorSystem, port: int) -> ThreadingHTTPServer:
     return server
 
 
-def _safe_walk(system: ActorSystem) -> list:  # type: ignore[type-arg]
+def _safe_walk(system: ActorSystem) -> list:
     try:
         return system.walk()
     except OuroactorsError:

@@ -68,7 +68,7 @@ class EventWriter:
 
     def write(self, kind: str, child: str | None, fields: dict[str, Any]) -> None:
         event = Event(
-            kind=kind, path=f"{self.supervisor}/{child}" if child else self.supervisor,
+            kind=kind, path="/".join(p for p in (self.supervisor, child) if p),
             supervisor=self.supervisor, child=child, time_ns=time.time_ns(), epoch=self.epoch,
             node=self.node, fields=fields,
         )
