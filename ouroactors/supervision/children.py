@@ -40,6 +40,9 @@ class Child:
     restarts: int = 0
     last_exit: ExitReason | None = None
     retry_tag: int = 0
+    started_at: float | None = None  # monotonic time the current incarnation came up
+    backoff_count: int = 0  # consecutive backed-off restarts (reset after a long enough run)
+    due_at: float | None = None  # monotonic time of the next restart attempt while backing off
 
     @property
     def is_temporary(self) -> bool:
@@ -63,6 +66,7 @@ class ChildInfo:
     restarts: int
     last_exit: str | None
     address: Any = None
+    retry_in: float | None = None  # seconds until the next restart attempt, while backing off
 
 
 @dataclass
@@ -105,7 +109,7 @@ class Children:
                 return
             yield self._by_key[k]
 
-    def info(self, child: Child) -> ChildInfo:
+    def info(self, child: Child, now: float | None = None) -> ChildInfo:
         return ChildInfo(
             id=child.key,
             status=child.status.value,
@@ -116,6 +120,8 @@ class Children:
             restarts=child.restarts,
             last_exit=str(child.last_exit) if child.last_exit else None,
             address=child.address,
+            retry_in=(max(0.0, child.due_at - now) if child.due_at is not None and now is not None
+                      and child.status is ChildStatus.RESTARTING else None),
         )
 
     def counts(self) -> dict[str, int]:

@@ -7,6 +7,7 @@ and tested on its own:
 * :class:`RestartWindow` — ``add_restart``: the only owner of the intensity policy.
 * :func:`auto_shutdown_due` — ``do_auto_shutdown/2``.
 * :func:`restart_group` — which children a strategy restarts together.
+* :func:`backoff_delay` — beyond OTP: how long to wait before a restart.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .reasons import ExitReason
-from .specs import AutoShutdown, RestartType, Strategy
+from .specs import AutoShutdown, Backoff, RestartType, Strategy
 
 
 class AfterExit(str, Enum):
@@ -100,3 +101,19 @@ def restart_group(strategy: Strategy, order: Sequence[str], failed: str) -> tupl
         after = list(order[order.index(failed) + 1 :])
         return after, [failed, *after]
     return [], [failed]
+
+
+def backoff_delay(backoff: Backoff, consecutive: int, unit_random: float) -> float:
+    """Seconds to wait before restart number ``consecutive`` (0-based) of a child.
+
+    Exponential from ``min_s``, capped at ``max_s``, spread by ``jitter`` (a fraction, applied
+    symmetrically using ``unit_random`` in [0, 1) so the caller controls the randomness).
+    """
+    base = min(backoff.max_s, backoff.min_s * (2 ** min(consecutive, 62)))
+    spread = backoff.jitter * (2.0 * unit_random - 1.0)
+    return max(0.0, base * (1.0 + spread))
+
+
+def backoff_reset_after(backoff: Backoff) -> float:
+    """How long a child must have run for its backoff to start again from ``min_s``."""
+    return backoff.reset_after_s if backoff.reset_after_s is not None else (backoff.min_s + backoff.max_s) / 2

@@ -18,27 +18,25 @@ Start, restart and terminate are kept apart (``_start``, ``_job_restart``, ``_te
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import (
-    AlreadyPresent,
-    AlreadyStarted,
-    ChildNotFound,
-    ChildRestarting,
-    ChildRunning,
-    MaxChildren,
-    NoSuchActor,
-    OuroactorsError,
-    SimpleOneForOneOnly,
-    SpecError,
-    StartFailed,
-)
+from ..core.errors import NoSuchActor
 from . import reasons
+from .admin import AdminApi
 from .children import Child, Children, ChildStatus
-from .decisions import AfterExit, RestartWindow, after_exit, auto_shutdown_due, restart_group
+from .decisions import (
+    AfterExit,
+    RestartWindow,
+    after_exit,
+    auto_shutdown_due,
+    backoff_delay,
+    backoff_reset_after,
+    restart_group,
+)
 from .reasons import ExitKind, ExitReason
 from .signals import (
     AdminRequest,
@@ -57,6 +55,7 @@ from .signals import (
     NewGeneration,
     Reply,
     RequestStop,
+    ScheduleSelf,
     SendSelf,
     SetTimer,
     ShutdownRequested,
@@ -64,7 +63,7 @@ from .signals import (
     TimerFired,
     TryAgain,
 )
-from .specs import AutoShutdown, ChildSpec, RestartType, Strategy
+from .specs import ChildSpec, RestartType, Strategy
 
 
 @dataclass
@@ -105,7 +104,7 @@ def _shutdown_ok(child: Child, why: ExitReason) -> bool:
     return why.kind in (ExitKind.NORMAL, ExitKind.SHUTDOWN) and not permanent
 
 
-class SupervisorCore:
+class SupervisorCore(AdminApi):
     """One supervisor's decisions. Feed inputs to :meth:`handle`; carry out what it returns."""
 
     def __init__(
@@ -139,6 +138,7 @@ class SupervisorCore:
         self._incarnations = 0
         self._tokens = 0
         self._dynamic_seq = 0
+        self._random = random.Random(path)  # backoff jitter: deterministic per supervisor path
 
     # -- driver ---------------------------------------------------------------------------------
 
@@ -231,7 +231,8 @@ class SupervisorCore:
         elif isinstance(event, TryAgain):
             child = self.children.get(event.key)
             if child is not None and child.status is ChildStatus.RESTARTING and child.retry_tag == event.tag:
-                self._run(self._job_restart(child))
+                child.due_at = None
+                self._run(self._job_restart(child) if event.counted else self._start_group(child, True))
         elif isinstance(event, GenerationAnnounced):
             self._on_generation(event)
         elif isinstance(event, ShutdownRequested):
@@ -269,6 +270,7 @@ class SupervisorCore:
         )
         result = yield _WaitStart(child.key, child.incarnation)
         if isinstance(result, ChildUp):
+            child.started_at = self._now
             child.status = ChildStatus.RUNNING
             child.pid = result.pid
             child.address = result.address
@@ -276,6 +278,7 @@ class SupervisorCore:
             return None
         child.status = ChildStatus.UNDEFINED
         child.pid = child.address = None
+        child.started_at = None  # a start that failed never "ran long enough" to reset a backoff
         child.last_exit = result.reason
         self._emit("start_failed", child, reason=result.reason.to_json())
         return result.reason
@@ -332,23 +335,55 @@ class SupervisorCore:
             return
         child.restarts += 1
         self._emit("restarting", child, restarts=child.restarts, strategy=self.flags.strategy.value)
+        delay = self._backoff_for(child)
+        if delay > 0:
+            # Consumers must not run without their authority: stop the group now, start it later.
+            yield from self._terminate_group(child)
+            child.status = ChildStatus.RESTARTING
+            child.retry_tag += 1
+            child.due_at = self._now + delay
+            self._emit("restart_scheduled", child, due_in=round(delay, 6), attempt=child.backoff_count)
+            self._out.append(ScheduleSelf(TryAgain(child.key, child.retry_tag, counted=False), delay))
+            return
         yield from self._restart_group(child, include_self=True)
+
+    def _backoff_for(self, child: Child) -> float:
+        """The delay before this restart (0 without a backoff spec); see decisions.backoff_delay."""
+        backoff = child.spec.backoff
+        if backoff is None:
+            return 0.0
+        ran_for = self._now - child.started_at if child.started_at is not None else 0.0
+        if ran_for >= backoff_reset_after(backoff):
+            child.backoff_count = 0
+        delay = backoff_delay(backoff, child.backoff_count, self._random.random())
+        child.backoff_count += 1
+        return delay
 
     def _restart_group(self, child: Child, include_self: bool) -> Job:
         """Terminate the strategy's group newest first, then start it again in start order."""
-        strategy = self.flags.strategy
-        if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
-            if include_self:
-                failure = yield from self._start(child)
-                if failure is not None:
-                    self._schedule_retry(child)
+        yield from self._terminate_group(child)
+        yield from self._start_group(child, include_self)
+
+    def _terminate_group(self, child: Child) -> Job:
+        """Terminate the siblings the strategy restarts with ``child``, newest first."""
+        if self.flags.strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             return
-        to_terminate, to_start = restart_group(strategy, self.children.keys_in_start_order(), child.key)
+        to_terminate, _ = restart_group(self.flags.strategy, self.children.keys_in_start_order(), child.key)
         victims = [c for c in (self.children.get(k) for k in reversed(to_terminate)) if c is not None]
         yield from self._terminate(victims)
         for victim in victims:
             if victim.is_temporary:
                 self.children.remove(victim.key)  # temporary children are never restarted
+
+    def _start_group(self, child: Child, include_self: bool) -> Job:
+        """Start ``child`` (if asked) and the siblings the strategy restarts with it, in start order."""
+        if self.flags.strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
+            if include_self:
+                failure = yield from self._start(child)
+                if failure is not None:
+                    self._schedule_retry(child)
+            return
+        _, to_start = restart_group(self.flags.strategy, self.children.keys_in_start_order(), child.key)
         for key in to_start:
             peer = self.children.get(key)
             if peer is None or peer.status is ChildStatus.RUNNING:
@@ -433,122 +468,6 @@ class SupervisorCore:
         self._tokens += 1
         self._out.append(SetTimer(self._tokens, seconds))
         return self._tokens
-
-    # -- admin API --------------------------------------------------------------------------------
-
-    def _on_admin(self, req: AdminRequest) -> None:
-        handler = getattr(self, f"_admin_{req.op}", None)
-        if handler is None:
-            self._out.append(Reply(req.token, OuroactorsError(f"unknown supervisor request {req.op!r}")))
-            return
-        handler(req)
-
-    def _reply(self, req: AdminRequest, result: Any) -> None:
-        self._out.append(Reply(req.token, result))
-
-    def _admin_start_child(self, req: AdminRequest) -> None:
-        if self.simple:
-            assert self.template is not None
-            limit = self.flags.max_children
-            if limit is not None and len(self.children) >= limit:
-                self._reply(req, MaxChildren(self.template.id, limit))
-                return
-            self._dynamic_seq += 1
-            key = f"{self.template.id}#{self._dynamic_seq}"
-            child = self._record(key, self.template, self.template.args + tuple(req.extra_args))
-        else:
-            spec = req.spec
-            if spec is None:
-                self._reply(req, OuroactorsError("start_child needs a child spec"))
-                return
-            if spec.significant and self.flags.auto_shutdown is AutoShutdown.NEVER:
-                self._reply(req, SpecError([(spec.id, "significant child but auto_shutdown is 'never'")]))
-                return
-            existing = self.children.get(spec.id)
-            if existing is not None:
-                if existing.alive:
-                    self._reply(req, AlreadyStarted(spec.id, existing.pid))
-                else:
-                    self._reply(req, AlreadyPresent(spec.id))
-                return
-            child = self._record(spec.id, spec, spec.args)
-        self.children.add(child)
-        self._run(self._job_start_child(req, child, forget_on_failure=True))
-
-    def _job_start_child(self, req: AdminRequest, child: Child, forget_on_failure: bool) -> Job:
-        failure = yield from self._start(child)
-        if failure is None:
-            self._reply(req, self.children.info(child))
-            return
-        if forget_on_failure:
-            self.children.remove(child.key)
-        self._reply(req, StartFailed(child.key, str(failure)))
-
-    def _admin_terminate_child(self, req: AdminRequest) -> None:
-        child = self.children.get(req.child_id or "")
-        if child is None:
-            self._reply(req, ChildNotFound(req.child_id))
-            return
-        self._run(self._job_terminate_child(req, child))
-
-    def _job_terminate_child(self, req: AdminRequest, child: Child) -> Job:
-        yield from self._terminate([child])
-        if self.simple or child.is_temporary:
-            self.children.remove(child.key)
-        self._reply(req, "ok")
-
-    def _admin_restart_child(self, req: AdminRequest) -> None:
-        child = self._lookup_static(req)
-        if child is None:
-            return
-        if child.status is ChildStatus.RESTARTING:
-            self._reply(req, ChildRestarting(child.key))
-        elif child.status is not ChildStatus.UNDEFINED:
-            self._reply(req, ChildRunning(child.key))
-        else:
-            self._run(self._job_start_child(req, child, forget_on_failure=False))
-
-    def _admin_delete_child(self, req: AdminRequest) -> None:
-        child = self._lookup_static(req)
-        if child is None:
-            return
-        if child.status is ChildStatus.RESTARTING:
-            self._reply(req, ChildRestarting(child.key))
-        elif child.status is not ChildStatus.UNDEFINED:
-            self._reply(req, ChildRunning(child.key))
-        else:
-            self.children.remove(child.key)
-            self._reply(req, "ok")
-
-    def _lookup_static(self, req: AdminRequest) -> Child | None:
-        if self.simple:
-            self._reply(req, SimpleOneForOneOnly(req.child_id))
-            return None
-        child = self.children.get(req.child_id or "")
-        if child is None:
-            self._reply(req, ChildNotFound(req.child_id))
-        return child
-
-    def _admin_which_children(self, req: AdminRequest) -> None:
-        """OTP order: newest first."""
-        self._reply(req, [self.children.info(c) for c in self.children.newest_first()])
-
-    def _admin_which_child(self, req: AdminRequest) -> None:
-        child = self.children.get(req.child_id or "")
-        self._reply(req, ChildNotFound(req.child_id) if child is None else self.children.info(child))
-
-    def _admin_count_children(self, req: AdminRequest) -> None:
-        counts = self.children.counts()
-        if self.simple:
-            counts["specs"] = 1  # OTP: the template is the one spec of a simple_one_for_one supervisor
-        self._reply(req, counts)
-
-    def _admin_get_childspec(self, req: AdminRequest) -> None:
-        child = self.children.get(req.child_id or "")
-        if child is None:
-            self._reply(req, ChildNotFound(req.child_id))
-        else:
-            self._reply(req, child.spec.model_copy(update={"args": child.args, "id": child.key}))
 
     # -- events -----------------------------------------------------------------------------------
 

@@ -75,10 +75,15 @@ class TimerFired:
 
 @dataclass(frozen=True)
 class TryAgain:
-    """A self-message: retry the restart of a child whose restart failed (OTP-9549)."""
+    """A self-message: retry the restart of a child whose restart failed (OTP-9549).
+
+    ``counted`` is False when the message ends a backoff delay: that restart was already counted
+    against intensity when the child exited.
+    """
 
     key: str
     tag: int
+    counted: bool = True
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,14 @@ class SendSelf:
 
 
 @dataclass(frozen=True)
+class ScheduleSelf:
+    """Deliver ``message`` to this supervisor after ``seconds`` (a restart backoff)."""
+
+    message: Input
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Reply:
     token: int
     result: Any  # a value, or a SupervisorError instance to raise at the caller
@@ -193,4 +206,6 @@ class ExitSelf:
     reason: ExitReason
 
 
-Command = Spawn | RequestStop | Kill | SetTimer | SendSelf | Reply | NewGeneration | Emit | BootDone | ExitSelf
+Command = (
+    Spawn | RequestStop | Kill | SetTimer | SendSelf | ScheduleSelf | Reply | NewGeneration | Emit | BootDone | ExitSelf
+)

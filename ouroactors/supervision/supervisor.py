@@ -62,6 +62,7 @@ from .signals import (
     NewGeneration,
     Reply,
     RequestStop,
+    ScheduleSelf,
     SendSelf,
     SetTimer,
     ShutdownRequested,
@@ -148,6 +149,8 @@ class Supervisor(Actor):
             self._feed(GenerationAnnounced(message.key, message.incarnation, message.cause))
         elif isinstance(message, WakeupMessage) and isinstance(message.payload, TimerPayload):
             self._feed(TimerFired(message.payload.token))
+        elif isinstance(message, WakeupMessage) and isinstance(message.payload, Loopback):
+            self._feed(message.payload.payload)  # a backoff delay is over
         elif isinstance(message, Loopback):
             self._feed(message.payload)
         elif isinstance(message, StopRequest):
@@ -225,6 +228,8 @@ class Supervisor(Actor):
             self.wakeupAfter(timedelta(seconds=cmd.seconds), payload=TimerPayload(cmd.token))
         elif isinstance(cmd, SendSelf):
             self.send(self.myAddress, Loopback(cmd.message))
+        elif isinstance(cmd, ScheduleSelf):
+            self.wakeupAfter(timedelta(seconds=cmd.seconds), payload=Loopback(cmd.message))
         elif isinstance(cmd, Reply):
             requester = self._requesters.pop(cmd.token, None)
             if requester is not None:

@@ -33,7 +33,14 @@ from typing import Any
 from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
-from ..core.errors import ActorCrashed, ActorSystemError, AskTimeout, NoSuchActor, OuroactorsError
+from ..core.errors import (
+    ActorCrashed,
+    ActorSystemError,
+    AskTimeout,
+    ChildRestarting,
+    NoSuchActor,
+    OuroactorsError,
+)
 from ..supervision import reasons
 from ..supervision.children import ChildInfo
 from ..supervision.events import Event, EventReader
@@ -300,8 +307,12 @@ class ActorSystem:
         address = tree.address
         for depth, part in enumerate(parts[1:], start=1):
             info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
+            here = "/".join(parts[: depth + 1])
+            if info.status == "restarting":
+                due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
+                raise ChildRestarting(here, due)
             if info.status != "running":
-                raise NoSuchActor(f"{'/'.join(parts[: depth + 1])} is {info.status}")
+                raise NoSuchActor(f"{here} is {info.status}")
             address = info.address
         return address
 

@@ -103,3 +103,20 @@ def test_significant_child_any_shuts_supervisor_down(actor_system):
     exited = actor_system.wait_for("exited", "root/group", after=mark)
     assert exited.reason == {"kind": "shutdown", "info": "auto_shutdown"}
     assert actor_system.child_info("root/group").status == "undefined"  # transient, normal-ish exit
+
+
+def test_backoff_delays_the_restart_and_asks_meanwhile_get_restarting(actor_system):
+    from ouroactors import ChildRestarting
+
+    slow = worker("w", ECHO, backoff={"min_s": 0.4, "max_s": 2.0, "jitter": 0.0})
+    actor_system.start_tree(supervisor("root", [slow]))
+    mark = actor_system.mark()
+    crash(actor_system, "root/w")
+    scheduled = actor_system.wait_for("restart_scheduled", "root/w", after=mark)
+    assert scheduled.fields["due_in"] == 0.4
+    with pytest.raises(ChildRestarting) as caught:
+        actor_system.ask("root/w", "hello")
+    assert "next attempt in" in str(caught.value)
+    started = actor_system.wait_for("started", "root/w", after=mark)
+    assert (started.time_ns - scheduled.time_ns) / 1e9 >= 0.4  # it really waited (a bound, not a goal)
+    assert actor_system.ask("root/w", "hello") == "hello"

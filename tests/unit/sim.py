@@ -36,6 +36,7 @@ from ouroactors.supervision.signals import (
     Reply,
     RequestStop,
     SendSelf,
+    ScheduleSelf,
     SetTimer,
     ShutdownRequested,
     Spawn,
@@ -81,6 +82,7 @@ class World:
     running: dict[str, int] = field(default_factory=dict)  # key -> incarnation
     starting: dict[str, int] = field(default_factory=dict)  # held spawns: key -> incarnation
     timers: dict[int, float] = field(default_factory=dict)
+    scheduled: list[tuple[float, Any]] = field(default_factory=list)  # (due, message) from ScheduleSelf
     queue: deque[Input] = field(default_factory=deque)
     held: list[Input] = field(default_factory=list)
     exited: Any = None
@@ -134,6 +136,8 @@ class World:
                 self.queue.append(cmd.message)
         elif isinstance(cmd, SetTimer):
             self.timers[cmd.token] = self.now + cmd.seconds
+        elif isinstance(cmd, ScheduleSelf):
+            self.scheduled.append((self.now + cmd.seconds, cmd.message))
         elif isinstance(cmd, ExitSelf):
             self.exited = cmd.reason
         elif isinstance(cmd, BootDone):
@@ -200,6 +204,10 @@ class World:
             if due <= self.now:
                 del self.timers[token]
                 self.feed(TimerFired(token))
+        due_now = sorted((item for item in self.scheduled if item[0] <= self.now), key=lambda item: item[0])
+        self.scheduled = [item for item in self.scheduled if item[0] > self.now]
+        for _, message in due_now:
+            self.feed(message)
 
     def events(self, kind: str | None = None) -> list[Emit]:
         return [c for c in self.log if isinstance(c, Emit) and (kind is None or c.kind == kind)]
