@@ -45,7 +45,7 @@ def test_restart_waits_for_the_delay_and_event_says_when():
     assert world.spawned() == []  # not restarted yet
     [scheduled] = world.events("restart_scheduled")
     assert scheduled.fields["due_in"] == 1.0
-    assert [c for c in world.log if isinstance(c, ScheduleSelf)][0].message == TryAgain("auth", 1, counted=False)
+    assert next(c for c in world.log if isinstance(c, ScheduleSelf)).message == TryAgain("auth", 1, counted=False)
     assert world.core.children.info(world.core.children.get("auth"), world.now).retry_in == 1.0
     world.advance(0.5)
     assert world.spawned() == []
