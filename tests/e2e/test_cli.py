@@ -88,3 +88,32 @@ def test_run_serves_until_sigterm_and_cleans_up(tmp_path):
     for pid in filter(None, pids):
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     assert not any(_group_alive(p) for p in filter(None, pids))
+
+
+def test_check_accepts_agent_tree_in_authority_order(tmp_path):
+    from ouroactors.system.config import load_tree
+
+    result = run_cli("check", str(REPO / "supervision_trees" / "agent.toml"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    tree = load_tree(REPO / "supervision_trees" / "agent.toml").tree
+    assert tree.flags.strategy.value == "rest_for_one"
+    assert [c.id for c in tree.children] == ["storage", "ledger", "grants", "workspace", "execution", "coordinator"]
+
+
+def test_python_and_toml_trees_are_equal():
+    from ouroactors import supervisor, worker
+    from ouroactors.system.config import parse_tree
+
+    loaded = parse_tree("""
+[tree]
+id = "app"
+strategy = "rest_for_one"
+[[tree.children]]
+id = "a"
+actor = "ouroactors.examples.workers:Echo"
+kwargs = { x = 1 }
+shutdown = "brutal_kill"
+""").tree
+    built = supervisor("app", strategy="rest_for_one",
+                       children=[worker("a", "ouroactors.examples.workers:Echo", kwargs={"x": 1}, shutdown="brutal_kill")])
+    assert loaded == built
