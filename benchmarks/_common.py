@@ -66,6 +66,7 @@ class Row:
     goal: str = "—"
     check: Callable[[float, float], bool] | None = None
     note: str = ""
+    error: str = ""  # the measurement could not complete: shown as FAILED with this reason
 
     @staticmethod
     def _mid(value: Stat | float | None) -> float:
@@ -82,6 +83,8 @@ class Row:
 
     @property
     def verdict(self) -> str:
+        if self.error:
+            return "FAILED"
         if self.check is None:
             return ""
         ours = self._mid(self.ours)
@@ -97,7 +100,7 @@ class Row:
 
         return {"section": self.section, "metric": self.metric, "unit": self.unit, "ours": dump(self.ours),
                 "baseline": dump(self.base), "ratio": self.ratio, "goal": self.goal,
-                "verdict": self.verdict, "note": self.note}
+                "verdict": self.verdict, "note": self.note, "error": self.error}
 
 
 def fmt(value: float, unit: str = "") -> str:
@@ -134,9 +137,10 @@ def table_rows(rows: Sequence[Row]) -> tuple[list[tuple[str, ...]], list[str]]:
         n = str(row.ours.n) if isinstance(row.ours, Stat) else ""
         ratio = "—" if math.isnan(row.ratio) else f"{row.ratio:.2f}×"
         metric = row.metric
-        if row.note:
-            notes.append(row.note)
-            metric += f" [{len(notes)}]"
+        for text in (row.note, f"FAILED: {row.error}" if row.error else ""):
+            if text:
+                notes.append(text)
+                metric += f" [{len(notes)}]"
         out.append((row.section, metric, n, ours50, ours99, base50, base99, ratio, row.goal, row.verdict))
     return out, notes
 
@@ -157,7 +161,7 @@ def print_table(rows: Sequence[Row], title: str, plain: bool = False, footer: Se
             justify = "left" if header in ("#", "metric", "goal", "verdict") else "right"
             table.add_column(header, justify=justify, no_wrap=header != "metric")
         for line in data:
-            table.add_row(*line, style="red" if line[-1] == "MISSED" else None)
+            table.add_row(*line, style="red" if line[-1] in ("MISSED", "FAILED") else None)
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)
@@ -251,6 +255,21 @@ def minor_faults(pids: Sequence[int]) -> int:
         except OSError:
             continue
         total += int(fields[7])
+    return total
+
+
+def count_in_thespian_log(text: str) -> int:
+    """How many lines of thespian's internal log ($THESPLOG_FILE and its rotation) contain ``text``."""
+    name = os.environ.get("THESPLOG_FILE")
+    if not name:
+        return 0
+    total = 0
+    for path in (Path(name + ".old"), Path(name)):
+        try:
+            with path.open(errors="replace") as handle:
+                total += sum(1 for line in handle if text in line)
+        except OSError:
+            continue
     return total
 
 

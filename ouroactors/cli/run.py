@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from ..core.errors import OuroactorsError, SpecError
+from ..core.errors import ActorSystemError, OuroactorsError, SpecError
 from ..system.config import load_tree
 from ..system.handle import ActorSystem
 from ..system.marker import DataDirInUse
@@ -31,8 +31,20 @@ EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED = 0, 2, 3, 4
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="override [system] data_dir")
 @click.option("--detach", is_flag=True, help="start, print how to reach it, and return; `ouroactors stop` ends it")
 @click.option("--metrics-port", type=int, default=None, help="serve /metrics on 127.0.0.1:PORT")
-def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, metrics_port: int | None) -> None:
-    """Boot TREE_FILE and serve it until Ctrl-C, SIGTERM or `ouroactors stop`."""
+@click.option("--admin-port", type=int, default=None, help="thespian admin port (default: a free one)")
+@click.option("--leader", is_flag=True, help="lead a convention on --admin-port that other nodes can --join")
+@click.option("--join", "join", metavar="HOST:PORT", default=None, help="join the convention led at HOST:PORT")
+@click.option("--capability", "capabilities", multiple=True, metavar="KEY=VALUE",
+              help="a capability of this node; children with requires = {KEY = VALUE} are placed here")
+@click.option("--bind", "bind_host", default=None, help="address to listen on (default 127.0.0.1: loopback only)")
+def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, metrics_port: int | None,
+        admin_port: int | None, leader: bool, join: str | None, capabilities: tuple[str, ...],
+        bind_host: str | None) -> None:
+    """Boot TREE_FILE and serve it until Ctrl-C, SIGTERM or `ouroactors stop`.
+
+    Nodes of a convention exchange pickled messages: run them only on a trusted network, and keep
+    the default loopback binding unless you need other machines to reach this one.
+    """
     try:
         tree = load_tree(tree_file)
     except SpecError as exc:
@@ -42,13 +54,24 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     if detach and base != "multiproc":
         err_console.print("--detach needs the multiproc base (the simple base lives in this process)")
         sys.exit(EXIT_BAD_INPUT)
+    caps = dict(tree.system.capabilities)
+    for item in capabilities:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            err_console.print(f"--capability {item!r}: expected KEY=VALUE", markup=False)
+            sys.exit(EXIT_BAD_INPUT)
+        caps[key] = value
+    if leader and join:
+        err_console.print("--leader and --join exclude each other: a node leads or joins", markup=False)
+        sys.exit(EXIT_BAD_INPUT)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        system = ActorSystem.start(base, data_dir or tree.system.data_dir, detached=detach,
-                                   capabilities=tree.system.capabilities, bind_host=tree.system.bind_host)
-    except DataDirInUse as exc:
+        system = ActorSystem.start(base, data_dir or tree.system.data_dir, detached=detach, capabilities=caps,
+                                   bind_host=bind_host or tree.system.bind_host, admin_port=admin_port,
+                                   leader=leader, convention=join)
+    except (DataDirInUse, ActorSystemError) as exc:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         sys.exit(EXIT_BAD_INPUT)
     if system.stale_marker is not None:

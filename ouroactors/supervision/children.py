@@ -37,6 +37,7 @@ class Child:
     generation: int | None = None
     pid: int | None = None
     address: Any = None
+    node: str | None = None
     restarts: int = 0
     last_exit: ExitReason | None = None
     retry_tag: int = 0
@@ -67,6 +68,7 @@ class ChildInfo:
     last_exit: str | None
     address: Any = None
     retry_in: float | None = None  # seconds until the next restart attempt, while backing off
+    node: str | None = None  # the node (admin address) whose process runs the child
 
 
 @dataclass
@@ -120,6 +122,7 @@ class Children:
             restarts=child.restarts,
             last_exit=str(child.last_exit) if child.last_exit else None,
             address=child.address,
+            node=child.node,
             retry_in=(max(0.0, child.due_at - now) if child.due_at is not None and now is not None
                       and child.status is ChildStatus.RESTARTING else None),
         )

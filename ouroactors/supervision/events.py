@@ -42,9 +42,10 @@ class Event:
         return self.fields.get("generation")
 
     def to_json(self) -> dict[str, Any]:
+        # The base keys come last so a field can never overwrite them.
         return {
-            "kind": self.kind, "path": self.path, "supervisor": self.supervisor, "child": self.child,
-            "time_ns": self.time_ns, "epoch": self.epoch, "node": self.node, **self.fields,
+            **self.fields, "kind": self.kind, "path": self.path, "supervisor": self.supervisor,
+            "child": self.child, "time_ns": self.time_ns, "epoch": self.epoch, "node": self.node,
         }
 
     @classmethod

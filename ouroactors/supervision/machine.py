@@ -70,6 +70,7 @@ from .specs import ChildSpec, RestartType, Strategy
 class _WaitStart:
     key: str
     incarnation: int
+    token: int | None = None  # a start timeout, if the spec has one
 
 
 @dataclass
@@ -164,6 +165,8 @@ class SupervisorCore(AdminApi):
     def _wanted(self, event: Input) -> bool:
         wait = self._wait
         if isinstance(wait, _WaitStart):
+            if isinstance(event, TimerFired):
+                return wait.token is not None and event.token == wait.token
             return (
                 isinstance(event, ChildUp | ChildStartFailed)
                 and event.key == wait.key
@@ -268,11 +271,18 @@ class SupervisorCore(AdminApi):
             Spawn(child.key, child.incarnation, child.generation, child.spec, child.args, child.kwargs,
                   self._snapshot_for(child))
         )
-        result = yield _WaitStart(child.key, child.incarnation)
+        timeout = child.spec.start_timeout_s
+        token = self._timer(timeout) if timeout is not None else None
+        result = yield _WaitStart(child.key, child.incarnation, token)
+        if isinstance(result, TimerFired):
+            # It never said it started (e.g. its node vanished mid-create): end it, count as failed.
+            self._out.append(Kill(child.key, child.incarnation))
+            result = ChildStartFailed(child.key, child.incarnation, reasons.killed(f"start timed out after {timeout}s"))
         if isinstance(result, ChildUp):
             child.started_at = self._now
             child.status = ChildStatus.RUNNING
             child.pid = result.pid
+            child.node = result.node
             child.address = result.address
             self._emit("started", child, pid=child.pid)
             return None

@@ -8,6 +8,7 @@ up) and a late message from an earlier incarnation is recognised.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,26 @@ class ChildStarted:
     incarnation: int
     pid: int
     address_text: str
+    node: str = "local"
+
+
+def this_node() -> str:
+    """The node this process belongs to: inherited from the system that forked it."""
+    return os.environ.get("OUROACTORS_NODE", "local")
+
+
+@dataclass(frozen=True)
+class Ping:
+    """Supervisor → remote child: are you (and your node) still there?"""
+
+    key: str
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class Pong:
+    key: str
+    incarnation: int
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class ChildUp:
     incarnation: int
     pid: int | None
     address: Any
+    node: str = "local"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ..core.errors import SpecError
 
 SUPERVISOR_ACTOR = "ouroactors.supervision.supervisor:Supervisor"
 DEFAULT_WORKER_SHUTDOWN_MS = 5000
+DEFAULT_REMOTE_START_TIMEOUT_S = 30.0
 
 
 class Strategy(str, Enum):
@@ -105,6 +106,10 @@ class ChildSpec(BaseModel):
     significant: StrictBool = False
     backoff: Backoff | None = None
     requires: dict[str, str] = Field(default_factory=dict)
+    # Beyond OTP: seconds a start may take before it counts as failed ("infinity": wait forever).
+    # Default: infinity for a local child (as OTP), 30 s for one placed by ``requires``, whose
+    # node may vanish while the child is being created.
+    start_timeout: float | Literal["infinity"] | None = None
     # Only for type = "supervisor": its flags and children.
     strategy: Strategy | None = None
     intensity: StrictInt | None = Field(None, ge=0)
@@ -122,6 +127,13 @@ class ChildSpec(BaseModel):
             raise ValueError(
                 f"must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity' (got {value})"
             )
+        return value
+
+    @field_validator("start_timeout")
+    @classmethod
+    def _start_timeout_positive(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not value > 0:
+            raise ValueError(f"must be a number of seconds > 0 or 'infinity' (got {value})")
         return value
 
     @field_validator("actor")
@@ -195,6 +207,14 @@ class ChildSpec(BaseModel):
         if value == "infinity":
             return None
         return int(value)
+
+    @property
+    def start_timeout_s(self) -> float | None:
+        if self.start_timeout == "infinity":
+            return None
+        if self.start_timeout is None:
+            return DEFAULT_REMOTE_START_TIMEOUT_S if self.requires else None
+        return float(self.start_timeout)
 
     @property
     def is_supervisor(self) -> bool:

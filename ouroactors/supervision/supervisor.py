@@ -10,6 +10,9 @@ only knowledge it adds is how thespian behaves:
 * Thespian has no kill, so the supervisor SIGKILLs the pid each child reported at start. A
   child's children die with it (parent-death signal, see ``ouroactors.system._patches``).
 * An ``ActorExitRequest`` means thespian is taking the system down: nothing is restarted.
+* Thespian never tells a parent that a child on another node died with its node (and notices a
+  lost node only after many minutes), so a supervisor pings its remote children and synthesises a
+  ``killed`` exit for those whose node stops answering.
 """
 
 from __future__ import annotations
@@ -40,10 +43,13 @@ from .protocol import (
     GenerationAssigned,
     Loopback,
     Ok,
+    Ping,
+    Pong,
     StartChild,
     StopRequest,
     SystemContext,
     TimerPayload,
+    this_node,
 )
 from .reasons import ExitReason
 from .signals import (
@@ -73,6 +79,10 @@ from .worker import requirements_met
 
 log = logging.getLogger("ouroactors.supervisor")
 
+HEARTBEAT_INTERVAL = 0.5  # seconds between pings of remote children
+NODE_LOST_AFTER = 2.0  # no answer for this long: the child's node is gone
+_HEARTBEAT = "ouroactors:heartbeat"
+
 
 @dataclass
 class _Slot:
@@ -82,6 +92,8 @@ class _Slot:
     incarnation: int
     address: Any
     pid: int | None = None
+    node: str = "local"
+    last_seen: float = 0.0
     started: bool = False
     refused: ExitReason | None = None
     reported: ExitReason | None = None
@@ -131,8 +143,12 @@ class Supervisor(Actor):
             if slot is not None and not slot.started:
                 slot.started = True
                 slot.pid = message.pid
+                slot.node = message.node
+                slot.last_seen = time.monotonic()
                 self._by_address[message.address_text] = slot
-                self._feed(ChildUp(message.key, message.incarnation, message.pid, slot.address))
+                if slot.node != this_node():
+                    self._start_heartbeat()
+                self._feed(ChildUp(message.key, message.incarnation, message.pid, slot.address, message.node))
         elif isinstance(message, ChildStartRefused):
             slot = self._slots.get((message.key, message.incarnation))
             if slot is not None:
@@ -151,6 +167,14 @@ class Supervisor(Actor):
             self._feed(TimerFired(message.payload.token))
         elif isinstance(message, WakeupMessage) and isinstance(message.payload, Loopback):
             self._feed(message.payload.payload)  # a backoff delay is over
+        elif isinstance(message, WakeupMessage) and message.payload == _HEARTBEAT:
+            self._heartbeat()
+        elif isinstance(message, Pong):
+            slot = self._slots.get((message.key, message.incarnation))
+            if slot is not None:
+                slot.last_seen = time.monotonic()
+        elif isinstance(message, Ping):
+            self.send(sender, Pong(message.key, message.incarnation))
         elif isinstance(message, Loopback):
             self._feed(message.payload)
         elif isinstance(message, StopRequest):
@@ -181,6 +205,7 @@ class Supervisor(Actor):
         self._by_address: dict[str, _Slot] = {}
         self._requesters: dict[int, Any] = {}
         self._tokens = 0
+        self._heartbeat_running = False
         self._events = EventWriter(start.context.events_path, start.path, start.context.node_epoch,
                                    start.context.node)
         self.core = SupervisorCore(
@@ -188,6 +213,30 @@ class Supervisor(Actor):
             next_generation=generation_source(start.context.node_epoch, start.context.origin_ns),
         )
         self._feed(Boot())
+
+    def _start_heartbeat(self) -> None:
+        if not self._heartbeat_running:
+            self._heartbeat_running = True
+            self.wakeupAfter(timedelta(seconds=HEARTBEAT_INTERVAL), payload=_HEARTBEAT)
+
+    def _heartbeat(self) -> None:
+        """Ping remote children; a child silent for NODE_LOST_AFTER died with its node."""
+        self._heartbeat_running = False
+        now = time.monotonic()
+        remote = [s for s in self._slots.values() if s.started and s.node != this_node()]
+        lost_nodes: set[str] = set()
+        for slot in remote:
+            if now - slot.last_seen > NODE_LOST_AFTER:
+                lost_nodes.add(slot.node)
+                del self._slots[(slot.key, slot.incarnation)]
+                self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
+                self._feed(ChildDown(slot.key, slot.incarnation, reasons.killed(f"node {slot.node} lost")))
+            else:
+                self.send(slot.address, Ping(slot.key, slot.incarnation))
+        for node in sorted(lost_nodes):
+            self._events.write("node_lost", None, {"peer": node, "silent_for": NODE_LOST_AFTER})
+        if any(s.started and s.node != this_node() for s in self._slots.values()):
+            self._start_heartbeat()
 
     def _child_gone(self, address: Any) -> None:
         slot = self._by_address.pop(str(address), None)
@@ -242,7 +291,8 @@ class Supervisor(Actor):
             self._events.write(cmd.kind, cmd.child, cmd.fields)
         elif isinstance(cmd, BootDone):
             if cmd.failure is None:
-                self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress)))
+                self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress),
+                                                     this_node()))
             else:
                 self.send(self._parent, ChildStartRefused(self._key, self._incarnation, cmd.failure))
                 self._dying = True
@@ -272,8 +322,11 @@ class Supervisor(Actor):
         return None
 
     def _kill(self, slot: _Slot) -> None:
-        """End a child's process now: SIGKILL on process bases, thespian's exit request in-process."""
-        if slot.pid is not None and slot.pid != os.getpid():
+        """End a child's process now: SIGKILL on process bases, thespian's exit request in-process.
+
+        A child on another node cannot be signalled from here; its node ends it on request.
+        """
+        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
             try:
                 os.kill(slot.pid, signal.SIGKILL)
                 return

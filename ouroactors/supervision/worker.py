@@ -43,10 +43,13 @@ from .protocol import (
     ChildStartRefused,
     GenerationAssigned,
     Ok,
+    Ping,
+    Pong,
     Stamped,
     StartChild,
     StopRequest,
     SystemContext,
+    this_node,
 )
 from .reasons import ExitReason
 from .signals import AuthorityEntry
@@ -154,6 +157,9 @@ class Worker(Actor):
         if isinstance(message, StopRequest):
             self._finish(message.reason)
             return
+        if isinstance(message, Ping):
+            self.send(sender, Pong(message.key, message.incarnation))
+            return
         if isinstance(message, GenerationAssigned):
             self.generation = message.generation
             self._generation_pending = False
@@ -199,7 +205,7 @@ class Worker(Actor):
             self._exit_if_forgotten()
             return
         self._state = "running"
-        self.send(sender, ChildStarted(start.key, start.incarnation, os.getpid(), str(self.myAddress)))
+        self.send(sender, ChildStarted(start.key, start.incarnation, os.getpid(), str(self.myAddress), this_node()))
 
     def _finish(self, reason: ExitReason) -> None:
         """Run ``on_stop`` once, tell the supervisor why, and wait to be ended."""

@@ -2,7 +2,7 @@
 
 Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
 change made to its modules in the process that creates the system is present in the admin and in
-every actor. Four things are changed, each because thespian's behaviour would break a promise of
+every actor. Five things are changed, each because thespian's behaviour would break a promise of
 ours:
 
 1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces —
@@ -14,7 +14,10 @@ ours:
 3. **A system dies with its creator.** The admin double-forks into its own session and outlives
    the script that started it. Unless the system is started *detached*, the admin watches the
    creator's pid (a pidfd) and kills its own process group when the creator is gone.
-4. **Quiet daemons.** The admin inherits the creator's stdout/stderr, which makes ``cmd | tail``
+4. **Convention timers.** A member that stops re-registering is dropped by the leader only after
+   7 min 22 s × 3 by default; we use 2 s × 3 so ``node_left`` arrives within seconds. (Children
+   lost with a node are detected faster still, by their supervisor's heartbeat.)
+5. **Quiet daemons.** The admin inherits the creator's stdout/stderr, which makes ``cmd | tail``
    and CI log capture hang until it exits; the admin's standard streams go to a log file.
 """
 
@@ -75,8 +78,14 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    from datetime import timedelta
+
     from thespian.system import multiprocCommon
+    from thespian.system.admin import convention
     from thespian.system.transport import IPBase
+
+    convention.CONVENTION_REREGISTRATION_PERIOD = timedelta(seconds=2)
+    convention.CONVENTION_REGISTRATION_MISS_MAX = 3
 
     original_init = IPBase.IPActorAddress.__init__
 

@@ -48,7 +48,7 @@ from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import AdminCall, ArmFaults, Ok, Stamped, SystemContext
 from ..supervision.specs import ChildSpec
 from . import _patches, marker
-from .host import HOST_NAME, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
+from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
@@ -67,6 +67,25 @@ def free_port(host: str = LOOPBACK) -> int:
         except OSError:
             continue
     raise ActorSystemError("no free port found")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ActorSystemError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def refuse_unreachable(address: tuple[str, int], timeout: float = 2.0) -> None:
+    """Fail fast (no hang) when nothing listens where a convention leader should be."""
+    try:
+        with socket.create_connection(address, timeout=timeout):
+            return
+    except OSError as exc:
+        raise ActorSystemError(
+            f"cannot join {address[0]}:{address[1]}: nothing answers there ({exc.strerror or exc}); "
+            "start the leader first (ouroactors run TREE --leader --admin-port PORT)"
+        ) from None
 
 
 def _log_defs(path: Path) -> dict[str, Any]:
@@ -128,19 +147,37 @@ class ActorSystem:
         name: str = "ouroactors",
         capabilities: dict[str, Any] | None = None,
         bind_host: str = LOOPBACK,
+        admin_port: int | None = None,
+        leader: bool = False,
+        convention: str | None = None,
     ) -> ActorSystem:
-        """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None)."""
+        """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None).
+
+        More than one machine: ``leader=True`` makes this system a thespian convention leader on
+        its admin port; ``convention="HOST:PORT"`` joins the convention led there, adding this
+        node and its ``capabilities`` (children with ``requires`` are placed by them). The
+        convention's traffic is pickled: nodes must be on a trusted network.
+        """
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
         directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-"))
         directory.mkdir(parents=True, exist_ok=True)
         stale = marker.claim(directory)  # refuses a directory a live system serves
+        join = parse_address(convention) if convention else None
+        if join is not None:
+            refuse_unreachable(join)
+        if (leader or join) and base != "multiproc":
+            raise ActorSystemError("a convention (leader or join) needs the multiproc base")
         epoch = bump_node_epoch(directory)
+        port: int | None = None
+        if base == "multiproc":
+            port = admin_port or free_port(bind_host)
+        node = f"{bind_host}:{port}" if port else f"local:{os.getpid()}"
         context = SystemContext(
             name=name, base=base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
-            node_epoch=epoch, origin_ns=time.monotonic_ns(),
+            node_epoch=epoch, origin_ns=time.monotonic_ns(), node=node,
         )
-        port: int | None = None
+        os.environ["OUROACTORS_NODE"] = node  # inherited by the admin and every actor it forks
         if base == "multiproc":
             _patches.install()
             os.environ["OUROACTORS_BIND_HOST"] = bind_host
@@ -148,8 +185,11 @@ class ActorSystem:
             os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
             os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
             _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"))
-            port = free_port(bind_host)
-            caps = {"Admin Port": port, "Process Startup Method": "fork", **(capabilities or {})}
+            caps: dict[str, Any] = {"Admin Port": port, "Process Startup Method": "fork", **(capabilities or {})}
+            if leader:
+                caps["Convention Address.IPv4"] = (bind_host, port)
+            elif join is not None:
+                caps["Convention Address.IPv4"] = join
             thespian = ThespianSystem(
                 BASES[base], caps, logDefs=_log_defs(directory / "actors.log"), transientUnique=True
             )
@@ -157,6 +197,9 @@ class ActorSystem:
             thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
         try:
             system = cls(thespian, base, directory, context, port, owner=True)
+            system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
+            if join is not None:
+                system._await_convention(join)
         except BaseException:
             thespian.shutdown()
             raise
@@ -169,6 +212,19 @@ class ActorSystem:
         )
         marker.write_marker(directory, system.marker)
         return system
+
+    def _await_convention(self, leader: tuple[str, int], timeout: float = 10.0) -> None:
+        """A member is part of the convention once the leader shows up in its node list."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.nodes():
+                return
+            time.sleep(0.05)  # polling the host actor for the registration, bounded
+        raise ActorSystemError(f"could not join the convention led at {leader[0]}:{leader[1]} within {timeout}s")
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """Other nodes of the convention this system knows, with their capabilities."""
+        return self._call(self._host, "nodes", 10.0, "host")
 
     @classmethod
     def connect(cls, data_dir: str | os.PathLike[str]) -> ActorSystem:
@@ -235,6 +291,8 @@ class ActorSystem:
             return
         self._closed = True
         try:
+            if not self.admin_alive():
+                return  # nothing to ask politely: sweep what may be left
             with contextlib.suppress(OuroactorsError):
                 for tree in reversed(self.trees()):
                     if tree.status in ("running", "starting"):
@@ -242,8 +300,16 @@ class ActorSystem:
                             self.stop_tree(tree.name, timeout=timeout)
         finally:
             self._thespian.shutdown()
+            with contextlib.suppress(Exception):  # fails fast, without closing, when the admin is gone
+                self._thespian._systemBase.transport.close()
             self._sweep()
             marker.remove_marker(self.data_dir, self.marker)
+
+    def admin_alive(self) -> bool:
+        """Whether the admin process of a multiproc system still runs (always True in-process)."""
+        if self.base != "multiproc" or self.admin_pid is None:
+            return True
+        return marker.process_start_ticks(self.admin_pid) is not None
 
     def _sweep(self) -> None:
         """Kill anything still in the system's process group (the admin called setsid)."""

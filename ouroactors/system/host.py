@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from thespian.actors import Actor, ActorExitRequest, ChildActorExited
+from thespian.actors import Actor, ActorExitRequest, ActorSystemConventionUpdate, ChildActorExited
 
 from ..core.errors import AlreadyStarted, ChildNotFound, StartFailed
 from ..supervision.events import EventWriter
@@ -31,6 +31,14 @@ from ..supervision.specs import ChildSpec
 from ..supervision.supervisor import thespian_class_path
 
 HOST_NAME = "ouroactors-host"
+
+
+@dataclass(frozen=True)
+class Configure:
+    """Sent once by the handle that started the system: where events go."""
+
+    context: SystemContext
+    convention: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,9 +86,21 @@ class TreeHost(Actor):
         self._trees: dict[str, _Tree] = {}
         self._incarnations = 0
         self._events: EventWriter | None = None
+        self._nodes: dict[str, dict[str, Any]] = {}  # remote admin address -> its capabilities
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
-        if isinstance(message, StartTree):
+        if isinstance(message, Configure):
+            ctx = message.context
+            if self._events is None:
+                self._events = EventWriter(ctx.events_path, "", ctx.node_epoch, ctx.node)
+            if message.convention:
+                self.notifyOnSystemRegistrationChanges(True)
+            self.send(sender, Ok())
+        elif isinstance(message, ActorSystemConventionUpdate):
+            self._node_changed(message)
+        elif message == "nodes":
+            self.send(sender, dict(self._nodes))
+        elif isinstance(message, StartTree):
             self._start(message, sender)
         elif isinstance(message, ChildStarted):
             tree = self._trees.get(message.key)
@@ -142,6 +162,17 @@ class TreeHost(Actor):
             self._answer(tree, StartFailed(tree.name, str(reason)))
         else:
             self._answer(tree, Ok(self._info(tree)))
+
+    def _node_changed(self, update: ActorSystemConventionUpdate) -> None:
+        node = str(update.remoteAdminAddress)
+        caps = {k: v for k, v in (update.remoteCapabilities or {}).items() if isinstance(v, str | int | float)}
+        if update.remoteAdded:
+            self._nodes[node] = caps
+        else:
+            self._nodes.pop(node, None)
+        if self._events is not None:
+            kind = "node_joined" if update.remoteAdded else "node_left"
+            self._events.write(kind, None, {"peer": node, "capabilities": caps})
 
     def _answer(self, tree: _Tree, result: Any) -> None:
         for waiter in tree.waiters:

@@ -114,6 +114,6 @@ actor = "ouroactors.examples.workers:Echo"
 kwargs = { x = 1 }
 shutdown = "brutal_kill"
 """).tree
-    built = supervisor("app", strategy="rest_for_one",
-                       children=[worker("a", "ouroactors.examples.workers:Echo", kwargs={"x": 1}, shutdown="brutal_kill")])
+    echo = worker("a", "ouroactors.examples.workers:Echo", kwargs={"x": 1}, shutdown="brutal_kill")
+    built = supervisor("app", strategy="rest_for_one", children=[echo])
     assert loaded == built

@@ -142,3 +142,13 @@ def test_commands_without_a_system_say_so(tmp_path):
         result = cli(*command, cwd=tmp_path)
         assert result.returncode == 5, command
         assert "no" in result.stderr.lower()
+
+
+def test_join_to_nothing_listening_is_a_clear_error_not_a_hang(tmp_path):
+    from ouroactors.system.handle import free_port
+
+    tree = write_tree(tmp_path / "t.toml", SIMPLE_TREE)
+    port = free_port()
+    result = cli("run", str(tree), "--join", f"127.0.0.1:{port}", cwd=tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert "nothing answers there" in " ".join(result.stderr.split())

@@ -1,0 +1,58 @@
+"""Two nodes of one thespian convention on 127.0.0.1: placement by capability, node loss."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from ouroactors import ActorSystemError, supervisor, worker
+from ouroactors.system.handle import free_port
+
+from .helpers import ECHO
+
+pytestmark = pytest.mark.multiproc
+
+
+def test_child_is_placed_on_the_node_with_the_capability_and_node_loss_is_a_killed_exit(actor_system_factory):
+    port = free_port()
+    leader = actor_system_factory("multiproc", admin_port=port, leader=True)
+    member = actor_system_factory("multiproc", convention=f"127.0.0.1:{port}", capabilities={"color": "red"})
+    joined = leader.wait_for("node_joined")
+    assert joined.fields["capabilities"]["color"] == "red"
+    leader.start_tree(supervisor("root", intensity=50, period=5, children=[
+        worker("here", ECHO), worker("there", ECHO, requires={"color": "red"}, start_timeout=2,
+                                backoff={"min_s": 0.5, "max_s": 2.0, "jitter": 0.0}),
+    ]))
+    here_ref = leader.ref("root/here")
+    here, there = leader.child_info("root/here"), leader.child_info("root/there")
+    assert os.getpgid(here.pid) == leader.pgid
+    assert os.getpgid(there.pid) == member.pgid  # it runs in the member's process tree
+    assert there.node == f"127.0.0.1:{member.admin_port}"
+    assert leader.ask("root/there", "hello") == "hello"
+
+    mark = leader.mark()
+    os.killpg(member.pgid, signal.SIGKILL)  # the whole member node dies at once
+    exited = leader.wait_for("exited", "root/there", after=mark, timeout=15)
+    assert exited.reason == {"kind": "killed", "info": f"node 127.0.0.1:{member.admin_port} lost"}
+    assert (exited.time_ns - leader.events.all()[mark].time_ns) / 1e9 < 10  # "within seconds"
+    lost = leader.wait_for("node_lost", after=mark)
+    assert lost.fields["peer"] == f"127.0.0.1:{member.admin_port}"
+    leader.wait_for("node_left", after=mark, timeout=30)
+    assert here_ref.ask("still") == "still"  # the local child was never touched (same process)
+    assert leader.child_info("root/here").pid == here.pid
+    failed = leader.wait_for("start_failed", "root/there", after=mark, timeout=30)
+    assert failed.reason["kind"] in ("killed", "crash")  # timed out, or no node can host it any more
+    assert leader.child_info("root/there").status == "restarting"  # backing off, not escalating
+    assert here_ref.ask("still") == "still"
+
+
+def test_joining_nothing_fails_fast_and_clearly(tmp_path):
+    port = free_port()
+    with pytest.raises(ActorSystemError) as caught:
+        from ouroactors import ActorSystem
+
+        ActorSystem.start("multiproc", tmp_path, convention=f"127.0.0.1:{port}")
+    assert f"cannot join 127.0.0.1:{port}: nothing answers there" in str(caught.value)
+    assert not (tmp_path / "node.epoch").exists()  # refused before anything durable changed
