@@ -49,6 +49,7 @@ from .signals import (
     Command,
     Emit,
     ExitSelf,
+    GenerationAdopted,
     GenerationAnnounced,
     Input,
     Kill,
@@ -74,6 +75,14 @@ class _WaitStart:
 
 
 @dataclass
+class _WaitAdopted:
+    """A generation change: consumers restart only after the authority adopted the new number."""
+
+    key: str
+    incarnation: int
+
+
+@dataclass
 class _WaitDown:
     """Children (key -> incarnation) still to go down; reasons collected so far."""
 
@@ -83,7 +92,7 @@ class _WaitDown:
     timed_out: bool = False
 
 
-_Wait = _WaitStart | _WaitDown
+_Wait = _WaitStart | _WaitDown | _WaitAdopted
 Job = Generator[_Wait, Any, None]
 
 GenerationSource = Callable[[int | None], int]
@@ -172,6 +181,9 @@ class SupervisorCore(AdminApi):
                 and event.key == wait.key
                 and event.incarnation == wait.incarnation
             )
+        if isinstance(wait, _WaitAdopted):
+            return isinstance(event, GenerationAdopted | ChildDown) and (event.key, event.incarnation) == (
+                wait.key, wait.incarnation)
         if isinstance(wait, _WaitDown):
             if isinstance(event, TimerFired):
                 return wait.token is not None and event.token == wait.token
@@ -417,8 +429,15 @@ class SupervisorCore(AdminApi):
         child.generation = self._next_generation(child.generation)
         self._out.append(NewGeneration(child.key, child.incarnation, child.generation))
         self._emit("generation_changed", child, previous=old, cause=event.cause)
+        self._run(self._job_generation(child))
+
+    def _job_generation(self, child: Child) -> Job:
+        reply = yield _WaitAdopted(child.key, child.incarnation)
+        if isinstance(reply, ChildDown):
+            self._deferred.appendleft(reply)  # it died instead: handle that as the next input
+            return
         if self.flags.strategy in (Strategy.REST_FOR_ONE, Strategy.ONE_FOR_ALL):
-            self._run(self._restart_group(child, include_self=False))
+            yield from self._restart_group(child, include_self=False)
 
     # -- terminate --------------------------------------------------------------------------------
 

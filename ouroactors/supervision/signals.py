@@ -70,6 +70,15 @@ class GenerationAnnounced:
 
 
 @dataclass(frozen=True)
+class GenerationAdopted:
+    """The child took its new generation into use (e.g. wrote it where consumers check it)."""
+
+    key: str
+    incarnation: int
+    generation: int
+
+
+@dataclass(frozen=True)
 class TimerFired:
     token: int
 
@@ -111,6 +120,7 @@ Input = (
     | ChildStartFailed
     | ChildDown
     | GenerationAnnounced
+    | GenerationAdopted
     | TimerFired
     | TryAgain
     | ShutdownRequested

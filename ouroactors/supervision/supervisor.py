@@ -62,6 +62,7 @@ from .signals import (
     Command,
     Emit,
     ExitSelf,
+    GenerationAdopted,
     GenerationAnnounced,
     Input,
     Kill,
@@ -163,6 +164,8 @@ class Supervisor(Actor):
             self._child_gone(message.childAddress)
         elif isinstance(message, AnnounceGeneration):
             self._feed(GenerationAnnounced(message.key, message.incarnation, message.cause))
+        elif isinstance(message, GenerationAdopted):
+            self._feed(message)
         elif isinstance(message, WakeupMessage) and isinstance(message.payload, TimerPayload):
             self._feed(TimerFired(message.payload.token))
         elif isinstance(message, WakeupMessage) and isinstance(message.payload, Loopback):

@@ -52,7 +52,7 @@ from .protocol import (
     this_node,
 )
 from .reasons import ExitReason
-from .signals import AuthorityEntry
+from .signals import AuthorityEntry, GenerationAdopted
 
 log = logging.getLogger("ouroactors.worker")
 
@@ -95,6 +95,13 @@ class Worker(Actor):
 
     def on_stop(self, reason: ExitReason) -> None:
         """Called once when the worker ends: asked to stop, stopping itself, or crashed."""
+
+    def on_generation(self, generation: int) -> None:
+        """Called when a generation change this worker announced is assigned ``generation``.
+
+        Take the number into use here (for example write it where consumers fence on it): the
+        supervisor restarts the consumers only after this returns. Raising crashes the worker.
+        """
 
     def unhandled(self, message: Any, sender: Any) -> Any:
         """Report a message nobody handles: log it and answer the sender with an error."""
@@ -162,7 +169,9 @@ class Worker(Actor):
             return
         if isinstance(message, GenerationAssigned):
             self.generation = message.generation
+            self.on_generation(message.generation)
             self._generation_pending = False
+            self.send(self._supervisor, GenerationAdopted(self._key, self._incarnation, message.generation))
             return
         if isinstance(message, ArmFaults):
             if message.plan is None:

@@ -29,6 +29,7 @@ from ouroactors.supervision.signals import (
     Command,
     Emit,
     ExitSelf,
+    GenerationAdopted,
     GenerationAnnounced,
     Input,
     Kill,
@@ -82,6 +83,7 @@ class World:
     running: dict[str, int] = field(default_factory=dict)  # key -> incarnation
     starting: dict[str, int] = field(default_factory=dict)  # held spawns: key -> incarnation
     timers: dict[int, float] = field(default_factory=dict)
+    auto_adopt: bool = True  # children adopt a new generation at once
     scheduled: list[tuple[float, Any]] = field(default_factory=list)  # (due, message) from ScheduleSelf
     queue: deque[Input] = field(default_factory=deque)
     held: list[Input] = field(default_factory=list)
@@ -136,6 +138,8 @@ class World:
                 self.queue.append(cmd.message)
         elif isinstance(cmd, SetTimer):
             self.timers[cmd.token] = self.now + cmd.seconds
+        elif isinstance(cmd, NewGeneration) and self.auto_adopt:
+            self.queue.append(GenerationAdopted(cmd.key, cmd.incarnation, cmd.generation))
         elif isinstance(cmd, ScheduleSelf):
             self.scheduled.append((self.now + cmd.seconds, cmd.message))
         elif isinstance(cmd, ExitSelf):

@@ -202,3 +202,23 @@ def test_restart_after_crash_gets_the_new_generation_in_the_snapshot_of_later_si
     assert snapshot_of(b_spawn)["a"][2] == a_spawn.generation
     assert world.exited is None
     assert world.events("exited")[0].fields["reason"] == reasons.crash_of("RuntimeError", "bang").to_json()
+
+
+def test_consumers_restart_only_after_the_authority_adopted_its_new_generation() -> None:
+    from ouroactors.supervision.signals import GenerationAdopted, GenerationAnnounced
+    from ouroactors.supervision.specs import build_spec
+
+    from .sim import World, counter_generations  # noqa: F401
+
+    spec = build_spec({"id": "root", "type": "supervisor", "strategy": "rest_for_one", "children": [
+        {"id": "auth", "actor": "ouroactors.examples.workers:Echo"},
+        {"id": "consumer", "actor": "ouroactors.examples.workers:Echo"},
+    ]})
+    world = World(spec, auto_adopt=False).start()
+    world.clear()
+    inc = world.running["auth"]
+    world.feed(GenerationAnnounced("auth", inc, "reopened"))
+    assert world.stopped() == []  # nothing happens to consumers before the authority adopts
+    new = world.core.children.get("auth").generation
+    world.feed(GenerationAdopted("auth", inc, new))
+    assert world.stopped() == ["consumer"] and world.spawned() == ["consumer"]
