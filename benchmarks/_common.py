@@ -139,8 +139,9 @@ def table_rows(rows: Sequence[Row]) -> tuple[list[tuple[str, ...]], list[str]]:
         metric = row.metric
         for text in (row.note, f"FAILED: {row.error}" if row.error else ""):
             if text:
-                notes.append(text)
-                metric += f" [{len(notes)}]"
+                if text not in notes:
+                    notes.append(text)
+                metric += f" [{notes.index(text) + 1}]"
         out.append((row.section, metric, n, ours50, ours99, base50, base99, ratio, row.goal, row.verdict))
     return out, notes
 

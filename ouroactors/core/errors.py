@@ -130,3 +130,37 @@ class AskTimeout(OuroactorsError):
 
 class ActorSystemError(OuroactorsError):
     """The actor system could not be started, reached, or shut down cleanly."""
+
+
+class CommitRejected(OuroactorsError):
+    """Storage definitely did not write it (fenced, map full, I/O error before the meta page)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"commit rejected: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.reason,))
+
+
+class CommitOutcomeUnknown(OuroactorsError):
+    """Storage may or may not have written it: reconcile (read back) before anything depends on it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"commit outcome unknown: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.reason,))
+
+
+class CorruptRecord(OuroactorsError):
+    """A durable record could not be decoded; it was quarantined and is reported, never emptied."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"corrupt record {where}: {detail} (quarantined)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.where, self.detail))

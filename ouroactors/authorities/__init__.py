@@ -1,0 +1,1 @@
+"""The agent runtime's authorities: each a pure domain module plus a thin actor."""

@@ -1,0 +1,1 @@
+"""The write-ahead effect ledger: no durable start, no effect; crashes leave entries ambiguous."""

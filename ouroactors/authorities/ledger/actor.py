@@ -1,0 +1,258 @@
+"""The ledger authority: a leaf actor that writes the node's LMDB environment from its own process.
+
+Requests (ask them; all may be :class:`~ouroactors.supervision.protocol.Stamped` with the ledger's
+generation): :class:`RecordStarted`, :class:`RecordDenied`, :class:`RecordSettled`,
+:class:`OperatorSettle`, :class:`RecordBatch`, :class:`GetEntry`, :class:`ListEntries`,
+:class:`Reconcile`, ``"status"``. Record answers are :class:`LedgerAnswer` (``created`` or
+``existing`` with the entry) or an error: a :class:`~.domain.LedgerError` (refused, nothing
+written), :class:`~ouroactors.core.errors.CommitRejected` (not written) or
+:class:`~ouroactors.core.errors.CommitOutcomeUnknown` (reconcile before relying on it).
+
+**Group commit without a timer.** A request that arrives while the ledger is idle is committed at
+once (lowest latency). One that arrives within a moment of the last commit — the ledger is busy —
+is buffered and a ``Flush`` is sent to self; it queues behind everything already delivered, so one
+transaction commits them all and every sender gets its own answer.
+
+At start, every unsettled entry becomes ``ambiguous`` (recovery), then the registered reconcilers
+get a chance to settle ambiguous entries by asking the world.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...supervision.worker import Worker
+from ..storage.actor import storage_config
+from ..storage.commit import Committed, Rejected
+from ..storage.env import env_panicked, open_env
+from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, StartRequest, Status
+from .store import LedgerStore, Op, Settle, Start
+
+log = logging.getLogger("ouroactors.ledger")
+BUSY_WINDOW_S = 0.002  # a request this soon after a commit waits for the batch
+
+
+@dataclass(frozen=True)
+class RecordStarted:
+    request: StartRequest
+
+
+@dataclass(frozen=True)
+class RecordDenied:
+    request: StartRequest
+    reason: str
+
+
+@dataclass(frozen=True)
+class RecordSettled:
+    effect_id: str
+    status: str  # ok | failed
+    reason: str | None = None
+    evidence: dict[str, Any] | None = None
+    by: str = "runner"
+
+
+@dataclass(frozen=True)
+class OperatorSettle:
+    effect_id: str
+    status: str
+    reason: str
+    operator: str
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """Several record requests in one thespian message (one answer list, in order)."""
+
+    items: tuple[RecordStarted | RecordDenied | RecordSettled | OperatorSettle, ...]
+
+
+@dataclass(frozen=True)
+class GetEntry:
+    effect_id: str
+
+
+@dataclass(frozen=True)
+class ListEntries:
+    status: str | None = None
+    session: str | None = None
+    kind: str | None = None
+    since_seq: int = 0
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    pass
+
+
+@dataclass(frozen=True)
+class LedgerAnswer:
+    answer: str  # created | existing
+    entry: Entry
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A reconciler's finding: settle with ``status`` and ``evidence``; None leaves it ambiguous."""
+
+    status: str
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Flush:
+    pass
+
+
+@dataclass
+class _Pending:
+    ops: list[Op]
+    sender: Any
+    batch: bool
+    results: list[Any] = field(default_factory=list)
+
+
+def _to_op(item: Any) -> Op:
+    if isinstance(item, RecordStarted):
+        return Start(item.request)
+    if isinstance(item, RecordDenied):
+        return Start(item.request, Status.DENIED, item.reason)
+    if isinstance(item, RecordSettled):
+        return Settle(item.effect_id, item.status, item.reason, item.evidence, item.by)
+    if isinstance(item, OperatorSettle):
+        return Settle(item.effect_id, item.status, item.reason, None, f"operator:{item.operator}", operator=True)
+    raise LedgerError(f"not a ledger record request: {type(item).__name__}")
+
+
+class Ledger(Worker):
+    """The effect ledger authority (second child of the agent tree, after storage)."""
+
+    def on_start(self, kinds: list[str] | None = None, reconcilers: dict[str, str] | None = None,
+                 map_size: int | None = None) -> None:
+        assert self.context is not None
+        storage = self.authorities.get("storage")
+        self.env = open_env(storage_config(self.context.data_dir, map_size))
+        self.store = LedgerStore(self.env, node=self.context.node, kinds=DEFAULT_KINDS | frozenset(kinds or ()),
+                                 fence=storage.generation if storage is not None else None)
+        self.reconcilers: dict[str, Callable[[Entry], Verdict | None]] = {
+            kind: _import(path) for kind, path in (reconcilers or {}).items()
+        }
+        outcome = self.store.recover()
+        if not isinstance(outcome, Committed):
+            raise RuntimeError(f"ledger recovery could not be recorded: {outcome}")
+        self.recovered_ambiguous = outcome.value
+        self._pending: list[_Pending] = []
+        self._flush_scheduled = False
+        self._last_commit_end = 0.0
+        if self.reconcilers:
+            self.send(self.myAddress, Reconcile())
+
+    # -- records (group-committed) --------------------------------------------------------------------
+
+    def handle_RecordStarted(self, message: RecordStarted, sender: Any) -> None:
+        self._enqueue([_to_op(message)], sender, batch=False)
+
+    handle_RecordDenied = handle_RecordStarted
+    handle_RecordSettled = handle_RecordStarted
+    handle_OperatorSettle = handle_RecordStarted
+
+    def handle_RecordBatch(self, message: RecordBatch, sender: Any) -> None:
+        self._enqueue([_to_op(item) for item in message.items], sender, batch=True)
+
+    def handle__Flush(self, message: _Flush, sender: Any) -> None:
+        self._flush_scheduled = False
+        self._flush()
+
+    def _enqueue(self, ops: list[Op], sender: Any, batch: bool) -> None:
+        self._pending.append(_Pending(ops, sender, batch))
+        if self._flush_scheduled:
+            return
+        if time.monotonic() - self._last_commit_end < BUSY_WINDOW_S:
+            self._flush_scheduled = True
+            self.send(self.myAddress, _Flush())
+        else:
+            self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        ops = [op for item in pending for op in item.ops]
+        outcome = self.store.apply(ops)
+        self._last_commit_end = time.monotonic()
+        if isinstance(outcome, Committed):
+            results = iter(outcome.value)
+            for item in pending:
+                answers = [self._answer(next(results)) for _ in item.ops]
+                self.send(item.sender, answers if item.batch else answers[0])
+            return
+        error = (CommitRejected(outcome.reason) if isinstance(outcome, Rejected)
+                 else CommitOutcomeUnknown(outcome.reason))
+        for item in pending:
+            self.send(item.sender, [error] * len(item.ops) if item.batch else error)
+        if not isinstance(outcome, Rejected) and env_panicked(self.env):
+            raise RuntimeError(f"storage environment panicked: {outcome.reason}")  # crash; restart recovers
+
+    @staticmethod
+    def _answer(result: Any) -> Any:
+        if isinstance(result, LedgerError):
+            return result
+        return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)
+
+    # -- reads and maintenance ------------------------------------------------------------------------
+
+    def handle_GetEntry(self, message: GetEntry, sender: Any) -> Any:
+        entry = self.store.get(message.effect_id)
+        return entry if entry is not None else LedgerError(f"no effect {message.effect_id!r} in the ledger")
+
+    def handle_ListEntries(self, message: ListEntries, sender: Any) -> list[Entry]:
+        return self.store.list(status=message.status, session=message.session, kind=message.kind,
+                               since_seq=message.since_seq, limit=message.limit)
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        if message == "status":
+            return {"counts": self.store.counts(), "recovered_ambiguous": self.recovered_ambiguous,
+                    "storage_generation": self.store.fence, "generation": self.generation,
+                    "quarantined": len(self.store.quarantined)}
+        return self.unhandled(message, sender)
+
+    def handle_Reconcile(self, message: Reconcile, sender: Any) -> dict[str, int]:
+        """Ask each ambiguous entry's reconciler; settle what it can prove."""
+        settled = left = 0
+        for entry in self.store.list(status=Status.AMBIGUOUS.value, limit=10_000):
+            reconcile = self.reconcilers.get(entry.kind)
+            if reconcile is None:
+                left += 1
+                continue
+            try:
+                verdict = reconcile(entry)
+            except Exception as exc:  # the world could not be asked: stays ambiguous, visibly
+                log.warning("reconciler for %s failed on %s: %s", entry.kind, entry.effect_id, exc)
+                verdict = None
+            if verdict is None:
+                left += 1
+                continue
+            outcome = self.store.apply([Settle(entry.effect_id, verdict.status, "reconciled", verdict.evidence,
+                                               f"reconciler:{entry.kind}")])
+            if isinstance(outcome, Committed) and not isinstance(outcome.value[0], LedgerError):
+                settled += 1
+            else:
+                left += 1
+        return {"settled": settled, "ambiguous": left} if sender != self.myAddress else None  # type: ignore[return-value]
+
+
+def _import(path: str) -> Callable[[Entry], Verdict | None]:
+    module, _, attr = path.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"reconciler {path!r} is not callable")
+    return target  # type: ignore[no-any-return]

@@ -1,0 +1,128 @@
+"""The storage authority: first child of the agent tree, owner of the node's LMDB environment.
+
+It creates the environment, checks the schema version (a newer one is refused and the start
+fails, naming it), runs the stale-reader check at start and periodically, takes consistent
+backups, and its generation is the environment's: it writes the generation into the ``meta``
+database at start, so every writer bound to another generation is fenced off inside its own
+write transaction. A reopen is a new generation announced without a crash (rest_for_one then
+restarts every writer after it); a panicked environment makes this process crash, and the
+restart is a new generation too.
+
+Writers (ledger, grants, workspace) are leaf actors that open the same environment in their own
+processes — LMDB serialises writers across processes — so an effect costs one actor round trip
+and one commit per record, with no hop through this actor (see README, architecture notes).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from thespian.actors import WakeupMessage
+
+from ...supervision.worker import Worker
+from .commit import Committed, write
+from .env import (
+    GENERATION_KEY,
+    StorageConfig,
+    close_env,
+    encode_u64,
+    ensure_schema,
+    meta_db,
+    open_env,
+)
+
+log = logging.getLogger("ouroactors.storage")
+_READER_CHECK = "ouroactors:reader-check"
+
+
+@dataclass(frozen=True)
+class Backup:
+    """Write a consistent, compacted copy of the environment into the empty directory ``target``."""
+
+    target: str
+
+
+@dataclass(frozen=True)
+class Reopen:
+    """Close and reopen the environment (e.g. after a restore): a new storage generation."""
+
+    cause: str = "reopened"
+
+
+def storage_config(data_dir: str, map_size: int | None = None) -> StorageConfig:
+    return StorageConfig.under(data_dir, **({"map_size": map_size} if map_size else {}))
+
+
+class Storage(Worker):
+    """The storage authority. Asks: ``"status"``, :class:`Backup`, :class:`Reopen`."""
+
+    def on_start(self, map_size: int | None = None, reader_check_s: float = 30.0) -> None:
+        assert self.context is not None
+        self.config = storage_config(self.context.data_dir, map_size)
+        self.reader_check_s = reader_check_s
+        self._open()
+        self.wakeupAfter(timedelta(seconds=reader_check_s), payload=_READER_CHECK)
+
+    def _open(self) -> None:
+        self.env = open_env(self.config)
+        self.schema = ensure_schema(self.env, self.config.path)
+        self.stale_readers_cleared = self.env.reader_check()
+        self._publish_generation()
+
+    def _publish_generation(self) -> None:
+        assert self.generation is not None
+        generation = self.generation
+        outcome = write(self.env, lambda txn: txn.put(GENERATION_KEY, encode_u64(generation), db=meta_db(self.env)))
+        if not isinstance(outcome, Committed):
+            raise RuntimeError(f"cannot record storage generation {generation}: {outcome}")
+
+    def on_generation(self, generation: int) -> None:
+        self._publish_generation()
+
+    def on_stop(self, reason: Any) -> None:
+        close_env(self.config)
+
+    def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
+        if message.payload == _READER_CHECK:
+            cleared = self.env.reader_check()
+            if cleared:
+                log.warning("%s: cleared %d stale reader slot(s)", self.path, cleared)
+            self.wakeupAfter(timedelta(seconds=self.reader_check_s), payload=_READER_CHECK)
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        if message == "status":
+            return self.status()
+        return self.unhandled(message, sender)
+
+    def handle_Backup(self, message: Backup, sender: Any) -> str:
+        target = Path(message.target)
+        target.mkdir(parents=True, exist_ok=True)
+        if any(target.iterdir()):
+            raise ValueError(f"backup target {target} is not empty")
+        self.env.copy(str(target), compact=True)  # a consistent snapshot from one read transaction
+        return str(target)
+
+    def handle_Reopen(self, message: Reopen, sender: Any) -> str:
+        close_env(self.config)
+        self.env = open_env(self.config)
+        self.schema = ensure_schema(self.env, self.config.path)
+        self.change_generation(message.cause)  # on_generation writes the new number
+        return "reopening"
+
+    def status(self) -> dict[str, Any]:
+        info = self.env.info()
+        stat = self.env.stat()
+        return {
+            "path": self.config.path,
+            "schema": self.schema,
+            "generation": self.generation,
+            "map_size": info["map_size"],
+            "used_bytes": (info["last_pgno"] + 1) * stat["psize"],
+            "readers": info["num_readers"],
+            "file_bytes": os.path.getsize(Path(self.config.path) / "data.mdb"),
+        }

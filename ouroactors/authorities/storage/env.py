@@ -1,0 +1,155 @@
+"""Opening the node's LMDB environment, the way every process must.
+
+Rules from measurement (``shared/notes/lmdb.md``):
+
+* One environment per path per process: LMDB forbids a second open (py-lmdb raises), so
+  :func:`open_env` keeps a per-process registry and hands out the same handle.
+* Never across ``fork``: a forked child must neither use nor close an inherited handle (closing
+  frees the parent's reader slots). The registry remembers the pid that opened each handle and
+  refuses to serve it to another process. Thespian forks actors, so a process that opened the
+  environment must create no children: writers are leaf actors.
+* Every process opens with the same large ``map_size`` (sparse: only address space) and the same
+  ``max_readers``/``max_dbs``; nothing resizes in normal operation.
+* ``sync=True, metasync=True``: a commit that returned is durable. Never ``lock=False``.
+* ``reader_check()`` at open and periodically: a killed reader otherwise pins pages forever.
+
+The environment's metadata lives in the ``meta`` database: the schema version (a data dir written
+by a newer schema is refused, naming the version) and the storage generation that writers check
+inside their own write transactions (fencing enforced by the transaction, not by a message).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+
+from ...core.errors import OuroactorsError
+
+SCHEMA_VERSION = 1
+DEFAULT_MAP_SIZE = 256 << 30  # 256 GiB of address space; the file stays sparse
+META_DB = b"meta"
+# Every named database, opened once when the environment opens: ``open_db`` starts a transaction
+# of its own, which would deadlock inside a writer's transaction.
+KNOWN_DBS = (META_DB, b"ledger", b"ledger_seq", b"quarantine", b"grants", b"workspace")
+SCHEMA_KEY = b"schema_version"
+GENERATION_KEY = b"storage_generation"
+
+
+class StorageError(OuroactorsError):
+    """The environment cannot be used as asked."""
+
+
+class SchemaTooNew(StorageError):
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{path} was written by storage schema version {found}; this build supports up to {supported} "
+            "— refusing to start rather than misread it (upgrade ouroactors)"
+        )
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    path: str
+    map_size: int = DEFAULT_MAP_SIZE
+    max_readers: int = 1024
+    max_dbs: int = 32
+
+    @classmethod
+    def under(cls, data_dir: str | os.PathLike[str], **overrides: int) -> StorageConfig:
+        return cls(path=str(Path(data_dir) / "lmdb"), **overrides)  # type: ignore[arg-type]
+
+
+_open: dict[str, tuple[int, lmdb.Environment, StorageConfig]] = {}
+_dbs: dict[int, dict[bytes, lmdb._Database]] = {}
+
+
+def open_env(config: StorageConfig) -> lmdb.Environment:
+    """The process's one handle on ``config.path`` (opened on first use, in this process)."""
+    key = os.path.realpath(config.path)
+    found = _open.get(key)
+    if found is not None:
+        pid, env, opened_with = found
+        if pid != os.getpid():
+            raise StorageError(
+                f"{config.path}: this handle was opened by pid {pid} before a fork; a forked process must "
+                "open its own (and never close the inherited one)"
+            )
+        if opened_with != config:
+            raise StorageError(f"{config.path} is already open in this process with other settings")
+        return env
+    Path(config.path).mkdir(parents=True, exist_ok=True)
+    env = lmdb.open(
+        config.path, map_size=config.map_size, max_readers=config.max_readers, max_dbs=config.max_dbs,
+        subdir=True, sync=True, metasync=True, lock=True, writemap=False, readahead=False,
+    )
+    env.reader_check()
+    _dbs[id(env)] = {name: env.open_db(name) for name in KNOWN_DBS}
+    _open[key] = (os.getpid(), env, config)
+    return env
+
+
+def close_env(config: StorageConfig) -> None:
+    """Close this process's handle (only the process that opened it may)."""
+    key = os.path.realpath(config.path)
+    found = _open.get(key)
+    if found is not None and found[0] == os.getpid():
+        del _open[key]
+        _dbs.pop(id(found[1]), None)
+        found[1].close()
+
+
+def db(env: lmdb.Environment, name: bytes) -> lmdb._Database:
+    """A named database of an environment opened by :func:`open_env`."""
+    try:
+        return _dbs[id(env)][name]
+    except KeyError:
+        raise StorageError(f"unknown database {name!r} (add it to KNOWN_DBS)") from None
+
+
+def meta_db(env: lmdb.Environment) -> lmdb._Database:
+    return db(env, META_DB)
+
+
+def encode_u64(value: int) -> bytes:
+    return struct.pack(">Q", value)
+
+
+def decode_u64(data: bytes) -> int:
+    return int(struct.unpack(">Q", data)[0])
+
+
+def ensure_schema(env: lmdb.Environment, path: str) -> int:
+    """Stamp a new environment with our schema version; refuse one written by a newer schema."""
+    meta = meta_db(env)
+    with env.begin(write=True, db=meta) as txn:
+        raw = txn.get(SCHEMA_KEY)
+        if raw is None:
+            txn.put(SCHEMA_KEY, encode_u64(SCHEMA_VERSION))
+            return SCHEMA_VERSION
+        found = decode_u64(raw)
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNew(path, found, SCHEMA_VERSION)
+    return found
+
+
+def read_generation(env: lmdb.Environment) -> int | None:
+    with env.begin(db=meta_db(env)) as txn:
+        raw = txn.get(GENERATION_KEY)
+    return decode_u64(raw) if raw is not None else None
+
+
+def env_panicked(env: lmdb.Environment) -> bool:
+    """Whether the environment is in LMDB's PANIC state (a failed meta-page write)."""
+    try:
+        env.begin().abort()
+    except lmdb.PanicError:
+        return True
+    except lmdb.Error:
+        return False
+    return False

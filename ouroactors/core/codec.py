@@ -1,0 +1,299 @@
+"""Canonical encoding of durable records: the bytes that get stored, hashed and chained.
+
+Design (measurements in ``notes/lmdb.md`` §3):
+
+* **msgpack** (``use_bin_type=True``) is the storage format: native ``bytes``, deterministic smallest-int
+  encoding, floats always float64.
+* **A record is an array**, ``[SCHEMA, VERSION, v1, v2, ...]``, values in *field declaration order*: the class
+  is the schema, so no runtime key sort of model fields (≈3× cheaper). Reordering fields changes the wire
+  format; renaming one does not. Only free-form ``dict`` values are key-sorted (keys must be ``str``;
+  code-point order = UTF-8 byte order), so insertion order never changes the bytes.
+* **Refuse rather than guess**: sets, datetimes, other objects, ints outside 64 bits and NaN raise
+  :class:`CodecError` naming the path (``LedgerEntry.args.items[2]: type set is not encodable``). Use int
+  timestamps. ``-0.0`` is written as ``0.0``. Strings are written as given (no Unicode normalisation, so
+  decoding returns the same value); ``1``, ``1.0`` and ``True`` are distinct values with distinct bytes.
+* **Versions**: stored VERSION newer than the class → :class:`SchemaTooNew`; older → the class's
+  ``upgrade(version, values)`` migrates the raw value list, or :class:`CodecError`. Any change of the field
+  list (even appending an optional field) needs a VERSION bump and an ``upgrade``.
+* **Decoding never leaks msgpack/pydantic exceptions**: bad bytes → :class:`CodecError` (the caller
+  quarantines). A misdefined class (no SCHEMA, bad VERSION) raises ``TypeError``: a bug, not bad data.
+
+Decoding limit: nested models are rebuilt when the field annotation names their class directly, as
+``Optional[M]``, ``list[M]``, ``tuple[M, ...]``, a fixed ``tuple[...]`` or ``dict[str, M]`` (recursively).
+A model under ``Any`` or in a union of several models comes back as a plain list (or fails validation).
+Plain ``BaseModel`` values are encoded without SCHEMA/VERSION and must validate by field name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import types
+from enum import Enum
+from typing import Annotated, Any, ClassVar, TypeVar, Union, get_args, get_origin
+
+import msgpack
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from .errors import OuroactorsError
+
+__all__ = ["MAX_INLINE_BYTES", "CodecError", "Record", "RecordTooLarge", "SchemaTooNew", "check_size", "decode",
+           "digest", "digest_of", "encode", "seq_key", "seq_of", "str_key"]
+
+MAX_INLINE_BYTES = 2000
+MAX_KEY_BYTES = 500  # LMDB's default key limit is 511 bytes
+MAX_DEPTH = 64  # nesting depth of containers; deeper is almost surely a cycle
+_INT_MIN, _INT_LIMIT = -(2**63), 2**64
+
+
+class CodecError(OuroactorsError, ValueError):
+    """A value cannot be encoded, or stored bytes cannot be decoded into the requested record class."""
+
+
+class SchemaTooNew(CodecError):
+    """The record was written by a newer VERSION of its schema than this code supports."""
+
+    def __init__(self, schema: str, found: int, supported: int) -> None:
+        self.schema, self.found, self.supported = schema, found, supported
+        super().__init__(f"record {schema!r} was written by version {found}; this code supports up to {supported}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.schema, self.found, self.supported))
+
+
+class RecordTooLarge(CodecError):
+    """Encoded bytes exceed the inline limit; store the payload as a blob and keep a reference."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what, self.size, self.limit = what, size, limit
+        super().__init__(f"{what} is {size} bytes encoded, over the inline limit of {limit} bytes (use a blob)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.what, self.size, self.limit))
+
+
+class Record(BaseModel):
+    """Base of every durable record: set ``SCHEMA`` (e.g. ``"ledger.entry"``) and ``VERSION`` (≥ 1, default 1);
+    override :meth:`upgrade` when bumping VERSION. Field declaration order is the wire order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    SCHEMA: ClassVar[str]
+    VERSION: ClassVar[int] = 1
+
+    @classmethod
+    def upgrade(cls, version: int, values: list[Any]) -> list[Any]:
+        """Migrate the raw field values of a record stored at an older ``version`` to ``cls.VERSION``."""
+        raise CodecError(f"{cls.SCHEMA!r}: stored version {version} < {cls.VERSION} and {cls.__name__} has no upgrade")
+
+
+R = TypeVar("R", bound=Record)
+
+
+def _schema_of(cls: type[Record]) -> tuple[str, int]:
+    schema, version = getattr(cls, "SCHEMA", None), getattr(cls, "VERSION", None)
+    if not isinstance(schema, str) or not schema:
+        raise TypeError(f"{cls.__qualname__} must set SCHEMA to a non-empty str")
+    if type(version) is not int or version < 1:
+        raise TypeError(f"{cls.__qualname__}.VERSION must be an int >= 1, not {version!r}")
+    return schema, version
+
+
+class _Unencodable(Exception):  # raised at the bad value; each enclosing container prepends its path segment
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.parts: list[str] = []
+
+
+def _check_str(s: str) -> None:
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Unencodable("str is not valid UTF-8 (lone surrogate)")
+
+
+def _model_values(model: BaseModel, depth: int) -> list[Any]:
+    if model.model_extra:
+        raise _Unencodable(f"{type(model).__name__} has extra fields {sorted(model.model_extra)}")
+    out: list[Any] = []
+    for name in type(model).model_fields:
+        try:
+            out.append(_canon(getattr(model, name), depth + 1))
+        except _Unencodable as e:
+            e.parts.append(f".{name}")
+            raise
+    return out
+
+
+def _canon(v: Any, depth: int) -> Any:
+    """Return ``v`` as plain msgpack-able data (dict keys sorted), or raise :class:`_Unencodable`."""
+    if depth > MAX_DEPTH:
+        raise _Unencodable(f"nested deeper than {MAX_DEPTH} levels (a cycle?)")
+    if v is None or isinstance(v, bool | bytes):
+        return v
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    if isinstance(v, Enum):
+        return _canon(v.value, depth + 1)
+    if isinstance(v, str):
+        _check_str(v)
+        return v
+    if isinstance(v, int):
+        if not _INT_MIN <= v < _INT_LIMIT:
+            raise _Unencodable(f"int of {v.bit_length()} bits is outside the 64-bit range [-2**63, 2**64)")
+        return v
+    if isinstance(v, float):
+        if math.isnan(v):
+            raise _Unencodable("NaN is not encodable (it is not equal to itself)")
+        return v + 0.0  # -0.0 → 0.0
+    if isinstance(v, list | tuple):
+        out: list[Any] = []
+        for i, x in enumerate(v):
+            try:
+                out.append(_canon(x, depth + 1))
+            except _Unencodable as e:
+                e.parts.append(f"[{i}]")
+                raise
+        return out
+    if isinstance(v, dict):
+        for k in v:
+            if not isinstance(k, str):
+                raise _Unencodable(f"dict key {k!r} has type {type(k).__name__}; keys must be str")
+            _check_str(k)
+        res: dict[str, Any] = {}
+        for k in sorted(v):
+            try:
+                res[k] = _canon(v[k], depth + 1)
+            except _Unencodable as e:
+                e.parts.append(f".{k}" if k.isidentifier() else f"[{k!r}]")
+                raise
+        return res
+    if isinstance(v, Record):
+        return [*_schema_of(type(v)), *_model_values(v, depth)]
+    if isinstance(v, BaseModel):
+        return _model_values(v, depth)
+    raise _Unencodable(f"type {type(v).__name__} is not encodable")
+
+
+def _pack(value: Any, root: str) -> bytes:
+    try:
+        data = _canon(value, 0)
+    except _Unencodable as e:
+        raise CodecError(f"{root}{''.join(reversed(e.parts))}: {e.reason}") from None
+    return msgpack.packb(data, use_bin_type=True)
+
+
+def encode(record: Record) -> bytes:
+    """Canonical bytes of ``record``: msgpack of ``[SCHEMA, VERSION, *field values in declaration order]``."""
+    if not isinstance(record, Record):
+        raise TypeError(f"encode() takes a Record, not {type(record).__name__}")
+    return _pack(record, type(record).__name__)
+
+
+def digest(record: Record) -> str:
+    """SHA-256 hex of :func:`encode` ``(record)``."""
+    return hashlib.sha256(encode(record)).hexdigest()
+
+
+def digest_of(value: Any) -> str:
+    """SHA-256 hex of the canonical encoding of any encodable value (e.g. tool arguments)."""
+    return hashlib.sha256(_pack(value, "value")).hexdigest()
+
+
+def _fields_of(cls: type[Record], arr: Any, where: str) -> dict[str, Any]:
+    schema, version = _schema_of(cls)
+    if not (isinstance(arr, list) and len(arr) >= 2 and isinstance(arr[0], str) and type(arr[1]) is int
+            and arr[1] >= 1):
+        raise CodecError(f"{where}: not a record array [SCHEMA, VERSION >= 1, ...]")
+    found_schema, found, values = arr[0], arr[1], arr[2:]
+    if found_schema != schema:
+        raise CodecError(f"{where}: expected schema {schema!r}, found {found_schema!r}")
+    if found > version:
+        raise SchemaTooNew(schema, found, version)
+    if found < version:
+        values = cls.upgrade(found, values)
+    return _zip_fields(cls, values, where)
+
+
+def _zip_fields(cls: type[BaseModel], values: Any, where: str) -> dict[str, Any]:
+    fields = cls.model_fields
+    if not isinstance(values, list | tuple) or len(values) != len(fields):
+        raise CodecError(f"{where}: {cls.__name__} has {len(fields)} fields, stored values: {len(values)}")
+    pairs = zip(fields.items(), values, strict=True)
+    return {name: _revive(f.annotation, v, f"{where}.{name}") for (name, f), v in pairs}
+
+
+def _revive(ann: Any, v: Any, where: str) -> Any:
+    """Rebuild nested models inside ``v`` as far as the annotation ``ann`` tells their class."""
+    if v is None:
+        return None
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Annotated:
+        return _revive(args[0], v, where)
+    if origin is Union or origin is types.UnionType:
+        rest = [a for a in args if a is not type(None)]
+        return _revive(rest[0], v, where) if len(rest) == 1 else v
+    if origin in (list, tuple) and isinstance(v, list):
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(args) != len(v):  # let validation report the length
+                return v
+            return [_revive(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, v, strict=True))]
+        item = args[0] if args else Any
+        return [_revive(item, x, f"{where}[{i}]") for i, x in enumerate(v)]
+    if origin is dict and isinstance(v, dict) and len(args) == 2:
+        return {k: _revive(args[1], x, f"{where}[{k!r}]") for k, x in v.items()}
+    if isinstance(ann, type) and isinstance(v, list):
+        if issubclass(ann, Record):
+            return ann.model_validate(_fields_of(ann, v, where))
+        if issubclass(ann, BaseModel):
+            return ann.model_validate(_zip_fields(ann, v, where))
+    return v
+
+
+def decode(data: bytes, cls: type[R]) -> R:
+    """Rebuild a ``cls`` from :func:`encode` bytes; any malformed or mismatched input → :class:`CodecError`."""
+    where = cls.__name__
+    try:
+        arr = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:  # msgpack raises many types (ExtraData, FormatError, StackError, ValueError…)
+        raise CodecError(f"{where}: undecodable bytes ({type(e).__name__}: {e})") from e
+    try:
+        return cls.model_validate(_fields_of(cls, arr, where))
+    except pydantic.ValidationError as e:
+        raise CodecError(f"{where}: stored values do not validate: {e}") from e
+
+
+def seq_key(n: int) -> bytes:
+    """8-byte big-endian key: bytewise order of keys = numeric order of ``n`` (0 ≤ n < 2**64)."""
+    if type(n) is not int:
+        raise TypeError(f"seq_key takes an int, not {type(n).__name__}")
+    if not 0 <= n < _INT_LIMIT:
+        raise CodecError(f"sequence number {n} is outside [0, 2**64)")
+    return n.to_bytes(8, "big")
+
+
+def seq_of(key: bytes) -> int:
+    """Inverse of :func:`seq_key`."""
+    if len(key) != 8:
+        raise CodecError(f"sequence key must be 8 bytes, got {len(key)}")
+    return int.from_bytes(key, "big")
+
+
+def str_key(s: str) -> bytes:
+    """UTF-8 key; refuses empty strings and keys over 500 bytes (LMDB's key limit is 511)."""
+    try:
+        b = s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CodecError(f"key {s[:40]!r} is not valid UTF-8")
+    if not b:
+        raise CodecError("key must not be empty")
+    if len(b) > MAX_KEY_BYTES:
+        raise CodecError(f"key is {len(b)} bytes UTF-8, over the limit of {MAX_KEY_BYTES} bytes: {s[:40]!r}…")
+    return b
+
+
+def check_size(data: bytes, what: str, limit: int = MAX_INLINE_BYTES) -> None:
+    """Raise :class:`RecordTooLarge` if ``data`` is longer than ``limit`` bytes."""
+    if len(data) > limit:
+        raise RecordTooLarge(what, len(data), limit)
