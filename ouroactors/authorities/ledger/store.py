@@ -189,7 +189,7 @@ class LedgerStore:
             raise CorruptRecord(f"ledger/{effect_id}", "undecodable entry")
         return entry
 
-    def _decode(self, txn: lmdb.Transaction, key: bytes, raw: bytes) -> Entry | None:
+    def _decode(self, txn: lmdb.Transaction, key: bytes | memoryview, raw: bytes | memoryview) -> Entry | None:
         try:
             return decode(bytes(raw), Entry)
         except CodecError as exc:

@@ -62,7 +62,7 @@ class StorageConfig:
 
     @classmethod
     def under(cls, data_dir: str | os.PathLike[str], **overrides: int) -> StorageConfig:
-        return cls(path=str(Path(data_dir) / "lmdb"), **overrides)  # type: ignore[arg-type]
+        return cls(path=str(Path(data_dir) / "lmdb"), **overrides)
 
 
 _open: dict[str, tuple[int, lmdb.Environment, StorageConfig]] = {}
@@ -120,7 +120,7 @@ def encode_u64(value: int) -> bytes:
     return struct.pack(">Q", value)
 
 
-def decode_u64(data: bytes) -> int:
+def decode_u64(data: bytes | memoryview) -> int:
     return int(struct.unpack(">Q", data)[0])
 
 
