@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from ...core.codec import Record, digest_of
+from ...core.errors import OuroactorsError
 
 
 class Status(str, Enum):
@@ -47,7 +48,7 @@ RESTARTED_BEFORE_SETTLEMENT = "runtime restarted before settlement"
 MAX_TEXT = 512
 
 
-class LedgerError(ValueError):
+class LedgerError(OuroactorsError, ValueError):
     """A request the ledger refuses; nothing durable changed."""
 
 

@@ -1,0 +1,67 @@
+"""An operator's view of the ledger: list ambiguous effects, settle one by hand, back up storage."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from ouroactors import ActorSystem
+from ouroactors.authorities.ledger.actor import RecordSettled, RecordStarted
+from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+
+from .cli_helpers import Served, cli, events, wait_event
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.multiproc
+
+
+def request(i: int) -> StartRequest:
+    return StartRequest(effect_id=f"pr-{i}", kind="http_request", idempotency_key=f"pr-{i}",
+                        fingerprint=fingerprint("http_request", {"open": i}), principal="session-1",
+                        session_id="session-1")
+
+
+def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
+    served = Served(tmp_path, str(REPO / "supervision_trees" / "agent.toml"))
+    data = tmp_path / ".ouroactors"
+    try:
+        client = ActorSystem.connect(data)
+        client.ask("agent/ledger", RecordStarted(request(1)))
+        client.ask("agent/ledger", RecordSettled("pr-1", "ok"))
+        client.ask("agent/ledger", RecordStarted(request(2)))  # the effect "ran", then the runtime died
+        mark = len(events(data))
+        assert cli("kill", "agent/ledger", cwd=tmp_path).returncode == 0
+        wait_event(data, "started", "agent/ledger", mark)
+
+        listed = cli("ledger", "list", "--status", "ambiguous", "--json", cwd=tmp_path)
+        assert listed.returncode == 0, listed.stderr
+        [entry] = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert entry["effect_id"] == "pr-2" and entry["reason"] == "runtime restarted before settlement"
+
+        refused = cli("ledger", "settle", "pr-2", "maybe", "--reason", "x", cwd=tmp_path)
+        assert refused.returncode == 2  # not in the vocabulary: click refuses before anything is sent
+        settled = cli("ledger", "settle", "pr-2", "ok", "--reason", "found the PR by its marker",
+                      "--operator", "alice", cwd=tmp_path)
+        assert settled.returncode == 0, settled.stderr
+        shown = json.loads(cli("ledger", "show", "pr-2", cwd=tmp_path).stdout)
+        assert shown["status"] == "ok" and shown["settled_by"] == "operator:alice"
+        assert shown["reason"] == "found the PR by its marker"
+        again = cli("ledger", "settle", "pr-2", "failed", "--reason", "changed my mind", cwd=tmp_path)
+        assert again.returncode == 2 and "already ok" in again.stderr
+
+        backup = tmp_path / "backup"
+        assert cli("storage", "backup", str(backup), cwd=tmp_path).returncode == 0
+        env = lmdb.open(str(backup), readonly=True, max_dbs=32, lock=False)
+        try:
+            with env.begin() as txn:
+                assert txn.get(b"pr-2", db=env.open_db(b"ledger", txn=txn)) is not None
+        finally:
+            env.close()
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.finish()[0] == 0
+    finally:
+        served.kill()
