@@ -103,6 +103,20 @@ class Worker(Actor):
         supervisor restarts the consumers only after this returns. Raising crashes the worker.
         """
 
+    def after_message(self) -> None:
+        """Called after every message this worker handled (a place to flush batched work)."""
+
+    def messages_waiting(self) -> bool:
+        """Whether messages already received by this process are waiting to be handled.
+
+        Thespian's TCP transport reads every ready socket in one pass and queues the envelopes;
+        a batching actor (the ledger's group commit) defers its commit while this is true, so
+        everything that arrived together is committed together, with no timer. Where the base
+        does not expose the queue (in-process base) this answers False: commit at once.
+        """
+        transport = getattr(getattr(self, "_myRef", None), "transport", None)
+        return bool(getattr(transport, "_incomingEnvelopes", None))
+
     def unhandled(self, message: Any, sender: Any) -> Any:
         """Report a message nobody handles: log it and answer the sender with an error."""
         log.warning("%s: no handler for %s", self.path, type(message).__name__)
@@ -191,6 +205,7 @@ class Worker(Actor):
         result = self.on_message(message, sender)
         if result is not None:
             self.send(sender, result)
+        self.after_message()
         if self._stop_after is not None:
             self._finish(self._stop_after)
 
