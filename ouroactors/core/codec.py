@@ -1,33 +1,28 @@
-"""Canonical encoding of durable records: the bytes that get stored, hashed and chained.
+"""Canonical encoding of durable records: the bytes that get stored, hashed and chained (``notes/lmdb.md`` §3).
 
-Design (measurements in ``notes/lmdb.md`` §3):
-
-* **msgpack** (``use_bin_type=True``) is the storage format: native ``bytes``, deterministic smallest-int
-  encoding, floats always float64.
-* **A record is an array**, ``[SCHEMA, VERSION, v1, v2, ...]``, values in *field declaration order*: the class
-  is the schema, so no runtime key sort of model fields (≈3× cheaper). Reordering fields changes the wire
-  format; renaming one does not. Only free-form ``dict`` values are key-sorted (keys must be ``str``;
-  code-point order = UTF-8 byte order), so insertion order never changes the bytes.
+* **msgpack** (``use_bin_type=True``): native ``bytes``, deterministic smallest-int encoding, floats as float64.
+* **A record is an array** ``[SCHEMA, VERSION, v1, v2, ...]``, values in *field declaration order*: the class is
+  the schema, so no runtime key sort of model fields (≈3× cheaper). Reordering fields changes the wire format;
+  renaming one does not. Only free-form ``dict`` values are key-sorted (``str`` keys only; code-point order =
+  UTF-8 byte order), so insertion order never changes the bytes. Enums → their value; tuples → arrays.
 * **Refuse rather than guess**: sets, datetimes, other objects, ints outside 64 bits and NaN raise
-  :class:`CodecError` naming the path (``LedgerEntry.args.items[2]: type set is not encodable``). Use int
-  timestamps. ``-0.0`` is written as ``0.0``. Strings are written as given (no Unicode normalisation, so
-  decoding returns the same value); ``1``, ``1.0`` and ``True`` are distinct values with distinct bytes.
-* **Versions**: stored VERSION newer than the class → :class:`SchemaTooNew`; older → the class's
-  ``upgrade(version, values)`` migrates the raw value list, or :class:`CodecError`. Any change of the field
+  :class:`CodecError` naming the path (``Entry.args.items[2]: type set is not encodable``); use int timestamps.
+  ``-0.0`` is written as ``0.0``; strings as given (no Unicode normalisation, so decoding gives the same value);
+  ``1``, ``1.0`` and ``True`` stay distinct.
+* **Versions**: a stored VERSION newer than the class → :class:`SchemaTooNew`; older → the class's
+  ``upgrade(version, values)`` migrates the raw value list, else :class:`CodecError`. Any change of the field
   list (even appending an optional field) needs a VERSION bump and an ``upgrade``.
 * **Decoding never leaks msgpack/pydantic exceptions**: bad bytes → :class:`CodecError` (the caller
-  quarantines). A misdefined class (no SCHEMA, bad VERSION) raises ``TypeError``: a bug, not bad data.
-
-Decoding limit: nested models are rebuilt when the field annotation names their class directly, as
-``Optional[M]``, ``list[M]``, ``tuple[M, ...]``, a fixed ``tuple[...]`` or ``dict[str, M]`` (recursively).
-A model under ``Any`` or in a union of several models comes back as a plain list (or fails validation).
-Plain ``BaseModel`` values are encoded without SCHEMA/VERSION and must validate by field name.
+  quarantines); a misdefined class (no SCHEMA, bad VERSION) raises ``TypeError``: a bug, not bad data.
+* **Decoding limit**: nested models are rebuilt when the field annotation is the class itself, ``Optional[M]``,
+  ``list[M]``, ``tuple[M, ...]``, a fixed ``tuple[...]`` or ``dict[str, M]`` (recursively). A model under ``Any``
+  or in a union of several models comes back as a plain list (or fails validation). Plain ``BaseModel`` values
+  are written without SCHEMA/VERSION and must validate by field name.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import types
 from enum import Enum
 from typing import Annotated, Any, ClassVar, TypeVar, Union, get_args, get_origin
@@ -37,9 +32,6 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from .errors import OuroactorsError
-
-__all__ = ["MAX_INLINE_BYTES", "CodecError", "Record", "RecordTooLarge", "SchemaTooNew", "check_size", "decode",
-           "digest", "digest_of", "encode", "seq_key", "seq_of", "str_key"]
 
 MAX_INLINE_BYTES = 2000
 MAX_KEY_BYTES = 500  # LMDB's default key limit is 511 bytes
@@ -53,7 +45,6 @@ class CodecError(OuroactorsError, ValueError):
 
 class SchemaTooNew(CodecError):
     """The record was written by a newer VERSION of its schema than this code supports."""
-
     def __init__(self, schema: str, found: int, supported: int) -> None:
         self.schema, self.found, self.supported = schema, found, supported
         super().__init__(f"record {schema!r} was written by version {found}; this code supports up to {supported}")
@@ -64,7 +55,6 @@ class SchemaTooNew(CodecError):
 
 class RecordTooLarge(CodecError):
     """Encoded bytes exceed the inline limit; store the payload as a blob and keep a reference."""
-
     def __init__(self, what: str, size: int, limit: int) -> None:
         self.what, self.size, self.limit = what, size, limit
         super().__init__(f"{what} is {size} bytes encoded, over the inline limit of {limit} bytes (use a blob)")
@@ -76,7 +66,6 @@ class RecordTooLarge(CodecError):
 class Record(BaseModel):
     """Base of every durable record: set ``SCHEMA`` (e.g. ``"ledger.entry"``) and ``VERSION`` (≥ 1, default 1);
     override :meth:`upgrade` when bumping VERSION. Field declaration order is the wire order."""
-
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     SCHEMA: ClassVar[str]
     VERSION: ClassVar[int] = 1
@@ -92,10 +81,8 @@ R = TypeVar("R", bound=Record)
 
 def _schema_of(cls: type[Record]) -> tuple[str, int]:
     schema, version = getattr(cls, "SCHEMA", None), getattr(cls, "VERSION", None)
-    if not isinstance(schema, str) or not schema:
-        raise TypeError(f"{cls.__qualname__} must set SCHEMA to a non-empty str")
-    if type(version) is not int or version < 1:
-        raise TypeError(f"{cls.__qualname__}.VERSION must be an int >= 1, not {version!r}")
+    if not (isinstance(schema, str) and schema and type(version) is int and version >= 1):
+        raise TypeError(f"{cls.__qualname__} needs SCHEMA (a non-empty str) and VERSION (an int >= 1)")
     return schema, version
 
 
@@ -105,19 +92,20 @@ class _Unencodable(Exception):  # raised at the bad value; each enclosing contai
         self.parts: list[str] = []
 
 
-def _check_str(s: str) -> None:
+def _check_str(s: str) -> str:
     if not s.isascii():
         try:
             s.encode("utf-8")
         except UnicodeEncodeError:
             raise _Unencodable("str is not valid UTF-8 (lone surrogate)")
+    return s
 
 
 def _model_values(model: BaseModel, depth: int) -> list[Any]:
     if model.model_extra:
         raise _Unencodable(f"{type(model).__name__} has extra fields {sorted(model.model_extra)}")
     out: list[Any] = []
-    for name in type(model).model_fields:
+    for name, _ in _plan(type(model)):
         try:
             out.append(_canon(getattr(model, name), depth + 1))
         except _Unencodable as e:
@@ -126,28 +114,23 @@ def _model_values(model: BaseModel, depth: int) -> list[Any]:
     return out
 
 
-def _canon(v: Any, depth: int) -> Any:
-    """Return ``v`` as plain msgpack-able data (dict keys sorted), or raise :class:`_Unencodable`."""
-    if depth > MAX_DEPTH:
-        raise _Unencodable(f"nested deeper than {MAX_DEPTH} levels (a cycle?)")
-    if v is None or isinstance(v, bool | bytes):
+def _canon(v: Any, depth: int) -> Any:  # → plain msgpack-able data (dict keys sorted), or raise _Unencodable
+    t = type(v)  # exact-type tests first: the hot path
+    if t is str:
+        return _check_str(v)
+    if t is int:
+        if _INT_MIN <= v < _INT_LIMIT:
+            return v
+        raise _Unencodable(f"int of {v.bit_length()} bits is outside the 64-bit range [-2**63, 2**64)")
+    if v is None or t is bytes or t is bool:
         return v
-    if isinstance(v, bytearray | memoryview):
-        return bytes(v)
-    if isinstance(v, Enum):
-        return _canon(v.value, depth + 1)
-    if isinstance(v, str):
-        _check_str(v)
-        return v
-    if isinstance(v, int):
-        if not _INT_MIN <= v < _INT_LIMIT:
-            raise _Unencodable(f"int of {v.bit_length()} bits is outside the 64-bit range [-2**63, 2**64)")
-        return v
-    if isinstance(v, float):
-        if math.isnan(v):
+    if t is float:
+        if v != v:
             raise _Unencodable("NaN is not encodable (it is not equal to itself)")
         return v + 0.0  # -0.0 → 0.0
-    if isinstance(v, list | tuple):
+    if depth > MAX_DEPTH:
+        raise _Unencodable(f"nested deeper than {MAX_DEPTH} levels (a cycle?)")
+    if t is list or t is tuple:
         out: list[Any] = []
         for i, x in enumerate(v):
             try:
@@ -156,10 +139,12 @@ def _canon(v: Any, depth: int) -> Any:
                 e.parts.append(f"[{i}]")
                 raise
         return out
-    if isinstance(v, dict):
+    if t is dict:
         for k in v:
-            if not isinstance(k, str):
-                raise _Unencodable(f"dict key {k!r} has type {type(k).__name__}; keys must be str")
+            if type(k) is not str:
+                if not isinstance(k, str):
+                    raise _Unencodable(f"dict key {k!r} has type {type(k).__name__}; keys must be str")
+                return _canon({str.__str__(k): x for k, x in v.items()}, depth)
             _check_str(k)
         res: dict[str, Any] = {}
         for k in sorted(v):
@@ -169,11 +154,17 @@ def _canon(v: Any, depth: int) -> Any:
                 e.parts.append(f".{k}" if k.isidentifier() else f"[{k!r}]")
                 raise
         return res
+    if isinstance(v, Enum):
+        return _canon(v.value, depth + 1)
     if isinstance(v, Record):
-        return [*_schema_of(type(v)), *_model_values(v, depth)]
+        return [*_schema_of(t), *_model_values(v, depth)]
     if isinstance(v, BaseModel):
         return _model_values(v, depth)
-    raise _Unencodable(f"type {type(v).__name__} is not encodable")
+    for base, convert in ((str, str.__str__), (int, int.__int__), (float, float.__float__), (dict, dict),
+                          (bytes | bytearray | memoryview, bytes), (list | tuple, list)):
+        if issubclass(t, base):  # a subclass of a plain type (Enums aside): convert to the exact type
+            return _canon(convert(v), depth)
+    raise _Unencodable(f"type {t.__name__} is not encodable")
 
 
 def _pack(value: Any, root: str) -> bytes:
@@ -216,18 +207,34 @@ def _fields_of(cls: type[Record], arr: Any, where: str) -> dict[str, Any]:
     return _zip_fields(cls, values, where)
 
 
+def _has_model(ann: Any) -> bool:
+    return (isinstance(ann, type) and issubclass(ann, BaseModel)) or any(_has_model(a) for a in get_args(ann))
+
+
+_PLANS: dict[type, list[tuple[str, Any]]] = {}  # class → [(field name, annotation if it may hold a model)]
+
+
+def _plan(cls: type[BaseModel]) -> list[tuple[str, Any]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = [(n, f.annotation if _has_model(f.annotation) else None) for n, f in cls.model_fields.items()]
+        if cls.__pydantic_complete__:  # forward references resolved: the plan is final
+            _PLANS[cls] = plan
+    return plan
+
+
 def _zip_fields(cls: type[BaseModel], values: Any, where: str) -> dict[str, Any]:
-    fields = cls.model_fields
-    if not isinstance(values, list | tuple) or len(values) != len(fields):
-        raise CodecError(f"{where}: {cls.__name__} has {len(fields)} fields, stored values: {len(values)}")
-    pairs = zip(fields.items(), values, strict=True)
-    return {name: _revive(f.annotation, v, f"{where}.{name}") for (name, f), v in pairs}
+    plan = _plan(cls)
+    if not isinstance(values, list | tuple) or len(values) != len(plan):
+        raise CodecError(f"{where}: {cls.__name__} has {len(plan)} fields, stored values: {len(values)}")
+    return {name: v if ann is None else _revive(ann, v, f"{where}.{name}")
+            for (name, ann), v in zip(plan, values, strict=True)}
 
 
 def _revive(ann: Any, v: Any, where: str) -> Any:
     """Rebuild nested models inside ``v`` as far as the annotation ``ann`` tells their class."""
-    if v is None:
-        return None
+    if not isinstance(v, list | dict):  # models are stored as arrays: nothing to rebuild in a scalar
+        return v
     origin, args = get_origin(ann), get_args(ann)
     if origin is Annotated:
         return _revive(args[0], v, where)
@@ -236,11 +243,9 @@ def _revive(ann: Any, v: Any, where: str) -> Any:
         return _revive(rest[0], v, where) if len(rest) == 1 else v
     if origin in (list, tuple) and isinstance(v, list):
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            if len(args) != len(v):  # let validation report the length
-                return v
-            return [_revive(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, v, strict=True))]
-        item = args[0] if args else Any
-        return [_revive(item, x, f"{where}[{i}]") for i, x in enumerate(v)]
+            ok = len(args) == len(v)  # else validation reports the length
+            return [_revive(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, v, strict=True))] if ok else v
+        return [_revive(args[0] if args else Any, x, f"{where}[{i}]") for i, x in enumerate(v)]
     if origin is dict and isinstance(v, dict) and len(args) == 2:
         return {k: _revive(args[1], x, f"{where}[{k!r}]") for k, x in v.items()}
     if isinstance(ann, type) and isinstance(v, list):
@@ -253,23 +258,20 @@ def _revive(ann: Any, v: Any, where: str) -> Any:
 
 def decode(data: bytes, cls: type[R]) -> R:
     """Rebuild a ``cls`` from :func:`encode` bytes; any malformed or mismatched input → :class:`CodecError`."""
-    where = cls.__name__
     try:
         arr = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as e:  # msgpack raises many types (ExtraData, FormatError, StackError, ValueError…)
-        raise CodecError(f"{where}: undecodable bytes ({type(e).__name__}: {e})") from e
+        raise CodecError(f"{cls.__name__}: undecodable bytes ({type(e).__name__}: {e})") from e
     try:
-        return cls.model_validate(_fields_of(cls, arr, where))
+        return cls.model_validate(_fields_of(cls, arr, cls.__name__))
     except pydantic.ValidationError as e:
-        raise CodecError(f"{where}: stored values do not validate: {e}") from e
+        raise CodecError(f"{cls.__name__}: stored values do not validate: {e}") from e
 
 
 def seq_key(n: int) -> bytes:
     """8-byte big-endian key: bytewise order of keys = numeric order of ``n`` (0 ≤ n < 2**64)."""
-    if type(n) is not int:
-        raise TypeError(f"seq_key takes an int, not {type(n).__name__}")
-    if not 0 <= n < _INT_LIMIT:
-        raise CodecError(f"sequence number {n} is outside [0, 2**64)")
+    if type(n) is not int or not 0 <= n < _INT_LIMIT:
+        raise CodecError(f"sequence number must be an int in [0, 2**64), not {n!r}")
     return n.to_bytes(8, "big")
 
 
@@ -286,10 +288,8 @@ def str_key(s: str) -> bytes:
         b = s.encode("utf-8")
     except UnicodeEncodeError:
         raise CodecError(f"key {s[:40]!r} is not valid UTF-8")
-    if not b:
-        raise CodecError("key must not be empty")
-    if len(b) > MAX_KEY_BYTES:
-        raise CodecError(f"key is {len(b)} bytes UTF-8, over the limit of {MAX_KEY_BYTES} bytes: {s[:40]!r}…")
+    if not 0 < len(b) <= MAX_KEY_BYTES:
+        raise CodecError(f"key must be 1 to {MAX_KEY_BYTES} bytes of UTF-8, not {len(b)}: {s[:40]!r}")
     return b
 
 

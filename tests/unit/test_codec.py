@@ -3,9 +3,10 @@
 import hashlib
 import math
 import pickle
+from collections import OrderedDict, defaultdict
 from datetime import datetime
-from enum import Enum, IntEnum
-from typing import Any
+from enum import Enum, IntEnum, StrEnum
+from typing import Any, NamedTuple, Optional
 
 import msgpack
 import pytest
@@ -205,6 +206,40 @@ def test_enums_and_tuples_encode_as_their_values():
     assert digest_of(Level.HIGH) == digest_of(2)
     assert digest_of((1, "a")) == digest_of([1, "a"])
     assert digest_of(bytearray(b"ab")) == digest_of(b"ab")
+
+
+def test_subclasses_of_plain_types_encode_as_the_plain_type():
+    class Name(str):
+        pass
+
+    class Row(NamedTuple):
+        a: int
+        b: str
+
+    class Flag(StrEnum):
+        ON = "on"
+
+    assert digest_of(Name("x")) == digest_of("x")
+    assert digest_of(Row(1, "b")) == digest_of([1, "b"])
+    assert digest_of(OrderedDict([("b", 1), ("a", 2)])) == digest_of({"a": 2, "b": 1})
+    assert digest_of(defaultdict(list, {"k": []})) == digest_of({"k": []})
+    assert digest_of({Flag.ON: 1, Name("a"): Flag.ON}) == digest_of({"on": 1, "a": "on"})
+    assert digest_of(memoryview(b"ab")) == digest_of(b"ab")
+
+
+def test_nested_models_in_containers_round_trip():
+    class Box(Record):
+        SCHEMA = "test.box"
+        maybe: Optional[Child] = None  # noqa: UP045 - the typing spelling must work too
+        many: tuple[Child, ...] = ()
+        grid: list[list[Point]] = []
+        named: dict[str, list[Child]] = {}
+        free: Any = None
+
+    c = Child(label="c", data=b"1")
+    box = Box(maybe=c, many=(c, c), grid=[[Point(x=1, y=2)], []], named={"k": [c]}, free=[1, {"a": b""}])
+    assert decode(encode(box), Box) == box
+    assert decode(encode(Box()), Box) == Box()
 
 
 def test_sixty_four_bit_extremes_round_trip():
@@ -449,10 +484,9 @@ def test_seq_key_range(n):
 
 
 def test_seq_key_refuses_non_ints_and_seq_of_checks_length():
-    with pytest.raises(TypeError):
-        seq_key(True)
-    with pytest.raises(TypeError):
-        seq_key(1.0)  # type: ignore[arg-type]
+    for bad in (True, 1.0, "1"):
+        with pytest.raises(CodecError, match="must be an int"):
+            seq_key(bad)  # type: ignore[arg-type]
     with pytest.raises(CodecError, match="8 bytes"):
         seq_of(b"\x00" * 7)
     assert seq_of(memoryview(seq_key(258))) == 258
