@@ -90,12 +90,16 @@ class _WaitDown:
     token: int | None
     reasons: dict[str, ExitReason] = field(default_factory=dict)
     timed_out: bool = False
+    any_of: bool = False  # resume after each child goes down (windowed termination)
 
 
 _Wait = _WaitStart | _WaitDown | _WaitAdopted
 Job = Generator[_Wait, Any, None]
 
 GenerationSource = Callable[[int | None], int]
+
+STOP_WINDOW = 200  # polite stop requests outstanding at once
+KILL_GRACE_S = 5.0  # after a kill, how long an exit notice may take before the child is taken as killed
 
 
 def _shutdown_ok(child: Child, why: ExitReason) -> bool:
@@ -211,8 +215,8 @@ class SupervisorCore(AdminApi):
             self._wait = wait
             event = None
             if isinstance(wait, _WaitDown):
-                self._absorb_deferred_downs(wait)
-                if not wait.pending:
+                absorbed = self._absorb_deferred_downs(wait)
+                if not wait.pending or (wait.any_of and absorbed):
                     value = wait
                     continue
             return
@@ -225,14 +229,17 @@ class SupervisorCore(AdminApi):
         assert isinstance(event, ChildDown)
         del wait.pending[event.key]
         wait.reasons[event.key] = event.reason
-        return wait if not wait.pending else None
+        return wait if not wait.pending or wait.any_of else None
 
-    def _absorb_deferred_downs(self, wait: _WaitDown) -> None:
+    def _absorb_deferred_downs(self, wait: _WaitDown) -> int:
+        absorbed = 0
         for event in list(self._deferred):
             if isinstance(event, ChildDown) and wait.pending.get(event.key) == event.incarnation:
                 self._deferred.remove(event)
                 del wait.pending[event.key]
                 wait.reasons[event.key] = event.reason
+                absorbed += 1
+        return absorbed
 
     def _dispatch(self, event: Input) -> None:
         if self.terminated is not None:
@@ -453,7 +460,13 @@ class SupervisorCore(AdminApi):
             yield from self._terminate_batch([child], reason)
 
     def _terminate_batch(self, children: list[Child], reason: ExitReason) -> Job:
-        pending: dict[str, int] = {}
+        """Stop ``children`` together under one shutdown timer, then kill whoever is left.
+
+        At most ``STOP_WINDOW`` polite requests are outstanding at once: thespian's send queue
+        turns send-only near 950 queued messages and then drops sends (its own exit notices
+        included), so a thousand simultaneous requests could hang the supervisor.
+        """
+        queue: deque[Child] = deque()
         longest: int | None = 0
         for child in children:
             if child.status is ChildStatus.RESTARTING:
@@ -461,23 +474,39 @@ class SupervisorCore(AdminApi):
             if child.status is not ChildStatus.RUNNING:
                 continue
             child.status = ChildStatus.TERMINATING
-            pending[child.key] = child.incarnation
+            queue.append(child)
             ms = child.spec.shutdown_ms
-            if ms == 0:
-                self._out.append(Kill(child.key, child.incarnation))
-            else:
-                self._out.append(RequestStop(child.key, child.incarnation, reason))
+            if ms != 0:
                 longest = None if ms is None or longest is None else max(longest, ms)
-        if not pending:
+        if not queue:
             return
-        token = None if not longest else self._timer(longest / 1000.0)
-        wait = _WaitDown(dict(pending), token)
-        yield wait
-        if wait.timed_out:
-            for key, incarnation in wait.pending.items():
+        # One timer for the whole batch: the longest shutdown time, or a grace period for kills.
+        limit = KILL_GRACE_S if longest == 0 else (None if longest is None else longest / 1000.0)
+        wait = _WaitDown({}, None if limit is None else self._timer(limit), any_of=True)
+        self._ask_to_stop(queue, wait, reason)
+        while wait.pending:
+            yield wait
+            if wait.timed_out:
+                break
+            self._ask_to_stop(queue, wait, reason)
+        if wait.timed_out and longest != 0:
+            for key, incarnation in list(wait.pending.items()):
                 self._emit("shutdown_timeout", self.children.get(key))
                 self._out.append(Kill(key, incarnation))
-            yield wait
+            for child in queue:  # never asked politely before the time ran out
+                wait.pending[child.key] = child.incarnation
+                self._emit("shutdown_timeout", child)
+                self._out.append(Kill(child.key, child.incarnation))
+            queue.clear()
+            if wait.pending:
+                wait.timed_out, wait.any_of, wait.token = False, False, self._timer(KILL_GRACE_S)
+                yield wait
+        if wait.timed_out:
+            # A kill always ends the process, but thespian can drop its exit notice under load:
+            # after a grace period the child is taken as killed rather than waited for forever.
+            for key in list(wait.pending):
+                wait.reasons[key] = reasons.killed("no exit notice after kill")
+            wait.pending.clear()
         for key, why in wait.reasons.items():
             gone = self.children.get(key)
             if gone is None:
@@ -486,6 +515,15 @@ class SupervisorCore(AdminApi):
             gone.pid = gone.address = None
             gone.last_exit = why
             self._emit("terminated", gone, reason=why.to_json(), shutdown_error=not _shutdown_ok(gone, why))
+
+    def _ask_to_stop(self, queue: deque[Child], wait: _WaitDown, reason: ExitReason) -> None:
+        while queue and len(wait.pending) < STOP_WINDOW:
+            child = queue.popleft()
+            wait.pending[child.key] = child.incarnation
+            if child.spec.shutdown_ms == 0:
+                self._out.append(Kill(child.key, child.incarnation))
+            else:
+                self._out.append(RequestStop(child.key, child.incarnation, reason))
 
     def _job_stop_all(self, reason: ExitReason) -> Job:
         yield from self._terminate(list(self.children.newest_first()))

@@ -252,15 +252,16 @@ class Worker(Actor):
 
     def _crash(self, exc: Exception, sender: Any) -> None:
         reason = reasons.crash(exc)
-        log.error("%s crashed: %s", self.path or type(self).__name__, reason, exc_info=True)
         if self._state != "running":
+            log.error("%s crashed: %s", self.path or type(self).__name__, reason, exc_info=True)
             if self._supervisor is None:
                 self.send(self.myAddress, ActorExitRequest())
             return
         self._crash_reason = reason
+        self._finish(reason)  # the supervisor hears first: its restart is the critical path
         if sender is not None and sender != self._supervisor:
             self.send(sender, ActorCrashed(self.path, str(reason)))
-        self._finish(reason)
+        log.error("%s crashed: %s", self.path, reason, exc_info=(type(exc), exc, exc.__traceback__))
 
     def _refuse(self, message: Any, sender: Any) -> None:
         if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage):

@@ -131,6 +131,7 @@ class ActorSystem:
         self.admin_pid: int | None = None
         if base == "multiproc" and pgid is None:
             self.admin_pid, self.pgid = self._call(self._host, "admin", 10.0, "host")
+        self._addresses: dict[str, Any] = {}
         self.marker: marker.Marker | None = None
         self.stale_marker: marker.Marker | None = None
         self._closed = False
@@ -386,11 +387,36 @@ class ActorSystem:
         return ActorRef(self, path, self.resolve(path))
 
     def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        """Ask the actor at ``path``; errors it answers with are raised here."""
-        return self.ref(path).ask(message, timeout, stamp=stamp)
+        """Ask the actor at ``path``; errors it answers with are raised here.
+
+        Addresses are cached per path. An ask to a gone actor comes back empty at once (a dead
+        letter: the message was not handled), unlike a live actor that does not answer, which
+        takes the whole timeout; so a fast empty answer re-resolves the path and asks the new
+        incarnation once. Any error also drops the cached address.
+        """
+        payload = Stamped(stamp, message) if stamp is not None else message
+        address = self._address_of(path)
+        started = time.monotonic()
+        answer = self._thespian.ask(address, payload, timeout)
+        if answer is None and time.monotonic() - started < timeout / 2:
+            self._addresses.pop(path, None)
+            fresh = self._address_of(path)
+            if fresh != address:
+                answer = self._thespian.ask(fresh, payload, timeout)
+        try:
+            return self._unwrap(answer, path, timeout)
+        except OuroactorsError:
+            self._addresses.pop(path, None)
+            raise
 
     def tell(self, path: str, message: Any) -> None:
-        self.ref(path).tell(message)
+        self._thespian.tell(self._address_of(path), message)
+
+    def _address_of(self, path: str) -> Any:
+        address = self._addresses.get(path)
+        if address is None:
+            address = self._addresses[path] = self.resolve(path)
+        return address
 
     # -- OTP admin API --------------------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ class World:
     running: dict[str, int] = field(default_factory=dict)  # key -> incarnation
     starting: dict[str, int] = field(default_factory=dict)  # held spawns: key -> incarnation
     timers: dict[int, float] = field(default_factory=dict)
+    drop_kills: bool = False  # a kill's exit notice never arrives (thespian dropped it)
     auto_adopt: bool = True  # children adopt a new generation at once
     scheduled: list[tuple[float, Any]] = field(default_factory=list)  # (due, message) from ScheduleSelf
     queue: deque[Input] = field(default_factory=deque)
@@ -130,7 +131,8 @@ class World:
                 self.queue.append(ChildDown(cmd.key, cmd.incarnation, cmd.reason))
         elif isinstance(cmd, Kill):
             self.running.pop(cmd.key, None)
-            self.queue.append(ChildDown(cmd.key, cmd.incarnation, reasons.killed()))
+            if not self.drop_kills:
+                self.queue.append(ChildDown(cmd.key, cmd.incarnation, reasons.killed()))
         elif isinstance(cmd, SendSelf):
             if self.hold_self:
                 self.held.append(cmd.message)

@@ -182,10 +182,14 @@ def test_a_child_that_stops_in_time_is_not_killed_and_the_late_timer_is_ignored(
     assert world.log == []
 
 
-def test_brutal_kill_kills_at_once_without_a_timer() -> None:
+def test_brutal_kill_kills_at_once_with_only_a_grace_timer_for_the_exit_notice() -> None:
+    from ouroactors.supervision.machine import KILL_GRACE_S
+
     world = booted(wk("a", shutdown="brutal_kill"), wk("b", shutdown="brutal_kill"))
     world.shutdown()
-    assert [type(c) for c in world.log if isinstance(c, RequestStop | Kill | SetTimer)] == [Kill, Kill]
+    sent = [c for c in world.log if isinstance(c, RequestStop | Kill | SetTimer)]
+    assert [type(c) for c in sent] == [SetTimer, Kill, SetTimer, Kill]  # no polite request, no wait
+    assert all(c.seconds == KILL_GRACE_S for c in sent if isinstance(c, SetTimer))
     assert world.killed() == ["b", "a"]
     assert all(not e.fields["shutdown_error"] for e in world.events("terminated"))
     assert world.exited == reasons.shutdown()

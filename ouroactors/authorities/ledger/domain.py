@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from ...core.codec import Record, digest_of
 from ...core.errors import OuroactorsError
@@ -195,10 +195,14 @@ def decide_settle(current: Entry | None, effect_id: str, status: Status | str, *
         raise AlreadySettled(f"effect {effect_id!r} is already {current.status.value}, cannot settle {wanted.value}")
     if current.status is Status.AMBIGUOUS and not (evidence or (operator and reason)):
         raise LedgerError(f"effect {effect_id!r} is ambiguous: settling it needs evidence or an operator's reason")
-    settled = current.model_copy(update={
-        "status": wanted, "settled_ns": now_ns, "reason": reason, "evidence": evidence, "settled_by": by,
-    })
-    return Created(Entry.model_validate(settled.model_dump()))
+    try:
+        settled = Entry.model_validate({
+            **current.model_dump(), "status": wanted, "settled_ns": now_ns, "reason": reason, "evidence": evidence,
+            "settled_by": by,
+        })
+    except ValidationError as exc:  # e.g. evidence that is not a dict with str keys
+        raise LedgerError(f"effect {effect_id!r}: invalid settlement: {exc}") from None
+    return Created(settled)
 
 
 def decide_ambiguous(current: Entry, *, now_ns: int, reason: str = RESTARTED_BEFORE_SETTLEMENT) -> Entry | None:

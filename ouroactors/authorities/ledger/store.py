@@ -27,7 +27,7 @@ from typing import Any
 
 import lmdb
 
-from ...core.codec import CodecError, RecordTooLarge, check_size, decode, encode, seq_key, str_key
+from ...core.codec import CodecError, check_size, decode, encode, seq_key, str_key
 from ...core.errors import CorruptRecord
 from ..storage.commit import Committed, Outcome, write
 from ..storage.env import db, decode_u64, encode_u64, meta_db
@@ -104,7 +104,7 @@ class LedgerStore:
             return decision
         except (LedgerError, CorruptRecord) as exc:
             return exc if isinstance(exc, LedgerError) else LedgerError(str(exc))
-        except RecordTooLarge as exc:
+        except CodecError as exc:  # too large, unencodable evidence, an id too long for a key: this op only
             return LedgerError(str(exc))
 
     def _put(self, txn: lmdb.Transaction, entry: Entry, *, new: bool) -> None:
@@ -149,6 +149,8 @@ class LedgerStore:
         out: list[Entry] = []
         with self.env.begin() as txn:
             for entry in self._scan(txn, since_seq):
+                if len(out) >= limit:
+                    break
                 if status is not None and entry.status.value != status:
                     continue
                 if session is not None and entry.session_id != session:
@@ -156,8 +158,6 @@ class LedgerStore:
                 if kind is not None and entry.kind != kind:
                     continue
                 out.append(entry)
-                if len(out) >= limit:
-                    break
         return out
 
     def counts(self) -> dict[str, int]:

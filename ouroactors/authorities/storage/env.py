@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import lmdb
@@ -80,7 +80,7 @@ def open_env(config: StorageConfig) -> lmdb.Environment:
                 f"{config.path}: this handle was opened by pid {pid} before a fork; a forked process must "
                 "open its own (and never close the inherited one)"
             )
-        if opened_with != config:
+        if replace(opened_with, path=config.path) != config:  # the same path may be spelled otherwise
             raise StorageError(f"{config.path} is already open in this process with other settings")
         return env
     Path(config.path).mkdir(parents=True, exist_ok=True)
