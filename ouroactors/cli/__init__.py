@@ -57,8 +57,9 @@ def _count(spec: object) -> int:
 
 from . import authorities as _authorities  # noqa: E402  (commands register themselves on ``main``)
 from . import control as _control  # noqa: E402
+from . import faults as _faults  # noqa: E402
 from . import inspect as _inspect  # noqa: E402
 from . import run as _run  # noqa: E402
 
 __all__ = ["main"]
-del _authorities, _control, _inspect, _run
+del _authorities, _control, _faults, _inspect, _run

@@ -23,6 +23,7 @@ import importlib
 import logging
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -40,11 +41,45 @@ _GLOB_CHARS = frozenset("*?[")
 
 
 class FaultAction(str, Enum):
-    """What a firing rule does: raise an exception, end the process, or sleep and go on."""
+    """What a firing rule does.
+
+    ``raise`` an exception; ``exit`` the process at once; ``delay`` and go on; ``kill`` — SIGKILL
+    the actor named by ``target`` (its pid is resolved when the plan is armed) or, without a
+    target, this process; ``drop`` / ``duplicate`` the message being delivered (at ``message.*``
+    points, which answer the action to the caller); and the storage actions ``commit_rejected``,
+    ``commit_unknown`` and ``map_full`` (raised as :class:`InjectedCommitRejected`, … for the
+    storage commit contract to turn into its outcomes).
+    """
 
     RAISE = "raise"
     EXIT = "exit"
     DELAY = "delay"
+    KILL = "kill"
+    DROP = "drop"
+    DUPLICATE = "duplicate"
+    COMMIT_REJECTED = "commit_rejected"
+    COMMIT_UNKNOWN = "commit_unknown"
+    MAP_FULL = "map_full"
+
+
+class InjectedCommitRejected(Exception):
+    """A fault plan says: the commit is rejected (nothing written)."""
+
+
+class InjectedCommitUnknown(Exception):
+    """A fault plan says: the commit outcome is unknown."""
+
+
+class InjectedMapFull(Exception):
+    """A fault plan says: the map is full (nothing written)."""
+
+
+_STORAGE_EXCEPTIONS: dict[FaultAction, type[Exception]] = {
+    FaultAction.COMMIT_REJECTED: InjectedCommitRejected,
+    FaultAction.COMMIT_UNKNOWN: InjectedCommitUnknown,
+    FaultAction.MAP_FULL: InjectedMapFull,
+}
+_ANSWERED = (FaultAction.DROP, FaultAction.DUPLICATE)  # returned to the caller, which acts
 
 
 class FaultInjected(Exception):
@@ -102,6 +137,8 @@ class FaultRule:
     delay_s: float = 0.0
     exit_code: int = 70
     exception: str | None = None
+    target: str | None = None  # kill: the tree path of the actor to SIGKILL
+    target_pid: int | None = None  # kill: resolved from ``target`` when the plan is armed
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> ValueError:
@@ -138,6 +175,10 @@ class FaultRule:
             raise fail("seed", "only meaningful together with probability")
         if self.delay_s and self.action is not FaultAction.DELAY:
             raise fail("delay_s", "only meaningful for action 'delay'")
+        if (self.target is not None or self.target_pid is not None) and self.action is not FaultAction.KILL:
+            raise fail("target", "only meaningful for action 'kill'")
+        if self.target is not None and (not isinstance(self.target, str) or not self.target):
+            raise fail("target", "must be a tree path such as 'agent/ledger'")
         if self.exception is not None:
             if self.action is not FaultAction.RAISE or not isinstance(self.exception, str):
                 raise fail("exception", "must be an import path string, and only with action 'raise'")
@@ -298,17 +339,20 @@ def firings() -> list[FaultFiring]:
         return list(state.firings)
 
 
-def point(name: str) -> None:
-    """Fault point ``name``: no-op unless a plan is armed; otherwise act on matching rules."""
+def point(name: str) -> FaultAction | None:
+    """Fault point ``name``: no-op unless a plan is armed; otherwise act on matching rules.
+
+    Returns ``drop`` or ``duplicate`` when such a rule fired (the caller does it), else None.
+    """
     if _ARMED is None:
-        return
-    _armed_point(name)
+        return None
+    return _armed_point(name)
 
 
-def _armed_point(name: str) -> None:
+def _armed_point(name: str) -> FaultAction | None:
     state = _ARMED
     if state is None:  # disarmed between the check in point() and here
-        return
+        return None
     due: list[tuple[_Compiled, FaultFiring]] = []
     with state.lock:
         terminal = False
@@ -332,10 +376,17 @@ def _armed_point(name: str) -> None:
             time.sleep(c.rule.delay_s)
         elif action is FaultAction.EXIT:
             os._exit(c.rule.exit_code)
+        elif action is FaultAction.KILL:
+            os.kill(c.rule.target_pid or os.getpid(), signal.SIGKILL)
+        elif action in _ANSWERED:
+            return action
+        elif action in _STORAGE_EXCEPTIONS:
+            raise _STORAGE_EXCEPTIONS[action](f"fault injected at point {name!r} (rule {c.index})")
         elif c.exc_cls is not None:
             raise c.exc_cls(f"fault injected at point {name!r} (rule {c.index})")
         else:
             raise FaultInjected(name, c.index)
+    return None
 
 
 def register_point(name: str, doc: str = "") -> str:
@@ -368,3 +419,20 @@ def validate_plan(plan: FaultPlan) -> list[str]:
         warnings.append(f"rules[{i}]: point {rule.point!r} matches no registered point{hint}; "
                         f"known points: {listing}")
     return warnings
+
+
+def load_plan(path: str | os.PathLike[str]) -> FaultPlan:
+    """Read a plan from TOML (``[[rules]]`` tables); errors name the file and the rule."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read fault plan: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: malformed TOML: {exc}") from None
+    try:
+        return FaultPlan.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

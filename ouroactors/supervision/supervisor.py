@@ -27,10 +27,10 @@ from typing import Any
 
 from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMessage, WakeupMessage
 
-from ..core import faults
 from ..core.errors import NoSuchActor, UnhandledMessage
 from . import reasons
 from .events import EventWriter
+from .faulting import arm_here
 from .generations import generation_source
 from .machine import SupervisorCore
 from .protocol import (
@@ -187,7 +187,7 @@ class Supervisor(Actor):
             self._requesters[self._tokens] = sender
             self._feed(AdminRequest(self._tokens, message.op, message.child_id, message.spec, message.extra_args))
         elif isinstance(message, ArmFaults):
-            faults.arm(message.plan) if message.plan is not None else faults.disarm()
+            arm_here(message.plan, self._context, self.path)
             self.send(sender, Ok())
         elif isinstance(message, PoisonMessage):
             log.warning("%s: message could not be delivered: %r", self.path, message.poisonMessage)

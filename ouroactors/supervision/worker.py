@@ -34,7 +34,9 @@ from thespian.actors import (
 
 from ..core import faults
 from ..core.errors import ActorCrashed, NoSuchActor, StaleGeneration, UnhandledMessage
+from ..core.faults import FaultAction
 from . import reasons
+from .faulting import arm_here
 from .protocol import (
     AnnounceGeneration,
     ArmFaults,
@@ -188,10 +190,7 @@ class Worker(Actor):
             self.send(self._supervisor, GenerationAdopted(self._key, self._incarnation, message.generation))
             return
         if isinstance(message, ArmFaults):
-            if message.plan is None:
-                faults.disarm()
-            else:
-                faults.arm(message.plan)
+            arm_here(message.plan, self.context, self.path)
             self.send(sender, Ok())
             return
         if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
@@ -202,9 +201,16 @@ class Worker(Actor):
                 self.send(sender, StaleGeneration(self.path, expected, message.generation))
                 return
             message = message.payload
+        verdict = faults.point(f"message.{self.path}")  # free unless a plan is armed
+        if verdict is FaultAction.DROP:
+            return
         result = self.on_message(message, sender)
         if result is not None:
             self.send(sender, result)
+        if verdict is FaultAction.DUPLICATE:
+            result = self.on_message(message, sender)
+            if result is not None:
+                self.send(sender, result)
         self.after_message()
         if self._stop_after is not None:
             self._finish(self._stop_after)

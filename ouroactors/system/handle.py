@@ -462,6 +462,42 @@ class ActorSystem:
         """SIGKILL the process of the actor at ``path``; returns the pid killed."""
         if self.base != "multiproc":
             raise ActorSystemError("kill needs real processes: start the system on the multiproc base")
+        pid = self.pid_of(path)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def arm_faults(self, path: str | None, plan: Any) -> list[str]:
+        """Arm a fault plan (``ouroactors.faults.FaultPlan``; None disarms) in actor processes.
+
+        ``path`` None means every running actor of every tree. ``kill`` rules name their victim
+        by tree path; it is resolved to a pid here, once. Returns the paths armed.
+        """
+        if plan is not None:
+            plan = self._resolve_kill_targets(plan)
+        if path is not None:
+            paths = [path]
+        else:
+            paths = [t.name for t in self.trees() if t.status == "running"]
+            paths += [p for p, info in self.walk() if info.status == "running"]
+        for target in paths:
+            self._call(self.resolve(target), ArmFaults(plan), 10.0, target)
+        return paths
+
+    def _resolve_kill_targets(self, plan: Any) -> Any:
+        import dataclasses
+
+        from ..core.faults import FaultAction
+
+        rules = []
+        for rule in plan.rules:
+            if rule.action is FaultAction.KILL and rule.target is not None:
+                pid = self.pid_of(rule.target)
+                rule = dataclasses.replace(rule, target_pid=pid)
+            rules.append(rule)
+        return dataclasses.replace(plan, rules=tuple(rules))
+
+    def pid_of(self, path: str) -> int:
+        """The pid of the process running the actor at ``path``."""
         if "/" not in path.strip("/"):
             tree = next((t for t in self.trees() if t.name == path.strip("/")), None)
             pid = tree.pid if tree is not None else None
@@ -469,12 +505,7 @@ class ActorSystem:
             pid = self.child_info(path).pid
         if pid is None:
             raise NoSuchActor(f"{path} has no running process")
-        os.kill(pid, signal.SIGKILL)
         return pid
-
-    def arm_faults(self, path: str, plan: Any) -> None:
-        """Arm a fault plan (``ouroactors.core.faults.FaultPlan``) in the process of ``path``."""
-        self._call(self.resolve(path), ArmFaults(plan), 10.0, path)
 
     # -- answers --------------------------------------------------------------------------------------
 

@@ -40,3 +40,63 @@ def test_disarm(actor_system):
     actor_system.arm_faults("root/e", FaultPlan((FaultRule("example.echo.message", FaultAction.RAISE),)))
     actor_system.arm_faults("root/e", None)
     assert actor_system.ask("root/e", "point") == "passed"
+
+
+def test_a_plan_armed_everywhere_fires_as_events(actor_system):
+    from ouroactors.core.faults import load_plan
+
+    actor_system.start_tree(supervisor("root", [worker("a", ECHO), supervisor("s", [worker("b", ECHO)])]))
+    armed = actor_system.arm_faults(None, FaultPlan((FaultRule("example.echo.message", FaultAction.DELAY,
+                                                               delay_s=0.01),)))
+    assert set(armed) == {"root", "root/a", "root/s", "root/s/b"}
+    mark = actor_system.mark()
+    assert actor_system.ask("root/s/b", "point") == "passed"
+    fired = actor_system.wait_for("fault_fired", "root/s/b", after=mark)
+    assert fired.fields["point"] == "example.echo.message" and fired.fields["action"] == "delay"
+    del load_plan
+
+
+def test_drop_and_duplicate_a_message(actor_system):
+    from ouroactors import AskTimeout
+
+    actor_system.start_tree(supervisor("root", [worker("c", "ouroactors.examples.workers:Counter")]))
+    actor_system.arm_faults("root/c", FaultPlan((FaultRule("message.root/c", FaultAction.DUPLICATE, nth=1),
+                                                 FaultRule("message.root/c", FaultAction.DROP, nth=3))))
+    address = actor_system.resolve("root/c")
+    with actor_system._thespian.private() as endpoint:  # its stray second answer dies with it
+        assert endpoint.ask(address, "incr", 5) == 1
+    assert actor_system.ask("root/c", "get") == 2  # the one message was handled twice
+    with pytest.raises(AskTimeout):
+        actor_system.ask("root/c", "incr", timeout=0.5)  # dropped: never handled, never answered
+    assert actor_system.ask("root/c", "get") == 2
+
+
+def test_kill_action_names_its_victim_by_path(actor_system):
+    actor_system.start_tree(supervisor("root", [worker("trigger", ECHO), worker("victim", ECHO)]))
+    victim = actor_system.child_info("root/victim").pid
+    actor_system.arm_faults("root/trigger", FaultPlan((FaultRule("example.echo.message", FaultAction.KILL,
+                                                                 target="root/victim"),)))
+    mark = actor_system.mark()
+    assert actor_system.ask("root/trigger", "point") == "passed"  # the trigger survives ...
+    exited = actor_system.wait_for("exited", "root/victim", after=mark)  # ... the victim does not
+    assert exited.reason == {"kind": "killed"}
+    actor_system.wait_for("started", "root/victim", after=mark)
+    assert actor_system.child_info("root/victim").pid != victim
+
+
+def test_storage_actions_reach_the_commit_contract(tmp_path):
+    from ouroactors.authorities.storage.commit import Rejected, Unknown, write
+    from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
+    from ouroactors.core import faults
+
+    config = StorageConfig.under(tmp_path)
+    env = open_env(config)
+    try:
+        for action, expected in ((FaultAction.COMMIT_REJECTED, Rejected), (FaultAction.MAP_FULL, Rejected),
+                                 (FaultAction.COMMIT_UNKNOWN, Unknown)):
+            faults.arm(FaultPlan((FaultRule("storage.before_commit", action),)))
+            assert isinstance(write(env, lambda txn: txn.put(b"k", b"v")), expected)
+            faults.disarm()
+    finally:
+        faults.disarm()
+        close_env(config)

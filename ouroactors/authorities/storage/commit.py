@@ -40,16 +40,11 @@ BEFORE_COMMIT = faults.register_point("storage.before_commit", "a write transact
 AFTER_COMMIT = faults.register_point("storage.after_commit", "a commit returned, before the writer answers")
 
 
-class InjectedRejected(Exception):
-    """Raised by a fault plan: the commit is rejected (nothing written)."""
-
-
-class InjectedMapFull(Exception):
-    """Raised by a fault plan: the map is full (nothing written)."""
-
-
-class InjectedUnknown(Exception):
-    """Raised by a fault plan: the commit outcome is unknown."""
+# The fault-plan actions commit_rejected / map_full / commit_unknown raise these (also usable as
+# ``exception = "ouroactors.authorities.storage.commit:InjectedRejected"`` in a raise rule).
+InjectedRejected = faults.InjectedCommitRejected
+InjectedMapFull = faults.InjectedMapFull
+InjectedUnknown = faults.InjectedCommitUnknown
 
 
 class EnvironmentDead(Exception):
