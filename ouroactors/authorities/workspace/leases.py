@@ -1,0 +1,397 @@
+"""Workspace leases as a pure state machine: decide, persist, then apply.
+
+A lease admits one session's owner (an opaque actor id) to a canonical root, ``exclusive`` or
+``shared_read``; roots overlap when equal or one is a ``/``-boundary prefix of the other, and an
+overlap conflicts unless both are ``shared_read``. **Invariant 5**: no two live (active or reserved)
+leases conflict; a reservation is only reclaimed by its own session's recovering owner.
+
+Every operation on :class:`LeaseTable` is a query returning a :class:`Decision` (or raising, with
+nothing changed); :meth:`LeaseTable.apply` is the only mutation. A decision carries the records to
+upsert (``changes``; a ``released`` record is a tombstone) and the new ``next_token``, so the actor
+commits them first and applies only what is durable. It is bound to the table version it was made
+on: applying it to a table that moved on raises :class:`StaleDecision` instead of breaking the invariant.
+
+* **acquire** checks active leases *and* reservations; the refusal (:class:`LeaseConflict`) names each
+  holder. The requester's own conflicting reservation must be reclaimed (:class:`ReservationPending`).
+* **release** by the owner or the one-time capability (32 random bytes returned once; only its SHA-256
+  is kept). Tombstones (newest 1,000) make a repeat idempotent. A *reserved* lease is not released
+  this way — a zombie owner must not free it; it ends by ``reclaim`` or ``session_ended``.
+* **owner_died**: active leases become reservations when the session is not terminal *or unknown*
+  (fail closed), and are released when it is terminal.
+* **reclaim**: only with proof of the same session (``proof_session_id`` from an authenticated
+  registry) and the same root and mode; the result is a new lease (new id, capability, larger token).
+* **rebuild** (boot): reservations for non-terminal durable sessions, all or nothing.
+* **fencing**: tokens come from ``next_token``, which only grows (the lead persists it).
+  ``check_fence`` admits a write only with the token of the *active* exclusive lease covering the
+  path, so a zombie's late write (its lease reserved, reclaimed or released) gets :class:`StaleFence`.
+
+Node-local: owners are actors on this node; this is admission control, not a distributed lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal, cast
+
+from ...core.errors import OuroactorsError
+from .paths import is_canonical_form, overlaps, under
+
+Mode = Literal["exclusive", "shared_read"]
+Status = Literal["active", "reserved", "released"]
+SessionState = Literal["terminal", "active", "unknown"]
+MODES: tuple[Mode, ...] = ("exclusive", "shared_read")
+SESSION_STATES: tuple[SessionState, ...] = ("terminal", "active", "unknown")
+MAX_TOMBSTONES = 1000
+CAPABILITY_BYTES = 32
+NO_OWNER = ""  # a reservation rebuilt at boot has no live owner and no capability
+
+
+class LeaseError(OuroactorsError, ValueError):
+    """A lease request was refused; nothing changed."""
+
+
+class LeaseConflict(LeaseError):
+    def __init__(self, root: str, mode: str, holders: Iterable[Lease]) -> None:
+        self.root, self.mode, self.holders = root, mode, list(holders)
+        named = "; ".join(
+            f"session {h.session_id!r} holds {h.mode} on {h.root!r} ({h.status}, lease {h.lease_id})"
+            for h in self.holders)
+        super().__init__(f"workspace conflict: {mode} on {root!r} overlaps {named}")
+
+
+# The other refusals (each a LeaseError; nothing changed when one is raised):
+class ReservationPending(LeaseError): ...  # the requester's own conflicting reservation: reclaim it
+class LeaseNotFound(LeaseError): ...  # never granted, or its tombstone was evicted
+class NotLeaseOwner(LeaseError): ...  # wrong owner or capability, or the lease is reserved
+class NoReservation(LeaseError): ...  # reclaim by a session that holds no reservation
+class ReservationMismatch(LeaseError): ...  # reclaim of another root or mode than the one reserved
+class NotReservationOwner(LeaseError): ...  # reclaim without proof of being that session's owner
+class ConflictingRecoveryState(LeaseError): ...  # boot records (or loaded leases) that cannot all hold
+class StaleFence(LeaseError): ...  # a write whose fencing token is not the active holder's
+class StaleDecision(LeaseError): ...  # a decision made on an older table version; decide again
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease record (also the persisted form; ``status == 'released'`` is a tombstone)."""
+
+    lease_id: str
+    root: str
+    mode: Mode
+    session_id: str
+    owner: str
+    fencing_token: int
+    acquired_ns: int
+    capability_sha256: str
+    status: Status = "active"
+
+    @property
+    def live(self) -> bool:
+        return self.status in ("active", "reserved")
+
+
+def conflicts(a: Lease, root: str, mode: str) -> bool:
+    """Would ``a`` conflict with a lease of ``mode`` on ``root``? (overlap, unless both shared_read)."""
+    return overlaps(a.root, root) and not (a.mode == "shared_read" and mode == "shared_read")
+
+
+def invariant_violations(leases: Iterable[Lease]) -> list[tuple[Lease, Lease]]:
+    """Pairs of live leases that break invariant 5 (for tests and the fault-injection checkers)."""
+    live = [lease for lease in leases if lease.live]
+    return [(a, b) for i, a in enumerate(live) for b in live[i + 1:] if conflicts(a, b.root, b.mode)]
+
+
+# -- decisions --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What to persist (``changes``: upserted records, ``next_token``) and apply, bound to ``base_version``."""
+
+    changes: tuple[Lease, ...]
+    next_token: int
+    base_version: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Acquired(Decision):
+    lease: Lease
+    capability: bytes = field(repr=False)  # returned once; never persist the decision itself
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reclaimed(Acquired):
+    reservation: Lease  # the reservation it replaces (now a tombstone)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Released(Decision):
+    lease: Lease
+    already: bool  # True: it was released before (idempotent answer, no changes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transitioned(Decision):
+    """owner_died / session_ended / rebuild: which leases became reserved, which were released."""
+
+    reserved: tuple[Lease, ...] = ()
+    released: tuple[Lease, ...] = ()
+
+
+def capability_digest(capability: bytes) -> str:
+    return hashlib.sha256(capability).hexdigest()
+
+
+class LeaseTable:
+    """The node's leases. Queries return decisions; :meth:`apply` is the only mutation."""
+
+    def __init__(self, *, next_token: int = 1, leases: Iterable[Lease] = (), tombstones: Iterable[Lease] = (),
+                 max_tombstones: int = MAX_TOMBSTONES,
+                 random_bytes: Callable[[int], bytes] = secrets.token_bytes) -> None:
+        self.next_token = next_token
+        self.version = 0
+        self.max_tombstones = max_tombstones
+        self._random_bytes = random_bytes
+        self.leases: dict[str, Lease] = {}
+        self.tombstones: dict[str, Lease] = {}  # insertion order = release order; oldest evicted first
+        for lease in leases:
+            _check_root(lease.root)
+            _one_of(lease.mode, MODES, "lease mode")
+            if lease.status not in ("active", "reserved") or lease.lease_id in self.leases:
+                raise ConflictingRecoveryState(f"bad live lease record {lease!r}")
+            self.leases[lease.lease_id] = lease
+        for lease in tombstones:
+            if lease.status != "released":
+                raise ConflictingRecoveryState(f"tombstone {lease.lease_id!r} has status {lease.status!r}")
+            self._bury(lease)
+        if bad := invariant_violations(self.leases.values()):
+            a, b = bad[0]
+            raise ConflictingRecoveryState(f"loaded leases {a.lease_id!r} and {b.lease_id!r} overlap")
+        top = max((x.fencing_token for x in [*self.leases.values(), *self.tombstones.values()]), default=0)
+        if next_token <= top:
+            raise ConflictingRecoveryState(f"next_token {next_token} is not above the largest token {top}")
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def live(self) -> list[Lease]:
+        return list(self.leases.values())  # active and reserved
+
+    def get(self, lease_id: str) -> Lease | None:
+        return self.leases.get(lease_id) or self.tombstones.get(lease_id)
+
+    def covering(self, path: str) -> list[Lease]:
+        """Live leases whose root is ``path`` or an ancestor of it."""
+        return [lease for lease in self.leases.values() if under(path, lease.root)]
+
+    def check_invariant(self) -> None:
+        if bad := invariant_violations(self.leases.values()):
+            raise AssertionError(f"invariant 5 broken: {bad}")
+
+    # -- operations (pure: return a decision) --------------------------------------------------------
+
+    def acquire(self, root: str, mode: str, session_id: str, owner: str, now_ns: int) -> Acquired:
+        _check_root(root)
+        checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
+        _check_name("session_id", session_id)
+        _check_name("owner", owner)
+        if not isinstance(now_ns, int) or now_ns < 0:
+            raise LeaseError(f"now_ns must be a non-negative int, got {now_ns!r}")
+        clashing = [x for x in self.leases.values() if conflicts(x, root, checked)]
+        others = [x for x in clashing if not (x.status == "reserved" and x.session_id == session_id)]
+        if others:
+            raise LeaseConflict(root, checked, others)
+        if clashing:
+            own = clashing[0]
+            raise ReservationPending(
+                f"session {session_id!r} holds a reservation ({own.mode} on {own.root!r}, lease {own.lease_id}) "
+                f"that conflicts with {checked} on {root!r}; reclaim it instead of acquiring")
+        return self._new_active(root, checked, session_id, owner, now_ns, changes=())
+
+    def release(self, lease_id: str, *, owner: str | None = None, capability: bytes | None = None) -> Released:
+        if owner is None and capability is None:
+            raise NotLeaseOwner(f"release of {lease_id!r} needs the owner or the release capability")
+        lease = self.get(lease_id)
+        if lease is None:
+            raise LeaseNotFound(f"no lease {lease_id!r} (never granted, or its tombstone was evicted)")
+        if not _authorised(lease, owner, capability):
+            raise NotLeaseOwner(f"lease {lease_id!r} is not released by this owner or capability")
+        if lease.status == "reserved":
+            raise NotLeaseOwner(
+                f"lease {lease_id!r} is reserved for session {lease.session_id!r}'s recovering owner; "
+                "it is reclaimed by that owner or ends with the session")
+        already = lease.status == "released"
+        done = lease if already else replace(lease, status="released")
+        return Released(changes=() if already else (done,), next_token=self.next_token, base_version=self.version,
+                        lease=done, already=already)
+
+    def owner_died(self, owner: str,
+                   session_state: SessionState | str | Mapping[str, SessionState | str]) -> Transitioned:
+        """The owner's active leases → reserved (session not terminal, or unknown) or released (terminal).
+
+        ``session_state`` is one state for all of the owner's sessions, or a mapping per session id (a
+        session missing from the mapping counts as ``unknown``). Idempotent: a second call changes nothing.
+        """
+        states = dict(session_state) if isinstance(session_state, Mapping) else None
+        for given in states.values() if states is not None else [session_state]:
+            _one_of(given, SESSION_STATES, "session state")
+        reserved: list[Lease] = []
+        released: list[Lease] = []
+        for lease in self.leases.values():
+            if lease.owner != owner or lease.status != "active":
+                continue
+            state = states.get(lease.session_id, "unknown") if states is not None else session_state
+            if state == "terminal":
+                released.append(replace(lease, status="released"))
+            else:
+                reserved.append(replace(lease, status="reserved"))
+        return Transitioned(changes=(*reserved, *released), next_token=self.next_token,
+                            base_version=self.version, reserved=tuple(reserved), released=tuple(released))
+
+    def session_ended(self, session_id: str) -> Transitioned:
+        """The durable session is terminal: nobody will reclaim its reservations, so release them."""
+        released = tuple(replace(x, status="released") for x in self.leases.values()
+                         if x.session_id == session_id and x.status == "reserved")
+        return Transitioned(changes=released, next_token=self.next_token, base_version=self.version,
+                            released=released)
+
+    def reclaim(self, session_id: str, root: str, mode: str, owner: str, proof_session_id: str,
+                now_ns: int | None = None) -> Reclaimed:
+        """Turn ``session_id``'s reservation of ``root``/``mode`` into an active lease for ``owner``.
+
+        ``proof_session_id`` is the session the caller is registered for (from an authenticated
+        registry); it must equal ``session_id``.
+        """
+        _check_root(root)
+        checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
+        _check_name("owner", owner)
+        if proof_session_id != session_id:
+            raise NotReservationOwner(
+                f"caller {owner!r} proved session {proof_session_id!r}, not {session_id!r}: "
+                f"only the recovering owner of {session_id!r} may reclaim its reservation")
+        mine = [x for x in self.leases.values() if x.status == "reserved" and x.session_id == session_id]
+        if not mine:
+            raise NoReservation(f"session {session_id!r} holds no reservation (to reclaim {checked} on {root!r})")
+        match = next((x for x in mine if x.root == root and x.mode == checked), None)
+        if match is None:
+            held = ", ".join(f"{x.mode} on {x.root!r}" for x in mine)
+            raise ReservationMismatch(f"session {session_id!r} reserved {held}, not {checked} on {root!r}")
+        gone = replace(match, status="released")
+        when = match.acquired_ns if now_ns is None else now_ns
+        new = self._new_active(root, checked, session_id, owner, when, changes=(gone,))
+        return Reclaimed(changes=new.changes, next_token=new.next_token, base_version=new.base_version,
+                         lease=new.lease, capability=new.capability, reservation=gone)
+
+    def rebuild(self, durable_sessions: Iterable[tuple[str, str, str, str]], now_ns: int = 0) -> Transitioned:
+        """At boot: a reservation per non-terminal durable (session, root, mode). All or nothing: a
+        duplicate, invalid or overlapping record refuses it all (:class:`ConflictingRecoveryState`)."""
+        token = self.next_token
+        made: list[Lease] = []
+        keys: set[tuple[str, str, str]] = set()
+        for record in durable_sessions:
+            try:
+                session_id, root, mode, state = record
+                _check_name("session_id", session_id)
+                _check_root(root)
+                checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
+                state = _one_of(state, SESSION_STATES, "session state")
+            except (LeaseError, ValueError, TypeError) as exc:
+                raise ConflictingRecoveryState(f"invalid recovery record {record!r}: {exc}") from None
+            if (session_id, root, checked) in keys:
+                raise ConflictingRecoveryState(f"duplicate recovery record for session {session_id!r} on {root!r}")
+            keys.add((session_id, root, checked))
+            if state == "terminal" or any(x.session_id == session_id and x.root == root and x.mode == checked
+                                          for x in self.leases.values()):
+                continue  # nothing to recover, or already held (loaded from persisted leases): idempotent
+            for other in [*self.leases.values(), *made]:
+                if conflicts(other, root, checked):
+                    raise ConflictingRecoveryState(
+                        f"recovery state of session {session_id!r} ({checked} on {root!r}) overlaps "
+                        f"session {other.session_id!r} ({other.mode} on {other.root!r})")
+            made.append(Lease(lease_id=f"recovery-{token:016x}", root=root, mode=checked, session_id=session_id,
+                              owner=NO_OWNER, fencing_token=token, acquired_ns=now_ns, capability_sha256="",
+                              status="reserved"))
+            token += 1
+        return Transitioned(changes=tuple(made), next_token=token, base_version=self.version, reserved=tuple(made))
+
+    def check_fence(self, path: str, token: int, *, write: bool = True) -> Lease:
+        """Admit a tool's write (or read, ``write=False``) under ``path`` with fencing ``token``.
+
+        Accepted only when an *active* lease covering ``path`` carries exactly this token (and is
+        exclusive, for a write). Anything else — a lower token than the current holder's (the zombie
+        case), a reserved or released lease, no lease at all — raises :class:`StaleFence`.
+        """
+        _check_root(path)
+        covering = self.covering(path)
+        for lease in covering:
+            if lease.fencing_token == token and lease.status == "active":
+                if write and lease.mode != "exclusive":
+                    raise StaleFence(f"token {token} is a shared_read lease on {lease.root!r}: no writes to {path!r}")
+                return lease
+        if not covering:
+            raise StaleFence(f"no live lease covers {path!r} (token {token} refused)")
+        holders = ", ".join(f"session {x.session_id!r} {x.mode} {x.status} token {x.fencing_token}" for x in covering)
+        newest = max(x.fencing_token for x in covering)
+        why = "lower than the current holder's" if token < newest else "not an active lease's token"
+        raise StaleFence(f"token {token} for {path!r} is {why} ({holders})")
+
+    # -- the only mutation ----------------------------------------------------------------------------
+
+    def apply(self, decision: Decision) -> None:
+        if decision.base_version != self.version:
+            raise StaleDecision(f"decision made at version {decision.base_version}, table is at {self.version}")
+        if decision.next_token < self.next_token:
+            raise StaleDecision(f"decision would move next_token back ({decision.next_token} < {self.next_token})")
+        if not decision.changes and decision.next_token == self.next_token:
+            return  # nothing to do (idempotent answers do not invalidate other pending decisions)
+        for lease in decision.changes:
+            if lease.live:
+                self.leases[lease.lease_id] = lease
+            else:
+                self.leases.pop(lease.lease_id, None)
+                self._bury(lease)
+        self.next_token = decision.next_token
+        self.version += 1
+
+    def _new_active(self, root: str, mode: Mode, session_id: str, owner: str, now_ns: int,
+                    changes: tuple[Lease, ...]) -> Acquired:
+        token = self.next_token
+        capability = self._random_bytes(CAPABILITY_BYTES)
+        if len(capability) != CAPABILITY_BYTES:
+            raise LeaseError(f"random source returned {len(capability)} bytes, wanted {CAPABILITY_BYTES}")
+        lease = Lease(lease_id=f"lease-{token:016x}", root=root, mode=mode, session_id=session_id, owner=owner,
+                      fencing_token=token, acquired_ns=now_ns, capability_sha256=capability_digest(capability))
+        return Acquired(changes=(*changes, lease), next_token=token + 1, base_version=self.version,
+                        lease=lease, capability=capability)
+
+    def _bury(self, lease: Lease) -> None:
+        self.tombstones.pop(lease.lease_id, None)
+        self.tombstones[lease.lease_id] = lease
+        while len(self.tombstones) > self.max_tombstones:
+            del self.tombstones[next(iter(self.tombstones))]
+
+
+def _authorised(lease: Lease, owner: str | None, capability: bytes | None) -> bool:
+    if owner is not None and lease.owner != NO_OWNER and owner == lease.owner:
+        return True
+    return (isinstance(capability, bytes | bytearray) and bool(lease.capability_sha256)
+            and hmac.compare_digest(capability_digest(bytes(capability)), lease.capability_sha256))
+
+
+def _check_root(root: object) -> None:
+    if not isinstance(root, str) or not is_canonical_form(root):
+        raise LeaseError(f"root {root!r} is not a canonical absolute path (canonicalise it first)")
+
+
+def _one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise LeaseError(f"{what} {value!r} is not one of: {', '.join(allowed)}")
+    return str(value)
+
+
+def _check_name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value or len(value) > 256:
+        raise LeaseError(f"{what} must be a non-empty string of at most 256 characters, got {value!r}")
