@@ -60,6 +60,7 @@ from . import control as _control  # noqa: E402
 from . import faults as _faults  # noqa: E402
 from . import inspect as _inspect  # noqa: E402
 from . import run as _run  # noqa: E402
+from . import sandbox as _sandbox  # noqa: E402
 
 __all__ = ["main"]
-del _authorities, _control, _faults, _inspect, _run
+del _authorities, _control, _faults, _inspect, _run, _sandbox
