@@ -10,8 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """Unpickle an error without calling its ``__init__`` (whose signature may differ from args)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
 class OuroactorsError(Exception):
-    """Base class of every error raised by ouroactors."""
+    """Base class of every error raised by ouroactors.
+
+    Errors travel between processes as answers, so every subclass must survive pickling whatever
+    its constructor looks like: it is rebuilt from its message and attributes.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
 class SpecError(OuroactorsError, ValueError):

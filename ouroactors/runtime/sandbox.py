@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
+from ..core.errors import OuroactorsError
+
 FailureKind = Literal["not_installed", "no_user_namespaces", "uid_map_refused", "mount_refused", "other"]
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -47,7 +49,7 @@ PROBE_TIMEOUT_S = 10.0
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class SandboxError(Exception):
+class SandboxError(OuroactorsError):
     """A sandbox request that cannot be honoured as asked (bad mode, bad workspace, bad env)."""
 
 

@@ -15,6 +15,9 @@ methods) and ``on_stop``. What changes compared with a plain thespian actor:
   depend on (earlier siblings and ancestors' authorities, with their generations).
 
 A handler's return value, when not ``None``, is sent back to the sender: ``ask`` gets it.
+A handler may also *refuse* a request by raising one of the exception types the class lists in
+``refusals`` (bad input, a conflict — nothing changed): the sender gets the exception as its answer
+and the worker carries on. Every other exception is a crash.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class Worker(Actor):
 
     path: str = ""
     generation: int | None = None
+    refusals: tuple[type[Exception], ...] = ()  # raised by a handler: answered, not a crash
     authorities: dict[str, AuthorityEntry]
     context: SystemContext | None = None
 
@@ -204,11 +208,11 @@ class Worker(Actor):
         verdict = faults.point(f"message.{self.path}")  # free unless a plan is armed
         if verdict is FaultAction.DROP:
             return
-        result = self.on_message(message, sender)
-        if result is not None:
-            self.send(sender, result)
-        if verdict is FaultAction.DUPLICATE:
-            result = self.on_message(message, sender)
+        for _ in range(2 if verdict is FaultAction.DUPLICATE else 1):
+            try:
+                result = self.on_message(message, sender)
+            except self.refusals as refusal:
+                result = refusal
             if result is not None:
                 self.send(sender, result)
         self.after_message()

@@ -62,6 +62,9 @@ class LeaseConflict(LeaseError):
             for h in self.holders)
         super().__init__(f"workspace conflict: {mode} on {root!r} overlaps {named}")
 
+    def __reduce__(self) -> tuple[object, ...]:  # answers cross processes pickled
+        return (type(self), (self.root, self.mode, self.holders))
+
 
 # The other refusals (each a LeaseError; nothing changed when one is raised):
 class ReservationPending(LeaseError): ...  # the requester's own conflicting reservation: reclaim it

@@ -1,0 +1,239 @@
+"""The workspace authority: node-local admission to canonical roots (a leaf LMDB writer).
+
+Every decision of the pure :class:`~.leases.LeaseTable` is committed through the storage commit
+contract (fenced on the storage generation) *before* it is applied and answered, so the durable
+table and the answers can never disagree.
+
+* **Owners are watched.** The actor that acquired a lease (or the one named as its owner) is
+  pinged; when it stops answering, its active leases become **reservations** — its session is
+  not known to be terminal here, so the authority fails closed. A reservation is reclaimed only by
+  a recovering owner that proves it is the same session by presenting the lease's one-time
+  capability (the original owner keeps it in its durable session state).
+* **Boot.** Leases are reloaded from LMDB; every active lease becomes a reservation, because a
+  restart of this authority restarts every consumer after it (rest_for_one): no owner survives.
+* **Fencing.** ``CheckFence(path, token)`` answers whether a write with that fencing token may
+  proceed; a zombie's late write (its lease reserved, reclaimed or released) is refused.
+
+This is admission control on one node, not a distributed lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import lmdb
+import msgpack
+from thespian.actors import WakeupMessage
+
+from ...core import faults
+from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...supervision.protocol import Ping, Pong
+from ...supervision.worker import Worker
+from ..storage.actor import storage_config
+from ..storage.commit import Committed, Rejected, write
+from ..storage.env import db, decode_u64, encode_u64, meta_db, open_env
+from .leases import Acquired, Decision, Lease, LeaseError, LeaseTable, NotReservationOwner, capability_digest
+from .paths import PathError, canonicalize
+from .worktrees import WorktreeError, cleanup, create
+
+log = logging.getLogger("ouroactors.workspace")
+LEASE_RECORDED = faults.register_point("workspace.lease_recorded", "a lease decision is durable, not yet answered")
+OWNER_DIED = faults.register_point("workspace.owner_died", "an owner stopped answering, before its reservations")
+NEXT_TOKEN_KEY = b"workspace_next_token"
+_HEARTBEAT = "ouroactors:workspace-heartbeat"
+
+
+@dataclass(frozen=True)
+class Acquire:
+    root: str
+    mode: str  # exclusive | shared_read
+    session_id: str
+    owner: Any = None  # the actor to watch (default: the sender)
+
+
+@dataclass(frozen=True)
+class Release:
+    lease_id: str
+    capability: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    session_id: str
+    root: str
+    mode: str
+    capability: bytes  # the lost lease's capability: the proof of being that session's owner
+    owner: Any = None
+
+
+@dataclass(frozen=True)
+class CheckFence:
+    path: str
+    token: int
+    write: bool = True
+
+
+@dataclass(frozen=True)
+class CreateWorktree:
+    repo: str
+    session_id: str
+    base: str = "HEAD"
+
+
+@dataclass(frozen=True)
+class CleanupWorktree:
+    repo: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Granted:
+    lease: Lease
+    capability: bytes
+
+
+class Workspace(Worker):
+    """Asks: Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree, ``"leases"``.
+
+    Refusals (answered, nothing changed): lease and path errors, worktree errors, a rejected commit.
+    An unknown commit outcome is a crash: the restart reloads the truth from LMDB.
+    """
+
+    refusals = (LeaseError, PathError, WorktreeError, CommitRejected)
+
+    def on_start(self, allowed_roots: list[str] | None = None, heartbeat_s: float = 0.5,
+                 owner_lost_after_s: float = 2.0, map_size: int | None = None) -> None:
+        assert self.context is not None
+        self.allowed_roots = tuple(allowed_roots or ())
+        self.heartbeat_s = heartbeat_s
+        self.owner_lost_after_s = owner_lost_after_s
+        storage = self.authorities.get("storage")
+        self.fence = storage.generation if storage is not None else None
+        self.env = open_env(storage_config(self.context.data_dir, map_size))
+        self.leases_db = db(self.env, b"workspace")
+        self.table = self._load()
+        self.owners: dict[str, tuple[Any, float]] = {}  # owner id -> (address, last answer)
+        orphaned = sorted({lease.owner for lease in self.table.live() if lease.status == "active"})
+        for owner in orphaned:  # nobody survives a restart of this authority (rest_for_one)
+            self._commit(self.table.owner_died(owner, "unknown"))
+        self.wakeupAfter(timedelta(seconds=heartbeat_s), payload=_HEARTBEAT)
+
+    # -- persistence --------------------------------------------------------------------------------
+
+    def _load(self) -> LeaseTable:
+        live: list[Lease] = []
+        buried: list[Lease] = []
+        with self.env.begin() as txn:
+            raw = txn.get(NEXT_TOKEN_KEY, db=meta_db(self.env))
+            for _key, value in txn.cursor(db=self.leases_db):
+                lease = Lease(**msgpack.unpackb(bytes(value), raw=False))
+                (live if lease.live else buried).append(lease)
+        next_token = decode_u64(raw) if raw is not None else 1
+        return LeaseTable(next_token=next_token, leases=live, tombstones=buried)
+
+    def _commit(self, decision: Decision) -> None:
+        """Make a decision durable, then apply it; a storage refusal becomes the caller's error."""
+
+        def put(txn: lmdb.Transaction) -> None:
+            for lease in decision.changes:
+                txn.put(f"lease/{lease.lease_id}".encode(), msgpack.packb(dataclasses.asdict(lease)),
+                        db=self.leases_db)
+            txn.put(NEXT_TOKEN_KEY, encode_u64(decision.next_token), db=meta_db(self.env))
+
+        outcome = write(self.env, put, fence=self.fence)
+        if isinstance(outcome, Rejected):
+            raise CommitRejected(outcome.reason)
+        if not isinstance(outcome, Committed):
+            # Unknown: the table may or may not be on disk; this incarnation cannot know which.
+            # Crash so the restart reloads the truth from LMDB (and rest_for_one restarts consumers).
+            raise CommitOutcomeUnknown(outcome.reason)
+        self.table.apply(decision)
+        faults.point(LEASE_RECORDED)
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    def handle_Acquire(self, message: Acquire, sender: Any) -> Granted:
+        root = canonicalize(message.root, allowed_roots=self.allowed_roots)
+        owner = message.owner or sender
+        decision = self.table.acquire(root, message.mode, message.session_id, self._owner_id(owner),
+                                      time.time_ns())
+        self._commit(decision)
+        self._watch(owner)
+        return Granted(decision.lease, decision.capability)
+
+    def handle_Release(self, message: Release, sender: Any) -> Lease:
+        decision = self.table.release(message.lease_id, owner=self._owner_id(sender),
+                                      capability=message.capability)
+        if not decision.already:
+            self._commit(decision)
+        return decision.lease
+
+    def handle_Reclaim(self, message: Reclaim, sender: Any) -> Granted:
+        root = canonicalize(message.root, allowed_roots=self.allowed_roots)
+        digest = capability_digest(message.capability)
+        proven = any(lease.status == "reserved" and lease.session_id == message.session_id
+                     and lease.capability_sha256 == digest for lease in self.table.live())
+        if not proven:
+            raise NotReservationOwner(
+                f"session {message.session_id!r}: the capability presented is not that of its reservation on {root}"
+            )
+        owner = message.owner or sender
+        decision: Acquired = self.table.reclaim(message.session_id, root, message.mode, self._owner_id(owner),
+                                                message.session_id, time.time_ns())
+        self._commit(decision)
+        self._watch(owner)
+        return Granted(decision.lease, decision.capability)
+
+    def handle_CheckFence(self, message: CheckFence, sender: Any) -> Lease:
+        return self.table.check_fence(message.path, message.token, write=message.write)
+
+    def handle_CreateWorktree(self, message: CreateWorktree, sender: Any) -> Any:
+        canonicalize(message.repo, allowed_roots=self.allowed_roots)
+        return create(message.repo, message.session_id, base=message.base)
+
+    def handle_CleanupWorktree(self, message: CleanupWorktree, sender: Any) -> Any:
+        canonicalize(message.repo, allowed_roots=self.allowed_roots)
+        return cleanup(message.repo, message.path)
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        if message == "leases":
+            return self.table.live()
+        return self.unhandled(message, sender)
+
+    # -- owners -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _owner_id(address: Any) -> str:
+        return str(address)
+
+    def _watch(self, owner: Any) -> None:
+        self.owners[self._owner_id(owner)] = (owner, time.monotonic())
+
+    def handle_Pong(self, message: Pong, sender: Any) -> None:
+        owner = self.owners.get(self._owner_id(sender))
+        if owner is not None:
+            self.owners[self._owner_id(sender)] = (owner[0], time.monotonic())
+
+    def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
+        if message.payload != _HEARTBEAT:
+            return
+        now = time.monotonic()
+        holding = {lease.owner for lease in self.table.live() if lease.status == "active"}
+        for owner_id, (address, seen) in list(self.owners.items()):
+            if owner_id not in holding:
+                del self.owners[owner_id]  # nothing left to watch it for
+            elif now - seen > self.owner_lost_after_s:
+                del self.owners[owner_id]
+                faults.point(OWNER_DIED)
+                decision = self.table.owner_died(owner_id, "unknown")  # its session's fate is not known here
+                self._commit(decision)
+                log.warning("%s: owner %s stopped answering; %d lease(s) reserved for its session",
+                            self.path, owner_id, len(decision.reserved))
+            else:
+                self.send(address, Ping("workspace", 0))
+        self.wakeupAfter(timedelta(seconds=self.heartbeat_s), payload=_HEARTBEAT)
