@@ -36,6 +36,7 @@ from .store import LedgerStore, Op, Settle, Start
 
 log = logging.getLogger("ouroactors.ledger")
 MAX_BATCH = 256  # operations per transaction under a steady stream (commit cost is flat up to ~256)
+MAX_EFFECT_ID = 200  # as StartRequest.effect_id
 
 
 @dataclass(frozen=True)
@@ -115,15 +116,27 @@ class _Pending:
 
 
 def _to_op(item: Any) -> Op:
-    if isinstance(item, RecordStarted):
-        return Start(item.request)
-    if isinstance(item, RecordDenied):
+    """A bad request is refused here (LedgerError), never taken into a group commit."""
+    if isinstance(item, RecordStarted | RecordDenied):
+        if not isinstance(item.request, StartRequest):
+            raise LedgerError(f"{type(item).__name__}.request must be a StartRequest, "
+                              f"not {type(item.request).__name__}")
+        if isinstance(item, RecordStarted):
+            return Start(item.request)
+        if not isinstance(item.reason, str):
+            raise LedgerError(f"RecordDenied.reason must be a string, not {type(item.reason).__name__}")
         return Start(item.request, Status.DENIED, item.reason)
     if isinstance(item, RecordSettled):
         return Settle(item.effect_id, item.status, item.reason, item.evidence, item.by)
     if isinstance(item, OperatorSettle):
         return Settle(item.effect_id, item.status, item.reason, None, f"operator:{item.operator}", operator=True)
     raise LedgerError(f"not a ledger record request: {type(item).__name__}")
+
+
+def _check_effect_id(effect_id: Any) -> None:
+    if not isinstance(effect_id, str) or not 1 <= len(effect_id) <= MAX_EFFECT_ID:
+        shown = f"{len(effect_id)} characters" if isinstance(effect_id, str) else type(effect_id).__name__
+        raise LedgerError(f"effect id must be a string of 1 to {MAX_EFFECT_ID} characters, not {shown}")
 
 
 class Ledger(Worker):
@@ -150,15 +163,28 @@ class Ledger(Worker):
 
     # -- records (group-committed) --------------------------------------------------------------------
 
-    def handle_RecordStarted(self, message: RecordStarted, sender: Any) -> None:
-        self._enqueue([_to_op(message)], sender, batch=False)
+    def handle_RecordStarted(self, message: RecordStarted, sender: Any) -> LedgerError | None:
+        try:
+            op = _to_op(message)
+        except LedgerError as exc:
+            return exc  # refused at the boundary: nothing written, nobody else's commit touched
+        self._enqueue([op], sender, batch=False)
+        return None
 
     handle_RecordDenied = handle_RecordStarted
     handle_RecordSettled = handle_RecordStarted
     handle_OperatorSettle = handle_RecordStarted
 
-    def handle_RecordBatch(self, message: RecordBatch, sender: Any) -> None:
-        self._enqueue([_to_op(item) for item in message.items], sender, batch=True)
+    def handle_RecordBatch(self, message: RecordBatch, sender: Any) -> LedgerError | None:
+        """A batch with a malformed item is refused whole (one error, nothing written)."""
+        try:
+            if not isinstance(message.items, tuple | list):
+                raise LedgerError(f"RecordBatch.items must be a tuple, not {type(message.items).__name__}")
+            ops = [_to_op(item) for item in message.items]
+        except LedgerError as exc:
+            return exc
+        self._enqueue(ops, sender, batch=True)
+        return None
 
     def _enqueue(self, ops: list[Op], sender: Any, batch: bool) -> None:
         self._pending.append(_Pending(ops, sender, batch))
@@ -199,10 +225,17 @@ class Ledger(Worker):
     # -- reads and maintenance ------------------------------------------------------------------------
 
     def handle_GetEntry(self, message: GetEntry, sender: Any) -> Any:
+        try:
+            _check_effect_id(message.effect_id)
+        except LedgerError as exc:
+            return exc
         entry = self.store.get(message.effect_id)
         return entry if entry is not None else LedgerError(f"no effect {message.effect_id!r} in the ledger")
 
-    def handle_ListEntries(self, message: ListEntries, sender: Any) -> list[Entry]:
+    def handle_ListEntries(self, message: ListEntries, sender: Any) -> list[Entry] | LedgerError:
+        if not all(type(value) is int and 0 <= value < 2**63 for value in (message.since_seq, message.limit)):
+            return LedgerError(f"ListEntries: since_seq and limit must be integers >= 0, "
+                               f"not {message.since_seq!r} and {message.limit!r}")
         return self.store.list(status=message.status, session=message.session, kind=message.kind,
                                since_seq=message.since_seq, limit=message.limit)
 

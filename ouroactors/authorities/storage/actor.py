@@ -22,6 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import lmdb
 from thespian.actors import WakeupMessage
 
 from ...supervision.worker import Worker
@@ -29,6 +30,7 @@ from .commit import Committed, write
 from .env import (
     GENERATION_KEY,
     StorageConfig,
+    StorageError,
     close_env,
     encode_u64,
     ensure_schema,
@@ -99,12 +101,16 @@ class Storage(Worker):
             return self.status()
         return self.unhandled(message, sender)
 
-    def handle_Backup(self, message: Backup, sender: Any) -> str:
+    def handle_Backup(self, message: Backup, sender: Any) -> str | StorageError:
+        """A refused backup is answered, not a crash: a crash here would restart every writer."""
         target = Path(message.target)
-        target.mkdir(parents=True, exist_ok=True)
-        if any(target.iterdir()):
-            raise ValueError(f"backup target {target} is not empty")
-        self.env.copy(str(target), compact=True)  # a consistent snapshot from one read transaction
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            if any(target.iterdir()):
+                return StorageError(f"backup target {target} is not empty")
+            self.env.copy(str(target), compact=True)  # a consistent snapshot from one read transaction
+        except (OSError, lmdb.Error) as exc:
+            return StorageError(f"cannot back up into {target}: {exc}")
         return str(target)
 
     def handle_Reopen(self, message: Reopen, sender: Any) -> str:
