@@ -202,7 +202,16 @@ class Ledger(Worker):
         if not pending:
             return
         ops = [op for item in pending for op in item.ops]
-        outcome = self.store.apply(ops)
+        try:
+            outcome = self.store.apply(ops)
+        except BaseException as exc:
+            # The environment died, or a bug: whether this batch reached the disk is not known
+            # here. Every caller hears that (never silence), then the ledger crashes and its
+            # restart recovers every unsettled entry as ambiguous.
+            unknown = CommitOutcomeUnknown(f"ledger crashed during commit: {type(exc).__name__}: {exc}")
+            for item in pending:
+                self.send(item.sender, [unknown] * len(item.ops) if item.batch else unknown)
+            raise
         if isinstance(outcome, Committed):
             results = iter(outcome.value)
             for item in pending:
