@@ -109,3 +109,66 @@ def ledger_settle(data_dir: str, actor_path: str | None, effect_id: str, status:
     answer = connect(data_dir).ask(actor_path or "agent/ledger", OperatorSettle(effect_id, status, reason, who))
     console.print(f"{effect_id}: {answer.entry.status.value} ({answer.answer}), settled by operator:{who}",
                   markup=False)
+
+
+@main.group()
+def approvals() -> None:
+    """Durable approvals: list them and answer as a verified operator."""
+
+
+@approvals.command("list")
+@data_dir_option
+@path_option
+@click.option("--status", type=click.Choice(["pending", "approved", "denied", "expired", "consumed"]), default=None)
+@click.option("--session", default=None)
+@reports_errors
+def approvals_list(data_dir: str, actor_path: str | None, status: str | None, session: str | None) -> None:
+    """Approvals, oldest first."""
+    from ..authorities.grants.actor import ListApprovals
+
+    rows = connect(data_dir).ask(actor_path or "agent/grants", ListApprovals(status, session))
+    table = Table()
+    for column in ("approval", "session", "tool", "state", "status", "call", "answered by", "refusals"):
+        table.add_column(column)
+    for a in rows:
+        table.add_row(a.approval_id, a.session_id, a.tool, str(a.state_version), a.status, a.call_digest[:12],
+                      a.answered_by or "-", str(len(a.refusals)))
+    console.print(table)
+
+
+def _answer(data_dir: str, actor_path: str | None, approval_id: str, approve: bool, reason: str | None) -> None:
+    from ..authorities.grants.actor import AnswerApproval, ListApprovals
+    from ..authorities.grants.operators import read_credentials
+
+    name, token = read_credentials(data_dir)  # the operator's verified identity, never a claimed name
+    system = connect(data_dir)
+    path = actor_path or "agent/grants"
+    found = [a for a in system.ask(path, ListApprovals()) if a.approval_id == approval_id]
+    if not found:
+        raise click.ClickException(f"no approval {approval_id!r}")
+    approval = found[0]  # the operator answers for exactly the call and state version shown
+    answered = system.ask(path, AnswerApproval(approval_id, approve, name, token, approval.call_digest,
+                                               approval.state_version, reason))
+    console.print(f"{approval_id}: {answered.status} by {answered.answered_by}", markup=False)
+
+
+@approvals.command("approve")
+@data_dir_option
+@path_option
+@click.argument("approval_id")
+@click.option("--reason", default=None)
+@reports_errors
+def approvals_approve(data_dir: str, actor_path: str | None, approval_id: str, reason: str | None) -> None:
+    """Approve a pending approval (with the operator credentials in the data dir)."""
+    _answer(data_dir, actor_path, approval_id, True, reason)
+
+
+@approvals.command("deny")
+@data_dir_option
+@path_option
+@click.argument("approval_id")
+@click.option("--reason", default=None)
+@reports_errors
+def approvals_deny(data_dir: str, actor_path: str | None, approval_id: str, reason: str | None) -> None:
+    """Deny a pending approval."""
+    _answer(data_dir, actor_path, approval_id, False, reason)

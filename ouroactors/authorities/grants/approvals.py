@@ -1,0 +1,124 @@
+"""Durable approvals as pure decisions: who may answer, until when, for which exact call.
+
+An approval binds: its id, the requesting session, the exact call (tool + canonical argument
+digest), the session state version it refers to, the operators allowed to answer, and a deadline.
+Each session has a bounded queue of pending approvals. The answer is committed before the waiter
+hears it (the actor does that), and an approval is **consumed exactly once**.
+
+An answer is refused — and the refusal recorded on the approval — when it comes from an operator
+not allowed to answer, after the deadline, for another state version, for a call whose arguments
+changed, or for an approval no longer pending (a replay). Consuming is refused for anything but an
+approved, unconsumed approval of the same session, call and version.
+
+Operators are identities the authority verifies (see :mod:`.operators`), never names a request
+merely asserts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from ...core.errors import OuroactorsError
+
+Status = Literal["pending", "approved", "denied", "expired", "consumed"]
+MAX_REFUSALS_KEPT = 20
+
+
+class ApprovalRefused(OuroactorsError, ValueError):
+    """An approval request, answer or use was refused; only the refusal was recorded."""
+
+
+@dataclass(frozen=True)
+class Approval:
+    approval_id: str
+    session_id: str
+    tool: str
+    call_digest: str
+    state_version: int
+    answerers: tuple[str, ...]  # operator names allowed to answer ("*": any verified operator)
+    deadline_ns: int
+    requested_ns: int
+    status: Status = "pending"
+    answered_by: str | None = None
+    answered_ns: int | None = None
+    reason: str | None = None
+    refusals: tuple[str, ...] = field(default=())
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+
+def request(existing: list[Approval], *, approval_id: str, session_id: str, tool: str, call_digest: str,
+            state_version: int, answerers: tuple[str, ...], deadline_ns: int, now_ns: int,
+            max_pending: int) -> Approval:
+    """A new pending approval, unless the session's queue is full."""
+    if deadline_ns <= now_ns:
+        raise ApprovalRefused(f"approval for {tool} in session {session_id!r}: deadline is already past")
+    if not answerers:
+        raise ApprovalRefused("an approval needs at least one operator allowed to answer it")
+    waiting = sum(1 for a in existing if a.session_id == session_id and a.pending)
+    if waiting >= max_pending:
+        raise ApprovalRefused(
+            f"session {session_id!r} already has {waiting} pending approvals (the queue holds {max_pending})"
+        )
+    return Approval(approval_id, session_id, tool, call_digest, state_version, answerers, deadline_ns, now_ns)
+
+
+def refuse(approval: Approval, why: str) -> Approval:
+    """The approval with one more recorded refusal (bounded)."""
+    return replace(approval, refusals=(*approval.refusals, why)[-MAX_REFUSALS_KEPT:])
+
+
+def answer(approval: Approval, *, approve: bool, operator: str, call_digest: str, state_version: int,
+           now_ns: int, reason: str | None) -> Approval:
+    """Decide an operator's (already verified) answer. Raises :class:`Refusal` with the record to keep."""
+    if not approval.pending:
+        raise Refusal(refuse(approval, f"answer by {operator}: approval is {approval.status} (replayed?)"))
+    if now_ns > approval.deadline_ns:
+        expired = replace(approval, status="expired", answered_ns=now_ns, reason="deadline passed")
+        raise Refusal(refuse(expired, f"answer by {operator}: after the deadline"))
+    if "*" not in approval.answerers and operator not in approval.answerers:
+        raise Refusal(refuse(approval, f"answer by {operator}: not allowed (allowed: {', '.join(approval.answerers)})"))
+    if state_version != approval.state_version:
+        raise Refusal(refuse(approval, f"answer by {operator}: for state version {state_version}, "
+                                       f"approval is for {approval.state_version}"))
+    if call_digest != approval.call_digest:
+        raise Refusal(refuse(approval, f"answer by {operator}: the call's arguments changed"))
+    return replace(approval, status="approved" if approve else "denied", answered_by=operator,
+                   answered_ns=now_ns, reason=reason)
+
+
+def consume(approval: Approval, *, session_id: str, call_digest: str, state_version: int) -> Approval:
+    """Use an approved approval for exactly the call it approved, exactly once."""
+    if approval.status == "consumed":
+        raise Refusal(refuse(approval, "use: already consumed (an approval works once)"))
+    if approval.status != "approved":
+        raise Refusal(refuse(approval, f"use: approval is {approval.status}"))
+    if session_id != approval.session_id:
+        raise Refusal(refuse(approval, f"use: by session {session_id!r}, approval belongs to {approval.session_id!r}"))
+    if call_digest != approval.call_digest or state_version != approval.state_version:
+        raise Refusal(refuse(approval, "use: another call or state version than the one approved"))
+    return replace(approval, status="consumed")
+
+
+def expire(approval: Approval, now_ns: int) -> Approval | None:
+    if approval.pending and now_ns > approval.deadline_ns:
+        return replace(approval, status="expired", answered_ns=now_ns, reason="deadline passed")
+    return None
+
+
+def deny_orphan(approval: Approval, now_ns: int, why: str) -> Approval | None:
+    """After a restart, a pending approval no live interaction waits for is denied, with the reason."""
+    if approval.pending:
+        return replace(approval, status="denied", answered_ns=now_ns, answered_by="authority", reason=why)
+    return None
+
+
+class Refusal(Exception):
+    """Internal: carries the approval record to persist with its refusal noted."""
+
+    def __init__(self, record: Approval) -> None:
+        super().__init__(record.refusals[-1] if record.refusals else "refused")
+        self.record = record

@@ -1,0 +1,128 @@
+"""The grants authority on real processes: decisions recorded first, durable approvals, revocation."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ouroactors import supervisor, worker
+from ouroactors.authorities.grants.actor import (
+    AnswerApproval,
+    ConsumeApproval,
+    Decide,
+    ListApprovals,
+    RequestApproval,
+    RevokeRules,
+    SetPosture,
+    WaitApproval,
+)
+from ouroactors.authorities.grants.approvals import ApprovalRefused
+from ouroactors.authorities.grants.operators import read_credentials
+from ouroactors.authorities.grants.rules import Decision, Effect, Request
+from ouroactors.authorities.ledger.actor import ListEntries
+from ouroactors.core.codec import digest_of
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+from .helpers import ECHO
+
+pytestmark = pytest.mark.multiproc
+
+RULES = {"node": ["deny:Bash(rm *)"], "user": ["allow:Bash(git status)", "allow:Read(**)", "ask:Bash(git push *)"]}
+
+
+def tree():
+    return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": RULES}),
+        worker("consumer", ECHO),
+    ])
+
+
+def bash(command: str, session: str = "s1") -> Request:
+    return Request(principal=session, tool="Bash", effect=Effect.EXECUTE, command=command)
+
+
+def test_decisions_are_recorded_in_the_ledger_before_they_are_returned(actor_system):
+    actor_system.start_tree(tree())
+    assert actor_system.ask("agent/grants", Decide(bash("git status"))).decision is Decision.ALLOW
+    assert actor_system.ask("agent/grants", Decide(bash("git status && rm -rf /"))).decision is Decision.DENY
+    assert actor_system.ask("agent/grants", Decide(bash("make"))).decision is Decision.ASK  # nothing matched
+    entries = actor_system.ask("agent/ledger", ListEntries(kind="permission"))
+    assert [e.cause.split(":")[0] for e in entries] == ["allow", "deny", "ask"]
+    assert [e.status.value for e in entries] == ["ok", "denied", "denied"]
+
+    assert actor_system.ask("agent/grants", SetPosture("s1", "plan")) == "plan"
+    planned = actor_system.ask("agent/grants", Decide(bash("git status")))
+    assert planned.decision is Decision.DENY and "plan mode" in planned.reason
+    read = Request(principal="s1", tool="Read", effect=Effect.READ, paths=("/repo/README.md",))
+    assert actor_system.ask("agent/grants", Decide(read)).decision is Decision.ALLOW  # plan mode keeps reads
+
+
+def test_an_allow_that_cannot_be_recorded_is_answered_as_ask(actor_system):
+    actor_system.start_tree(tree())
+    actor_system.arm_faults("agent/grants", FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED),)))
+    verdict = actor_system.ask("agent/grants", Decide(bash("git status")))
+    assert verdict.decision is Decision.ASK and verdict.reason.startswith("unrecordable")
+
+
+def test_approvals_answered_by_a_verified_operator_once(actor_system):
+    actor_system.start_tree(tree())
+    call = ("Bash", {"command": "git push origin main"})
+    approval = actor_system.ask("agent/grants", RequestApproval("s1", call[0], call[1], state_version=3))
+    digest = digest_of(list(call))
+    waited: list[object] = []
+    address = actor_system.resolve("agent/grants")
+
+    def wait() -> None:
+        with actor_system._thespian.private() as endpoint:
+            waited.append(endpoint.ask(address, WaitApproval(approval.approval_id), 20))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    name, token = read_credentials(actor_system.data_dir)
+    with pytest.raises(ApprovalRefused, match="credentials not verified"):  # a forged principal
+        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, "forged", digest, 3))
+    with pytest.raises(ApprovalRefused, match="state version"):
+        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, token, digest, 2))
+    with pytest.raises(ApprovalRefused, match="arguments changed"):
+        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, token, "0" * 64, 3))
+    answered = actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, token, digest, 3))
+    assert answered.status == "approved" and answered.answered_by == name
+    waiter.join(30)
+    assert waited and waited[0].status == "approved"  # told only after the answer was durable
+    with pytest.raises(ApprovalRefused, match="replayed"):
+        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, False, name, token, digest, 3))
+    used = actor_system.ask("agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
+    assert used.status == "consumed"
+    with pytest.raises(ApprovalRefused, match="already consumed"):
+        actor_system.ask("agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
+    [record] = actor_system.ask("agent/grants", ListApprovals())
+    assert len(record.refusals) == 5  # every refusal was recorded on the approval
+
+
+def test_queue_is_bounded_and_a_restart_denies_orphaned_approvals(actor_system):
+    actor_system.start_tree(tree())
+    for i in range(8):
+        actor_system.ask("agent/grants", RequestApproval("s1", "Bash", {"i": i}, state_version=1))
+    with pytest.raises(ApprovalRefused, match="queue holds 8"):
+        actor_system.ask("agent/grants", RequestApproval("s1", "Bash", {"i": 99}, state_version=1))
+    mark = actor_system.mark()
+    actor_system.kill("agent/grants")
+    actor_system.wait_for("started", "agent/consumer", after=mark)
+    after = actor_system.ask("agent/grants", ListApprovals())
+    assert {a.status for a in after} == {"denied"}
+    assert all("no live interaction" in a.reason for a in after)
+
+
+def test_revoking_rules_changes_generation_and_restarts_consumers(actor_system):
+    actor_system.start_tree(tree())
+    consumer = actor_system.child_info("agent/consumer").pid
+    old = actor_system.child_info("agent/grants").generation
+    mark = actor_system.mark()
+    assert actor_system.ask("agent/grants", RevokeRules("user", ("allow:Bash(git status)",))) == "revoked"
+    actor_system.wait_for("started", "agent/consumer", after=mark)
+    assert actor_system.child_info("agent/consumer").pid != consumer
+    assert actor_system.child_info("agent/grants").generation > old
+    assert actor_system.ask("agent/grants", Decide(bash("git status"))).decision is Decision.ASK  # rule gone
