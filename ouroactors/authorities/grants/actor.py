@@ -205,7 +205,8 @@ class Grants(Worker):
         effect_id = f"permission-{uuid.uuid4().hex}"
         entry = StartRequest(effect_id=effect_id, kind="permission", idempotency_key=effect_id,
                              fingerprint=fingerprint("permission", arguments), principal=request.principal,
-                             session_id=request.principal, grant=str(verdict.rule) if verdict.rule else None,
+                             session_id=request.principal, turn_id=None, call_id=None,
+                             grant=str(verdict.rule) if verdict.rule else None,
                              authority={"grants": self.generation or 0},
                              cause=f"{verdict.decision.value}: {verdict.reason}"[:500])
         status = Status.OK if verdict.decision is Decision.ALLOW else Status.DENIED
@@ -223,7 +224,7 @@ class Grants(Worker):
     def handle_AddRules(self, message: AddRules, sender: Any) -> tuple[str, ...]:
         scope = Scope(message.scope)
         if scope is Scope.NODE:
-            raise RuleError("node rules come from the configuration only")
+            raise RuleError(", ".join(message.rules), "node rules come from the configuration only")
         parse_rules(message.rules, scope)  # refuse bad patterns before anything is stored
         merged = tuple(dict.fromkeys((*self.stored_rules.get(scope.value, ()), *message.rules)))
         self._commit(rules={scope.value: merged})
