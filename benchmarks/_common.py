@@ -276,3 +276,19 @@ def count_in_thespian_log(text: str) -> int:
 
 def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def bench_main(run: Callable[[bool], Sequence[Row]], title: str, doc: str | None) -> None:
+    """The command line every table benchmark shares: ``[--quick] [--json FILE]``, one table."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer samples (under a minute)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    args = parser.parse_args()
+    started = time.monotonic()
+    rows = run(args.quick)
+    print_table(rows, title, footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores"])
+    if args.json:
+        args.json.write_text(json.dumps([row.to_json() for row in rows], indent=2))

@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
 import tempfile
 import time
@@ -26,7 +23,7 @@ from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.authorities.workspace.actor import Acquire, Release
 from ouroactors.runtime import sandbox
 
-from ._common import Row, Stat, print_table, progress
+from ._common import Row, Stat, bench_main, progress
 
 RULES = {"node": ["deny:Bash(rm *)", "deny:Bash(sudo *)"],
          "user": ["allow:Bash(git status)", "allow:Bash(git diff *)", "ask:Bash(git push *)", "allow:Read(**)"]}
@@ -107,16 +104,7 @@ def run(quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
-    started = time.monotonic()
-    rows = run(args.quick)
-    print_table(rows, "ouroactors authorities: grants, workspace, sandbox (same run, multiprocTCPBase)",
-                footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores"])
-    if args.json:
-        args.json.write_text(json.dumps([row.to_json() for row in rows], indent=2))
+    bench_main(run, "ouroactors authorities: grants, workspace, sandbox (same run, multiprocTCPBase)", __doc__)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ Rows (all on multiprocTCPBase, LMDB with sync=True on the data dir's filesystem)
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sqlite3
 import tempfile
@@ -35,7 +33,7 @@ from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.system import _patches
 
 from ._actors import RawEcho
-from ._common import Row, Stat, free_port, print_table, progress
+from ._common import Row, Stat, bench_main, free_port, progress
 
 TREE = supervisor("agent", strategy="rest_for_one", children=[
     worker("storage", "ouroactors.authorities.storage.actor:Storage"),
@@ -203,16 +201,7 @@ def run(quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer samples (under a minute)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
-    args = parser.parse_args()
-    started = time.monotonic()
-    rows = run(args.quick)
-    print_table(rows, "ouroactors ledger vs thespian + LMDB floors (same run, multiprocTCPBase)",
-                footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores"])
-    if args.json:
-        args.json.write_text(json.dumps([row.to_json() for row in rows], indent=2))
+    bench_main(run, "ouroactors ledger vs thespian + LMDB floors (same run, multiprocTCPBase)", __doc__)
 
 
 if __name__ == "__main__":

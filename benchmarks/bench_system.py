@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +26,7 @@ from ouroactors.system import _patches
 from ouroactors.system.config import load_tree
 
 from ._actors import RawEcho, RawParent
-from ._common import Row, Stat, free_port, print_table, progress
+from ._common import Row, Stat, bench_main, free_port, progress
 
 REPO = Path(__file__).resolve().parents[1]
 ECHO = "ouroactors.examples.workers:Echo"
@@ -113,16 +111,7 @@ def run(quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
-    started = time.monotonic()
-    rows = run(args.quick)
-    print_table(rows, "ouroactors system: boot and status vs raw thespian (same run, multiprocTCPBase)",
-                footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores"])
-    if args.json:
-        args.json.write_text(json.dumps([row.to_json() for row in rows], indent=2))
+    bench_main(run, "ouroactors system: boot and status vs raw thespian (same run, multiprocTCPBase)", __doc__)
 
 
 if __name__ == "__main__":
