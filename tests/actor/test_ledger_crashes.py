@@ -325,3 +325,31 @@ def test_reconcilers_settle_what_they_can_prove_after_a_restart(actor_system, tm
     with pytest.raises(LedgerError, match="already ok"):
         actor_system.ask(LEDGER_PATH, settled("proven", "failed", evidence={"late": True}))
 
+
+
+def test_a_watched_runner_that_dies_before_settling_makes_its_entry_ambiguous_at_once(actor_system):
+    from ouroactors import supervisor, worker
+    from ouroactors.authorities.ledger.actor import GetEntry, RecordStarted, WatchRunner
+    from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+
+    actor_system.start_tree(supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        supervisor("runners", [worker("runner", "ouroactors.examples.workers:Echo")], intensity=10),
+    ]))
+    request = StartRequest(effect_id="pr-7", kind="http_request", idempotency_key="pr-7",
+                           fingerprint=fingerprint("http_request", {"pr": 7}), principal="s1")
+    assert actor_system.ask("agent/ledger", RecordStarted(request)).answer == "created"
+    runner = actor_system.resolve("agent/runners/runner")
+    assert actor_system.ask("agent/ledger", WatchRunner("pr-7", runner)) == "watching"
+    actor_system.kill("agent/runners/runner")  # the runner dies with the effect unsettled
+
+    def ambiguous() -> bool:
+        return actor_system.ask("agent/ledger", GetEntry("pr-7")).status.value == "ambiguous"
+
+    from .helpers import wait_until
+
+    wait_until(ambiguous, timeout=10, what="the entry to become ambiguous")
+    entry = actor_system.ask("agent/ledger", GetEntry("pr-7"))
+    assert entry.reason == "effect runner exited before settlement"  # ambiguous, never failed
+    assert actor_system.child_info("agent/ledger").restarts == 0  # without any ledger restart

@@ -22,11 +22,16 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
+from thespian.actors import WakeupMessage
+
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected
@@ -35,6 +40,10 @@ from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, StartRequest, St
 from .store import LedgerStore, Op, Settle, Start
 
 log = logging.getLogger("ouroactors.ledger")
+RUNNER_PING_S = 0.25
+RUNNER_LOST_AFTER_S = 1.0  # a runner silent this long has died with its effect unsettled
+RUNNER_EXITED = "effect runner exited before settlement"
+_RUNNERS = "ouroactors:ledger-runners"
 MAX_BATCH = 256  # operations per transaction under a steady stream (commit cost is flat up to ~256)
 MAX_EFFECT_ID = 200  # as StartRequest.effect_id
 
@@ -91,6 +100,14 @@ class ListEntries:
 @dataclass(frozen=True)
 class Reconcile:
     pass
+
+
+@dataclass(frozen=True)
+class WatchRunner:
+    """Watch the actor running an effect: if it dies before settling, the entry is ambiguous at once."""
+
+    effect_id: str
+    runner: Any = None  # the runner's address (default: the sender)
 
 
 @dataclass(frozen=True)
@@ -158,6 +175,8 @@ class Ledger(Worker):
         self.recovered_ambiguous = outcome.value
         self._pending: list[_Pending] = []
         self._pending_ops = 0
+        self._runners: dict[str, tuple[Any, float]] = {}  # effect id -> (runner address, last answer)
+        self._watching = False
         if self.reconcilers:
             self.send(self.myAddress, Reconcile())
 
@@ -230,6 +249,47 @@ class Ledger(Worker):
         if isinstance(result, LedgerError):
             return result
         return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)
+
+    # -- watched runners ------------------------------------------------------------------------------
+
+    def handle_WatchRunner(self, message: WatchRunner, sender: Any) -> Any:
+        entry = self.store.get(message.effect_id)
+        if entry is None:
+            return LedgerError(f"no effect {message.effect_id!r} in the ledger")
+        if entry.status is Status.STARTED:
+            self._runners[message.effect_id] = (message.runner or sender, time.monotonic())
+            if not self._watching:
+                self._watching = True
+                self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_RUNNERS)
+        return "watching"
+
+    def handle_Pong(self, message: Pong, sender: Any) -> None:
+        for effect_id, (runner, _seen) in list(self._runners.items()):
+            if runner == sender:
+                self._runners[effect_id] = (runner, time.monotonic())
+
+    def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
+        if message.payload != _RUNNERS:
+            return
+        self._watching = False
+        now = time.monotonic()
+        lost: list[str] = []
+        for effect_id, (runner, seen) in list(self._runners.items()):
+            entry = self.store.get(effect_id)
+            if entry is None or entry.status is not Status.STARTED:
+                del self._runners[effect_id]  # settled: nothing left to watch for
+            elif now - seen > RUNNER_LOST_AFTER_S:
+                lost.append(effect_id)
+                del self._runners[effect_id]
+            else:
+                self.send(runner, Ping("ledger", 0))
+        if lost:
+            outcome = self.store.mark_ambiguous(lost, RUNNER_EXITED)
+            if not isinstance(outcome, Committed):
+                raise RuntimeError(f"could not record lost runners {lost}: {outcome}")  # crash: recovery does it
+        if self._runners:
+            self._watching = True
+            self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_RUNNERS)
 
     # -- reads and maintenance ------------------------------------------------------------------------
 

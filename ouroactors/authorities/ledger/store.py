@@ -138,6 +138,22 @@ class LedgerStore:
 
         return write(self.env, mark, fence=self.fence)
 
+    def mark_ambiguous(self, effect_ids: list[str], reason: str) -> Outcome[int]:
+        """Entries whose runner died before settling become ambiguous at once (never failed)."""
+
+        def mark(txn: lmdb.Transaction) -> int:
+            now = time.time_ns()
+            count = 0
+            for effect_id in effect_ids:
+                current = self._read(txn, effect_id)
+                changed = decide_ambiguous(current, now_ns=now, reason=reason) if current is not None else None
+                if changed is not None:
+                    txn.put(str_key(effect_id), encode(changed), db=self.entries)
+                    count += 1
+            return count
+
+        return write(self.env, mark, fence=self.fence)
+
     # -- reads --------------------------------------------------------------------------------------
 
     def get(self, effect_id: str) -> Entry | None:
