@@ -56,6 +56,7 @@ def _count(spec: object) -> int:
 
 
 from . import authorities as _authorities  # noqa: E402  (commands register themselves on ``main``)
+from . import chaos as _chaos  # noqa: E402
 from . import control as _control  # noqa: E402
 from . import faults as _faults  # noqa: E402
 from . import inspect as _inspect  # noqa: E402
@@ -63,4 +64,4 @@ from . import run as _run  # noqa: E402
 from . import sandbox as _sandbox  # noqa: E402
 
 __all__ = ["main"]
-del _authorities, _control, _faults, _inspect, _run, _sandbox
+del _authorities, _chaos, _control, _faults, _inspect, _run, _sandbox

@@ -4,7 +4,9 @@ Fixtures:
 
 * ``actor_system`` — a real multiproc system (one process per actor) in a temp data dir;
 * ``simple_system`` — an in-process simpleSystemBase system, deterministic and fast;
-* ``actor_system_factory`` — ``factory(base="multiproc", **kwargs)`` for several systems per test.
+* ``actor_system_factory`` — ``factory(base="multiproc", **kwargs)`` for several systems per test;
+* ``fault_world``, ``fault_bench``, ``track_fault_processes`` — the observable external world and
+  workload benches for crash enumeration and chaos (see :mod:`ouroactors.testing.enumeration`).
 
 Every system a fixture starts is shut down after the test, and the test fails if any of its
 processes or its admin port outlive the shutdown.
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from ..system.handle import ActorSystem
+from .enumeration import fault_bench, fault_world, track_fault_processes  # noqa: F401  (fixtures)
 from .leaks import assert_nothing_left
 
 

@@ -1,0 +1,213 @@
+"""``ouroactors chaos TREE --workload W --seeds N``: a seeded chaos campaign with invariant checks.
+
+Every seed draws a fault plan (random kills, storage faults, delays; same seed → same plan), runs
+the workload with it armed in every worker, lets the tree restart and recover, and checks every
+invariant. A progress bar while it runs; a summary table at the end; every violation printed with
+its seed, the exact plan (TOML, for ``ouroactors faults arm``) and the command that replays it.
+
+Exit codes: 0 no violation · 1 a violation was found · 2 bad input (nothing was started or armed)
+· 3 the harness could not run some seed (and no violation was found).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..core.errors import OuroactorsError, SpecError
+from ..core.faults import FaultPlan, load_plan
+from ..system.config import load_tree
+from . import main
+from .common import console, err_console
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+
+WORKLOADS: dict[str, str] = {
+    "sessions": "lease a workspace root, then per effect: fence check → grant → record_started → "
+                "the world → record_settled (leases only when the tree has a real workspace)",
+    "ledger": "the same without workspace leases: grant → record_started → the world → record_settled",
+}
+
+
+def _fail(message: str) -> NoReturn:
+    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+@main.command()
+@click.argument("tree_file", type=click.Path(dir_okay=False))
+@click.option("--workload", "workload", required=True, metavar="NAME",
+              help=f"the workload to drive: {', '.join(WORKLOADS)}")
+@click.option("--seeds", "count", type=int, default=None, help="how many seeds to run (default 100)")
+@click.option("--seed", "seed_text", default=None, metavar="S", help="run (replay) only seed S")
+@click.option("--first-seed", "first_text", default="0", show_default=True, metavar="S",
+              help="the first seed of the campaign")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None,
+              help="run this plan file once (e.g. one a violation printed) instead of a seed's plan")
+@click.option("--sessions", type=int, default=2, show_default=True, help="sessions per run")
+@click.option("--effects", type=int, default=2, show_default=True, help="effects per session")
+@click.option("--base", type=click.Choice(["multiproc", "simple"]), default=None,
+              help="override [system] base (kills need multiproc)")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="where the campaign's system keeps its state (default: a temp dir, removed after)")
+@click.option("--ask-timeout", type=float, default=0.4, show_default=True,
+              help="seconds per request (a kill mid-request costs one timeout)")
+def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | None, first_text: str,
+          plan_file: str | None, sessions: int, effects: int, base: str | None, data_dir: str | None,
+          ask_timeout: float) -> None:
+    """Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."""
+    from ..faults.chaos import Campaign, parse_seed
+    from ..faults.runner import BenchError, tree_targets
+    from ..faults.workload import WorkloadConfig
+
+    # -- everything is checked before anything starts or is armed ------------------------------------------
+    if workload not in WORKLOADS:
+        _fail(f"--workload: unknown workload {workload!r}; known workloads: {', '.join(WORKLOADS)}")
+    try:
+        tree = load_tree(tree_file)
+    except SpecError as exc:
+        _fail(str(exc))
+    seeds: list[int]
+    try:
+        first = parse_seed(first_text)
+        if seed_text is not None:
+            if count is not None:
+                _fail("--seed replays one seed; it cannot be combined with --seeds")
+            seeds = [parse_seed(seed_text)]
+        else:
+            total = 100 if count is None else count
+            if total < 1:
+                _fail(f"--seeds: must be at least 1, got {total}")
+            seeds = list(range(first, first + total))
+    except ValueError as exc:
+        _fail(f"--seed: {exc}")
+    plan: FaultPlan | None = None
+    if plan_file is not None:
+        if seed_text is not None or count is not None:
+            _fail("--plan runs one plan file; it cannot be combined with --seed or --seeds")
+        try:
+            plan = load_plan(plan_file)
+        except ValueError as exc:
+            _fail(str(exc))
+        seeds = [first]
+    try:
+        config = WorkloadConfig(sessions=sessions, effects=effects, leases=workload == "sessions",
+                                ask_timeout=ask_timeout, lease_wait=3.0, op_deadline=10.0)
+        tree_targets(tree.tree, sessions)
+    except (ValueError, BenchError) as exc:
+        _fail(str(exc))
+    base = base or tree.system.base
+
+    replay = _replay_command(tree_file, workload, sessions, effects, base, tree.system.base, ask_timeout)
+    if plan_file is not None:
+        replay = replay.replace("--seed {seed}", f"--plan {shlex.quote(plan_file)}")
+    campaign = Campaign(tree.tree, config, base=base, data_dir=data_dir, replay_command=replay,
+                        warn=lambda message: None)  # plan warnings are printed below, before the start
+    if plan is not None:
+        from ..faults.chaos import check_plan
+
+        if base != "multiproc" and any(r.action.value in ("kill", "exit") for r in plan.rules):
+            _fail(f"{plan_file}: kill and exit rules need real processes (the multiproc base)")
+        for warning in check_plan(plan, campaign.declared_points()):
+            err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    try:
+        with campaign:
+            results = _run(campaign, seeds, plan, tree.tree.id, workload)
+    except OuroactorsError as exc:
+        err_console.print(f"the campaign could not run: {type(exc).__name__}: {exc}", style="red",
+                          markup=False, highlight=False, soft_wrap=True)
+        sys.exit(EXIT_HARNESS)
+    stats = campaign.stats
+    console.print(_summary(stats, tree_file, workload, base))
+    failing = [r for r in results if r.violations]
+    for result in failing:
+        _print_violation(result)
+    for note in stats.anomalies:
+        err_console.print(f"intervention: {note}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    errors = [r for r in results if r.error]
+    for result in errors:
+        err_console.print(f"seed {result.seed}: the harness failed: {result.error}", style="yellow",
+                          markup=False, highlight=False, soft_wrap=True)
+    if failing:
+        seeds_text = ", ".join(str(r.seed) for r in failing)
+        console.print(f"{len(failing)} seed(s) broke an invariant: {seeds_text}", style="bold red", markup=False)
+        sys.exit(EXIT_VIOLATION)
+    if errors:
+        sys.exit(EXIT_HARNESS)
+    console.print(f"no violation in {stats.seeds} schedule(s)", style="green", markup=False)
+
+
+def _run(campaign: Any, seeds: list[int], plan: FaultPlan | None, root: str, workload: str) -> list[Any]:
+    results = []
+    began = time.monotonic()
+    with Progress(TextColumn("[bold]chaos[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), console=console, transient=False,
+                  disable=not console.is_terminal) as progress:
+        task = progress.add_task("seeds", total=len(seeds), status="")
+        for seed in seeds:
+            result = campaign.run_seed(seed, plan)
+            results.append(result)
+            bad = sum(1 for r in results if r.violations)
+            rate = 60.0 * len(results) / max(time.monotonic() - began, 1e-9)
+            progress.update(task, advance=1,
+                            status=f"seed {seed} · {bad} failing · {rate:.0f}/min")
+            if not console.is_terminal and result.violations:
+                console.print(f"seed {seed}: {len(result.violations)} violation(s)", markup=False)
+    return results
+
+
+def _summary(stats: Any, tree_file: str, workload: str, base: str) -> Table:
+    table = Table(title=f"chaos: {tree_file} · workload {workload} · {base}", show_header=True)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("schedules (seeds) run", str(stats.seeds))
+    table.add_row("schedules per minute", f"{stats.per_minute:.0f}")
+    table.add_row("fault firings", str(stats.firings))
+    table.add_row("processes killed", str(stats.kills))
+    table.add_row("tree escalations", str(stats.escalations))
+    table.add_row("effects by final status", _counts(stats.statuses))
+    table.add_row("effects by driver outcome", _counts(stats.outcomes))
+    table.add_row("harness errors", str(stats.errors))
+    table.add_row("harness interventions", str(len(stats.anomalies)), style="yellow" if stats.anomalies else None)
+    table.add_row("violations", str(stats.violations), style="red" if stats.violations else "green")
+    return table
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "-"
+
+
+def _print_violation(result: Any) -> None:
+    console.rule(f"seed {result.seed}", style="red")
+    for violation in result.violations:
+        console.print(f"seed {result.seed}: {violation}", markup=False, highlight=False, soft_wrap=True)
+    if result.run is not None and result.run.firings:
+        console.print("fired: " + ", ".join(result.fired()), markup=False, highlight=False, soft_wrap=True)
+    console.print("plan (arm it with `ouroactors faults arm FILE`):", markup=False)
+    console.print(result.plan_toml(), markup=False, highlight=False, soft_wrap=True)
+    if result.replay:
+        console.print(f"replay: {result.replay}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _replay_command(tree_file: str, workload: str, sessions: int, effects: int, base: str,
+                    file_base: str, ask_timeout: float) -> str:
+    parts = ["ouroactors", "chaos", str(Path(tree_file)), "--workload", workload, "--seed", "{seed}"]
+    if sessions != 2:
+        parts += ["--sessions", str(sessions)]
+    if effects != 2:
+        parts += ["--effects", str(effects)]
+    if base != file_base:
+        parts += ["--base", base]
+    if ask_timeout != 0.4:
+        parts += ["--ask-timeout", str(ask_timeout)]
+    return " ".join(shlex.quote(p) if p != "{seed}" else p for p in parts)
+
+
+__all__ = ["WORKLOADS", "chaos"]

@@ -1,0 +1,30 @@
+"""Asks that cannot receive another ask's late answer.
+
+Thespian's external ``ask`` returns the next message that reaches the caller's endpoint: after an
+ask times out, its late answer is what the *next* ask on that endpoint returns (measured: a
+``RecordSettled`` can get a late ``LedgerAnswer`` for an earlier ``RecordStarted``; ``trees()`` can
+get a list of ``ChildInfo``). Fault injection makes timeouts common, so the harness never asks on a
+shared endpoint: :func:`isolated` gives a view of the system whose every ask goes through a private
+endpoint that is closed after the block, and a late answer to it is dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+
+from ..system.handle import ActorSystem
+
+
+@contextlib.contextmanager
+def isolated(system: ActorSystem) -> Iterator[ActorSystem]:
+    """A view of ``system`` asking through its own private endpoint for the length of the block."""
+    if system.base != "multiproc":
+        yield system  # in-process: asks are synchronous, nothing answers late
+        return
+    with system._thespian.private() as endpoint:
+        view = copy.copy(system)
+        view._thespian = endpoint
+        view._closed = True  # a view never shuts the system down
+        yield view

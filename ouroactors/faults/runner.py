@@ -1,0 +1,526 @@
+"""The harness shared by crash enumeration and chaos: a system, the world, one run, recovery, checks.
+
+:class:`Bench` owns an actor system with two trees — the authorities tree under test (storage,
+ledger, optionally workspace) and a ``sessions`` tree of lease owners — plus the world service.
+:meth:`Bench.run` drives one workload run with an optional fault plan armed, then:
+
+1. waits until the trees are back (restarting a tree that ended by escalation),
+2. disarms the plan,
+3. **recovers**: if any of the run's entries is still ``started`` it restarts the ledger (whose
+   start turns them ``ambiguous``), then asks the ledger's reconcilers to settle what the world
+   proves,
+4. observes (ledger entries since the run began, the world log, the lease table, the events) and
+   runs every checker.
+
+Runs on one bench are independent: fresh session, effect and key names per run id, a workspace
+root per run, and the plan is disarmed between runs. Plans are armed only in **worker** processes,
+never in supervisors: a restarted worker is forked from its (unarmed) supervisor, so it comes back
+clean instead of inheriting the plan and firing again on every restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..authorities.ledger.actor import Ledger, ListEntries, Reconcile
+from ..authorities.ledger.domain import Status
+from ..authorities.workspace.actor import Workspace
+from ..core.errors import OuroactorsError
+from ..core.faults import FaultAction, FaultPlan
+from ..supervision.events import Event
+from ..supervision.protocol import ArmFaults
+from ..supervision.specs import ChildSpec, resolve_actor, supervisor, worker
+from ..system.handle import ActorRef, ActorSystem
+from ._asking import isolated
+from .checks import Observation, Violation, check_all
+from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, Targets, WorkloadConfig
+from .world import World, WorldClient
+
+log = logging.getLogger("ouroactors.faults")
+
+STORAGE_ACTOR = "ouroactors.authorities.storage.actor:Storage"
+LEDGER_ACTOR = "ouroactors.authorities.ledger.actor:Ledger"
+WORKSPACE_ACTOR = "ouroactors.authorities.workspace.actor:Workspace"
+OWNER_ACTOR = "ouroactors.faults.workload:SessionOwner"
+RECONCILER = "ouroactors.faults.world:reconcile"
+OWNERS_TREE = "sessions"
+LOST_AFTER_S = 1.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class BenchError(OuroactorsError):
+    """The bench could not bring the system into a state to run (or check) a workload."""
+
+
+# -- trees ------------------------------------------------------------------------------------------------------
+
+
+def workload_tree(name: str = "agent", *, ledger: str = LEDGER_ACTOR, workspace: bool = True,
+                  intensity: int = 100, period: float = 5.0, heartbeat_s: float = 0.5,
+                  owner_lost_after_s: float = 2.0) -> ChildSpec:
+    """storage → ledger (→ workspace) under rest_for_one; :meth:`Bench.start` adds the reconciler
+    and the workspace's allowed root. ``intensity`` is high: chaos kills often, and an escalation
+    (possible, and handled) hides what the run would have shown."""
+    children = [worker("storage", STORAGE_ACTOR), worker("ledger", ledger)]
+    if workspace:
+        children.append(worker("workspace", WORKSPACE_ACTOR,
+                               kwargs={"heartbeat_s": heartbeat_s, "owner_lost_after_s": owner_lost_after_s}))
+    return supervisor(name, children, strategy="rest_for_one", intensity=intensity, period=period)
+
+
+def owners_tree(owners: int, name: str = OWNERS_TREE) -> ChildSpec:
+    """One lease-owner actor per session (the workspace watches it)."""
+    return supervisor(name, [worker(f"s{i}", OWNER_ACTOR) for i in range(owners)], intensity=100, period=5.0)
+
+
+def _class_of(spec: ChildSpec) -> type | None:
+    if spec.is_supervisor or spec.actor is None:
+        return None
+    try:
+        return resolve_actor(spec.actor)
+    except ValueError:
+        return None
+
+
+def _is(spec: ChildSpec, base: type) -> bool:
+    cls = _class_of(spec)
+    return cls is not None and issubclass(cls, base)
+
+
+def prepare_tree(spec: ChildSpec, *, allowed_root: str) -> ChildSpec:
+    """A copy of ``spec`` set up for the workload: the ledger (any ``Ledger`` subclass) gets the
+    world reconciler for ``http_request`` effects, the workspace gets ``allowed_root``."""
+
+    def visit(node: ChildSpec) -> ChildSpec:
+        if node.is_supervisor:
+            return node.model_copy(update={"children": tuple(visit(c) for c in node.children or ())})
+        if _is(node, Ledger):
+            reconcilers = {**node.kwargs.get("reconcilers", {}), EFFECT_KIND: RECONCILER}
+            return node.model_copy(update={"kwargs": {**node.kwargs, "reconcilers": reconcilers}})
+        if _is(node, Workspace):
+            roots = [*node.kwargs.get("allowed_roots", []), allowed_root]
+            return node.model_copy(update={"kwargs": {**node.kwargs, "allowed_roots": roots}})
+        return node
+
+    return visit(spec)
+
+
+def tree_targets(spec: ChildSpec, owners: int, owners_name: str = OWNERS_TREE) -> Targets:
+    """Where the workload finds its authorities in ``spec`` (a Ledger and Workspace, by class)."""
+    found: dict[str, str] = {}
+
+    def visit(node: ChildSpec, path: str) -> None:
+        for child in node.children or ():
+            here = f"{path}/{child.id}"
+            if child.is_supervisor:
+                visit(child, here)
+            elif _is(child, Ledger):
+                found.setdefault("ledger", here)
+            elif _is(child, Workspace):
+                found.setdefault("workspace", here)
+            elif child.actor == STORAGE_ACTOR:
+                found.setdefault("storage", here)
+
+    visit(spec, spec.id)
+    if "ledger" not in found:
+        raise BenchError(f"tree {spec.id!r} has no ledger (a worker whose actor is a Ledger): the workload "
+                         "records every effect there")
+    return Targets(ledger=found["ledger"], workspace=found.get("workspace"), storage=found.get("storage"),
+                   owners=tuple(f"{owners_name}/s{i}" for i in range(owners)))
+
+
+def static_workers(spec: ChildSpec) -> list[str]:
+    """Paths of the workers ``spec`` declares, in start order (templates of dynamic supervisors excluded)."""
+    out: list[str] = []
+
+    def visit(node: ChildSpec, path: str) -> None:
+        if node.flags.strategy.value == "simple_one_for_one":
+            return
+        for child in node.children or ():
+            here = f"{path}/{child.id}"
+            if child.is_supervisor:
+                visit(child, here)
+            else:
+                out.append(here)
+
+    visit(spec, spec.id)
+    return out
+
+
+# -- results --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """One run: what was armed, what fired, what the driver saw, what recovery did, what broke."""
+
+    run_id: str
+    plan: FaultPlan | None
+    record: DriverRecord
+    observation: Observation
+    violations: list[Violation]
+    firings: list[dict[str, Any]] = field(default_factory=list)  # fault_fired events of the run
+    exits: list[tuple[str, str]] = field(default_factory=list)  # (path, reason kind) of the run
+    escalated: bool = False  # a tree ended during the run (and was started again)
+    recovery: list[str] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)  # harness interventions during the run
+    statuses: dict[str, int] = field(default_factory=dict)  # final status counts of the run's effects
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def killed(self) -> list[str]:
+        return [path for path, kind in self.exits if kind == "killed"]
+
+
+# -- the bench ------------------------------------------------------------------------------------------------
+
+
+class Bench:
+    """A running system + world to drive workloads on. Use as a context manager."""
+
+    def __init__(self, tree: ChildSpec, config: WorkloadConfig, *, base: str = "multiproc",
+                 data_dir: str | Path | None = None, world: World | None = None, grant: Grant | None = None,
+                 ready_timeout: float = 30.0) -> None:
+        if not tree.is_supervisor:
+            raise BenchError("the tree's root must be a supervisor spec")
+        self.config = config
+        self.base = base
+        self.grant = grant
+        self.ready_timeout = ready_timeout
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-faults-"))
+        self.workspace_base = self.data_dir / "workspace"
+        self.tree = prepare_tree(tree, allowed_root=str(self.workspace_base))
+        self.owners = owners_tree(max(config.sessions, 1))
+        self.targets = tree_targets(self.tree, config.sessions)
+        self._own_world = world is None
+        self.world = world or World()
+        self.system: ActorSystem | None = None
+        self.client: WorldClient | None = None
+        self._runs: set[str] = set()
+        self._escalations = 0
+        self._gone_since: dict[tuple[str, int], float] = {}
+        self.anomalies: list[str] = []  # harness interventions (see lost_workers), every run's
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    def start(self) -> Bench:
+        try:
+            if self._own_world:
+                self.world.start()
+            self.workspace_base.mkdir(parents=True, exist_ok=True)
+            with self.world.environ():  # the ledger's reconciler finds the world through it
+                self.system = ActorSystem.start(self.base, self.data_dir / "system")
+            self.system.start_tree(self.tree)
+            self.system.start_tree(self.owners)
+            self.client = self.world.client(timeout=max(self.config.effect_timeout, 2.0))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.system is not None:
+            system, self.system = self.system, None
+            system.shutdown()
+        if self._own_world:
+            self.world.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Bench:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def live(self) -> ActorSystem:
+        if self.system is None:
+            raise BenchError("the bench is not started")
+        return self.system
+
+    # -- health ---------------------------------------------------------------------------------------------
+
+    def worker_paths(self) -> list[str]:
+        """Every worker of both trees (where plans are armed), as declared (no dynamic children)."""
+        return static_workers(self.tree) + static_workers(self.owners)
+
+    def running_workers(self) -> list[str]:
+        """Every running worker of both trees right now (dynamic children included)."""
+        with isolated(self.live) as system:
+            rows = system.walk(self.tree.id) + system.walk(self.owners.id)
+        return [path for path, info in rows if info.type == "worker" and info.status == "running"]
+
+    def ensure_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every tree runs and every child is running; start a tree that ended.
+
+        Returns True when a tree had ended (an escalation) and was started again.
+        """
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        restarted = False
+        while True:
+            try:
+                with isolated(self.live) as system:
+                    ready, started = self._ready_once(system)
+                restarted = restarted or started
+                if ready:
+                    return restarted
+            except OuroactorsError:
+                pass  # a supervisor restarting under us: look again
+            if time.monotonic() > deadline:
+                raise BenchError(f"the trees did not come back within {timeout or self.ready_timeout}s")
+            time.sleep(0.01)  # polling the supervisors for the restart to finish, bounded
+
+    def _ready_once(self, system: ActorSystem) -> tuple[bool, bool]:
+        """(every tree and child is up, a tree that had ended was started again)."""
+        restarted = False
+        trees = {t.name: t for t in system.trees()}
+        for spec in (self.tree, self.owners):
+            info = trees.get(spec.id)
+            if info is None or info.status == "ended":
+                system.start_tree(spec)
+                restarted = True
+        if not all(trees.get(s.id) is not None and trees[s.id].status == "running" for s in (self.tree, self.owners)):
+            return False, restarted
+        rows = system.walk(self.tree.id) + system.walk(self.owners.id)
+        self._replace_lost(rows)
+        ready = bool(rows) and all(info.status == "running" and (info.type != "worker" or not info.pid
+                                                                 or _pid_alive(info.pid)) for _, info in rows)
+        return ready, restarted
+
+    def heal(self) -> None:
+        """Start again a tree that ended (escalation), as a node's service manager would; and
+        replace a worker whose death its supervisor never heard of (see :meth:`lost_workers`)."""
+        try:
+            with isolated(self.live) as system:
+                for info in system.trees():
+                    spec = next((s for s in (self.tree, self.owners) if s.id == info.name), None)
+                    if spec is not None and info.status == "ended":
+                        system.start_tree(spec)
+                        self._escalations += 1
+            self._replace_lost()
+        except OuroactorsError:
+            pass  # the next wait tries again
+
+    def lost_workers(self, rows: list[tuple[str, Any]] | None = None) -> list[tuple[str, int]]:
+        """Workers their supervisor shows ``running`` whose process has been gone for a while.
+
+        That is a supervision failure, not something a workload can cause: thespian did not deliver
+        the child's exit (seen when two children of one supervisor are SIGKILLed a few ms apart).
+        A pid must stay gone for :data:`LOST_AFTER_S` before it counts: an exit in flight is not lost.
+        """
+        system = self.live
+        if rows is None:
+            with isolated(system) as view:
+                rows = view.walk(self.tree.id) + view.walk(self.owners.id)
+        now = time.monotonic()
+        lost = []
+        for path, info in rows:
+            if info.type != "worker" or info.status != "running" or not info.pid:
+                continue
+            if info.node not in (None, system.context.node) or _pid_alive(info.pid):
+                continue
+            first = self._gone_since.setdefault((path, info.pid), now)
+            if now - first >= LOST_AFTER_S:
+                lost.append((path, info.pid))
+        return lost
+
+    def _replace_lost(self, rows: list[tuple[str, Any]] | None = None) -> bool:
+        lost = self.lost_workers(rows)
+        for path, pid in lost:
+            note = (f"supervision lost the exit of {path}: pid {pid} is gone but its supervisor shows it "
+                    "running; the bench terminated and restarted it")
+            log.warning("%s", note)
+            self.anomalies.append(note)
+            parent, _, child = path.rpartition("/")
+            with isolated(self.live) as system:
+                system.terminate_child(parent, child, timeout=60.0)
+                system.restart_child(parent, child)
+        return bool(lost)
+
+    def arm(self, plan: FaultPlan | None, paths: Sequence[str] | None = None) -> list[str]:
+        """Arm ``plan`` (None disarms) in every running worker process (or those at ``paths``).
+
+        One walk of the trees gives every worker's address and pid; kill targets are resolved to
+        pids from it and ``ArmFaults`` goes straight to each address. A worker that is restarting
+        is retried through the system handle until the bench's ready timeout.
+        """
+        with isolated(self.live) as system:
+            return self._arm(system, plan, paths)
+
+    def _arm(self, system: ActorSystem, plan: FaultPlan | None, paths: Sequence[str] | None) -> list[str]:
+        rows: dict[str, Any] = {}
+        try:
+            rows = {path: info for path, info in system.walk(self.tree.id) + system.walk(self.owners.id)
+                    if info.type == "worker" and info.status == "running"}
+        except OuroactorsError:
+            pass  # restarting: the slow path below resolves each worker
+        wanted = list(rows) if paths is None else list(paths)
+        resolved = plan
+        if plan is not None:
+            rules = []
+            for rule in plan.rules:
+                if rule.action is FaultAction.KILL and rule.target is not None:
+                    pid = rows[rule.target].pid if rule.target in rows else system.pid_of(rule.target)
+                    rule = dataclasses.replace(rule, target_pid=pid)
+                rules.append(rule)
+            resolved = dataclasses.replace(plan, rules=tuple(rules))
+        armed = []
+        for path in wanted:
+            info = rows.get(path)
+            if info is not None and info.address is not None:
+                try:
+                    with isolated(self.live) as fresh:
+                        ActorRef(fresh, path, info.address).ask(ArmFaults(resolved), timeout=5.0)
+                    armed.append(path)
+                    continue
+                except OuroactorsError:
+                    pass  # gone since the walk: the slow path below
+            deadline = time.monotonic() + self.ready_timeout
+            while True:
+                try:
+                    with isolated(self.live) as fresh:  # an ask that timed out above must not answer here
+                        fresh.arm_faults(path, plan)
+                    armed.append(path)
+                    break
+                except OuroactorsError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)  # the worker is restarting: bounded poll
+        return armed
+
+    # -- one run --------------------------------------------------------------------------------------------
+
+    def new_run_id(self, stem: str) -> str:
+        run_id, n = stem, 1
+        while run_id in self._runs:
+            n += 1
+            run_id = f"{stem}.{n}"
+        self._runs.add(run_id)
+        return run_id
+
+    def ledger_size(self) -> int:
+        status = self._ask(self.targets.ledger, "status")
+        return int(sum(status["counts"].values()))
+
+    def _ask(self, path: str, message: Any, timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            try:
+                with isolated(self.live) as system:
+                    return system.ask(path, message, timeout=timeout)
+            except OuroactorsError as exc:
+                if time.monotonic() > deadline:
+                    log.warning("%s: no answer to %r within %ss: %r", path, message, self.ready_timeout, exc)
+                    raise
+                log.debug("%s: %r answered %r; asking again", path, message, exc)
+                time.sleep(0.01)  # restarting: bounded poll
+
+    def run(self, stem: str, plan: FaultPlan | None = None, *, at: Sequence[str] | None = None) -> RunResult:
+        """Drive one workload run with ``plan`` armed in every worker (or those at ``at``); recover;
+        observe; check. The plan is armed right before the driver starts and disarmed after it ends."""
+        system = self.live
+        began = time.monotonic()
+        escalated = self.ensure_ready()
+        anomalies_before = len(self.anomalies)
+        run_id = self.new_run_id(stem)
+        first_seq = self.ledger_size() + 1
+        (self.workspace_base / run_id).mkdir(parents=True, exist_ok=True)
+        for i in range(self.config.sessions):
+            Path(self.config.root_of(str(self.workspace_base / run_id), i)).mkdir(parents=True, exist_ok=True)
+        mark = system.mark()
+        if plan is not None:
+            self.arm(plan, at)
+        assert self.client is not None
+        self._escalations = 0
+        driver = Driver(system, self.targets, self.client, self.config, grant=self.grant,
+                        workspace_root=str(self.workspace_base / run_id), heal=self.heal)
+        record = driver.run(run_id)
+        escalated = self.ensure_ready() or escalated or self._escalations > 0
+        if plan is not None:
+            self.arm(None)
+        run_events = system.events.all()[mark:]
+        recovery = self.recover(run_id, first_seq)
+        observation = self.observe(run_id, first_seq, record)
+        violations = check_all(observation)
+        statuses: dict[str, int] = {}
+        for entry in observation.run_entries():
+            if entry.kind == EFFECT_KIND:
+                statuses[entry.status.value] = statuses.get(entry.status.value, 0) + 1
+        return RunResult(
+            run_id=run_id, plan=plan, record=record, observation=observation, violations=violations,
+            firings=[{"path": e.path, **e.fields} for e in run_events if e.kind == "fault_fired"],
+            exits=[(e.path, (e.reason or {}).get("kind", "?")) for e in run_events if e.kind == "exited"],
+            escalated=escalated or any(e.kind == "tree_ended" for e in run_events),
+            recovery=recovery, anomalies=self.anomalies[anomalies_before:], statuses=dict(sorted(statuses.items())),
+            duration_s=time.monotonic() - began,
+        )
+
+    def entries_since(self, first_seq: int) -> list[Any]:
+        return list(self._ask(self.targets.ledger, ListEntries(since_seq=first_seq, limit=1_000_000)))
+
+    def recover(self, run_id: str, first_seq: int) -> list[str]:
+        """Make every unsettled entry of the run ambiguous (a ledger restart) and reconcile."""
+        done: list[str] = []
+        prefix = f"{run_id}/"
+        entries = [e for e in self.entries_since(first_seq) if e.effect_id.startswith(prefix)]
+        if any(e.status is Status.STARTED for e in entries):
+            parent, _, child = self.targets.ledger.rpartition("/")
+            with isolated(self.live) as system:
+                system.terminate_child(parent, child)
+                system.restart_child(parent, child)
+            self.ensure_ready()
+            done.append("ledger restarted (unsettled entries made ambiguous)")
+            entries = [e for e in self.entries_since(first_seq) if e.effect_id.startswith(prefix)]
+        if any(e.status is Status.AMBIGUOUS for e in entries):
+            answer = self._ask(self.targets.ledger, Reconcile())
+            done.append(f"reconciled: {answer['settled']} settled, {answer['ambiguous']} left ambiguous")
+        return done
+
+    def observe(self, run_id: str, first_seq: int, record: DriverRecord) -> Observation:
+        assert self.client is not None
+        leases = self._ask(self.targets.workspace, "leases") if self.targets.workspace else []
+        return Observation(
+            run_id=run_id, entries=self.entries_since(first_seq), first_seq=first_seq,
+            world_log=self.client.log(prefix=f"{run_id}/"),
+            leases=list(leases) if isinstance(leases, list) else [],
+            lease_snapshots=record.lease_snapshots, events=self.events(), driver=record,
+            ledger_path=self.targets.ledger, recovered=True,
+        )
+
+    def events(self) -> list[Event]:
+        return self.live.events.all()
+
+
+@contextlib.contextmanager
+def bench(tree: ChildSpec, config: WorkloadConfig, **kwargs: Any) -> Iterator[Bench]:
+    with Bench(tree, config, **kwargs) as started:
+        yield started
+
+
+def replace_config(config: WorkloadConfig, **changes: Any) -> WorkloadConfig:
+    return dataclasses.replace(config, **changes)

@@ -1,0 +1,636 @@
+"""A synthetic workload that drives the authorities the way sessions will.
+
+N sessions, each: **lease** a workspace root once → for every effect: check the lease's fencing
+token → **grant** (a pluggable callable; recorded in the ledger as kind ``permission``) →
+``record_started`` → the **effect** (a call to the world service with the idempotency key) →
+``record_settled(ok | failed, evidence)`` → finally release the lease.
+
+The driver runs in the calling process (the test or the CLI), not in the actor system, so a kill
+inside the system never kills the driver: it plays the part of the session runtime and keeps an
+honest record (:class:`DriverRecord`) of every answer it got, which the checkers compare with the
+durable state afterwards.
+
+**Honesty rules** (what the runtime must do, and what the checkers hold it to):
+
+* An effect runs only after the ledger answered ``created`` for its start — or ``existing`` with
+  status ``started`` *and* the world has no record of the key (our own earlier ask was committed
+  but its answer lost; this driver never ran it).
+* ``existing`` with status ``ambiguous`` is left alone: recovery and its reconciler own it.
+* Any error or timeout while recording a start: the effect is not run; the start is asked again
+  (same id, same fingerprint: idempotent) until the ledger answers or the deadline passes.
+* The effect call timed out or failed in transport: it may have run, so it is **never** settled
+  as failed; the entry is left ``started`` (ambiguous after recovery, for the reconciler).
+* Only a definite refusal by the world (HTTP 409, nothing created) is settled ``failed``.
+* Every request to an authority is stamped with the generation the driver is bound to; a
+  ``StaleGeneration`` answer re-binds (looks the generation up again) and asks again.
+
+**Interleaving.** Sessions are generators stepped round-robin by one thread: each step is one
+request. The interleaving is therefore the same on every run of the same workload, so a fault
+plan keyed on hit counts (``nth``) reproduces. When every session is waiting for the tree to come
+back, the driver polls with a short bounded pause.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..authorities.ledger.actor import (
+    LedgerAnswer,
+    RecordBatch,
+    RecordDenied,
+    RecordSettled,
+    RecordStarted,
+)
+from ..authorities.ledger.domain import StartRequest, Status, fingerprint
+from ..authorities.workspace.actor import Acquire, CheckFence, Granted, Reclaim, Release
+from ..authorities.workspace.leases import Lease, LeaseConflict, LeaseError, StaleFence
+from ..core.errors import (
+    ActorCrashed,
+    AskTimeout,
+    ChildRestarting,
+    CommitOutcomeUnknown,
+    CommitRejected,
+    NoSuchActor,
+    OuroactorsError,
+    StaleGeneration,
+)
+from ..supervision.worker import Worker
+from ..system.handle import ActorSystem
+from ._asking import isolated
+from .world import WorldClient, WorldError
+
+EFFECT_KIND = "http_request"
+PERMISSION_KIND = "permission"
+PRINCIPAL = "faults.workload"
+
+# Errors after which nothing is known for sure: ask again (requests are idempotent).
+TRANSIENT = (ActorCrashed, AskTimeout, ChildRestarting, CommitOutcomeUnknown, CommitRejected, NoSuchActor)
+
+
+class SessionOwner(Worker):
+    """The actor that owns a session's workspace lease (the workspace pings it; the base answers)."""
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        return message
+
+
+# -- the grant seam ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EffectSpec:
+    """One effect of one session, fully determined by the run id, session and index."""
+
+    run_id: str
+    session_id: str
+    index: int  # within the session
+    ordinal: int  # across the run (session-major), for every-n-th choices
+    refuse: bool = False  # the world will refuse it (a definite failure)
+    slow: bool = False  # the world answers late: the effect happens, the driver gives up waiting
+
+    @property
+    def effect_id(self) -> str:
+        return f"{self.session_id}/e{self.index}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.session_id}/k{self.index}"
+
+    def payload(self, reply_delay_s: float) -> dict[str, Any]:
+        out: dict[str, Any] = {"session": self.session_id, "effect": self.index}
+        if self.refuse:
+            out["refuse"] = True
+        if self.slow:
+            out["reply_delay_s"] = reply_delay_s
+        return out
+
+    def arguments(self) -> dict[str, Any]:
+        """What the effect does (its fingerprint's arguments): independent of timing knobs."""
+        return {"key": self.key, "session": self.session_id, "effect": self.index, "refuse": self.refuse}
+
+
+@dataclass(frozen=True)
+class GrantDecision:
+    """A permission decision for one effect (recorded in the ledger before the effect's start)."""
+
+    allow: bool
+    reason: str = "allowed by default"
+    rule: str = "default"
+
+
+Grant = Callable[[EffectSpec], GrantDecision]
+
+
+def allow_all(effect: EffectSpec) -> GrantDecision:
+    """The default grant: everything is allowed (the grants authority is not in the tree yet)."""
+    return GrantDecision(True)
+
+
+def deny_every(n: int) -> Grant:
+    """A grant that denies every ``n``-th effect of a run (by ordinal, 1-based)."""
+    if type(n) is not int or n < 1:
+        raise ValueError(f"deny_every: must be an int >= 1, got {n!r}")
+
+    def grant(effect: EffectSpec) -> GrantDecision:
+        if (effect.ordinal + 1) % n == 0:
+            return GrantDecision(False, f"denied: every {n}th effect", rule=f"deny_every_{n}")
+        return GrantDecision(True)
+
+    return grant
+
+
+# -- configuration ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """How many sessions and effects, and which variations. Validated on construction."""
+
+    sessions: int = 2
+    effects: int = 2
+    leases: bool = True  # lease a workspace root per session (when the tree has a real workspace)
+    overlapping_roots: bool = True  # sessions 2k and 2k+1 lease nested roots: they conflict
+    refuse_every: int | None = None  # every n-th effect is refused by the world (settled failed)
+    deny_every: int | None = None  # every n-th effect is denied by the default grant
+    slow_every: int | None = None  # every n-th effect's reply comes after the driver gave up
+    ask_timeout: float = 1.0  # seconds per request to an authority
+    effect_timeout: float = 1.0  # seconds the driver waits for the world
+    op_deadline: float = 15.0  # give up one request after retrying this long (the tree never came back)
+    lease_wait: float = 15.0  # give up waiting for a conflicting lease after this long
+
+    def __post_init__(self) -> None:
+        for name in ("sessions", "effects"):
+            value = getattr(self, name)
+            if type(value) is not int or not 1 <= value <= 1000:
+                raise ValueError(f"{name}: must be an int in [1, 1000], got {value!r}")
+        for name in ("refuse_every", "deny_every", "slow_every"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{name}: must be an int >= 1 or None, got {value!r}")
+        for name in ("ask_timeout", "effect_timeout", "op_deadline", "lease_wait"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+                raise ValueError(f"{name}: must be a number of seconds > 0, got {value!r}")
+
+    def effect_specs(self, run_id: str, session: int) -> list[EffectSpec]:
+        out = []
+        for index in range(self.effects):
+            ordinal = session * self.effects + index
+            nth = ordinal + 1
+            out.append(EffectSpec(
+                run_id=run_id, session_id=session_id(run_id, session), index=index, ordinal=ordinal,
+                refuse=bool(self.refuse_every and nth % self.refuse_every == 0),
+                slow=bool(self.slow_every and nth % self.slow_every == 0),
+            ))
+        return out
+
+    def root_of(self, base: str, session: int) -> str:
+        """The workspace root session ``session`` leases (exclusive)."""
+        if self.overlapping_roots:
+            pair = f"{base}/pair{session // 2}"
+            return pair if session % 2 == 0 else f"{pair}/inner"
+        return f"{base}/s{session}"
+
+
+def session_id(run_id: str, session: int) -> str:
+    return f"{run_id}/s{session}"
+
+
+# -- what the driver talks to ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Tree paths of the authorities the workload uses and of the lease owners."""
+
+    ledger: str
+    workspace: str | None = None  # None: the tree has no real workspace authority (no leases)
+    storage: str | None = None
+    owners: tuple[str, ...] = ()  # one owner actor per session (cycled when fewer)
+
+    def owner_of(self, session: int) -> str | None:
+        return self.owners[session % len(self.owners)] if self.owners else None
+
+
+# -- the driver's record ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class EffectRecord:
+    """Everything the driver asked and heard about one effect."""
+
+    effect_id: str
+    key: str
+    session_id: str
+    expected: str  # the crash-free outcome: ok | failed | denied
+    start_answers: list[str] = field(default_factory=list)  # "created:started", "existing:ambiguous", "error:X"
+    start_committed: bool = False  # the ledger answered the start (created or existing)
+    start_seq: int | None = None
+    start_generation: int | None = None  # the ledger generation the accepted start was stamped with
+    effect_called: bool = False
+    effect_called_ns: int | None = None
+    effect_answer: dict[str, Any] | None = None  # None: no answer (timeout or transport error)
+    settle_answers: list[str] = field(default_factory=list)  # "created:ok", "existing:ok", "error:X"
+    settled: str | None = None  # the settlement status the ledger confirmed (created or existing)
+    settle_created: int = 0  # how many settlement requests the ledger answered "created"
+    outcome: str = "pending"  # settled-ok | settled-failed | denied | left-started | left-ambiguous |
+    #                          already-<status> | abandoned: <why>
+
+
+@dataclass
+class LeaseRecord:
+    session_id: str
+    root: str
+    mode: str
+    grants: list[tuple[str, int, int]] = field(default_factory=list)  # (lease id, token, t_ns)
+    reclaims: int = 0
+    released: bool = False
+    outcome: str = "pending"
+
+
+@dataclass
+class DriverRecord:
+    run_id: str
+    effects: dict[str, EffectRecord] = field(default_factory=dict)
+    leases: dict[str, LeaseRecord] = field(default_factory=dict)
+    lease_snapshots: list[list[Lease]] = field(default_factory=list)
+    rebinds: int = 0
+    stale_answers: int = 0
+    errors: list[str] = field(default_factory=list)
+    started_ns: int = 0
+    ended_ns: int = 0
+
+    def outcomes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for effect in self.effects.values():
+            key = effect.outcome.split(":", 1)[0]
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+# -- the driver ----------------------------------------------------------------------------------------------------
+
+_WAIT = "wait"  # a session step that made no progress (waiting for the tree)
+_STEP = "step"
+
+
+@dataclass
+class _Result:
+    value: Any = None
+    error: BaseException | None = None
+    gave_up: bool = False  # transient errors until the deadline: nothing is known
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Driver:
+    """Plays ``config.sessions`` sessions against ``targets`` and the world; see the module doc."""
+
+    def __init__(self, system: ActorSystem, targets: Targets, world: WorldClient, config: WorkloadConfig,
+                 *, grant: Grant | None = None, workspace_root: str | None = None,
+                 heal: Callable[[], None] | None = None) -> None:
+        self.system = system
+        self.targets = targets
+        self.world = world
+        self.config = config
+        if grant is not None:
+            self.grant = grant
+        elif config.deny_every:
+            self.grant = deny_every(config.deny_every)
+        else:
+            self.grant = allow_all
+        self.workspace_root = workspace_root
+        self.heal = heal  # called while every session waits (e.g. start a tree that ended by escalation)
+        self.generations: dict[str, int | None] = {}
+        self.record = DriverRecord("")
+        self._finished: set[str] = set()
+
+    # -- running --------------------------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> DriverRecord:
+        """Run every session to its end (each effect settled, left for recovery, or abandoned)."""
+        if "/" in run_id or not run_id:
+            raise ValueError(f"run id must be a non-empty string without '/', got {run_id!r}")
+        self.record = DriverRecord(run_id, started_ns=time.time_ns())
+        leases = self.config.leases and self.targets.workspace is not None
+        if leases and not self.workspace_root:
+            raise ValueError("leases need a workspace_root (a directory under the workspace's allowed roots)")
+        self._finished = set()
+        sessions = {session_id(run_id, i): self._session(run_id, i, leases) for i in range(self.config.sessions)}
+        next_heal = 0.0
+        while sessions:
+            progressed = False
+            for sid, session in list(sessions.items()):
+                try:
+                    if next(session) != _WAIT:
+                        progressed = True
+                except StopIteration:
+                    del sessions[sid]
+                    self._finished.add(sid)
+                    progressed = True
+            if sessions and not progressed:
+                if self.heal is not None and time.monotonic() >= next_heal:
+                    self.heal()
+                    next_heal = time.monotonic() + 0.1
+                time.sleep(0.01)  # every session waits for the tree to come back: bounded poll
+        self.record.ended_ns = time.time_ns()
+        return self.record
+
+    # -- one session ----------------------------------------------------------------------------------------
+
+    def _session(self, run_id: str, index: int, leases: bool) -> Generator[str, None, None]:
+        specs = self.config.effect_specs(run_id, index)
+        for spec in specs:
+            self.record.effects[spec.effect_id] = EffectRecord(
+                spec.effect_id, spec.key, spec.session_id, self._expected(spec))
+        sid = session_id(run_id, index)
+        lease: LeaseRecord | None = None
+        holder: dict[str, Any] = {}
+        if leases:
+            assert self.workspace_root is not None
+            lease = self.record.leases[sid] = LeaseRecord(sid, self.config.root_of(self.workspace_root, index),
+                                                          "exclusive")
+            got = yield from self._acquire(lease, index, holder)
+            if not got:
+                for spec in specs:
+                    self.record.effects[spec.effect_id].outcome = f"abandoned: no lease ({lease.outcome})"
+                return
+        for position, spec in enumerate(specs):
+            if lease is not None:
+                fenced = yield from self._fence(lease, index, holder)
+                if not fenced:
+                    for rest in specs[position:]:
+                        self.record.effects[rest.effect_id].outcome = f"abandoned: lease lost ({lease.outcome})"
+                    break
+            yield from self._effect(spec)
+        if lease is not None and holder:
+            yield from self._release(lease, index, holder)
+
+    def _expected(self, spec: EffectSpec) -> str:
+        if not self.grant(spec).allow:
+            return "denied"
+        return "failed" if spec.refuse else "ok"
+
+    # -- requests ---------------------------------------------------------------------------------------------
+
+    def _bind(self, path: str) -> None:
+        with isolated(self.system) as system:
+            self.generations[path] = system.child_info(path).generation
+        self.record.rebinds += 1
+
+    def _ask(self, path: str, message: Any | Callable[[], Any]) -> Generator[str, None, _Result]:
+        """Ask ``path`` (stamped), retrying what is transient until the deadline; one step per try.
+
+        ``message`` may be a callable that builds the request: it is called again on every try, so
+        a request re-stamped after a generation change also carries the new authority snapshot.
+        """
+        deadline = time.monotonic() + self.config.op_deadline
+        last: BaseException | None = None
+        while True:
+            try:
+                if path not in self.generations:
+                    self._bind(path)
+                payload = message() if callable(message) else message
+                with isolated(self.system) as system:  # a late answer to an earlier ask cannot land here
+                    answer = system.ask(path, payload, timeout=self.config.ask_timeout,
+                                        stamp=self.generations[path])
+                if isinstance(answer, list) and answer and all(isinstance(a, TRANSIENT) for a in answer):
+                    raise answer[0]  # a whole batch rejected or unknown
+                return _Result(answer)
+            except StaleGeneration as exc:
+                self.record.stale_answers += 1
+                self.generations.pop(path, None)  # bind again before the next try
+                last = exc
+            except TRANSIENT as exc:
+                self.generations.pop(path, None)  # it may have restarted: bind again
+                last = exc
+            except OuroactorsError as exc:  # a refusal: nothing changed, asking again will not help
+                return _Result(error=exc)
+            if time.monotonic() > deadline:
+                self.record.errors.append(f"{path}: gave up after {self.config.op_deadline}s: {last!r}")
+                return _Result(error=last, gave_up=True)
+            yield _WAIT  # an error is no progress: if every session is here, the driver pauses and heals
+
+    def _authority_snapshot(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, path in (("ledger", self.targets.ledger), ("workspace", self.targets.workspace),
+                           ("storage", self.targets.storage)):
+            generation = self.generations.get(path) if path else None
+            if generation is not None:
+                out[name] = generation
+        return out
+
+    # -- leases ----------------------------------------------------------------------------------------------
+
+    def _owner_address(self, index: int) -> Generator[str, None, Any]:
+        path = self.targets.owner_of(index)
+        if path is None:
+            return None
+        deadline = time.monotonic() + self.config.op_deadline
+        while True:
+            try:
+                with isolated(self.system) as system:
+                    return system.resolve(path)
+            except OuroactorsError:
+                if time.monotonic() > deadline:
+                    return None
+                yield _WAIT
+
+    def _snapshot(self) -> Generator[str, None, None]:
+        assert self.targets.workspace is not None
+        result = yield from self._ask(self.targets.workspace, "leases")
+        if result.ok and isinstance(result.value, list):
+            self.record.lease_snapshots.append(list(result.value))
+
+    def _granted(self, lease: LeaseRecord, granted: Granted, holder: dict[str, Any]) -> None:
+        holder["lease_id"] = granted.lease.lease_id
+        holder["token"] = granted.lease.fencing_token
+        holder["capability"] = granted.capability
+        lease.grants.append((granted.lease.lease_id, granted.lease.fencing_token, time.time_ns()))
+
+    def _acquire(self, lease: LeaseRecord, index: int, holder: dict[str, Any]) -> Generator[str, None, bool]:
+        assert self.targets.workspace is not None
+        deadline = time.monotonic() + self.config.lease_wait
+        while True:
+            owner = yield from self._owner_address(index)
+            result = yield from self._ask(self.targets.workspace,
+                                          Acquire(lease.root, lease.mode, lease.session_id, owner=owner))
+            if result.ok and isinstance(result.value, Granted):
+                self._granted(lease, result.value, holder)
+                lease.outcome = "held"
+                yield from self._snapshot()
+                return True
+            if isinstance(result.error, LeaseConflict) and time.monotonic() < deadline:
+                futile = self._futile(lease, result.error.holders)
+                if futile is None:
+                    yield _WAIT  # another session holds an overlapping root: wait for its release
+                    continue
+                lease.outcome = f"not granted: {futile}"
+                return False
+            lease.outcome = f"not granted: {_describe(result.error or result.value)}"
+            return False
+
+    def _futile(self, lease: LeaseRecord, holders: list[Lease]) -> str | None:
+        """Why waiting for ``holders`` cannot end (None: it can)."""
+        if any(h.session_id == lease.session_id for h in holders):
+            return "this session's own lease blocks it (an acquire whose answer was lost)"
+        if holders and all(h.status == "reserved" and h.session_id in self._finished for h in holders):
+            return "blocked by reservations of sessions that have ended here (nobody will reclaim them)"
+        return None
+
+    def _fence(self, lease: LeaseRecord, index: int, holder: dict[str, Any]) -> Generator[str, None, bool]:
+        """Check the lease still admits our writes; reclaim it (with its capability) if it was reserved."""
+        assert self.targets.workspace is not None
+        result = yield from self._ask(self.targets.workspace, CheckFence(lease.root, holder["token"]))
+        if result.ok and isinstance(result.value, Lease):
+            return True
+        if not isinstance(result.error, StaleFence):
+            lease.outcome = f"fence check failed: {_describe(result.error or result.value)}"
+            return False
+        owner = yield from self._owner_address(index)
+        result = yield from self._ask(self.targets.workspace, Reclaim(lease.session_id, lease.root, lease.mode,
+                                                                      holder["capability"], owner=owner))
+        if result.ok and isinstance(result.value, Granted):
+            self._granted(lease, result.value, holder)
+            lease.reclaims += 1
+            yield from self._snapshot()
+            return True
+        lease.outcome = f"reclaim failed: {_describe(result.error or result.value)}"
+        holder.clear()
+        return False
+
+    def _release(self, lease: LeaseRecord, index: int, holder: dict[str, Any]) -> Generator[str, None, None]:
+        assert self.targets.workspace is not None
+        for _attempt in range(3):
+            result = yield from self._ask(self.targets.workspace,
+                                          Release(holder["lease_id"], capability=holder["capability"]))
+            if result.ok and isinstance(result.value, Lease):
+                lease.released = True
+                lease.outcome = "released"
+                yield from self._snapshot()
+                return
+            if not isinstance(result.error, LeaseError):
+                break
+            # Reserved meanwhile (the owner or the workspace restarted): reclaim it, then release.
+            if not (yield from self._fence(lease, index, holder)):
+                return
+        lease.outcome = f"not released: {_describe(result.error or result.value)}"
+
+    # -- one effect ------------------------------------------------------------------------------------------
+
+    def _effect(self, spec: EffectSpec) -> Generator[str, None, None]:
+        record = self.record.effects[spec.effect_id]
+        decision = self.grant(spec)
+
+        def batch() -> RecordBatch:  # built per try: the authority snapshot follows re-binding
+            request = self._start_request(spec, decision)
+            permission = self._permission_request(spec, decision)
+            return RecordBatch((
+                RecordStarted(permission),
+                RecordSettled(permission.effect_id, "ok", reason=decision.reason,
+                              evidence={"allow": decision.allow, "rule": decision.rule}),
+                RecordStarted(request) if decision.allow else RecordDenied(request, decision.reason),
+            ))
+
+        result = yield from self._ask(self.targets.ledger, batch)
+        answer = result.value[-1] if result.ok and isinstance(result.value, list) else result.error
+        if not isinstance(answer, LedgerAnswer):
+            record.start_answers.append(f"error:{type(answer).__name__}")
+            record.outcome = (f"abandoned: start not recorded ({_describe(answer)})" if answer is not None
+                              else "abandoned: start not recorded")
+            return
+        entry = answer.entry
+        record.start_answers.append(f"{answer.answer}:{entry.status.value}")
+        record.start_committed = True
+        record.start_seq = entry.seq
+        record.start_generation = entry.authority.get("ledger")
+        if not decision.allow:
+            record.outcome = "denied" if entry.status is Status.DENIED else f"already-{entry.status.value}"
+            return
+        if answer.answer == "existing":
+            if entry.status is Status.AMBIGUOUS:
+                record.outcome = "left-ambiguous"  # recovery and its reconciler own it now
+                return
+            if entry.terminal:
+                record.outcome = f"already-{entry.status.value}"
+                return
+            # started, and we never ran it: our earlier ask was committed, its answer lost. Check the world.
+            try:
+                seen = self.world.lookup(spec.key)
+            except (httpx.HTTPError, WorldError) as exc:
+                record.outcome = f"left-started: world unreachable for the check ({exc!r})"
+                return
+            if seen is not None:
+                yield from self._settle(spec, record, "ok", {"world": seen, "reconciled_by": "driver"})
+                return
+        yield _STEP
+        record.effect_called = True
+        record.effect_called_ns = time.time_ns()
+        try:
+            world_answer = self.world.create(spec.key, spec.payload(self.config.effect_timeout * 2),
+                                             timeout=self.config.effect_timeout)
+        except (httpx.HTTPError, WorldError) as exc:
+            record.outcome = f"left-started: no answer from the world ({type(exc).__name__})"
+            return  # it may have happened: never settled as failed
+        record.effect_answer = world_answer
+        if world_answer.get("refused"):
+            yield from self._settle(spec, record, "failed", {"world": world_answer})
+        else:
+            yield from self._settle(spec, record, "ok", {"world": world_answer})
+
+    def _settle(self, spec: EffectSpec, record: EffectRecord, status: str,
+                evidence: dict[str, Any]) -> Generator[str, None, None]:
+        reason = "refused by the world" if status == "failed" else None
+        result = yield from self._ask(self.targets.ledger, RecordSettled(spec.effect_id, status, reason=reason,
+                                                                         evidence=evidence))
+        answer = result.value if result.ok else result.error
+        if isinstance(answer, LedgerAnswer):
+            record.settle_answers.append(f"{answer.answer}:{answer.entry.status.value}")
+            if answer.answer == "created":
+                record.settle_created += 1
+            record.settled = answer.entry.status.value
+            record.outcome = f"settled-{answer.entry.status.value}"
+            return
+        record.settle_answers.append(f"error:{type(answer).__name__}")
+        record.outcome = f"left-started: settlement not recorded ({_describe(answer)})"
+
+    def _start_request(self, spec: EffectSpec, decision: GrantDecision) -> StartRequest:
+        return StartRequest(
+            effect_id=spec.effect_id, kind=EFFECT_KIND, idempotency_key=spec.key,
+            fingerprint=fingerprint(EFFECT_KIND, spec.arguments()), principal=PRINCIPAL,
+            session_id=spec.session_id, turn_id=f"t{spec.index}", call_id=f"c{spec.index}",
+            authority=self._authority_snapshot(), grant=f"{spec.effect_id}/grant", cause=None,
+        )
+
+    def _permission_request(self, spec: EffectSpec, decision: GrantDecision) -> StartRequest:
+        return StartRequest(
+            effect_id=f"{spec.effect_id}/grant", kind=PERMISSION_KIND, idempotency_key=f"{spec.key}/grant",
+            fingerprint=fingerprint(PERMISSION_KIND, {"effect": spec.effect_id, "allow": decision.allow,
+                                                      "rule": decision.rule}),
+            principal=PRINCIPAL, session_id=spec.session_id, turn_id=f"t{spec.index}",
+            call_id=f"c{spec.index}", authority=self._authority_snapshot(), grant=None, cause=decision.reason,
+        )
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return repr(value)
+
+
+def is_permission(effect_id: str) -> bool:
+    return effect_id.endswith("/grant")
+
+
+__all__ = [
+    "EFFECT_KIND", "PERMISSION_KIND", "Driver", "DriverRecord", "EffectRecord", "EffectSpec", "Grant",
+    "GrantDecision", "LeaseRecord", "SessionOwner", "Targets", "WorkloadConfig", "allow_all", "deny_every",
+    "is_permission", "session_id",
+]

@@ -1,0 +1,52 @@
+"""A 200-seed chaos campaign on real processes: random kills, storage faults and delays; every
+invariant checked after every seed; schedules per minute measured."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ouroactors.faults.chaos import Campaign
+from ouroactors.faults.runner import workload_tree
+from ouroactors.faults.workload import WorkloadConfig
+
+pytestmark = pytest.mark.multiproc
+
+SEEDS = 200
+CONFIG = WorkloadConfig(sessions=2, effects=2, refuse_every=3, ask_timeout=0.4, lease_wait=3.0, op_deadline=10.0)
+
+
+def test_a_200_seed_campaign_finds_no_violation(tmp_path, record_property):
+    began = time.monotonic()
+    with Campaign(workload_tree(), CONFIG, data_dir=tmp_path) as campaign:
+        results = list(campaign.run(range(SEEDS)))
+    elapsed = time.monotonic() - began
+    stats = campaign.stats
+    print(f"\nchaos campaign: {stats.seeds} schedules in {elapsed:.1f}s wall "
+          f"({60 * stats.seeds / elapsed:.0f} schedules/minute; {stats.per_minute:.0f}/min excluding start-up); "
+          f"{stats.firings} firings, {stats.kills} kills, {stats.escalations} escalations; "
+          f"statuses {stats.statuses}; outcomes {stats.outcomes}")
+    record_property("schedules_per_minute", round(60 * stats.seeds / elapsed, 1))
+    for note in stats.anomalies:  # a supervision failure the bench had to repair (reported, not hidden)
+        print(f"  harness intervention: {note}")
+
+    failing = [(r.seed, str(v)) for r in results for v in r.violations]
+    assert failing == [], failing
+    assert [r.error for r in results if r.error] == []
+    assert [r.seed for r in results] == list(range(SEEDS))
+    assert stats.kills >= SEEDS // 10 and stats.firings >= SEEDS  # real faults, real SIGKILLs
+    killed = {path for r in results if r.run for path in r.run.killed}
+    assert {"agent/ledger", "agent/workspace"} <= killed
+    assert stats.statuses.get("ok", 0) > SEEDS * 2  # most effects still complete
+    assert elapsed < 300
+
+
+def test_a_campaign_on_the_simple_base_has_no_kills_and_no_violation(tmp_path):
+    """One process: storage faults and delays only (a kill would kill the test)."""
+    with Campaign(workload_tree(), CONFIG, base="simple", data_dir=tmp_path) as campaign:
+        results = list(campaign.run(range(30)))
+    assert [(r.seed, str(v)) for r in results for v in r.violations] == []
+    assert [r.error for r in results if r.error] == []
+    assert all(rule.action.value not in ("kill", "exit") for r in results for rule in r.plan.rules)
+    assert campaign.stats.firings > 0 and campaign.stats.kills == 0

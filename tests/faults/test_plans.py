@@ -1,0 +1,129 @@
+"""Seeded plans (same seed → same plan), plans as TOML, and bad input refused before anything is armed."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule, load_plan
+from ouroactors.faults.chaos import (
+    Campaign,
+    PlanWarning,
+    check_plan,
+    declared_points,
+    parse_seed,
+    plan_for_seed,
+    plan_to_toml,
+)
+from ouroactors.faults.runner import workload_tree
+from ouroactors.faults.workload import WorkloadConfig
+
+POINTS = ["message.agent/ledger", "message.agent/workspace", "storage.after_commit", "storage.before_commit",
+          "workspace.lease_recorded"]
+TARGETS = ["agent/ledger", "agent/storage", "agent/workspace"]
+
+
+def test_same_seed_same_plan():
+    for seed in range(50):
+        plan = plan_for_seed(seed, POINTS, kill_targets=TARGETS)
+        assert plan == plan_for_seed(seed, list(reversed(POINTS)), kill_targets=list(reversed(TARGETS)))
+        assert plan == plan_for_seed(seed, {p: "doc" for p in POINTS}, kill_targets=TARGETS)  # a known_points() dict
+        assert 1 <= len(plan.rules) <= 3
+    plans = {plan_for_seed(seed, POINTS, kill_targets=TARGETS) for seed in range(50)}
+    assert len(plans) > 40  # seeds differ
+    actions = {r.action for p in plans for r in p.rules}
+    assert {FaultAction.KILL, FaultAction.DELAY, FaultAction.COMMIT_UNKNOWN} <= actions
+
+
+def test_plans_only_use_given_points_and_targets():
+    for seed in range(200):
+        for rule in plan_for_seed(seed, POINTS, kill_targets=TARGETS).rules:
+            assert rule.point in POINTS
+            assert rule.target is None or rule.target in TARGETS
+            if rule.action is FaultAction.COMMIT_REJECTED or rule.action is FaultAction.MAP_FULL:
+                assert rule.point == "storage.before_commit"  # after the commit, only "unknown" is honest
+
+
+def test_no_kills_on_the_simple_base():
+    for seed in range(100):
+        assert all(r.action is not FaultAction.KILL for r in plan_for_seed(seed, POINTS, kills=False).rules)
+
+
+def test_plans_round_trip_through_toml(tmp_path):
+    for seed in range(30):
+        plan = plan_for_seed(seed, POINTS, kill_targets=TARGETS)
+        path = tmp_path / f"seed{seed}.toml"
+        path.write_text(plan_to_toml(plan, [f"chaos seed {seed}"]))
+        assert load_plan(path) == plan
+        assert path.read_text().startswith(f"# chaos seed {seed}\n[[rules]]")
+
+
+@pytest.mark.parametrize("bad", ["abc", "1.5", "", None, True, 2.0, "0x10"])
+def test_a_seed_that_is_not_an_integer_is_a_clear_error(bad):
+    with pytest.raises(ValueError) as caught:
+        parse_seed(bad)
+    assert str(caught.value) == f"seed: must be an integer, got {bad!r}"
+    with pytest.raises(ValueError, match="seed: must be an integer"):
+        plan_for_seed(bad, POINTS)
+
+
+def test_seeds_as_text_and_negative_seeds():
+    assert parse_seed(" 42 ") == 42 and parse_seed(-3) == -3
+    assert plan_for_seed("7", POINTS) == plan_for_seed(7, POINTS)
+
+
+def test_no_points_or_bad_max_rules_is_an_error():
+    with pytest.raises(ValueError, match="no fault point"):
+        plan_for_seed(1, [])
+    with pytest.raises(ValueError, match="max_rules: must be an int >= 1"):
+        plan_for_seed(1, POINTS, max_rules=0)
+
+
+def test_unknown_points_warn_with_the_list_of_known_ones():
+    plan = FaultPlan((FaultRule("storage.before_comit", FaultAction.COMMIT_REJECTED),
+                      FaultRule("storage.*", FaultAction.DELAY)))
+    warned = check_plan(plan, POINTS)
+    assert warned == [f"rules[0]: point 'storage.before_comit' is not a known point; known points: "
+                      f"{', '.join(sorted(POINTS))}"]
+
+
+@pytest.mark.parametrize(("rule", "message"), [
+    ('action = "explode"', "rules[0]: action: invalid value 'explode'; allowed: 'raise'"),
+    ('action = "delay"\nprobability = 1.5', "rules[0]: probability: must be a number in [0, 1], got 1.5"),
+    ('action = "delay"\nprobability = "often"', "rules[0]: probability: must be a number in [0, 1]"),
+    ('action = "kill"\nnth = 0', "rules[0]: nth: must be an int >= 1, got 0"),
+])
+def test_invalid_actions_and_probabilities_are_errors(tmp_path, rule, message):
+    path = tmp_path / "plan.toml"
+    path.write_text(f'[[rules]]\npoint = "storage.before_commit"\n{rule}\n')
+    with pytest.raises(ValueError) as caught:
+        load_plan(path)
+    assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_campaign_warns_about_unknown_points_before_arming_and_refuses_bad_plans(monkeypatch):
+    campaign = Campaign(workload_tree(), WorkloadConfig(), base="simple")
+    armed: list[object] = []
+    monkeypatch.setattr(campaign.bench, "run", lambda *a, **k: armed.append(a) or (_ for _ in ()).throw(
+        RuntimeError("stop here")))
+    typo = FaultPlan((FaultRule("storage.befor_commit", FaultAction.DELAY),))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = campaign.run_seed(3, typo)
+    assert next(str(w.message) for w in caught if w.category is PlanWarning).startswith(
+        "rules[0]: point 'storage.befor_commit' is not a known point; known points: message.agent/ledger")
+    assert result.error == "RuntimeError: stop here"  # the warning came first, then the run
+    with pytest.raises(ValueError, match="kill and exit rules need real processes"):
+        campaign.run_seed(3, FaultPlan((FaultRule("storage.before_commit", FaultAction.KILL),)))
+    with pytest.raises(TypeError, match="expected a FaultPlan"):
+        campaign.run_seed(3, {"rules": []})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="seed: must be an integer"):
+        campaign.run_seed("x")  # type: ignore[arg-type]
+    assert len(armed) == 1  # only the valid plan got as far as a run
+
+
+def test_declared_points_name_every_worker():
+    points = declared_points(workload_tree())
+    assert {"message.agent/storage", "message.agent/ledger", "message.agent/workspace",
+            "storage.before_commit", "storage.after_commit", "workspace.lease_recorded"} <= set(points)

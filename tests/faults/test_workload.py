@@ -1,0 +1,130 @@
+"""The workload on real processes: a crash-free run has no violation and ends as expected; the
+driver re-binds after a generation change; bad configuration is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.authorities.ledger.actor import ListEntries
+from ouroactors.faults.runner import tree_targets, workload_tree
+from ouroactors.faults.workload import Driver, EffectSpec, WorkloadConfig, deny_every
+
+pytestmark = pytest.mark.multiproc
+
+
+def test_a_clean_run_settles_everything_as_expected(fault_bench):
+    config = WorkloadConfig(sessions=3, effects=3, refuse_every=4, deny_every=5, slow_every=7, effect_timeout=0.3)
+    bench = fault_bench(workload_tree(), config)
+    result = bench.run("clean")
+    assert result.violations == []
+    record = result.record
+    assert len(record.effects) == 9
+    expected = {effect_id: effect.expected for effect_id, effect in record.effects.items()}
+    assert sorted(expected.values()).count("failed") == 2 and list(expected.values()).count("denied") == 1
+    entries = {e.effect_id: e for e in result.observation.run_entries()}
+    for effect_id, effect in record.effects.items():
+        assert entries[effect_id].status.value == effect.expected, (effect_id, effect)
+        assert entries[f"{effect_id}/grant"].kind == "permission"  # the grant recorded in the ledger first
+    slow = [e for e in record.effects.values() if e.outcome.startswith("left-started")]
+    assert len(slow) == 1  # the late reply: left started by the driver, never settled failed ...
+    reconciled = entries[slow[0].effect_id]
+    assert reconciled.settled_by == "reconciler:http_request"  # ... and proven ok by asking the world
+    assert result.recovery[0].startswith("ledger restarted")
+    assert all(lease.released for lease in record.leases.values())
+    assert result.observation.leases == [] or all(x.status == "released" for x in result.observation.leases)
+    assert record.lease_snapshots and result.exits == [] and result.firings == []
+    assert result.statuses == {"denied": 1, "failed": 2, "ok": 6}
+
+
+def test_runs_on_one_bench_are_independent(fault_bench):
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=2, effects=2))
+    first, second = bench.run("same"), bench.run("same")
+    assert (first.run_id, second.run_id) == ("same", "same.2")
+    assert first.violations == [] and second.violations == []
+    assert second.observation.first_seq == first.observation.first_seq + len(first.observation.entries)
+    assert {e.effect_id.split("/")[0] for e in second.observation.run_entries()} == {"same.2"}
+
+
+def test_ledger_workload_without_leases(fault_bench):
+    bench = fault_bench(workload_tree(workspace=False), WorkloadConfig(sessions=2, effects=2, leases=False))
+    result = bench.run("noleases")
+    assert result.violations == [] and result.record.leases == {}
+    assert result.statuses == {"ok": 4}
+
+
+def test_the_driver_rebinds_after_a_generation_change(fault_bench):
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=2))
+    system = bench.live
+    old = system.child_info(bench.targets.ledger).generation
+    mark = system.mark()
+    system.kill(bench.targets.ledger)
+    system.wait_for("started", bench.targets.ledger, after=mark)
+    bench.ensure_ready()
+    new = system.child_info(bench.targets.ledger).generation
+    assert new != old
+    (bench.workspace_base / "stale" / "pair0").mkdir(parents=True)
+    driver = Driver(system, bench.targets, bench.client, bench.config,
+                    workspace_root=str(bench.workspace_base / "stale"))
+    driver.generations[bench.targets.ledger] = old  # bound before the restart
+    record = driver.run("stale")
+    assert record.stale_answers >= 1  # refused as stale, then re-bound and asked again
+    entries = [e for e in system.ask(bench.targets.ledger, ListEntries(limit=1000)) if e.effect_id.startswith("stale/")]
+    assert entries and all(e.authority["ledger"] == new for e in entries)  # never acted on under the old one
+    assert all(e.outcome == "settled-ok" for e in record.effects.values())
+
+
+def test_targets_are_found_by_class():
+    targets = tree_targets(workload_tree("root"), 2)
+    assert (targets.ledger, targets.workspace, targets.storage) == ("root/ledger", "root/workspace", "root/storage")
+    assert targets.owners == ("sessions/s0", "sessions/s1") and targets.owner_of(3) == "sessions/s1"
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"sessions": 0}, "sessions: must be an int in [1, 1000], got 0"),
+    ({"effects": "2"}, "effects: must be an int in [1, 1000], got '2'"),
+    ({"refuse_every": 0}, "refuse_every: must be an int >= 1 or None, got 0"),
+    ({"ask_timeout": -1}, "ask_timeout: must be a number of seconds > 0, got -1"),
+    ({"op_deadline": True}, "op_deadline: must be a number of seconds > 0, got True"),
+])
+def test_bad_configuration_is_refused(fields, message):
+    with pytest.raises(ValueError) as caught:
+        WorkloadConfig(**fields)
+    assert str(caught.value) == message
+
+
+def test_deny_every_and_effect_specs():
+    config = WorkloadConfig(sessions=2, effects=3, refuse_every=2)
+    specs = config.effect_specs("r", 1)
+    assert [s.effect_id for s in specs] == ["r/s1/e0", "r/s1/e1", "r/s1/e2"]
+    assert [s.ordinal for s in specs] == [3, 4, 5] and [s.refuse for s in specs] == [True, False, True]
+    grant = deny_every(3)
+    assert [grant(s).allow for s in specs] == [True, True, False]
+    assert EffectSpec("r", "r/s0", 0, 0).arguments() == EffectSpec("r", "r/s0", 0, 0, slow=True).arguments()
+    with pytest.raises(ValueError, match="deny_every: must be an int >= 1"):
+        deny_every(0)
+
+
+def test_a_worker_whose_exit_its_supervisor_missed_is_replaced(fault_bench):
+    """Two SIGKILLs a few ms apart can make thespian drop one exit notice: the supervisor then shows
+    a dead worker as running. The bench must notice (pid gone for a while) and replace it, visibly.
+    Tried up to 20 times, until the drop happens (it usually does within a few tries)."""
+    import os
+    import signal
+    import time
+
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=2, effects=1))
+    system = bench.live
+    for _attempt in range(20):
+        before = {path: system.pid_of(path) for path in ("sessions/s0", "sessions/s1")}
+        os.kill(before["sessions/s1"], signal.SIGKILL)
+        time.sleep(0.002)  # not synchronisation: the two deaths must be this close to provoke the drop
+        os.kill(before["sessions/s0"], signal.SIGKILL)
+        bench.ensure_ready()
+        after = {path: system.pid_of(path) for path in before}
+        assert all(after[path] != before[path] for path in before)
+        assert all(os.path.exists(f"/proc/{pid}") for pid in after.values())
+        if bench.anomalies:
+            break
+    print(f"\ninterventions after {_attempt + 1} attempt(s): {bench.anomalies}")
+    assert all("supervision lost the exit of sessions/s" in note for note in bench.anomalies)
+    assert bench.run("after").violations == []
