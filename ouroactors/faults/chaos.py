@@ -78,7 +78,7 @@ def _weight(point: str) -> int:
     return 1
 
 
-def plan_for_seed(seed: int, known_points: Iterable[str] | Mapping[str, str], *,
+def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, str], *,
                   kill_targets: Sequence[str] = (), kills: bool = True, max_rules: int = MAX_RULES) -> FaultPlan:
     """The fault plan of ``seed``: 1 to ``max_rules`` rules of kill, storage fault or delay.
 

@@ -354,7 +354,7 @@ class Bench:
         for path, pid in lost:
             note = (f"supervision lost the exit of {path}: pid {pid} is gone but its supervisor shows it "
                     "running; the bench terminated and restarted it")
-            log.warning("%s", note)
+            log.info("%s", note)
             self.anomalies.append(note)
             parent, _, child = path.rpartition("/")
             with isolated(self.live) as system:

@@ -108,6 +108,11 @@ def test_unknown_check_name_is_an_error():
         check_all(clean(), ["nope"])
 
 
+def driver(obs: Observation) -> DriverRecord:
+    assert obs.driver is not None
+    return obs.driver
+
+
 def names(violations: list[Any]) -> list[tuple[str, str]]:
     return [(v.invariant, v.subject) for v in violations]
 
@@ -131,7 +136,7 @@ def test_effect_without_start():
     assert "after the world saw the effect" in effect_without_start(obs)[0].message
 
     obs = clean()
-    obs.driver.effects["r/s0/e0"].start_committed = False  # the driver ran it without a committed answer
+    driver(obs).effects["r/s0/e0"].start_committed = False  # the driver ran it without a committed answer
     assert names(effect_without_start(obs)) == [("effect-without-start", "r/s0/e0")]
 
 
@@ -144,7 +149,7 @@ def test_double_settlement():
     assert "reached the world 2 times" in double_settlement(obs)[0].message
 
     obs = clean()
-    obs.driver.effects["r/s0/e0"].settle_created = 2
+    driver(obs).effects["r/s0/e0"].settle_created = 2
     assert names(double_settlement(obs)) == [("double-settlement", "r/s0/e0")]
 
     obs = clean()
@@ -252,7 +257,7 @@ def test_record_lost():
     assert ("record-lost", "ledger") in found and ("record-lost", "r/s0/e1") in found
 
     obs = clean()
-    obs.driver.effects["r/s0/e0"].start_seq = 40
+    driver(obs).effects["r/s0/e0"].start_seq = 40
     assert "answered with seq 40" in record_lost(obs)[0].message
 
     obs = clean()
@@ -262,11 +267,11 @@ def test_record_lost():
 
     obs = clean()
     obs.entries[7] = entry(3, "ambiguous")
-    obs.driver.effects["r/s0/e3"].settled = "ok"  # the runner was told ok
+    driver(obs).effects["r/s0/e3"].settled = "ok"  # the runner was told ok
     assert "answered settlement 'ok', it now says 'ambiguous'" in record_lost(obs)[0].message
 
     obs = clean()
-    obs.driver.leases["r/s0"] = LeaseRecord("r/s0", "/w/a", "exclusive", grants=[("L1", 1, 0)], outcome="held")
+    driver(obs).leases["r/s0"] = LeaseRecord("r/s0", "/w/a", "exclusive", grants=[("L1", 1, 0)], outcome="held")
     assert names(record_lost(obs)) == [("record-lost", "L1")]  # held, never released, not in the table
 
 

@@ -7,20 +7,20 @@ import time
 
 import pytest
 
-from ouroactors.faults.enumerate import CrashSite, enumerate_crashes, select_sites, sites_from
+from ouroactors.faults.enumerate import CrashRow, CrashSite, enumerate_crashes, select_sites, sites_from
 
 pytestmark = pytest.mark.multiproc
 
 
 def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path):
     began = time.monotonic()
-    rows_seen = []
+    rows_seen: list[CrashRow] = []
     report = enumerate_crashes(data_dir=tmp_path, on_row=rows_seen.append)
     elapsed = time.monotonic() - began
     print(f"\ncrash enumeration: {len(report.rows)} sites in {elapsed:.1f}s; {report.summary()}")
-    for row in report.table():
-        print(f"  {row['#']:3} {row['actor']:16} {row['point']:26} #{row['hit']:<3} {row['outcome']:10} "
-              f"{row['statuses']} {row['driver']}")
+    for line in report.table():
+        print(f"  {line['#']:3} {line['actor']:16} {line['point']:26} #{line['hit']:<3} {line['outcome']:10} "
+              f"{line['statuses']} {line['driver']}")
 
     assert report.baseline.violations == [] and report.baseline.statuses == {"ok": 4}
     points = {site.point for site in report.sites}
