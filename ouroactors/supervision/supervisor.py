@@ -13,6 +13,9 @@ only knowledge it adds is how thespian behaves:
 * Thespian never tells a parent that a child on another node died with its node (and notices a
   lost node only after many minutes), so a supervisor pings its remote children and synthesises a
   ``killed`` exit for those whose node stops answering.
+* Thespian also loses ``ChildActorExited`` when two children die within a few milliseconds of each
+  other. A supervisor therefore checks its local children's pids itself: a child whose process
+  is gone and whose exit notice has not come within a grace period is taken as ``killed``.
 """
 
 from __future__ import annotations
@@ -80,7 +83,8 @@ from .worker import requirements_met
 
 log = logging.getLogger("ouroactors.supervisor")
 
-HEARTBEAT_INTERVAL = 0.5  # seconds between pings of remote children
+HEARTBEAT_INTERVAL = 0.5  # seconds between pings of remote children; also the local pid check
+LOCAL_EXIT_GRACE = 1.0  # a local child's process gone this long without an exit notice: killed
 NODE_LOST_AFTER = 2.0  # no answer for this long: the child's node is gone
 _HEARTBEAT = "ouroactors:heartbeat"
 
@@ -95,9 +99,19 @@ class _Slot:
     pid: int | None = None
     node: str = "local"
     last_seen: float = 0.0
+    gone_since: float | None = None  # when its pid was first seen gone without an exit notice
     started: bool = False
     refused: ExitReason | None = None
     reported: ExitReason | None = None
+
+
+def _pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a reaped child is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def thespian_class_path(actor_path: str) -> str:
@@ -147,8 +161,7 @@ class Supervisor(Actor):
                 slot.node = message.node
                 slot.last_seen = time.monotonic()
                 self._by_address[message.address_text] = slot
-                if slot.node != this_node():
-                    self._start_heartbeat()
+                self._start_heartbeat()
                 self._feed(ChildUp(message.key, message.incarnation, message.pid, slot.address, message.node))
         elif isinstance(message, ChildStartRefused):
             slot = self._slots.get((message.key, message.incarnation))
@@ -226,6 +239,7 @@ class Supervisor(Actor):
         """Ping remote children; a child silent for NODE_LOST_AFTER died with its node."""
         self._heartbeat_running = False
         now = time.monotonic()
+        self._check_local_pids(now)
         remote = [s for s in self._slots.values() if s.started and s.node != this_node()]
         lost_nodes: set[str] = set()
         for slot in remote:
@@ -238,8 +252,25 @@ class Supervisor(Actor):
                 self.send(slot.address, Ping(slot.key, slot.incarnation))
         for node in sorted(lost_nodes):
             self._events.write("node_lost", None, {"peer": node, "silent_for": NODE_LOST_AFTER})
-        if any(s.started and s.node != this_node() for s in self._slots.values()):
+        if any(s.started for s in self._slots.values()):
             self._start_heartbeat()
+
+    def _check_local_pids(self, now: float) -> None:
+        if self._context is None or self._context.base == "simple":
+            return
+        for slot in list(self._slots.values()):
+            if not slot.started or slot.node != this_node() or slot.pid is None or slot.pid == os.getpid():
+                continue
+            if _pid_alive(slot.pid):
+                slot.gone_since = None
+            elif slot.gone_since is None:
+                slot.gone_since = now  # give thespian's own notice time to arrive first
+            elif now - slot.gone_since > LOCAL_EXIT_GRACE and (slot.key, slot.incarnation) in self._slots:
+                log.warning("%s: %s (pid %d) is gone but no exit notice came; taking it as exited",
+                            self.path, slot.key, slot.pid)
+                del self._slots[(slot.key, slot.incarnation)]
+                self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
+                self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
 
     def _child_gone(self, address: Any) -> None:
         slot = self._by_address.pop(str(address), None)

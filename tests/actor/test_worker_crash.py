@@ -74,3 +74,18 @@ def test_sigkill_of_worker_is_killed_and_restarted(actor_system):
     assert exited.reason == {"kind": "killed"}
     actor_system.wait_for("started", "root/e", after=mark)
     assert actor_system.ask("root/e", "pid") != pid
+
+
+def test_two_children_killed_within_milliseconds_are_both_noticed(actor_system):
+    """Thespian can lose one of two near-simultaneous exit notices; the supervisor checks pids itself."""
+    import os
+    import signal
+
+    actor_system.start_tree(supervisor("root", [worker("a", ECHO), worker("b", ECHO)], intensity=10))
+    pids = [actor_system.child_info(f"root/{n}").pid for n in ("a", "b")]
+    mark = actor_system.mark()
+    for pid in pids:  # back to back: the gap that loses a notice
+        os.kill(pid, signal.SIGKILL)
+    for name in ("a", "b"):
+        actor_system.wait_for("started", f"root/{name}", after=mark, timeout=15)
+    assert all(actor_system.child_info(f"root/{n}").pid not in pids for n in ("a", "b"))
