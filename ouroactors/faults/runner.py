@@ -36,6 +36,7 @@ from ..authorities.ledger.domain import Status
 from ..authorities.workspace.actor import Workspace
 from ..core.errors import OuroactorsError
 from ..core.faults import FaultAction, FaultPlan
+from ..core.procs import pid_alive as _pid_alive
 from ..supervision.events import Event
 from ..supervision.protocol import ArmFaults
 from ..supervision.specs import ChildSpec, resolve_actor, supervisor, worker
@@ -54,14 +55,6 @@ OWNER_ACTOR = "ouroactors.faults.workload:SessionOwner"
 RECONCILER = "ouroactors.faults.world:reconcile"
 OWNERS_TREE = "sessions"
 LOST_AFTER_S = 1.0
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 class BenchError(OuroactorsError):

@@ -31,6 +31,7 @@ from typing import Any
 from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMessage, WakeupMessage
 
 from ..core.errors import NoSuchActor, UnhandledMessage
+from ..core.procs import pid_alive as _pid_alive
 from . import reasons
 from .events import EventWriter
 from .faulting import arm_here
@@ -103,15 +104,6 @@ class _Slot:
     started: bool = False
     refused: ExitReason | None = None
     reported: ExitReason | None = None
-
-
-def _pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a reaped child is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def thespian_class_path(actor_path: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..core.errors import ActorSystemError
+from ..core.procs import process_start_ticks as process_start_ticks
 
 MARKER = "system.json"
 
@@ -49,18 +50,6 @@ class DataDirInUse(ActorSystemError):
             f"data dir {data_dir} is already served by a live system (pid {who}, started by pid "
             f"{marker.owner_pid}); stop it first with `ouroactors stop --data-dir {data_dir}`"
         )
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), or None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
 
 
 def read_marker(data_dir: Path) -> Marker | None:

@@ -22,16 +22,9 @@ from typing import Any
 
 import pytest
 
+from ..core.procs import pid_alive as _pid_alive
 from ..system.handle import ActorSystem
 from .leaks import assert_nothing_left
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture

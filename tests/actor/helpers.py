@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ouroactors.core.procs import pid_alive as pid_alive
+
 ECHO = "ouroactors.examples.workers:Echo"
 COUNTER = "ouroactors.examples.workers:Counter"
 RECORDER = "ouroactors.examples.workers:Recorder"
@@ -14,15 +16,6 @@ SLOW_STOP = "ouroactors.examples.workers:SlowStop"
 AUTHORITY = "ouroactors.examples.workers:Authority"
 FAILING_START = "ouroactors.examples.workers:FailingStart"
 FLAGGED = "ouroactors.examples.workers:FailsWhenFlagged"
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_until(condition: Any, timeout: float = 10.0, what: str = "condition") -> None:

@@ -62,7 +62,8 @@ def test_decisions_are_recorded_in_the_ledger_before_they_are_returned(actor_sys
 
 def test_an_allow_that_cannot_be_recorded_is_answered_as_ask(actor_system):
     actor_system.start_tree(tree())
-    actor_system.arm_faults("agent/grants", FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED),)))
+    reject = FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED)
+    actor_system.arm_faults("agent/grants", FaultPlan((reject,)))
     verdict = actor_system.ask("agent/grants", Decide(bash("git status")))
     assert verdict.decision is Decision.ASK and verdict.reason.startswith("unrecordable")
 
