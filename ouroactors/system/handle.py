@@ -526,12 +526,8 @@ class ActorSystem:
         started = time.monotonic()
         answer = self._endpoint.ask(address, message, timeout)
         if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
-            try:
-                context = self._thespian.private()
-                endpoint = context.__enter__()
-            except Exception:  # already a private endpoint (thespian cannot nest them): keep it
-                return answer
-            self._endpoint = endpoint
+            context = self._thespian.private()
+            self._endpoint = context.__enter__()
             self._private_contexts.append(context)
         return answer
 
