@@ -108,7 +108,7 @@ class ActorRef:
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         payload = Stamped(stamp, message) if stamp is not None else message
-        return self.system._unwrap(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
+        return self.system._unwrap(self.system._thespian.ask(self.address, payload, timeout), self.path, timeout)
 
     def tell(self, message: Any) -> None:
         self.system._thespian.tell(self.address, message)
@@ -120,8 +120,6 @@ class ActorSystem:
     def __init__(self, thespian: Any, base: str, data_dir: Path, context: SystemContext,
                  port: int | None, *, owner: bool, pgid: int | None = None) -> None:
         self._thespian = thespian
-        self._endpoint: Any = thespian  # replaced by a private endpoint after an ask timed out
-        self._private_contexts: list[Any] = []
         self.base = base
         self.data_dir = data_dir
         self.context = context
@@ -302,9 +300,6 @@ class ActorSystem:
                         with contextlib.suppress(OuroactorsError):
                             self.stop_tree(tree.name, timeout=timeout)
         finally:
-            for context in self._private_contexts:
-                with contextlib.suppress(Exception):
-                    context.__exit__(None, None, None)
             self._thespian.shutdown()
             with contextlib.suppress(Exception):  # fails fast, without closing, when the admin is gone
                 self._thespian._systemBase.transport.close()
@@ -402,12 +397,12 @@ class ActorSystem:
         payload = Stamped(stamp, message) if stamp is not None else message
         address = self._address_of(path)
         started = time.monotonic()
-        answer = self._ask_raw(address, payload, timeout)
+        answer = self._thespian.ask(address, payload, timeout)
         if answer is None and time.monotonic() - started < timeout / 2:
             self._addresses.pop(path, None)
             fresh = self._address_of(path)
             if fresh != address:
-                answer = self._ask_raw(fresh, payload, timeout)
+                answer = self._thespian.ask(fresh, payload, timeout)
         try:
             return self._unwrap(answer, path, timeout)
         except OuroactorsError:
@@ -515,21 +510,7 @@ class ActorSystem:
     # -- answers --------------------------------------------------------------------------------------
 
     def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any:
-        return self._unwrap(self._ask_raw(address, message, timeout), what, timeout)
-
-    def _ask_raw(self, address: Any, message: Any, timeout: float) -> Any:
-        """One thespian ask; after a timeout, later asks use a fresh endpoint.
-
-        An answer that comes after its ask timed out would otherwise be taken by the *next* ask on
-        the same endpoint as its own. Abandoning the endpoint sends such late answers nowhere.
-        """
-        started = time.monotonic()
-        answer = self._endpoint.ask(address, message, timeout)
-        if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
-            context = self._thespian.private()
-            self._endpoint = context.__enter__()
-            self._private_contexts.append(context)
-        return answer
+        return self._unwrap(self._thespian.ask(address, message, timeout), what, timeout)
 
     @staticmethod
     def _unwrap(answer: Any, what: str, timeout: float) -> Any:
