@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import clock
+
 log = logging.getLogger("ouroactors.events")
 
 
@@ -68,9 +70,13 @@ class EventWriter:
         self.node = node
 
     def write(self, kind: str, child: str | None, fields: dict[str, Any]) -> None:
+        if clock.simulated() and "pid" in fields:
+            # A simulation runs in whatever process hosts it: its pid is no fact of the run, and
+            # leaving it out keeps a replay's log identical byte for byte.
+            fields = {k: v for k, v in fields.items() if k != "pid"}
         event = Event(
             kind=kind, path="/".join(p for p in (self.supervisor, child) if p),
-            supervisor=self.supervisor, child=child, time_ns=time.time_ns(), epoch=self.epoch,
+            supervisor=self.supervisor, child=child, time_ns=clock.time_ns(), epoch=self.epoch,
             node=self.node, fields=fields,
         )
         line = json.dumps(event.to_json(), separators=(",", ":"), default=str) + "\n"

@@ -14,10 +14,10 @@ generation.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core import clock
 from ..core.errors import StaleGeneration
 
 EPOCH_FILE = "node.epoch"
@@ -56,7 +56,7 @@ def generation_source(node_epoch: int, origin_ns: int) -> Callable[[int | None],
     high = node_epoch << _MICROS_BITS
 
     def next_generation(previous: int | None) -> int:
-        micros = min((time.monotonic_ns() - origin_ns) // 1000, _MICROS_MASK)
+        micros = min((clock.monotonic_ns() - origin_ns) // 1000, _MICROS_MASK)
         candidate = high | max(micros, 0)
         if previous is not None and candidate <= previous:
             candidate = previous + 1

@@ -23,13 +23,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMessage, WakeupMessage
 
+from ..core import clock
 from ..core.errors import NoSuchActor, UnhandledMessage
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
@@ -151,7 +151,7 @@ class Supervisor(Actor):
                 slot.started = True
                 slot.pid = message.pid
                 slot.node = message.node
-                slot.last_seen = time.monotonic()
+                slot.last_seen = clock.monotonic()
                 self._by_address[message.address_text] = slot
                 self._start_heartbeat()
                 self._feed(ChildUp(message.key, message.incarnation, message.pid, slot.address, message.node))
@@ -180,7 +180,7 @@ class Supervisor(Actor):
         elif isinstance(message, Pong):
             slot = self._slots.get((message.key, message.incarnation))
             if slot is not None:
-                slot.last_seen = time.monotonic()
+                slot.last_seen = clock.monotonic()
         elif isinstance(message, Ping):
             self.send(sender, Pong(message.key, message.incarnation))
         elif isinstance(message, Loopback):
@@ -230,7 +230,7 @@ class Supervisor(Actor):
     def _heartbeat(self) -> None:
         """Ping remote children; a child silent for NODE_LOST_AFTER died with its node."""
         self._heartbeat_running = False
-        now = time.monotonic()
+        now = clock.monotonic()
         self._check_local_pids(now)
         remote = [s for s in self._slots.values() if s.started and s.node != this_node()]
         lost_nodes: set[str] = set()
@@ -283,7 +283,7 @@ class Supervisor(Actor):
         assert self.core is not None
         pending: list[Input] = [first]
         while pending:
-            for command in self.core.handle(pending.pop(0), time.monotonic()):
+            for command in self.core.handle(pending.pop(0), clock.monotonic()):
                 failure = self._execute(command)
                 if failure is not None:
                     pending.append(failure)

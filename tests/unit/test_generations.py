@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ouroactors.core import clock
+from ouroactors.core.clock import VirtualClock
 from ouroactors.core.errors import StaleGeneration
-from ouroactors.supervision import generations
 from ouroactors.supervision.generations import (
     EPOCH_FILE,
     bump_node_epoch,
@@ -79,7 +80,9 @@ def test_generation_source_is_strictly_increasing_per_child() -> None:
 
 
 def test_generation_source_with_a_frozen_clock_still_increases(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(generations.time, "monotonic_ns", lambda: 5_000_000)
+    frozen = VirtualClock()
+    frozen.advance(5_000_000)
+    monkeypatch.setattr(clock, "_current", frozen)
     source = generation_source(3, 0)
     first = source(None)
     assert first == (3 << 48) | 5000
@@ -110,7 +113,9 @@ def test_epoch_of_inverts_the_layout(epoch: int, micros: int) -> None:
 
 
 def test_generation_source_clamps_before_the_origin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(generations.time, "monotonic_ns", lambda: 1000)
+    early = VirtualClock()
+    early.advance(1000)
+    monkeypatch.setattr(clock, "_current", early)
     assert generation_source(1, 10**12)(None) == 1 << 48
 
 

@@ -16,7 +16,6 @@ reason. Revoking rules changes this authority's generation: rest_for_one restart
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,7 +25,7 @@ import lmdb
 import msgpack
 from thespian.actors import WakeupMessage
 
-from ...core import faults
+from ...core import clock, faults
 from ...core.codec import digest_of
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.worker import Worker
@@ -130,7 +129,7 @@ class Grants(Worker):
         for scope, texts in (rules or {}).items():  # configured user/workspace rules join the stored ones
             if scope != "node":
                 self.stored_rules[scope] = tuple(dict.fromkeys((*self.stored_rules.get(scope, ()), *texts)))
-        now = time.time_ns()
+        now = clock.time_ns()
         orphans = [x for a in self.approvals.values() if (x := book.deny_orphan(a, now, ORPHANED)) is not None]
         if orphans:
             self._commit(approvals=orphans)
@@ -240,7 +239,7 @@ class Grants(Worker):
     # -- approvals ----------------------------------------------------------------------------------
 
     def handle_RequestApproval(self, message: RequestApproval, sender: Any) -> Approval:
-        now = time.time_ns()
+        now = clock.time_ns()
         approval = book.request(
             list(self.approvals.values()), approval_id=f"approval-{uuid.uuid4().hex[:12]}",
             session_id=message.session_id, tool=message.tool, call_digest=digest_of([message.tool, message.arguments]),
@@ -267,7 +266,7 @@ class Grants(Worker):
         try:
             decided = book.answer(approval, approve=message.approve, operator=message.operator,
                                   call_digest=message.call_digest, state_version=message.state_version,
-                                  now_ns=time.time_ns(), reason=message.reason)
+                                  now_ns=clock.time_ns(), reason=message.reason)
         except Refusal as refusal:
             self._commit(approvals=[refusal.record])
             self._tell_waiters(refusal.record)
@@ -296,7 +295,7 @@ class Grants(Worker):
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload == _EXPIRY:
-            now = time.time_ns()
+            now = clock.time_ns()
             expired = [x for a in self.approvals.values() if (x := book.expire(a, now)) is not None]
             if expired:
                 self._commit(approvals=expired)

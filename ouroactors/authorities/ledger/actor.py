@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,6 +29,7 @@ from typing import Any
 
 from thespian.actors import WakeupMessage
 
+from ...core import clock
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
@@ -257,7 +257,7 @@ class Ledger(Worker):
         if entry is None:
             return LedgerError(f"no effect {message.effect_id!r} in the ledger")
         if entry.status is Status.STARTED:
-            self._runners[message.effect_id] = (message.runner or sender, time.monotonic())
+            self._runners[message.effect_id] = (message.runner or sender, clock.monotonic())
             if not self._watching:
                 self._watching = True
                 self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_RUNNERS)
@@ -266,13 +266,13 @@ class Ledger(Worker):
     def handle_Pong(self, message: Pong, sender: Any) -> None:
         for effect_id, (runner, _seen) in list(self._runners.items()):
             if runner == sender:
-                self._runners[effect_id] = (runner, time.monotonic())
+                self._runners[effect_id] = (runner, clock.monotonic())
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload != _RUNNERS:
             return
         self._watching = False
-        now = time.monotonic()
+        now = clock.monotonic()
         lost: list[str] = []
         for effect_id, (runner, seen) in list(self._runners.items()):
             entry = self.store.get(effect_id)

@@ -20,13 +20,13 @@ would let the same effect id be recorded — and the effect run — again).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import lmdb
 
+from ...core import clock
 from ...core.codec import CodecError, check_size, decode, encode, seq_key, str_key
 from ...core.errors import CorruptRecord
 from ..storage.commit import Committed, Outcome, write
@@ -87,7 +87,7 @@ class LedgerStore:
         return write(self.env, lambda txn: [self._apply_one(txn, op) for op in ops], fence=self.fence)
 
     def _apply_one(self, txn: lmdb.Transaction, op: Op) -> OpResult:
-        now = time.time_ns()
+        now = clock.time_ns()
         try:
             if isinstance(op, Start):
                 current = self._read(txn, op.request.effect_id)
@@ -124,7 +124,7 @@ class LedgerStore:
         """Every entry still ``started`` becomes ``ambiguous`` — never failed. Returns how many."""
 
         def mark(txn: lmdb.Transaction) -> int:
-            now = time.time_ns()
+            now = clock.time_ns()
             count = 0
             for key, raw in list(txn.cursor(db=self.entries)):
                 entry = self._decode(txn, key, raw)
@@ -142,7 +142,7 @@ class LedgerStore:
         """Entries whose runner died before settling become ambiguous at once (never failed)."""
 
         def mark(txn: lmdb.Transaction) -> int:
-            now = time.time_ns()
+            now = clock.time_ns()
             count = 0
             for effect_id in effect_ids:
                 current = self._read(txn, effect_id)

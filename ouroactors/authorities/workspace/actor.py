@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -30,7 +29,7 @@ import lmdb
 import msgpack
 from thespian.actors import WakeupMessage
 
-from ...core import faults
+from ...core import clock, faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
@@ -161,7 +160,7 @@ class Workspace(Worker):
         root = canonicalize(message.root, allowed_roots=self.allowed_roots)
         owner = message.owner or sender
         decision = self.table.acquire(root, message.mode, message.session_id, self._owner_id(owner),
-                                      time.time_ns())
+                                      clock.time_ns())
         self._commit(decision)
         self._watch(owner)
         return Granted(decision.lease, decision.capability)
@@ -184,7 +183,7 @@ class Workspace(Worker):
             )
         owner = message.owner or sender
         decision: Acquired = self.table.reclaim(message.session_id, root, message.mode, self._owner_id(owner),
-                                                message.session_id, time.time_ns())
+                                                message.session_id, clock.time_ns())
         self._commit(decision)
         self._watch(owner)
         return Granted(decision.lease, decision.capability)
@@ -212,17 +211,17 @@ class Workspace(Worker):
         return str(address)
 
     def _watch(self, owner: Any) -> None:
-        self.owners[self._owner_id(owner)] = (owner, time.monotonic())
+        self.owners[self._owner_id(owner)] = (owner, clock.monotonic())
 
     def handle_Pong(self, message: Pong, sender: Any) -> None:
         owner = self.owners.get(self._owner_id(sender))
         if owner is not None:
-            self.owners[self._owner_id(sender)] = (owner[0], time.monotonic())
+            self.owners[self._owner_id(sender)] = (owner[0], clock.monotonic())
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload != _HEARTBEAT:
             return
-        now = time.monotonic()
+        now = clock.monotonic()
         holding = {lease.owner for lease in self.table.live() if lease.status == "active"}
         for owner_id, (address, seen) in list(self.owners.items()):
             if owner_id not in holding:
