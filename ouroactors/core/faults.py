@@ -25,14 +25,15 @@ import os
 import random
 import signal
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
+from . import clock
+
 __all__ = [
-    "FaultAction", "FaultFiring", "FaultInjected", "FaultPlan", "FaultRule", "arm", "armed",
+    "FaultAction", "FaultFiring", "FaultInjected", "FaultPlan", "FaultRule", "acting_as", "arm", "armed",
     "disarm", "firings", "known_points", "point", "register_point", "validate_plan",
 ]
 
@@ -123,7 +124,10 @@ class FaultRule:
 
     Trigger: at most one of ``nth`` (only the nth matching hit, 1-based), ``every`` (every n-th
     hit) and ``probability`` (with optional ``seed``); with none of them every hit fires.
-    ``times`` caps the number of firings. ``delay_s`` is for DELAY, ``exit_code`` for EXIT
+    ``after_s`` keeps the rule dormant until that many seconds after the plan was armed (on the
+    system's clock: virtual time in a simulation); hits before then do not count, so
+    ``after_s=2, nth=1`` is "the first hit after two seconds". ``times`` caps the number of
+    firings. ``delay_s`` is for DELAY, ``exit_code`` for EXIT
     (``os._exit``: no ``finally``, no atexit, no flush), ``exception`` for RAISE.
     """
 
@@ -133,6 +137,7 @@ class FaultRule:
     every: int | None = None
     probability: float | None = None
     seed: int | None = None
+    after_s: float | None = None
     times: int | None = None
     delay_s: float = 0.0
     exit_code: int = 70
@@ -165,6 +170,8 @@ class FaultRule:
         p = self.probability
         if p is not None and not (number(p) and 0 <= p <= 1):
             raise fail("probability", "must be a number in [0, 1]")
+        if self.after_s is not None and not (number(self.after_s) and self.after_s >= 0):
+            raise fail("after_s", "must be a number of seconds >= 0")
         if not (number(self.delay_s) and self.delay_s >= 0):
             raise fail("delay_s", "must be a number >= 0")
         triggers = [n for n in ("nth", "every", "probability") if getattr(self, n) is not None]
@@ -249,7 +256,11 @@ class FaultPlan:
 
 @dataclass(frozen=True)
 class FaultFiring:
-    """Record of one firing: which point, which rule, its matching-hit number, where and when."""
+    """Record of one firing: which point, which rule, its matching-hit number, where and when.
+
+    ``actor`` is the tree path of the actor whose message was being handled (see
+    :func:`acting_as`), which is what tells actors apart when several share a process.
+    """
 
     point: str
     rule_index: int
@@ -257,12 +268,13 @@ class FaultFiring:
     hit: int
     pid: int
     at_ns: int
+    actor: str | None = None
 
 
 class _Compiled:
     """Mutable per-arming state of one rule (counters, rng, resolved exception class)."""
 
-    __slots__ = ("exc_cls", "fired", "hits", "index", "is_glob", "pattern", "rng", "rule")
+    __slots__ = ("active_from", "exc_cls", "fired", "hits", "index", "is_glob", "pattern", "rng", "rule")
 
     def __init__(self, index: int, rule: FaultRule) -> None:
         self.index, self.rule, self.pattern = index, rule, rule.point
@@ -270,9 +282,14 @@ class _Compiled:
         self.hits = self.fired = 0
         self.rng = random.Random(rule.seed) if rule.probability is not None else None
         self.exc_cls = _resolve_exception(rule.exception) if rule.exception else None
+        self.active_from = None if rule.after_s is None else clock.monotonic() + rule.after_s
 
     def decide(self) -> bool:
         """Count a matching hit; True if this hit fires (trigger satisfied and budget left)."""
+        if self.active_from is not None:
+            if clock.monotonic() < self.active_from:
+                return False  # dormant: the hit does not count
+            self.active_from = None
         self.hits += 1
         rule = self.rule
         if self.rng is not None:
@@ -297,6 +314,18 @@ class _Armed:
 _ARMED: _Armed | None = None  # the fast-path flag: None means point() returns at once
 _LAST: _Armed | None = None  # last armed state, kept after disarm() so firings() stays readable
 _KNOWN_POINTS: dict[str, str] = {}
+_ACTOR: str | None = None  # the actor handling a message in this thread of control (see acting_as)
+
+
+def acting_as(path: str | None) -> None:
+    """Name the actor whose message is being handled now; firings record it.
+
+    The worker shell calls this per message. In a process per actor it never changes; on the
+    simple base, where every actor shares one process and one thread, it is what attributes a
+    firing to the right actor.
+    """
+    global _ACTOR
+    _ACTOR = path
 
 
 def _reset_lock_in_child() -> None:
@@ -361,7 +390,7 @@ def _armed_point(name: str) -> FaultAction | None:
                 continue
             if c.decide() and not terminal:
                 c.fired += 1
-                firing = FaultFiring(name, c.index, c.rule.action, c.hits, os.getpid(), time.time_ns())
+                firing = FaultFiring(name, c.index, c.rule.action, c.hits, os.getpid(), clock.time_ns(), _ACTOR)
                 state.firings.append(firing)
                 due.append((c, firing))
                 terminal = c.rule.action is not FaultAction.DELAY
@@ -373,7 +402,7 @@ def _armed_point(name: str) -> FaultAction | None:
                 log.exception("fault on_fire callback failed for %r", firing)
         action = c.rule.action
         if action is FaultAction.DELAY:
-            time.sleep(c.rule.delay_s)
+            clock.sleep(c.rule.delay_s)  # virtual time in a simulation: time passes, nothing waits
         elif action is FaultAction.EXIT:
             os._exit(c.rule.exit_code)
         elif action is FaultAction.KILL:

@@ -68,6 +68,12 @@ class Observation:
     driver: DriverRecord | None = None
     ledger_path: str = "agent/ledger"
     recovered: bool = True  # recovery ran after the workload: nothing may still be ``started``
+    # The world stamps deliveries with the real wall clock; a simulated system records virtual
+    # times. This maps a world stamp onto the system's clock (None: they share the real clock).
+    world_time: Callable[[int], int] | None = None
+
+    def world_ns(self, real_ns: int) -> int:
+        return real_ns if self.world_time is None else self.world_time(real_ns)
 
     def run_entries(self) -> list[Entry]:
         prefix = f"{self.run_id}/"
@@ -96,7 +102,7 @@ def effect_without_start(obs: Observation) -> list[Violation]:
     entries = obs.effect_entries()
     for key, deliveries in sorted(obs.deliveries().items()):
         entry = entries.get(key)
-        first = min(d["t_ns"] for d in deliveries)
+        first = min(obs.world_ns(d["t_ns"]) for d in deliveries)
         if entry is None:
             out.append(Violation("effect-without-start", key,
                                  f"the world saw {len(deliveries)} delivery(ies) but the ledger has no committed "

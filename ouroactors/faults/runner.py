@@ -223,7 +223,8 @@ class Bench:
                 self.world.start()
             self.workspace_base.mkdir(parents=True, exist_ok=True)
             with self.world.environ():  # the ledger's reconciler finds the world through it
-                self.system = ActorSystem.start(self.base, self.data_dir / "system")
+                # On the simple base the system runs on virtual time: a run is then deterministic.
+                self.system = ActorSystem.start(self.base, self.data_dir / "system", simulated=self.base == "simple")
             self.system.start_tree(self.tree)
             self.system.start_tree(self.owners)
             self.client = self.world.client(timeout=max(self.config.effect_timeout, 2.0))
@@ -446,6 +447,8 @@ class Bench:
         for i in range(self.config.sessions):
             Path(self.config.root_of(str(self.workspace_base / run_id), i)).mkdir(parents=True, exist_ok=True)
         mark = system.mark()
+        if system.simulation is not None:  # world stamps of earlier runs are never mapped again
+            system.simulation.clock.forget_before(time.time_ns())
         if plan is not None:
             self.arm(plan, at)
         assert self.client is not None
@@ -466,7 +469,9 @@ class Bench:
                 statuses[entry.status.value] = statuses.get(entry.status.value, 0) + 1
         return RunResult(
             run_id=run_id, plan=plan, record=record, observation=observation, violations=violations,
-            firings=[{"path": e.path, **e.fields} for e in run_events if e.kind == "fault_fired"],
+            # ``actor`` names who was handling a message when the plan is armed process-wide (simple base)
+            firings=[{**e.fields, "path": e.fields.get("actor", e.path)}
+                     for e in run_events if e.kind == "fault_fired"],
             exits=[(e.path, (e.reason or {}).get("kind", "?")) for e in run_events if e.kind == "exited"],
             escalated=escalated or any(e.kind == "tree_ended" for e in run_events),
             recovery=recovery, anomalies=self.anomalies[anomalies_before:], statuses=dict(sorted(statuses.items())),
@@ -503,6 +508,7 @@ class Bench:
             leases=list(leases) if isinstance(leases, list) else [],
             lease_snapshots=record.lease_snapshots, events=self.events(), driver=record,
             ledger_path=self.targets.ledger, recovered=True,
+            world_time=self.live.simulation.clock.at_real if self.live.simulation is not None else None,
         )
 
     def events(self) -> list[Event]:

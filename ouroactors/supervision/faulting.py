@@ -24,8 +24,10 @@ def arm_here(plan: Any, context: SystemContext | None, path: str) -> None:
 
     def record(firing: faults.FaultFiring) -> None:
         if writer is not None:
-            writer.write("fault_fired", None, {"point": firing.point, "rule": firing.rule_index,
-                                               "action": firing.action.value, "hit": firing.hit,
-                                               "pid": firing.pid})
+            fields = {"point": firing.point, "rule": firing.rule_index, "action": firing.action.value,
+                      "hit": firing.hit, "pid": firing.pid}
+            if firing.actor is not None and firing.actor != path:
+                fields["actor"] = firing.actor  # armed process-wide; this actor's message was being handled
+            writer.write("fault_fired", None, fields)
 
     faults.arm(plan, on_fire=record)

@@ -169,6 +169,7 @@ class Worker(Actor):
         if isinstance(message, WakeupMessage) and message.payload == _SELF_EXIT:
             self.send(self.myAddress, ActorExitRequest())
             return
+        faults.acting_as(self.path)  # one store; tells actors apart where they share a process
         try:
             self._handle_message(message, sender)
         except Exception as exc:  # the first exception ends the worker: no retry, no poison

@@ -33,6 +33,7 @@ from typing import Any
 from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
+from ..core import clock
 from ..core.errors import (
     ActorCrashed,
     ActorSystemError,
@@ -47,7 +48,7 @@ from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import AdminCall, ArmFaults, Ok, Stamped, SystemContext
 from ..supervision.specs import ChildSpec
-from . import _patches, marker
+from . import _patches, _simulation, marker
 from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
@@ -134,6 +135,7 @@ class ActorSystem:
         self._addresses: dict[str, Any] = {}
         self.marker: marker.Marker | None = None
         self.stale_marker: marker.Marker | None = None
+        self.simulation: _simulation.Simulation | None = None  # set when started with simulated=True
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -151,6 +153,7 @@ class ActorSystem:
         admin_port: int | None = None,
         leader: bool = False,
         convention: str | None = None,
+        simulated: bool = False,
     ) -> ActorSystem:
         """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None).
 
@@ -158,6 +161,10 @@ class ActorSystem:
         its admin port; ``convention="HOST:PORT"`` joins the convention led there, adding this
         node and its ``capabilities`` (children with ``requires`` are placed by them). The
         convention's traffic is pickled: nodes must be on a trusted network.
+
+        ``simulated=True`` (simple base only) runs the system on virtual time
+        (:mod:`._simulation`): timers, restarts, generations and the event log depend only on
+        what the system is asked, so the same asks give the same event log byte for byte.
         """
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
@@ -169,14 +176,17 @@ class ActorSystem:
             refuse_unreachable(join)
         if (leader or join) and base != "multiproc":
             raise ActorSystemError("a convention (leader or join) needs the multiproc base")
+        if simulated and base != "simple":
+            raise ActorSystemError(f"simulated=True needs the simple base (one process), not {base!r}")
         epoch = bump_node_epoch(directory)
         port: int | None = None
         if base == "multiproc":
             port = admin_port or free_port(bind_host)
-        node = f"{bind_host}:{port}" if port else f"local:{os.getpid()}"
+        node = f"{bind_host}:{port}" if port else ("sim" if simulated else f"local:{os.getpid()}")
+        simulation = _simulation.begin() if simulated else None  # before anything reads the clock
         context = SystemContext(
             name=name, base=base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
-            node_epoch=epoch, origin_ns=time.monotonic_ns(), node=node,
+            node_epoch=epoch, origin_ns=clock.monotonic_ns(), node=node,
         )
         os.environ["OUROACTORS_NODE"] = node  # inherited by the admin and every actor it forks
         if base == "multiproc":
@@ -195,14 +205,24 @@ class ActorSystem:
                 BASES[base], caps, logDefs=_log_defs(directory / "actors.log"), transientUnique=True
             )
         else:
-            thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
+            try:
+                thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
+                if simulation is not None:
+                    simulation.attach(thespian)
+            except BaseException:
+                if simulation is not None:
+                    simulation.stop()
+                raise
         try:
             system = cls(thespian, base, directory, context, port, owner=True)
+            system.simulation = simulation
             system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
             if join is not None:
                 system._await_convention(join)
         except BaseException:
             thespian.shutdown()
+            if simulation is not None:
+                simulation.stop()
             raise
         system.stale_marker = stale
         system.marker = marker.Marker(
@@ -301,6 +321,8 @@ class ActorSystem:
                             self.stop_tree(tree.name, timeout=timeout)
         finally:
             self._thespian.shutdown()
+            if self.simulation is not None:
+                self.simulation.stop()
             with contextlib.suppress(Exception):  # fails fast, without closing, when the admin is gone
                 self._thespian._systemBase.transport.close()
             self._sweep()
@@ -337,6 +359,13 @@ class ActorSystem:
     def mark(self) -> int:
         """The number of events seen so far: pass it as ``after`` to wait only for newer ones."""
         return len(self.events.all())
+
+    def run_for(self, seconds: float) -> None:
+        """Let the system run for ``seconds``: the in-process base only runs while called, and a
+        simulated one passes that much virtual time at once (timers due in it fire, in order)."""
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+            raise ValueError(f"seconds: must be a number >= 0, got {seconds!r}")
+        self._idle(seconds)
 
     def _idle(self, seconds: float) -> None:
         if self.base == "simple":

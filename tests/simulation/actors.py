@@ -1,0 +1,30 @@
+"""Test actors for simulated systems."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import WakeupMessage
+
+from ouroactors import Worker
+from ouroactors.core import clock
+
+
+class Ticker(Worker):
+    """Sets a timer when asked; counts the timers that fired and when (on the system's clock)."""
+
+    def on_start(self) -> None:
+        self.fired: list[float] = []
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        if message.startswith("after "):
+            self.wakeupAfter(timedelta(seconds=float(message.split()[1])), payload="tick")
+            return clock.monotonic()
+        if message == "fired":
+            return list(self.fired)
+        return None
+
+    def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
+        if message.payload == "tick":
+            self.fired.append(clock.monotonic())
