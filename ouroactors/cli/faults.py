@@ -13,8 +13,10 @@ from .common import connect, console, data_dir_option, err_console, reports_erro
 
 def _known_points() -> dict[str, str]:
     # Importing the authorities registers their points.
+    from ..authorities.grants import actor as _grants  # noqa: F401
     from ..authorities.ledger import actor as _ledger  # noqa: F401
     from ..authorities.storage import commit as _commit  # noqa: F401
+    from ..authorities.workspace import actor as _workspace  # noqa: F401
 
     return fault_points.known_points()
 
@@ -37,9 +39,11 @@ def arm(data_dir: str, plan_file: str, path: str | None) -> None:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         sys.exit(2)
     _known_points()
-    for warning in fault_points.validate_plan(plan):
+    system = connect(data_dir)
+    actors = [p for p, info in system.walk() if info.type == "worker"]
+    for warning in fault_points.validate_plan(plan, [f"message.{p}" for p in actors]):
         err_console.print(f"warning: {warning}", markup=False, highlight=False)
-    armed = connect(data_dir).arm_faults(path, plan)
+    armed = system.arm_faults(path, plan)
     console.print(f"armed {len(plan.rules)} rule(s) in {len(armed)} actor(s)", markup=False)
 
 

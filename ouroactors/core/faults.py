@@ -17,6 +17,7 @@ A forked child inherits the armed plan and counters; its lock is replaced after 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import importlib
@@ -25,16 +26,30 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
 from . import clock
+from .procs import process_start_ticks
 
 __all__ = [
-    "FaultAction", "FaultFiring", "FaultInjected", "FaultPlan", "FaultRule", "acting_as", "arm", "armed",
-    "disarm", "firings", "known_points", "point", "register_point", "validate_plan",
+    "FaultAction",
+    "FaultFiring",
+    "FaultInjected",
+    "FaultPlan",
+    "FaultRule",
+    "acting_as",
+    "arm",
+    "armed",
+    "disarm",
+    "firings",
+    "known_points",
+    "point",
+    "register_point",
+    "validate_plan",
+    "with_kill_target",
 ]
 
 log = logging.getLogger(__name__)
@@ -144,6 +159,9 @@ class FaultRule:
     exception: str | None = None
     target: str | None = None  # kill: the tree path of the actor to SIGKILL
     target_pid: int | None = None  # kill: resolved from ``target`` when the plan is armed
+    # kill: the target process's start time (see with_kill_target); a target that has been
+    # restarted since (a new process, perhaps reusing the pid) is then never killed by mistake
+    target_start: int | None = None
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> ValueError:
@@ -182,7 +200,8 @@ class FaultRule:
             raise fail("seed", "only meaningful together with probability")
         if self.delay_s and self.action is not FaultAction.DELAY:
             raise fail("delay_s", "only meaningful for action 'delay'")
-        if (self.target is not None or self.target_pid is not None) and self.action is not FaultAction.KILL:
+        if (self.target is not None or self.target_pid is not None or self.target_start is not None) \
+                and self.action is not FaultAction.KILL:
             raise fail("target", "only meaningful for action 'kill'")
         if self.target is not None and (not isinstance(self.target, str) or not self.target):
             raise fail("target", "must be a tree path such as 'agent/ledger'")
@@ -406,7 +425,12 @@ def _armed_point(name: str) -> FaultAction | None:
         elif action is FaultAction.EXIT:
             os._exit(c.rule.exit_code)
         elif action is FaultAction.KILL:
-            os.kill(c.rule.target_pid or os.getpid(), signal.SIGKILL)
+            victim = c.rule.target_pid or os.getpid()
+            if c.rule.target_start is not None and process_start_ticks(victim) != c.rule.target_start:
+                log.warning("fault at %r: kill target %s (pid %d) is no longer that process; not killing",
+                            name, c.rule.target, victim)
+                continue
+            os.kill(victim, signal.SIGKILL)
         elif action in _ANSWERED:
             return action
         elif action in _STORAGE_EXCEPTIONS:
@@ -416,6 +440,11 @@ def _armed_point(name: str) -> FaultAction | None:
         else:
             raise FaultInjected(name, c.index)
     return None
+
+
+def with_kill_target(rule: FaultRule, pid: int) -> FaultRule:
+    """``rule`` aimed at process ``pid`` as it is now (its start time pins the incarnation)."""
+    return dataclasses.replace(rule, target_pid=pid, target_start=process_start_ticks(pid))
 
 
 def register_point(name: str, doc: str = "") -> str:
@@ -435,9 +464,10 @@ def known_points() -> dict[str, str]:
     return dict(sorted(_KNOWN_POINTS.items()))
 
 
-def validate_plan(plan: FaultPlan) -> list[str]:
-    """Warnings for rules whose pattern matches no registered point (likely typos)."""
-    known = sorted(_KNOWN_POINTS)
+def validate_plan(plan: FaultPlan, extra_points: Iterable[str] = ()) -> list[str]:
+    """Warnings for rules whose pattern matches no registered point nor one of ``extra_points``
+    (for example ``message.<path>`` of the running actors): likely typos."""
+    known = sorted(set(_KNOWN_POINTS) | set(extra_points))
     listing = ", ".join(known) if known else "(none registered)"
     warnings = []
     for i, rule in enumerate(plan.rules):

@@ -136,7 +136,7 @@ def plan_to_toml(plan: FaultPlan, comments: Sequence[str] = ()) -> str:
     for rule in plan.to_dict()["rules"]:
         lines.append("[[rules]]")
         for key, value in rule.items():
-            if key == "target_pid" or value is None:
+            if key in ("target_pid", "target_start") or value is None:
                 continue  # resolved when armed
             lines.append(f"{key} = {_toml_value(getattr(value, 'value', value))}")
         lines.append("")

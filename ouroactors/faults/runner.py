@@ -35,7 +35,7 @@ from ..authorities.ledger.actor import Ledger, ListEntries, Reconcile
 from ..authorities.ledger.domain import Status
 from ..authorities.workspace.actor import Workspace
 from ..core.errors import OuroactorsError
-from ..core.faults import FaultAction, FaultPlan
+from ..core.faults import FaultAction, FaultPlan, with_kill_target
 from ..core.procs import pid_alive as _pid_alive
 from ..supervision.events import Event
 from ..supervision.protocol import ArmFaults
@@ -380,7 +380,7 @@ class Bench:
             for rule in plan.rules:
                 if rule.action is FaultAction.KILL and rule.target is not None:
                     pid = rows[rule.target].pid if rule.target in rows else system.pid_of(rule.target)
-                    rule = dataclasses.replace(rule, target_pid=pid)
+                    rule = with_kill_target(rule, pid)
                 rules.append(rule)
             resolved = dataclasses.replace(plan, rules=tuple(rules))
         armed = []

@@ -515,13 +515,13 @@ class ActorSystem:
     def _resolve_kill_targets(self, plan: Any) -> Any:
         import dataclasses
 
-        from ..core.faults import FaultAction
+        from ..core.faults import FaultAction, with_kill_target
 
         rules = []
         for rule in plan.rules:
             if rule.action is FaultAction.KILL and rule.target is not None:
                 pid = self.pid_of(rule.target)
-                rule = dataclasses.replace(rule, target_pid=pid)
+                rule = with_kill_target(rule, pid)
             rules.append(rule)
         return dataclasses.replace(plan, rules=tuple(rules))
 

@@ -83,6 +83,12 @@ def test_kill_action_names_its_victim_by_path(actor_system):
     actor_system.wait_for("started", "root/victim", after=mark)
     assert actor_system.child_info("root/victim").pid != victim
 
+    # The rule fires again, but its target is now another process: it is not killed.
+    again = actor_system.mark()
+    assert actor_system.ask("root/trigger", "point") == "passed"
+    assert actor_system.ask("root/victim", "point") == "passed"  # answered: still alive
+    assert not [e for e in actor_system.events.all()[again:] if e.kind == "exited"]
+
 
 def test_storage_actions_reach_the_commit_contract(tmp_path):
     from ouroactors.authorities.storage.commit import Rejected, Unknown, write

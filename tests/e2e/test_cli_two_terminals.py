@@ -48,6 +48,17 @@ def test_run_inspect_kill_restart_stop(tmp_path):
         bad = cli("kill", "r/nope", cwd=tmp_path)
         assert bad.returncode == 2 and "not_found" in bad.stderr
 
+        plan = tmp_path / "plan.toml"
+        plan.write_text('[[rules]]\npoint = "message.r/e"\naction = "delay"\n\n'
+                        '[[rules]]\npoint = "storage.befor_commit"\naction = "raise"\n')
+        armed = cli("faults", "arm", str(plan), "--at", "r/e", cwd=tmp_path)
+        assert armed.returncode == 0 and "armed 2 rule(s) in 1 actor(s)" in armed.stdout, armed.stderr
+        warned = " ".join(armed.stderr.split())
+        assert "rules[0]" not in warned  # a running actor's message point is a known point
+        assert "rules[1]: point 'storage.befor_commit' matches no registered point" in warned
+        assert "did you mean 'storage.before_commit'?" in warned and "workspace.lease_recorded" in warned
+        assert cli("faults", "disarm", cwd=tmp_path).returncode == 0
+
         stopped = cli("stop", cwd=tmp_path)
         assert stopped.returncode == 0, stopped.stderr
         code, out = served.finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pickle
@@ -497,3 +498,22 @@ def test_validate_plan_with_nothing_registered() -> None:
     faults._KNOWN_POINTS.clear()
     [warning] = validate_plan(FaultPlan((FaultRule("a", FaultAction.RAISE),)))
     assert "(none registered)" in warning
+
+
+def test_a_kill_never_hits_a_process_that_is_no_longer_its_target() -> None:
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        aimed = faults.with_kill_target(FaultRule("p", FaultAction.KILL, target="root/victim"), victim.pid)
+        assert aimed.target_pid == victim.pid and aimed.target_start is not None
+        stale = dataclasses.replace(aimed, target_start=aimed.target_start - 1)  # an earlier incarnation
+        faults.arm(FaultPlan((stale,)))
+        faults.point("p")
+        assert victim.poll() is None  # spared
+        faults.arm(FaultPlan((aimed,)))
+        faults.point("p")
+        assert victim.wait(timeout=10) == -9
+    finally:
+        faults.disarm()
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
