@@ -8,6 +8,11 @@ Fixtures:
 * ``fault_world``, ``fault_bench``, ``track_fault_processes`` — the observable external world and
   workload benches for crash enumeration and chaos (see :mod:`ouroactors.testing.enumeration`).
 
+Marker: ``@pytest.mark.crash_enumeration(tree=..., config=..., points=..., max_sites=...)`` runs the
+workload under crash enumeration and fails the test on any violated invariant, naming each site and
+the plan that reproduces it; the report is the ``crash_report`` fixture (see
+:mod:`ouroactors.testing.marker`).
+
 Every system a fixture starts is shut down after the test, and the test fails if any of its
 processes or its admin port outlive the shutdown.
 """
@@ -23,6 +28,13 @@ import pytest
 from ..system.handle import ActorSystem
 from .enumeration import fault_bench, fault_world, track_fault_processes  # noqa: F401  (fixtures)
 from .leaks import assert_nothing_left
+from .marker import (  # noqa: F401  (the crash_enumeration marker: hooks and fixtures)
+    _crash_enumeration_marker,
+    crash_report,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_call,
+)
 
 
 @pytest.fixture
