@@ -5,6 +5,8 @@ Fixtures:
 * ``actor_system`` — a real multiproc system (one process per actor) in a temp data dir;
 * ``simple_system`` — an in-process simpleSystemBase system, deterministic and fast;
 * ``actor_system_factory`` — ``factory(base="multiproc", **kwargs)`` for several systems per test;
+* ``tree_system``, ``armed_plan``, ``invariants`` — a system running your tree file, a fault plan
+  armed on it (disarmed after the test), the invariant checkers (see :mod:`ouroactors.testing.fixtures`);
 * ``fault_world``, ``fault_bench``, ``track_fault_processes`` — the observable external world and
   workload benches for crash enumeration and chaos (see :mod:`ouroactors.testing.enumeration`).
 
@@ -27,6 +29,7 @@ import pytest
 
 from ..system.handle import ActorSystem
 from .enumeration import fault_bench, fault_world, track_fault_processes  # noqa: F401  (fixtures)
+from .fixtures import armed_plan, invariants, tree_system  # noqa: F401  (fixtures)
 from .leaks import assert_nothing_left
 from .marker import (  # noqa: F401  (the crash_enumeration marker: hooks and fixtures)
     _crash_enumeration_marker,
