@@ -48,7 +48,7 @@ from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import AdminCall, ArmFaults, Ok, Stamped, SystemContext
 from ..supervision.specs import ChildSpec
-from . import _patches, _simulation, marker
+from . import _logs, _patches, _simulation, marker
 from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
@@ -89,16 +89,6 @@ def refuse_unreachable(address: tuple[str, int], timeout: float = 2.0) -> None:
         ) from None
 
 
-def _log_defs(path: Path) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(path), "formatter": "plain"}},
-        "root": {"handlers": ["file"], "level": "INFO"},
-    }
-
-
 class ActorRef:
     """A resolved actor address; asks go straight to it (no path lookup per ask)."""
 
@@ -136,6 +126,7 @@ class ActorSystem:
         self.marker: marker.Marker | None = None
         self.stale_marker: marker.Marker | None = None
         self.simulation: _simulation.Simulation | None = None  # set when started with simulated=True
+        self._log_handler: Any = None  # the simple base's log file, when the process configured none
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -202,7 +193,7 @@ class ActorSystem:
             elif join is not None:
                 caps["Convention Address.IPv4"] = join
             thespian = ThespianSystem(
-                BASES[base], caps, logDefs=_log_defs(directory / "actors.log"), transientUnique=True
+                BASES[base], caps, logDefs=_logs.log_defs(directory / "actors.log"), transientUnique=True
             )
         else:
             try:
@@ -213,9 +204,10 @@ class ActorSystem:
                 if simulation is not None:
                     simulation.stop()
                 raise
+        log_handler = _logs.capture_simple(directory / "actors.log") if base == "simple" else None
         try:
             system = cls(thespian, base, directory, context, port, owner=True)
-            system.simulation = simulation
+            system.simulation, system._log_handler = simulation, log_handler
             system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
             if join is not None:
                 system._await_convention(join)
@@ -223,6 +215,7 @@ class ActorSystem:
             thespian.shutdown()
             if simulation is not None:
                 simulation.stop()
+            _logs.release(log_handler)
             raise
         system.stale_marker = stale
         system.marker = marker.Marker(
@@ -323,6 +316,7 @@ class ActorSystem:
             self._thespian.shutdown()
             if self.simulation is not None:
                 self.simulation.stop()
+            _logs.release(self._log_handler)
             with contextlib.suppress(Exception):  # fails fast, without closing, when the admin is gone
                 self._thespian._systemBase.transport.close()
             self._sweep()
