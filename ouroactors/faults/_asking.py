@@ -26,5 +26,9 @@ def isolated(system: ActorSystem) -> Iterator[ActorSystem]:
     with system._thespian.private() as endpoint:
         view = copy.copy(system)
         view._thespian = endpoint
+        view._asker, view._abandoned = None, []  # its own endpoints, never the system's
         view._closed = True  # a view never shuts the system down
-        yield view
+        try:
+            yield view
+        finally:
+            view._close_endpoints()

@@ -21,6 +21,7 @@ killed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -51,6 +52,7 @@ from ..supervision.specs import ChildSpec
 from . import _logs, _patches, _simulation, marker
 from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
+log = logging.getLogger("ouroactors.system")
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
 
@@ -99,10 +101,10 @@ class ActorRef:
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         payload = Stamped(stamp, message) if stamp is not None else message
-        return self.system._unwrap(self.system._thespian.ask(self.address, payload, timeout), self.path, timeout)
+        return self.system._unwrap(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
 
     def tell(self, message: Any) -> None:
-        self.system._thespian.tell(self.address, message)
+        self.system._endpoint.tell(self.address, message)
 
 
 class ActorSystem:
@@ -111,6 +113,8 @@ class ActorSystem:
     def __init__(self, thespian: Any, base: str, data_dir: Path, context: SystemContext,
                  port: int | None, *, owner: bool, pgid: int | None = None) -> None:
         self._thespian = thespian
+        self._asker: Any = None  # a fresh endpoint once an ask timed out (see _ask_raw)
+        self._abandoned: list[Any] = []
         self.base = base
         self.data_dir = data_dir
         self.context = context
@@ -313,6 +317,7 @@ class ActorSystem:
                         with contextlib.suppress(OuroactorsError):
                             self.stop_tree(tree.name, timeout=timeout)
         finally:
+            self._close_endpoints()
             self._thespian.shutdown()
             if self.simulation is not None:
                 self.simulation.stop()
@@ -420,12 +425,12 @@ class ActorSystem:
         payload = Stamped(stamp, message) if stamp is not None else message
         address = self._address_of(path)
         started = time.monotonic()
-        answer = self._thespian.ask(address, payload, timeout)
+        answer = self._ask_raw(address, payload, timeout)
         if answer is None and time.monotonic() - started < timeout / 2:
             self._addresses.pop(path, None)
             fresh = self._address_of(path)
             if fresh != address:
-                answer = self._thespian.ask(fresh, payload, timeout)
+                answer = self._ask_raw(fresh, payload, timeout)
         try:
             return self._unwrap(answer, path, timeout)
         except OuroactorsError:
@@ -433,7 +438,7 @@ class ActorSystem:
             raise
 
     def tell(self, path: str, message: Any) -> None:
-        self._thespian.tell(self._address_of(path), message)
+        self._endpoint.tell(self._address_of(path), message)
 
     def _address_of(self, path: str) -> Any:
         address = self._addresses.get(path)
@@ -533,7 +538,49 @@ class ActorSystem:
     # -- answers --------------------------------------------------------------------------------------
 
     def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any:
-        return self._unwrap(self._thespian.ask(address, message, timeout), what, timeout)
+        return self._unwrap(self._ask_raw(address, message, timeout), what, timeout)
+
+    @property
+    def _endpoint(self) -> Any:
+        return self._asker if self._asker is not None else self._thespian
+
+    def _ask_raw(self, address: Any, message: Any, timeout: float) -> Any:
+        """One thespian ask; once an ask has timed out, later asks go through a fresh endpoint.
+
+        thespian's external ask returns the next message that reaches the endpoint, so the answer
+        to an ask that timed out would be taken by the *next* ask as its own. After a timeout the
+        endpoint is therefore abandoned: its late answers go nowhere. A fresh endpoint costs one
+        connection to the admin (~2 ms), paid only after a timeout. The in-process base answers
+        synchronously and never needs this.
+        """
+        started = time.monotonic()
+        answer = self._endpoint.ask(address, message, timeout)
+        if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
+            self._renew_endpoint()
+        return answer
+
+    def _renew_endpoint(self) -> None:
+        if self.admin_port is None:
+            return
+        try:
+            fresh = ThespianSystem(BASES["multiproc"], {"Admin Port": self.admin_port}, transientUnique=True)
+        except Exception as exc:  # the admin is gone: the next ask reports that
+            log.debug("no fresh endpoint after a timeout: %s", exc)
+            return
+        if self._asker is not None:
+            self._abandoned.append(self._asker)
+        self._asker = fresh
+        while self._abandoned:  # never self._thespian: it created the system and shuts it down
+            with contextlib.suppress(Exception):
+                self._abandoned.pop()._systemBase.transport.close()
+
+    def _close_endpoints(self) -> None:
+        """Close the endpoints this handle opened after timeouts (not the one it was made with)."""
+        asker, self._asker = self._asker, None
+        for endpoint in [*self._abandoned, *([asker] if asker is not None else [])]:
+            with contextlib.suppress(Exception):
+                endpoint._systemBase.transport.close()
+        self._abandoned = []
 
     @staticmethod
     def _unwrap(answer: Any, what: str, timeout: float) -> Any:

@@ -106,3 +106,17 @@ def test_storage_actions_reach_the_commit_contract(tmp_path):
     finally:
         faults.disarm()
         close_env(config)
+
+
+def test_a_late_answer_is_not_taken_by_the_next_ask(actor_system):
+    from ouroactors import AskTimeout
+
+    actor_system.start_tree(supervisor("root", [worker("e", ECHO)]))
+    ref = actor_system.ref("root/e")
+    for asker in (lambda m, t: actor_system.ask("root/e", m, timeout=t), ref.ask):
+        actor_system.arm_faults("root/e", FaultPlan((FaultRule("message.root/e", FaultAction.DELAY, delay_s=1.0,
+                                                               nth=1),)))
+        with pytest.raises(AskTimeout):
+            asker("slow", 0.3)  # its answer comes ~0.7 s too late ...
+        assert asker("next", 5) == "next"  # ... and is not taken for this one
+        assert asker("again", 5) == "again"
