@@ -21,7 +21,6 @@ killed.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -32,13 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from thespian.actors import ActorSystem as ThespianSystem
-from thespian.actors import PoisonMessage
 
 from ..core import clock
 from ..core.errors import (
-    ActorCrashed,
     ActorSystemError,
-    AskTimeout,
     ChildRestarting,
     NoSuchActor,
     OuroactorsError,
@@ -47,12 +43,13 @@ from ..supervision import reasons
 from ..supervision.children import ChildInfo
 from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
-from ..supervision.protocol import AdminCall, ArmFaults, Ok, Stamped, SystemContext
+from ..supervision.protocol import AdminCall, Stamped, SystemContext
 from ..supervision.specs import ChildSpec
 from . import _logs, _patches, _simulation, marker
+from ._answers import Answers
+from ._operations import Operations
 from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
-log = logging.getLogger("ouroactors.system")
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
 
@@ -107,7 +104,7 @@ class ActorRef:
         self.system._endpoint.tell(self.address, message)
 
 
-class ActorSystem:
+class ActorSystem(Operations, Answers):
     """A running ouroactors system. Create it with :meth:`start`."""
 
     def __init__(self, thespian: Any, base: str, data_dir: Path, context: SystemContext,
@@ -445,154 +442,6 @@ class ActorSystem:
         if address is None:
             address = self._addresses[path] = self.resolve(path)
         return address
-
-    # -- OTP admin API --------------------------------------------------------------------------------
-
-    def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
-        return self._call(self.resolve(supervisor_path), call, timeout, supervisor_path)
-
-    def start_child(self, supervisor_path: str, spec_or_args: ChildSpec | tuple[Any, ...] | list[Any] = (),
-                    timeout: float = 30.0) -> ChildInfo:
-        if isinstance(spec_or_args, ChildSpec):
-            call = AdminCall("start_child", spec=spec_or_args)
-        else:
-            call = AdminCall("start_child", extra_args=tuple(spec_or_args))
-        return self._admin(supervisor_path, call, timeout)
-
-    def terminate_child(self, supervisor_path: str, child_id: str, timeout: float = 60.0) -> None:
-        self._admin(supervisor_path, AdminCall("terminate_child", child_id), timeout)
-
-    def restart_child(self, supervisor_path: str, child_id: str, timeout: float = 30.0) -> ChildInfo:
-        return self._admin(supervisor_path, AdminCall("restart_child", child_id), timeout)
-
-    def delete_child(self, supervisor_path: str, child_id: str) -> None:
-        self._admin(supervisor_path, AdminCall("delete_child", child_id))
-
-    def which_children(self, supervisor_path: str) -> list[ChildInfo]:
-        """Children newest first, as OTP's ``which_children``."""
-        return self._admin(supervisor_path, AdminCall("which_children"))
-
-    def count_children(self, supervisor_path: str) -> dict[str, int]:
-        return self._admin(supervisor_path, AdminCall("count_children"))
-
-    def get_childspec(self, supervisor_path: str, child_id: str) -> ChildSpec:
-        return self._admin(supervisor_path, AdminCall("get_childspec", child_id))
-
-    def child_info(self, path: str) -> ChildInfo:
-        parent, _, child_id = path.strip("/").rpartition("/")
-        if not parent:
-            raise NoSuchActor(f"{path!r} is a tree root; use trees()")
-        return self._admin(parent, AdminCall("which_child", child_id))
-
-    # -- fault injection ------------------------------------------------------------------------------
-
-    def kill(self, path: str) -> int:
-        """SIGKILL the process of the actor at ``path``; returns the pid killed."""
-        if self.base != "multiproc":
-            raise ActorSystemError("kill needs real processes: start the system on the multiproc base")
-        pid = self.pid_of(path)
-        os.kill(pid, signal.SIGKILL)
-        return pid
-
-    def arm_faults(self, path: str | None, plan: Any) -> list[str]:
-        """Arm a fault plan (``ouroactors.faults.FaultPlan``; None disarms) in actor processes.
-
-        ``path`` None means every running actor of every tree. ``kill`` rules name their victim
-        by tree path; it is resolved to a pid here, once. Returns the paths armed.
-        """
-        if plan is not None:
-            plan = self._resolve_kill_targets(plan)
-        if path is not None:
-            paths = [path]
-        else:
-            paths = [t.name for t in self.trees() if t.status == "running"]
-            paths += [p for p, info in self.walk() if info.status == "running"]
-        for target in paths:
-            self._call(self.resolve(target), ArmFaults(plan), 10.0, target)
-        return paths
-
-    def _resolve_kill_targets(self, plan: Any) -> Any:
-        import dataclasses
-
-        from ..core.faults import FaultAction, with_kill_target
-
-        rules = []
-        for rule in plan.rules:
-            if rule.action is FaultAction.KILL and rule.target is not None:
-                pid = self.pid_of(rule.target)
-                rule = with_kill_target(rule, pid)
-            rules.append(rule)
-        return dataclasses.replace(plan, rules=tuple(rules))
-
-    def pid_of(self, path: str) -> int:
-        """The pid of the process running the actor at ``path``."""
-        if "/" not in path.strip("/"):
-            tree = next((t for t in self.trees() if t.name == path.strip("/")), None)
-            pid = tree.pid if tree is not None else None
-        else:
-            pid = self.child_info(path).pid
-        if pid is None:
-            raise NoSuchActor(f"{path} has no running process")
-        return pid
-
-    # -- answers --------------------------------------------------------------------------------------
-
-    def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any:
-        return self._unwrap(self._ask_raw(address, message, timeout), what, timeout)
-
-    @property
-    def _endpoint(self) -> Any:
-        return self._asker if self._asker is not None else self._thespian
-
-    def _ask_raw(self, address: Any, message: Any, timeout: float) -> Any:
-        """One thespian ask; once an ask has timed out, later asks go through a fresh endpoint.
-
-        thespian's external ask returns the next message that reaches the endpoint, so the answer
-        to an ask that timed out would be taken by the *next* ask as its own. After a timeout the
-        endpoint is therefore abandoned: its late answers go nowhere. A fresh endpoint costs one
-        connection to the admin (~2 ms), paid only after a timeout. The in-process base answers
-        synchronously and never needs this.
-        """
-        started = time.monotonic()
-        answer = self._endpoint.ask(address, message, timeout)
-        if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
-            self._renew_endpoint()
-        return answer
-
-    def _renew_endpoint(self) -> None:
-        if self.admin_port is None:
-            return
-        try:
-            fresh = ThespianSystem(BASES["multiproc"], {"Admin Port": self.admin_port}, transientUnique=True)
-        except Exception as exc:  # the admin is gone: the next ask reports that
-            log.debug("no fresh endpoint after a timeout: %s", exc)
-            return
-        if self._asker is not None:
-            self._abandoned.append(self._asker)
-        self._asker = fresh
-        while self._abandoned:  # never self._thespian: it created the system and shuts it down
-            with contextlib.suppress(Exception):
-                self._abandoned.pop()._systemBase.transport.close()
-
-    def _close_endpoints(self) -> None:
-        """Close the endpoints this handle opened after timeouts (not the one it was made with)."""
-        asker, self._asker = self._asker, None
-        for endpoint in [*self._abandoned, *([asker] if asker is not None else [])]:
-            with contextlib.suppress(Exception):
-                endpoint._systemBase.transport.close()
-        self._abandoned = []
-
-    @staticmethod
-    def _unwrap(answer: Any, what: str, timeout: float) -> Any:
-        if answer is None:
-            raise AskTimeout(f"no answer from {what} within {timeout}s")
-        if isinstance(answer, BaseException):
-            raise answer
-        if isinstance(answer, PoisonMessage):
-            raise ActorCrashed(what, answer.details)
-        if isinstance(answer, Ok):
-            return answer.value
-        return answer
 
 
 def _group_alive(pgid: int) -> bool:

@@ -1,0 +1,89 @@
+"""How the handle gets answers: asks through an endpoint that never takes a late answer.
+
+Mixed into :class:`~.handle.ActorSystem` (and the views of :func:`ouroactors.faults._asking.isolated`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+from thespian.actors import ActorSystem as ThespianSystem
+from thespian.actors import PoisonMessage
+
+from ..core.errors import ActorCrashed, AskTimeout
+from ..supervision.protocol import Ok
+
+log = logging.getLogger("ouroactors.system")
+MULTIPROC = "multiprocTCPBase"
+
+
+class Answers:
+    """Asks, endpoints and answer decoding of :class:`~.handle.ActorSystem`."""
+
+    _thespian: Any
+    _asker: Any
+    _abandoned: list[Any]
+    base: str
+    admin_port: int | None
+
+    # -- answers --------------------------------------------------------------------------------------
+
+    def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any:
+        return self._unwrap(self._ask_raw(address, message, timeout), what, timeout)
+
+    @property
+    def _endpoint(self) -> Any:
+        return self._asker if self._asker is not None else self._thespian
+
+    def _ask_raw(self, address: Any, message: Any, timeout: float) -> Any:
+        """One thespian ask; once an ask has timed out, later asks go through a fresh endpoint.
+
+        thespian's external ask returns the next message that reaches the endpoint, so the answer
+        to an ask that timed out would be taken by the *next* ask as its own. After a timeout the
+        endpoint is therefore abandoned: its late answers go nowhere. A fresh endpoint costs one
+        connection to the admin (~2 ms), paid only after a timeout. The in-process base answers
+        synchronously and never needs this.
+        """
+        started = time.monotonic()
+        answer = self._endpoint.ask(address, message, timeout)
+        if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
+            self._renew_endpoint()
+        return answer
+
+    def _renew_endpoint(self) -> None:
+        if self.admin_port is None:
+            return
+        try:
+            fresh = ThespianSystem(MULTIPROC, {"Admin Port": self.admin_port}, transientUnique=True)
+        except Exception as exc:  # the admin is gone: the next ask reports that
+            log.debug("no fresh endpoint after a timeout: %s", exc)
+            return
+        if self._asker is not None:
+            self._abandoned.append(self._asker)
+        self._asker = fresh
+        while self._abandoned:  # never self._thespian: it created the system and shuts it down
+            with contextlib.suppress(Exception):
+                self._abandoned.pop()._systemBase.transport.close()
+
+    def _close_endpoints(self) -> None:
+        """Close the endpoints this handle opened after timeouts (not the one it was made with)."""
+        asker, self._asker = self._asker, None
+        for endpoint in [*self._abandoned, *([asker] if asker is not None else [])]:
+            with contextlib.suppress(Exception):
+                endpoint._systemBase.transport.close()
+        self._abandoned = []
+
+    @staticmethod
+    def _unwrap(answer: Any, what: str, timeout: float) -> Any:
+        if answer is None:
+            raise AskTimeout(f"no answer from {what} within {timeout}s")
+        if isinstance(answer, BaseException):
+            raise answer
+        if isinstance(answer, PoisonMessage):
+            raise ActorCrashed(what, answer.details)
+        if isinstance(answer, Ok):
+            return answer.value
+        return answer

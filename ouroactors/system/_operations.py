@@ -1,0 +1,120 @@
+"""What the handle does to a running system: OTP's supervisor API and fault injection.
+
+Mixed into :class:`~.handle.ActorSystem`: every call is one ask of the supervisor (or of every
+running actor, for fault plans) through the handle's answers (:mod:`._answers`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import ActorSystemError, NoSuchActor
+from ..supervision.children import ChildInfo
+from ..supervision.protocol import AdminCall, ArmFaults
+from ..supervision.specs import ChildSpec
+
+if TYPE_CHECKING:
+    from .host import TreeInfo
+
+
+class Operations:
+    """The OTP admin API and fault injection of :class:`~.handle.ActorSystem`."""
+
+    if TYPE_CHECKING:
+        base: str
+
+        def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any: ...
+        def resolve(self, path: str, timeout: float = 10.0) -> Any: ...
+        def trees(self) -> list[TreeInfo]: ...
+        def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]: ...
+
+    # -- OTP admin API --------------------------------------------------------------------------------
+
+    def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
+        return self._call(self.resolve(supervisor_path), call, timeout, supervisor_path)
+
+    def start_child(self, supervisor_path: str, spec_or_args: ChildSpec | tuple[Any, ...] | list[Any] = (),
+                    timeout: float = 30.0) -> ChildInfo:
+        if isinstance(spec_or_args, ChildSpec):
+            call = AdminCall("start_child", spec=spec_or_args)
+        else:
+            call = AdminCall("start_child", extra_args=tuple(spec_or_args))
+        return self._admin(supervisor_path, call, timeout)
+
+    def terminate_child(self, supervisor_path: str, child_id: str, timeout: float = 60.0) -> None:
+        self._admin(supervisor_path, AdminCall("terminate_child", child_id), timeout)
+
+    def restart_child(self, supervisor_path: str, child_id: str, timeout: float = 30.0) -> ChildInfo:
+        return self._admin(supervisor_path, AdminCall("restart_child", child_id), timeout)
+
+    def delete_child(self, supervisor_path: str, child_id: str) -> None:
+        self._admin(supervisor_path, AdminCall("delete_child", child_id))
+
+    def which_children(self, supervisor_path: str) -> list[ChildInfo]:
+        """Children newest first, as OTP's ``which_children``."""
+        return self._admin(supervisor_path, AdminCall("which_children"))
+
+    def count_children(self, supervisor_path: str) -> dict[str, int]:
+        return self._admin(supervisor_path, AdminCall("count_children"))
+
+    def get_childspec(self, supervisor_path: str, child_id: str) -> ChildSpec:
+        return self._admin(supervisor_path, AdminCall("get_childspec", child_id))
+
+    def child_info(self, path: str) -> ChildInfo:
+        parent, _, child_id = path.strip("/").rpartition("/")
+        if not parent:
+            raise NoSuchActor(f"{path!r} is a tree root; use trees()")
+        return self._admin(parent, AdminCall("which_child", child_id))
+
+    # -- fault injection ------------------------------------------------------------------------------
+
+    def kill(self, path: str) -> int:
+        """SIGKILL the process of the actor at ``path``; returns the pid killed."""
+        if self.base != "multiproc":
+            raise ActorSystemError("kill needs real processes: start the system on the multiproc base")
+        pid = self.pid_of(path)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def arm_faults(self, path: str | None, plan: Any) -> list[str]:
+        """Arm a fault plan (``ouroactors.faults.FaultPlan``; None disarms) in actor processes.
+
+        ``path`` None means every running actor of every tree. ``kill`` rules name their victim
+        by tree path; it is resolved to a pid here, once. Returns the paths armed.
+        """
+        if plan is not None:
+            plan = self._resolve_kill_targets(plan)
+        if path is not None:
+            paths = [path]
+        else:
+            paths = [t.name for t in self.trees() if t.status == "running"]
+            paths += [p for p, info in self.walk() if info.status == "running"]
+        for target in paths:
+            self._call(self.resolve(target), ArmFaults(plan), 10.0, target)
+        return paths
+
+    def _resolve_kill_targets(self, plan: Any) -> Any:
+        import dataclasses
+
+        from ..core.faults import FaultAction, with_kill_target
+
+        rules = []
+        for rule in plan.rules:
+            if rule.action is FaultAction.KILL and rule.target is not None:
+                pid = self.pid_of(rule.target)
+                rule = with_kill_target(rule, pid)
+            rules.append(rule)
+        return dataclasses.replace(plan, rules=tuple(rules))
+
+    def pid_of(self, path: str) -> int:
+        """The pid of the process running the actor at ``path``."""
+        if "/" not in path.strip("/"):
+            tree = next((t for t in self.trees() if t.name == path.strip("/")), None)
+            pid = tree.pid if tree is not None else None
+        else:
+            pid = self.child_info(path).pid
+        if pid is None:
+            raise NoSuchActor(f"{path} has no running process")
+        return pid
