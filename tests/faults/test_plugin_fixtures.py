@@ -26,7 +26,7 @@ def test_tree_system_runs_a_tree_file_on_its_base(tree_system):
 def test_tree_system_refuses_a_bad_file_naming_it(tree_system, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[tree]\nid = 'r'\n[[tree.children]]\nid = 'a'\nactor = 'no.such:Thing'\n")
-    with pytest.raises(SpecError, match="no.such:Thing"):
+    with pytest.raises(SpecError, match=r"no\.such:Thing"):
         tree_system(bad)
 
 

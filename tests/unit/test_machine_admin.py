@@ -386,7 +386,7 @@ def test_simple_shutdown_stops_2000_children_under_one_timer_in_a_window() -> No
     Asking 2000 at once overflows thespian's send queue (it turns send-only near 950 queued and
     drops sends, exit notices included), so the core keeps a window of outstanding requests.
     """
-    from ouroactors.supervision.machine import STOP_WINDOW
+    from ouroactors.supervision.termination import STOP_WINDOW
 
     began = time.monotonic()
     world = simple(shutdown=1000)
@@ -420,7 +420,7 @@ def test_simple_shutdown_stops_2000_children_under_one_timer_in_a_window() -> No
 
 
 def test_kill_whose_exit_notice_never_comes_is_taken_as_killed_after_a_grace() -> None:
-    from ouroactors.supervision.machine import KILL_GRACE_S
+    from ouroactors.supervision.termination import KILL_GRACE_S
 
     world = booted(wk("a", shutdown=100))
     world.stubborn = {"a"}

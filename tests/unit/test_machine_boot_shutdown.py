@@ -183,7 +183,7 @@ def test_a_child_that_stops_in_time_is_not_killed_and_the_late_timer_is_ignored(
 
 
 def test_brutal_kill_kills_at_once_with_only_a_grace_timer_for_the_exit_notice() -> None:
-    from ouroactors.supervision.machine import KILL_GRACE_S
+    from ouroactors.supervision.termination import KILL_GRACE_S
 
     world = booted(wk("a", shutdown="brutal_kill"), wk("b", shutdown="brutal_kill"))
     world.shutdown()
