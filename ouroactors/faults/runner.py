@@ -1,7 +1,8 @@
 """The harness shared by crash enumeration and chaos: a system, the world, one run, recovery, checks.
 
 :class:`Bench` owns an actor system with two trees — the authorities tree under test (storage,
-ledger, optionally workspace) and a ``sessions`` tree of lease owners — plus the world service.
+ledger, optionally grants and workspace) and a ``sessions`` tree of lease owners — plus the world
+service.
 :meth:`Bench.run` drives one workload run with an optional fault plan armed, then:
 
 1. waits until the trees are back (restarting a tree that ended by escalation),
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..authorities.grants.actor import Grants
 from ..authorities.ledger.actor import Ledger, ListEntries, Reconcile
 from ..authorities.ledger.domain import Status
 from ..authorities.workspace.actor import Workspace
@@ -43,17 +45,19 @@ from ..supervision.specs import ChildSpec, resolve_actor, supervisor, worker
 from ..system.handle import ActorRef, ActorSystem
 from ._asking import isolated
 from .checks import Observation, Violation, check_all
-from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, Targets, WorkloadConfig
+from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, Targets, WorkloadConfig, grant_rules
 from .world import World, WorldClient
 
 log = logging.getLogger("ouroactors.faults")
 
 STORAGE_ACTOR = "ouroactors.authorities.storage.actor:Storage"
 LEDGER_ACTOR = "ouroactors.authorities.ledger.actor:Ledger"
+GRANTS_ACTOR = "ouroactors.authorities.grants.actor:Grants"
 WORKSPACE_ACTOR = "ouroactors.authorities.workspace.actor:Workspace"
 OWNER_ACTOR = "ouroactors.faults.workload:SessionOwner"
 RECONCILER = "ouroactors.faults.world:reconcile"
 OWNERS_TREE = "sessions"
+GRANTS_BY_DEFAULT = True  # workload_tree() includes the grants authority (see the campaign's time budget)
 LOST_AFTER_S = 1.0
 
 
@@ -65,12 +69,16 @@ class BenchError(OuroactorsError):
 
 
 def workload_tree(name: str = "agent", *, ledger: str = LEDGER_ACTOR, workspace: bool = True,
-                  intensity: int = 100, period: float = 5.0, heartbeat_s: float = 0.5,
-                  owner_lost_after_s: float = 2.0) -> ChildSpec:
-    """storage → ledger (→ workspace) under rest_for_one; :meth:`Bench.start` adds the reconciler
-    and the workspace's allowed root. ``intensity`` is high: chaos kills often, and an escalation
-    (possible, and handled) hides what the run would have shown."""
+                  grants: bool = GRANTS_BY_DEFAULT, intensity: int = 100, period: float = 5.0,
+                  heartbeat_s: float = 0.5, owner_lost_after_s: float = 2.0) -> ChildSpec:
+    """storage → ledger (→ grants) (→ workspace) under rest_for_one, in agent.toml's order;
+    :func:`prepare_tree` adds the reconciler, the grants rules the workload needs and the
+    workspace's allowed root. ``intensity`` is high: chaos kills often, and an escalation
+    (possible, and handled) hides what the run would have shown. With ``grants`` the workload asks
+    the grants authority for every effect; without it, the driver's grant callable decides."""
     children = [worker("storage", STORAGE_ACTOR), worker("ledger", ledger)]
+    if grants:
+        children.append(worker("grants", GRANTS_ACTOR))
     if workspace:
         children.append(worker("workspace", WORKSPACE_ACTOR,
                                kwargs={"heartbeat_s": heartbeat_s, "owner_lost_after_s": owner_lost_after_s}))
@@ -96,9 +104,11 @@ def _is(spec: ChildSpec, base: type) -> bool:
     return cls is not None and issubclass(cls, base)
 
 
-def prepare_tree(spec: ChildSpec, *, allowed_root: str) -> ChildSpec:
+def prepare_tree(spec: ChildSpec, *, allowed_root: str, world_host: str = "127.0.0.1") -> ChildSpec:
     """A copy of ``spec`` set up for the workload: the ledger (any ``Ledger`` subclass) gets the
-    world reconciler for ``http_request`` effects, the workspace gets ``allowed_root``."""
+    world reconciler for ``http_request`` effects, a grants authority (any ``Grants``) the node
+    rules of :func:`~.workload.grant_rules` (allow the world's host, deny the forbidden one; added
+    to its own, so its denies still win), the workspace gets ``allowed_root``."""
 
     def visit(node: ChildSpec) -> ChildSpec:
         if node.is_supervisor:
@@ -106,6 +116,10 @@ def prepare_tree(spec: ChildSpec, *, allowed_root: str) -> ChildSpec:
         if _is(node, Ledger):
             reconcilers = {**node.kwargs.get("reconcilers", {}), EFFECT_KIND: RECONCILER}
             return node.model_copy(update={"kwargs": {**node.kwargs, "reconcilers": reconcilers}})
+        if _is(node, Grants):
+            rules = dict(node.kwargs.get("rules") or {})
+            rules["node"] = list(dict.fromkeys([*rules.get("node", ()), *grant_rules(world_host)]))
+            return node.model_copy(update={"kwargs": {**node.kwargs, "rules": rules}})
         if _is(node, Workspace):
             roots = [*node.kwargs.get("allowed_roots", []), allowed_root]
             return node.model_copy(update={"kwargs": {**node.kwargs, "allowed_roots": roots}})
@@ -115,7 +129,7 @@ def prepare_tree(spec: ChildSpec, *, allowed_root: str) -> ChildSpec:
 
 
 def tree_targets(spec: ChildSpec, owners: int, owners_name: str = OWNERS_TREE) -> Targets:
-    """Where the workload finds its authorities in ``spec`` (a Ledger and Workspace, by class)."""
+    """Where the workload finds its authorities in ``spec`` (a Ledger, Grants and Workspace, by class)."""
     found: dict[str, str] = {}
 
     def visit(node: ChildSpec, path: str) -> None:
@@ -127,6 +141,8 @@ def tree_targets(spec: ChildSpec, owners: int, owners_name: str = OWNERS_TREE) -
                 found.setdefault("ledger", here)
             elif _is(child, Workspace):
                 found.setdefault("workspace", here)
+            elif _is(child, Grants):
+                found.setdefault("grants", here)
             elif child.actor == STORAGE_ACTOR:
                 found.setdefault("storage", here)
 
@@ -135,7 +151,7 @@ def tree_targets(spec: ChildSpec, owners: int, owners_name: str = OWNERS_TREE) -
         raise BenchError(f"tree {spec.id!r} has no ledger (a worker whose actor is a Ledger): the workload "
                          "records every effect there")
     return Targets(ledger=found["ledger"], workspace=found.get("workspace"), storage=found.get("storage"),
-                   owners=tuple(f"{owners_name}/s{i}" for i in range(owners)))
+                   grants=found.get("grants"), owners=tuple(f"{owners_name}/s{i}" for i in range(owners)))
 
 
 def static_workers(spec: ChildSpec) -> list[str]:
@@ -203,11 +219,14 @@ class Bench:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-faults-"))
         self.workspace_base = self.data_dir / "workspace"
-        self.tree = prepare_tree(tree, allowed_root=str(self.workspace_base))
-        self.owners = owners_tree(max(config.sessions, 1))
-        self.targets = tree_targets(self.tree, config.sessions)
         self._own_world = world is None
         self.world = world or World()
+        self.tree = prepare_tree(tree, allowed_root=str(self.workspace_base), world_host=self.world.host)
+        self.owners = owners_tree(max(config.sessions, 1))
+        self.targets = tree_targets(self.tree, config.sessions)
+        if grant is not None and self.targets.grants is not None:
+            raise BenchError(f"tree {tree.id!r} has a grants authority ({self.targets.grants}): the workload asks "
+                             "it for every effect, so a grant callable would be ignored; pass one or the other")
         self.system: ActorSystem | None = None
         self.client: WorldClient | None = None
         self._runs: set[str] = set()

@@ -1,9 +1,21 @@
 """A synthetic workload that drives the authorities the way sessions will.
 
 N sessions, each: **lease** a workspace root once → for every effect: check the lease's fencing
-token → **grant** (a pluggable callable; recorded in the ledger as kind ``permission``) →
-``record_started`` → the **effect** (a call to the world service with the idempotency key) →
-``record_settled(ok | failed, evidence)`` → finally release the lease.
+token → **grant** → ``record_started`` → the **effect** (a call to the world service with the
+idempotency key) → ``record_settled(ok | failed, evidence)`` → finally release the lease.
+
+* **The grant** comes from the tree's grants authority when it has one (a ``Grants`` worker, found
+  by class): the driver asks it ``Decide`` (a ``network`` request of tool ``http_request`` for the
+  world's host), stamped with its generation like every request. The authority records its own
+  decision in the ledger before answering; the driver then records, in the same batch as the
+  effect's start, the ``permission`` entry the start names as its grant (what it ran under). A
+  tree without a grants authority gets the pluggable :data:`Grant` callable instead (default
+  :func:`allow_all`). ``deny_every`` makes every n-th effect *forbidden*: with the authority it
+  asks for a host that a node rule denies (:data:`DENIED_HOST`, see :func:`grant_rules`), so the
+  denial is the authority's; without it the callable denies it.
+* **The lease** is acquired with an idempotency key (``request_id``, :meth:`Driver.request_id`):
+  a retry whose first answer was lost gets the grant its request made, not a conflict with its
+  own lease.
 
 The driver runs in the calling process (the test or the CLI), not in the actor system, so a kill
 inside the system never kills the driver: it plays the part of the session runtime and keeps an
@@ -21,6 +33,9 @@ durable state afterwards.
 * The effect call timed out or failed in transport: it may have run, so it is **never** settled
   as failed; the entry is left ``started`` (ambiguous after recovery, for the reconciler).
 * Only a definite refusal by the world (HTTP 409, nothing created) is settled ``failed``.
+* The grant: an answer lost (timeout, crash, restart) → ask again; ``deny`` → ``record_denied``,
+  the effect never runs; ``ask`` (nobody answers approvals here; also the authority's answer for an
+  allow it could not record) → ask again until the deadline, then give the effect up unrecorded.
 * Every request to an authority is stamped with the generation the driver is bound to; a
   ``StaleGeneration`` answer re-binds (looks the generation up again) and asks again.
 
@@ -32,6 +47,9 @@ back, the driver polls with a short bounded pause.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -39,6 +57,8 @@ from typing import Any
 
 import httpx
 
+from ..authorities.grants.actor import Decide
+from ..authorities.grants.rules import Decision, Effect, Request, Verdict
 from ..authorities.ledger.actor import (
     LedgerAnswer,
     RecordBatch,
@@ -48,7 +68,14 @@ from ..authorities.ledger.actor import (
 )
 from ..authorities.ledger.domain import StartRequest, Status, fingerprint
 from ..authorities.workspace.actor import Acquire, CheckFence, Granted, Reclaim, Release
-from ..authorities.workspace.leases import Lease, LeaseConflict, LeaseError, StaleFence
+from ..authorities.workspace.leases import (
+    Lease,
+    LeaseConflict,
+    LeaseError,
+    NoReservation,
+    NotReservationOwner,
+    StaleFence,
+)
 from ..core.errors import (
     ActorCrashed,
     AskTimeout,
@@ -67,6 +94,13 @@ from .world import WorldClient, WorldError
 EFFECT_KIND = "http_request"
 PERMISSION_KIND = "permission"
 PRINCIPAL = "faults.workload"
+DENIED_HOST = "denied.invalid"  # where a forbidden effect would go; a node rule denies it (RFC 2606 name)
+
+
+def grant_rules(world_host: str) -> list[str]:
+    """The node rules a grants authority needs for this workload: the world's host is allowed
+    (the effect is an HTTP call to it), :data:`DENIED_HOST` is denied (``deny_every``)."""
+    return [f"allow:WebFetch(domain:{world_host})", f"deny:WebFetch(domain:{DENIED_HOST})"]
 
 # Errors after which nothing is known for sure: ask again (requests are idempotent).
 TRANSIENT = (ActorCrashed, AskTimeout, ChildRestarting, CommitOutcomeUnknown, CommitRejected, NoSuchActor)
@@ -92,6 +126,7 @@ class EffectSpec:
     ordinal: int  # across the run (session-major), for every-n-th choices
     refuse: bool = False  # the world will refuse it (a definite failure)
     slow: bool = False  # the world answers late: the effect happens, the driver gives up waiting
+    forbidden: bool = False  # deny_every picked it: aimed at DENIED_HOST, so the grants authority denies it
 
     @property
     def effect_id(self) -> str:
@@ -121,6 +156,7 @@ class GrantDecision:
     allow: bool
     reason: str = "allowed by default"
     rule: str = "default"
+    generation: int | None = None  # the grants authority's generation that decided (None: a callable)
 
 
 Grant = Callable[[EffectSpec], GrantDecision]
@@ -156,7 +192,7 @@ class WorkloadConfig:
     leases: bool = True  # lease a workspace root per session (when the tree has a real workspace)
     overlapping_roots: bool = True  # sessions 2k and 2k+1 lease nested roots: they conflict
     refuse_every: int | None = None  # every n-th effect is refused by the world (settled failed)
-    deny_every: int | None = None  # every n-th effect is denied by the default grant
+    deny_every: int | None = None  # every n-th effect is denied (by a grants rule, or the default callable)
     slow_every: int | None = None  # every n-th effect's reply comes after the driver gave up
     ask_timeout: float = 1.0  # seconds per request to an authority
     effect_timeout: float = 1.0  # seconds the driver waits for the world
@@ -186,6 +222,7 @@ class WorkloadConfig:
                 run_id=run_id, session_id=session_id(run_id, session), index=index, ordinal=ordinal,
                 refuse=bool(self.refuse_every and nth % self.refuse_every == 0),
                 slow=bool(self.slow_every and nth % self.slow_every == 0),
+                forbidden=bool(self.deny_every and nth % self.deny_every == 0),
             ))
         return out
 
@@ -211,6 +248,7 @@ class Targets:
     ledger: str
     workspace: str | None = None  # None: the tree has no real workspace authority (no leases)
     storage: str | None = None
+    grants: str | None = None  # None: no grants authority; the driver's Grant callable decides
     owners: tuple[str, ...] = ()  # one owner actor per session (cycled when fewer)
 
     def owner_of(self, session: int) -> str | None:
@@ -228,6 +266,7 @@ class EffectRecord:
     key: str
     session_id: str
     expected: str  # the crash-free outcome: ok | failed | denied
+    grant_answers: list[str] = field(default_factory=list)  # "allow", "deny", "ask", "error:X" (each Decide)
     start_answers: list[str] = field(default_factory=list)  # "created:started", "existing:ambiguous", "error:X"
     start_committed: bool = False  # the ledger answered the start (created or existing)
     start_seq: int | None = None
@@ -249,6 +288,7 @@ class LeaseRecord:
     mode: str
     grants: list[tuple[str, int, int]] = field(default_factory=list)  # (lease id, token, t_ns)
     reclaims: int = 0
+    replays: int = 0  # grants answered from an earlier request with the same request_id (an answer lost)
     released: bool = False
     outcome: str = "pending"
 
@@ -300,17 +340,23 @@ class Driver:
         self.targets = targets
         self.world = world
         self.config = config
+        if grant is not None and targets.grants is not None:
+            raise ValueError(f"the tree has a grants authority ({targets.grants}): the workload asks it for every "
+                             "effect, so a grant callable would be ignored; use one or the other")
         if grant is not None:
             self.grant = grant
         elif config.deny_every:
             self.grant = deny_every(config.deny_every)
         else:
             self.grant = allow_all
+        self.world_host = httpx.URL(world.url).host if isinstance(getattr(world, "url", None), str) else "127.0.0.1"
         self.workspace_root = workspace_root
         self.heal = heal  # called while every session waits (e.g. start a tree that ended by escalation)
         self.generations: dict[str, int | None] = {}
         self.record = DriverRecord("")
         self._finished: set[str] = set()
+        # Keys the lease requests' idempotency keys (request_id): stable for one driver, unguessable.
+        self._key_secret = secrets.token_bytes(32)
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -357,6 +403,7 @@ class Driver:
             assert self.workspace_root is not None
             lease = self.record.leases[sid] = LeaseRecord(sid, self.config.root_of(self.workspace_root, index),
                                                           "exclusive")
+            holder["request_id"] = self.request_id(sid, attempt=0)  # one lease per session here
             got = yield from self._acquire(lease, index, holder)
             if not got:
                 for spec in specs:
@@ -374,7 +421,8 @@ class Driver:
             yield from self._release(lease, index, holder)
 
     def _expected(self, spec: EffectSpec) -> str:
-        if not self.grant(spec).allow:
+        allowed = not spec.forbidden if self.targets.grants is not None else self.grant(spec).allow
+        if not allowed:
             return "denied"
         return "failed" if spec.refuse else "ok"
 
@@ -418,13 +466,16 @@ class Driver:
                 return _Result(error=last, gave_up=True)
             yield _WAIT  # an error is no progress: if every session is here, the driver pauses and heals
 
-    def _authority_snapshot(self) -> dict[str, int]:
+    def _authority_snapshot(self, decision: GrantDecision | None = None) -> dict[str, int]:
+        """The generations the driver is bound to; ``grants`` is the one that made ``decision``."""
         out: dict[str, int] = {}
         for name, path in (("ledger", self.targets.ledger), ("workspace", self.targets.workspace),
                            ("storage", self.targets.storage)):
             generation = self.generations.get(path) if path else None
             if generation is not None:
                 out[name] = generation
+        if decision is not None and decision.generation is not None:
+            out["grants"] = decision.generation
         return out
 
     # -- leases ----------------------------------------------------------------------------------------------
@@ -449,11 +500,20 @@ class Driver:
         if result.ok and isinstance(result.value, list):
             self.record.lease_snapshots.append(list(result.value))
 
+    def request_id(self, sid: str, attempt: int) -> str:
+        """The idempotency key of lease ``attempt`` of session ``sid`` (which includes the run id):
+        the same on every retry of that acquisition and of its reclaims, so a retry whose answer was
+        lost gets the grant its request made instead of conflicting with its own lease; an HMAC under
+        this driver's secret, so nobody else can guess it (it unlocks the lease's capability)."""
+        return hmac.new(self._key_secret, f"{sid}/lease{attempt}".encode(), hashlib.sha256).hexdigest()[:32]
+
     def _granted(self, lease: LeaseRecord, granted: Granted, holder: dict[str, Any]) -> None:
         holder["lease_id"] = granted.lease.lease_id
         holder["token"] = granted.lease.fencing_token
         holder["capability"] = granted.capability
         lease.grants.append((granted.lease.lease_id, granted.lease.fencing_token, time.time_ns()))
+        if granted.replayed:
+            lease.replays += 1
 
     def _acquire(self, lease: LeaseRecord, index: int, holder: dict[str, Any]) -> Generator[str, None, bool]:
         assert self.targets.workspace is not None
@@ -461,7 +521,8 @@ class Driver:
         while True:
             owner = yield from self._owner_address(index)
             result = yield from self._ask(self.targets.workspace,
-                                          Acquire(lease.root, lease.mode, lease.session_id, owner=owner))
+                                          Acquire(lease.root, lease.mode, lease.session_id, owner=owner,
+                                                  request_id=holder["request_id"]))
             if result.ok and isinstance(result.value, Granted):
                 self._granted(lease, result.value, holder)
                 lease.outcome = "held"
@@ -496,7 +557,15 @@ class Driver:
             return False
         owner = yield from self._owner_address(index)
         result = yield from self._ask(self.targets.workspace, Reclaim(lease.session_id, lease.root, lease.mode,
-                                                                      holder["capability"], owner=owner))
+                                                                      holder["capability"], owner=owner,
+                                                                      request_id=holder["request_id"]))
+        if isinstance(result.error, NotReservationOwner | NoReservation):
+            # The capability we hold is not the reservation's: an earlier grant for our request (a
+            # reclaim, or a retried acquire) was committed but its answer lost. The request's key
+            # proves the same session: the acquire with it reclaims the reservation for us.
+            result = yield from self._ask(self.targets.workspace,
+                                          Acquire(lease.root, lease.mode, lease.session_id, owner=owner,
+                                                  request_id=holder["request_id"]))
         if result.ok and isinstance(result.value, Granted):
             self._granted(lease, result.value, holder)
             lease.reclaims += 1
@@ -523,11 +592,52 @@ class Driver:
                 return
         lease.outcome = f"not released: {_describe(result.error or result.value)}"
 
+    # -- the grant ------------------------------------------------------------------------------------------
+
+    def grant_request(self, spec: EffectSpec) -> Request:
+        """What the grants authority is asked for ``spec``: a network call of tool ``http_request``."""
+        host = DENIED_HOST if spec.forbidden else self.world_host
+        return Request(principal=spec.session_id, tool=EFFECT_KIND, effect=Effect.NETWORK, domains=(host,))
+
+    def _decide(self, spec: EffectSpec, record: EffectRecord) -> Generator[str, None, GrantDecision | str]:
+        """The grant for ``spec`` (a string: why there is none; the effect is then given up unrecorded)."""
+        if self.targets.grants is None:
+            decision = self.grant(spec)
+            record.grant_answers.append("allow" if decision.allow else "deny")
+            return decision
+        path = self.targets.grants
+        deadline = time.monotonic() + self.config.op_deadline
+        request = self.grant_request(spec)
+        while True:
+            # _ask stamps the generation, asks again after a lost answer (timeout, crash, restart) and
+            # after StaleGeneration; every Decide is recorded by the authority (a new decision each time).
+            result = yield from self._ask(path, Decide(request))
+            verdict = result.value if result.ok else None
+            if not isinstance(verdict, Verdict):
+                answer = result.error if result.error is not None else result.value
+                record.grant_answers.append(f"error:{type(answer).__name__}")
+                return f"no grant ({_describe(answer)})"
+            record.grant_answers.append(verdict.decision.value)
+            if verdict.decision is not Decision.ASK:
+                rule = str(verdict.rule) if verdict.rule is not None else "grants"
+                return GrantDecision(verdict.decision is Decision.ALLOW, verdict.reason[:400], rule=rule[:200],
+                                     generation=self.generations.get(path))  # the stamp it was answered under
+            # ask: nobody answers approvals in this workload (a session would wait for an operator).
+            # It is also the answer for an allow the authority could not record: ask again.
+            if time.monotonic() > deadline:
+                return f"not granted: asked for approval ({verdict.reason[:200]})"
+            yield _WAIT
+
     # -- one effect ------------------------------------------------------------------------------------------
 
     def _effect(self, spec: EffectSpec) -> Generator[str, None, None]:
         record = self.record.effects[spec.effect_id]
-        decision = self.grant(spec)
+        granted = yield from self._decide(spec, record)
+        if isinstance(granted, str):
+            record.outcome = f"abandoned: {granted}"  # nothing recorded, nothing run
+            return
+        decision = granted
+        by = "grants" if self.targets.grants is not None else "callable"
 
         def batch() -> RecordBatch:  # built per try: the authority snapshot follows re-binding
             request = self._start_request(spec, decision)
@@ -535,7 +645,8 @@ class Driver:
             return RecordBatch((
                 RecordStarted(permission),
                 RecordSettled(permission.effect_id, "ok", reason=decision.reason,
-                              evidence={"allow": decision.allow, "rule": decision.rule}),
+                              evidence={"allow": decision.allow, "rule": decision.rule, "by": by,
+                                        "generation": decision.generation}),
                 RecordStarted(request) if decision.allow else RecordDenied(request, decision.reason),
             ))
 
@@ -606,7 +717,7 @@ class Driver:
             effect_id=spec.effect_id, kind=EFFECT_KIND, idempotency_key=spec.key,
             fingerprint=fingerprint(EFFECT_KIND, spec.arguments()), principal=PRINCIPAL,
             session_id=spec.session_id, turn_id=f"t{spec.index}", call_id=f"c{spec.index}",
-            authority=self._authority_snapshot(), grant=f"{spec.effect_id}/grant", cause=None,
+            authority=self._authority_snapshot(decision), grant=f"{spec.effect_id}/grant", cause=None,
         )
 
     def _permission_request(self, spec: EffectSpec, decision: GrantDecision) -> StartRequest:
@@ -615,7 +726,7 @@ class Driver:
             fingerprint=fingerprint(PERMISSION_KIND, {"effect": spec.effect_id, "allow": decision.allow,
                                                       "rule": decision.rule}),
             principal=PRINCIPAL, session_id=spec.session_id, turn_id=f"t{spec.index}",
-            call_id=f"c{spec.index}", authority=self._authority_snapshot(), grant=None, cause=decision.reason,
+            call_id=f"c{spec.index}", authority=self._authority_snapshot(decision), grant=None, cause=decision.reason,
         )
 
 
@@ -630,7 +741,7 @@ def is_permission(effect_id: str) -> bool:
 
 
 __all__ = [
-    "EFFECT_KIND", "PERMISSION_KIND", "Driver", "DriverRecord", "EffectRecord", "EffectSpec", "Grant",
+    "DENIED_HOST", "EFFECT_KIND", "PERMISSION_KIND", "Driver", "DriverRecord", "EffectRecord", "EffectSpec", "Grant",
     "GrantDecision", "LeaseRecord", "SessionOwner", "Targets", "WorkloadConfig", "allow_all", "deny_every",
-    "is_permission", "session_id",
+    "grant_rules", "is_permission", "session_id",
 ]

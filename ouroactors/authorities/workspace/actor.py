@@ -13,15 +13,22 @@ table and the answers can never disagree.
   restart of this authority restarts every consumer after it (rest_for_one): no owner survives.
 * **Fencing.** ``CheckFence(path, token)`` answers whether a write with that fencing token may
   proceed; a zombie's late write (its lease reserved, reclaimed or released) is refused.
+* **Idempotent acquisition.** ``Acquire`` and ``Reclaim`` may carry a client-chosen ``request_id``
+  (an unguessable idempotency key). A retry whose first answer was lost — the lease committed, then
+  a kill at ``storage.after_commit`` / ``workspace.lease_recorded`` or an ask timeout — gets the
+  grant that request made (``Granted.replayed``), not a conflict with its own lease: the same
+  lease, token and capability while it is active; after a restart of this authority (the lease is
+  then a reservation) the reservation reclaimed for it, with a larger token. A replay of an active
+  lease commits nothing. See :meth:`.leases.LeaseTable.acquire` for the rules and why handing the
+  capability out again is safe.
 
 This is admission control on one node, not a distributed lock.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +43,17 @@ from ...supervision.worker import Worker
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected, write
 from ..storage.env import db, decode_u64, encode_u64, meta_db, open_env
-from .leases import Acquired, Decision, Lease, LeaseError, LeaseTable, NotReservationOwner, capability_digest
+from .leases import (
+    Acquired,
+    Decision,
+    Lease,
+    LeaseError,
+    LeaseTable,
+    NotReservationOwner,
+    capability_digest,
+    lease_from_record,
+    lease_record,
+)
 from .paths import PathError, canonicalize
 from .worktrees import WorktreeError, cleanup, create
 
@@ -53,6 +70,7 @@ class Acquire:
     mode: str  # exclusive | shared_read
     session_id: str
     owner: Any = None  # the actor to watch (default: the sender)
+    request_id: str | None = None  # idempotency key: the same on every retry of this request; unguessable
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,7 @@ class Reclaim:
     mode: str
     capability: bytes  # the lost lease's capability: the proof of being that session's owner
     owner: Any = None
+    request_id: str | None = None  # idempotency key of this reclaim (the new lease is keyed by it)
 
 
 @dataclass(frozen=True)
@@ -93,7 +112,8 @@ class CleanupWorktree:
 @dataclass(frozen=True)
 class Granted:
     lease: Lease
-    capability: bytes
+    capability: bytes = field(repr=False)
+    replayed: bool = False  # answered from an earlier request with the same request_id
 
 
 class Workspace(Worker):
@@ -130,7 +150,7 @@ class Workspace(Worker):
         with self.env.begin() as txn:
             raw = txn.get(NEXT_TOKEN_KEY, db=meta_db(self.env))
             for _key, value in txn.cursor(db=self.leases_db):
-                lease = Lease(**msgpack.unpackb(bytes(value), raw=False))
+                lease = lease_from_record(msgpack.unpackb(bytes(value), raw=False))
                 (live if lease.live else buried).append(lease)
         next_token = decode_u64(raw) if raw is not None else 1
         return LeaseTable(next_token=next_token, leases=live, tombstones=buried)
@@ -140,8 +160,7 @@ class Workspace(Worker):
 
         def put(txn: lmdb.Transaction) -> None:
             for lease in decision.changes:
-                txn.put(f"lease/{lease.lease_id}".encode(), msgpack.packb(dataclasses.asdict(lease)),
-                        db=self.leases_db)
+                txn.put(f"lease/{lease.lease_id}".encode(), msgpack.packb(lease_record(lease)), db=self.leases_db)
             txn.put(NEXT_TOKEN_KEY, encode_u64(decision.next_token), db=meta_db(self.env))
 
         outcome = write(self.env, put, fence=self.fence)
@@ -160,10 +179,15 @@ class Workspace(Worker):
         root = canonicalize(message.root, allowed_roots=self.allowed_roots)
         owner = message.owner or sender
         decision = self.table.acquire(root, message.mode, message.session_id, self._owner_id(owner),
-                                      clock.time_ns())
-        self._commit(decision)
-        self._watch(owner)
-        return Granted(decision.lease, decision.capability)
+                                      clock.time_ns(), request_id=message.request_id)
+        return self._grant(decision, owner)
+
+    def _grant(self, decision: Acquired, owner: Any) -> Granted:
+        if decision.changes:  # a replay of an active lease changes nothing: nothing to commit
+            self._commit(decision)
+        if decision.lease.owner == self._owner_id(owner):  # a replay keeps the lease's recorded owner
+            self._watch(owner)
+        return Granted(decision.lease, decision.capability, replayed=decision.replayed)
 
     def handle_Release(self, message: Release, sender: Any) -> Lease:
         decision = self.table.release(message.lease_id, owner=self._owner_id(sender),
@@ -174,6 +198,11 @@ class Workspace(Worker):
 
     def handle_Reclaim(self, message: Reclaim, sender: Any) -> Granted:
         root = canonicalize(message.root, allowed_roots=self.allowed_roots)
+        owner = message.owner or sender
+        if message.request_id is not None:  # this reclaim was answered before (and the answer lost)?
+            replayed = self.table.replay(message.session_id, root, message.mode, message.request_id)
+            if replayed is not None:
+                return self._grant(replayed, owner)
         digest = capability_digest(message.capability)
         proven = any(lease.status == "reserved" and lease.session_id == message.session_id
                      and lease.capability_sha256 == digest for lease in self.table.live())
@@ -181,12 +210,9 @@ class Workspace(Worker):
             raise NotReservationOwner(
                 f"session {message.session_id!r}: the capability presented is not that of its reservation on {root}"
             )
-        owner = message.owner or sender
         decision: Acquired = self.table.reclaim(message.session_id, root, message.mode, self._owner_id(owner),
-                                                message.session_id, clock.time_ns())
-        self._commit(decision)
-        self._watch(owner)
-        return Granted(decision.lease, decision.capability)
+                                                message.session_id, clock.time_ns(), request_id=message.request_id)
+        return self._grant(decision, owner)
 
     def handle_CheckFence(self, message: CheckFence, sender: Any) -> Lease:
         return self.table.check_fence(message.path, message.token, write=message.write)

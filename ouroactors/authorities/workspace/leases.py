@@ -24,6 +24,9 @@ on: applying it to a table that moved on raises :class:`StaleDecision` instead o
 * **fencing**: tokens come from ``next_token``, which only grows (the lead persists it).
   ``check_fence`` admits a write only with the token of the *active* exclusive lease covering the
   path, so a zombie's late write (its lease reserved, reclaimed or released) gets :class:`StaleFence`.
+* **idempotent acquisition** (``request_id``): an acquire whose answer was lost (the lease committed,
+  then a crash or a timeout) is asked again with the same client-chosen key and answered from the
+  lease it created; see :meth:`LeaseTable.acquire` for the rules and the capability decision.
 
 Node-local: owners are actors on this node; this is admission control, not a distributed lock.
 """
@@ -34,7 +37,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, cast
 
 from ...core.errors import OuroactorsError
@@ -47,6 +50,8 @@ MODES: tuple[Mode, ...] = ("exclusive", "shared_read")
 SESSION_STATES: tuple[SessionState, ...] = ("terminal", "active", "unknown")
 MAX_TOMBSTONES = 1000
 CAPABILITY_BYTES = 32
+MIN_REQUEST_ID = 16  # characters: an idempotency key unlocks the capability, so it must not be guessable
+MAX_REQUEST_ID = 256
 NO_OWNER = ""  # a reservation rebuilt at boot has no live owner and no capability
 
 
@@ -76,6 +81,8 @@ class NotReservationOwner(LeaseError): ...  # reclaim without proof of being tha
 class ConflictingRecoveryState(LeaseError): ...  # boot records (or loaded leases) that cannot all hold
 class StaleFence(LeaseError): ...  # a write whose fencing token is not the active holder's
 class StaleDecision(LeaseError): ...  # a decision made on an older table version; decide again
+class IdempotencyConflict(LeaseError): ...  # a request_id reused with other arguments (root or mode)
+class RequestCompleted(LeaseError): ...  # a request_id whose lease was released: use a new one
 
 
 @dataclass(frozen=True)
@@ -91,10 +98,31 @@ class Lease:
     acquired_ns: int
     capability_sha256: str
     status: Status = "active"
+    # Idempotent acquisition (records written before it existed decode with the defaults: no key).
+    request_sha256: str = ""  # request_digest(session_id, request_id) of the request that made it
+    capability_sealed: str = field(default="", repr=False)  # hex: the capability sealed under that request_id
 
     @property
     def live(self) -> bool:
         return self.status in ("active", "reserved")
+
+
+def lease_record(lease: Lease) -> dict[str, object]:
+    """The persisted form of a lease (a msgpack map of its fields)."""
+    return asdict(lease)
+
+
+def lease_from_record(record: Mapping[str, object]) -> Lease:
+    """A lease from its persisted form. Records written before idempotent acquisition existed (no
+    ``request_sha256`` / ``capability_sealed``) decode with the defaults — the format only grew
+    optional fields, so no schema version changes. An unknown or missing required field raises
+    :class:`ConflictingRecoveryState` (fail closed: a record this code cannot read is not guessed at)."""
+    if not isinstance(record, Mapping):
+        raise ConflictingRecoveryState(f"a lease record must be a map, got {type(record).__name__}")
+    try:
+        return Lease(**{str(k): v for k, v in record.items()})  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise ConflictingRecoveryState(f"undecodable lease record {dict(record)!r}: {exc}") from None
 
 
 def conflicts(a: Lease, root: str, mode: str) -> bool:
@@ -124,6 +152,7 @@ class Decision:
 class Acquired(Decision):
     lease: Lease
     capability: bytes = field(repr=False)  # returned once; never persist the decision itself
+    replayed: bool = False  # answered from an earlier request with the same request_id
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +176,39 @@ class Transitioned(Decision):
 
 def capability_digest(capability: bytes) -> str:
     return hashlib.sha256(capability).hexdigest()
+
+
+def request_digest(session_id: str, request_id: str) -> str:
+    """What a lease keeps of the request that made it: a digest bound to the session (the key itself
+    is never stored — it unseals the capability)."""
+    parts = [b"ouroactors.workspace.request", session_id.encode(), request_id.encode()]
+    return hashlib.sha256(b"".join(len(p).to_bytes(4, "big") + p for p in parts)).hexdigest()
+
+
+def _pad(request_id: str, lease: Lease) -> bytes:
+    message = b"\0".join([b"ouroactors.workspace.capability", lease.lease_id.encode(), lease.session_id.encode()])
+    return hmac.new(request_id.encode(), message, hashlib.sha256).digest()
+
+
+def seal_capability(capability: bytes, request_id: str, lease: Lease) -> str:
+    """The capability XOR an HMAC keyed by the request_id: only a holder of the key can unseal it."""
+    if len(capability) != CAPABILITY_BYTES:
+        raise LeaseError(f"a capability has {CAPABILITY_BYTES} bytes, got {len(capability)}")
+    return bytes(a ^ b for a, b in zip(capability, _pad(request_id, lease), strict=True)).hex()
+
+
+def unseal_capability(lease: Lease, request_id: str) -> bytes:
+    """The capability ``lease`` was granted with, unsealed by ``request_id`` and checked against its digest."""
+    try:
+        sealed = bytes.fromhex(lease.capability_sealed)
+    except ValueError:
+        sealed = b""
+    if len(sealed) != CAPABILITY_BYTES:
+        raise LeaseError(f"lease {lease.lease_id!r} keeps no sealed capability to answer a repeated request with")
+    capability = bytes(a ^ b for a, b in zip(sealed, _pad(request_id, lease), strict=True))
+    if not hmac.compare_digest(capability_digest(capability), lease.capability_sha256):
+        raise LeaseError(f"lease {lease.lease_id!r}: the sealed capability does not match its digest")
+    return capability
 
 
 class LeaseTable:
@@ -174,6 +236,9 @@ class LeaseTable:
         if bad := invariant_violations(self.leases.values()):
             a, b = bad[0]
             raise ConflictingRecoveryState(f"loaded leases {a.lease_id!r} and {b.lease_id!r} overlap")
+        keyed = [x.request_sha256 for x in self.leases.values() if x.request_sha256]
+        if len(keyed) != len(set(keyed)):
+            raise ConflictingRecoveryState("loaded leases: two live leases were made by the same request")
         top = max((x.fencing_token for x in [*self.leases.values(), *self.tombstones.values()]), default=0)
         if next_token <= top:
             raise ConflictingRecoveryState(f"next_token {next_token} is not above the largest token {top}")
@@ -196,13 +261,55 @@ class LeaseTable:
 
     # -- operations (pure: return a decision) --------------------------------------------------------
 
-    def acquire(self, root: str, mode: str, session_id: str, owner: str, now_ns: int) -> Acquired:
+    def acquire(self, root: str, mode: str, session_id: str, owner: str, now_ns: int, *,
+                request_id: str | None = None) -> Acquired:
+        """A new active lease for ``owner`` (or a refusal naming who holds what).
+
+        **Idempotency key.** ``request_id`` is chosen by the client, once per lease it wants, and sent
+        again with every retry of that request. The lease records its digest (bound to the session:
+        :func:`request_digest`). Asked again while the lease it made is live, with the same session,
+        root and mode:
+
+        * **active** → the same grant again, with no change: same lease id, fencing token and the
+          capability the first answer carried (``replayed=True``). The capability is kept only
+          *sealed* under the request_id (XOR an HMAC keyed by it), never in the clear: the table
+          still holds nothing that lets a reader of the durable records forge a capability.
+        * **reserved** (the authority restarted, or the owner was lost, after the grant) → the
+          reservation is reclaimed for the requester, exactly as a :meth:`reclaim` would do: a new
+          lease id, a *larger* fencing token and a new capability, still keyed by the same
+          request_id. Fencing wins over sameness: whoever got the first answer may be a zombie
+          holding the old token, and its writes must stay refused.
+
+        A request_id reused with another root or mode raises :class:`IdempotencyConflict`; one whose
+        lease has been released raises :class:`RequestCompleted` (a late retry must not take the
+        root again behind its own release). Both change nothing. Once the tombstone is evicted (the
+        newest ``max_tombstones`` are kept) the key is forgotten and acquires afresh.
+
+        **Why re-issuing the capability is safe.** The capability is the proof of being the
+        session's owner; a replay hands it to anyone presenting the same session id *and*
+        request_id. So the request_id is a secret exactly as strong as the capability: the client
+        must make it unguessable (at least 128 random bits, or an HMAC under a secret of its own:
+        e.g. ``secrets.token_urlsafe(16)``), keep it with its durable session state (where it keeps
+        the capability anyway) and never log it. Keys shorter than :data:`MIN_REQUEST_ID` characters
+        are refused, and this module never puts one in an error message. Binding the digest to the
+        session means another session cannot even probe a key: with its session id it matches nothing.
+        """
         _check_root(root)
         checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
         _check_name("session_id", session_id)
         _check_name("owner", owner)
         if not isinstance(now_ns, int) or now_ns < 0:
             raise LeaseError(f"now_ns must be a non-negative int, got {now_ns!r}")
+        if request_id is not None:
+            earlier = self.request_lease(session_id, root, checked, request_id)
+            if earlier is not None and earlier.status == "active":
+                return self._replay(earlier, request_id)
+            if earlier is not None:  # reserved: reclaimed for the holder of the key (new token)
+                gone = replace(earlier, status="released")
+                new = self._new_active(root, checked, session_id, owner, now_ns, changes=(gone,),
+                                       request_id=request_id)
+                return Reclaimed(changes=new.changes, next_token=new.next_token, base_version=new.base_version,
+                                 lease=new.lease, capability=new.capability, reservation=gone, replayed=True)
         clashing = [x for x in self.leases.values() if conflicts(x, root, checked)]
         others = [x for x in clashing if not (x.status == "reserved" and x.session_id == session_id)]
         if others:
@@ -212,7 +319,43 @@ class LeaseTable:
             raise ReservationPending(
                 f"session {session_id!r} holds a reservation ({own.mode} on {own.root!r}, lease {own.lease_id}) "
                 f"that conflicts with {checked} on {root!r}; reclaim it instead of acquiring")
-        return self._new_active(root, checked, session_id, owner, now_ns, changes=())
+        return self._new_active(root, checked, session_id, owner, now_ns, changes=(), request_id=request_id)
+
+    def request_lease(self, session_id: str, root: str, mode: str, request_id: str) -> Lease | None:
+        """The live lease ``request_id`` made for ``session_id`` (None: the key is new here).
+
+        Raises :class:`IdempotencyConflict` when that lease is for another root or mode, and
+        :class:`RequestCompleted` when the key's lease has been released (a tombstone).
+        """
+        _check_request_id(request_id)
+        _check_name("session_id", session_id)
+        digest = request_digest(session_id, request_id)
+        found = next((x for x in self.leases.values() if x.request_sha256 == digest), None)
+        buried = None if found is not None else next(
+            (x for x in reversed(self.tombstones.values()) if x.request_sha256 == digest), None)
+        earlier = found or buried
+        if earlier is None:
+            return None
+        if (earlier.root, earlier.mode) != (root, mode):
+            raise IdempotencyConflict(
+                f"session {session_id!r}: this request_id was used for {earlier.mode} on {earlier.root!r} "
+                f"(lease {earlier.lease_id}), not {mode} on {root!r}; a new request needs a new request_id")
+        if found is None:
+            raise RequestCompleted(
+                f"session {session_id!r}: the lease this request_id made ({earlier.lease_id}, {earlier.mode} on "
+                f"{earlier.root!r}) has been released (or reclaimed without this key); acquire again with a new "
+                "request_id")
+        return found
+
+    def replay(self, session_id: str, root: str, mode: str, request_id: str) -> Acquired | None:
+        """The same grant again when ``request_id`` made an *active* lease of ``root``/``mode`` (no
+        change); None when it made none or its lease is reserved; refusals as :meth:`request_lease`."""
+        earlier = self.request_lease(session_id, root, mode, request_id)
+        return self._replay(earlier, request_id) if earlier is not None and earlier.status == "active" else None
+
+    def _replay(self, lease: Lease, request_id: str) -> Acquired:
+        return Acquired(changes=(), next_token=self.next_token, base_version=self.version, lease=lease,
+                        capability=unseal_capability(lease, request_id), replayed=True)
 
     def release(self, lease_id: str, *, owner: str | None = None, capability: bytes | None = None) -> Released:
         if owner is None and capability is None:
@@ -262,15 +405,18 @@ class LeaseTable:
                             released=released)
 
     def reclaim(self, session_id: str, root: str, mode: str, owner: str, proof_session_id: str,
-                now_ns: int | None = None) -> Reclaimed:
+                now_ns: int | None = None, *, request_id: str | None = None) -> Reclaimed:
         """Turn ``session_id``'s reservation of ``root``/``mode`` into an active lease for ``owner``.
 
         ``proof_session_id`` is the session the caller is registered for (from an authenticated
-        registry); it must equal ``session_id``.
+        registry); it must equal ``session_id``. With ``request_id`` the new lease is keyed by it
+        (see :meth:`acquire`), so a retry whose answer was lost is answered by :meth:`replay`.
         """
         _check_root(root)
         checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
         _check_name("owner", owner)
+        if request_id is not None:
+            _check_request_id(request_id)
         if proof_session_id != session_id:
             raise NotReservationOwner(
                 f"caller {owner!r} proved session {proof_session_id!r}, not {session_id!r}: "
@@ -284,7 +430,7 @@ class LeaseTable:
             raise ReservationMismatch(f"session {session_id!r} reserved {held}, not {checked} on {root!r}")
         gone = replace(match, status="released")
         when = match.acquired_ns if now_ns is None else now_ns
-        new = self._new_active(root, checked, session_id, owner, when, changes=(gone,))
+        new = self._new_active(root, checked, session_id, owner, when, changes=(gone,), request_id=request_id)
         return Reclaimed(changes=new.changes, next_token=new.next_token, base_version=new.base_version,
                          lease=new.lease, capability=new.capability, reservation=gone)
 
@@ -360,13 +506,16 @@ class LeaseTable:
         self.version += 1
 
     def _new_active(self, root: str, mode: Mode, session_id: str, owner: str, now_ns: int,
-                    changes: tuple[Lease, ...]) -> Acquired:
+                    changes: tuple[Lease, ...], request_id: str | None = None) -> Acquired:
         token = self.next_token
         capability = self._random_bytes(CAPABILITY_BYTES)
         if len(capability) != CAPABILITY_BYTES:
             raise LeaseError(f"random source returned {len(capability)} bytes, wanted {CAPABILITY_BYTES}")
         lease = Lease(lease_id=f"lease-{token:016x}", root=root, mode=mode, session_id=session_id, owner=owner,
                       fencing_token=token, acquired_ns=now_ns, capability_sha256=capability_digest(capability))
+        if request_id is not None:
+            lease = replace(lease, request_sha256=request_digest(session_id, request_id),
+                            capability_sealed=seal_capability(capability, request_id, lease))
         return Acquired(changes=(*changes, lease), next_token=token + 1, base_version=self.version,
                         lease=lease, capability=capability)
 
@@ -387,6 +536,13 @@ def _authorised(lease: Lease, owner: str | None, capability: bytes | None) -> bo
 def _check_root(root: object) -> None:
     if not isinstance(root, str) or not is_canonical_form(root):
         raise LeaseError(f"root {root!r} is not a canonical absolute path (canonicalise it first)")
+
+
+def _check_request_id(request_id: object) -> None:
+    if not isinstance(request_id, str) or not MIN_REQUEST_ID <= len(request_id) <= MAX_REQUEST_ID:
+        shown = f"a str of {len(request_id)} characters" if isinstance(request_id, str) else type(request_id).__name__
+        raise LeaseError(f"request_id must be a str of {MIN_REQUEST_ID} to {MAX_REQUEST_ID} characters (an "
+                         f"unguessable key, e.g. secrets.token_urlsafe(16)), got {shown}")
 
 
 def _one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
