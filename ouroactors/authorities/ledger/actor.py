@@ -12,7 +12,21 @@ written), :class:`~ouroactors.core.errors.CommitRejected` (not written) or
 waiting in this process (:meth:`~ouroactors.supervision.worker.Worker.messages_waiting`); the
 buffer is committed in one transaction as soon as none is, and every sender gets its own answer.
 A lone request is therefore committed at once (no added latency), and requests that arrive
-together — many sessions — share one commit. ``MAX_BATCH`` bounds a batch under a steady stream.
+together — many sessions — share one commit. ``MAX_BATCH`` bounds a transaction.
+
+**A commit thread** (multiproc bases). While a synced commit waits for the disk the actor thread
+could be receiving the next requests, so a batch is handed to a thread of the ledger's own
+(:class:`_CommitThread`) whenever thespian has other work for the actor thread (a connection
+readable or writable); requests that arrive meanwhile form the next batch, handed over as soon as
+the commit returns. With nothing else to do (a lone session) the batch is committed on the actor
+thread itself, which saves the hand-over. Either way a transaction begins, is filled and commits
+on one thread (LMDB binds a write transaction to its thread), only one is open at a time, and the
+answers are sent by the actor thread alone, only after the batch's commit returned: the commit
+thread signals through a pipe the actor watches (``ThespianWatch``). Reads and maintenance writes
+first commit and answer every request received before them; stopping answers the batch in flight
+as its commit says and rejects (not written) what was still waiting. The in-process base, or
+``commit_thread = false`` in the spec's kwargs, commits inline. ``"status"`` reports
+``group_commit``: transactions, the records they carried, and how many went to the thread.
 
 At start, every unsettled entry becomes ``ambiguous`` (recovery), then the registered reconcilers
 get a chance to settle ambiguous entries by asking the world.
@@ -22,22 +36,26 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import queue
+import select
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import WakeupMessage
+from thespian.actors import ThespianWatch, WakeupMessage, WatchMessage
 
 from ...core import clock
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..storage.actor import storage_config
-from ..storage.commit import Committed, Rejected
+from ..storage.commit import Committed, Outcome, Rejected
 from ..storage.env import env_panicked, open_env
 from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, StartRequest, Status
-from .store import LedgerStore, Op, Settle, Start
+from .store import LedgerStore, Op, OpResult, Settle, Start
 
 log = logging.getLogger("ouroactors.ledger")
 RUNNER_PING_S = 0.25
@@ -48,24 +66,43 @@ MAX_BATCH = 256  # operations per transaction under a steady stream (commit cost
 MAX_EFFECT_ID = 200  # as StartRequest.effect_id
 
 
-@dataclass(frozen=True)
+# Record messages and answers have short reprs: thespian formats every message it sends or receives
+# for its debug log (discarded or not), and a record's full pydantic repr costs more than the rest of
+# its handling. The short form names what a log reader needs: the effect, and what happened to it.
+
+
+def _effect_of(request: Any) -> str:
+    effect_id = getattr(request, "effect_id", None)
+    return f"{effect_id!r:.210}" if isinstance(effect_id, str) else f"<{type(request).__name__}>"
+
+
+@dataclass(frozen=True, repr=False)
 class RecordStarted:
     request: StartRequest
 
+    def __repr__(self) -> str:
+        return f"RecordStarted({_effect_of(self.request)}, kind={getattr(self.request, 'kind', None)!r})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class RecordDenied:
     request: StartRequest
     reason: str
 
+    def __repr__(self) -> str:
+        return f"RecordDenied({_effect_of(self.request)}, reason={self.reason!r:.80})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class RecordSettled:
     effect_id: str
     status: str  # ok | failed
     reason: str | None = None
     evidence: dict[str, Any] | None = None
     by: str = "runner"
+
+    def __repr__(self) -> str:
+        return f"RecordSettled({self.effect_id!r:.210}, {self.status!r:.20}, by={self.by!r:.80})"
 
 
 @dataclass(frozen=True)
@@ -76,11 +113,16 @@ class OperatorSettle:
     operator: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RecordBatch:
     """Several record requests in one thespian message (one answer list, in order)."""
 
     items: tuple[RecordStarted | RecordDenied | RecordSettled | OperatorSettle, ...]
+
+    def __repr__(self) -> str:
+        items = self.items
+        return (f"RecordBatch({len(items)} items)" if isinstance(items, tuple | list)
+                else f"RecordBatch(<{type(items).__name__}>)")
 
 
 @dataclass(frozen=True)
@@ -110,10 +152,14 @@ class WatchRunner:
     runner: Any = None  # the runner's address (default: the sender)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LedgerAnswer:
     answer: str  # created | existing
     entry: Entry
+
+    def __repr__(self) -> str:
+        entry = self.entry
+        return f"LedgerAnswer({self.answer}, {entry.effect_id!r}, seq={entry.seq}, status={entry.status.value})"
 
 
 @dataclass(frozen=True)
@@ -150,6 +196,79 @@ def _to_op(item: Any) -> Op:
     raise LedgerError(f"not a ledger record request: {type(item).__name__}")
 
 
+_Done = tuple[Outcome[list[OpResult]] | None, BaseException | None]
+
+
+class _CommitThread:
+    """The ledger's writer thread: runs each batch's write transaction, start to commit, on itself.
+
+    LMDB binds a write transaction to the OS thread that began it, so every job is one whole call
+    of ``apply`` here. A finished job is queued and announced by a byte on a pipe the actor thread
+    watches; the actor thread alone talks to thespian. One job at a time is in flight.
+    """
+
+    def __init__(self, apply: Callable[[list[Op]], Outcome[list[OpResult]]]) -> None:
+        self._apply = apply
+        self._jobs: queue.SimpleQueue[list[Op] | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[_Done] = queue.SimpleQueue()
+        self.fd, self._signal_fd = os.pipe()
+        os.set_blocking(self.fd, False)
+        self._thread = threading.Thread(target=self._run, name="ledger-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, ops: list[Op]) -> None:
+        self._drain_pipe()  # a late signal of the previous job, already answered: not a new wake-up
+        self._jobs.put(ops)
+
+    def _run(self) -> None:
+        while (ops := self._jobs.get()) is not None:
+            done: _Done
+            try:
+                done = (self._apply(ops), None)
+            except BaseException as exc:  # handed to the actor thread, which answers and crashes
+                done = (None, exc)
+            self._done.put(done)
+            try:
+                os.write(self._signal_fd, b"\1")
+            except OSError:  # closed: the actor is stopping and waits for this job itself
+                pass
+
+    def poll(self) -> _Done | None:
+        """The finished job, if there is one (called when the pipe is readable)."""
+        self._drain_pipe()
+        try:
+            return self._done.get_nowait()
+        except queue.Empty:
+            return None
+
+    def poll_done(self) -> _Done | None:
+        """The finished job, if there is one, without a system call when there is none."""
+        if self._done.empty():
+            return None
+        return self.poll()
+
+    def wait(self) -> _Done:
+        """Block until the job in flight has finished."""
+        done = self._done.get()
+        self._drain_pipe()
+        return done
+
+    def _drain_pipe(self) -> None:
+        try:
+            os.read(self.fd, 4096)
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=30)
+        for fd in (self.fd, self._signal_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 def _check_effect_id(effect_id: Any) -> None:
     if not isinstance(effect_id, str) or not 1 <= len(effect_id) <= MAX_EFFECT_ID:
         shown = f"{len(effect_id)} characters" if isinstance(effect_id, str) else type(effect_id).__name__
@@ -159,8 +278,15 @@ def _check_effect_id(effect_id: Any) -> None:
 class Ledger(Worker):
     """The effect ledger authority (second child of the agent tree, after storage)."""
 
+    _writer: _CommitThread | None = None
+    _inflight: list[_Pending] | None = None  # the batch the commit thread is committing
+    _commit_here = False
+    _commits = 0  # group commits answered since start, the record requests they carried, and how
+    _committed_ops = 0  # many of those transactions ran on the commit thread
+    _handed_over = 0
+
     def on_start(self, kinds: list[str] | None = None, reconcilers: dict[str, str] | None = None,
-                 map_size: int | None = None) -> None:
+                 map_size: int | None = None, commit_thread: bool = True) -> None:
         assert self.context is not None
         storage = self.authorities.get("storage")
         self.env = open_env(storage_config(self.context.data_dir, map_size))
@@ -177,8 +303,40 @@ class Ledger(Worker):
         self._pending_ops = 0
         self._runners: dict[str, tuple[Any, float]] = {}  # effect id -> (runner address, last answer)
         self._watching = False
+        transport = getattr(getattr(self, "_myRef", None), "transport", None)
+        if commit_thread and self.context.base != "simple" and hasattr(transport, "set_watch"):
+            self._writer = _CommitThread(self.store.apply)
         if self.reconcilers:
             self.send(self.myAddress, Reconcile())
+
+    def on_stop(self, reason: Any) -> None:
+        """Answer everyone before going: the batch in flight as its commit says, the rest rejected."""
+        try:
+            self._quiesce()
+        finally:
+            pending, self._pending = self._pending, []
+            self._pending_ops = 0
+            error = CommitRejected(f"ledger stopped before committing this request ({reason}): not written")
+            for item in pending:
+                self.send(item.sender, [error] * len(item.ops) if item.batch else error)
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
+        if isinstance(message, WatchMessage):
+            if self._writer is not None and self._state == "running":
+                try:
+                    done = self._writer.poll()
+                    if done is not None:
+                        self._finish_batch(done)
+                    self.after_message()
+                except Exception as exc:  # as in the worker shell: the first exception ends the worker
+                    self._crash(exc, None)
+        else:
+            super().receiveMessage(message, sender)
+        writer = self._writer  # the pipe is watched only while a commit is in flight
+        return ThespianWatch([writer.fd]) if writer is not None and self._inflight is not None else None
 
     # -- records (group-committed) --------------------------------------------------------------------
 
@@ -208,30 +366,121 @@ class Ledger(Worker):
     def _enqueue(self, ops: list[Op], sender: Any, batch: bool) -> None:
         self._pending.append(_Pending(ops, sender, batch))
         self._pending_ops += len(ops)
-        if self._pending_ops >= MAX_BATCH:
+        if self._pending_ops >= MAX_BATCH and self._inflight is None:
             self._flush()
 
     def after_message(self) -> None:
-        if self._pending and not self.messages_waiting():
-            self._flush()
+        if self._inflight is not None and self._writer is not None:
+            done = self._writer.poll_done()
+            if done is not None:  # finished while this pass ran: answer now, not a pass later
+                self._finish_batch(done)
+        if not self._pending or self._inflight is not None or self.messages_waiting():
+            return
+        if self._writer is not None and self._thespian_busy() is not False:
+            self._flush()  # to the commit thread: this thread has requests to receive meanwhile
+        else:
+            self._flush_here()  # nothing else to do (a lone session): no hand-over to pay for
+
+    def _thespian_busy(self) -> bool | None:
+        """Whether thespian has work for this thread right now: a connection readable or writable,
+        a queued envelope or transmit. None when the transport cannot be seen (assume it has).
+        """
+        transport: Any = getattr(getattr(self, "_myRef", None), "transport", None)
+        try:
+            if transport._incomingEnvelopes or transport._waitingTransmits or transport._aTB_queuedPendingTransmits:
+                return True
+            readable = [transport.socket.fileno(), *transport._incomingSockets,
+                        *(idle.socket.fileno() for idle in transport._openSockets.values())]
+            writable: list[int] = []
+            for fd, intent in transport._transmitIntents.items():
+                (readable if intent.stage == transport._XMITStepWaitForAck else writable).append(fd)
+            ready, sendable, _ = select.select(readable, writable, [], 0)
+        except (AttributeError, TypeError, ValueError, OSError):
+            return None
+        return bool(ready or sendable)
+
+    def _take_batch(self) -> list[_Pending]:
+        """Pending requests for one transaction: all of them, or as many as fit ``MAX_BATCH``."""
+        if self._pending_ops <= MAX_BATCH:
+            pending, self._pending = self._pending, []
+            self._pending_ops = 0
+            return pending
+        count = ops = 0
+        for item in self._pending:
+            if count and ops + len(item.ops) > MAX_BATCH:
+                break
+            count += 1
+            ops += len(item.ops)
+        pending, self._pending = self._pending[:count], self._pending[count:]
+        self._pending_ops -= ops
+        return pending
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, []
-        self._pending_ops = 0
+        """Commit one batch of pending requests and answer it once the commit has returned.
+
+        The commit runs on the commit thread if there is one (answered when it reports), or here
+        when there is none or ``_commit_here`` is set.
+        """
+        pending = self._take_batch()
         if not pending:
             return
         ops = [op for item in pending for op in item.ops]
+        if self._writer is not None and not self._commit_here:
+            self._inflight = pending
+            self._handed_over += 1
+            self._writer.submit(ops)  # answered when the commit thread reports (receiveMessage)
+            return
         try:
             outcome = self.store.apply(ops)
         except BaseException as exc:
-            # The environment died, or a bug: whether this batch reached the disk is not known
-            # here. Every caller hears that (never silence), then the ledger crashes and its
-            # restart recovers every unsettled entry as ambiguous.
-            unknown = CommitOutcomeUnknown(f"ledger crashed during commit: {type(exc).__name__}: {exc}")
-            for item in pending:
-                self.send(item.sender, [unknown] * len(item.ops) if item.batch else unknown)
+            self._answer_unknown(pending, exc)
             raise
+        self._deliver(pending, outcome)
+
+    def _flush_here(self) -> None:
+        """:meth:`_flush` with the transaction on this thread (the commit thread must be idle)."""
+        self._commit_here = True
+        try:
+            self._flush()
+        finally:
+            self._commit_here = False
+
+    def _quiesce(self) -> None:
+        """Wait for the batch in flight and answer it (before writing on this thread, or stopping)."""
+        if self._writer is not None and self._inflight is not None:
+            self._finish_batch(self._writer.wait())
+
+    def _settle(self) -> None:
+        """Commit and answer every record request received so far, then return.
+
+        Reads and this thread's own writes call it first, so they come after every record request
+        received before them: a read sees them, a maintenance write never races the commit thread.
+        """
+        self._quiesce()
+        while self._pending:
+            self._flush_here()
+
+    def _finish_batch(self, done: _Done) -> None:
+        pending, self._inflight = self._inflight or [], None
+        outcome, exc = done
+        if exc is not None:
+            self._answer_unknown(pending, exc)
+            raise exc
+        assert outcome is not None
+        self._deliver(pending, outcome)
+
+    def _answer_unknown(self, pending: list[_Pending], exc: BaseException) -> None:
+        # The environment died, or a bug: whether this batch reached the disk is not known here.
+        # Every caller hears that (never silence), then the ledger crashes and its restart
+        # recovers every unsettled entry as ambiguous.
+        unknown = CommitOutcomeUnknown(f"ledger crashed during commit: {type(exc).__name__}: {exc}")
+        for item in pending:
+            self.send(item.sender, [unknown] * len(item.ops) if item.batch else unknown)
+
+    def _deliver(self, pending: list[_Pending], outcome: Outcome[list[OpResult]]) -> None:
         if isinstance(outcome, Committed):
+            self._commits += 1
+            self._committed_ops += len(outcome.value)
             results = iter(outcome.value)
             for item in pending:
                 answers = [self._answer(next(results)) for _ in item.ops]
@@ -253,6 +502,7 @@ class Ledger(Worker):
     # -- watched runners ------------------------------------------------------------------------------
 
     def handle_WatchRunner(self, message: WatchRunner, sender: Any) -> Any:
+        self._settle()
         entry = self.store.get(message.effect_id)
         if entry is None:
             return LedgerError(f"no effect {message.effect_id!r} in the ledger")
@@ -274,6 +524,7 @@ class Ledger(Worker):
         self._watching = False
         now = clock.monotonic()
         lost: list[str] = []
+        self._settle()
         for effect_id, (runner, seen) in list(self._runners.items()):
             entry = self.store.get(effect_id)
             if entry is None or entry.status is not Status.STARTED:
@@ -298,6 +549,7 @@ class Ledger(Worker):
             _check_effect_id(message.effect_id)
         except LedgerError as exc:
             return exc
+        self._settle()
         entry = self.store.get(message.effect_id)
         return entry if entry is not None else LedgerError(f"no effect {message.effect_id!r} in the ledger")
 
@@ -305,18 +557,23 @@ class Ledger(Worker):
         if not all(type(value) is int and 0 <= value < 2**63 for value in (message.since_seq, message.limit)):
             return LedgerError(f"ListEntries: since_seq and limit must be integers >= 0, "
                                f"not {message.since_seq!r} and {message.limit!r}")
+        self._settle()
         return self.store.list(status=message.status, session=message.session, kind=message.kind,
                                since_seq=message.since_seq, limit=message.limit)
 
     def handle_str(self, message: str, sender: Any) -> Any:
         if message == "status":
+            self._settle()
             return {"counts": self.store.counts(), "recovered_ambiguous": self.recovered_ambiguous,
                     "storage_generation": self.store.fence, "generation": self.generation,
-                    "quarantined": len(self.store.quarantined)}
+                    "quarantined": len(self.store.quarantined),
+                    "group_commit": {"transactions": self._commits, "records": self._committed_ops,
+                                     "thread": self._writer is not None, "handed_over": self._handed_over}}
         return self.unhandled(message, sender)
 
     def handle_Reconcile(self, message: Reconcile, sender: Any) -> dict[str, int] | None:
         """Ask each ambiguous entry's reconciler; settle what it can prove."""
+        self._settle()  # this thread writes now: the commit thread must be idle
         settled = left = 0
         for entry in self.store.list(status=Status.AMBIGUOUS.value, limit=10_000):
             reconcile = self.reconcilers.get(entry.kind)
