@@ -17,8 +17,8 @@ from ouroactors.authorities.ledger.actor import (
     RecordBatch,
     RecordSettled,
     RecordStarted,
-    _CommitThread,
 )
+from ouroactors.authorities.ledger.committer import CommitThread
 from ouroactors.authorities.ledger.domain import Created, Status
 from ouroactors.authorities.ledger.store import LedgerStore, Start
 from ouroactors.authorities.storage.commit import Committed
@@ -42,7 +42,7 @@ def test_a_job_runs_whole_on_the_commit_thread_and_signals_the_pipe(env):
         threads.append(threading.get_ident())
         return store.apply(ops)
 
-    writer = _CommitThread(apply)
+    writer = CommitThread(apply)
     try:
         assert writer.poll() is None and writer.poll_done() is None  # nothing submitted yet
         writer.submit([Start(start_request("a")), Start(start_request("b"))])
@@ -64,7 +64,7 @@ def test_an_exception_in_the_job_is_handed_back_not_lost(env):
     def apply(ops: list[Any]) -> Any:
         raise RuntimeError("the environment died")
 
-    writer = _CommitThread(apply)
+    writer = CommitThread(apply)
     try:
         writer.submit([])
         outcome, exc = writer.wait()
@@ -76,7 +76,7 @@ def test_an_exception_in_the_job_is_handed_back_not_lost(env):
 
 
 def test_closing_ends_the_thread(env):
-    writer = _CommitThread(make_store(env).apply)
+    writer = CommitThread(make_store(env).apply)
     thread = writer._thread
     writer.close()
     assert not thread.is_alive()
@@ -208,7 +208,7 @@ def test_stopping_with_a_commit_in_flight_answers_it(actor_system):
 def test_the_store_used_by_the_thread_is_the_one_the_actor_reads(env):
     """Guard for the design: one store object, one environment handle, shared by both threads."""
     store = make_store(env)
-    writer = _CommitThread(store.apply)
+    writer = CommitThread(store.apply)
     try:
         writer.submit([Start(start_request("x"))])
         assert isinstance(writer.wait()[0], Committed)

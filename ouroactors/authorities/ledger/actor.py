@@ -16,7 +16,7 @@ together — many sessions — share one commit. ``MAX_BATCH`` bounds a transact
 
 **A commit thread** (multiproc bases). While a synced commit waits for the disk the actor thread
 could be receiving the next requests, so a batch is handed to a thread of the ledger's own
-(:class:`_CommitThread`) whenever thespian has other work for the actor thread (a connection
+(:class:`CommitThread`) whenever thespian has other work for the actor thread (a connection
 readable or writable); requests that arrive meanwhile form the next batch, handed over as soon as
 the commit returns. With nothing else to do (a lone session) the batch is committed on the actor
 thread itself, which saves the hand-over. Either way a transaction begins, is filled and commits
@@ -36,10 +36,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
-import queue
 import select
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -54,8 +51,28 @@ from ...supervision.worker import Worker
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Outcome, Rejected
 from ..storage.env import env_panicked, open_env
-from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, StartRequest, Status
-from .store import LedgerStore, Op, OpResult, Settle, Start
+from .committer import CommitThread, _Done
+from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, Status
+from .messages import (
+    GetEntry,
+    LedgerAnswer,
+    ListEntries,
+    OperatorSettle,
+    Reconcile,
+    RecordBatch,
+    RecordDenied,
+    RecordSettled,
+    RecordStarted,
+    Verdict,
+    WatchRunner,
+    _to_op,
+)
+from .store import LedgerStore, Op, OpResult, Settle
+
+__all__ = [  # the protocol (.messages) is re-exported: callers import it from here
+    "GetEntry", "Ledger", "LedgerAnswer", "ListEntries", "OperatorSettle", "Reconcile", "RecordBatch",
+    "RecordDenied", "RecordSettled", "RecordStarted", "Verdict", "WatchRunner",
+]
 
 log = logging.getLogger("ouroactors.ledger")
 RUNNER_PING_S = 0.25
@@ -66,207 +83,12 @@ MAX_BATCH = 256  # operations per transaction under a steady stream (commit cost
 MAX_EFFECT_ID = 200  # as StartRequest.effect_id
 
 
-# Record messages and answers have short reprs: thespian formats every message it sends or receives
-# for its debug log (discarded or not), and a record's full pydantic repr costs more than the rest of
-# its handling. The short form names what a log reader needs: the effect, and what happened to it.
-
-
-def _effect_of(request: Any) -> str:
-    effect_id = getattr(request, "effect_id", None)
-    return f"{effect_id!r:.210}" if isinstance(effect_id, str) else f"<{type(request).__name__}>"
-
-
-@dataclass(frozen=True, repr=False)
-class RecordStarted:
-    request: StartRequest
-
-    def __repr__(self) -> str:
-        return f"RecordStarted({_effect_of(self.request)}, kind={getattr(self.request, 'kind', None)!r})"
-
-
-@dataclass(frozen=True, repr=False)
-class RecordDenied:
-    request: StartRequest
-    reason: str
-
-    def __repr__(self) -> str:
-        return f"RecordDenied({_effect_of(self.request)}, reason={self.reason!r:.80})"
-
-
-@dataclass(frozen=True, repr=False)
-class RecordSettled:
-    effect_id: str
-    status: str  # ok | failed
-    reason: str | None = None
-    evidence: dict[str, Any] | None = None
-    by: str = "runner"
-
-    def __repr__(self) -> str:
-        return f"RecordSettled({self.effect_id!r:.210}, {self.status!r:.20}, by={self.by!r:.80})"
-
-
-@dataclass(frozen=True)
-class OperatorSettle:
-    effect_id: str
-    status: str
-    reason: str
-    operator: str
-
-
-@dataclass(frozen=True, repr=False)
-class RecordBatch:
-    """Several record requests in one thespian message (one answer list, in order)."""
-
-    items: tuple[RecordStarted | RecordDenied | RecordSettled | OperatorSettle, ...]
-
-    def __repr__(self) -> str:
-        items = self.items
-        return (f"RecordBatch({len(items)} items)" if isinstance(items, tuple | list)
-                else f"RecordBatch(<{type(items).__name__}>)")
-
-
-@dataclass(frozen=True)
-class GetEntry:
-    effect_id: str
-
-
-@dataclass(frozen=True)
-class ListEntries:
-    status: str | None = None
-    session: str | None = None
-    kind: str | None = None
-    since_seq: int = 0
-    limit: int = 100
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    pass
-
-
-@dataclass(frozen=True)
-class WatchRunner:
-    """Watch the actor running an effect: if it dies before settling, the entry is ambiguous at once."""
-
-    effect_id: str
-    runner: Any = None  # the runner's address (default: the sender)
-
-
-@dataclass(frozen=True, repr=False)
-class LedgerAnswer:
-    answer: str  # created | existing
-    entry: Entry
-
-    def __repr__(self) -> str:
-        entry = self.entry
-        return f"LedgerAnswer({self.answer}, {entry.effect_id!r}, seq={entry.seq}, status={entry.status.value})"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A reconciler's finding: settle with ``status`` and ``evidence``; None leaves it ambiguous."""
-
-    status: str
-    evidence: dict[str, Any]
-
-
 @dataclass
 class _Pending:
     ops: list[Op]
     sender: Any
     batch: bool
     results: list[Any] = field(default_factory=list)
-
-
-def _to_op(item: Any) -> Op:
-    """A bad request is refused here (LedgerError), never taken into a group commit."""
-    if isinstance(item, RecordStarted | RecordDenied):
-        if not isinstance(item.request, StartRequest):
-            raise LedgerError(f"{type(item).__name__}.request must be a StartRequest, "
-                              f"not {type(item.request).__name__}")
-        if isinstance(item, RecordStarted):
-            return Start(item.request)
-        if not isinstance(item.reason, str):
-            raise LedgerError(f"RecordDenied.reason must be a string, not {type(item.reason).__name__}")
-        return Start(item.request, Status.DENIED, item.reason)
-    if isinstance(item, RecordSettled):
-        return Settle(item.effect_id, item.status, item.reason, item.evidence, item.by)
-    if isinstance(item, OperatorSettle):
-        return Settle(item.effect_id, item.status, item.reason, None, f"operator:{item.operator}", operator=True)
-    raise LedgerError(f"not a ledger record request: {type(item).__name__}")
-
-
-_Done = tuple[Outcome[list[OpResult]] | None, BaseException | None]
-
-
-class _CommitThread:
-    """The ledger's writer thread: runs each batch's write transaction, start to commit, on itself.
-
-    LMDB binds a write transaction to the OS thread that began it, so every job is one whole call
-    of ``apply`` here. A finished job is queued and announced by a byte on a pipe the actor thread
-    watches; the actor thread alone talks to thespian. One job at a time is in flight.
-    """
-
-    def __init__(self, apply: Callable[[list[Op]], Outcome[list[OpResult]]]) -> None:
-        self._apply = apply
-        self._jobs: queue.SimpleQueue[list[Op] | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[_Done] = queue.SimpleQueue()
-        self.fd, self._signal_fd = os.pipe()
-        os.set_blocking(self.fd, False)
-        self._thread = threading.Thread(target=self._run, name="ledger-commit", daemon=True)
-        self._thread.start()
-
-    def submit(self, ops: list[Op]) -> None:
-        self._drain_pipe()  # a late signal of the previous job, already answered: not a new wake-up
-        self._jobs.put(ops)
-
-    def _run(self) -> None:
-        while (ops := self._jobs.get()) is not None:
-            done: _Done
-            try:
-                done = (self._apply(ops), None)
-            except BaseException as exc:  # handed to the actor thread, which answers and crashes
-                done = (None, exc)
-            self._done.put(done)
-            try:
-                os.write(self._signal_fd, b"\1")
-            except OSError:  # closed: the actor is stopping and waits for this job itself
-                pass
-
-    def poll(self) -> _Done | None:
-        """The finished job, if there is one (called when the pipe is readable)."""
-        self._drain_pipe()
-        try:
-            return self._done.get_nowait()
-        except queue.Empty:
-            return None
-
-    def poll_done(self) -> _Done | None:
-        """The finished job, if there is one, without a system call when there is none."""
-        if self._done.empty():
-            return None
-        return self.poll()
-
-    def wait(self) -> _Done:
-        """Block until the job in flight has finished."""
-        done = self._done.get()
-        self._drain_pipe()
-        return done
-
-    def _drain_pipe(self) -> None:
-        try:
-            os.read(self.fd, 4096)
-        except (BlockingIOError, OSError):
-            pass
-
-    def close(self) -> None:
-        self._jobs.put(None)
-        self._thread.join(timeout=30)
-        for fd in (self.fd, self._signal_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 def _check_effect_id(effect_id: Any) -> None:
@@ -278,7 +100,7 @@ def _check_effect_id(effect_id: Any) -> None:
 class Ledger(Worker):
     """The effect ledger authority (second child of the agent tree, after storage)."""
 
-    _writer: _CommitThread | None = None
+    _writer: CommitThread | None = None
     _inflight: list[_Pending] | None = None  # the batch the commit thread is committing
     _commit_here = False
     _commits = 0  # group commits answered since start, the record requests they carried, and how
@@ -305,7 +127,7 @@ class Ledger(Worker):
         self._watching = False
         transport = getattr(getattr(self, "_myRef", None), "transport", None)
         if commit_thread and self.context.base != "simple" and hasattr(transport, "set_watch"):
-            self._writer = _CommitThread(self.store.apply)
+            self._writer = CommitThread(self.store.apply)
         if self.reconcilers:
             self.send(self.myAddress, Reconcile())
 
