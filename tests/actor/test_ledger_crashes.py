@@ -353,3 +353,28 @@ def test_a_watched_runner_that_dies_before_settling_makes_its_entry_ambiguous_at
     entry = actor_system.ask("agent/ledger", GetEntry("pr-7"))
     assert entry.reason == "effect runner exited before settlement"  # ambiguous, never failed
     assert actor_system.child_info("agent/ledger").restarts == 0  # without any ledger restart
+
+
+# -- the ledger's own fault points: a kill at each boundary of an effect -----------------------------
+
+
+@pytest.mark.parametrize(("point", "settle_first", "status"), [
+    ("ledger.start_committed", False, Status.AMBIGUOUS),  # durable start, runner never told: ambiguous
+    ("ledger.settle_received", True, Status.AMBIGUOUS),  # the effect ran, its settlement never written
+    ("ledger.settle_committed", True, Status.OK),  # durable settlement, only the answer lost
+])
+def test_a_kill_at_each_ledger_boundary_leaves_a_truthful_entry(actor_system, point, settle_first, status):
+    actor_system.start_tree(agent_tree())
+    actor_system.ask(LEDGER_PATH, started("warm"))
+    if settle_first:
+        actor_system.ask(LEDGER_PATH, started("e"))
+    mark = actor_system.mark()
+    actor_system.arm_faults(LEDGER_PATH, FaultPlan((FaultRule(point, FaultAction.KILL, nth=1),)))
+    with pytest.raises(OuroactorsError):  # no answer: the ledger died at the point
+        actor_system.ask(LEDGER_PATH, settled("e") if settle_first else started("e"), timeout=3)
+    assert actor_system.wait_for("exited", LEDGER_PATH, after=mark).reason == {"kind": "killed"}
+    actor_system.wait_for("started", LEDGER_PATH, after=mark)
+    entry = get_entry(actor_system, "e")
+    assert entry.status is status, entry
+    if status is Status.AMBIGUOUS:
+        assert entry.reason == RESTARTED_BEFORE_SETTLEMENT

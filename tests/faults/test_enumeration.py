@@ -25,7 +25,8 @@ def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path, record_pro
     assert report.baseline.violations == [] and report.baseline.statuses == {"ok": 4}
     points = {site.point for site in report.sites}
     assert {"storage.before_commit", "storage.after_commit", "workspace.lease_recorded",
-            "message.agent/ledger", "message.agent/workspace"} <= points
+            "ledger.start_committed", "ledger.settle_received", "ledger.settle_committed",
+            "grants.decision_recorded", "message.agent/ledger", "message.agent/workspace"} <= points
     assert len(report.rows) == len(report.sites) == len(rows_seen) >= 30
     assert [row.site for row in report.rows] == report.sites  # every site has an outcome, in order
     assert report.violations == [], "\n".join(f"{site}: {v}" for site, v in report.violations)

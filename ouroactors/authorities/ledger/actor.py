@@ -44,7 +44,7 @@ from typing import Any
 
 from thespian.actors import ThespianWatch, WakeupMessage, WatchMessage
 
-from ...core import clock
+from ...core import clock, faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
@@ -67,7 +67,7 @@ from .messages import (
     WatchRunner,
     _to_op,
 )
-from .store import LedgerStore, Op, OpResult, Settle
+from .store import LedgerStore, Op, OpResult, Settle, Start
 
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
     "GetEntry", "Ledger", "LedgerAnswer", "ListEntries", "OperatorSettle", "Reconcile", "RecordBatch",
@@ -75,6 +75,13 @@ __all__ = [  # the protocol (.messages) is re-exported: callers import it from h
 ]
 
 log = logging.getLogger("ouroactors.ledger")
+# The ledger's durable boundaries, as an effect crosses them (a crash at each is a different story):
+SETTLE_RECEIVED = faults.register_point(
+    "ledger.settle_received", "the effect ran and its settlement arrived, not yet written")
+START_COMMITTED = faults.register_point(
+    "ledger.start_committed", "a start is durable, its runner not yet told: the effect has not run")
+SETTLE_COMMITTED = faults.register_point(
+    "ledger.settle_committed", "a settlement is durable, its runner not yet told")
 RUNNER_PING_S = 0.25
 RUNNER_LOST_AFTER_S = 1.0  # a runner silent this long has died with its effect unsettled
 RUNNER_EXITED = "effect runner exited before settlement"
@@ -186,6 +193,8 @@ class Ledger(Worker):
         return None
 
     def _enqueue(self, ops: list[Op], sender: Any, batch: bool) -> None:
+        if faults.armed() is not None and any(isinstance(op, Settle) for op in ops):
+            faults.point(SETTLE_RECEIVED)
         self._pending.append(_Pending(ops, sender, batch))
         self._pending_ops += len(ops)
         if self._pending_ops >= MAX_BATCH and self._inflight is None:
@@ -303,6 +312,12 @@ class Ledger(Worker):
         if isinstance(outcome, Committed):
             self._commits += 1
             self._committed_ops += len(outcome.value)
+            if faults.armed() is not None:  # one hit per batch and boundary: nothing answered yet
+                kinds = {type(op) for item in pending for op in item.ops}
+                if Start in kinds:
+                    faults.point(START_COMMITTED)
+                if Settle in kinds:
+                    faults.point(SETTLE_COMMITTED)
             results = iter(outcome.value)
             for item in pending:
                 answers = [self._answer(next(results)) for _ in item.ops]
