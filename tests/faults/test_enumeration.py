@@ -36,7 +36,13 @@ def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path, record_pro
     for row in fired:
         assert row.killed == [row.site.path], row  # a real SIGKILL of exactly that process
     ambiguous = [row for row in fired if row.statuses.get("ambiguous")]
-    assert ambiguous and all(row.site.point == "storage.after_commit" for row in ambiguous)
+    # Only a crash after a start became durable and before its runner heard of it (or settled it) can
+    # leave an entry ambiguous: after a commit (one batch may carry one session's start and another's
+    # settlement), or at the ledger's own boundaries.
+    def after_a_commit(point: str) -> bool:
+        return point == "storage.after_commit" or point.startswith("ledger.")
+
+    assert ambiguous and all(after_a_commit(row.site.point) for row in ambiguous), [str(r.site) for r in ambiguous]
     record_property("enumeration_seconds", round(elapsed, 1))  # measured, not asserted (CI budget ~2 min)
 
 
