@@ -1,0 +1,184 @@
+"""Fault-injection benchmark: what unarmed points cost, and how fast chaos campaigns run.
+
+    python -m benchmarks.bench_faults [--quick] [--json FILE]
+
+Rows (same run, same machine):
+
+* one unarmed ``faults.point()`` call vs a bare Python call of a function that returns None;
+* how many points a durable effect (record_started + record_settled) passes, counted on a
+  simulated system with a record-everything plan armed;
+* the overhead of unarmed points on the ledger's durable effect (goal < 2 %): measured directly
+  (effect latency with the points as shipped vs with ``faults.point`` replaced by a no-op in every
+  actor process, interleaved A/B rounds) and estimated (points per effect × cost per point ÷
+  effect latency);
+* chaos schedules per minute: on real processes (multiproc, kills) and on the simulated simple
+  base, each against the same workload run with no plan armed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ouroactors import ActorSystem, supervisor, worker
+from ouroactors.authorities.ledger.actor import RecordSettled, RecordStarted
+from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+from ouroactors.core import faults
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.faults.chaos import Campaign
+from ouroactors.faults.runner import workload_tree
+from ouroactors.faults.workload import WorkloadConfig
+
+from ._common import Row, Stat, bench_main, progress
+
+TREE = supervisor("agent", strategy="rest_for_one", children=[
+    worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+    worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+])
+CONFIG = WorkloadConfig(sessions=2, effects=2, refuse_every=3, ask_timeout=0.4, lease_wait=3.0, op_deadline=10.0)
+EVERYWHERE = FaultPlan((FaultRule("*", FaultAction.DELAY),))
+
+
+def request(tag: str, i: int) -> StartRequest:
+    return StartRequest(effect_id=f"{tag}-{i}", kind="example", idempotency_key=f"{tag}-{i}",
+                        fingerprint=fingerprint("example", {"i": i}), principal=tag, session_id=tag)
+
+
+def effect(ledger: Any, tag: str, i: int) -> None:
+    ledger.ask(RecordStarted(request(tag, i)))
+    ledger.ask(RecordSettled(f"{tag}-{i}", "ok"))
+
+
+def timed_ms(fn: Callable[[], Any]) -> float:
+    began = time.perf_counter()
+    fn()
+    return (time.perf_counter() - began) * 1000.0
+
+
+def point_cost_ns(repeats: int, number: int) -> tuple[Stat, Stat]:
+    faults.disarm()
+
+    def bare(name: str) -> None:
+        return None
+
+    ours = Stat([min(timeit.repeat(lambda: faults.point("storage.before_commit"), number=number, repeat=3))
+                 / number * 1e9 for _ in range(repeats)])
+    base = Stat([min(timeit.repeat(lambda: bare("storage.before_commit"), number=number, repeat=3))
+                 / number * 1e9 for _ in range(repeats)])
+    return ours, base
+
+
+def points_per_effect(work: Path) -> int:
+    system = ActorSystem.start("simple", work / "count", simulated=True)
+    try:
+        system.start_tree(TREE)
+        ledger = system.ref("agent/ledger")
+        effect(ledger, "warm", 0)
+        system.arm_faults(None, EVERYWHERE)
+        effect(ledger, "count", 0)
+        system.arm_faults(None, None)
+        return len(faults.firings())
+    finally:
+        system.shutdown()
+
+
+def start_system(work: Path, name: str, stub: bool) -> ActorSystem:
+    """A multiproc system running TREE; ``stub`` compiles the points out (its processes fork with it)."""
+    original = faults.point
+    if stub:
+        faults.point = lambda name: None  # type: ignore[assignment]
+    try:
+        system = ActorSystem.start("multiproc", work / name)
+    finally:
+        faults.point = original
+    system.start_tree(TREE)
+    return system
+
+
+def effect_latency_ab(work: Path, n: int, rounds: int) -> tuple[Stat, Stat]:
+    """Effects alternate between a system with the points as shipped and one without them, so the
+    machine's drift hits both alike."""
+    shipped, stubbed = Stat(), Stat()
+    for r in range(rounds):
+        with_points = start_system(work, f"shipped{r}", stub=False)
+        without = start_system(work, f"stubbed{r}", stub=True)
+        try:
+            a, b = with_points.ref("agent/ledger"), without.ref("agent/ledger")
+            for i in range(20):
+                effect(a, "warm", i)
+                effect(b, "warm", i)
+            for i in range(n):
+                tag = f"r{r}"
+                shipped.samples.append(timed_ms(lambda i=i, a=a, tag=tag: effect(a, tag, i)))
+                stubbed.samples.append(timed_ms(lambda i=i, b=b, tag=tag: effect(b, tag, i)))
+        finally:
+            with_points.shutdown()
+            without.shutdown()
+    return shipped, stubbed
+
+
+def schedules_per_minute(base: str, seeds: int, work: Path, plan: bool) -> float:
+    with Campaign(workload_tree(), CONFIG, base=base, data_dir=work) as campaign:
+        campaign.points()  # the recording run is start-up, not a schedule
+        began = time.monotonic()
+        for seed in range(seeds):
+            if plan:
+                campaign.run_seed(seed)
+            else:
+                campaign.bench.run(f"calm{seed}")
+        return 60.0 * seeds / (time.monotonic() - began)
+
+
+def run(quick: bool) -> list[Row]:
+    rows: list[Row] = []
+    work = Path(tempfile.mkdtemp(prefix="bench-faults-"))
+    os.environ.setdefault("THESPLOG_FILE", str(work / "thespian.log"))
+    try:
+        progress("unarmed point")
+        ours, bare = point_cost_ns(5 if quick else 15, 200_000)
+        rows.append(Row("points", "one unarmed faults.point()", "ns", ours, bare, "report", None,
+                        "baseline: a call of a function returning None"))
+
+        progress("points per effect")
+        per_effect = points_per_effect(work)
+        rows.append(Row("points", "points a durable effect passes", "points", float(per_effect), None, "report",
+                        None, "record_started + record_settled, every actor, counted by a plan armed on '*'"))
+
+        progress("ledger effect, points as shipped vs compiled out")
+        n = 100 if quick else 300
+        rounds = 2 if quick else 3
+        shipped, stubbed = effect_latency_ab(work, n, rounds)
+        rows.append(Row("points", "ledger effect: points as shipped vs none", "ms", shipped, stubbed, "< 2 %",
+                        lambda _o, r: r < 1.02, "measured: effects alternate between two systems, with and without"))
+        estimate = per_effect * ours.p50 / (stubbed.p50 * 1e6) * 100
+        rows.append(Row("points", "estimated overhead on a ledger effect", "%", estimate, None, "< 2 %",
+                        lambda o, _r: o < 2.0, "points × ns per point ÷ effect latency"))
+
+        progress("chaos campaigns")
+        seeds = 15 if quick else 60
+        chaos = schedules_per_minute("multiproc", seeds, work / "chaos-mp", plan=True)
+        calm = schedules_per_minute("multiproc", seeds, work / "calm-mp", plan=False)
+        rows.append(Row("chaos", "schedules/min, multiproc (real kills)", "/min", chaos, calm, "report", None,
+                        "baseline: the same workload runs, no plan"))
+        sim_seeds = 60 if quick else 200
+        sim = schedules_per_minute("simple", sim_seeds, work / "chaos-sim", plan=True)
+        sim_calm = schedules_per_minute("simple", sim_seeds, work / "calm-sim", plan=False)
+        rows.append(Row("chaos", "schedules/min, simulated simple base", "/min", sim, sim_calm, "report", None,
+                        "baseline: the same workload runs, no plan; deterministic event log"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    bench_main(run, "ouroactors fault injection: unarmed cost and campaign speed (same run)", __doc__)
+
+
+if __name__ == "__main__":
+    main()
