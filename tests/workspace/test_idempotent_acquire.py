@@ -8,7 +8,6 @@ nothing changed. The capability is kept only sealed under the key; old records s
 from __future__ import annotations
 
 import copy
-import itertools
 
 import msgpack
 import pytest
@@ -35,18 +34,12 @@ from ouroactors.authorities.workspace.leases import (
     unseal_capability,
 )
 
+from .support import fake_random
+
 KEY = "k-7f3a9c1e5b2d4e6f8a0b"  # an idempotency key (>= 16 characters)
 OTHER = "k-0123456789abcdef0123"
 
 
-def fake_random():
-    counter = itertools.count(1)
-    return lambda n: next(counter).to_bytes(n, "big")
-
-
-@pytest.fixture
-def table() -> LeaseTable:
-    return LeaseTable(random_bytes=fake_random())
 
 
 def state(table: LeaseTable) -> tuple:

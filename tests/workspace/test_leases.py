@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 from typing import Any, TypeVar
 
 import pytest
@@ -27,16 +26,7 @@ from ouroactors.authorities.workspace.leases import (
     invariant_violations,
 )
 
-
-def fake_random():
-    counter = itertools.count(1)
-    return lambda n: next(counter).to_bytes(n, "big")
-
-
-@pytest.fixture
-def table() -> LeaseTable:
-    return LeaseTable(random_bytes=fake_random())
-
+from .support import fake_random
 
 D = TypeVar("D", bound=Decision)
 
