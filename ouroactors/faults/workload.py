@@ -42,7 +42,9 @@ durable state afterwards.
 **Interleaving.** Sessions are generators stepped round-robin by one thread: each step is one
 request. The interleaving is therefore the same on every run of the same workload, so a fault
 plan keyed on hit counts (``nth``) reproduces. When every session is waiting for the tree to come
-back, the driver polls with a short bounded pause.
+back, the driver polls with a short bounded pause. On a simulated system (virtual time) its
+deadlines and pauses are on the system's clock, and a pause lets the system run that long: what a
+run does then depends on the seed alone, never on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from ..authorities.workspace.leases import (
     NotReservationOwner,
     StaleFence,
 )
+from ..core import clock
 from ..core.errors import (
     ActorCrashed,
     AskTimeout,
@@ -382,12 +385,19 @@ class Driver:
                     self._finished.add(sid)
                     progressed = True
             if sessions and not progressed:
-                if self.heal is not None and time.monotonic() >= next_heal:
+                if self.heal is not None and clock.monotonic() >= next_heal:
                     self.heal()
-                    next_heal = time.monotonic() + 0.1
-                time.sleep(0.01)  # every session waits for the tree to come back: bounded poll
+                    next_heal = clock.monotonic() + 0.1
+                self._pause(0.01)  # every session waits for the tree to come back: bounded poll
         self.record.ended_ns = time.time_ns()
         return self.record
+
+    def _pause(self, seconds: float) -> None:
+        """Wait a little. A simulated system only moves while it runs: let it run that long instead."""
+        if self.system.simulation is not None:
+            self.system.run_for(seconds)
+        else:
+            time.sleep(seconds)
 
     # -- one session ----------------------------------------------------------------------------------------
 
@@ -439,7 +449,7 @@ class Driver:
         ``message`` may be a callable that builds the request: it is called again on every try, so
         a request re-stamped after a generation change also carries the new authority snapshot.
         """
-        deadline = time.monotonic() + self.config.op_deadline
+        deadline = clock.monotonic() + self.config.op_deadline
         last: BaseException | None = None
         while True:
             try:
@@ -461,7 +471,7 @@ class Driver:
                 last = exc
             except OuroactorsError as exc:  # a refusal: nothing changed, asking again will not help
                 return _Result(error=exc)
-            if time.monotonic() > deadline:
+            if clock.monotonic() > deadline:
                 self.record.errors.append(f"{path}: gave up after {self.config.op_deadline}s: {last!r}")
                 return _Result(error=last, gave_up=True)
             yield _WAIT  # an error is no progress: if every session is here, the driver pauses and heals
@@ -484,13 +494,13 @@ class Driver:
         path = self.targets.owner_of(index)
         if path is None:
             return None
-        deadline = time.monotonic() + self.config.op_deadline
+        deadline = clock.monotonic() + self.config.op_deadline
         while True:
             try:
                 with isolated(self.system) as system:
                     return system.resolve(path)
             except OuroactorsError:
-                if time.monotonic() > deadline:
+                if clock.monotonic() > deadline:
                     return None
                 yield _WAIT
 
@@ -517,7 +527,7 @@ class Driver:
 
     def _acquire(self, lease: LeaseRecord, index: int, holder: dict[str, Any]) -> Generator[str, None, bool]:
         assert self.targets.workspace is not None
-        deadline = time.monotonic() + self.config.lease_wait
+        deadline = clock.monotonic() + self.config.lease_wait
         while True:
             owner = yield from self._owner_address(index)
             result = yield from self._ask(self.targets.workspace,
@@ -528,7 +538,7 @@ class Driver:
                 lease.outcome = "held"
                 yield from self._snapshot()
                 return True
-            if isinstance(result.error, LeaseConflict) and time.monotonic() < deadline:
+            if isinstance(result.error, LeaseConflict) and clock.monotonic() < deadline:
                 futile = self._futile(lease, result.error.holders)
                 if futile is None:
                     yield _WAIT  # another session holds an overlapping root: wait for its release
@@ -606,7 +616,7 @@ class Driver:
             record.grant_answers.append("allow" if decision.allow else "deny")
             return decision
         path = self.targets.grants
-        deadline = time.monotonic() + self.config.op_deadline
+        deadline = clock.monotonic() + self.config.op_deadline
         request = self.grant_request(spec)
         while True:
             # _ask stamps the generation, asks again after a lost answer (timeout, crash, restart) and
@@ -624,7 +634,7 @@ class Driver:
                                      generation=self.generations.get(path))  # the stamp it was answered under
             # ask: nobody answers approvals in this workload (a session would wait for an operator).
             # It is also the answer for an allow the authority could not record: ask again.
-            if time.monotonic() > deadline:
+            if clock.monotonic() > deadline:
                 return f"not granted: asked for approval ({verdict.reason[:200]})"
             yield _WAIT
 
