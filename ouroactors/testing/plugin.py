@@ -3,7 +3,8 @@
 Fixtures:
 
 * ``actor_system`` — a real multiproc system (one process per actor) in a temp data dir;
-* ``simple_system`` — an in-process simpleSystemBase system, deterministic and fast;
+* ``simple_system`` — an in-process simpleSystemBase system, fast;
+* ``simulated_system`` — the same on virtual time: deterministic to the byte, timers cost no real time;
 * ``actor_system_factory`` — ``factory(base="multiproc", **kwargs)`` for several systems per test;
 * ``tree_system``, ``armed_plan``, ``invariants`` — a system running your tree file, a fault plan
   armed on it (disarmed after the test), the invariant checkers (see :mod:`ouroactors.testing.fixtures`);
@@ -70,3 +71,10 @@ def actor_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSyste
 @pytest.fixture
 def simple_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
     return actor_system_factory("simple")
+
+
+@pytest.fixture
+def simulated_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
+    """The simple base on virtual time: timers fire by the system's clock, which moves only while the
+    system runs (``system.run_for(seconds)`` passes time at once); the same asks give the same events."""
+    return actor_system_factory("simple", simulated=True)

@@ -92,3 +92,11 @@ def test_a_simple_base_campaign_is_deterministic_byte_for_byte(tmp_path: Path) -
 
     other_log, _ = _campaign(tmp_path / "c", range(1, 41))  # other seeds, another history
     assert other_log != first_log
+
+
+def test_the_simulated_system_fixture_runs_on_virtual_time(simulated_system: ActorSystem) -> None:
+    simulated_system.start_tree(supervisor("t", [worker("ticker", TICKER)]))
+    simulated_system.ask("t/ticker", "after 60")
+    simulated_system.run_for(61)
+    assert len(simulated_system.ask("t/ticker", "fired")) == 1
+    assert simulated_system.simulation is not None and clock.simulated()
