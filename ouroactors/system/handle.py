@@ -10,7 +10,8 @@
 
 Two bases: ``multiproc`` (thespian's multiprocTCPBase, the default: real processes, sockets on
 127.0.0.1, its own free admin port) and ``simple`` (simpleSystemBase: one process, deterministic,
-for fast unit tests; no kill, timers fire only while the caller waits).
+for fast unit tests; no kill, timers fire only while the caller waits; ``simulated=True`` puts it
+on virtual time, deterministic to the byte).
 
 A system that is not started ``detached`` dies with the process that started it, and
 :meth:`ActorSystem.shutdown` leaves no process and no bound port behind: trees are stopped in
