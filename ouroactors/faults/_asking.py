@@ -26,7 +26,7 @@ def isolated(system: ActorSystem) -> Iterator[ActorSystem]:
     with system._thespian.private() as endpoint:
         view = copy.copy(system)
         view._thespian = endpoint
-        view._asker, view._abandoned = None, []  # its own endpoints, never the system's
+        view._asker = None  # its own endpoint after a timeout, never the system's
         view._closed = True  # a view never shuts the system down
         try:
             yield view

@@ -306,10 +306,9 @@ class Bench:
                 pass  # a supervisor restarting under us: look again
             if time.monotonic() > deadline:
                 raise BenchError(f"the trees did not come back within {timeout or self.ready_timeout}s")
-            if self.live.simulation is not None:  # virtual time moves only while the system runs
-                self.live.run_for(0.01)
-            else:
-                time.sleep(0.01)  # polling the supervisors for the restart to finish, bounded
+            # Polling the supervisors for the restart to finish, bounded. An in-process system moves
+            # only while it runs (a simulated one in virtual time), so let it run rather than sleep.
+            self.live.run_for(0.01)
 
     def _ready_once(self, system: ActorSystem) -> tuple[bool, bool]:
         """(every tree and child is up, a tree that had ended was started again)."""

@@ -388,16 +388,9 @@ class Driver:
                 if self.heal is not None and clock.monotonic() >= next_heal:
                     self.heal()
                     next_heal = clock.monotonic() + 0.1
-                self._pause(0.01)  # every session waits for the tree to come back: bounded poll
+                self.system.run_for(0.01)  # every session waits for the tree: let it run (sleeps on multiproc)
         self.record.ended_ns = time.time_ns()
         return self.record
-
-    def _pause(self, seconds: float) -> None:
-        """Wait a little. A simulated system only moves while it runs: let it run that long instead."""
-        if self.system.simulation is not None:
-            self.system.run_for(seconds)
-        else:
-            time.sleep(seconds)
 
     # -- one session ----------------------------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ class Answers:
 
     _thespian: Any
     _asker: Any
-    _abandoned: list[Any]
     base: str
     admin_port: int | None
 
@@ -61,20 +60,15 @@ class Answers:
         except Exception as exc:  # the admin is gone: the next ask reports that
             log.debug("no fresh endpoint after a timeout: %s", exc)
             return
-        if self._asker is not None:
-            self._abandoned.append(self._asker)
+        self._close_endpoints()  # the previous fresh one, if any; never the one the handle was made with
         self._asker = fresh
-        while self._abandoned:  # never self._thespian: it created the system and shuts it down
-            with contextlib.suppress(Exception):
-                self._abandoned.pop()._systemBase.transport.close()
 
     def _close_endpoints(self) -> None:
-        """Close the endpoints this handle opened after timeouts (not the one it was made with)."""
+        """Close the endpoint this handle opened after a timeout (not the one it was made with)."""
         asker, self._asker = self._asker, None
-        for endpoint in [*self._abandoned, *([asker] if asker is not None else [])]:
+        if asker is not None:
             with contextlib.suppress(Exception):
-                endpoint._systemBase.transport.close()
-        self._abandoned = []
+                asker._systemBase.transport.close()
 
     @staticmethod
     def _unwrap(answer: Any, what: str, timeout: float) -> Any:

@@ -112,7 +112,6 @@ class ActorSystem(Operations, Answers):
                  port: int | None, *, owner: bool, pgid: int | None = None) -> None:
         self._thespian = thespian
         self._asker: Any = None  # a fresh endpoint once an ask timed out (see _ask_raw)
-        self._abandoned: list[Any] = []
         self.base = base
         self.data_dir = data_dir
         self.context = context
@@ -358,8 +357,8 @@ class ActorSystem(Operations, Answers):
         return len(self.events.all())
 
     def run_for(self, seconds: float) -> None:
-        """Let the system run for ``seconds``: the in-process base only runs while called, and a
-        simulated one passes that much virtual time at once (timers due in it fire, in order)."""
+        """Let the system run for ``seconds``: on multiproc, wait; the in-process base only runs while
+        called; a simulated one passes that much virtual time at once (timers due in it fire, in order)."""
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             raise ValueError(f"seconds: must be a number >= 0, got {seconds!r}")
         self._idle(seconds)
