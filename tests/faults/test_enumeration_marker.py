@@ -134,6 +134,17 @@ def test_fails_naming_the_site_on_the_planted_bug_ledger(inner: pytest.Pytester)
     result = inner.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*no crash site selected (point 'no.such.point' is not reached by this scenario; points it reaches: *"
+        "storage.after_commit*",
+    ])
+    assert "the body ran" not in out
+    # The planted ledger answers before it commits. On a slow machine the world can see the effect
+    # before the commit even without a crash: the recording run then already violates, and the
+    # marker says so instead of crashing anywhere. Either way the bug is caught and named.
+    if "the crash-free recording run already violates" in out:
+        assert "[effect-without-start] record/s0/e0: the start was recorded" in out, out
+        return
     assert "\n".join([
         "crash enumeration of tree 'agent' (sessions=1, effects=1): 1 of 1 site(s) failed",
         "site 1: agent/ledger @ planted.ledger.answered #1  (outcome VIOLATION, killed: agent/ledger)",
@@ -150,11 +161,6 @@ def test_fails_naming_the_site_on_the_planted_bug_ledger(inner: pytest.Pytester)
         "'planted.ledger.answered', 1).plan(), at=['agent/ledger'])",
         "    data (events.jsonl, LMDB): ",
     ]) in out
-    result.stdout.fnmatch_lines([
-        "*no crash site selected (point 'no.such.point' is not reached by this scenario; points it reaches: *"
-        "storage.after_commit*",
-    ])
-    assert "the body ran" not in out
 
 
 def test_a_bad_marker_argument_is_a_usage_error_naming_it(inner: pytest.Pytester) -> None:
