@@ -121,3 +121,23 @@ class Recorder(Worker):
             os.write(fd, f"{self.name} {what}\n".encode())
         finally:
             os.close(fd)
+
+
+class DirectRecorder(Worker):
+    """A leaf consumer that records effects itself (:class:`~ouroactors.authorities.ledger.direct.LedgerWriter`),
+    fenced on the storage and ledger generations its supervisor started it with.
+
+    Asks: a ledger record request (answered as the ledger would), ``"stamp"``, ``"pid"``.
+    """
+
+    def on_start(self, watch: bool = True) -> None:
+        from ..authorities.ledger.direct import LedgerWriter  # a leaf: this process creates no children
+
+        self.ledger = LedgerWriter.for_worker(self, watch=watch)
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "stamp":
+            return (self.ledger.stamp.storage, self.ledger.stamp.ledger)
+        if message == "pid":
+            return os.getpid()
+        return self.ledger.submit([message])[0]

@@ -73,3 +73,17 @@ def ledger_writer_when_told(config: StorageConfig, session: str, count: int, rea
         results.put((session, f"{type(exc).__name__}: {exc}", []))
         return
     results.put((session, outcomes, seqs))
+
+
+def direct_writer_child(data_dir: str, effect_ids: list[str], results: Any) -> None:
+    """Record ``effect_ids`` as started through a watched direct writer, settle the first, report, then
+    wait to be killed (the test kills this process with its other starts unsettled)."""
+    import threading
+
+    from ouroactors.authorities.ledger.direct import LedgerWriter
+
+    writer = LedgerWriter(data_dir)
+    answers = [writer.record_started(start_request(effect_id)).answer for effect_id in effect_ids]
+    answers.append(writer.record_settled(effect_ids[0], "ok").entry.status.value)
+    results.put(answers)
+    threading.Event().wait()

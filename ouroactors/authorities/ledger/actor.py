@@ -54,6 +54,9 @@ from ..storage.env import env_panicked, open_env
 from .committer import CommitThread, _Done
 from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, Status
 from .messages import (
+    SETTLE_COMMITTED,
+    SETTLE_RECEIVED,
+    START_COMMITTED,
     GetEntry,
     LedgerAnswer,
     ListEntries,
@@ -75,17 +78,12 @@ __all__ = [  # the protocol (.messages) is re-exported: callers import it from h
 ]
 
 log = logging.getLogger("ouroactors.ledger")
-# The ledger's durable boundaries, as an effect crosses them (a crash at each is a different story):
-SETTLE_RECEIVED = faults.register_point(
-    "ledger.settle_received", "the effect ran and its settlement arrived, not yet written")
-START_COMMITTED = faults.register_point(
-    "ledger.start_committed", "a start is durable, its runner not yet told: the effect has not run")
-SETTLE_COMMITTED = faults.register_point(
-    "ledger.settle_committed", "a settlement is durable, its runner not yet told")
 RUNNER_PING_S = 0.25
 RUNNER_LOST_AFTER_S = 1.0  # a runner silent this long has died with its effect unsettled
 RUNNER_EXITED = "effect runner exited before settlement"
 _RUNNERS = "ouroactors:ledger-runners"
+_WRITERS = "ouroactors:ledger-writers"
+WRITER_EXITED = "direct writer's process exited before settlement"
 MAX_BATCH = 256  # operations per transaction under a steady stream (commit cost is flat up to ~256)
 MAX_EFFECT_ID = 200  # as StartRequest.effect_id
 
@@ -124,7 +122,7 @@ class Ledger(Worker):
         self.reconcilers: dict[str, Callable[[Entry], Verdict | None]] = {
             kind: _import(path) for kind, path in (reconcilers or {}).items()
         }
-        outcome = self.store.recover()
+        outcome = self.store.recover(self.generation)  # direct writers are fenced on it from now on
         if not isinstance(outcome, Committed):
             raise RuntimeError(f"ledger recovery could not be recorded: {outcome}")
         self.recovered_ambiguous = outcome.value
@@ -137,6 +135,8 @@ class Ledger(Worker):
             self._writer = CommitThread(self.store.apply)
         if self.reconcilers:
             self.send(self.myAddress, Reconcile())
+        if self.context.base != "simple":  # in one process a writer cannot die without the ledger
+            self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_WRITERS)
 
     def on_stop(self, reason: Any) -> None:
         """Answer everyone before going: the batch in flight as its commit says, the rest rejected."""
@@ -356,6 +356,10 @@ class Ledger(Worker):
                 self._runners[effect_id] = (runner, clock.monotonic())
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
+        if message.payload == _WRITERS:
+            self._check_writers()
+            self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_WRITERS)
+            return
         if message.payload != _RUNNERS:
             return
         self._watching = False
@@ -378,6 +382,19 @@ class Ledger(Worker):
         if self._runners:
             self._watching = True
             self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_RUNNERS)
+
+    def _check_writers(self) -> None:
+        """Direct writers (:mod:`.direct`) whose process died: their unsettled starts become ambiguous."""
+        gone = self.store.gone_writers()
+        if not gone:
+            return
+        self._settle()  # this thread writes now: the commit thread must be idle
+        outcome = self.store.forget_writers(gone, WRITER_EXITED)
+        if not isinstance(outcome, Committed):
+            raise RuntimeError(f"could not record the loss of direct writers: {outcome}")  # crash: recovery does it
+        if outcome.value:
+            log.warning("%d effect(s) of a dead direct writer are ambiguous: %s", len(outcome.value),
+                        ", ".join(outcome.value[:10]))
 
     # -- reads and maintenance ------------------------------------------------------------------------
 
@@ -404,6 +421,7 @@ class Ledger(Worker):
             return {"counts": self.store.counts(), "recovered_ambiguous": self.recovered_ambiguous,
                     "storage_generation": self.store.fence, "generation": self.generation,
                     "quarantined": len(self.store.quarantined),
+                    "watched_writers": len(self.store.watched_writers()),
                     "group_commit": {"transactions": self._commits, "records": self._committed_ops,
                                      "thread": self._writer is not None, "handed_over": self._handed_over}}
         return self.unhandled(message, sender)

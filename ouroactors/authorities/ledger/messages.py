@@ -10,8 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...core import faults
 from .domain import Entry, LedgerError, StartRequest, Status
 from .store import Op, Settle, Start
+
+# The ledger's durable boundaries, as an effect crosses them (a crash at each is a different story).
+# Hit by the actor and by direct writers (:mod:`.direct`) alike.
+SETTLE_RECEIVED = faults.register_point(
+    "ledger.settle_received", "the effect ran and its settlement arrived, not yet written")
+START_COMMITTED = faults.register_point(
+    "ledger.start_committed", "a start is durable, its runner not yet told: the effect has not run")
+SETTLE_COMMITTED = faults.register_point(
+    "ledger.settle_committed", "a settlement is durable, its runner not yet told")
 
 
 def _effect_of(request: Any) -> str:

@@ -4,13 +4,21 @@ Layout (named databases of the node's environment):
 
 * ``ledger``: effect id → canonical msgpack of :class:`~.domain.Entry`;
 * ``ledger_seq``: 8-byte big-endian sequence → effect id (the order entries were recorded);
-* ``meta`` ``ledger_next_seq``: the next sequence number.
+* ``meta`` ``ledger_next_seq``: the next sequence number;
+* ``meta`` ``ledger_generation``: the generation of the ledger that last recovered the ledger
+  (written in its recovery transaction), which direct writers (:mod:`.direct`) are fenced on;
+* ``ledger_writers``: writer id → :class:`WriterRecord`, the processes writing directly that asked
+  to be watched;
+* ``ledger_runs``: effect id → writer id, the watched writers' unsettled starts (put with the start,
+  deleted with the settlement, in the same transactions).
 
 A batch of operations is decided and written in **one** transaction (group commit): each
 operation's decision reads the state the earlier ones left, a domain refusal (conflict, unknown
 id, …) affects only its own operation, and the batch's commit outcome — committed, rejected or
 unknown — is every written operation's outcome. Every transaction is fenced on the storage
-generation this ledger was started against.
+generation this ledger was started against, or — a direct writer's — on the stamp it was bound to
+(storage and ledger generations, read inside the transaction: a gone one raises
+:class:`~ouroactors.core.errors.StaleGeneration` and nothing is written).
 
 An entry that does not decode is copied to ``quarantine`` and reading it raises
 :class:`~ouroactors.core.errors.CorruptRecord`: it is reported, never treated as absent (that
@@ -22,14 +30,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import lmdb
 
 from ...core import clock
-from ...core.codec import CodecError, check_size, decode, encode, seq_key, str_key
-from ...core.errors import CorruptRecord
+from ...core.codec import CodecError, Record, check_size, decode, encode, seq_key, str_key
+from ...core.errors import CorruptRecord, StaleGeneration
+from ...core.procs import process_start_ticks
 from ..storage.commit import Committed, Outcome, write
+from ..storage.env import GENERATION_KEY as STORAGE_GENERATION_KEY
 from ..storage.env import db, decode_u64, encode_u64, meta_db
 from .domain import (
     Created,
@@ -45,6 +55,27 @@ from .domain import (
 
 log = logging.getLogger("ouroactors.ledger")
 NEXT_SEQ_KEY = b"ledger_next_seq"
+GENERATION_KEY = b"ledger_generation"
+
+
+class WriterRecord(Record):
+    """A process that writes the ledger directly and asked to be watched (see :mod:`.direct`)."""
+
+    SCHEMA: ClassVar[str] = "ledger.writer"
+    VERSION: ClassVar[int] = 1
+
+    pid: int
+    start_ticks: int  # the kernel's start time of ``pid``: a reused pid is another process
+    node: str
+    opened_ns: int
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The authority generations a direct writer was bound to (checked inside each transaction)."""
+
+    storage: int
+    ledger: int
 
 
 @dataclass(frozen=True)
@@ -76,17 +107,46 @@ class LedgerStore:
         self.fence = fence
         self.entries = db(env, b"ledger")
         self.by_seq = db(env, b"ledger_seq")
+        self.writers = db(env, b"ledger_writers")
+        self.runs = db(env, b"ledger_runs")
         self.quarantine = db(env, b"quarantine")
         self.meta = meta_db(env)
         self.quarantined: set[bytes] = set()
 
     # -- writes -------------------------------------------------------------------------------------
 
-    def apply(self, ops: list[Op]) -> Outcome[list[OpResult]]:
-        """Decide and write ``ops`` in one fenced transaction."""
-        return write(self.env, lambda txn: [self._apply_one(txn, op) for op in ops], fence=self.fence)
+    def apply(self, ops: list[Op], *, stamp: Stamp | None = None, writer: bytes | None = None
+              ) -> Outcome[list[OpResult]]:
+        """Decide and write ``ops`` in one fenced transaction.
 
-    def _apply_one(self, txn: lmdb.Transaction, op: Op) -> OpResult:
+        The ledger itself is fenced on its storage generation; a direct writer passes its ``stamp``
+        instead (a gone generation raises :class:`StaleGeneration`, nothing written) and, when
+        watched, its ``writer`` id, which indexes its unsettled starts in ``ledger_runs``.
+        """
+        def run(txn: lmdb.Transaction) -> list[OpResult]:
+            if stamp is not None:
+                self._check_stamp(txn, stamp)
+            return [self._apply_one(txn, op, writer) for op in ops]
+
+        return write(self.env, run, fence=self.fence if stamp is None else None)
+
+    def _check_stamp(self, txn: lmdb.Transaction, stamp: Stamp) -> None:
+        for authority, key, expected in (("storage", STORAGE_GENERATION_KEY, stamp.storage),
+                                         ("ledger", GENERATION_KEY, stamp.ledger)):
+            raw = txn.get(key, db=self.meta)
+            current = decode_u64(raw) if raw is not None else None
+            if current != expected:
+                raise StaleGeneration(authority, current, expected)
+
+    def current_stamp(self) -> Stamp | None:
+        """The generations in force now (None until a ledger has recovered this environment)."""
+        with self.env.begin() as txn:
+            storage, ledger = (txn.get(key, db=self.meta) for key in (STORAGE_GENERATION_KEY, GENERATION_KEY))
+            if storage is None or ledger is None:
+                return None
+            return Stamp(decode_u64(storage), decode_u64(ledger))
+
+    def _apply_one(self, txn: lmdb.Transaction, op: Op, writer: bytes | None = None) -> OpResult:
         now = clock.time_ns()
         try:
             if isinstance(op, Start):
@@ -101,6 +161,11 @@ class LedgerStore:
                                          evidence=op.evidence, by=op.by, operator=op.operator)
             if isinstance(decision, Created):
                 self._put(txn, decision.entry, new=isinstance(op, Start))
+                key = str_key(decision.entry.effect_id)
+                if decision.entry.status is not Status.STARTED:
+                    txn.delete(key, db=self.runs)  # settled: no longer any watched writer's concern
+                elif writer is not None:
+                    txn.put(key, writer, db=self.runs)
             return decision
         except (LedgerError, CorruptRecord) as exc:
             return exc if isinstance(exc, LedgerError) else LedgerError(str(exc))
@@ -120,12 +185,21 @@ class LedgerStore:
         raw = txn.get(NEXT_SEQ_KEY, db=self.meta)
         return decode_u64(raw) if raw is not None else 1
 
-    def recover(self) -> Outcome[int]:
-        """Every entry still ``started`` becomes ``ambiguous`` — never failed. Returns how many."""
+    def recover(self, generation: int | None = None) -> Outcome[int]:
+        """Every entry still ``started`` becomes ``ambiguous`` — never failed. Returns how many.
+
+        In the same transaction the ledger's ``generation`` is recorded and the watched writers are
+        forgotten: a direct writer's start either committed before (and is ambiguous now) or is
+        refused after (its stamp is gone). There is no third case.
+        """
 
         def mark(txn: lmdb.Transaction) -> int:
             now = clock.time_ns()
             count = 0
+            if generation is not None:
+                txn.put(GENERATION_KEY, encode_u64(generation), db=self.meta)
+            txn.drop(self.runs, delete=False)
+            txn.drop(self.writers, delete=False)
             for key, raw in list(txn.cursor(db=self.entries)):
                 entry = self._decode(txn, key, raw)
                 if entry is None:
@@ -150,7 +224,44 @@ class LedgerStore:
                 if changed is not None:
                     txn.put(str_key(effect_id), encode(changed), db=self.entries)
                     count += 1
+                txn.delete(str_key(effect_id), db=self.runs)
             return count
+
+        return write(self.env, mark, fence=self.fence)
+
+    # -- watched direct writers ---------------------------------------------------------------------
+
+    def register_writer(self, writer: bytes, record: WriterRecord, stamp: Stamp) -> Outcome[None]:
+        def put(txn: lmdb.Transaction) -> None:
+            self._check_stamp(txn, stamp)
+            txn.put(writer, encode(record), db=self.writers)
+
+        return write(self.env, put)
+
+    def watched_writers(self) -> dict[bytes, WriterRecord]:
+        with self.env.begin() as txn:
+            return {bytes(key): decode(bytes(raw), WriterRecord) for key, raw in txn.cursor(db=self.writers)}
+
+    def gone_writers(self) -> set[bytes]:
+        """Watched writers whose process has exited (a pid now running another process counts)."""
+        return {writer for writer, record in self.watched_writers().items()
+                if process_start_ticks(record.pid) != record.start_ticks}
+
+    def forget_writers(self, gone: set[bytes], reason: str) -> Outcome[list[str]]:
+        """Writers whose process died: their unsettled starts become ambiguous, they are forgotten."""
+
+        def mark(txn: lmdb.Transaction) -> list[str]:
+            lost = [bytes(key).decode() for key, writer in txn.cursor(db=self.runs) if bytes(writer) in gone]
+            now = clock.time_ns()
+            for effect_id in lost:
+                current = self._read(txn, effect_id)
+                changed = decide_ambiguous(current, now_ns=now, reason=reason) if current is not None else None
+                if changed is not None:
+                    txn.put(str_key(effect_id), encode(changed), db=self.entries)
+                txn.delete(str_key(effect_id), db=self.runs)
+            for writer in gone:
+                txn.delete(writer, db=self.writers)
+            return lost
 
         return write(self.env, mark, fence=self.fence)
 

@@ -34,7 +34,8 @@ DEFAULT_MAP_SIZE = 256 << 30  # 256 GiB of address space; the file stays sparse
 META_DB = b"meta"
 # Every named database, opened once when the environment opens: ``open_db`` starts a transaction
 # of its own, which would deadlock inside a writer's transaction.
-KNOWN_DBS = (META_DB, b"ledger", b"ledger_seq", b"quarantine", b"grants", b"workspace")
+KNOWN_DBS = (META_DB, b"ledger", b"ledger_seq", b"ledger_writers", b"ledger_runs", b"quarantine", b"grants",
+             b"workspace")
 SCHEMA_KEY = b"schema_version"
 GENERATION_KEY = b"storage_generation"
 

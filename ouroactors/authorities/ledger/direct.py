@@ -1,0 +1,241 @@
+"""Recording effects from the caller's own process: the ledger without a message hop.
+
+An ask to the ledger actor costs a thespian round trip (about 1 ms between processes here), more
+than the synced LMDB commit behind it (about 0.3 ms). DESIGN.md's third storage shape removes the
+hop: the consumer writes the ledger's entries itself, in the node's environment opened in its own
+process, and **fencing is done by the transaction**. A :class:`LedgerWriter` is bound to a
+:class:`~.store.Stamp` — the storage generation (written by storage) and the ledger generation
+(written by the ledger in its recovery transaction) — and every one of its transactions reads
+both first: if either has changed, nothing is written and the answer is
+:class:`~ouroactors.core.errors.StaleGeneration`. Since LMDB runs one write transaction at a time,
+the ledger's recovery ("every ``started`` entry becomes ``ambiguous``") is atomic against direct
+writers: a start committed before it is recovered by it, one after it is refused.
+
+Everything else is the ledger's own: the same decisions (:mod:`.domain`), store (:mod:`.store`),
+bad-input checks (:func:`~.messages._to_op`), answers (:class:`~.messages.LedgerAnswer`,
+:class:`~.domain.LedgerError`, :class:`~ouroactors.core.errors.CommitRejected`,
+:class:`~ouroactors.core.errors.CommitOutcomeUnknown`) and fault points, so an effect recorded
+directly is indistinguishable from one recorded through the actor.
+
+**Watching.** A writer created with ``watch=True`` (the default) registers its process (pid and
+kernel start time) in ``ledger_writers`` and indexes its unsettled starts in ``ledger_runs``, in
+the same transactions as the starts. The ledger actor checks the registered processes every
+:data:`~.actor.RUNNER_PING_S` seconds (multiproc bases): when one has died, its unsettled starts
+become ``ambiguous`` at once — the effect may or may not have happened. No message is needed,
+per writer or per effect.
+
+**Group commit across threads.** Threads sharing one writer share its transactions: the first
+caller to find no commit running commits everything queued meanwhile in one transaction
+(leader/followers), and each caller gets its own answers. A lone caller commits at once.
+
+**Rules** (``shared/notes/lmdb.md``): the process opens the environment once (the registry in
+:mod:`~ouroactors.authorities.storage.env` enforces it) and must create no children afterwards — a
+leaf actor or an external program, never a supervisor. A commit whose outcome is unknown because
+the environment panicked leaves the writer dead: every later call raises
+:class:`~ouroactors.authorities.storage.commit.EnvironmentDead`, and the process must exit (a
+leaf actor crashes and is restarted in a new process).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core import clock, faults
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...core.procs import process_start_ticks
+from ..storage.actor import storage_config
+from ..storage.commit import Committed, EnvironmentDead, Rejected
+from ..storage.env import env_panicked, open_env
+from .domain import DEFAULT_KINDS, Created, LedgerError
+from .messages import (
+    SETTLE_COMMITTED,
+    SETTLE_RECEIVED,
+    START_COMMITTED,
+    LedgerAnswer,
+    OperatorSettle,
+    RecordDenied,
+    RecordSettled,
+    RecordStarted,
+    _to_op,
+)
+from .store import LedgerStore, Op, OpResult, Settle, Stamp, Start, WriterRecord
+
+__all__ = ["LedgerWriter", "NoLedger"]
+
+Request = RecordStarted | RecordDenied | RecordSettled | OperatorSettle
+Answer = Any  # LedgerAnswer | LedgerError | StaleGeneration | CommitRejected | CommitOutcomeUnknown
+
+
+class NoLedger(LedgerError):
+    """The data dir has no recovered ledger yet: there is no generation to be bound to."""
+
+
+@dataclass
+class _Job:
+    ops: list[Op]
+    answers: list[Answer] = field(default_factory=list)
+    done: bool = False
+    error: BaseException | None = None
+
+
+class LedgerWriter:
+    """Writes ledger entries from this process, fenced on the generations it was bound to.
+
+    ``data_dir`` is the node's (the one the agent tree runs on); ``stamp`` defaults to the
+    generations in force now — a consumer actor passes the ones its supervisor gave it
+    (:meth:`for_worker`). ``kinds`` adds effect kinds to the defaults, as the ledger's spec does.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, node: str | None = None,
+                 stamp: Stamp | None = None, kinds: Iterable[str] = (), watch: bool = True,
+                 map_size: int | None = None) -> None:
+        self.env = open_env(storage_config(str(data_dir), map_size))
+        self.node = node or os.environ.get("OUROACTORS_NODE") or f"local:{os.getpid()}"
+        self._store = LedgerStore(self.env, node=self.node, kinds=DEFAULT_KINDS | frozenset(kinds), fence=None)
+        current = self._store.current_stamp()
+        if stamp is None:
+            if current is None:
+                raise NoLedger(f"{data_dir}: no ledger has recovered this data dir yet (start the agent tree first)")
+            stamp = current
+        self.stamp = stamp
+        self.writer_id: bytes | None = None
+        self._dead: str | None = None
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._queue: list[_Job] = []
+        self._committing = False
+        self.transactions = 0  # group commits and the records they carried (for status and benchmarks)
+        self.records = 0
+        if watch:
+            self._register()
+
+    @classmethod
+    def for_worker(cls, worker: Any, **kwargs: Any) -> LedgerWriter:
+        """A writer for a leaf actor of the agent tree, stamped with the generations it started with."""
+        authorities = worker.authorities
+        if "storage" not in authorities or "ledger" not in authorities:
+            raise NoLedger(f"{worker.path}: storage and ledger must be earlier siblings (or ancestors' authorities)")
+        stamp = Stamp(authorities["storage"].generation, authorities["ledger"].generation)
+        return cls(worker.context.data_dir, node=worker.context.node, stamp=stamp, **kwargs)
+
+    def _register(self) -> None:
+        pid = os.getpid()
+        ticks = process_start_ticks(pid)
+        assert ticks is not None  # this very process
+        writer = os.urandom(8).hex().encode()
+        record = WriterRecord(pid=pid, start_ticks=ticks, node=self.node, opened_ns=clock.time_ns())
+        outcome = self._store.register_writer(writer, record, self.stamp)  # StaleGeneration propagates
+        if not isinstance(outcome, Committed):
+            raise CommitRejected(f"could not register the writer to be watched: {outcome}")
+        self.writer_id = writer
+
+    # -- the protocol, as calls -------------------------------------------------------------------------
+
+    def record_started(self, request: Any) -> Answer:
+        return self.submit([RecordStarted(request)])[0]
+
+    def record_denied(self, request: Any, reason: str) -> Answer:
+        return self.submit([RecordDenied(request, reason)])[0]
+
+    def record_settled(self, effect_id: str, status: str, reason: str | None = None,
+                       evidence: dict[str, Any] | None = None, by: str = "runner") -> Answer:
+        return self.submit([RecordSettled(effect_id, status, reason, evidence, by)])[0]
+
+    def submit(self, requests: Sequence[Request]) -> list[Answer]:
+        """Record ``requests`` (in order, in one transaction with whatever other threads queued).
+
+        A malformed request is answered with its :class:`LedgerError` and written by nobody; the
+        others go ahead (as separate messages to the actor would).
+        """
+        answers: list[Answer] = [None] * len(requests)
+        ops: list[Op] = []
+        where: list[int] = []
+        for index, request in enumerate(requests):
+            try:
+                ops.append(_to_op(request))
+                where.append(index)
+            except LedgerError as exc:
+                answers[index] = exc
+        if ops:
+            for index, answer in zip(where, self._commit(ops), strict=True):
+                answers[index] = answer
+        return answers
+
+    # -- group commit -------------------------------------------------------------------------------
+
+    def _commit(self, ops: list[Op]) -> list[Answer]:
+        if faults.armed() is not None and any(isinstance(op, Settle) for op in ops):
+            faults.point(SETTLE_RECEIVED)
+        job = _Job(ops)
+        with self._lock:
+            if self._dead is not None:
+                raise EnvironmentDead(self._dead)
+            self._queue.append(job)
+            while self._committing and not job.done:
+                self._idle.wait()
+            if not job.done:  # lead: commit everything queued so far, this job included
+                self._committing = True
+                batch, self._queue = self._queue, []
+        if not job.done:
+            try:
+                self._lead(batch)
+            finally:
+                with self._lock:
+                    self._committing = False
+                    self._idle.notify_all()
+        if job.error is not None:
+            raise job.error
+        return job.answers
+
+    def _lead(self, batch: list[_Job]) -> None:
+        ops = [op for job in batch for op in job.ops]
+        try:
+            outcome = self._store.apply(ops, stamp=self.stamp, writer=self.writer_id)
+        except StaleGeneration as stale:
+            self._finish(batch, [stale] * len(ops))
+            return
+        except BaseException as exc:  # a bug or a dead environment: every caller hears it
+            for job in batch:
+                job.error, job.done = exc, True
+            raise
+        if isinstance(outcome, Committed):
+            self.transactions += 1
+            self.records += len(ops)
+            if faults.armed() is not None:  # the actor's boundaries, one hit per transaction
+                kinds = {type(op) for op in ops}
+                if Start in kinds:
+                    faults.point(START_COMMITTED)
+                if Settle in kinds:
+                    faults.point(SETTLE_COMMITTED)
+            self._finish(batch, [_answer(result) for result in outcome.value])
+            return
+        error: Answer = (CommitRejected(outcome.reason) if isinstance(outcome, Rejected)
+                         else CommitOutcomeUnknown(outcome.reason))
+        if not isinstance(outcome, Rejected) and env_panicked(self.env):
+            self._dead = f"the environment panicked: {outcome.reason}; this process must exit"
+        self._finish(batch, [error] * len(ops))
+
+    @staticmethod
+    def _finish(batch: list[_Job], answers: list[Answer]) -> None:
+        """Hand each job its share of ``answers`` (one per op, in the batch's order)."""
+        start = 0
+        for job in batch:
+            job.answers = answers[start:start + len(job.ops)]
+            start += len(job.ops)
+            job.done = True
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    def get(self, effect_id: str) -> Any:
+        """The entry as committed now (None if there is none)."""
+        return self._store.get(effect_id)
+
+
+def _answer(result: OpResult) -> Answer:
+    if isinstance(result, LedgerError):
+        return result
+    return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)

@@ -1,0 +1,248 @@
+"""Direct ledger writers (``LedgerWriter``) on a real LMDB environment, without thespian: the same
+answers as the ledger actor, fencing on both generations inside the transaction, group commit across
+threads, commit outcomes reaching the caller as themselves, and watched writers whose process dies."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from typing import Any
+
+import lmdb
+import pytest
+
+from ouroactors.authorities.ledger.actor import WRITER_EXITED
+from ouroactors.authorities.ledger.direct import LedgerWriter, NoLedger
+from ouroactors.authorities.ledger.domain import (
+    DEFAULT_KINDS,
+    EffectConflict,
+    LedgerError,
+    Status,
+    UnknownEffectKind,
+)
+from ouroactors.authorities.ledger.messages import RecordSettled, RecordStarted
+from ouroactors.authorities.ledger.store import LedgerStore, Stamp
+from ouroactors.authorities.storage.commit import Committed, EnvironmentDead
+from ouroactors.authorities.storage.env import GENERATION_KEY, StorageConfig, encode_u64, meta_db
+from ouroactors.core import faults
+from ouroactors.core.codec import MAX_INLINE_BYTES
+from ouroactors.core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+from .workers import direct_writer_child, start_request
+
+STORAGE_GEN, LEDGER_GEN = 7, 11
+COMMIT = "ouroactors.authorities.storage.commit"
+
+
+def set_storage_generation(env: lmdb.Environment, generation: int) -> None:
+    with env.begin(write=True) as txn:
+        txn.put(GENERATION_KEY, encode_u64(generation), db=meta_db(env))
+
+
+def ledger_store(env: lmdb.Environment) -> LedgerStore:
+    """The ledger's own store, as the ledger actor holds it (fenced on the storage generation)."""
+    return LedgerStore(env, node="node-1", kinds=DEFAULT_KINDS, fence=STORAGE_GEN)
+
+
+@pytest.fixture
+def ledger(env: lmdb.Environment) -> LedgerStore:
+    """A data dir as the agent tree leaves it: storage and ledger generations recorded."""
+    set_storage_generation(env, STORAGE_GEN)
+    store = ledger_store(env)
+    assert isinstance(store.recover(LEDGER_GEN), Committed)
+    return store
+
+
+def data_dir(config: StorageConfig) -> str:
+    return os.path.dirname(config.path)
+
+
+# -- the ledger's answers, from this process ---------------------------------------------------------
+
+
+def test_a_writer_records_what_the_ledger_reads_with_the_ledgers_answers(ledger, config):
+    writer = LedgerWriter(data_dir(config), node="node-1")
+    assert writer.stamp == Stamp(STORAGE_GEN, LEDGER_GEN)
+    first = writer.record_started(start_request("e1", session="s"))
+    assert (first.answer, first.entry.status, first.entry.seq) == ("created", Status.STARTED, 1)
+    assert writer.record_started(start_request("e1", session="s")).answer == "existing"
+    assert isinstance(writer.record_started(start_request("e1", args={"other": 1})), EffectConflict)
+    settled = writer.record_settled("e1", "ok", evidence={"exit": 0})
+    assert (settled.answer, settled.entry.status) == ("created", Status.OK)
+    assert writer.record_settled("e1", "ok").answer == "existing"
+    denied = writer.record_denied(start_request("e2"), "no grant")
+    assert (denied.entry.status, denied.entry.reason) == (Status.DENIED, "no grant")
+    stored = ledger.get("e1")
+    assert stored is not None and stored.status is Status.OK and stored.node == "node-1"
+    assert ledger.get("e2").seq == 2
+
+
+def test_bad_input_is_refused_by_name_and_changes_nothing(ledger, config):
+    writer = LedgerWriter(data_dir(config))
+    bad: list[Any] = [
+        RecordStarted({"effect_id": "x"}),  # not a StartRequest
+        RecordStarted(start_request("k1", kind="launch_missiles")),  # unknown kind
+        RecordSettled("nobody", "ok"),  # unknown id
+        RecordSettled("k0", "maybe"),  # a status outside the vocabulary
+        "record this",
+    ]
+    before = ledger.counts()
+    answers = writer.submit(bad)
+    assert all(isinstance(answer, LedgerError) for answer in answers), answers
+    assert "StartRequest" in str(answers[0]) and isinstance(answers[1], UnknownEffectKind)
+    assert "launch_missiles" in str(answers[1]) and "nobody" in str(answers[2]) and "maybe" in str(answers[3])
+    assert ledger.counts() == before
+    writer.record_started(start_request("k0"))
+    huge = writer.record_settled("k0", "failed", evidence={"blob": "x" * (MAX_INLINE_BYTES + 1)})
+    assert isinstance(huge, LedgerError) and str(MAX_INLINE_BYTES) in str(huge)
+    assert ledger.get("k0").status is Status.STARTED  # the refused settlement wrote nothing
+
+
+def test_a_data_dir_without_a_recovered_ledger_has_nothing_to_bind_to(env, config):
+    set_storage_generation(env, STORAGE_GEN)
+    with pytest.raises(NoLedger, match="no ledger has recovered"):
+        LedgerWriter(data_dir(config))
+
+
+# -- fencing inside the transaction -------------------------------------------------------------------
+
+
+def test_a_ledger_restart_fences_off_writers_of_the_gone_generation(ledger, config):
+    writer = LedgerWriter(data_dir(config), watch=False)
+    writer.record_started(start_request("before"))
+    assert ledger.recover(LEDGER_GEN + 1).value == 1  # the ledger restarted: one start is ambiguous
+
+    refused = writer.record_started(start_request("after"))
+    assert isinstance(refused, StaleGeneration)
+    assert (refused.authority, refused.expected, refused.got) == ("ledger", LEDGER_GEN + 1, LEDGER_GEN)
+    late = writer.record_settled("before", "ok")
+    assert isinstance(late, StaleGeneration)
+    assert ledger.get("after") is None
+    assert ledger.get("before").status is Status.AMBIGUOUS  # not settled by the stale writer
+    fresh = LedgerWriter(data_dir(config), watch=False)
+    assert fresh.record_started(start_request("after")).answer == "created"
+
+
+def test_a_storage_generation_change_fences_off_writers_too(ledger, env, config):
+    writer = LedgerWriter(data_dir(config), watch=False)
+    set_storage_generation(env, STORAGE_GEN + 1)
+    refused = writer.record_started(start_request("e"))
+    assert isinstance(refused, StaleGeneration) and refused.authority == "storage"
+    assert ledger.get("e") is None
+
+
+def test_a_writer_stamped_by_its_supervisor_is_refused_once_that_stamp_is_gone(ledger, config):
+    with pytest.raises(StaleGeneration):  # watching registers in a fenced transaction too
+        LedgerWriter(data_dir(config), stamp=Stamp(STORAGE_GEN, LEDGER_GEN - 1))
+    writer = LedgerWriter(data_dir(config), stamp=Stamp(STORAGE_GEN, LEDGER_GEN - 1), watch=False)
+    assert isinstance(writer.record_started(start_request("e")), StaleGeneration)
+
+
+# -- commit outcomes ----------------------------------------------------------------------------------
+
+
+def raising(point: str, exception: str) -> FaultPlan:
+    return FaultPlan((FaultRule(point, FaultAction.RAISE, exception=f"{COMMIT}:{exception}"),))
+
+
+def test_each_commit_outcome_reaches_the_caller_as_itself(ledger, config):
+    writer = LedgerWriter(data_dir(config), watch=False)
+    faults.arm(raising("storage.before_commit", "InjectedRejected"))
+    assert isinstance(writer.record_started(start_request("rejected")), CommitRejected)
+    faults.arm(raising("storage.before_commit", "InjectedMapFull"))
+    full = writer.record_started(start_request("full"))
+    assert isinstance(full, CommitRejected) and "map full" in str(full)
+    faults.arm(raising("storage.after_commit", "InjectedUnknown"))
+    assert isinstance(writer.record_started(start_request("unknown")), CommitOutcomeUnknown)
+    faults.disarm()
+    assert ledger.get("rejected") is None and ledger.get("full") is None
+    assert ledger.get("unknown").status is Status.STARTED  # reconciled by reading back: it did commit
+    assert writer.record_started(start_request("unknown")).answer == "existing"
+
+
+def test_a_panicked_environment_leaves_the_writer_dead(ledger, config, monkeypatch):
+    writer = LedgerWriter(data_dir(config), watch=False)
+    monkeypatch.setattr("ouroactors.authorities.ledger.direct.env_panicked", lambda env: True)
+    faults.arm(raising("storage.after_commit", "InjectedUnknown"))
+    assert isinstance(writer.record_started(start_request("e")), CommitOutcomeUnknown)
+    with pytest.raises(EnvironmentDead, match="must exit"):
+        writer.record_started(start_request("f"))
+
+
+# -- group commit across threads -----------------------------------------------------------------------
+
+
+def test_threads_sharing_a_writer_share_transactions_and_get_their_own_answers(ledger, config):
+    writer = LedgerWriter(data_dir(config))
+    threads, per_thread = 8, 30
+    answers: dict[int, list[Any]] = {}
+    start = threading.Barrier(threads)
+
+    def session(k: int) -> None:
+        start.wait()
+        answers[k] = [writer.record_started(start_request(f"t{k}-{i}", session=f"s{k}")) for i in range(per_thread)]
+        answers[k] += [writer.record_settled(f"t{k}-{i}", "ok") for i in range(0, per_thread, 2)]
+
+    workers = [threading.Thread(target=session, args=(k,)) for k in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    for k, mine in answers.items():
+        assert all(answer.answer == "created" for answer in mine), mine
+        assert {answer.entry.effect_id for answer in mine} == {f"t{k}-{i}" for i in range(per_thread)}
+    seqs = sorted(ledger.get(f"t{k}-{i}").seq for k in range(threads) for i in range(per_thread))
+    assert seqs == list(range(1, threads * per_thread + 1))
+    assert ledger.counts() == {"ok": threads * per_thread // 2, "started": threads * per_thread // 2}
+    assert writer.records == threads * per_thread * 3 // 2
+    assert writer.transactions < writer.records  # some callers shared a commit
+
+
+# -- watched writers ----------------------------------------------------------------------------------
+
+
+def test_watched_starts_are_indexed_until_settled_and_recovery_forgets_writers(ledger, config):
+    writer = LedgerWriter(data_dir(config))
+    unwatched = LedgerWriter(data_dir(config), watch=False)
+    writer.record_started(start_request("w1"))
+    writer.record_started(start_request("w2"))
+    unwatched.record_started(start_request("u1"))
+    with ledger.env.begin() as txn:
+        assert {bytes(k): bytes(v) for k, v in txn.cursor(db=ledger.runs)} == {b"w1": writer.writer_id,
+                                                                                 b"w2": writer.writer_id}
+    unwatched.record_settled("w1", "ok")  # settled by anyone: no longer anyone's concern
+    assert list(ledger.watched_writers()) == [writer.writer_id]
+    assert ledger.gone_writers() == set()  # this very process is alive
+    assert ledger.forget_writers({writer.writer_id}, WRITER_EXITED).value == ["w2"]
+    assert ledger.get("w2").status is Status.AMBIGUOUS and ledger.get("w2").reason == WRITER_EXITED
+    assert ledger.get("w1").status is Status.OK and ledger.get("u1").status is Status.STARTED
+    assert ledger.watched_writers() == {}
+
+    again = LedgerWriter(data_dir(config))
+    again.record_started(start_request("w3"))
+    ledger.recover(LEDGER_GEN + 1)
+    assert ledger.watched_writers() == {}
+    with ledger.env.begin() as txn:
+        assert list(txn.cursor(db=ledger.runs)) == []
+
+
+def test_a_killed_writer_process_is_found_gone_and_only_its_unsettled_starts_become_ambiguous(ledger, config):
+    context = multiprocessing.get_context("spawn")  # the child opens the environment itself, never across fork
+    results = context.Queue()
+    child = context.Process(target=direct_writer_child, args=(data_dir(config), ["c1", "c2", "c3"], results))
+    child.start()
+    try:
+        assert results.get(timeout=60) == ["created", "created", "created", "ok"]
+        assert len(ledger.watched_writers()) == 1
+        assert ledger.gone_writers() == set()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(timeout=30)
+    gone = ledger.gone_writers()
+    assert len(gone) == 1
+    assert sorted(ledger.forget_writers(gone, WRITER_EXITED).value) == ["c2", "c3"]
+    assert [ledger.get(effect_id).status for effect_id in ("c1", "c2", "c3")] == [
+        Status.OK, Status.AMBIGUOUS, Status.AMBIGUOUS]
