@@ -1,0 +1,98 @@
+"""Direct ledger writers on real processes: a leaf actor records effects from its own process, the
+agent tree's rest_for_one rebinds it to new generations, a writer of a gone generation is fenced off
+by the transaction, and a writer's death makes its unsettled starts ambiguous at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ouroactors import StaleGeneration, supervisor, worker
+from ouroactors.authorities.ledger.actor import WRITER_EXITED
+from ouroactors.authorities.ledger.direct import LedgerWriter
+from ouroactors.authorities.ledger.domain import Status
+from ouroactors.authorities.ledger.store import Stamp
+from ouroactors.authorities.storage.actor import Reopen
+from ouroactors.authorities.storage.env import StorageConfig, close_env
+
+from .helpers import wait_until
+from .ledger_support import LEDGER, LEDGER_PATH, STORAGE, STORAGE_PATH, get_entry, kill_and_wait, settled, started
+
+pytestmark = pytest.mark.multiproc
+
+RECORDER_PATH = "agent/recorder"
+
+
+def recorder_tree() -> Any:
+    return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", STORAGE),
+        worker("ledger", LEDGER),
+        worker("recorder", "ouroactors.examples.workers:DirectRecorder"),
+    ])
+
+
+@pytest.fixture
+def system(actor_system: Any) -> Iterator[Any]:
+    actor_system.start_tree(recorder_tree())
+    yield actor_system
+    close_env(StorageConfig.under(actor_system.context.data_dir))  # this test process's own handle, if opened
+
+
+def generations(system: Any) -> tuple[int, int]:
+    return system.child_info(STORAGE_PATH).generation, system.child_info(LEDGER_PATH).generation
+
+
+def test_a_leaf_actor_records_directly_and_a_ledger_restart_rebinds_it(system):
+    assert system.ask(RECORDER_PATH, "stamp") == generations(system)
+    assert system.ask(RECORDER_PATH, started("e1")).answer == "created"
+    assert system.ask(RECORDER_PATH, settled("e1")).entry.status is Status.OK
+    assert system.ask(RECORDER_PATH, started("e2")).answer == "created"
+    status = system.ask(LEDGER_PATH, "status")
+    assert status["counts"] == {"ok": 1, "started": 1}
+    assert status["group_commit"]["records"] == 0  # none of it went through the ledger actor
+    outsider = LedgerWriter(system.context.data_dir, watch=False)  # a local program, same generations
+    assert outsider.stamp == Stamp(*generations(system))
+
+    kill_and_wait(system, LEDGER_PATH, restarted_last=RECORDER_PATH)
+
+    assert get_entry(system, "e2").status is Status.AMBIGUOUS  # never failed, never left started
+    assert get_entry(system, "e1").status is Status.OK
+    refused = outsider.record_started(started("e3").request)
+    assert isinstance(refused, StaleGeneration) and refused.authority == "ledger"
+    assert refused.expected == generations(system)[1]
+    assert get_entry(system, "e3") is None
+    assert system.ask(RECORDER_PATH, "stamp") == generations(system)  # rebound by rest_for_one
+    assert system.ask(RECORDER_PATH, started("e3")).answer == "created"
+
+
+def test_a_storage_reopen_fences_off_a_writer_of_the_old_storage_generation(system):
+    outsider = LedgerWriter(system.context.data_dir, watch=False)
+    old_storage, _ = generations(system)
+    mark = system.mark()
+    system.ask(STORAGE_PATH, Reopen("test"))
+    system.wait_for("started", RECORDER_PATH, after=mark)
+    refused = outsider.record_started(started("e1").request)
+    assert isinstance(refused, StaleGeneration) and refused.authority == "storage"
+    assert refused.got == old_storage and refused.expected == generations(system)[0]
+    assert system.ask(RECORDER_PATH, started("e1")).answer == "created"
+
+
+def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system):
+    for effect_id in ("k1", "k2", "k3"):
+        system.ask(RECORDER_PATH, started(effect_id))
+    system.ask(RECORDER_PATH, settled("k1"))
+    assert system.ask(LEDGER_PATH, "status")["watched_writers"] == 1
+
+    kill_and_wait(system, RECORDER_PATH, restarted_last=RECORDER_PATH)
+
+    wait_until(lambda: get_entry(system, "k3").status is Status.AMBIGUOUS, timeout=10.0,
+               what="the dead writer's starts to become ambiguous")
+    for effect_id in ("k2", "k3"):
+        entry = get_entry(system, effect_id)
+        assert (entry.status, entry.reason) == (Status.AMBIGUOUS, WRITER_EXITED)
+    assert get_entry(system, "k1").status is Status.OK
+    assert system.ask(LEDGER_PATH, "status")["watched_writers"] == 1  # the restarted recorder only
+    # the ledger itself did not restart: this was found by watching, not by recovery
+    assert system.ask(LEDGER_PATH, "status")["recovered_ambiguous"] == 0
