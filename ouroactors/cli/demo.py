@@ -4,7 +4,9 @@ Until the agent runtime lands, the demo boots a small rest_for_one tree (an auth
 consumer, a worker pair under one_for_all) and shows each OTP behaviour happening for real: a
 crash restarted with its reason, a SIGKILL noticed and repaired, an authority changing generation
 so its consumers restart and stale requests are refused, and a clean shutdown that leaves no
-process behind.
+process behind. Then a small agent tree (storage, ledger, a leaf actor recording effects directly
+into LMDB) shows the write-ahead ledger: an effect is recorded before it runs, and when its runner
+is killed before settling, the entry turns ``ambiguous`` at once — never ``failed``, never lost.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..authorities.ledger.domain import StartRequest, Status, fingerprint
+from ..authorities.ledger.messages import GetEntry, RecordSettled, RecordStarted
 from ..core.errors import ActorCrashed, StaleGeneration
 from ..supervision.specs import supervisor, worker
 from ..system.handle import ActorSystem, _group_alive
@@ -33,6 +37,42 @@ DEMO_TREE = supervisor(
         ]),
     ],
 )
+
+EFFECTS_TREE = supervisor("agent", strategy="rest_for_one", children=[
+    worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+    worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+    worker("runner", "ouroactors.examples.workers:DirectRecorder"),
+])
+
+
+def _effect(effect_id: str, command: str) -> StartRequest:
+    arguments = {"command": command}
+    return StartRequest(effect_id=effect_id, kind="shell", idempotency_key=effect_id,
+                        fingerprint=fingerprint("shell", arguments), principal="demo", session_id="demo-session",
+                        turn_id="turn-1", call_id=effect_id, grant=None, cause="ouroactors demo")
+
+
+def _show_effects(console: Console, system: ActorSystem, base: str) -> None:
+    """Effects are recorded before they run; a runner killed mid-effect leaves its entry ambiguous."""
+    system.start_tree(EFFECTS_TREE)
+    first = system.ask("agent/runner", RecordStarted(_effect("demo-1", "make test")))
+    settled = system.ask("agent/runner", RecordSettled("demo-1", "ok", evidence={"exit": 0}))
+    console.print(f"demo-1: recorded {first.entry.status.value} (seq {first.entry.seq}) before running, "
+                  f"then {settled.entry.status.value} — written by the runner itself, fenced on the ledger's "
+                  "generation inside its LMDB transaction", markup=False)
+    system.ask("agent/runner", RecordStarted(_effect("demo-2", "git push")))
+    if base != "multiproc":
+        console.print("demo-2: started; killing its runner needs the multiproc base", markup=False)
+        return
+    system.kill("agent/runner")
+    deadline = time.monotonic() + 10.0
+    entry = system.ask("agent/ledger", GetEntry("demo-2"))
+    while entry.status is Status.STARTED and time.monotonic() < deadline:
+        time.sleep(0.05)  # the ledger checks its watched writers every 0.25 s
+        entry = system.ask("agent/ledger", GetEntry("demo-2"))
+    console.print(f"demo-2: its runner was killed mid-effect; the ledger now says {entry.status.value} "
+                  f"({entry.reason}) — not failed: the push may have happened. "
+                  "`ouroactors ledger settle demo-2 ok|failed --reason …` once someone knows.", markup=False)
 
 
 def run_demo(console: Console, base: str, data_dir: Path) -> int:
@@ -78,8 +118,11 @@ def run_demo(console: Console, base: str, data_dir: Path) -> int:
             console.print(f"request stamped with the old generation refused: {exc}", markup=False)
         console.print(f"stamped with the new generation: {system.ask('demo/authority', 'decide', stamp=new)}")
         console.print(children_table(system, "demo"))
+
+        console.rule("4. durable effects: recorded before they run")
+        _show_effects(console, system, base)
     finally:
-        console.rule("4. shutdown in reverse start order")
+        console.rule("5. shutdown in reverse start order")
         pgid = system.pgid
         mark = system.mark()
         system.shutdown()
