@@ -22,7 +22,10 @@ kernel start time) in ``ledger_writers`` and indexes its unsettled starts in ``l
 the same transactions as the starts. The ledger actor checks the registered processes every
 :data:`~.actor.RUNNER_PING_S` seconds (multiproc bases): when one has died, its unsettled starts
 become ``ambiguous`` at once — the effect may or may not have happened. No message is needed,
-per writer or per effect.
+per writer or per effect. (A watched writer must share the ledger's PID namespace — not inside a
+sandbox that unshares it — or it would be taken for dead; effects run *in* a sandbox are recorded
+by the process that launched it.) On the in-process base nothing is checked: a writer there cannot
+die without the ledger, and the ledger's recovery covers both.
 
 **Group commit across threads.** Threads sharing one writer share its transactions: the first
 caller to find no commit running commits everything queued meanwhile in one transaction
