@@ -2,24 +2,44 @@
 
     python -m benchmarks.bench_ledger [--quick] [--json FILE]
 
-Rows (all on multiprocTCPBase, LMDB with sync=True on the data dir's filesystem):
+Two topologies record the same entries (all on multiprocTCPBase, LMDB with sync=True on the data
+dir's filesystem): a **direct writer** (``LedgerWriter``: the caller's own process writes into the
+node's environment) and the **ledger actor** (one thespian ask per message). Rows:
 
-* durable effect latency (record_started + record_settled, one session) vs two floors: two raw
-  thespian asks plus two raw synced LMDB commits (goal ≤ 1.3×), and two raw synced commits alone
-  (the physical floor; reported);
-* records/s with 1, 8 and 32 concurrent sessions vs the rate at which the same number of senders
-  get asks answered by one raw thespian actor (goal ≥ 0.8×), vs one-commit-per-record LMDB, and
-  sqlite WAL synchronous=FULL as a reference line. Ours and raw are measured alternately several
-  times (3 with --quick, else 5; which goes first alternates); the rows show the medians and the
-  label the spread of the per-pair ratios — on a shared 2-core box single runs drift by ±30 %;
-* records per synced commit (group commit) with 1, 8 and 32 sessions, from the ledger's status;
-* batching several records into one thespian message (``RecordBatch``) against one per message.
+* durable effect latency (record_started + record_settled, one session), direct writer and via the
+  ledger actor, vs two floors: two raw thespian asks plus two raw synced LMDB commits (goal ≤ 1.3×
+  for the direct writer), and two raw synced commits alone (the physical floor; reported). The four
+  are sampled interleaved in one loop, so drift hits all equally;
+* records/s with 1, 8 and 32 concurrent sessions (threads: sharing one direct writer, or each asking
+  the ledger actor) vs the rate at which the same number of senders get asks answered by one raw
+  thespian actor (goal ≥ 0.8× for the direct writer; the actor's rows are reported), also vs raw
+  asks carrying a ledger record, vs one-commit-per-record LMDB, and sqlite WAL synchronous=FULL as a
+  reference line. Direct, raw and actor runs are measured alternately several times (3 with
+  --quick, else 5; the order reverses every repetition); the rows show the medians and the label
+  the spread of the per-pair ratios — on a shared 2-core box single runs drift by ±30 %;
+* records per synced commit (group commit) with 1, 8 and 32 sessions, from the direct writer's
+  counters and from the ledger's status;
+* batching several records into one thespian message (``RecordBatch``) against one per message;
+* 8 sessions as 8 spawned processes, each with its own direct writer (watched), recording starts
+  after a shared barrier (start-up not timed), vs raw asks from 8 sender threads (reported). There
+  is no group commit across processes: LMDB runs their transactions one at a time.
+
+Why the direct shape is the chosen one for the effect path: an ask between processes costs more
+than the synced commit behind it, so the actor's hop is most of an effect's latency. DESIGN.md's
+third storage shape removes it — the consumer writes from its own process and is fenced by the
+transaction (the storage and ledger generations are checked inside each write transaction), not by
+a message — which leaves a durable effect with the physical floor's shape: two synced commits, no
+hop (each a little dearer than the floor's one-put commit: the entry, its index and the fence), and
+threads sharing a writer share commits. The ledger actor stays for remote callers and
+``RecordBatch``; its rows are kept for them.
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
+import queue
 import sqlite3
 import statistics
 import tempfile
@@ -34,11 +54,15 @@ from thespian.actors import ActorSystem as ThespianSystem
 
 from ouroactors import ActorSystem, supervisor, worker
 from ouroactors.authorities.ledger.actor import RecordBatch, RecordSettled, RecordStarted
+from ouroactors.authorities.ledger.direct import LedgerWriter
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+from ouroactors.authorities.ledger.messages import LedgerAnswer
+from ouroactors.authorities.storage.env import StorageConfig, close_env
 from ouroactors.system import _patches
 
 from ._actors import RawEcho
 from ._common import Row, Stat, bench_main, free_port, progress
+from ._direct_children import record_starts
 
 TREE = supervisor("agent", strategy="rest_for_one", children=[
     worker("storage", "ouroactors.authorities.storage.actor:Storage"),
@@ -146,6 +170,82 @@ def echo_run(raw: Any, echo: Any, senders: int, count: int, contexts: list[Any],
     return run
 
 
+# -- the direct writer ---------------------------------------------------------------------------------
+
+
+def answered(answer: Any) -> None:
+    """A direct writer returns its errors (as the actor answers them): make them fail the run."""
+    if not (isinstance(answer, LedgerAnswer) and answer.answer == "created"):
+        raise RuntimeError(f"bad answer {answer!r}")
+
+
+def direct_effect(writer: LedgerWriter, req: StartRequest) -> tuple[Any, Any]:
+    return writer.record_started(req), writer.record_settled(req.effect_id, "ok")
+
+
+def direct_run(writer: LedgerWriter, tag: str, senders: int, count: int) -> Callable[[], float]:
+    """Records/s when ``senders`` threads sharing ``writer`` each record ``count`` effects."""
+    def sender(k: int) -> Callable[[int], None]:
+        return lambda i: answered(writer.record_started(request(f"{tag}-{k}", i)))
+
+    def run() -> float:
+        return concurrent_rate(sender, senders, count)
+    return run
+
+
+class WriterProcesses:
+    """``n`` spawned processes, each with its own direct writer, recording ``count`` starts per round.
+
+    Spawned, not forked: this process has the environment open. Each round starts when the children
+    and this process pass one barrier (so start-up is not timed) and ends when all have reported.
+    """
+
+    START_TIMEOUT_S = 120.0  # the first round waits for 8 interpreters to start on 2 cores
+
+    def __init__(self, data_dir: str, n: int, count: int, rounds: int, tag: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.n, self.count = n, count
+        self.barrier = context.Barrier(n + 1)
+        self.done = context.Queue()
+        self.procs = [context.Process(target=record_starts, name=f"ledger-writer-{k}", daemon=True,
+                                      args=(data_dir, k, tag, count, rounds, self.barrier, self.done))
+                      for k in range(n)]
+        self.started: list[Any] = []
+        try:
+            for proc in self.procs:
+                proc.start()
+                self.started.append(proc)
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self) -> float:
+        try:
+            self.barrier.wait(self.START_TIMEOUT_S)
+        except threading.BrokenBarrierError:  # a child failed (it says why) or start-up timed out
+            try:
+                error = self.done.get(timeout=5)[2]
+            except queue.Empty:
+                raise RuntimeError(f"the writer processes did not start within {self.START_TIMEOUT_S:.0f} s") from None
+            raise RuntimeError(error) from None
+        start = time.perf_counter()
+        for _ in range(self.n):
+            _index, _round, error, _transactions, _records = self.done.get(timeout=self.START_TIMEOUT_S)
+            if error is not None:
+                raise RuntimeError(error)
+        return self.n * self.count / (time.perf_counter() - start)
+
+    def close(self) -> None:
+        self.barrier.abort()  # children still waiting for a round (this run failed) stop
+        for proc in self.started:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        self.done.close()
+        self.done.cancel_join_thread()
+
+
 # -- the run -----------------------------------------------------------------------------------------
 
 
@@ -154,6 +254,7 @@ def run(quick: bool) -> list[Row]:
     n_latency = 100 if quick else 400
     per_sender = {1: 100, 8: 25, 32: 8} if quick else {1: 400, 8: 100, 32: 40}
     repeats = 3 if quick else 5
+    per_process = 25 if quick else 100
     commits: list[Row] = []
     work = Path(tempfile.mkdtemp(prefix="bench-ledger-"))
     _patches.install()
@@ -162,51 +263,73 @@ def run(quick: bool) -> list[Row]:
 
     raw = ThespianSystem("multiprocTCPBase", {"Admin Port": free_port()}, transientUnique=True)
     system = ActorSystem.start("multiproc", work / "data")
+    data_dir = system.context.data_dir
     env, commit = raw_lmdb(work / "raw-lmdb")
     try:
         echo = raw.createActor(RawEcho)
         raw.ask(echo, "warm", 10)
         system.start_tree(TREE)
         ledger = system.ref("agent/ledger")
+        writer = LedgerWriter(data_dir)  # after the tree: the ledger's recovery wrote the generation it binds to
         for i in range(20):  # warm-up
             ledger.ask(RecordStarted(request("warm", i)))
             ledger.ask(RecordSettled(f"warm-{i}", "ok"))
+            direct_effect(writer, request("dwarm", i))
 
         progress("durable effect latency")
-        ours, floor, physical = Stat(), Stat(), Stat()
+        ours, direct, floor, physical = Stat(), Stat(), Stat(), Stat()
+        answers: list[tuple[Any, Any]] = []
         for i in range(n_latency):
             req = request("lat", i)
             ours.samples.append(timed(lambda req=req, i=i: (ledger.ask(RecordStarted(req)),
                                                                ledger.ask(RecordSettled(f"lat-{i}", "ok")))))
+            req = request("dlat", i)
+            direct.samples.append(timed(lambda req=req: answers.append(direct_effect(writer, req))))
             floor.samples.append(timed(lambda i=i: (raw.ask(echo, i, 10), commit(2 * i),
                                                     raw.ask(echo, i, 10), commit(2 * i + 1))))
             physical.samples.append(timed(lambda i=i: (commit(10**6 + 2 * i), commit(10**6 + 2 * i + 1))))
-        rows.append(Row("effect", "started+settled, 1 session", "ms", ours, floor, "≤ 1.3×",
-                        lambda _o, r: r <= 1.3, "floor: 2 raw asks + 2 raw synced commits"))
-        rows.append(Row("effect", "vs physical floor", "ms", ours, physical, "report", None,
-                        "floor: 2 raw synced commits, no actor hop"))
+        for started, settled in answers:  # checked after the loop, not timed (a settlement "created" its entry)
+            answered(started)
+            answered(settled)
+        floor_note = "floor: 2 raw asks + 2 raw synced commits"
+        physical_note = "floor: 2 raw synced commits, no actor hop"
+        rows.append(Row("effect", "direct writer: started+settled, 1 session", "ms", direct, floor, "≤ 1.3×",
+                        lambda _o, r: r <= 1.3, floor_note))
+        rows.append(Row("effect", "direct writer: vs physical floor", "ms", direct, physical, "report", None,
+                        physical_note))
+        rows.append(Row("effect", "via the ledger actor (one hop): started+settled, 1 session", "ms", ours, floor,
+                        "report", None, floor_note))
+        rows.append(Row("effect", "via the ledger actor (one hop): vs physical floor", "ms", ours, physical,
+                        "report", None, physical_note))
 
         progress("throughput")
         lmdb_rate = 300 / (sum(timed(lambda i=i: commit(2 * 10**6 + i)) for i in range(300)) / 1000)
         sqlite = sqlite_rate(work / "ref.sqlite", 300)
+        pairs_note = "baseline: same senders asking a raw actor, same run; medians of alternating runs"
         for senders, count in per_sender.items():
             ours_rates: list[float] = []
+            direct_rates: list[float] = []
             raw_rates: list[float] = []
             same_payload: list[float] = []
             per_commit: list[float] = []
-            for rep in range(repeats):  # ours and raw alternate, first one then the other, against drift
+            direct_per_commit: list[float] = []
+            for rep in range(repeats):  # direct, raw and the actor alternate, the order reversed every time
                 contexts: list[Any] = []
-                ours_run = ledger_run(system, ledger, f"s{senders}r{rep}", senders, count, contexts)
-                raw_run = echo_run(raw, echo, senders, count, contexts)
+                runs = {
+                    "direct": direct_run(writer, f"d{senders}r{rep}", senders, count),
+                    "raw": echo_run(raw, echo, senders, count, contexts),
+                    "ours": ledger_run(system, ledger, f"s{senders}r{rep}", senders, count, contexts),
+                }
+                rates = {"direct": direct_rates, "raw": raw_rates, "ours": ours_rates}
                 record_run = echo_run(raw, echo, senders, count, contexts,
                                       lambda i, rep=rep: RecordStarted(request(f"echo{rep}", i)))
                 before = ledger.ask("status").get("group_commit")
-                if rep % 2 == 0:
-                    ours_rates.append(ours_run())
-                    raw_rates.append(raw_run())
-                else:
-                    raw_rates.append(raw_run())
-                    ours_rates.append(ours_run())
+                transactions, records = writer.transactions, writer.records
+                for name in (("direct", "raw", "ours") if rep % 2 == 0 else ("ours", "raw", "direct")):
+                    rates[name].append(runs[name]())
+                    if name == "direct":
+                        direct_per_commit.append((writer.records - records)
+                                                 / max(1, writer.transactions - transactions))
                 same_payload.append(record_run())
                 after = ledger.ask("status").get("group_commit")
                 if before and after:  # (a ledger that does not count its commits: not shown)
@@ -214,20 +337,26 @@ def run(quick: bool) -> list[Row]:
                                       / max(1, after["transactions"] - before["transactions"]))
                 for context in contexts:
                     context.__exit__(None, None, None)
-            ours_rate, raw_rate = statistics.median(ours_rates), statistics.median(raw_rates)
-            ratios = sorted(o / r for o, r in zip(ours_rates, raw_rates, strict=True))
-            spread = f"{repeats} runs, ratio {ratios[0]:.2f}–{ratios[-1]:.2f}"
-            rows.append(Row("records/s", f"{senders} session(s) vs raw asks ({spread})", "rec/s", ours_rate,
-                            raw_rate, "≥ 0.8×", lambda _o, r: r >= 0.8,
-                            "baseline: same senders asking a raw actor, same run; medians of alternating runs"))
-            rows.append(Row("records/s", f"{senders} session(s) vs raw asks of a ledger record", "rec/s", ours_rate,
-                            statistics.median(same_payload), "report", None,
+            ours_rate, direct_rate = statistics.median(ours_rates), statistics.median(direct_rates)
+            raw_rate = statistics.median(raw_rates)
+            rows.append(Row("records/s", f"direct writer: {senders} session(s) vs raw asks "
+                            f"({spread(direct_rates, raw_rates)})", "rec/s", direct_rate, raw_rate, "≥ 0.8×",
+                            lambda _o, r: r >= 0.8, pairs_note))
+            rows.append(Row("records/s", f"via the ledger actor (one hop): {senders} session(s) vs raw asks "
+                            f"({spread(ours_rates, raw_rates)})", "rec/s", ours_rate, raw_rate, "report", None,
+                            pairs_note))
+            rows.append(Row("records/s", f"via the ledger actor (one hop): {senders} session(s) vs raw asks of a "
+                            "ledger record", "rec/s", ours_rate, statistics.median(same_payload), "report", None,
                             "baseline: the raw actor echoes the same RecordStarted: what storage and the ledger add"))
-            rows.append(Row("records/s", f"{senders} session(s) vs 1 commit/record", "rec/s", ours_rate,
-                            lmdb_rate, "report", None, "baseline: raw LMDB, one synced commit per record"))
-            commits.append(Row("batching", f"records per commit, {senders} session(s)", "rec/txn",
-                               statistics.median(per_commit) if per_commit else math.nan, None, "report", None,
+            rows.append(Row("records/s", f"via the ledger actor (one hop): {senders} session(s) vs 1 commit/record",
+                            "rec/s", ours_rate, lmdb_rate, "report", None,
+                            "baseline: raw LMDB, one synced commit per record"))
+            commits.append(Row("batching", f"direct writer: records per commit, {senders} session(s)", "rec/txn",
+                               statistics.median(direct_per_commit), None, "report", None,
                                "group commit: records per synced transaction (median of the runs)"))
+            commits.append(Row("batching", f"via the ledger actor (one hop): records per commit, {senders} session(s)",
+                               "rec/txn", statistics.median(per_commit) if per_commit else math.nan, None, "report",
+                               None, "group commit: records per synced transaction (median of the runs)"))
         rows.append(Row("records/s", "sqlite WAL FULL, 1 insert/commit", "rec/s", sqlite, lmdb_rate, "reference",
                         None, "ratio: sqlite / raw LMDB"))
         rows.extend(commits)
@@ -241,13 +370,51 @@ def run(quick: bool) -> list[Row]:
         single = loops * batch / (sum(
             timed(lambda j=j, i=i: ledger.ask(RecordStarted(request(f"u{j}", i))))
             for j in range(loops) for i in range(batch)) / 1000)
-        rows.append(Row("batching", f"{batch} records per message vs 1", "rec/s", batched, single, "report", None,
-                        "RecordBatch: one thespian message, one commit"))
+        rows.append(Row("batching", f"via the ledger actor (one hop): {batch} records per message vs 1", "rec/s",
+                        batched, single, "report", None, "RecordBatch: one thespian message, one commit"))
+
+        # Last: when the children exit, the ledger turns their unsettled starts ambiguous (watched writers).
+        progress("processes")
+        rows.append(processes_row(data_dir, raw, echo, 8, per_process, repeats))
     finally:
         env.close()
         system.shutdown()
         raw.shutdown()
+        close_env(StorageConfig.under(data_dir))  # the direct writer's handle, after the system is down
     return rows
+
+
+def spread(ours: list[float], base: list[float]) -> str:
+    ratios = sorted(o / b for o, b in zip(ours, base, strict=True))
+    return f"{len(ratios)} runs, ratio {ratios[0]:.2f}–{ratios[-1]:.2f}"
+
+
+def processes_row(data_dir: str, raw: Any, echo: Any, n: int, count: int, repeats: int) -> Row:
+    """``n`` processes with a direct writer each vs ``n`` threads asking a raw actor, alternating."""
+    metric = f"{n} processes, a direct writer each, vs raw asks from {n} threads"
+    note = (f"each process records {count} starts per run after a shared barrier (start-up not timed); "
+            f"baseline: {n} threads asking a raw actor; medians of alternating runs")
+    procs = WriterProcesses(data_dir, n, count, repeats, "proc")
+    ours: list[float] = []
+    base: list[float] = []
+    try:
+        for rep in range(repeats):
+            contexts: list[Any] = []
+            raw_run = echo_run(raw, echo, n, count, contexts)
+            if rep % 2 == 0:
+                ours.append(procs.run())
+                base.append(raw_run())
+            else:
+                base.append(raw_run())
+                ours.append(procs.run())
+            for context in contexts:
+                context.__exit__(None, None, None)
+    except Exception as exc:  # shown as FAILED; the rest of the table stands
+        return Row("processes", metric, "rec/s", None, None, "report", None, note, error=repr(exc))
+    finally:
+        procs.close()
+    return Row("processes", f"{metric} ({spread(ours, base)})", "rec/s", statistics.median(ours),
+               statistics.median(base), "report", None, note)
 
 
 def main() -> None:
