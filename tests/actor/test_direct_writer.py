@@ -4,6 +4,7 @@ by the transaction, and a writer's death makes its unsettled starts ambiguous at
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,17 @@ from ouroactors.authorities.storage.actor import Reopen
 from ouroactors.authorities.storage.env import StorageConfig, close_env
 
 from .helpers import wait_until
-from .ledger_support import LEDGER, LEDGER_PATH, STORAGE, STORAGE_PATH, get_entry, kill_and_wait, settled, started
+from .ledger_support import (
+    LEDGER,
+    LEDGER_PATH,
+    STORAGE,
+    STORAGE_PATH,
+    all_entries,
+    get_entry,
+    kill_and_wait,
+    settled,
+    started,
+)
 
 pytestmark = pytest.mark.multiproc
 
@@ -96,3 +107,40 @@ def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system)
     assert system.ask(LEDGER_PATH, "status")["watched_writers"] == 1  # the restarted recorder only
     # the ledger itself did not restart: this was found by watching, not by recovery
     assert system.ask(LEDGER_PATH, "status")["recovered_ambiguous"] == 0
+
+
+def test_writes_racing_a_ledger_restart_are_either_recovered_or_refused_never_lost(system):
+    """Fencing by the transaction under real concurrency: every start committed before the new
+    ledger's recovery is ambiguous after it, every one after is refused, and no third case exists."""
+    writer = LedgerWriter(system.context.data_dir, watch=False)
+    answers: dict[str, Any] = {}
+    stop = threading.Event()
+
+    def session(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            effect_id = f"r{k}-{i}"
+            answers[effect_id] = writer.record_started(started(effect_id).request)
+            if isinstance(answers[effect_id], StaleGeneration):
+                return
+            i += 1
+
+    threads = [threading.Thread(target=session, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: writer.records >= 40, timeout=30.0, what="writes under way")
+        kill_and_wait(system, LEDGER_PATH, restarted_last=RECORDER_PATH)
+        wait_until(lambda: not any(thread.is_alive() for thread in threads), timeout=30.0,
+                   what="every session to be refused")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    entries = all_entries(system)
+    created = {effect_id for effect_id, answer in answers.items() if getattr(answer, "answer", None) == "created"}
+    refused = {effect_id for effect_id, answer in answers.items() if isinstance(answer, StaleGeneration)}
+    assert created | refused == set(answers), {k: a for k, a in answers.items() if k not in created | refused}
+    assert len(refused) == 4 and len(created) >= 40
+    assert {effect_id for effect_id in entries if effect_id.startswith("r")} == created
+    assert {entries[effect_id].status for effect_id in created} == {Status.AMBIGUOUS}
