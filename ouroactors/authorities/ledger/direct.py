@@ -50,9 +50,8 @@ from typing import Any
 from ...core import clock, faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
 from ...core.procs import process_start_ticks
-from ..storage.actor import storage_config
 from ..storage.commit import Committed, EnvironmentDead, Rejected
-from ..storage.env import env_panicked, open_env
+from ..storage.env import StorageConfig, env_panicked, open_env
 from .domain import DEFAULT_KINDS, Created, LedgerError
 from .messages import (
     SETTLE_COMMITTED,
@@ -96,7 +95,7 @@ class LedgerWriter:
     def __init__(self, data_dir: str | os.PathLike[str], *, node: str | None = None,
                  stamp: Stamp | None = None, kinds: Iterable[str] = (), watch: bool = True,
                  map_size: int | None = None) -> None:
-        self.env = open_env(storage_config(str(data_dir), map_size))
+        self.env = open_env(StorageConfig.under(data_dir, **({"map_size": map_size} if map_size else {})))
         self.node = node or os.environ.get("OUROACTORS_NODE") or f"local:{os.getpid()}"
         self._store = LedgerStore(self.env, node=self.node, kinds=DEFAULT_KINDS | frozenset(kinds), fence=None)
         current = self._store.current_stamp()
