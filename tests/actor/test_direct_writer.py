@@ -109,9 +109,11 @@ def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system)
     assert system.ask(LEDGER_PATH, "status")["recovered_ambiguous"] == 0
 
 
-def test_writes_racing_a_ledger_restart_are_either_recovered_or_refused_never_lost(system):
+@pytest.mark.parametrize("killed", [LEDGER_PATH, STORAGE_PATH])
+def test_writes_racing_a_ledger_restart_are_either_recovered_or_refused_never_lost(system, killed):
     """Fencing by the transaction under real concurrency: every start committed before the new
-    ledger's recovery is ambiguous after it, every one after is refused, and no third case exists."""
+    ledger's recovery is ambiguous after it, every one after is refused, and no third case exists.
+    Killing storage restarts the ledger too (rest_for_one), under a new storage generation."""
     writer = LedgerWriter(system.context.data_dir, watch=False)
     answers: dict[str, Any] = {}
     stop = threading.Event()
@@ -130,7 +132,7 @@ def test_writes_racing_a_ledger_restart_are_either_recovered_or_refused_never_lo
         thread.start()
     try:
         wait_until(lambda: writer.records >= 40, timeout=30.0, what="writes under way")
-        kill_and_wait(system, LEDGER_PATH, restarted_last=RECORDER_PATH)
+        kill_and_wait(system, killed, restarted_last=RECORDER_PATH)
         wait_until(lambda: not any(thread.is_alive() for thread in threads), timeout=30.0,
                    what="every session to be refused")
     finally:
