@@ -201,6 +201,8 @@ class LedgerWriter:
             self._finish(batch, [stale] * len(ops))
             return
         except BaseException as exc:  # a bug or a dead environment: every caller hears it
+            if isinstance(exc, EnvironmentDead):
+                self._dead = f"{exc}; this process must exit"
             for job in batch:
                 job.error, job.done = exc, True
             raise
