@@ -38,6 +38,9 @@ durable state afterwards.
   allow it could not record) → ask again until the deadline, then give the effect up unrecorded.
 * Every request to an authority is stamped with the generation the driver is bound to; a
   ``StaleGeneration`` answer re-binds (looks the generation up again) and asks again.
+* A start whose grant was decided under a grants generation that has gone since is refused by the
+  ledger's transaction (``StaleGeneration`` for ``grants``, nothing recorded, nothing run): the
+  driver decides again under the current generation (:data:`REDECIDE_TRIES` times at most).
 
 **Interleaving.** Sessions are generators stepped round-robin by one thread: each step is one
 request. The interleaving is therefore the same on every run of the same workload, so a fault
@@ -635,10 +638,29 @@ class Driver:
 
     def _effect(self, spec: EffectSpec) -> Generator[str, None, None]:
         record = self.record.effects[spec.effect_id]
+        for _ in range(REDECIDE_TRIES):
+            admitted = yield from self._admit(spec, record)
+            if not isinstance(admitted, StaleGeneration):
+                break
+            # The grant was decided under a grants generation that is gone: the ledger refused the
+            # start (nothing recorded, nothing run). Decide again under the current one.
+            self.generations.pop(self.targets.grants or "", None)
+            record.start_answers.append(f"error:StaleGeneration({admitted.authority})")
+        else:
+            record.outcome = f"abandoned: grants changed generation {REDECIDE_TRIES} times in a row"
+            return
+        if admitted is None:
+            return
+        yield from self._run(spec, record, *admitted)
+
+    def _admit(self, spec: EffectSpec, record: EffectRecord
+               ) -> Generator[str, None, tuple[GrantDecision, LedgerAnswer] | StaleGeneration | None]:
+        """Decide and record the start: the decision and the ledger's answer, the refusal of a stale
+        grant, or None when the effect is done with here (its ``record.outcome`` says why)."""
         granted = yield from self._decide(spec, record)
         if isinstance(granted, str):
             record.outcome = f"abandoned: {granted}"  # nothing recorded, nothing run
-            return
+            return None
         decision = granted
         by = "grants" if self.targets.grants is not None else "callable"
 
@@ -655,11 +677,18 @@ class Driver:
 
         result = yield from self._ask(self.targets.ledger, batch)
         answer = result.value[-1] if result.ok and isinstance(result.value, list) else result.error
+        if isinstance(answer, StaleGeneration) and answer.authority == "grants":
+            return answer
         if not isinstance(answer, LedgerAnswer):
             record.start_answers.append(f"error:{type(answer).__name__}")
             record.outcome = (f"abandoned: start not recorded ({_describe(answer)})" if answer is not None
                               else "abandoned: start not recorded")
-            return
+            return None
+        return decision, answer
+
+    def _run(self, spec: EffectSpec, record: EffectRecord, decision: GrantDecision,
+             answer: LedgerAnswer) -> Generator[str, None, None]:
+        """Run the effect whose start the ledger answered (unless its entry says not to), then settle."""
         entry = answer.entry
         record.start_answers.append(f"{answer.answer}:{entry.status.value}")
         record.start_committed = True
@@ -731,6 +760,9 @@ class Driver:
             principal=PRINCIPAL, session_id=spec.session_id, turn_id=f"t{spec.index}",
             call_id=f"c{spec.index}", authority=self._authority_snapshot(decision), grant=None, cause=decision.reason,
         )
+
+
+REDECIDE_TRIES = 5  # decisions in a row refused as stale before an effect is given up
 
 
 def _describe(value: Any) -> str:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ouroactors import supervisor, worker
+from ouroactors import StaleGeneration, supervisor, worker
 from ouroactors.authorities.grants.actor import (
     AnswerApproval,
     ConsumeApproval,
@@ -20,7 +20,10 @@ from ouroactors.authorities.grants.actor import (
 from ouroactors.authorities.grants.approvals import ApprovalRefused
 from ouroactors.authorities.grants.operators import read_credentials
 from ouroactors.authorities.grants.rules import Decision, Effect, Request
-from ouroactors.authorities.ledger.actor import ListEntries
+from ouroactors.authorities.ledger.actor import ListEntries, RecordStarted
+from ouroactors.authorities.ledger.direct import LedgerWriter
+from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+from ouroactors.authorities.storage.env import StorageConfig, close_env
 from ouroactors.core.codec import digest_of
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 
@@ -127,3 +130,35 @@ def test_revoking_rules_changes_generation_and_restarts_consumers(actor_system):
     assert actor_system.child_info("agent/consumer").pid != consumer
     assert actor_system.child_info("agent/grants").generation > old
     assert actor_system.ask("agent/grants", Decide(bash("git status"))).decision is Decision.ASK  # rule gone
+
+
+def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_ledger(actor_system):
+    """Grants publishes its generation in LMDB; the ledger's start transaction checks the request's
+    authority snapshot against it, through the ledger actor and a direct writer alike."""
+    actor_system.start_tree(tree())
+    old = actor_system.child_info("agent/grants").generation
+
+    def effect(effect_id: str, grants: int) -> StartRequest:
+        return StartRequest(effect_id=effect_id, kind="shell", idempotency_key=effect_id,
+                            fingerprint=fingerprint("shell", {"id": effect_id}), principal="s1", session_id="s1",
+                            turn_id=None, call_id=None, authority={"grants": grants}, grant="g", cause=None)
+
+    assert actor_system.ask("agent/ledger", RecordStarted(effect("before", old))).answer == "created"
+    mark = actor_system.mark()
+    actor_system.ask("agent/grants", RevokeRules("user", ("allow:Bash(git status)",)))
+    actor_system.wait_for("started", "agent/consumer", after=mark)  # adopted (published), consumers restarted
+    new = actor_system.child_info("agent/grants").generation
+    assert new != old
+
+    with pytest.raises(StaleGeneration) as refused:  # the handle raises the errors it is answered
+        actor_system.ask("agent/ledger", RecordStarted(effect("after", old)))
+    assert (refused.value.authority, refused.value.expected, refused.value.got) == ("grants", new, old)
+    writer = LedgerWriter(actor_system.context.data_dir, watch=False)
+    try:
+        assert isinstance(writer.record_started(effect("direct", old)), StaleGeneration)
+        assert writer.record_started(effect("direct", new)).answer == "created"
+    finally:
+        close_env(StorageConfig.under(actor_system.context.data_dir))
+    assert actor_system.ask("agent/ledger", RecordStarted(effect("after", new))).answer == "created"
+    ids = {entry.effect_id for entry in actor_system.ask("agent/ledger", ListEntries(kind="shell"))}
+    assert ids == {"before", "after", "direct"}

@@ -23,7 +23,7 @@ from ouroactors.authorities.ledger.domain import (
     UnknownEffectKind,
 )
 from ouroactors.authorities.ledger.messages import RecordSettled, RecordStarted
-from ouroactors.authorities.ledger.store import LedgerStore, Stamp
+from ouroactors.authorities.ledger.store import LedgerStore, Stamp, Start
 from ouroactors.authorities.storage.commit import Committed, EnvironmentDead
 from ouroactors.authorities.storage.env import GENERATION_KEY, StorageConfig, encode_u64, meta_db
 from ouroactors.core import faults
@@ -246,3 +246,28 @@ def test_a_killed_writer_process_is_found_gone_and_only_its_unsettled_starts_bec
     assert sorted(ledger.forget_writers(gone, WRITER_EXITED).value) == ["c2", "c3"]
     assert [ledger.get(effect_id).status for effect_id in ("c1", "c2", "c3")] == [
         Status.OK, Status.AMBIGUOUS, Status.AMBIGUOUS]
+
+
+# -- the authority snapshot: no new effect on a decision of a gone grants generation -------------------
+
+
+def test_a_start_admitted_under_a_gone_grants_generation_is_refused(ledger, config):
+    writer = LedgerWriter(data_dir(config), watch=False)
+    assert isinstance(ledger.publish_generation("grants", 5), Committed)
+
+    def admitted(effect_id: str, grants: int | None) -> Any:
+        return start_request(effect_id).model_copy(
+            update={"authority": {"storage": 1, **({"grants": grants} if grants is not None else {})}})
+
+    stale = writer.record_started(admitted("e1", grants=4))
+    assert isinstance(stale, StaleGeneration) and (stale.authority, stale.expected, stale.got) == ("grants", 5, 4)
+    assert ledger.get("e1") is None
+    assert writer.record_started(admitted("e1", grants=5)).answer == "created"
+    assert writer.record_started(admitted("e2", grants=None)).answer == "created"  # snapshot without grants
+    # The snapshot's storage entry is data here (1 ≠ 7): the writer's own stamp fences storage.
+    assert isinstance(ledger.publish_generation("grants", 6), Committed)
+    assert writer.record_started(admitted("e1", grants=5)).answer == "existing"  # a read-back, not a new effect
+    denied = writer.record_denied(admitted("e3", grants=5), "denied before the change")
+    assert denied.entry.status is Status.DENIED  # nothing runs on a denial: it is recorded as such
+    assert isinstance(ledger.apply([Start(admitted("e4", grants=5))]).value[0], StaleGeneration)  # the actor's path
+    assert ledger.get("e4") is None

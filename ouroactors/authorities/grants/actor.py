@@ -27,7 +27,7 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import digest_of
-from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
 from ...supervision.worker import Worker
 from ..ledger.domain import DEFAULT_KINDS, LedgerError, StartRequest, Status, fingerprint
 from ..ledger.store import LedgerStore, Start
@@ -133,7 +133,19 @@ class Grants(Worker):
         orphans = [x for a in self.approvals.values() if (x := book.deny_orphan(a, now, ORPHANED)) is not None]
         if orphans:
             self._commit(approvals=orphans)
+        self._publish_generation()
         self.wakeupAfter(timedelta(seconds=1), payload=_EXPIRY)
+
+    def on_generation(self, generation: int) -> None:
+        self._publish_generation()  # before the supervisor hears it adopted: consumers restart after this
+
+    def _publish_generation(self) -> None:
+        """Effects admitted by a decision of a gone generation are refused by the ledger's transaction."""
+        if self.generation is None:
+            return
+        outcome = self.ledger.publish_generation("grants", self.generation)
+        if not isinstance(outcome, Committed):
+            raise RuntimeError(f"cannot publish grants generation {self.generation}: {outcome}")
 
     # -- persistence --------------------------------------------------------------------------------
 
@@ -213,7 +225,7 @@ class Grants(Worker):
             outcome = self.ledger.apply([Start(entry, status, verdict.decision.value)])
         except Exception:
             return False
-        return isinstance(outcome, Committed) and not isinstance(outcome.value[0], LedgerError)
+        return isinstance(outcome, Committed) and not isinstance(outcome.value[0], LedgerError | StaleGeneration)
 
     def handle_SetPosture(self, message: SetPosture, sender: Any) -> str:
         posture = Posture(message.posture).value

@@ -45,7 +45,7 @@ from typing import Any
 from thespian.actors import ThespianWatch, WakeupMessage, WatchMessage
 
 from ...core import clock, faults
-from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..storage.actor import storage_config
@@ -332,7 +332,7 @@ class Ledger(Worker):
 
     @staticmethod
     def _answer(result: Any) -> Any:
-        if isinstance(result, LedgerError):
+        if isinstance(result, LedgerError | StaleGeneration):
             return result
         return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)
 

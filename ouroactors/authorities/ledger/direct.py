@@ -240,6 +240,6 @@ class LedgerWriter:
 
 
 def _answer(result: OpResult) -> Answer:
-    if isinstance(result, LedgerError):
+    if isinstance(result, LedgerError | StaleGeneration):
         return result
     return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)

@@ -7,6 +7,10 @@ Layout (named databases of the node's environment):
 * ``meta`` ``ledger_next_seq``: the next sequence number;
 * ``meta`` ``ledger_generation``: the generation of the ledger that last recovered the ledger
   (written in its recovery transaction), which direct writers (:mod:`.direct`) are fenced on;
+* ``meta`` ``<authority>_generation``: what other authorities publish (grants does). A start whose
+  authority snapshot names a published authority at another generation is refused with
+  :class:`~ouroactors.core.errors.StaleGeneration`: no effect runs on a decision of a gone
+  generation (the snapshot's storage and ledger entries are covered by the writer's own fence);
 * ``ledger_writers``: writer id → :class:`WriterRecord`, the processes writing directly that asked
   to be watched;
 * ``ledger_runs``: effect id → writer id, the watched writers' unsettled starts (put with the start,
@@ -40,7 +44,7 @@ from ...core.errors import CorruptRecord, StaleGeneration
 from ...core.procs import process_start_ticks
 from ..storage.commit import Committed, Outcome, write
 from ..storage.env import GENERATION_KEY as STORAGE_GENERATION_KEY
-from ..storage.env import db, decode_u64, encode_u64, meta_db
+from ..storage.env import db, decode_u64, encode_u64, generation_key, meta_db
 from .domain import (
     Created,
     Entry,
@@ -96,7 +100,8 @@ class Settle:
 
 
 Op = Start | Settle
-OpResult = Created | Existing | LedgerError
+OpResult = Created | Existing | LedgerError | StaleGeneration
+OWN_FENCE = frozenset({"storage", "ledger"})  # a snapshot's entries the writer's own fence already checks
 
 
 class LedgerStore:
@@ -138,6 +143,21 @@ class LedgerStore:
             if current != expected:
                 raise StaleGeneration(authority, current, expected)
 
+    def _check_snapshot(self, txn: lmdb.Transaction, authority: dict[str, int]) -> None:
+        for name, stamped in authority.items():
+            if name in OWN_FENCE:
+                continue
+            raw = txn.get(generation_key(name), db=self.meta)
+            if raw is not None and decode_u64(raw) != stamped:
+                raise StaleGeneration(name, decode_u64(raw), stamped)
+
+    def publish_generation(self, authority: str, generation: int) -> Outcome[None]:
+        """An authority's generation, for starts admitted under it to be checked against (fenced)."""
+        def put(txn: lmdb.Transaction) -> None:
+            txn.put(generation_key(authority), encode_u64(generation), db=self.meta)
+
+        return write(self.env, put, fence=self.fence)
+
     def current_stamp(self) -> Stamp | None:
         """The generations in force now (None until a ledger has recovered this environment)."""
         with self.env.begin() as txn:
@@ -151,6 +171,8 @@ class LedgerStore:
         try:
             if isinstance(op, Start):
                 current = self._read(txn, op.request.effect_id)
+                if current is None and op.status is Status.STARTED:  # a new effect: admitted by a live decision?
+                    self._check_snapshot(txn, op.request.authority)
                 decision: Created | Existing = decide_start(
                     current, op.request, seq=self._peek_seq(txn), now_ns=now, node=self.node, kinds=self.kinds,
                     status=op.status, reason=op.reason,
@@ -167,6 +189,8 @@ class LedgerStore:
                 elif writer is not None:
                     txn.put(key, writer, db=self.runs)
             return decision
+        except StaleGeneration as exc:  # this op only: decided under a generation that is gone
+            return exc
         except (LedgerError, CorruptRecord) as exc:
             return exc if isinstance(exc, LedgerError) else LedgerError(str(exc))
         except CodecError as exc:  # too large, unencodable evidence, an id too long for a key: this op only

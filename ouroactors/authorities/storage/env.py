@@ -40,6 +40,11 @@ SCHEMA_KEY = b"schema_version"
 GENERATION_KEY = b"storage_generation"
 
 
+def generation_key(authority: str) -> bytes:
+    """Where an authority publishes its current generation in ``meta`` (``storage_generation``, …)."""
+    return f"{authority}_generation".encode()
+
+
 class StorageError(OuroactorsError):
     """The environment cannot be used as asked."""
 
