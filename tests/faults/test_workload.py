@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ouroactors.authorities.grants.actor import RevokeRules
 from ouroactors.authorities.ledger.actor import ListEntries
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.faults.runner import BenchError, prepare_tree, tree_targets, workload_tree
@@ -239,3 +240,32 @@ def test_a_worker_whose_exit_its_supervisor_missed_is_replaced(fault_bench):
     print(f"\ninterventions after {_attempt + 1} attempt(s): {bench.anomalies}")
     assert all("supervision lost the exit of sessions/s" in note for note in bench.anomalies)
     assert bench.run("after").violations == []
+
+
+def test_a_grant_whose_generation_goes_away_before_the_start_is_decided_again(fault_bench, monkeypatch):
+    """Grants changes generation between the driver's Decide and its start: the ledger refuses the
+    start inside its transaction (nothing recorded, nothing run) and the driver decides again."""
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=2))
+    original = Driver._decide
+    changed: list[tuple[int, int]] = []
+
+    def decide_then_revoke(self, spec, record):
+        decision = yield from original(self, spec, record)
+        if not changed:  # once: the first effect's decision goes stale before its start is recorded
+            system, grants = self.system, self.targets.grants
+            old = system.child_info(grants).generation
+            mark = system.mark()
+            assert system.ask(grants, RevokeRules("user", ())) == "revoked"
+            system.wait_for("started", self.targets.workspace, after=mark)  # adopted and published
+            changed.append((old, system.child_info(grants).generation))
+        return decision
+
+    monkeypatch.setattr(Driver, "_decide", decide_then_revoke)
+    result = bench.run("regrant")
+    assert changed and changed[0][0] != changed[0][1]
+    assert result.violations == [] and result.statuses == {"ok": 2}
+    first = result.record.effects["regrant/s0/e0"]
+    assert first.start_answers[0] == "error:StaleGeneration(grants)" and first.grant_answers == ["allow", "allow"]
+    assert first.outcome == "settled-ok"
+    entries = {e.effect_id: e for e in result.observation.run_entries()}
+    assert entries["regrant/s0/e0"].authority["grants"] == changed[0][1]  # ran under the new generation
