@@ -33,7 +33,9 @@ caller to find no commit running commits everything queued meanwhile in one tran
 
 **Rules** (``shared/notes/lmdb.md``): the process opens the environment once (the registry in
 :mod:`~ouroactors.authorities.storage.env` enforces it) and must create no children afterwards — a
-leaf actor or an external program, never a supervisor. A commit whose outcome is unknown because
+leaf actor or an external program, never a supervisor. Starting a multiproc ``ActorSystem`` forks
+its admin from the calling process, so a program starts its system first and opens writers after
+(the forked actors would otherwise find the handle inherited and refuse to start). A commit whose outcome is unknown because
 the environment panicked leaves the writer dead: every later call raises
 :class:`~ouroactors.authorities.storage.commit.EnvironmentDead`, and the process must exit (a
 leaf actor crashes and is restarted in a new process).
