@@ -55,24 +55,26 @@ def _effect(effect_id: str, command: str) -> StartRequest:
 def _show_effects(console: Console, system: ActorSystem, base: str) -> None:
     """Effects are recorded before they run; a runner killed mid-effect leaves its entry ambiguous."""
     system.start_tree(EFFECTS_TREE)
-    first = system.ask("agent/runner", RecordStarted(_effect("demo-1", "make test")))
-    settled = system.ask("agent/runner", RecordSettled("demo-1", "ok", evidence={"exit": 0}))
-    console.print(f"demo-1: recorded {first.entry.status.value} (seq {first.entry.seq}) before running, "
+    run = f"demo{system.context.node_epoch}"  # effect ids of their own on every run over the same data dir
+    first_id, second_id = f"{run}-1", f"{run}-2"
+    first = system.ask("agent/runner", RecordStarted(_effect(first_id, "make test")))
+    settled = system.ask("agent/runner", RecordSettled(first_id, "ok", evidence={"exit": 0}))
+    console.print(f"{first_id}: recorded {first.entry.status.value} (seq {first.entry.seq}) before running, "
                   f"then {settled.entry.status.value} — written by the runner itself, fenced on the ledger's "
                   "generation inside its LMDB transaction", markup=False)
-    system.ask("agent/runner", RecordStarted(_effect("demo-2", "git push")))
+    system.ask("agent/runner", RecordStarted(_effect(second_id, "git push")))
     if base != "multiproc":
-        console.print("demo-2: started; killing its runner needs the multiproc base", markup=False)
+        console.print(f"{second_id}: started; killing its runner needs the multiproc base", markup=False)
         return
     system.kill("agent/runner")
     deadline = time.monotonic() + 10.0
-    entry = system.ask("agent/ledger", GetEntry("demo-2"))
+    entry = system.ask("agent/ledger", GetEntry(second_id))
     while entry.status is Status.STARTED and time.monotonic() < deadline:
         time.sleep(0.05)  # the ledger checks its watched writers every 0.25 s
-        entry = system.ask("agent/ledger", GetEntry("demo-2"))
-    console.print(f"demo-2: its runner was killed mid-effect; the ledger now says {entry.status.value} "
+        entry = system.ask("agent/ledger", GetEntry(second_id))
+    console.print(f"{second_id}: its runner was killed mid-effect; the ledger now says {entry.status.value} "
                   f"({entry.reason}) — not failed: the push may have happened. "
-                  "`ouroactors ledger settle demo-2 ok|failed --reason …` once someone knows.", markup=False)
+                  f"`ouroactors ledger settle {second_id} ok|failed --reason …` once someone knows.", markup=False)
 
 
 def run_demo(console: Console, base: str, data_dir: Path) -> int:

@@ -27,14 +27,14 @@ def test_demo_runs_and_leaves_nothing(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no process left behind" in result.stdout
     assert "request stamped with the old generation refused" in result.stdout
-    assert "demo-1: recorded started (seq 1)" in result.stdout
+    assert "-1: recorded started (seq 1) before running" in result.stdout
     assert "the ledger now says ambiguous" in result.stdout
 
 
 def test_demo_on_simple_base(tmp_path):
     result = run_cli("demo", "--base", "simple", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "demo-1: recorded started (seq 1)" in result.stdout
+    assert "-1: recorded started (seq 1) before running" in result.stdout
 
 
 def test_check_accepts_the_shipped_example(tmp_path):

@@ -35,8 +35,8 @@ caller to find no commit running commits everything queued meanwhile in one tran
 :mod:`~ouroactors.authorities.storage.env` enforces it) and must create no children afterwards — a
 leaf actor or an external program, never a supervisor. Starting a multiproc ``ActorSystem`` forks
 its admin from the calling process, so a program starts its system first and opens writers after
-(the forked actors would otherwise find the handle inherited and refuse to start). A commit whose outcome is unknown because
-the environment panicked leaves the writer dead: every later call raises
+(the forked actors would otherwise find the handle inherited and refuse to start). A commit
+whose outcome is unknown because the environment panicked leaves the writer dead: every later call raises
 :class:`~ouroactors.authorities.storage.commit.EnvironmentDead`, and the process must exit (a
 leaf actor crashes and is restarted in a new process).
 """
