@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from ouroactors.authorities.ledger.actor import Ledger
+from ouroactors.authorities.ledger.messages import answer_for
 from ouroactors.authorities.storage.commit import Committed
 from ouroactors.core import faults
 
@@ -36,7 +37,7 @@ class AnswersBeforeCommit(Ledger):
             txn.abort()  # ... nothing written yet
         results = iter(decided)
         for item in pending:
-            answers = [self._answer(next(results)) for _ in item.ops]
+            answers = [answer_for(next(results)) for _ in item.ops]
             self.send(item.sender, answers if item.batch else answers[0])  # the bug: answered first
         faults.point(ANSWERED)
         outcome = self.store.apply(ops)

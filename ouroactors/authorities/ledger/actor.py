@@ -45,18 +45,16 @@ from typing import Any
 from thespian.actors import ThespianWatch, WakeupMessage, WatchMessage
 
 from ...core import clock, faults
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Outcome, Rejected
 from ..storage.env import env_panicked, open_env
 from .committer import CommitThread, _Done
-from .domain import DEFAULT_KINDS, Created, Entry, LedgerError, Status
+from .domain import DEFAULT_KINDS, Entry, LedgerError, Status
 from .messages import (
-    SETTLE_COMMITTED,
     SETTLE_RECEIVED,
-    START_COMMITTED,
     GetEntry,
     LedgerAnswer,
     ListEntries,
@@ -69,8 +67,9 @@ from .messages import (
     Verdict,
     WatchRunner,
     _to_op,
+    answers_for,
 )
-from .store import LedgerStore, Op, OpResult, Settle, Start
+from .store import LedgerStore, Op, OpResult, Settle
 
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
     "GetEntry", "Ledger", "LedgerAnswer", "ListEntries", "OperatorSettle", "Reconcile", "RecordBatch",
@@ -309,32 +308,15 @@ class Ledger(Worker):
             self.send(item.sender, [unknown] * len(item.ops) if item.batch else unknown)
 
     def _deliver(self, pending: list[_Pending], outcome: Outcome[list[OpResult]]) -> None:
+        answers = iter(answers_for([op for item in pending for op in item.ops], outcome))
         if isinstance(outcome, Committed):
             self._commits += 1
             self._committed_ops += len(outcome.value)
-            if faults.armed() is not None:  # one hit per batch and boundary: nothing answered yet
-                kinds = {type(op) for item in pending for op in item.ops}
-                if Start in kinds:
-                    faults.point(START_COMMITTED)
-                if Settle in kinds:
-                    faults.point(SETTLE_COMMITTED)
-            results = iter(outcome.value)
-            for item in pending:
-                answers = [self._answer(next(results)) for _ in item.ops]
-                self.send(item.sender, answers if item.batch else answers[0])
-            return
-        error = (CommitRejected(outcome.reason) if isinstance(outcome, Rejected)
-                 else CommitOutcomeUnknown(outcome.reason))
         for item in pending:
-            self.send(item.sender, [error] * len(item.ops) if item.batch else error)
-        if not isinstance(outcome, Rejected) and env_panicked(self.env):
+            mine = [next(answers) for _ in item.ops]
+            self.send(item.sender, mine if item.batch else mine[0])
+        if not isinstance(outcome, Committed | Rejected) and env_panicked(self.env):
             raise RuntimeError(f"storage environment panicked: {outcome.reason}")  # crash; restart recovers
-
-    @staticmethod
-    def _answer(result: Any) -> Any:
-        if isinstance(result, LedgerError | StaleGeneration):
-            return result
-        return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)
 
     # -- watched runners ------------------------------------------------------------------------------
 

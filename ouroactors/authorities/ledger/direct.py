@@ -50,23 +50,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core import clock, faults
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...core.errors import CommitRejected, StaleGeneration
 from ...core.procs import process_start_ticks
 from ..storage.commit import Committed, EnvironmentDead, Rejected
 from ..storage.env import StorageConfig, env_panicked, open_env
-from .domain import DEFAULT_KINDS, Created, LedgerError
+from .domain import DEFAULT_KINDS, LedgerError
 from .messages import (
-    SETTLE_COMMITTED,
     SETTLE_RECEIVED,
-    START_COMMITTED,
-    LedgerAnswer,
     OperatorSettle,
     RecordDenied,
     RecordSettled,
     RecordStarted,
     _to_op,
+    answers_for,
 )
-from .store import LedgerStore, Op, OpResult, Settle, Stamp, Start, WriterRecord
+from .store import LedgerStore, Op, Settle, Stamp, WriterRecord
 
 __all__ = ["LedgerWriter", "NoLedger"]
 
@@ -211,19 +209,9 @@ class LedgerWriter:
         if isinstance(outcome, Committed):
             self.transactions += 1
             self.records += len(ops)
-            if faults.armed() is not None:  # the actor's boundaries, one hit per transaction
-                kinds = {type(op) for op in ops}
-                if Start in kinds:
-                    faults.point(START_COMMITTED)
-                if Settle in kinds:
-                    faults.point(SETTLE_COMMITTED)
-            self._finish(batch, [_answer(result) for result in outcome.value])
-            return
-        error: Answer = (CommitRejected(outcome.reason) if isinstance(outcome, Rejected)
-                         else CommitOutcomeUnknown(outcome.reason))
-        if not isinstance(outcome, Rejected) and env_panicked(self.env):
+        elif not isinstance(outcome, Rejected) and env_panicked(self.env):
             self._dead = f"the environment panicked: {outcome.reason}; this process must exit"
-        self._finish(batch, [error] * len(ops))
+        self._finish(batch, answers_for(ops, outcome))
 
     @staticmethod
     def _finish(batch: list[_Job], answers: list[Answer]) -> None:
@@ -240,8 +228,3 @@ class LedgerWriter:
         """The entry as committed now (None if there is none)."""
         return self._store.get(effect_id)
 
-
-def _answer(result: OpResult) -> Answer:
-    if isinstance(result, LedgerError | StaleGeneration):
-        return result
-    return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)

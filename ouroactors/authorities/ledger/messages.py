@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core import faults
-from .domain import Entry, LedgerError, StartRequest, Status
-from .store import Op, Settle, Start
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ..storage.commit import Committed, Outcome, Rejected
+from .domain import Created, Entry, LedgerError, StartRequest, Status
+from .store import Op, OpResult, Settle, Start
 
 # The ledger's durable boundaries, as an effect crosses them (a crash at each is a different story).
 # Hit by the actor and by direct writers (:mod:`.direct`) alike.
@@ -139,3 +141,25 @@ def _to_op(item: Any) -> Op:
     if isinstance(item, OperatorSettle):
         return Settle(item.effect_id, item.status, item.reason, None, f"operator:{item.operator}", operator=True)
     raise LedgerError(f"not a ledger record request: {type(item).__name__}")
+
+
+def answers_for(ops: list[Op], outcome: Outcome[list[OpResult]]) -> list[Any]:
+    """One answer per op of a batch, from its commit outcome: the ledger actor and direct writers
+    answer alike. A committed batch first passes the committed boundaries' fault points (one hit
+    per batch and boundary, before anyone is answered)."""
+    if isinstance(outcome, Committed):
+        if faults.armed() is not None:
+            kinds = {type(op) for op in ops}
+            if Start in kinds:
+                faults.point(START_COMMITTED)
+            if Settle in kinds:
+                faults.point(SETTLE_COMMITTED)
+        return [answer_for(result) for result in outcome.value]
+    error = CommitRejected(outcome.reason) if isinstance(outcome, Rejected) else CommitOutcomeUnknown(outcome.reason)
+    return [error] * len(ops)
+
+
+def answer_for(result: OpResult) -> Any:
+    if isinstance(result, LedgerError | StaleGeneration):
+        return result  # refused: this op only, nothing written for it
+    return LedgerAnswer("created" if isinstance(result, Created) else "existing", result.entry)
