@@ -1,0 +1,101 @@
+"""A trio event loop living beside a thespian actor, in the same process.
+
+**Why a thread.** A thespian actor handles one message at a time on its own thread and must not block in a
+handler (TCP transport I/O stalls, ``shared/notes/thespian.md``). The session's activities — model streams, tool
+runs, deadlines, cancellation — are naturally trio code. So the runtime keeps **one trio loop for its whole life**
+in a daemon thread (not a fresh ``trio.run`` per turn: a turn must keep running while the actor handles ``steer``,
+``interrupt`` and ``drain``), and the two sides talk in two directions:
+
+* actor → trio: :meth:`TrioThread.call` runs a *synchronous* function inside the loop
+  (``trio.from_thread.run_sync`` with the loop's token) and returns its result. Everything the turn loop
+  shares with the actor (the output buffer, the steering queue, the cancel scope) is touched only inside
+  the loop's thread, so there are no locks; each call is short (no awaiting), so the actor is never held up.
+* trio → actor: the loop never touches thespian. When it has something for the actor (an output batch waiting,
+  a turn settled) it calls a notify function given at construction, which the runtime implements as
+  ``self.send(self.myAddress, …)`` — a send from another thread, which works on every base we use.
+
+No busy polling anywhere: the loop sleeps in trio until an activity, a call or a cancellation wakes it.
+:meth:`TrioThread.stop` cancels everything still running (activities see ``trio.Cancelled`` and kill their
+subprocess groups) and joins the thread with a deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+STOP_DEADLINE_S = 5.0
+
+
+class TrioThread:
+    """One trio loop in a daemon thread, with a nursery that tasks can be started in from the actor."""
+
+    def __init__(self, name: str = "ouroactors-trio") -> None:
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._nursery: trio.Nursery | None = None
+        self._ready = threading.Event()
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(STOP_DEADLINE_S):
+            raise RuntimeError("the trio loop did not start")
+        if self._error is not None:
+            raise RuntimeError(f"the trio loop failed to start: {self._error!r}")
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:  # reported through `error`; the owner decides whether that is a crash
+            self._error = exc
+        finally:
+            self._ready.set()
+            self._done.set()
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._ready.set()
+            await trio.sleep_forever()
+
+    @property
+    def alive(self) -> bool:
+        return not self._done.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """What ended the loop, if a task raised (an uncaught exception ends the loop: let it crash)."""
+        return self._error
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the synchronous ``fn(*args)`` in the loop's thread and return its result (or raise its error)."""
+        if not self.alive or self._token is None:
+            raise RuntimeError(f"the trio loop has ended ({self._error!r})")
+        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    def start(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Start ``await fn(*args)`` as a task of the loop's nursery."""
+        def spawn() -> None:
+            assert self._nursery is not None
+            self._nursery.start_soon(fn, *args)
+
+        self.call(spawn)
+
+    def stop(self, deadline_s: float = STOP_DEADLINE_S) -> bool:
+        """Cancel every task and end the loop; True when the thread ended within the deadline."""
+        if self.alive and self._nursery is not None:
+            try:
+                self.call(self._nursery.cancel_scope.cancel)
+            except RuntimeError:
+                pass  # it ended meanwhile
+        self._thread.join(deadline_s)
+        return not self._thread.is_alive()
+
+
+__all__ = ["TrioThread"]

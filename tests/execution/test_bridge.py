@@ -1,0 +1,49 @@
+"""The trio loop beside an actor: calls cross threads, tasks run while the caller carries on, stop cancels."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from ouroactors.runtime.execution.bridge import TrioThread
+
+
+def test_call_runs_in_the_loop_thread_and_returns() -> None:
+    loop = TrioThread()
+    try:
+        assert loop.call(threading.current_thread) is not threading.current_thread()
+        assert loop.call(lambda a, b: a + b, 2, 3) == 5
+    finally:
+        assert loop.stop()
+
+
+def test_a_started_task_runs_while_the_actor_thread_is_free_and_stop_cancels_it() -> None:
+    loop = TrioThread()
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def activity() -> None:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            cancelled.set()
+            raise
+
+    loop.start(activity)
+    assert started.wait(5)
+    assert loop.call(lambda: "still served") == "still served"  # the actor side is never blocked by the task
+    assert loop.stop(5)
+    assert cancelled.is_set()
+    assert not loop.alive
+
+
+def test_a_task_that_raises_ends_the_loop_visibly() -> None:
+    loop = TrioThread()
+
+    async def broken() -> None:
+        raise ValueError("boom")
+
+    loop.start(broken)
+    assert loop.stop(5)
+    assert loop.error is not None and "boom" in repr(loop.error)

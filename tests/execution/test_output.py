@@ -1,0 +1,95 @@
+"""The runtime's output buffer: cursors only grow, nothing is dropped before an ack, drains resume exactly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ouroactors.runtime.execution.errors import CursorError
+from ouroactors.runtime.execution.output import OutputBuffer
+
+
+def test_drain_after_cursor_returns_exactly_the_later_events() -> None:
+    buf = OutputBuffer(capacity=10)
+    for i in range(5):
+        buf.append("text", 1, {"i": i})
+    batch = buf.drain(after=2)
+    assert [e.cursor for e in batch.events] == [3, 4, 5]
+    assert (batch.acked, batch.produced, batch.more) == (0, 5, False)
+
+
+def test_drained_but_unacked_events_are_drained_again() -> None:
+    buf = OutputBuffer(capacity=10)
+    for i in range(3):
+        buf.append("text", 1, {"i": i})
+    first = buf.drain(after=0)
+    again = buf.drain(after=0)  # the reader crashed before committing: it gets the same events
+    assert first.events == again.events
+    buf.ack(2)
+    assert [e.cursor for e in buf.drain(after=2).events] == [3]
+
+
+def test_full_buffer_refuses_instead_of_dropping() -> None:
+    buf = OutputBuffer(capacity=2)
+    buf.append("a", 1, {})
+    buf.append("b", 1, {})
+    assert not buf.has_room()
+    with pytest.raises(CursorError, match="full"):
+        buf.append("c", 1, {})
+    buf.ack(1)
+    assert buf.has_room()
+    assert buf.append("c", 1, {}).cursor == 3
+
+
+def test_cursors_that_cannot_be_served_are_refused() -> None:
+    buf = OutputBuffer(capacity=4)
+    buf.append("a", 1, {})
+    buf.append("b", 1, {})
+    buf.ack(2)
+    with pytest.raises(CursorError, match="before the acknowledged"):
+        buf.drain(after=1)
+    with pytest.raises(CursorError, match="beyond"):
+        buf.drain(after=3)
+    with pytest.raises(CursorError, match="beyond"):
+        buf.ack(3)
+
+
+def test_an_older_ack_never_moves_the_cursor_back() -> None:
+    buf = OutputBuffer(capacity=4, start=10)
+    buf.append("a", 1, {})
+    buf.ack(11)
+    buf.ack(10)
+    assert buf.acked == 11
+
+
+def test_drain_limit_reports_more() -> None:
+    buf = OutputBuffer(capacity=10)
+    for i in range(5):
+        buf.append("t", 1, {"i": i})
+    batch = buf.drain(after=0, limit=2)
+    assert [e.cursor for e in batch.events] == [1, 2] and batch.more
+
+
+@given(st.lists(st.one_of(st.tuples(st.just("append"), st.integers(0, 0)),
+                          st.tuples(st.just("ack"), st.integers(0, 40)),
+                          st.tuples(st.just("drain"), st.integers(0, 40))), max_size=80))
+def test_a_reader_that_acks_what_it_drained_sees_every_event_once_in_order(ops: list[tuple[str, int]]) -> None:
+    buf = OutputBuffer(capacity=5)
+    seen: list[int] = []
+    committed = 0
+    for op, _ in ops:
+        if op == "append":
+            if buf.has_room():
+                buf.append("t", 1, {})
+        elif op == "drain":
+            batch = buf.drain(after=committed)
+            assert all(e.cursor > committed for e in batch.events)
+            assert [e.cursor for e in batch.events] == list(range(committed + 1, committed + 1 + len(batch.events)))
+            if batch.events:
+                committed = batch.events[-1].cursor
+                seen.extend(e.cursor for e in batch.events)
+                buf.ack(committed)
+        assert buf.acked <= buf.produced
+        assert len(buf) == buf.produced - buf.acked <= buf.capacity
+    assert seen == list(range(1, len(seen) + 1))
