@@ -2,26 +2,78 @@
 
 Exit codes: 0 clean stop · 2 bad input (tree file, arguments, data dir in use) · 3 the tree failed
 to start · 4 the tree ended on its own (escalation or auto_shutdown) · 5 the system is unreachable.
+
+**Start-up cost.** Every call used to import the whole framework (thespian, pydantic models, rich) before
+parsing its arguments: ~0.9 s for ``--version``. Commands now live in their modules and are imported only
+when invoked: :data:`COMMANDS` names each command's module and its one-line help, so ``--help`` lists them
+without importing any (a test keeps the table equal to the commands' own docstrings).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
-from rich.console import Console
 
-from ..core.errors import SpecError
-from ..system.config import load_tree
-
-console = Console()
+from .. import __version__
 
 DATA_DIR_HELP = "the system's data directory (default: the tree file's, else .ouroactors)"
 
+# command -> (module under ouroactors.cli that registers it on ``main``, its one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "approvals": ("authorities", "Durable approvals: list them and answer as a verified operator."),
+    "chaos": ("chaos", "Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."),
+    "events": ("inspect", "The supervision events (reads the event log; works even if the system is gone)."),
+    "faults": ("faults", "Fault plans: where and how to fail (see `faults points`)."),
+    "kill": ("control", "SIGKILL the process of the actor at PATH (fault injection by hand)."),
+    "ledger": ("authorities", "The write-ahead effect ledger: list, show and settle effects."),
+    "metrics": ("inspect", "Supervision metrics in the Prometheus text format."),
+    "restart": ("control", "Terminate the child at PATH if it runs, then start it again (OTP restart_child)."),
+    "run": ("run", "Boot TREE_FILE and serve it until Ctrl-C, SIGTERM or `ouroactors stop`."),
+    "sandbox": ("sandbox", "The command sandbox (bubblewrap)."),
+    "start-child": ("control", "Start a dynamic child of a simple_one_for_one supervisor with extra string ARGS."),
+    "status": ("inspect", "One line per tree, and children counted by status."),
+    "stop": ("control", "Stop the system serving DATA_DIR: trees in reverse order, then every process."),
+    "storage": ("authorities", "The storage authority (the node's LMDB environment)."),
+    "terminate": ("control", "Terminate the child at PATH (OTP terminate_child); its spec is kept unless temporary."),
+    "tree": ("inspect", "The tree: path, status, pid, generation, restarts, last exit."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="ouroactors")
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported on first use (see the module docstring)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"{__name__}.{COMMANDS[cmd_name][0]}")
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                rows.append((name, self.commands[name].get_short_help_str(limit)))
+            else:
+                rows.append((name, click.utils.make_default_short_help(COMMANDS[name][1], limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version=__version__, prog_name="ouroactors")
 def main() -> None:
     """OTP-grade supervision trees for Python actors on thespian."""
 
@@ -33,13 +85,17 @@ def demo(base: str, data_dir: str) -> None:
     """Boot an example tree and show supervision at work: crash, kill, generation change, shutdown."""
     from .demo import run_demo
 
-    sys.exit(run_demo(console, base, Path(data_dir)))
+    sys.exit(run_demo(_console(), base, Path(data_dir)))
 
 
 @main.command()
 @click.argument("tree_file", type=click.Path(dir_okay=False))
 def check(tree_file: str) -> None:
     """Validate a tree file without starting anything."""
+    from ..core.errors import SpecError
+    from ..system.config import load_tree
+
+    console = _console()
     try:
         tree = load_tree(tree_file)
     except SpecError as exc:
@@ -55,13 +111,4 @@ def _count(spec: object) -> int:
     return sum(1 + _count(child) for child in children)
 
 
-from . import authorities as _authorities  # noqa: E402  (commands register themselves on ``main``)
-from . import chaos as _chaos  # noqa: E402
-from . import control as _control  # noqa: E402
-from . import faults as _faults  # noqa: E402
-from . import inspect as _inspect  # noqa: E402
-from . import run as _run  # noqa: E402
-from . import sandbox as _sandbox  # noqa: E402
-
-__all__ = ["main"]
-del _authorities, _chaos, _control, _faults, _inspect, _run, _sandbox
+__all__ = ["COMMANDS", "main"]
