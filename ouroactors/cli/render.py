@@ -6,17 +6,10 @@ from datetime import datetime
 
 from rich.table import Table
 
+from ..core.generation_text import format_generation
 from ..supervision.children import ChildInfo
 from ..supervision.events import Event
-from ..supervision.generations import epoch_of
 from ..system.handle import ActorSystem
-
-
-def format_generation(generation: int | None) -> str:
-    """``epoch.micros``: which system start, and when in it, the incarnation began."""
-    if generation is None:
-        return "-"
-    return f"{epoch_of(generation)}.{generation & ((1 << 48) - 1)}"
 
 
 def tree_table(rows: list[tuple[str, ChildInfo]], title: str = "tree") -> Table:

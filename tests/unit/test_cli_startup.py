@@ -44,3 +44,22 @@ def test_the_public_api_resolves_lazily_to_the_same_objects() -> None:
     assert ouroactors.Worker is Worker and ouroactors.ActorSystem is ActorSystem
     for name in ouroactors.__all__:
         assert getattr(ouroactors, name) is not None
+
+
+def test_generations_print_in_an_order_people_can_see() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from ouroactors.core.generation_text import format_generation
+
+    assert format_generation(None) == "-"
+    assert format_generation((1 << 48) | 55629) == "1.000000000055629"
+    word = st.integers(0, (1 << 48) - 1)
+
+    @given(st.integers(0, 1000), word, word)
+    def ordered(epoch: int, a: int, b: int) -> None:
+        x, y = format_generation(epoch << 48 | a), format_generation(epoch << 48 | b)
+        assert (a < b) == (x < y)  # as strings
+        assert a >= b or float(x) <= float(y)  # and never backwards read as decimals
+
+    ordered()
