@@ -67,9 +67,9 @@ class _LazyGroup(click.Group):
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from .common import make_console
 
-    return Console()
+    return make_console()
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,8 +13,21 @@ from rich.console import Console
 from ..core.errors import ActorSystemError, OuroactorsError
 from ..system.handle import ActorSystem
 
-console = Console()
-err_console = Console(stderr=True)
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console that never cuts output that is not going to a terminal.
+
+    Off a terminal rich assumes 80 columns and ellipsises table cells and wraps errors mid-sentence; a pipe or
+    a file gets whole lines instead (a program parses them, a person can still ``less -S``).
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty()
+    return Console(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped)
+
+
+_PIPE_WIDTH = 100_000
+console = make_console()
+err_console = make_console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -2,27 +2,50 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 import time
+from dataclasses import asdict
 from datetime import datetime
+from typing import Any
 
 import click
 
+from ..core.generation_text import format_generation
+from ..supervision.children import ChildInfo
 from ..supervision.events import EventReader
 from ..system import marker as markers
 from ..system.metrics import render
 from . import main
-from .common import connect, console, data_dir_option, reports_errors
+from .common import connect, console, data_dir_option, err_console, reports_errors
 from .render import event_line, tree_table
+
+json_option = click.option("--json", "as_json", is_flag=True, help="one JSON document instead of text")
+
+
+def _child_json(path: str, info: ChildInfo) -> dict[str, Any]:
+    return {"path": path, "id": info.id, "status": info.status, "pid": info.pid, "generation": info.generation,
+            "generation_text": format_generation(info.generation), "type": info.type, "actor": info.actor,
+            "restarts": info.restarts, "last_exit": info.last_exit, "node": info.node}
 
 
 @main.command()
 @data_dir_option
+@json_option
 @reports_errors
-def status(data_dir: str) -> None:
+def status(data_dir: str, as_json: bool) -> None:
     """One line per tree, and children counted by status."""
     system = connect(data_dir)
     found = system.marker
     assert found is not None
+    if as_json:
+        children = system.walk()
+        trees = [{"name": t.name, "status": t.status, "pid": t.pid,
+                  "children": [_child_json(p, c) for p, c in children if p.startswith(t.name + "/")]}
+                 for t in system.trees()]
+        click.echo(json.dumps({"system": asdict(found), "trees": trees}, indent=2))
+        return
     started = datetime.fromtimestamp(found.started_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
     console.print(f"system {found.name} on {found.base}: admin pid {found.admin_pid}, port {found.admin_port}, "
                   f"started {started} by pid {found.owner_pid}{' (detached)' if found.detached else ''}, "
@@ -40,10 +63,14 @@ def status(data_dir: str) -> None:
 @main.command()
 @data_dir_option
 @click.argument("root", required=False)
+@json_option
 @reports_errors
-def tree(data_dir: str, root: str | None) -> None:
+def tree(data_dir: str, root: str | None, as_json: bool) -> None:
     """The tree: path, status, pid, generation, restarts, last exit."""
     system = connect(data_dir)
+    if as_json:
+        click.echo(json.dumps([_child_json(path, info) for path, info in system.walk(root)], indent=2))
+        return
     console.print(tree_table(system.walk(root)))
 
 
@@ -54,8 +81,10 @@ def tree(data_dir: str, root: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="raw JSON lines")
 def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
     """The supervision events (reads the event log; works even if the system is gone)."""
-    import json
-
+    if not os.path.isdir(data_dir):
+        err_console.print(f"no data directory {data_dir!r}: nothing has run there (give --data-dir the directory "
+                          "of the system whose events you want)", style="red", markup=False, highlight=False)
+        sys.exit(5)
     found = markers.read_marker_quietly(data_dir)  # type: ignore[arg-type]
     epoch = found.node_epoch if found is not None else None
     reader = EventReader(f"{data_dir}/events.jsonl")

@@ -1,0 +1,49 @@
+"""Output a program can parse and a person can read: --json, no cutting when piped, clear exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from .cli_helpers import CLI, Served, cli, write_tree
+
+LONG_ID = "a-child-with-a-name-long-enough-that-an-eighty-column-table-would-cut-it-short"
+
+TREE = f"""
+[tree]
+id = "root"
+strategy = "one_for_one"
+
+[[tree.children]]
+id = "{LONG_ID}"
+actor = "ouroactors.examples.workers:Echo"
+"""
+
+
+def test_tree_and_status_as_json_and_never_cut_when_piped(tmp_path):
+    tree_file = write_tree(tmp_path / "t.toml", TREE)
+    data_dir = tmp_path / "data"
+    served = Served(tmp_path, str(tree_file), "--data-dir", str(data_dir))
+    try:
+        rows = json.loads(cli("tree", "--json", "--data-dir", str(data_dir), cwd=tmp_path).stdout)
+        assert [row["path"] for row in rows] == [f"root/{LONG_ID}"]
+        assert rows[0]["status"] == "running" and rows[0]["generation"] > 0
+        assert rows[0]["generation_text"].count(".") == 1
+        status = json.loads(cli("status", "--json", "--data-dir", str(data_dir), cwd=tmp_path).stdout)
+        assert status["trees"][0]["name"] == "root"
+        assert status["trees"][0]["children"][0]["path"] == f"root/{LONG_ID}"
+        # A pipe with no COLUMNS: rich would assume 80 columns and ellipsise the path.
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        table = subprocess.run([*CLI, "tree", "--data-dir", str(data_dir)], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=60, env=env).stdout
+        assert f"root/{LONG_ID}" in table and "…" not in table
+    finally:
+        assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
+        served.finish()
+
+
+def test_events_of_a_data_dir_that_does_not_exist_is_an_error(tmp_path):
+    result = cli("events", "--data-dir", str(tmp_path / "typo"), cwd=tmp_path)
+    assert result.returncode == 5
+    assert "typo" in result.stderr
