@@ -90,6 +90,7 @@ class ModelErrorKind(str, Enum):
     STALL_TIMEOUT = "stall_timeout"
     SCRIPT = "script"  # the scripted provider has no (matching) recorded turn left
     CANCELLED = "cancelled"
+    CONFIG = "config"  # the provider cannot be used as configured (e.g. the API key's environment variable is unset)
 
 
 class ModelError(Exception):
