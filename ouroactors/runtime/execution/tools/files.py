@@ -1,0 +1,336 @@
+"""The file tools: ``read``, ``write``, ``edit`` (exact-match replace) and ``list``, confined to the session's lease.
+
+Paths are resolved by :mod:`._paths` (the workspace's canonicalisation, links at the last component followed by
+hand, re-checked after open). :meth:`grant_request` resolves too, so grants judge the real path on disk; ``run``
+resolves again, because the filesystem may have changed since (the lease keeps other *sessions* out, not the
+session's own shell commands).
+
+Writes are atomic: a temp file in the same directory (``O_EXCL | O_NOFOLLOW``), fsync, ``rename`` over the
+name, fsync of the directory. ``rename`` replaces a symlink planted at the name instead of writing through it.
+An existing file keeps its permission bits. ``edit`` refuses unless ``old`` occurs exactly once (or
+``replace_all``), saying how many times it occurs; it also refuses when the file changed between its read and
+its write. File work is short and bounded by the size caps, so it runs in a worker thread that a cancel waits
+for (a half-applied write is worse than a late cancel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import stat
+import time
+from typing import Any
+
+import trio
+from pydantic import Field
+
+from ....authorities.grants.rules import Effect, Request
+from ._paths import PathRefused, Target, close_quietly, open_dir, open_in, resolve_dir, resolve_file
+from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
+
+READ_SCAN_BYTES = 8 * 1024 * 1024  # read never looks further into a file than this
+EDIT_MAX_BYTES = 8 * 1024 * 1024  # edit refuses larger files (it must hold the whole text)
+WRITE_MAX_BYTES = 8 * 1024 * 1024
+LIST_MAX_ENTRIES = 10_000
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _failed(exc: ToolRefused, started: float, **evidence: Any) -> ToolOutcome:
+    return ToolOutcome(status="failed", error=exc.detail, error_kind=exc.kind, evidence=evidence,
+                       duration_ms=_ms(started))
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _rel(path: str, root: str) -> str:
+    return "." if path == root else path[len(root.rstrip("/")) + 1:]
+
+
+# -- read -------------------------------------------------------------------------------------------
+
+
+class ReadArgs(ToolArgs):
+    path: str = Field(min_length=1, max_length=4096, description="file path, relative to the workspace root")
+    offset: int = Field(0, ge=0, description="first line to return (0-based)")
+    limit: int | None = Field(None, gt=0, le=1_000_000, description="how many lines to return (default: all)")
+
+
+def _read_regular(target: Target, root: str, tool: str, limit: int) -> tuple[bytes, os.stat_result]:
+    """Up to ``limit`` bytes of a regular file (never blocks on a FIFO or device: it is refused first)."""
+    if not target.exists:
+        raise PathRefused(tool, f"{target.path} does not exist", "not_found")
+    dfd = open_dir(target.parent, root, tool)
+    try:
+        fd = open_in(dfd, target.name, os.O_RDONLY | os.O_NONBLOCK, tool, target.path)
+    finally:
+        close_quietly(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolRefused(tool, f"{target.path} is not a regular file", kind="not_a_file")
+        chunks, got = [], 0
+        while got < limit:
+            chunk = os.read(fd, min(1 << 20, limit - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks), st
+    finally:
+        close_quietly(fd)
+
+
+class ReadTool(Tool[ReadArgs]):
+    name = "read"
+    description = "Read a text file of the workspace (optionally a range of lines)."
+    effect = Effect.READ
+    Args = ReadArgs
+    fingerprint_fields = ("path", "offset", "limit")
+
+    def grant_request(self, args: ReadArgs, ctx: ToolContext) -> Request:
+        target = resolve_file(args.path, ctx.root, self.name)
+        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
+
+    async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutcome:
+        started = time.monotonic()
+        try:
+            return await trio.to_thread.run_sync(self._run, args, ctx, started)
+        except ToolRefused as exc:
+            return _failed(exc, started, path=args.path)
+
+    def _run(self, args: ReadArgs, ctx: ToolContext, started: float) -> ToolOutcome:
+        target = resolve_file(args.path, ctx.root, self.name)
+        data, st = _read_regular(target, ctx.root, self.name, READ_SCAN_BYTES + 1)
+        scanned_all = len(data) <= READ_SCAN_BYTES
+        data = data[:READ_SCAN_BYTES]
+        if args.offset or args.limit is not None:
+            lines = data.splitlines(keepends=True)
+            end = None if args.limit is None else args.offset + args.limit
+            data = b"".join(lines[args.offset:end])
+        text, cut = cap_bytes(data, ctx.output_cap_bytes)
+        return ToolOutcome(status="ok", output=text, truncated=cut or not scanned_all,
+                           output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started),
+                           evidence={"path": target.path, "size": st.st_size, "bytes_returned": len(text.encode()),
+                                     "scanned_whole_file": scanned_all})
+
+
+# -- write ------------------------------------------------------------------------------------------
+
+
+class WriteArgs(ToolArgs):
+    path: str = Field(min_length=1, max_length=4096, description="file path, relative to the workspace root")
+    content: str = Field(max_length=WRITE_MAX_BYTES, description="the whole new content of the file")
+
+
+def _atomic_write(target: Target, root: str, tool: str, data: bytes, keep_mode: int | None) -> None:
+    """Temp file + fsync + rename in the same directory + directory fsync. Never writes through a link."""
+    dfd = open_dir(target.parent, root, tool)
+    tmp = f".{target.name[:200]}.{secrets.token_hex(6)}.ouro-tmp"
+    try:
+        mode = keep_mode if keep_mode is not None else 0o644
+        fd = open_in(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, tool, f"{target.parent}/{tmp}", mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)  # the umask must not change an existing file's bits
+            os.fsync(fd)
+        finally:
+            close_quietly(fd)
+        try:
+            os.rename(tmp, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as exc:
+            raise ToolRefused(tool, f"cannot replace {target.path}: {exc.strerror}", kind="write_failed") from None
+        tmp = ""
+        os.fsync(dfd)
+    except OSError as exc:
+        raise ToolRefused(tool, f"cannot write {target.path}: {exc.strerror}", kind="write_failed") from None
+    finally:
+        if tmp:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+        close_quietly(dfd)
+
+
+def _existing_mode(target: Target, tool: str) -> int | None:
+    if not target.exists:
+        return None
+    st = os.lstat(target.path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolRefused(tool, f"{target.path} exists and is not a regular file", kind="not_a_file")
+    return stat.S_IMODE(st.st_mode)
+
+
+class WriteTool(Tool[WriteArgs]):
+    name = "write"
+    description = "Create or replace a file of the workspace with the given content (atomically)."
+    effect = Effect.WRITE
+    Args = WriteArgs
+    fingerprint_fields = ("path", "content")
+    ledger_kind = "file_write"
+
+    def grant_request(self, args: WriteArgs, ctx: ToolContext) -> Request:
+        target = resolve_file(args.path, ctx.root, self.name)
+        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
+
+    async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
+        started = time.monotonic()
+        try:
+            return await trio.to_thread.run_sync(self._run, args, ctx, started)
+        except ToolRefused as exc:
+            return _failed(exc, started, path=args.path, written=False)
+
+    def _run(self, args: WriteArgs, ctx: ToolContext, started: float) -> ToolOutcome:
+        target = resolve_file(args.path, ctx.root, self.name)
+        data = args.content.encode()
+        _atomic_write(target, ctx.root, self.name, data, _existing_mode(target, self.name))
+        rel = _rel(target.path, ctx.root)
+        verb = "replaced" if target.exists else "created"
+        return ToolOutcome(status="ok", output=f"{verb} {rel} ({len(data)} bytes)", duration_ms=_ms(started),
+                           output_cap_bytes=ctx.output_cap_bytes,
+                           evidence={"path": target.path, "written": True, "created": not target.exists,
+                                     "bytes_written": len(data), "sha256": _sha256(data)})
+
+
+# -- edit -------------------------------------------------------------------------------------------
+
+
+class EditArgs(ToolArgs):
+    path: str = Field(min_length=1, max_length=4096, description="file path, relative to the workspace root")
+    old: str = Field(min_length=1, max_length=EDIT_MAX_BYTES, description="exact text to replace")
+    new: str = Field(max_length=EDIT_MAX_BYTES, description="replacement text")
+    replace_all: bool = Field(False, description="replace every occurrence instead of requiring exactly one")
+
+
+def occurrences(text: str, old: str) -> int:
+    """How many places ``old`` starts at, overlapping ones included (``aa`` occurs twice in ``aaa``)."""
+    count, at = 0, text.find(old)
+    while at >= 0:
+        count += 1
+        at = text.find(old, at + 1)
+    return count
+
+
+class EditTool(Tool[EditArgs]):
+    name = "edit"
+    description = ("Replace an exact piece of text in a workspace file. The text must occur exactly once unless "
+                   "replace_all is set; otherwise nothing changes and the number of matches is reported.")
+    effect = Effect.WRITE
+    Args = EditArgs
+    fingerprint_fields = ("path", "old", "new", "replace_all")
+    ledger_kind = "file_write"
+
+    def grant_request(self, args: EditArgs, ctx: ToolContext) -> Request:
+        target = resolve_file(args.path, ctx.root, self.name)
+        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
+
+    async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutcome:
+        started = time.monotonic()
+        try:
+            return await trio.to_thread.run_sync(self._run, args, ctx, started)
+        except ToolRefused as exc:
+            return _failed(exc, started, path=args.path, written=False)
+
+    def _run(self, args: EditArgs, ctx: ToolContext, started: float) -> ToolOutcome:
+        target = resolve_file(args.path, ctx.root, self.name)
+        data, st = _read_regular(target, ctx.root, self.name, EDIT_MAX_BYTES + 1)
+        if len(data) > EDIT_MAX_BYTES:
+            raise ToolRefused(self.name, f"{target.path} is larger than {EDIT_MAX_BYTES} bytes", kind="too_large")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolRefused(self.name, f"{target.path} is not UTF-8 text (byte {exc.start})",
+                              kind="not_text") from None
+        found = occurrences(text, args.old)
+        if found == 0 or (found > 1 and not args.replace_all):
+            why = "not found" if found == 0 else f"found {found} times (ambiguous; give more context or replace_all)"
+            return ToolOutcome(status="failed", error=f"old text {why} in {_rel(target.path, ctx.root)}; "
+                                                      "nothing changed",
+                               error_kind="no_match" if found == 0 else "ambiguous_match",
+                               output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started),
+                               evidence={"path": target.path, "matches": found, "written": False})
+        new_text = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
+        now = os.lstat(target.path)
+        if (now.st_ino, now.st_size, now.st_mtime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns):
+            raise ToolRefused(self.name, f"{target.path} changed while it was being edited; nothing written",
+                              kind="changed_during_edit")
+        out = new_text.encode()
+        _atomic_write(target, ctx.root, self.name, out, stat.S_IMODE(st.st_mode))
+        replaced = text.count(args.old) if args.replace_all else 1
+        return ToolOutcome(status="ok", output=f"edited {_rel(target.path, ctx.root)}: {replaced} replacement(s)",
+                           output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started),
+                           evidence={"path": target.path, "matches": found, "replacements": replaced,
+                                     "written": True, "bytes_written": len(out), "sha256_before": _sha256(data),
+                                     "sha256": _sha256(out)})
+
+
+# -- list -------------------------------------------------------------------------------------------
+
+
+class ListArgs(ToolArgs):
+    path: str = Field(".", min_length=1, max_length=4096, description="directory, relative to the workspace root")
+    recursive: bool = Field(False, description="descend into subdirectories (symlinks are listed, not followed)")
+    max_entries: int = Field(1000, gt=0, le=LIST_MAX_ENTRIES)
+
+
+class ListTool(Tool[ListArgs]):
+    name = "list"
+    description = "List a workspace directory: directories end with '/', symlinks show their target."
+    effect = Effect.READ
+    Args = ListArgs
+    fingerprint_fields = ("path", "recursive", "max_entries")
+
+    def grant_request(self, args: ListArgs, ctx: ToolContext) -> Request:
+        path = resolve_dir(args.path, ctx.root, self.name)
+        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(path,))
+
+    async def run(self, args: ListArgs, ctx: ToolContext) -> ToolOutcome:
+        started = time.monotonic()
+        try:
+            return await trio.to_thread.run_sync(self._run, args, ctx, started)
+        except ToolRefused as exc:
+            return _failed(exc, started, path=args.path)
+
+    def _run(self, args: ListArgs, ctx: ToolContext, started: float) -> ToolOutcome:
+        top = resolve_dir(args.path, ctx.root, self.name)
+        lines: list[str] = []
+        more = self._walk(top, top, ctx.root, args, lines)
+        text, cut = cap_bytes("\n".join(lines).encode(), ctx.output_cap_bytes)
+        return ToolOutcome(status="ok", output=text, truncated=cut or more, output_cap_bytes=ctx.output_cap_bytes,
+                           duration_ms=_ms(started), evidence={"path": top, "entries": len(lines),
+                                                               "complete": not more})
+
+    def _walk(self, top: str, directory: str, root: str, args: ListArgs, lines: list[str]) -> bool:
+        """Append entries; True when ``max_entries`` cut the listing short."""
+        dfd = open_dir(directory, root, self.name)
+        found: list[tuple[str, str]] = []  # (name, "link -> target" | "dir" | "size")
+        try:
+            with os.scandir(dfd) as it:
+                for entry in it:
+                    if entry.is_symlink():
+                        found.append((entry.name, "-> " + os.readlink(entry.name, dir_fd=dfd)))
+                    elif entry.is_dir(follow_symlinks=False):
+                        found.append((entry.name, "/"))
+                    else:
+                        found.append((entry.name, f"({entry.stat(follow_symlinks=False).st_size} bytes)"))
+        finally:
+            close_quietly(dfd)
+        prefix = "" if directory == top else directory[len(top.rstrip("/")) + 1:] + "/"
+        for name, info in sorted(found):
+            if len(lines) >= args.max_entries:
+                return True
+            if info == "/":
+                lines.append(f"{prefix}{name}/")
+                if args.recursive and self._walk(top, f"{directory}/{name}", root, args, lines):
+                    return True
+            else:
+                lines.append(f"{prefix}{name} {info}")
+        return False

@@ -1,0 +1,169 @@
+"""The ``shell`` tool: one command line, run by ``/bin/sh -c`` in the sandbox over the session's leased root.
+
+**Why the blocking sandbox call in a worker thread, and not ``trio.run_process``.** :func:`ouroactors.runtime.
+sandbox.run` is the single place that decides *how* a command is contained (the probe, the bwrap argv, the
+boundary it reports, the output drain that survives escaped pipe holders) and it is being extended (the leased
+root, the network proxy). Spawning with trio ourselves would mean a second copy of those decisions that drifts.
+So the tool calls ``sandbox.run`` through one helper (:func:`_sandbox_run`) in ``trio.to_thread`` and adds the
+one thing ``run`` lacks — being cancelled from outside:
+
+* every run carries a random **run mark** in its environment (``OUROACTORS_TOOL_RUN``). bwrap receives it as
+  ``--setenv`` arguments (visible in its ``/proc/<pid>/cmdline``); in ``none`` mode it is in the child's
+  ``/proc/<pid>/environ``. Only direct children of this process are considered (``ppid`` check), so no other
+  process can be picked;
+* on cancel, the trio task (shielded) kills the marked child's **process group** with SIGKILL — ``run`` starts it
+  with ``start_new_session``, so the group id is the child's pid; under bwrap the pid namespace dies with it —
+  and waits (on an event, not a poll of the thread) until the worker thread's ``run`` has returned, re-killing
+  in case the cancel raced the spawn. Only then does ``trio.Cancelled`` propagate: when the cancel returns, no
+  process of the call is left.
+
+Network: the sandbox shares the host network only as a whole; until the per-domain proxy lands, the shell runs
+with the network namespace unshared even when the session has granted domains (fail closed; use ``http``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import threading
+import time
+from typing import Any
+
+import trio
+from pydantic import Field
+
+from ....authorities.grants.rules import Effect, Request
+from ... import sandbox
+from ._paths import PathRefused, resolve_dir
+from .base import BoundaryRecord, Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
+
+MARK_ENV = "OUROACTORS_TOOL_RUN"
+SHELL = "/bin/sh"
+REAP_LIMIT_S = 5.0  # how long a cancel keeps killing before it gives up waiting for the worker thread
+
+
+class ShellArgs(ToolArgs):
+    command: str = Field(min_length=1, max_length=64 * 1024, description="a shell command line (run by /bin/sh -c)")
+    timeout_s: float | None = Field(None, gt=0, le=24 * 3600,
+                                    description="seconds before the command is killed (at most the session's limit)")
+
+
+def _sandbox_run(command: list[str], ctx: ToolContext, *, timeout: float, env: dict[str, str],
+                 extra_ro: tuple[str, ...]) -> sandbox.Result:
+    """The one call into the sandbox: when ``run`` gains the lease root and the network proxy, swap them in here."""
+    return sandbox.run(command, mode=ctx.sandbox_mode, workspace=ctx.root, allow_network=False, timeout=timeout,
+                       env=env, extra_ro=extra_ro, output_limit=ctx.output_cap_bytes)
+
+
+def _protected(ctx: ToolContext) -> tuple[str, ...]:
+    """The project's data dir, when it lies inside the workspace, is bound read-only for the command."""
+    if ctx.data_dir is None:
+        return ()
+    real = os.path.realpath(ctx.data_dir)
+    inside = real == ctx.root or real.startswith(ctx.root.rstrip("/") + "/")
+    return (real,) if inside and os.path.exists(real) else ()
+
+
+def _marked_children(mark: str) -> list[int]:
+    """Direct children of this process whose argv or environment carries ``mark``."""
+    me, needle, found = os.getpid(), mark.encode(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                hit = needle in fh.read()
+            if not hit:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    hit = needle in fh.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if hit:
+            found.append(int(entry))
+    return found
+
+
+def _reap(mark: str, done: threading.Event) -> int:
+    """Kill the marked process groups until the worker's ``run`` returned; the number of kills sent."""
+    kills, deadline = 0, time.monotonic() + REAP_LIMIT_S
+    while not done.is_set() and time.monotonic() < deadline:
+        for pid in _marked_children(mark):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+                kills += 1
+        done.wait(0.005)  # the thread returns as soon as the group is dead; re-kill if the spawn raced us
+    return kills
+
+
+class ShellTool(Tool[ShellArgs]):
+    name = "shell"
+    description = ("Run a shell command in the sandbox, in the workspace root. Output (stdout, then stderr) is "
+                   "capped; the exit status is reported. No network.")
+    effect = Effect.EXECUTE
+    Args = ShellArgs
+    fingerprint_fields = ("command", "timeout_s")
+    ledger_kind = "shell"
+
+    def grant_request(self, args: ShellArgs, ctx: ToolContext) -> Request:
+        root = resolve_dir(".", ctx.root, self.name)
+        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(root,),
+                       command=args.command)
+
+    async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolOutcome:
+        started = time.monotonic()
+        timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
+        mark = secrets.token_hex(16)
+        done = threading.Event()
+
+        def work() -> sandbox.Result:
+            try:
+                return _sandbox_run([SHELL, "-c", args.command], ctx, timeout=timeout, env={MARK_ENV: mark},
+                                    extra_ro=_protected(ctx))
+            finally:
+                done.set()
+
+        try:
+            resolve_dir(".", ctx.root, self.name)
+            result = await trio.to_thread.run_sync(work, cancellable=True)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_reap, mark, done)
+            raise
+        except (sandbox.SandboxError, PathRefused, ToolRefused) as exc:
+            kind = getattr(exc, "kind", None)
+            error_kind = "sandbox_unavailable" if isinstance(exc, sandbox.SandboxUnavailable) else (
+                kind if isinstance(exc, ToolRefused) else "sandbox_refused")
+            return ToolOutcome(status="failed", error=str(exc), error_kind=error_kind, duration_ms=_ms(started),
+                               output_cap_bytes=ctx.output_cap_bytes, evidence={"ran": False})
+        return self._outcome(result, ctx, timeout, started)
+
+    def _outcome(self, result: sandbox.Result, ctx: ToolContext, timeout: float, started: float) -> ToolOutcome:
+        data = result.stdout
+        if result.stderr:
+            data += (b"\n" if data and not data.endswith(b"\n") else b"") + b"[stderr]\n" + result.stderr
+        text, cut = cap_bytes(data, ctx.output_cap_bytes)
+        evidence: dict[str, Any] = {
+            "ran": True, "exit_code": result.returncode, "timed_out": result.timed_out,
+            "stdout_bytes": len(result.stdout), "stderr_bytes": len(result.stderr),
+            "stdout_truncated": result.stdout_truncated, "stderr_truncated": result.stderr_truncated,
+            "sandbox": result.boundary.mode.value,
+        }
+        error = error_kind = None
+        if result.timed_out:
+            error, error_kind = f"timed out after {timeout:g}s; the command's process group was killed", "timeout"
+        elif result.returncode != 0:
+            error, error_kind = f"exit status {result.returncode}", "exit_status"
+        return ToolOutcome(status="ok" if error is None else "failed", output=text,
+                           truncated=cut or result.stdout_truncated or result.stderr_truncated,
+                           output_cap_bytes=ctx.output_cap_bytes, error=error, error_kind=error_kind,
+                           evidence=evidence, boundary=BoundaryRecord.of(result.boundary), duration_ms=_ms(started))
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
