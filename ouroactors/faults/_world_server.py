@@ -7,7 +7,8 @@ that started it).
 
 Endpoints (JSON in, JSON out):
 
-* ``POST /items`` ``{"key": K, "payload": P}`` — the effect. The first delivery of ``K`` creates
+* ``POST /items`` ``{"key": K, "payload": P}`` — the effect (without ``key``, the ``Idempotency-Key`` header
+  names it, as the runtime's ``http`` tool sends it). The first delivery of ``K`` creates
   the item; every delivery is counted and logged. Answers ``{"created": bool, "deliveries": n}``.
   A payload with ``"refuse": true`` is refused (409, nothing created, not a delivery: the effect
   definitely did not happen). A payload with ``"reply_delay_s": x`` records the delivery first and
@@ -97,7 +98,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(raw)
-            key = body["key"]
+            key = body["key"] if "key" in body else self.headers["Idempotency-Key"]  # the header, when no key
             payload = body.get("payload")
             if not isinstance(key, str) or not key:
                 raise ValueError("key must be a non-empty string")
