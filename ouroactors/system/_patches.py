@@ -24,25 +24,93 @@ ours:
    the actor through one frame larger than a chunk starts its loop at the top of a fresh chunk.
 6. **Quiet daemons.** The admin inherits the creator's stdout/stderr, which makes ``cmd | tail``
    and CI log capture hang until it exits; the admin's standard streams go to a log file.
+7. **Authenticated, bounded frames** (:mod:`._frames`). Any local user can connect to 127.0.0.1
+   and thespian unpickles whatever arrives; every frame of an ouroactors system carries an HMAC
+   of the system's secret and is unpickled only if it checks out, and no frame may be larger
+   than a cap, refused before its body is read.
+8. **Faults crash.** Thespian installs a Python handler for every catchable signal, so a SIGBUS
+   or SIGSEGV (a truncated LMDB map) returns to the faulting instruction forever and the process
+   spins instead of dying. SIGSEGV/SIGBUS/SIGILL/SIGFPE keep their default action in every
+   process of a system, so the supervisor sees the exit.
+9. **No inherited listeners.** The admin is forked from the process that starts the system and
+   inherited its sockets (its thespian endpoint's listening socket, connections to other
+   systems, the admin port's reservation): a detached system kept them bound after the creator
+   exited. The admin closes them before it starts; every actor forks from the admin after that.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import multiprocessing
 import os
+import pickle
 import select
 import signal
+import socket
 import sys
 import threading
+import weakref
 from typing import Any
+
+from . import _frames
 
 _PR_SET_PDEATHSIG = 1
 _installed = False
 
 # Set by the system handle in the creating process just before thespian forks the admin.
-admin_settings: dict[str, Any] = {"detached": False, "stdio_path": None}
+admin_settings: dict[str, Any] = {"detached": False, "stdio_path": None, "admin_port": None}
+
+FAULT_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
+
+# Sockets of this process that a forked admin must not keep: every thespian transport made here,
+# and the admin port's reservation (see handle). Closed in the admin child before it starts.
+_transports: weakref.WeakSet[Any] = weakref.WeakSet()
+reserved_sockets: list[socket.socket] = []
+
+
+def default_fault_signals() -> None:
+    """Let SIGSEGV/SIGBUS/SIGILL/SIGFPE kill this process (no Python handler, no faulthandler)."""
+    if faulthandler.is_enabled():
+        faulthandler.disable()
+    for number in FAULT_SIGNALS:
+        signal.signal(number, signal.SIG_DFL)
+
+
+def actor_bind_host(bind_host: str) -> str:
+    """Where actor sockets listen: loopback, unless the system advertises one specific address.
+
+    Only the admin port is bound where ``--bind`` asks; with ``0.0.0.0`` actors still advertise
+    0.0.0.0 (which the kernel routes to loopback) and stay on 127.0.0.1. A specific address is
+    what actors advertise to other nodes, so they must listen on it (that one address only).
+    """
+    if bind_host in ("", "0.0.0.0", "127.0.0.1", "localhost") or bind_host.startswith("127."):
+        return "127.0.0.1"
+    return bind_host
+
+
+def _close_inherited_sockets() -> None:
+    """In a freshly forked admin: close every socket the creating process owned."""
+    owned: list[Any] = list(reserved_sockets)
+    reserved_sockets.clear()
+    for transport in list(_transports):
+        owned.append(getattr(transport, "socket", None))
+        owned.extend(getattr(each, "socket", None) for each in getattr(transport, "_openSockets", {}).values())
+        owned.extend(getattr(each, "socket", None) for each in getattr(transport, "_incomingSockets", {}).values())
+        owned.extend(getattr(each, "socket", None) for each in getattr(transport, "_transmitIntents", {}).values())
+    _transports.clear()
+    for sock in owned:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def _admin_port_of(args: tuple[Any, ...]) -> int | None:
+    for arg in args:
+        if isinstance(arg, dict) and isinstance(arg.get("Admin Port"), int):
+            return int(arg["Admin Port"])
+    return None
 
 
 def set_parent_death_signal(expected_parent: int | None) -> None:
@@ -109,14 +177,27 @@ def install() -> None:
         original_init(self, *args, **kwargs)
         host = os.environ.get("OUROACTORS_BIND_HOST")
         if host and self.bindname[0] == "":
-            self.bindname = (host, self.bindname[1])
+            port = self.bindname[1]
+            admin = port != 0 and port == admin_settings.get("admin_port")
+            self.bindname = (host if admin else actor_bind_host(host), port)
 
     IPBase.IPActorAddress.__init__ = bind_to_configured_host
+    _install_frames()
+
+    original_set_signal_handler = multiprocCommon.set_signal_handler
+
+    def set_signal_handler_leaving_faults(number: int, handler: Any) -> Any:
+        if number in FAULT_SIGNALS:
+            return signal.signal(number, signal.SIG_DFL)
+        return original_set_signal_handler(number, handler)
+
+    multiprocCommon.set_signal_handler = set_signal_handler_leaving_faults
 
     original_start_child = multiprocCommon.startChild
 
     def start_child_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
         set_parent_death_signal(_expected_parent())
+        default_fault_signals()
         return enter_on_fresh_chunk(original_start_child, args, kwargs)
 
     multiprocCommon.startChild = start_child_with_parent_death_signal
@@ -125,6 +206,7 @@ def install() -> None:
 
     def start_logger_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
         set_parent_death_signal(_expected_parent())
+        default_fault_signals()
         return original_start_logger(*args, **kwargs)
 
     multiprocCommon.startupASLogger = start_logger_with_parent_death_signal
@@ -132,6 +214,9 @@ def install() -> None:
     original_start_admin = multiprocCommon.startAdmin
 
     def start_admin_watching_creator(adminClass: Any, *args: Any, **kwargs: Any) -> Any:
+        _close_inherited_sockets()
+        _frames.adopt(_admin_port_of(args) or -1)
+        default_fault_signals()
         _redirect_stdio(admin_settings.get("stdio_path"))
         creator_fd: int | None = None
         creator = _expected_parent()
@@ -152,3 +237,51 @@ def install() -> None:
         return original_start_admin(WatchedAdmin, *args, **kwargs)
 
     multiprocCommon.startAdmin = start_admin_watching_creator
+
+
+def _admin_port_of_transport(transport: Any) -> int | None:
+    try:
+        return int(transport._adminAddr.addressDetails.sockname[1])
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+
+
+def _install_frames() -> None:
+    """Tag every outgoing frame and check every incoming one (see :mod:`._frames`)."""
+    from thespian.system.transport import TCPTransport as tcp
+
+    tcp.ReceiveBuffer = _frames.FrameBuffer  # every receive buffer thespian makes, data and acks
+    transport_class = tcp.TCPTransport
+    original_init = transport_class.__init__
+
+    def init_with_key(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self._ouro_auth = _frames.auth_for(_admin_port_of_transport(self))
+        _transports.add(self)
+
+    def tagged_serializer(self: Any, intent: Any) -> bytes:
+        return _frames.encode(self._ouro_auth[0], pickle.dumps((self.myAddress, intent.message)))
+
+    original_added = transport_class._addedDataToIncoming
+
+    def added_data_checked(self: Any, inc: Any, *args: Any, **kwargs: Any) -> Any:
+        buffer = getattr(inc, "_rData", None)
+        if isinstance(buffer, _frames.FrameBuffer):
+            buffer.auth = self._ouro_auth
+            if buffer.isDone() and not buffer.accept():
+                inc.close()  # dropped before unpickling; the sender's retry gets nowhere either
+                return None
+        return original_added(self, inc, *args, **kwargs)
+
+    original_ack = transport_class._check_XMIT_4_done
+
+    def ack_checked(self: Any, intent: Any, rcv: Any) -> Any:
+        buffer = getattr(intent, "ackbuf", None)
+        if isinstance(buffer, _frames.FrameBuffer):
+            buffer.auth = self._ouro_auth
+        return original_ack(self, intent, rcv)
+
+    transport_class.__init__ = init_with_key
+    transport_class.serializer = tagged_serializer
+    transport_class._addedDataToIncoming = added_data_checked
+    transport_class._check_XMIT_4_done = ack_checked

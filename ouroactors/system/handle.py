@@ -22,6 +22,7 @@ killed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -46,28 +47,14 @@ from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import AdminCall, Stamped, SystemContext
 from ..supervision.specs import ChildSpec
-from . import _logs, _patches, _simulation, marker
+from . import _frames, _logs, _patches, _secret, _simulation, _startup, marker
 from ._answers import Answers
 from ._operations import Operations
+from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
 from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A port free for both TCP and UDP on ``host`` right now."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind((host, 0))
-            port = int(tcp.getsockname()[1])
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                udp.bind((host, port))
-            return port
-        except OSError:
-            continue
-    raise ActorSystemError("no free port found")
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -146,13 +133,19 @@ class ActorSystem(Operations, Answers):
         leader: bool = False,
         convention: str | None = None,
         simulated: bool = False,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> ActorSystem:
         """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None).
 
         More than one machine: ``leader=True`` makes this system a thespian convention leader on
         its admin port; ``convention="HOST:PORT"`` joins the convention led there, adding this
-        node and its ``capabilities`` (children with ``requires`` are placed by them). The
-        convention's traffic is pickled: nodes must be on a trusted network.
+        node and its ``capabilities`` (children with ``requires`` are placed by them).
+
+        Every frame between the processes of a multiproc system is authenticated with the
+        system's secret (``<data_dir>/secret``, created 0600 on first use; see :mod:`._frames`).
+        Nodes of a convention share one secret explicitly: a member joins with
+        ``secret_file=`` naming a copy of the leader's secret file. Frames are authenticated,
+        not encrypted: across machines, use a network you trust or a tunnel.
 
         ``simulated=True`` (simple base only) runs the system on virtual time
         (:mod:`._simulation`): timers, restarts, generations and the event log depend only on
@@ -161,19 +154,25 @@ class ActorSystem(Operations, Answers):
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
         directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-"))
-        directory.mkdir(parents=True, exist_ok=True)
-        stale = marker.claim(directory)  # refuses a directory a live system serves
+        _make_private_dir(directory)
         join = parse_address(convention) if convention else None
-        if join is not None:
-            refuse_unreachable(join)
         if (leader or join) and base != "multiproc":
             raise ActorSystemError("a convention (leader or join) needs the multiproc base")
+        stale = marker.claim(directory)  # refuses a directory a live system serves
+        if join is not None:
+            refuse_unreachable(join)
+            if secret_file is None:
+                raise ActorSystemError(
+                    f"joining the convention led at {convention} needs the leader's secret: pass a copy of "
+                    "its <data dir>/secret file (secret_file=..., or --secret-file on the command line)"
+                )
         if simulated and base != "simple":
             raise ActorSystemError(f"simulated=True needs the simple base (one process), not {base!r}")
         epoch = bump_node_epoch(directory)
+        secret = _secret.for_start(directory, secret_file) if base == "multiproc" else b""
         port: int | None = None
         if base == "multiproc":
-            port = admin_port or free_port(bind_host)
+            port = admin_port or free_port(bind_host)  # provisional: _startup may choose again
         node = f"{bind_host}:{port}" if port else ("sim" if simulated else f"local:{os.getpid()}")
         simulation = _simulation.begin() if simulated else None  # before anything reads the clock
         context = SystemContext(
@@ -187,15 +186,25 @@ class ActorSystem(Operations, Answers):
             os.environ["THESPIAN_BASE_IPADDR"] = bind_host
             os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
             os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
-            _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"))
-            caps: dict[str, Any] = {"Admin Port": port, "Process Startup Method": "fork", **(capabilities or {})}
-            if leader:
-                caps["Convention Address.IPv4"] = (bind_host, port)
-            elif join is not None:
-                caps["Convention Address.IPv4"] = join
-            thespian = ThespianSystem(
-                BASES[base], caps, logDefs=_logs.log_defs(directory / "actors.log"), transientUnique=True
-            )
+            _frames.reset_counter(directory)
+
+            def start_on(chosen: int) -> Any:
+                nonlocal context
+                context = dataclasses.replace(context, node=f"{bind_host}:{chosen}")
+                os.environ["OUROACTORS_NODE"] = context.node
+                _frames.register(chosen, secret, directory / _frames.COUNTER_FILE)
+                _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"),
+                                               admin_port=chosen)
+                caps: dict[str, Any] = {**(capabilities or {}), "Admin Port": chosen, "Process Startup Method": "fork"}
+                if leader:
+                    caps["Convention Address.IPv4"] = (bind_host, chosen)
+                elif join is not None:
+                    caps["Convention Address.IPv4"] = join
+                return ThespianSystem(
+                    BASES[base], caps, logDefs=_logs.log_defs(directory / "actors.log"), transientUnique=True
+                )
+
+            thespian, port = _startup.start_admin(bind_host, admin_port, start_on)
         else:
             try:
                 thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
@@ -235,7 +244,10 @@ class ActorSystem(Operations, Answers):
             if self.nodes():
                 return
             time.sleep(0.05)  # polling the host actor for the registration, bounded
-        raise ActorSystemError(f"could not join the convention led at {leader[0]}:{leader[1]} within {timeout}s")
+        raise ActorSystemError(
+            f"could not join the convention led at {leader[0]}:{leader[1]} within {timeout}s "
+            "(is the secret file a copy of the leader's? frames tagged with another secret are dropped)"
+        )
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """Other nodes of the convention this system knows, with their capabilities."""
@@ -263,6 +275,9 @@ class ActorSystem(Operations, Answers):
                 "it cannot be reached from another process"
             )
         _patches.install()
+        secret = _secret.read_secret_file(directory / _secret.SECRET_NAME)
+        if found.admin_port is not None:
+            _frames.register(found.admin_port, secret, directory / _frames.COUNTER_FILE)
         os.environ["OUROACTORS_BIND_HOST"] = found.bind_host
         os.environ["THESPIAN_BASE_IPADDR"] = found.bind_host
         os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
@@ -323,6 +338,10 @@ class ActorSystem(Operations, Answers):
                 self._thespian._systemBase.transport.close()
             self._sweep()
             marker.remove_marker(self.data_dir, self.marker)
+
+    def dropped_frames(self) -> dict[str, int]:
+        """Inbound frames the processes of this system dropped unread, by reason (see :mod:`._frames`)."""
+        return _frames.dropped(self.data_dir)
 
     def admin_alive(self) -> bool:
         """Whether the admin process of a multiproc system still runs (always True in-process)."""
@@ -442,6 +461,21 @@ class ActorSystem(Operations, Answers):
         if address is None:
             address = self._addresses[path] = self.resolve(path)
         return address
+
+
+def _make_private_dir(directory: Path) -> None:
+    """Create the data dir 0700 whatever the umask (its secret, ledger and approvals are private).
+
+    Only a directory created here is chmod'ed; an existing one is left as its owner made it.
+    """
+    if directory.is_dir():
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        return
+    os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
 
 
 def _group_alive(pgid: int) -> bool:

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.multiproc
 def test_child_is_placed_on_the_node_with_the_capability_and_node_loss_is_a_killed_exit(actor_system_factory):
     port = free_port()
     leader = actor_system_factory("multiproc", admin_port=port, leader=True)
-    member = actor_system_factory("multiproc", convention=f"127.0.0.1:{port}", capabilities={"color": "red"})
+    member = actor_system_factory("multiproc", convention=f"127.0.0.1:{port}", capabilities={"color": "red"},
+                                  secret_file=leader.data_dir / "secret")
     joined = leader.wait_for("node_joined")
     assert joined.fields["capabilities"]["color"] == "red"
     leader.start_tree(supervisor("root", intensity=50, period=5, children=[
@@ -56,3 +57,22 @@ def test_joining_nothing_fails_fast_and_clearly(tmp_path):
         ActorSystem.start("multiproc", tmp_path, convention=f"127.0.0.1:{port}")
     assert f"cannot join 127.0.0.1:{port}: nothing answers there" in str(caught.value)
     assert not (tmp_path / "node.epoch").exists()  # refused before anything durable changed
+
+
+def test_joining_needs_the_leaders_secret_and_refuses_another(actor_system_factory, tmp_path):
+    port = free_port()
+    leader = actor_system_factory("multiproc", admin_port=port, leader=True)
+    from ouroactors import ActorSystem
+
+    with pytest.raises(ActorSystemError) as missing:
+        ActorSystem.start("multiproc", tmp_path / "no-secret", convention=f"127.0.0.1:{port}")
+    assert "needs the leader's secret" in str(missing.value)
+
+    other = tmp_path / "other-secret"
+    other.write_text("ab" * 32 + "\n")
+    other.chmod(0o600)
+    with pytest.raises(ActorSystemError) as wrong:
+        ActorSystem.start("multiproc", tmp_path / "wrong", convention=f"127.0.0.1:{port}", secret_file=other)
+    assert "could not join" in str(wrong.value) and "secret" in str(wrong.value)
+    assert leader.dropped_frames()["mac"] >= 1  # the member's frames reached the leader and were dropped
+    assert leader.nodes() == {}

@@ -1,0 +1,250 @@
+"""Authenticated, bounded frames for thespian's TCP transport.
+
+Thespian frames a message as ``b"<length>>" + pickle`` and unpickles whatever arrives on any of
+its listening sockets, so any local user who can connect to 127.0.0.1 could run code in the admin
+or an actor. Every frame between the processes of one ouroactors system therefore carries an
+HMAC-SHA256 tag computed with the system's secret::
+
+    b"<length>>" + tag (32 bytes) + pickle        length = 32 + len(pickle)
+
+and a frame is unpickled only after its tag checks out (constant-time compare). A frame whose tag
+does not match, whose declared length exceeds the cap (:data:`max_frame_bytes`, before any of its
+body is read) or whose header is not a length is dropped, its connection closed, and the drop
+counted in the system's data dir (:func:`dropped`), which ``/metrics`` reports.
+
+Thespian's two acknowledgements (the pickles of ``"ACK"`` and ``"ACK+DATAERR"``) stay untagged:
+they are recognised by comparing the bytes with the two known pickles, never by unpickling, so
+they carry no code. A forged acknowledgement can at most make a sender believe a frame arrived,
+which a peer that owns the sender's target port could achieve by accepting and dropping anyway.
+
+Keys are per transport, chosen by admin port (:func:`key_for`): the process that starts a system
+registers the system's key for its admin port before thespian forks the admin; the admin
+(:func:`adopt`) keeps only its own key, which every actor inherits by fork. A thespian system
+that ouroactors did not start (an admin port nobody registered, e.g. a benchmark's raw baseline)
+keeps thespian's plain frames (:data:`RAW`), exactly as if the patch were absent.
+
+This module is imported only by :mod:`._patches` (in every process of a system) and the handle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import logging
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+from thespian.system.transport.streamBuffer import ReceiveBuffer, ackDataErrMsg, ackDataErrPacket, ackMsg, ackPacket
+from thespian.system.utilis import thesplog
+
+TAG_BYTES = 32
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 20  # "<length>>" of any length the cap allows, with room to spare
+COUNTER_FILE = "frames_dropped.json"
+REASONS = ("mac", "oversize", "malformed")
+
+
+class _Raw:
+    """The key of a transport of a thespian system ouroactors did not start: plain frames."""
+
+    def __repr__(self) -> str:
+        return "RAW"
+
+
+RAW = _Raw()
+Key = bytes | _Raw
+
+
+def _max_frame_from_env() -> int:
+    text = os.environ.get("OUROACTORS_MAX_FRAME_BYTES", "")
+    if text.isdigit() and int(text) > TAG_BYTES:
+        return int(text)
+    return DEFAULT_MAX_FRAME_BYTES
+
+
+max_frame_bytes = _max_frame_from_env()
+
+# admin port -> (frame key, counter file); filled by the handle before thespian forks the admin.
+_registry: dict[int, tuple[bytes, str | None]] = {}
+# Set in an admin process (and inherited by its actors): the one key this process uses.
+_own: tuple[Key, str | None] | None = None
+
+_ACK_BODIES = {
+    ackMsg[ackMsg.index(b">") + 1:]: ackPacket,
+    ackDataErrMsg[ackDataErrMsg.index(b">") + 1:]: ackDataErrPacket,
+}
+
+
+def frame_key(secret: bytes) -> bytes:
+    """The MAC key derived from a system secret (never the secret itself on the wire's side)."""
+    return hmac.new(secret, b"ouroactors thespian frame v1", hashlib.sha256).digest()
+
+
+def register(admin_port: int, secret: bytes, counter: str | os.PathLike[str] | None) -> None:
+    """Frames of the system on ``admin_port`` are tagged with ``secret`` (call before it starts)."""
+    _registry[admin_port] = (frame_key(secret), str(counter) if counter is not None else None)
+
+
+def forget(admin_port: int) -> None:
+    _registry.pop(admin_port, None)
+
+
+def adopt(admin_port: int) -> None:
+    """In a freshly forked admin: keep only this system's key (RAW if ouroactors did not start it)."""
+    global _own
+    _own = _registry.get(admin_port, (RAW, None))
+    _registry.clear()
+
+
+def auth_for(admin_port: int | None) -> tuple[Key, str | None]:
+    """The key and drop counter a transport of the system on ``admin_port`` uses."""
+    if _own is not None:
+        return _own
+    if admin_port is not None and admin_port in _registry:
+        return _registry[admin_port]
+    return (RAW, None)
+
+
+def tag(key: bytes, body: bytes | memoryview) -> bytes:
+    return hmac.new(key, body, hashlib.sha256).digest()
+
+
+class FrameTooLarge(ValueError):
+    """An outgoing message whose frame would exceed the cap every receiver enforces."""
+
+
+def encode(key: Key, body: bytes) -> bytes:
+    """Frame ``body`` (a pickle) for the wire, tagged unless ``key`` is :data:`RAW`."""
+    if isinstance(key, _Raw):
+        return b"%d>" % len(body) + body
+    length = TAG_BYTES + len(body)
+    if length > max_frame_bytes:
+        raise FrameTooLarge(f"a message of {len(body)} pickled bytes exceeds the frame cap of "
+                            f"{max_frame_bytes} bytes (OUROACTORS_MAX_FRAME_BYTES)")
+    return b"%d>" % length + tag(key, body) + body
+
+
+class FrameBuffer(ReceiveBuffer):
+    """thespian's receive buffer, bounded, that unpickles only frames whose tag checks out.
+
+    ``auth`` is set by the transport that owns the buffer before the frame completes; a buffer
+    whose transport never said which key applies rejects everything (fail closed).
+    """
+
+    def __init__(self, serializer: Any = pickle.loads) -> None:
+        super().__init__(serializer)
+        self.auth: tuple[Key, str | None] | None = None
+        self.rejected: str | None = None  # why the frame is refused, once known
+        self._verdict: bool | None = None
+        self._counted = False
+
+    def addMore(self, buf: bytes) -> None:
+        if self.rejected is not None:
+            return
+        try:
+            super().addMore(buf)
+        except ValueError:
+            self.rejected = "malformed"
+            return
+        if self._size is None:
+            if len(self._buf) > MAX_HEADER_BYTES:
+                self.rejected = "malformed"
+        elif self._size < 0:
+            self.rejected = "malformed"
+        elif self._size > max_frame_bytes:
+            self.rejected = "oversize"
+
+    def isDone(self) -> bool:
+        return self.rejected is not None or bool(super().isDone())
+
+    def remainingAmount(self) -> int:
+        return 0 if self.rejected is not None else int(super().remainingAmount())
+
+    def accept(self) -> bool:
+        """Whether the completed frame may be unpickled; a refusal is counted once."""
+        if self.rejected is None and (self._size is None or self._blen != self._size):
+            return False  # not complete: nothing to judge yet
+        if self._verdict is None:
+            self._verdict = self._judge()
+        if not self._verdict and not self._counted and self.auth is not None:
+            self._counted = True
+            _count(self.auth[1], self.rejected or "malformed", len(self._buf))
+        return self._verdict
+
+    def _judge(self) -> bool:
+        if self.rejected is not None:
+            return False
+        if len(self._buf) < TAG_BYTES and self._buf in _ACK_BODIES:
+            return True
+        if self.auth is None:
+            self.rejected = "mac"
+            return False
+        key = self.auth[0]
+        if isinstance(key, _Raw):
+            return True
+        view = memoryview(self._buf)
+        if len(view) <= TAG_BYTES or not hmac.compare_digest(view[:TAG_BYTES], tag(key, view[TAG_BYTES:])):
+            self.rejected = "mac"
+            return False
+        return True
+
+    def completed(self) -> Any:
+        if self.rejected is None and (self._size is None or self._blen != self._size):
+            return None
+        if not self.accept():
+            return None
+        ack = _ACK_BODIES.get(self._buf) if len(self._buf) < TAG_BYTES else None
+        if ack is not None:
+            return ack, self._extra
+        assert self.auth is not None
+        if isinstance(self.auth[0], _Raw):
+            return self._deserialize(self._buf), self._extra
+        return self._deserialize(memoryview(self._buf)[TAG_BYTES:]), self._extra
+
+
+def _count(counter: str | None, reason: str, size: int) -> None:
+    thesplog("dropped an inbound frame (%s, %d bytes) before unpickling it", reason, size, level=logging.WARNING)
+    if counter is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fd = os.open(counter, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with os.fdopen(os.dup(fd), "r+") as handle:
+                text = handle.read()
+                counts = json.loads(text) if text.strip() else {}
+                counts[reason] = int(counts.get(reason, 0)) + 1
+                handle.seek(0)
+                handle.truncate()
+                handle.write(json.dumps(counts, sort_keys=True))
+        finally:
+            os.close(fd)
+
+
+def dropped(data_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Inbound frames dropped so far by the system of ``data_dir``, by reason (all reasons listed)."""
+    counts = dict.fromkeys(REASONS, 0)
+    path = Path(data_dir) / COUNTER_FILE
+    with contextlib.suppress(OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            with os.fdopen(os.dup(fd)) as handle:
+                text = handle.read()
+        finally:
+            os.close(fd)
+        for reason, value in (json.loads(text) if text.strip() else {}).items():
+            if isinstance(reason, str) and isinstance(value, int):
+                counts[reason] = value
+    return counts
+
+
+def reset_counter(data_dir: str | os.PathLike[str]) -> None:
+    """A new run of a system starts its drop counters at zero (Prometheus counters reset too)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(Path(data_dir) / COUNTER_FILE)
