@@ -8,49 +8,75 @@ uid-map refusal, mounts blocked by seccomp), and the same flags mean different t
 * it **fails closed**: an unknown mode string is a :class:`SandboxError`; :attr:`SandboxMode.BWRAP` with a failed
   probe is :class:`SandboxUnavailable` naming the failure kind, never a silent unsandboxed run;
   :attr:`SandboxMode.NONE` runs unsandboxed only because the caller said so, and its boundary says so;
-* every :class:`Result` carries the :class:`Boundary` that applied: read-only root, writable paths, network,
-  private ``/tmp``, die-with-parent, backend version and plain notes ("no seccomp filter", ...).
+* every :class:`Result` carries the :class:`Boundary` that applied: the read-only view, writable paths, the
+  network (``none``, ``proxy(domains…)`` or, unsandboxed, ``host``), private ``/tmp``, die-with-parent, backend
+  version and plain notes ("no seccomp filter", ...); ``Result.network_refusals`` lists what the proxy refused.
 
-The argv (:func:`build_argv`, pure): read-only ``/``, fresh ``/dev`` and ``/proc``, private tmpfs ``/tmp``, the
-workspace bound writable, every namespace unshared (network shared back only when granted), **all capabilities
+The argv (:func:`build_argv`, pure given the view): an empty root (a tmpfs remounted read-only) holding only the
+allow-listed read-only view of :mod:`.sandbox_fs` (``/usr``, the ``/bin``/``/lib*`` links or dirs, allow-listed
+``/etc`` entries, the toolchain, ``extra_ro``), fresh ``/dev`` and ``/proc``, a private tmpfs ``/tmp``, the
+workspace bound writable; every namespace unshared **including the network, always**; **all capabilities
 dropped** (run as root, bwrap otherwise leaves the command every capability in its user namespace: enough to
-``mount -o remount,bind,rw /`` and write the host), die-with-parent, a new session, a cleared environment. The pid
-namespace is unshared, so whatever the command leaves running dies with it; bwrap runs in its own process group
-(``start_new_session``), so a timeout SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the
-process group is the only cleanup: a process that calls ``setsid`` itself escapes (one more reason it is explicit).
+remount and write the host), die-with-parent, a new session, a cleared environment. The pid namespace is
+unshared, so whatever the command leaves running dies with it; bwrap runs in its own process group, so a timeout
+SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is the only cleanup: a
+process that calls ``setsid`` itself escapes (one more reason it is explicit).
+
+**Network, when granted** (``allow_network=True`` means ``NetworkPolicy(("*",))``: any public host; ``network=``
+gives the grant's domains and the private destinations a rule names): the runtime starts a :class:`.NetProxy` on
+a UNIX socket in a private directory, bound read-only at ``/run/ouroactors-proxy`` inside; the command is
+started by the in-sandbox bridge (:mod:`.sandbox_bridge`, run with this Python), which listens on
+``127.0.0.1:3128`` of the sandbox's own loopback and forwards to that socket; ``http_proxy``, ``https_proxy``,
+``all_proxy`` (and upper-case forms) point there. The host's loopback, its actor ports and every other host
+address are in another network namespace: the only way out is the proxy, which enforces the domains and refuses
+loopback, link-local, private and reserved addresses unless a private rule names them.
+
+**The contract of** :func:`run` (new keyword arguments are optional so existing callers keep working):
+
+* ``workspace`` is the writable directory; it is canonicalised and refused (:class:`.WorkspaceRefused`, nothing
+  runs) when it is ``/``, a system directory or inside one (``/etc``, ``/proc``, ``/usr``, ``/var``, ...), a shared
+  top-level directory (``/home``, ``/tmp``), a home directory other than a project inside the caller's own, or
+  overlaps ``data_dir``;
+* ``leased_root``: the canonical root of the caller's workspace lease. When given it must already be canonical
+  and ``workspace`` must be it or lie under it. When omitted the boundary says the workspace was not proven leased;
+* ``data_dir``: the system's data dir: never writable, never visible (``extra_ro`` overlapping it is refused);
+* ``network``: a :class:`.NetworkPolicy`; ``allow_network`` stays as the shorthand for "any public host".
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import selectors
 import shutil
-import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Literal
 
-from ..core.errors import OuroactorsError
+from .netproxy import SOCKET_NAME, NetProxy
+from .sandbox_fs import SandboxError as SandboxError  # re-exported: callers catch it from here
+from .sandbox_fs import ViewEntry, check_workspace, home_dirs, own_home, system_view, under, view_args
+from .sandbox_fs import WorkspaceRefused as WorkspaceRefused
+from .sandbox_netpolicy import NetworkPolicy as NetworkPolicy
+from .sandbox_proc import supervise
 
 FailureKind = Literal["not_installed", "no_user_namespaces", "uid_map_refused", "mount_refused", "other"]
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_LANG = "C.UTF-8"
 OUTPUT_LIMIT = 1 << 20  # bytes kept per stream; the rest is drained and dropped
-DRAIN_GRACE_S = 2.0  # after exit, how long to wait for pipes held by an escaped process
+PROXY_DIR = "/run/ouroactors-proxy"  # where the proxy's socket directory appears inside the sandbox
+PROXY_PORT = 3128  # the bridge's port on the sandbox's own loopback
+PROXY_ENV_KEYS = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+BRIDGE_SOURCE = (Path(__file__).parent / "sandbox_bridge.py").read_text()
 PROBE_TIMEOUT_S = 10.0
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class SandboxError(OuroactorsError):
-    """A sandbox request that cannot be honoured as asked (bad mode, bad workspace, bad env)."""
 
 
 class SandboxUnavailable(SandboxError):
@@ -85,6 +111,9 @@ class Boundary:
     backend_version: str | None
     notes: tuple[str, ...]
     read_only: tuple[str, ...] = ()  # extra read-only binds (e.g. protected paths inside the workspace)
+    network_policy: str = "none"  # none | proxy(domains…; private: …) | host (unsandboxed)
+    visible: tuple[str, ...] = ()  # the read-only host view (paths bound or recreated as symlinks)
+    leased_root: str | None = None  # the lease's canonical root the caller proved, if any
 
 
 @dataclass(frozen=True)
@@ -112,6 +141,7 @@ class Result:
     duration_s: float
     argv: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    network_refusals: tuple[str, ...] = ()  # what the proxy refused ("host: reason"), in order
 
 
 def canonical_dir(path: str, what: str = "workspace") -> str:
@@ -133,51 +163,80 @@ def sandbox_env(workspace: str, env: Mapping[str, str] | None = None) -> dict[st
     return merged
 
 
+def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
+    """The variables that send HTTP clients inside the sandbox to the bridge (both cases: tools disagree)."""
+    url = f"http://127.0.0.1:{port}"
+    return {**dict.fromkeys(PROXY_ENV_KEYS, url), "no_proxy": "", "NO_PROXY": ""}
+
+
 def build_argv(command: Sequence[str], *, workspace: str, allow_network: bool, extra_ro: tuple[str, ...] = (),
-               env: Mapping[str, str] | None = None, bwrap: str = "bwrap") -> list[str]:
-    """The bwrap argv for ``command``. Pure apart from canonicalising paths (which must exist)."""
+               env: Mapping[str, str] | None = None, bwrap: str = "bwrap", proxy_dir: str | None = None,
+               view: Sequence[ViewEntry] | None = None, python: str = sys.executable) -> list[str]:
+    """The bwrap argv for ``command``. Pure given ``view`` (default: :func:`.system_view` of this host), apart
+    from canonicalising paths (which must exist). ``allow_network`` needs ``proxy_dir``: the host directory
+    holding the proxy's socket, bound read-only at :data:`PROXY_DIR`; the command is then run by the bridge."""
     if not command:
         raise SandboxError("empty command")
+    if allow_network and proxy_dir is None:
+        raise SandboxError("network is granted only through the proxy: proxy_dir is required")
     ws = canonical_dir(workspace)
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", ws, ws]
+    argv = [bwrap, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+    argv += view_args(system_view() if view is None else view)
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", "/run", "--bind", ws, ws]
     for path in extra_ro:  # after the workspace bind, so a path inside the workspace can be made read-only
         real = os.path.realpath(path)
         if not os.path.exists(real):  # binding over a missing path would create it on the host
             raise SandboxError(f"read-only path {path!r} does not exist")
         argv += ["--ro-bind", real, real]
-    argv += ["--unshare-all"] + (["--share-net"] if allow_network else [])
-    argv += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", ws, "--clearenv"]
-    for key, value in sandbox_env(ws, env).items():
+    if allow_network:
+        argv += ["--ro-bind", os.path.realpath(proxy_dir or ""), PROXY_DIR]
+    argv += ["--remount-ro", "/", "--chdir", ws, "--clearenv"]
+    merged = sandbox_env(ws, env)
+    if allow_network:
+        merged.update(proxy_env())
+    for key, value in merged.items():
         argv += ["--setenv", key, value]
+    if allow_network:
+        bridge = [python, "-I", "-S", "-c", BRIDGE_SOURCE, f"{PROXY_DIR}/{SOCKET_NAME}", str(PROXY_PORT), "--"]
+        return [*argv, "--", *bridge, *command]
     return [*argv, "--", *command]
 
 
 def bwrap_boundary(*, workspace: str, allow_network: bool, extra_ro: tuple[str, ...] = (),
-                   version: str | None = None, env_keys: int = 0) -> Boundary:
+                   version: str | None = None, env_keys: int = 0, network: NetworkPolicy | None = None,
+                   view: Sequence[ViewEntry] | None = None, leased_root: str | None = None) -> Boundary:
     ws = canonical_dir(workspace)
+    policy = (network or NetworkPolicy()) if allow_network else None
+    shown = tuple(e.path for e in (system_view() if view is None else view))
     notes = [
-        "namespaces unshared: mount, pid, ipc, uts, user and cgroup where permitted",
-        "network shared with the host (granted)" if allow_network
-        else "network namespace unshared: loopback only, no route out",
+        "namespaces unshared: mount, pid, ipc, uts, user, cgroup and network (always)",
+        f"network only through the runtime's proxy: {policy.describe()}; the host's addresses are unreachable"
+        if policy is not None else "network namespace unshared: loopback only, no route out",
+        "root is an empty read-only tmpfs holding an allow-listed read-only view; "
+        "no home directories, /run, /var, data dir or host /tmp",
         "all capabilities dropped (--cap-drop ALL), no_new_privs",
         "no seccomp filter",
         "new session: no controlling terminal",
-        f"environment cleared: PATH, HOME, LANG and {env_keys} given",
+        f"environment cleared: PATH, HOME, LANG and {env_keys} given" + (", proxy variables" if policy else ""),
         "processes left running die with the command's pid namespace",
         "die-with-parent is racy while bwrap starts (bubblewrap#633): a runtime killed then can orphan it",
+        f"workspace leased: {leased_root}" if leased_root is not None
+        else "workspace not proven leased (the caller gave no leased_root)",
     ]
-    if ws == "/tmp":
-        notes.append("workspace is /tmp: the host /tmp is visible and writable")
-    return Boundary(mode=SandboxMode.BWRAP, read_only_root=True, writable=(ws,), network=allow_network,
-                    private_tmp=ws != "/tmp", die_with_parent=True, backend_version=version, notes=tuple(notes),
-                    read_only=tuple(os.path.realpath(p) for p in extra_ro))
+    return Boundary(mode=SandboxMode.BWRAP, read_only_root=True, writable=(ws,), network=policy is not None,
+                    private_tmp=True, die_with_parent=True, backend_version=version, notes=tuple(notes),
+                    read_only=tuple(os.path.realpath(p) for p in extra_ro),
+                    network_policy=policy.describe() if policy is not None else "none", visible=shown,
+                    leased_root=leased_root)
 
 
 NONE_BOUNDARY = Boundary(
     mode=SandboxMode.NONE, read_only_root=False, writable=("/",), network=True, private_tmp=False,
     die_with_parent=False, backend_version=None,
     notes=("unsandboxed: explicit none mode", "writes limited only by the host uid's permissions",
-           "cleanup by process group only: a process that calls setsid escapes"))
+           "network: the host's own, no proxy and no domain enforcement",
+           "cleanup by process group only: a process that calls setsid escapes"),
+    network_policy="host (unsandboxed)", visible=("/",))
 
 
 # First match wins; patterns are matched against bwrap's stderr, lower-cased.
@@ -273,8 +332,10 @@ def describe(p: Probe) -> str:
     """A human summary for ``ouroactors sandbox check``."""
     if p.available:
         lines = [f"bwrap: available (bubblewrap {p.version or '?'} at {p.path}, probed as uid {p.uid})",
-                 "boundary: read-only root; writable: the workspace only; private /tmp; no network unless granted; "
-                 "all capabilities dropped; die-with-parent; new session; cleared environment; no seccomp filter"]
+                 "boundary: read-only allow-listed view (/usr, /bin, /lib*, /etc entries, toolchain); writable: the "
+                 "workspace only; private /tmp; own network namespace always (granted network only through the "
+                 "runtime's domain-enforcing proxy); all capabilities dropped; die-with-parent; new session; "
+                 "cleared environment; no seccomp filter"]
     else:
         lines = [f"bwrap: UNAVAILABLE — {p.failure_kind}: {p.failure}"]
         if p.detail:
@@ -287,113 +348,66 @@ def describe(p: Probe) -> str:
     return "\n".join(lines)
 
 
+def check_run_paths(workspace: str, *, leased_root: str | None, data_dir: str | None,
+                    extra_ro: tuple[str, ...]) -> str:
+    """The canonical workspace, after refusing what may not be one (see :func:`.sandbox_fs.check_workspace`)."""
+    ws = canonical_dir(workspace)
+    data = os.path.realpath(data_dir) if data_dir is not None else None
+    lease_real = os.path.realpath(leased_root) if leased_root is not None else None
+    check_workspace(ws, data_dir=data, homes=home_dirs(), home=own_home(), leased_root=leased_root,
+                    leased_root_real=lease_real)
+    for path in extra_ro:
+        real = os.path.realpath(path)
+        if real == "/" or (data is not None and (under(real, data) or under(data, real))):
+            raise SandboxError(f"read-only path {path!r} may not be / or overlap the data dir {data_dir!r}")
+    return ws
+
+
 def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_network: bool = False,
         timeout: float = 60, env: Mapping[str, str] | None = None, probe: Probe | None = None,
-        extra_ro: tuple[str, ...] = (), output_limit: int = OUTPUT_LIMIT) -> Result:
-    """Run ``command`` under ``mode``; the result carries the boundary that applied."""
+        extra_ro: tuple[str, ...] = (), output_limit: int = OUTPUT_LIMIT, network: NetworkPolicy | None = None,
+        leased_root: str | None = None, data_dir: str | None = None) -> Result:
+    """Run ``command`` under ``mode``; the result carries the boundary that applied (see the module doc)."""
     mode = SandboxMode(mode)  # fail closed on strings that are not a mode
     if not command or not timeout > 0:
         raise SandboxError(f"need a command and a positive timeout (got {list(command)!r}, {timeout!r})")
-    ws = canonical_dir(workspace)
+    if network is not None and not isinstance(network, NetworkPolicy):
+        raise SandboxError(f"network must be a NetworkPolicy, got {type(network).__name__}")
+    ws = check_run_paths(workspace, leased_root=leased_root, data_dir=data_dir, extra_ro=extra_ro)
+    granted = allow_network or network is not None
+    proxy: NetProxy | None = None
     if mode is SandboxMode.BWRAP:
         found = probe if probe is not None else probe_cached()
         if not found.available or found.path is None:
             raise SandboxUnavailable(found.failure_kind or "other", found.detail)
-        argv = build_argv(command, workspace=ws, allow_network=allow_network, extra_ro=extra_ro, env=env,
-                          bwrap=found.path)
-        boundary = bwrap_boundary(workspace=ws, allow_network=allow_network, extra_ro=extra_ro,
-                                  version=found.version, env_keys=len(env or {}))
+        policy = network or NetworkPolicy()
+        view = system_view()
+        proxy = NetProxy(policy) if granted else None
+        try:
+            argv = build_argv(command, workspace=ws, allow_network=granted, extra_ro=extra_ro, env=env,
+                              bwrap=found.path, proxy_dir=proxy.directory if proxy else None, view=view)
+        except BaseException:
+            if proxy is not None:
+                proxy.close()
+            raise
+        boundary = bwrap_boundary(workspace=ws, allow_network=granted, extra_ro=extra_ro, version=found.version,
+                                  env_keys=len(env or {}), network=policy, view=view, leased_root=leased_root)
         child_env: dict[str, str] | None = {}  # bwrap sets the command's environment itself
     else:
         argv, boundary, child_env = list(command), NONE_BOUNDARY, sandbox_env(ws, env)
-    started = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=ws, env=child_env, start_new_session=True, close_fds=True)
-    except OSError as exc:
-        if mode is SandboxMode.BWRAP:
-            raise SandboxUnavailable("not_installed", f"{argv[0]}: {exc}") from exc
-        raise SandboxError(f"could not start {command[0]!r}: {exc}") from exc
-    out, err, timed_out, notes = _supervise(proc, timeout, output_limit)
-    return Result(proc.returncode, bytes(out.data), bytes(err.data), out.truncated, err.truncated, boundary,
-                  timed_out, time.monotonic() - started, tuple(argv), tuple(notes))
-
-
-class _Capture:
-    def __init__(self, limit: int) -> None:
-        self.data, self.limit, self.truncated = bytearray(), limit, False
-
-    def add(self, chunk: bytes) -> None:
-        room = max(self.limit - len(self.data), 0)
-        self.truncated |= len(chunk) > room
-        self.data += chunk[:room]
-
-
-def _killpg(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _exited(pid: int) -> bool:
-    """Has ``pid`` exited? Does not reap, so its (zombie) pid still pins the process group id."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None and info.si_pid == pid
-
-
-def _supervise(proc: subprocess.Popen[bytes], timeout: float,
-               limit: int) -> tuple[_Capture, _Capture, bool, list[str]]:
-    """Read both pipes until the command ends; SIGKILL its process group on exit (stragglers) or timeout."""
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = _Capture(limit), _Capture(limit)
-    sel = selectors.DefaultSelector()
-    pidfd = -1
-    notes: list[str] = []
-    try:
-        for stream, capture in ((proc.stdout, out), (proc.stderr, err)):
-            os.set_blocking(stream.fileno(), False)
-            sel.register(stream.fileno(), selectors.EVENT_READ, capture)
-        with contextlib.suppress(AttributeError, OSError):
-            pidfd = os.pidfd_open(proc.pid)  # readable when the process exits; we then still poll to be sure
-            sel.register(pidfd, selectors.EVENT_READ, None)
-        deadline = time.monotonic() + timeout
-        swept_at: float | None = None
-        timed_out = False
-        while True:
-            now = time.monotonic()
-            if swept_at is None and _exited(proc.pid):
-                _killpg(proc.pid)  # the leader's zombie still holds the group id: no reuse race
-                swept_at = now
-            elif swept_at is None and now >= deadline:
-                timed_out = True
-                _killpg(proc.pid)
-                swept_at = now
-            pipes_open = any(k.data is not None for k in sel.get_map().values())
-            if swept_at is not None and not pipes_open and _exited(proc.pid):
-                break
-            if swept_at is not None and now >= swept_at + DRAIN_GRACE_S:
-                notes.append("output pipes still held open after the command ended; stopped reading")
-                break
-            wait = 0.05 if swept_at is not None else min(0.05 if pidfd < 0 else 1.0, max(deadline - now, 0.0))
-            for key, _ in sel.select(wait):
-                if key.data is None:  # pidfd became readable: exit is noticed at the top of the loop
-                    sel.unregister(key.fd)
-                    continue
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    key.data.add(chunk)
-                else:
-                    sel.unregister(key.fd)
-        proc.wait()
-        return out, err, timed_out, notes
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    cwd=ws, env=child_env, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            if mode is SandboxMode.BWRAP:
+                raise SandboxUnavailable("not_installed", f"{argv[0]}: {exc}") from exc
+            raise SandboxError(f"could not start {command[0]!r}: {exc}") from exc
+        out, err, timed_out, notes = supervise(proc, timeout, output_limit)
     finally:
-        sel.close()
-        if pidfd >= 0:
-            os.close(pidfd)
-        if proc.returncode is None:  # an exception escaped the loop: never leave the command behind
-            _killpg(proc.pid)
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        if proxy is not None:
+            proxy.close()
+    refused = tuple(proxy.refusals) if proxy is not None else ()
+    return Result(proc.returncode, bytes(out.data), bytes(err.data), out.truncated, err.truncated, boundary,
+                  timed_out, time.monotonic() - started, tuple(argv), tuple(notes), refused)

@@ -8,9 +8,13 @@ from pathlib import Path
 import pytest
 
 from ouroactors.runtime.sandbox import (
+    BRIDGE_SOURCE,
     DEFAULT_LANG,
     DEFAULT_PATH,
     NONE_BOUNDARY,
+    PROXY_DIR,
+    PROXY_ENV_KEYS,
+    PROXY_PORT,
     SandboxError,
     SandboxMode,
     SandboxUnavailable,
@@ -19,28 +23,60 @@ from ouroactors.runtime.sandbox import (
     classify,
     run,
 )
+from ouroactors.runtime.sandbox_fs import ViewEntry
 
 
 def _pairs(argv: list[str], flag: str, arity: int) -> list[tuple[str, ...]]:
     return [tuple(argv[i + 1:i + 1 + arity]) for i, a in enumerate(argv[:argv.index("--")]) if a == flag]
 
 
+VIEW = (ViewEntry("/usr", "bind"), ViewEntry("/bin", "symlink", "usr/bin"), ViewEntry("/etc/passwd", "bind"))
+
+
 def test_full_argv_without_network(tmp_path: Path) -> None:
     ws = str(tmp_path)
-    assert build_argv(["sh", "-c", "echo hi"], workspace=ws, allow_network=False) == [
-        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", ws, ws,
-        "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", ws, "--clearenv",
+    assert build_argv(["sh", "-c", "echo hi"], workspace=ws, allow_network=False, view=VIEW) == [
+        "bwrap", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+        "--ro-bind", "/usr", "/usr", "--dir", "/", "--symlink", "usr/bin", "/bin", "--ro-bind", "/etc/passwd",
+        "/etc/passwd", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", "/run", "--bind", ws, ws,
+        "--remount-ro", "/", "--chdir", ws, "--clearenv",
         "--setenv", "PATH", DEFAULT_PATH, "--setenv", "HOME", ws, "--setenv", "LANG", DEFAULT_LANG,
         "--", "sh", "-c", "echo hi"]
 
 
-def test_network_is_shared_back_only_when_granted(tmp_path: Path) -> None:
-    closed = build_argv(["true"], workspace=str(tmp_path), allow_network=False)
-    opened = build_argv(["true"], workspace=str(tmp_path), allow_network=True)
-    assert "--share-net" not in closed and "--unshare-all" in closed
-    i = opened.index("--unshare-all")
-    assert opened[i + 1] == "--share-net"  # after --unshare-all, or it would be undone
-    assert [a for a in opened if a != "--share-net"] == closed
+def test_network_is_never_shared_only_proxied(tmp_path: Path) -> None:
+    (tmp_path / "proxy").mkdir()
+    closed = build_argv(["true"], workspace=str(tmp_path), allow_network=False, view=VIEW)
+    opened = build_argv(["curl", "x"], workspace=str(tmp_path), allow_network=True, view=VIEW,
+                        proxy_dir=str(tmp_path / "proxy"), python="/opt/py/bin/python3")
+    for argv in (closed, opened):
+        assert "--share-net" not in argv and argv.count("--unshare-all") == 1
+    assert _pairs(opened, "--ro-bind", 2)[-1] == (str(tmp_path / "proxy"), PROXY_DIR)
+    env = dict(_pairs(opened, "--setenv", 2))
+    for key in PROXY_ENV_KEYS:
+        assert env[key] == f"http://127.0.0.1:{PROXY_PORT}"
+    tail = opened[opened.index("--") + 1:]
+    assert tail[:5] == ["/opt/py/bin/python3", "-I", "-S", "-c", BRIDGE_SOURCE]
+    assert tail[5:] == [f"{PROXY_DIR}/proxy.sock", str(PROXY_PORT), "--", "curl", "x"]
+    with pytest.raises(SandboxError, match="proxy"):
+        build_argv(["true"], workspace=str(tmp_path), allow_network=True, view=VIEW)
+
+
+def test_the_root_is_remounted_read_only_after_every_mount(tmp_path: Path) -> None:
+    argv = build_argv(["true"], workspace=str(tmp_path), allow_network=False, view=VIEW,
+                      extra_ro=(str(tmp_path),))
+    head = argv[:argv.index("--")]
+    last_mount = max(i for i, a in enumerate(head) if a in ("--bind", "--ro-bind", "--tmpfs", "--symlink", "--dir"))
+    assert head.index("--remount-ro") > last_mount and _pairs(argv, "--remount-ro", 1) == [("/",)]
+
+
+def test_view_never_binds_the_whole_root_or_secrets(tmp_path: Path) -> None:
+    argv = build_argv(["true"], workspace=str(tmp_path), allow_network=False)  # this host's real view
+    binds = {src for src, _ in _pairs(argv, "--ro-bind", 2)} | {src for src, _ in _pairs(argv, "--bind", 2)}
+    assert "/" not in binds and "/etc" not in binds
+    for secret in ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private", "/root", "/home",
+                   "/run", "/var", "/tmp"):
+        assert secret not in binds
 
 
 def test_bwrap_binary_and_command_are_verbatim(tmp_path: Path) -> None:
@@ -81,9 +117,10 @@ def test_workspace_must_be_an_existing_directory_other_than_root(tmp_path: Path,
 def test_extra_read_only_paths_follow_the_workspace_bind(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "ln").symlink_to(tmp_path / ".git")
-    argv = build_argv(["true"], workspace=str(tmp_path), allow_network=False, extra_ro=(str(tmp_path / "ln"),))
+    argv = build_argv(["true"], workspace=str(tmp_path), allow_network=False, extra_ro=(str(tmp_path / "ln"),),
+                      view=VIEW)
     git = str(tmp_path / ".git")
-    assert _pairs(argv, "--ro-bind", 2) == [("/", "/"), (git, git)]
+    assert _pairs(argv, "--ro-bind", 2) == [("/usr", "/usr"), ("/etc/passwd", "/etc/passwd"), (git, git)]
     assert argv.index("--bind") < len(argv) - argv[::-1].index("--ro-bind") - 1
 
 
