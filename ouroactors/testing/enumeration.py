@@ -65,6 +65,8 @@ def track_fault_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
 
 @pytest.fixture
 def fault_world() -> Iterator[Any]:
+    """The world service (a real HTTP server on 127.0.0.1 that applies effects by idempotency key),
+    started for the test and stopped after it; the test fails if its process outlives it."""
     from ..faults.world import World
 
     world = World().start()
@@ -79,6 +81,8 @@ def fault_world() -> Iterator[Any]:
 
 @pytest.fixture
 def fault_bench(tmp_path: Any) -> Iterator[Callable[..., Any]]:
+    """Start a fault bench: ``fault_bench(tree, WorkloadConfig, **kwargs) -> Bench`` (a system running
+    ``tree`` plus the workload's world); closed after the test, which fails on leftovers."""
     from ..faults.runner import Bench
 
     benches: list[Any] = []

@@ -30,6 +30,12 @@ from ..system.handle import ActorSystem
 
 @pytest.fixture
 def tree_system(actor_system_factory: Callable[..., ActorSystem]) -> Callable[..., ActorSystem]:
+    """Start a tree: ``tree_system(TREE_FILE_OR_SPEC, base=None, **system_kwargs) -> ActorSystem``.
+
+    A TOML path is loaded and validated like ``ouroactors check`` (its ``[system] base`` is used unless
+    ``base`` is given); a ``ChildSpec`` starts on multiproc. The system gets its own data dir under
+    ``tmp_path`` and is shut down after the test, which fails if a process or port was left behind.
+    """
     def start(tree: str | os.PathLike[str] | ChildSpec, base: str | None = None, **kwargs: Any) -> ActorSystem:
         if isinstance(tree, ChildSpec):
             spec, file_base = tree, "multiproc"
@@ -45,6 +51,11 @@ def tree_system(actor_system_factory: Callable[..., ActorSystem]) -> Callable[..
 
 @pytest.fixture
 def armed_plan() -> Iterator[Callable[..., list[str]]]:
+    """Arm a fault plan: ``armed_plan(system, PLAN_OR_TOML_PATH, at=None) -> [paths armed]``.
+
+    ``at`` is a tree path (None: every running actor). Every plan armed through it is disarmed after the
+    test, so a plan never leaks into the next one.
+    """
     armed: list[tuple[ActorSystem, str | None]] = []
 
     def arm(system: ActorSystem, plan: FaultPlan | str | os.PathLike[str], at: str | None = None) -> list[str]:
@@ -93,6 +104,8 @@ class Invariants:
 
 @pytest.fixture
 def invariants() -> Invariants:
+    """The invariant checkers (``names``, ``check(observation)``, ``assert_holds(run)``): a failing
+    ``assert_holds`` lists every violation and the fault plan that reproduces the run."""
     return Invariants()
 
 

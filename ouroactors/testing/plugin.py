@@ -43,6 +43,11 @@ from .marker import (  # noqa: F401  (the crash_enumeration marker: hooks and fi
 
 @pytest.fixture
 def actor_system_factory(tmp_path: Path) -> Iterator[Callable[..., ActorSystem]]:
+    """Start systems: ``actor_system_factory(base="multiproc", **ActorSystem.start_kwargs)``.
+
+    Each system gets its own data dir under ``tmp_path`` (unless ``data_dir`` is given); all are shut down
+    after the test, newest first, and the test fails if any left a process or a listening port behind.
+    """
     started: list[ActorSystem] = []
 
     def factory(base: str = "multiproc", **kwargs: Any) -> ActorSystem:
@@ -65,11 +70,13 @@ def actor_system_factory(tmp_path: Path) -> Iterator[Callable[..., ActorSystem]]
 
 @pytest.fixture
 def actor_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
+    """A running multiproc system (one OS process per actor, loopback only), shut down after the test."""
     return actor_system_factory("multiproc")
 
 
 @pytest.fixture
 def simple_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
+    """A running in-process system (thespian's simple base, one thread): fast, for logic not processes."""
     return actor_system_factory("simple")
 
 
