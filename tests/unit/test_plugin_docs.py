@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 
-def test_every_ouroactors_fixture_has_a_docstring() -> None:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", "tests/unit"],
-                         capture_output=True, text=True, timeout=120).stdout
+def test_every_ouroactors_fixture_has_a_docstring(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path).stdout
     lines = out.splitlines()
     undocumented = [lines[i] for i in range(len(lines) - 1)
                     if "ouroactors/" in lines[i] and "no docstring available" in lines[i + 1]]
