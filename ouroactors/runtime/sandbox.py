@@ -147,9 +147,9 @@ class Result:
 def canonical_dir(path: str, what: str = "workspace") -> str:
     real = os.path.realpath(path)
     if not os.path.isdir(real):
-        raise SandboxError(f"{what} {path!r} is not an existing directory")
+        raise WorkspaceRefused(path, f"the {what} is not an existing directory")
     if real == "/":
-        raise SandboxError(f"{what} may not be / (the whole filesystem would be writable)")
+        raise WorkspaceRefused(path, f"the {what} may not be / (the whole filesystem would be writable)")
     return real
 
 
