@@ -1,0 +1,423 @@
+"""The per-session journal: append-only, hash-chained evidence of what a session did, in the node's LMDB.
+
+**Why LMDB and not a file per session** (``benchmarks/bench_journal.py``): a synced append costs about the same
+either way (one commit vs one ``fdatasync``), but only LMDB lets the journal's records **ride in the ledger's own
+write transactions**: the records a tool call produces (``tool_call`` with ``record_started``, ``tool_result`` with
+``record_settled``) then cost no synced commit of their own, which is what keeps a tool call at two synced commits.
+A file would add a third and a fourth flush per call, and could not be atomic with the ledger.
+
+Layout (named databases, opened with the environment):
+
+* ``journal``: ``session ‖ 0x00 ‖ seq`` → ``hash ‖ prev ‖ seq ‖ body`` (:mod:`.chain`);
+* ``journal_anchor``: ``session ‖ 0x00 ‖ seq`` → the record's hash (the witness) and ``session ‖ 0x01`` → the
+  session's :class:`JournalHead` (first seq, last seq, last hash, bytes) — see :mod:`.chain` for why;
+* ``journal_blobs``: fields too large to keep inline (:mod:`.blobs`).
+
+**Two ways to write.** :meth:`Journal.stage` buffers records; :meth:`Journal.put_staged` writes everything staged
+inside a write transaction *someone else* is about to commit (the ledger's), in a nested transaction so a failure of
+ours never spoils theirs, and :meth:`Journal.settle_staged` is told that transaction's outcome. :meth:`Journal.flush`
+commits what is staged in a transaction of its own (the commit contract of :mod:`~...storage.commit`, with its
+fault points). Each write reads the session's head inside the transaction and chains from it, so the durable head,
+not memory, decides ``seq`` and ``prev``.
+
+**A failed append never raises into the effect path** (the ledger is the gate). The records are remembered as lost
+(kinds, count, times, reason) and the next write that commits first writes a ``gap`` record naming them. A commit
+whose outcome is unknown is held in doubt: the next write finds out from the durable head whether it landed.
+
+**Size budget.** When a turn starts and the session's bytes exceed the budget, the oldest whole turns are dropped
+(in that transaction) and a ``truncated`` record takes the place of the last dropped one: it chains from the seed
+and carries ``resume_prev``, the hash the next surviving record chains from, so survivors are not rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import lmdb
+
+from ...authorities.storage import commit
+from ...authorities.storage.env import db
+from ...core.codec import CodecError, Record, decode, encode
+from ...core.errors import OuroactorsError
+from . import blobs, chain
+from .chain import SEED, JournalEntry
+
+JOURNAL_DB = b"journal"
+ANCHOR_DB = b"journal_anchor"
+KINDS = frozenset({
+    "session_opened", "turn_started", "prompt", "model_call", "model_result", "tool_call", "tool_result", "steer",
+    "interrupt", "approval", "turn_settled", "gap", "truncated",
+})
+DEFAULT_BUDGET_BYTES = 64 << 20
+INLINE_LIMIT = 1800  # body bytes kept inline (+ the 72-byte header stays under ~2 KB)
+SPILL_FIELD_BYTES = 256  # when a body is too big, every field encoding to more than this becomes a blob
+MAX_GAP_KINDS = 32
+_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}\Z")
+
+
+class JournalError(OuroactorsError):
+    """A journal request that cannot be honoured as asked (bad session id, unknown kind, corrupt record)."""
+
+
+class JournalHead(Record):
+    """The anchor of a session's chain (``journal_anchor``, ``session ‖ 0x01``)."""
+
+    SCHEMA: ClassVar[str] = "journal.head"
+    VERSION: ClassVar[int] = 1
+
+    first_seq: int
+    head_seq: int  # first_seq - 1 while empty
+    head_hash: bytes
+    bytes: int  # record bytes + spilled blob bytes currently counted against the budget
+    records: int
+
+
+def check_session(session: str) -> bytes:
+    if not isinstance(session, str) or not _SESSION.match(session):
+        raise JournalError(f"session id {session!r} is not 1-200 characters of [A-Za-z0-9._:@-] "
+                           "starting with a letter or digit")
+    return session.encode()
+
+
+def record_key(sid: bytes, seq: int) -> bytes:
+    return sid + b"\x00" + seq.to_bytes(8, "big")
+
+
+def head_key(sid: bytes) -> bytes:
+    return sid + b"\x01"
+
+
+@dataclass
+class _Staged:
+    kind: str
+    body: bytes
+    spilled: list[tuple[str, bytes]]  # (address, bytes)
+    weight: int  # body + spilled bytes
+
+
+@dataclass
+class _Lost:
+    count: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    first_at: int | None = None
+    last_at: int | None = None
+    reason: str = ""
+
+    def add(self, kind: str, at: int | None, reason: str, n: int = 1) -> None:
+        self.count += n
+        if kind in self.kinds or len(self.kinds) < MAX_GAP_KINDS:
+            self.kinds[kind] += n
+        else:
+            self.kinds["(other)"] += n
+        if at is not None:
+            self.first_at = at if self.first_at is None else min(self.first_at, at)
+            self.last_at = at if self.last_at is None else max(self.last_at, at)
+        self.reason = reason
+
+    def merge(self, other: _Lost) -> None:
+        for kind, n in other.kinds.items():
+            self.add(kind, None, other.reason or self.reason, n)
+        for at in (other.first_at, other.last_at):
+            if at is not None:
+                self.first_at = at if self.first_at is None else min(self.first_at, at)
+                self.last_at = at if self.last_at is None else max(self.last_at, at)
+
+
+@dataclass
+class Batch:
+    """What one :meth:`Journal.put_staged` wrote (for :meth:`Journal.settle_staged`)."""
+
+    items: list[tuple[str, int]]  # (kind, at) of the records staged by callers
+    lost: _Lost | None  # the gap this batch wrote, if any
+    head_seq: int
+    head_hash: bytes
+    seqs: range
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    committed: bool
+    reason: str = ""
+    head_seq: int | None = None
+
+
+class Journal:
+    """One session's journal writer. Thread-safe: stage from the loop, put from whoever holds the transaction."""
+
+    def __init__(self, env: lmdb.Environment, session: str, *, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+        self.env = env
+        self.session = session
+        self.sid = check_session(session)
+        self.budget_bytes = budget_bytes
+        self._records = db(env, JOURNAL_DB)
+        self._anchor = db(env, ANCHOR_DB)
+        self._lock = threading.Lock()
+        self._staged: list[tuple[_Staged, int]] = []
+        self._lost = _Lost()
+        self._doubt: Batch | None = None
+        self.gaps_written = 0
+        self.degraded = False  # a write failed since the last successful one
+
+    # -- staging ------------------------------------------------------------------------------------------
+
+    def stage(self, kind: str, fields: dict[str, Any], *, turn: int | None = None, at: int) -> None:
+        """Buffer a record; it is written by the next :meth:`put_staged` or :meth:`flush`. Never raises on data:
+        a record that cannot be encoded is remembered as lost (and later named by a gap record)."""
+        if kind not in KINDS or kind in ("gap", "truncated"):
+            raise JournalError(f"unknown or reserved journal record kind {kind!r}")
+        try:
+            staged = _encode(kind, fields, turn, at)
+        except CodecError as exc:
+            with self._lock:
+                self._lost.add(kind, at, f"unencodable record: {exc}")
+                self.degraded = True
+            return
+        with self._lock:
+            self._staged.append((staged, at))
+
+    @property
+    def pending(self) -> int:
+        return len(self._staged)
+
+    # -- writing inside someone's transaction --------------------------------------------------------------
+
+    def put_staged(self, txn: lmdb.Transaction) -> Batch | None:
+        """Write everything staged (a gap record first, if records were lost) inside ``txn``; never raises.
+
+        The writes go into a nested transaction: if any of them fails, none is kept and ``txn`` is unharmed (the
+        records are remembered as lost). Call :meth:`settle_staged` with the outer transaction's outcome.
+        """
+        with self._lock:
+            staged, self._staged = self._staged, []
+            lost, self._lost = self._lost, _Lost()
+            doubt, self._doubt = self._doubt, None
+        try:
+            child = self.env.begin(write=True, parent=txn)
+        except Exception as exc:
+            self._restore(staged, lost, doubt, f"cannot begin a nested transaction: {exc}")
+            return None
+        try:
+            batch = self._write(child, staged, lost, doubt)
+            child.commit()
+            return batch
+        except Exception as exc:
+            try:
+                child.abort()
+            except Exception:
+                pass
+            self._restore(staged, lost, doubt, f"journal write failed: {type(exc).__name__}: {exc}")
+            return None
+
+    def _restore(self, staged: list[tuple[_Staged, int]], lost: _Lost, doubt: Batch | None, reason: str) -> None:
+        with self._lock:
+            if doubt is not None and self._doubt is None:
+                self._doubt = doubt
+            lost.merge(self._lost)
+            for item, at in staged:
+                lost.add(item.kind, at, reason)
+            lost.reason = reason
+            self._lost = lost
+            self.degraded = True
+
+    def settle_staged(self, batch: Batch | None, outcome: commit.Committed[Any] | commit.Rejected | commit.Unknown
+                      ) -> None:
+        """The outer transaction's outcome: committed (done), rejected (lost: a gap later), unknown (in doubt)."""
+        if batch is None:
+            return
+        with self._lock:
+            if isinstance(outcome, commit.Committed):
+                if batch.lost is not None:
+                    self.gaps_written += 1
+                if not self._lost.count:
+                    self.degraded = False
+                return
+            self.degraded = True
+            if isinstance(outcome, commit.Unknown):
+                self._doubt = batch
+                return
+            self._lost.merge(_lost_of(batch, outcome.reason))
+
+    def flush(self) -> AppendResult:
+        """Commit what is staged in a transaction of its own. Never raises."""
+        holder: list[Batch | None] = [None]
+
+        def put(txn: lmdb.Transaction) -> None:
+            holder[0] = self.put_staged(txn)
+
+        with self._lock:
+            if not self._staged and not self._lost.count and self._doubt is None:
+                return AppendResult(True)
+        try:
+            outcome: commit.Committed[None] | commit.Rejected | commit.Unknown = commit.write(self.env, put)
+        except Exception as exc:  # a dead environment or a bug below us: the effect path must not hear it
+            outcome = commit.Unknown(f"{type(exc).__name__}: {exc}")
+        batch = holder[0]
+        if batch is None:
+            if isinstance(outcome, commit.Committed):
+                return AppendResult(False, "nothing written (see the gap)")
+            with self._lock:  # the transaction failed before our puts: what was staged is lost
+                staged, self._staged = self._staged, []
+            self._restore(staged, _Lost(), None, getattr(outcome, "reason", ""))
+            return AppendResult(False, getattr(outcome, "reason", ""))
+        self.settle_staged(batch, outcome)
+        if isinstance(outcome, commit.Committed):
+            return AppendResult(True, head_seq=batch.head_seq if batch else None)
+        return AppendResult(False, getattr(outcome, "reason", ""))
+
+    def append(self, kind: str, fields: dict[str, Any], *, turn: int | None = None, at: int) -> AppendResult:
+        self.stage(kind, fields, turn=turn, at=at)
+        return self.flush()
+
+    # -- the transaction's work ---------------------------------------------------------------------------
+
+    def _write(self, txn: lmdb.Transaction, staged: list[tuple[_Staged, int]], lost: _Lost,
+               doubt: Batch | None) -> Batch | None:
+        head = _get_head(txn, self._anchor, self.sid)
+        if doubt is not None:
+            landed = head is not None and head.head_seq >= doubt.head_seq and _witness(
+                txn, self._anchor, self.sid, doubt.head_seq) == doubt.head_hash
+            if not landed:
+                lost.merge(_lost_of(doubt, "a commit whose outcome was unknown did not land"))
+        if not staged and not lost.count:
+            return None
+        if head is None:
+            head = JournalHead(first_seq=0, head_seq=-1, head_hash=SEED, bytes=0, records=0)
+        seq, prev, total, count = head.head_seq + 1, head.head_hash, head.bytes, head.records
+        if head.head_seq < head.first_seq:  # empty: the first record chains from the seed
+            prev = SEED
+        first_new = seq
+        items: list[_Staged] = []
+        if lost.count:
+            items.append(_encode("gap", _gap_fields(lost, seq), None, lost.last_at or 0))
+        items.extend(item for item, _ in staged)
+        starts_turn = False
+        for item in items:
+            digest, value = chain.seal(prev, seq, item.body)
+            key = record_key(self.sid, seq)
+            txn.put(key, value, db=self._records)
+            txn.put(key, digest, db=self._anchor)
+            for address, data in item.spilled:
+                blobs.put(txn, self.env, data, address)
+            total += item.weight + chain.HEADER
+            count += 1
+            prev = digest
+            starts_turn = starts_turn or item.kind == "turn_started"
+            seq += 1
+        head = JournalHead(first_seq=head.first_seq, head_seq=seq - 1, head_hash=prev, bytes=total, records=count)
+        if starts_turn and total > self.budget_bytes:
+            head = _truncate(txn, self.env, self.sid, head, self.budget_bytes)
+        txn.put(head_key(self.sid), encode(head), db=self._anchor)
+        return Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
+                     head.head_hash, range(first_new, seq))
+
+
+def _lost_of(batch: Batch, reason: str) -> _Lost:
+    lost = _Lost()
+    if batch.lost is not None:
+        lost.merge(batch.lost)
+    for kind, at in batch.items:
+        lost.add(kind, at, reason)
+    lost.reason = reason
+    return lost
+
+
+def _gap_fields(lost: _Lost, seq: int) -> dict[str, Any]:
+    return {"lost_records": lost.count, "lost_kinds": dict(sorted(lost.kinds.items())), "reason": lost.reason,
+            "lost_from_seq": seq, "first_lost_at": lost.first_at, "last_lost_at": lost.last_at}
+
+
+def _encode(kind: str, fields: dict[str, Any], turn: int | None, at: int) -> _Staged:
+    body = encode(JournalEntry(at=at, turn=turn, kind=kind, fields=fields))
+    if len(body) <= INLINE_LIMIT:
+        return _Staged(kind, body, [], len(body))
+    spilled: list[tuple[str, bytes]] = []
+    slim: dict[str, Any] = {}
+    for name, value in fields.items():
+        data = blobs.pack_value(value)
+        if len(data) > SPILL_FIELD_BYTES:
+            ref = blobs.reference(data)
+            spilled.append((ref[blobs.REF_KEY], data))
+            slim[name] = ref
+        else:
+            slim[name] = value
+    body = encode(JournalEntry(at=at, turn=turn, kind=kind, fields=slim))
+    return _Staged(kind, body, spilled, len(body) + sum(len(d) for _, d in spilled))
+
+
+def _get_head(txn: lmdb.Transaction, anchor: Any, sid: bytes) -> JournalHead | None:
+    raw = txn.get(head_key(sid), db=anchor)
+    if raw is None:
+        return None
+    try:
+        return decode(bytes(raw), JournalHead)
+    except CodecError as exc:
+        raise JournalError(f"journal head of {sid.decode()!r} does not decode: {exc}") from exc
+
+
+def _witness(txn: lmdb.Transaction, anchor: Any, sid: bytes, seq: int) -> bytes | None:
+    raw = txn.get(record_key(sid, seq), db=anchor)
+    return bytes(raw) if raw is not None else None
+
+
+def _truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: JournalHead, budget: int
+              ) -> JournalHead:
+    """Drop the oldest whole turns until the session is under 3/4 of its budget (never the turn just started)."""
+    records, anchor = db(env, JOURNAL_DB), db(env, ANCHOR_DB)
+    target = budget * 3 // 4
+    dropped = 0
+    candidate: tuple[int, int, bytes, int, int] | None = None  # (through, bytes, hash, records, turns)
+    turns = 0
+    last_hash = SEED
+    n = 0
+    for n, (seq, value) in enumerate(_scan(txn, records, sid, head.first_seq)):
+        if seq >= head.head_seq:
+            break
+        arr = chain.body_array(value[chain.HEADER:])
+        if arr is not None and arr[chain.KIND_INDEX] == "turn_started" and seq > head.first_seq:
+            candidate = (seq - 1, dropped, last_hash, n, turns)
+            if head.bytes - dropped <= target:
+                break
+            turns += 1
+        dropped += len(value) + _spilled_bytes(arr)
+        last_hash = value[:32]
+    if candidate is None:
+        return head
+    through, gone_bytes, resume, gone_records, gone_turns = candidate
+    if through < head.first_seq + 1:
+        return head
+    for seq in range(head.first_seq, through + 1):
+        key = record_key(sid, seq)
+        txn.delete(key, db=records)
+        txn.delete(key, db=anchor)
+    body = encode(JournalEntry(at=0, turn=None, kind="truncated", fields={
+        "dropped_from_seq": head.first_seq, "dropped_through_seq": through, "dropped_records": gone_records,
+        "dropped_bytes": gone_bytes, "dropped_turns": gone_turns, "resume_prev": bytes(resume),
+    }))
+    digest, value = chain.seal(SEED, through, body)
+    txn.put(record_key(sid, through), value, db=records)
+    txn.put(record_key(sid, through), digest, db=anchor)
+    head_hash = digest if through == head.head_seq else head.head_hash
+    return JournalHead(first_seq=through, head_seq=head.head_seq, head_hash=head_hash,
+                       bytes=head.bytes - gone_bytes + len(value), records=head.records - gone_records + 1)
+
+
+def _spilled_bytes(arr: list[Any] | None) -> int:
+    if arr is None or not isinstance(arr[5], dict):
+        return 0
+    return sum(int(v["bytes"]) for v in arr[5].values() if blobs.is_reference(v))
+
+
+def _scan(txn: lmdb.Transaction, records: Any, sid: bytes, first: int) -> Iterator[tuple[int, bytes]]:
+    prefix = sid + b"\x00"
+    cursor = txn.cursor(db=records)
+    if not cursor.set_range(record_key(sid, first)):
+        return
+    for key, value in cursor:
+        if key[:-8] != prefix:
+            return
+        yield int.from_bytes(key[-8:], "big"), bytes(value)

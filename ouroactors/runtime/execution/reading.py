@@ -1,0 +1,109 @@
+"""Reading a session's journal back: its head, its records, and whether they follow (``verify``).
+
+Reads never write and never raise on bad data: a record that does not verify is *named* (seq and why), a body that
+does not decode is returned as an :class:`StoredRecord` with ``kind = "unreadable"`` so that replay can stop there
+honestly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from ...authorities.storage.env import db
+from ...core.codec import CodecError, decode
+from . import chain
+from .chain import JournalEntry, Verdict
+from .journal import ANCHOR_DB, JOURNAL_DB, JournalError, JournalHead, check_session, head_key, record_key
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    seq: int
+    hash: bytes
+    prev: bytes
+    at: int
+    turn: int | None
+    kind: str
+    fields: dict[str, Any]
+
+
+def head(env: lmdb.Environment, session: str) -> JournalHead | None:
+    sid = check_session(session)
+    with env.begin(db=db(env, ANCHOR_DB)) as txn:
+        raw = txn.get(head_key(sid))
+    if raw is None:
+        return None
+    try:
+        return decode(bytes(raw), JournalHead)
+    except CodecError as exc:
+        raise JournalError(f"journal head of {session!r} does not decode: {exc}") from exc
+
+
+def sessions(env: lmdb.Environment) -> list[str]:
+    """Every session with a journal head."""
+    out: list[str] = []
+    with env.begin(db=db(env, ANCHOR_DB)) as txn:
+        for key in txn.cursor().iternext(keys=True, values=False):
+            if key.endswith(b"\x01") and b"\x00" not in key:
+                out.append(bytes(key[:-1]).decode())
+    return out
+
+
+def _items(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, first: int
+           ) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """``(seq, value, witness)`` of the session's records from ``first``: the two databases walked in step."""
+    prefix = sid + b"\x00"
+    n = len(prefix)
+    records = txn.cursor(db=db(env, JOURNAL_DB))
+    witnesses = txn.cursor(db=db(env, ANCHOR_DB))
+    start = record_key(sid, first)
+    if not records.set_range(start):
+        return
+    in_step = witnesses.set_range(start)
+    wit = witnesses.iternext() if in_step else iter(())
+    for key, value in records.iternext():
+        if key[:n] != prefix or len(key) != n + 8:
+            return
+        wkey, witness = next(wit, (None, None))
+        if wkey != key:  # out of step (a missing witness or record): look this one up, walk again from here
+            witness = txn.get(key, db=db(env, ANCHOR_DB))
+            wit = witnesses.iternext() if witnesses.set_range(key) else iter(())
+            if witness is not None:  # the cursor stands on this key: step past it
+                next(wit, None)
+        yield int.from_bytes(key[n:], "big"), value, witness  # type: ignore[misc]
+
+
+def verify(env: lmdb.Environment, session: str) -> Verdict:
+    """Check the session's chain against its witness and head (see :func:`.chain.verify`)."""
+    sid = check_session(session)
+    anchor = head(env, session)
+    first = anchor.first_seq if anchor is not None else 0
+    with env.begin() as txn:
+        return chain.verify(_items(txn, env, sid, first),
+                            None if anchor is None else chain.Head(anchor.first_seq, anchor.head_seq,
+                                                                   anchor.head_hash))
+
+
+def records(env: lmdb.Environment, session: str) -> list[StoredRecord]:
+    """All stored records of the session, in seq order (from the anchored first seq)."""
+    sid = check_session(session)
+    anchor = head(env, session)
+    first = anchor.first_seq if anchor is not None else 0
+    out: list[StoredRecord] = []
+    with env.begin() as txn:
+        for seq, value, _ in _items(txn, env, sid, first):
+            out.append(decode_record(seq, bytes(value)))
+    return out
+
+
+def decode_record(seq: int, value: bytes) -> StoredRecord:
+    digest, prev, _stored_seq, body = chain.split(value)
+    try:
+        entry = decode(body, JournalEntry)
+    except CodecError as exc:
+        return StoredRecord(seq, digest, prev, 0, None, "unreadable", {"error": str(exc)})
+    return StoredRecord(seq, digest, prev, entry.at, entry.turn, entry.kind, entry.fields)

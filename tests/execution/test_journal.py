@@ -1,0 +1,326 @@
+"""The journal on a real LMDB environment: chain, anchor, gaps, blobs, budget — and the tamper corpus."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import lmdb
+import pytest
+
+from ouroactors.authorities.storage import commit
+from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+from ouroactors.core import faults
+from ouroactors.core.codec import encode
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.runtime.execution import blobs, chain, reading
+from ouroactors.runtime.execution.chain import JournalEntry
+from ouroactors.runtime.execution.journal import (
+    ANCHOR_DB,
+    JOURNAL_DB,
+    Journal,
+    JournalError,
+    head_key,
+    record_key,
+)
+
+SID = b"s1"
+
+
+@pytest.fixture(autouse=True)
+def _disarmed() -> Iterator[None]:
+    faults.disarm()
+    yield
+    faults.disarm()
+
+
+@pytest.fixture
+def env(tmp_path) -> Iterator[lmdb.Environment]:
+    config = StorageConfig.under(tmp_path)
+    handle = open_env(config)
+    try:
+        yield handle
+    finally:
+        close_env(config)
+
+
+def _fill(env: lmdb.Environment, n: int = 20) -> Journal:
+    journal = Journal(env, "s1")
+    journal.stage("session_opened", {"version": 1}, at=1)
+    for i in range(1, n):
+        journal.stage("prompt", {"text": f"record {i}"}, turn=i // 5, at=i)
+    assert journal.flush().committed
+    return journal
+
+
+def _raw(env: lmdb.Environment, seq: int) -> bytes:
+    with env.begin(db=db(env, JOURNAL_DB)) as txn:
+        return bytes(txn.get(record_key(SID, seq)))
+
+
+def _put(env: lmdb.Environment, seq: int, value: bytes | None, *, witness: bytes | None = None) -> None:
+    with env.begin(write=True) as txn:
+        if value is None:
+            txn.delete(record_key(SID, seq), db=db(env, JOURNAL_DB))
+        else:
+            txn.put(record_key(SID, seq), value, db=db(env, JOURNAL_DB))
+        if witness is not None:
+            txn.put(record_key(SID, seq), witness, db=db(env, ANCHOR_DB))
+
+
+def test_records_chain_and_verify(env):
+    _fill(env)
+    verdict = reading.verify(env, "s1")
+    assert verdict.ok and verdict.records == 20 and verdict.verified_through == 19 and verdict.head_seq == 19
+    recs = reading.records(env, "s1")
+    assert [r.seq for r in recs] == list(range(20))
+    assert recs[0].prev == chain.SEED and all(b.prev == a.hash for a, b in itertools.pairwise(recs))
+    assert recs[3].kind == "prompt" and recs[3].fields == {"text": "record 3"} and recs[3].turn == 0
+
+
+def test_bad_session_id_and_kind_are_typed_errors(env):
+    with pytest.raises(JournalError, match="session id"):
+        Journal(env, "a/b")
+    with pytest.raises(JournalError, match="session id"):
+        Journal(env, "")
+    with pytest.raises(JournalError, match="kind"):
+        Journal(env, "s1").stage("bogus", {}, at=0)
+    with pytest.raises(JournalError, match="kind"):
+        Journal(env, "s1").stage("gap", {}, at=0)  # reserved: only the journal writes gaps
+
+
+# -- the tamper corpus: each found at its exact seq ------------------------------------------------------
+
+
+def _flip(value: bytes, at: int) -> bytes:
+    return value[:at] + bytes([value[at] ^ 0x01]) + value[at + 1:]
+
+
+@pytest.mark.parametrize("where", [0, 40, 70, -1], ids=["hash", "prev", "seq", "body"])
+def test_flipped_byte_found_at_its_seq(env, where):
+    _fill(env)
+    value = _raw(env, 7)
+    _put(env, 7, _flip(value, where if where >= 0 else len(value) - 1))
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 7 and verdict.verified_through == 6, verdict
+
+
+def test_dropped_record_found_at_its_seq(env):
+    _fill(env)
+    _put(env, 9, None)
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 9 and "missing" in verdict.reason
+
+
+def test_dropped_first_record_found(env):
+    _fill(env)
+    _put(env, 0, None)
+    assert reading.verify(env, "s1").broken_seq == 0
+
+
+def test_reordered_records_found_at_first_moved_seq(env):
+    _fill(env)
+    a, b = _raw(env, 4), _raw(env, 5)
+    _put(env, 4, b)
+    _put(env, 5, a)
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 4 and "names seq 5" in verdict.reason
+
+
+def test_duplicated_record_found_at_the_copy(env):
+    _fill(env)
+    values = [_raw(env, s) for s in range(20)]
+    shifted = [*values[:12], values[11], *values[12:]]  # record 11 twice, the rest moved up by one
+    for seq, value in enumerate(shifted):
+        _put(env, seq, value)
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 12, verdict
+
+
+def test_truncated_record_bytes_found(env):
+    _fill(env)
+    _put(env, 13, _raw(env, 13)[:-3])
+    assert reading.verify(env, "s1").broken_seq == 13
+    _put(env, 13, _raw(env, 13)[:50])
+    assert reading.verify(env, "s1").broken_seq == 13
+
+
+def test_cut_tail_found_at_first_missing_seq(env):
+    _fill(env)
+    for seq in (17, 18, 19):
+        _put(env, seq, None)
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 17 and verdict.verified_through == 16 and "missing" in verdict.reason
+
+
+def _forge_from(env: lmdb.Environment, k: int, *, rewrite_head: bool, rewrite_witness: bool = False) -> None:
+    """Rewrite record k's body and recompute every hash after it, as a forger with the records db would."""
+    values = [_raw(env, s) for s in range(20)]
+    prev = chain.split(values[k - 1])[0]
+    for seq in range(k, 20):
+        _h, _p, _s, body = chain.split(values[seq])
+        if seq == k:
+            body = encode(JournalEntry(at=k, turn=k // 5, kind="prompt", fields={"text": "FORGED"}))
+        digest, value = chain.seal(prev, seq, body)
+        _put(env, seq, value, witness=digest if rewrite_witness else None)
+        prev = digest
+    if rewrite_head:
+        with env.begin(write=True, db=db(env, ANCHOR_DB)) as txn:
+            from ouroactors.core.codec import decode
+            from ouroactors.runtime.execution.journal import JournalHead
+            head = decode(bytes(txn.get(head_key(SID))), JournalHead)
+            txn.put(head_key(SID), encode(head.model_copy(update={"head_hash": prev})))
+
+
+@pytest.mark.parametrize("rewrite_head", [False, True])
+def test_chain_recomputed_from_the_middle_found_at_its_seq(env, rewrite_head):
+    _fill(env)
+    _forge_from(env, 8, rewrite_head=rewrite_head)
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 8 and "witness" in verdict.reason, verdict
+
+
+def test_forger_who_rewrites_witness_too_is_caught_by_the_head_only_if_head_kept(env):
+    """Honest limit: a forger with the whole anchor database (witnesses and head) is not detectable here."""
+    _fill(env)
+    _forge_from(env, 8, rewrite_head=False, rewrite_witness=True)
+    verdict = reading.verify(env, "s1")
+    assert verdict.broken_seq == 19 and "anchored head" in verdict.reason
+
+
+# -- a failed append never raises; the next successful one writes a gap ------------------------------------
+
+
+def _arm(action: FaultAction, point: str = "storage.before_commit", nth: int = 1) -> None:
+    faults.arm(FaultPlan((FaultRule(point, action, nth=nth, times=1),)))
+
+
+def test_rejected_append_becomes_a_gap_record(env):
+    journal = _fill(env, 5)
+    _arm(FaultAction.COMMIT_REJECTED)
+    journal.stage("tool_call", {"id": "c1"}, turn=1, at=100)
+    journal.stage("tool_result", {"id": "c1"}, turn=1, at=101)
+    result = journal.flush()
+    assert not result.committed and "rejected" in result.reason and journal.degraded
+    faults.disarm()
+    assert journal.append("turn_settled", {"status": "completed"}, turn=1, at=102).committed
+    recs = reading.records(env, "s1")
+    gap = recs[5]
+    assert gap.kind == "gap" and gap.seq == 5
+    assert gap.fields["lost_records"] == 2 and gap.fields["lost_kinds"] == {"tool_call": 1, "tool_result": 1}
+    assert gap.fields["first_lost_at"] == 100 and gap.fields["last_lost_at"] == 101
+    assert recs[6].kind == "turn_settled" and reading.verify(env, "s1").ok and not journal.degraded
+
+
+def test_unknown_outcome_that_did_not_land_becomes_a_gap(env):
+    journal = _fill(env, 3)
+    _arm(FaultAction.COMMIT_UNKNOWN, "storage.before_commit")
+    assert not journal.append("prompt", {"text": "x"}, at=5).committed
+    faults.disarm()
+    assert journal.append("prompt", {"text": "y"}, at=6).committed
+    kinds = [r.kind for r in reading.records(env, "s1")]
+    assert kinds[3:] == ["gap", "prompt"]
+
+
+def test_unknown_outcome_that_landed_is_no_gap(env):
+    journal = _fill(env, 3)
+    _arm(FaultAction.COMMIT_UNKNOWN, "storage.after_commit")
+    assert not journal.append("prompt", {"text": "x"}, at=5).committed
+    faults.disarm()
+    assert journal.append("prompt", {"text": "y"}, at=6).committed
+    recs = reading.records(env, "s1")
+    assert [r.kind for r in recs[3:]] == ["prompt", "prompt"] and reading.verify(env, "s1").ok
+
+
+def test_unencodable_record_is_lost_not_raised(env):
+    journal = _fill(env, 2)
+    journal.stage("prompt", {"text": {1, 2}}, at=9)  # a set is not encodable
+    journal.flush()
+    journal.append("prompt", {"text": "ok"}, at=10)
+    recs = reading.records(env, "s1")
+    assert recs[2].kind == "gap" and "unencodable" in recs[2].fields["reason"]
+
+
+def test_records_ride_in_another_writers_transaction(env):
+    journal = _fill(env, 2)
+    journal.stage("tool_call", {"id": "c1"}, turn=1, at=3)
+    other = db(env, b"ledger")
+
+    def ledger_txn(txn: lmdb.Transaction) -> object:
+        txn.put(b"effect-1", b"started", db=other)
+        return journal.put_staged(txn)
+
+    outcome = commit.write(env, ledger_txn)
+    assert isinstance(outcome, commit.Committed)
+    journal.settle_staged(outcome.value, outcome)
+    assert [r.kind for r in reading.records(env, "s1")] == ["session_opened", "prompt", "tool_call"]
+
+
+def test_aborted_outer_transaction_leaves_a_gap(env):
+    journal = _fill(env, 2)
+    journal.stage("tool_call", {"id": "c1"}, turn=1, at=3)
+    batch_holder: list[object] = []
+
+    def failing(txn: lmdb.Transaction) -> None:
+        batch_holder.append(journal.put_staged(txn))
+        raise RuntimeError("the ledger refused")
+
+    with pytest.raises(RuntimeError):
+        commit.write(env, failing)
+    journal.settle_staged(batch_holder[0], commit.Rejected("the ledger refused"))  # type: ignore[arg-type]
+    journal.append("tool_result", {"id": "c1"}, turn=1, at=4)
+    recs = reading.records(env, "s1")
+    assert [r.kind for r in recs[2:]] == ["gap", "tool_result"] and recs[2].fields["lost_kinds"] == {"tool_call": 1}
+
+
+def test_failure_inside_put_never_spoils_the_outer_transaction(env):
+    journal = _fill(env, 2)
+    journal.stage("tool_call", {"id": "c1"}, turn=1, at=3)
+    other = db(env, b"ledger")
+    journal._anchor = "not a database"  # type: ignore[assignment]  (the witness put fails after the record put)
+
+    def ledger_txn(txn: lmdb.Transaction) -> object:
+        txn.put(b"effect-1", b"started", db=other)
+        return journal.put_staged(txn)
+
+    outcome = commit.write(env, ledger_txn)
+    assert isinstance(outcome, commit.Committed) and outcome.value is None and journal.degraded
+    with env.begin(db=other) as txn:
+        assert txn.get(b"effect-1") == b"started"
+    with env.begin(db=db(env, JOURNAL_DB)) as txn:
+        assert txn.get(record_key(SID, 2)) is None  # the nested transaction took our record back
+
+
+# -- blobs and the budget ---------------------------------------------------------------------------------
+
+
+def test_large_fields_go_to_blobs(env):
+    journal = Journal(env, "s1")
+    big = "x" * 10_000
+    journal.append("session_opened", {"small": "s", "big": big}, at=1)
+    rec = reading.records(env, "s1")[0]
+    assert rec.fields["small"] == "s" and blobs.is_reference(rec.fields["big"])
+    assert blobs.resolve(env, rec.fields["big"]) == (True, big)
+    with env.begin(write=True, db=db(env, b"journal_blobs")) as txn:
+        txn.delete(bytes.fromhex(rec.fields["big"]["$blob"]))
+    assert blobs.resolve(env, rec.fields["big"])[0] is False
+    assert reading.verify(env, "s1").ok  # the chain covers the reference, not the blob
+
+
+def test_budget_drops_whole_old_turns_and_leaves_a_truncated_head(env):
+    journal = Journal(env, "s1", budget_bytes=4000)
+    journal.append("session_opened", {"version": 1}, at=0)
+    for turn in range(1, 30):
+        journal.stage("turn_started", {}, turn=turn, at=turn)
+        journal.stage("prompt", {"text": "p" * 100}, turn=turn, at=turn)
+        journal.stage("turn_settled", {"status": "completed"}, turn=turn, at=turn)
+        assert journal.flush().committed
+    verdict = reading.verify(env, "s1")
+    assert verdict.ok, verdict
+    recs = reading.records(env, "s1")
+    first = recs[0]
+    assert first.kind == "truncated" and first.seq == verdict.first_seq > 0
+    assert first.fields["dropped_through_seq"] == first.seq
+    assert recs[1].kind == "turn_started"  # whole turns only
+    head = reading.head(env, "s1")
+    assert head is not None and head.bytes <= 4000 and head.head_seq == 29 * 3
