@@ -26,6 +26,7 @@ Nothing is started or written while a file is checked.
 from __future__ import annotations
 
 import difflib
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -58,13 +59,39 @@ _TOP_LEVEL = ("system", "tree")
 
 
 def load_tree(path: str | Path) -> TreeFile:
-    """Read and validate a tree file; raise :class:`SpecError` naming what is wrong and where."""
+    """Read and validate a tree file; raise :class:`SpecError` naming what is wrong and where.
+
+    The tree's actors are imported from the project the file belongs to: see :func:`project_import_path`.
+    """
     source = str(path)
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise SpecError([("", f"cannot read tree file: {exc.strerror}")], source) from None
+    for directory in project_import_path(Path(path)):
+        if directory not in sys.path:
+            sys.path.append(directory)  # after site-packages: an installed package still wins
     return parse_tree(text, source)
+
+
+_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def project_import_path(tree_file: Path) -> list[str]:
+    """Where a tree's ``myapp.module:Class`` actors are looked for, besides what is installed.
+
+    A user runs ``ouroactors run trees/app.toml`` or plain ``pytest`` from their project without installing it
+    and without ``PYTHONPATH=.``. Like pytest's rootdir, we add the current directory, the tree file's directory
+    and the nearest ancestor of the tree file that holds a ``pyproject.toml``, ``setup.py`` or ``setup.cfg``.
+    Actor processes are forked from this one, so they inherit the same path.
+    """
+    here = tree_file.resolve().parent
+    found = [str(Path.cwd()), str(here)]
+    for ancestor in (here, *here.parents):
+        if any((ancestor / name).exists() for name in _PROJECT_FILES):
+            found.append(str(ancestor))
+            break
+    return list(dict.fromkeys(found))
 
 
 def parse_tree(text: str, source: str = "<string>") -> TreeFile:
