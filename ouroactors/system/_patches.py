@@ -35,7 +35,9 @@ ours:
 9. **No inherited listeners.** The admin is forked from the process that starts the system and
    inherited its sockets (its thespian endpoint's listening socket, connections to other
    systems, the admin port's reservation): a detached system kept them bound after the creator
-   exited. The admin closes them before it starts; every actor forks from the admin after that.
+   exited. The admin closes them before it starts; every actor forks from the admin after that,
+   and the logger (forked from the admin) closes the admin's, which it used to keep bound after
+   the admin was killed.
 """
 
 from __future__ import annotations
@@ -206,6 +208,7 @@ def install() -> None:
 
     def start_logger_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
         set_parent_death_signal(_expected_parent())
+        _close_inherited_sockets()  # the admin's listening socket: it kept the admin port bound after a SIGKILL
         default_fault_signals()
         return original_start_logger(*args, **kwargs)
 
