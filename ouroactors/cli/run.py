@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import sys
 import threading
@@ -22,7 +24,7 @@ from . import main
 from .common import console, err_console
 from .render import event_line, tree_table
 
-EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED = 0, 2, 3, 4
+EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED = 0, 2, 3, 4, 6
 
 
 @main.command()
@@ -36,14 +38,20 @@ EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED = 0, 2, 3, 4
 @click.option("--join", "join", metavar="HOST:PORT", default=None, help="join the convention led at HOST:PORT")
 @click.option("--capability", "capabilities", multiple=True, metavar="KEY=VALUE",
               help="a capability of this node; children with requires = {KEY = VALUE} are placed here")
-@click.option("--bind", "bind_host", default=None, help="address to listen on (default 127.0.0.1: loopback only)")
+@click.option("--bind", "bind_host", default=None,
+              help="address the admin listens on (default 127.0.0.1: loopback only); actors stay on loopback")
+@click.option("--secret-file", type=click.Path(dir_okay=False), default=None,
+              help="the convention's shared secret: a copy (mode 600) of the leader's <data dir>/secret; "
+                   "needed with --join")
 def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, metrics_port: int | None,
         admin_port: int | None, leader: bool, join: str | None, capabilities: tuple[str, ...],
-        bind_host: str | None) -> None:
+        bind_host: str | None, secret_file: str | None) -> None:
     """Boot TREE_FILE and serve it until Ctrl-C, SIGTERM or `ouroactors stop`.
 
-    Nodes of a convention exchange pickled messages: run them only on a trusted network, and keep
-    the default loopback binding unless you need other machines to reach this one.
+    Every frame between the system's processes (and the nodes of a convention) is authenticated
+    with the secret in the data dir; frames are not encrypted, so run a convention across machines
+    only on a network you trust, and keep the default loopback binding unless other machines must
+    reach this one.
     """
     try:
         tree = load_tree(tree_file)
@@ -70,7 +78,7 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     try:
         system = ActorSystem.start(base, data_dir or tree.system.data_dir, detached=detach, capabilities=caps,
                                    bind_host=bind_host or tree.system.bind_host, admin_port=admin_port,
-                                   leader=leader, convention=join)
+                                   leader=leader, convention=join, secret_file=secret_file)
     except (DataDirInUse, ActorSystemError) as exc:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         sys.exit(EXIT_BAD_INPUT)
@@ -88,20 +96,62 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
                       f"stop it with: ouroactors stop --data-dir {system.data_dir}", markup=False)
         return
     server = _serve_metrics(system, metrics_port) if metrics_port else None
+    watch = AdminWatch(system)
     code = EXIT_CLEAN
     try:
-        code = _serve(system, tree.tree.id, stop)
+        code = _serve(system, tree.tree.id, stop, watch)
     finally:
         if server is not None:
             server.shutdown()
         system.shutdown()
-        console.print({EXIT_CLEAN: "stopped cleanly", EXIT_TREE_ENDED: "the tree ended on its own"}[code],
-                      markup=False)
+        watch.close()
+        if code == EXIT_ADMIN_DIED:
+            err_console.print(watch.reason(), style="red", markup=False, highlight=False)
+        else:
+            console.print({EXIT_CLEAN: "stopped cleanly", EXIT_TREE_ENDED: "the tree ended on its own"}[code],
+                          markup=False)
     sys.exit(code)
 
 
-def _serve(system: ActorSystem, root: str, stop: threading.Event) -> int:
-    """Print events (plain) or a live table (terminal) until asked to stop or the tree ends."""
+class AdminWatch:
+    """Notices the death of a multiproc system's admin (a pidfd: readable once it has exited).
+
+    The admin is not our child (thespian double-forks it), so how it died is not ours to learn;
+    that it died is enough: every actor went with it, and serving on would be a lie.
+    """
+
+    def __init__(self, system: ActorSystem) -> None:
+        self.pid = system.admin_pid if system.base == "multiproc" else None
+        self._fd: int | None = None
+        self._gone = False
+        if self.pid is not None:
+            try:
+                self._fd = os.pidfd_open(self.pid)
+            except OSError:
+                self._gone = True
+            if not system.admin_alive():  # the pid may have been reused before pidfd_open
+                self._gone = True
+
+    def gone(self) -> bool:
+        if self._gone or self._fd is None:
+            return self._gone
+        readable, _, _ = select.select([self._fd], [], [], 0)
+        self._gone = bool(readable)
+        return self._gone
+
+    def reason(self) -> str:
+        return (f"the system's admin process (pid {self.pid}) died while serving (killed or crashed); "
+                "every actor of the system went with it, so this run ends with an error")
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _serve(system: ActorSystem, root: str, stop: threading.Event, watch: AdminWatch) -> int:
+    """Print events (plain) or a live table (terminal) until asked to stop, the tree ends or the
+    admin dies."""
     seen = len(system.events.all())
     console.print(tree_table(system.walk(root), f"tree {root}"))
     console.print(f"serving {root!r} on {system.base} (data dir {system.data_dir}); Ctrl-C to stop", markup=False)
@@ -111,6 +161,8 @@ def _serve(system: ActorSystem, root: str, stop: threading.Event) -> int:
         live.start()
     try:
         while not stop.is_set():
+            if watch.gone():
+                return EXIT_ADMIN_DIED
             fresh = system.events.all()[seen:]
             seen += len(fresh)
             ended = any(e.kind == "tree_ended" and e.path == root for e in fresh)
@@ -138,7 +190,8 @@ def _serve_metrics(system: ActorSystem, port: int) -> ThreadingHTTPServer:
             if self.path != "/metrics":
                 self.send_error(404)
                 return
-            body = render(system.events.all(), _safe_walk(system), system.context.node_epoch).encode()
+            dropped = system.dropped_frames() if system.base == "multiproc" else None
+            body = render(system.events.all(), _safe_walk(system), system.context.node_epoch, dropped).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))

@@ -7,7 +7,7 @@ death of any actor and need no state of their own; gauges come from ``which_chil
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..supervision.children import ChildInfo
 from ..supervision.events import Event
@@ -22,7 +22,10 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], epoch: int) -> str:
+def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], epoch: int,
+           dropped_frames: Mapping[str, int] | None = None) -> str:
+    """The metrics text; ``dropped_frames`` (by reason, from the data dir's counter) is included
+    for a multiproc system: inbound frames refused unread (bad MAC, oversize, malformed)."""
     restarts: Counter[tuple[str, str]] = Counter()
     exits: Counter[tuple[str, str]] = Counter()
     escalations: Counter[str] = Counter()
@@ -61,4 +64,11 @@ def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], e
         "# TYPE ouroactors_children gauge",
         *(f"ouroactors_children{_labels(supervisor=s, status=st)} {n}" for (s, st), n in sorted(status.items())),
     ]
+    if dropped_frames is not None:
+        lines += [
+            "# HELP ouroactors_frames_dropped_total Inbound frames dropped before unpickling, by reason "
+            "(mac: no valid tag of the system's secret; oversize: over the frame cap; malformed).",
+            "# TYPE ouroactors_frames_dropped_total counter",
+            *(f"ouroactors_frames_dropped_total{_labels(reason=r)} {n}" for r, n in sorted(dropped_frames.items())),
+        ]
     return "\n".join(lines) + "\n"
