@@ -53,8 +53,8 @@ def _walk(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     node = data
     for index, part in enumerate(loc):
         last = index == len(loc) - 1
-        if isinstance(node, dict) and not last and part == node.get("kind") and part not in node:
-            continue  # the tag of a discriminated union, not a key the user wrote
+        if isinstance(node, dict) and not last and part == node.get("kind"):
+            continue  # the tag of a discriminated union (pydantic always inserts it), not a key the user wrote
         kept.append(part)
         if isinstance(node, dict) and isinstance(part, str):
             node = node.get(part)
@@ -66,13 +66,22 @@ def _walk(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
 
 
 def problems_from(
-    exc: ValidationError, data: Any, *, known_keys: Iterable[str] = (), prefix: str = ""
+    exc: ValidationError, data: Any, *, known_keys: Iterable[str] = (), kinds: Iterable[str] = (), prefix: str = ""
 ) -> list[tuple[str, str]]:
-    """``(key path, message)`` for each error of ``exc`` raised while validating ``data``."""
+    """``(key path, message)`` for each error of ``exc`` raised while validating ``data``.
+
+    ``known_keys`` feed the "did you mean" of an unknown key; ``kinds`` are the allowed ``kind`` values of the
+    discriminated union in ``data`` (pydantic names them when a kind is wrong, not when it is missing).
+    """
     keys = sorted(set(known_keys))
     problems: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
-    for error in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    failing = [tuple(error["loc"]) for error in errors]
+    for error in errors:
+        here = tuple(error["loc"])
+        if error["type"] == "too_short" and any(len(f) > len(here) and f[: len(here)] == here for f in failing):
+            continue  # "at least 1 item after validation": a consequence of the items' own errors, said below
         loc = format_location(_walk(tuple(error["loc"]), data))
         kind = error["type"]
         ctx = error.get("ctx") or {}
@@ -84,7 +93,7 @@ def problems_from(
             message = "is required"
         elif kind in ("union_tag_invalid", "union_tag_not_found"):
             loc = f"{loc}.{ctx.get('discriminator', 'kind').strip(chr(39))}" if loc else "kind"
-            allowed = ctx.get("expected_tags", "")
+            allowed = ctx.get("expected_tags") or ", ".join(repr(k) for k in kinds)
             given = f"unknown kind {ctx['tag']!r}" if kind == "union_tag_invalid" else "is required"
             message = f"{given}; allowed: {allowed}"
         elif kind in ("literal_error", "enum"):
@@ -94,7 +103,7 @@ def problems_from(
             if message.startswith("@"):  # a model validator pointing below itself: "@events[1].id: ..."
                 inner, _, message = message[1:].partition(": ")
                 loc = f"{loc}{'' if inner.startswith('[') or not loc else '.'}{inner}"
-            elif not isinstance(error["input"], dict | list | tuple) and "(given:" not in message:
+            elif not isinstance(error["input"], dict) and "(given:" not in message:
                 message += f" (given: {_given(error['input'])})"
         if prefix:
             loc = f"{prefix}.{loc}" if loc else prefix

@@ -92,7 +92,8 @@ def parse_provider_config(
     try:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
-        problems = problems_from(exc, data, known_keys=_KNOWN_KEYS, prefix=prefix)
+        problems = problems_from(exc, data, known_keys=_KNOWN_KEYS, kinds=("scripted", "openai"),
+                                 prefix=prefix)
         if "api_key_env" in data and any(loc.endswith("api_key_env") for loc, _ in problems):
             problems = [(loc, "must be the NAME of an environment variable (letters, digits, '_'), not the key "
                               "itself; the value is not shown") if loc.endswith("api_key_env") else (loc, msg)

@@ -138,7 +138,8 @@ def parse_script(data: Mapping[str, Any], source: str = "<script>") -> Script:
     try:
         return Script.model_validate(data)
     except ValidationError as exc:
-        raise ScriptFileError(problems_from(exc, data, known_keys=_KNOWN_KEYS), source) from None
+        raise ScriptFileError(problems_from(exc, data, known_keys=_KNOWN_KEYS,
+                                             kinds=("text", "tool_call", "usage")), source) from None
 
 
 def load_script(path: str | Path) -> Script:
