@@ -126,10 +126,10 @@ def embedded_ipv4(addr: IPAddress) -> ipaddress.IPv4Address | None:
 def category(addr: IPAddress) -> str:
     """``public`` or the first reason the address is not: loopback, link-local, private, multicast, ..."""
     inner = embedded_ipv4(addr)
-    if inner is not None:
-        inner_kind = category(inner)
-        if inner_kind != "public":
-            return inner_kind
+    if inner is not None and isinstance(addr, ipaddress.IPv6Address) and (addr.ipv4_mapped or addr in _NAT64):
+        return category(inner)  # the packet goes to the IPv4 address: judge that
+    if inner is not None and category(inner) != "public":  # 6to4: a route towards the IPv4 inside
+        return category(inner)
     if addr.is_unspecified:
         return "unspecified"
     if addr.is_loopback:
@@ -138,10 +138,10 @@ def category(addr: IPAddress) -> str:
         return "link-local"
     if addr.is_multicast:
         return "multicast"
-    if addr.is_private:
-        return "private"
     if addr.is_reserved:
         return "reserved"
+    if addr.is_private:
+        return "private"
     if isinstance(addr, ipaddress.IPv6Address) and addr.is_site_local:
         return "site-local"
     if not addr.is_global:
