@@ -20,13 +20,16 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lmdb
 from thespian.actors import WakeupMessage
 
+from ...core.boundary import Size, Text
+from ...core.errors import BadRequest
 from ...supervision.worker import Worker
 from .commit import Committed, write
+from .datafile import check_data_file
 from .env import (
     GENERATION_KEY,
     StorageConfig,
@@ -40,20 +43,25 @@ from .env import (
 
 log = logging.getLogger("ouroactors.storage")
 _READER_CHECK = "ouroactors:reader-check"
+_DATA_CHECK = "ouroactors:data-check"
 
 
 @dataclass(frozen=True)
 class Backup:
     """Write a consistent, compacted copy of the environment into the empty directory ``target``."""
 
-    target: str
+    target: Annotated[str, Size(1, 4096)]
+
+    def check(self) -> None:
+        if not self.target.startswith("/"):
+            raise BadRequest("Backup", "target", "must be an absolute path", repr(self.target[:80]))
 
 
 @dataclass(frozen=True)
 class Reopen:
     """Close and reopen the environment (e.g. after a restore): a new storage generation."""
 
-    cause: str = "reopened"
+    cause: Text = "reopened"
 
 
 def storage_config(data_dir: str, map_size: int | None = None) -> StorageConfig:
@@ -61,14 +69,20 @@ def storage_config(data_dir: str, map_size: int | None = None) -> StorageConfig:
 
 
 class Storage(Worker):
-    """The storage authority. Asks: ``"status"``, :class:`Backup`, :class:`Reopen`."""
+    """The storage authority. Asks: ``"status"``, :class:`Backup`, :class:`Reopen` (both stamped
+    with the storage generation and checked at the door)."""
 
-    def on_start(self, map_size: int | None = None, reader_check_s: float = 30.0) -> None:
+    protocol = (Backup, Reopen)
+    stamped_only = True
+
+    def on_start(self, map_size: int | None = None, reader_check_s: float = 30.0, data_check_s: float = 1.0) -> None:
         assert self.context is not None
         self.config = storage_config(self.context.data_dir, map_size)
         self.reader_check_s = reader_check_s
+        self.data_check_s = data_check_s
         self._open()
         self.wakeupAfter(timedelta(seconds=reader_check_s), payload=_READER_CHECK)
+        self.wakeupAfter(timedelta(seconds=data_check_s), payload=_DATA_CHECK)
 
     def _open(self) -> None:
         self.env = open_env(self.config)
@@ -95,6 +109,11 @@ class Storage(Worker):
             if cleared:
                 log.warning("%s: cleared %d stale reader slot(s)", self.path, cleared)
             self.wakeupAfter(timedelta(seconds=self.reader_check_s), payload=_READER_CHECK)
+        elif message.payload == _DATA_CHECK:
+            # A data file cut short under the map crashes this actor with the sizes, before a page
+            # read in some writer turns into a SIGBUS; its restart is refused at open (datafile).
+            check_data_file(self.config.path)
+            self.wakeupAfter(timedelta(seconds=self.data_check_s), payload=_DATA_CHECK)
 
     def handle_str(self, message: str, sender: Any) -> Any:
         if message == "status":

@@ -12,6 +12,15 @@ Rules from measurement (``shared/notes/lmdb.md``):
   ``max_readers``/``max_dbs``; nothing resizes in normal operation.
 * ``sync=True, metasync=True``: a commit that returned is durable. Never ``lock=False``.
 * ``reader_check()`` at open and periodically: a killed reader otherwise pins pages forever.
+* Before LMDB maps ``data.mdb``, its size is checked against its own meta pages
+  (:mod:`.datafile`): a truncated file is refused with :class:`DataFileDamaged` instead of
+  crashing the first process that reads a missing page (SIGBUS). The check and LMDB's creation of
+  a new environment are serialised by ``flock`` on ``open.lock``, so a file another process is
+  creating is never mistaken for a damaged one.
+* The files are private: created ``0600`` in a ``0700`` directory, and an existing file (or the
+  directory) that another user owns, or that group or others may write, is refused
+  (:class:`~ouroactors.core.trusted_files.UntrustedFile`); one only readable by others is
+  tightened to ``0600``.
 
 The environment's metadata lives in the ``meta`` database: the schema version (a data dir written
 by a newer schema is refused, naming the version) and the storage generation that writers check
@@ -20,14 +29,22 @@ inside their own write transactions (fencing enforced by the transaction, not by
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
+import stat
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import lmdb
 
-from ...core.errors import OuroactorsError
+from ...core.trusted_files import check_trusted
+from .datafile import DATA_FILE, LOCK_FILE, check_data_file
+from .datafile import DataFileDamaged as DataFileDamaged
+from .datafile import StorageError as StorageError
+
+log = logging.getLogger("ouroactors.storage")
 
 SCHEMA_VERSION = 1
 DEFAULT_MAP_SIZE = 256 << 30  # 256 GiB of address space; the file stays sparse
@@ -38,15 +55,14 @@ KNOWN_DBS = (META_DB, b"ledger", b"ledger_seq", b"ledger_writers", b"ledger_runs
              b"workspace", b"journal", b"journal_anchor", b"journal_blobs")
 SCHEMA_KEY = b"schema_version"
 GENERATION_KEY = b"storage_generation"
+OPEN_LOCK = "open.lock"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
 
 
 def generation_key(authority: str) -> bytes:
     """Where an authority publishes its current generation in ``meta`` (``storage_generation``, …)."""
     return f"{authority}_generation".encode()
-
-
-class StorageError(OuroactorsError):
-    """The environment cannot be used as asked."""
 
 
 class SchemaTooNew(StorageError):
@@ -89,15 +105,43 @@ def open_env(config: StorageConfig) -> lmdb.Environment:
         if replace(opened_with, path=config.path) != config:  # the same path may be spelled otherwise
             raise StorageError(f"{config.path} is already open in this process with other settings")
         return env
-    Path(config.path).mkdir(parents=True, exist_ok=True)
-    env = lmdb.open(
-        config.path, map_size=config.map_size, max_readers=config.max_readers, max_dbs=config.max_dbs,
-        subdir=True, sync=True, metasync=True, lock=True, writemap=False, readahead=False,
-    )
+    env = _open_checked(config)
     env.reader_check()
     _dbs[id(env)] = {name: env.open_db(name) for name in KNOWN_DBS}
     _open[key] = (os.getpid(), env, config)
     return env
+
+
+def _open_checked(config: StorageConfig) -> lmdb.Environment:
+    """Check the directory and files, then let LMDB open (or create) them, under ``open.lock``."""
+    directory = Path(config.path)
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    check_trusted(directory)
+    lock_path = directory / OPEN_LOCK
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        check_trusted(lock_path)
+        # flock, not fcntl: LMDB holds fcntl locks on lock.mdb, and those would not mix.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for name in (DATA_FILE, LOCK_FILE):
+            _check_private(directory / name)
+        check_data_file(config.path)
+        return lmdb.open(
+            config.path, map_size=config.map_size, max_readers=config.max_readers, max_dbs=config.max_dbs,
+            subdir=True, sync=True, metasync=True, lock=True, writemap=False, readahead=False, mode=FILE_MODE,
+        )
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _check_private(path: Path) -> None:
+    """Refuse a file another user could have written; make one others may read private."""
+    if not check_trusted(path):
+        return
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    if mode & 0o077:
+        log.warning("%s: mode %04o lets other users read it; tightening to %04o", path, mode, FILE_MODE)
+        os.chmod(path, FILE_MODE)
 
 
 def close_env(config: StorageConfig) -> None:
