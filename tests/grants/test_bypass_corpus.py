@@ -1,4 +1,5 @@
-"""The bypass corpus (tests/data/grants_bypass.toml): every case through posture.evaluate."""
+"""The bypass corpus (tests/data/grants_bypass.toml): every case through posture.evaluate, over a
+workspace built on disk (tests/grants/conftest.py) so the path cases are judged on real paths."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ CORPUS = Path(__file__).resolve().parent.parent / "data" / "grants_bypass.toml"
 CASES: list[dict[str, Any]] = tomllib.loads(CORPUS.read_text())["case"]
 KNOWN = {"command", "rules", "expect", "why", "tool", "effect", "paths", "domains", "posture", "protected", "root",
          "pad_to", "reason", "scope"}
+
+
+def _fill(value: Any, layout: dict[str, str]) -> Any:
+    """Replace the layout placeholders ({ws}, {out}, {data}, {base}, {WS}) in strings and lists."""
+    if isinstance(value, list):
+        return [_fill(v, layout) for v in value]
+    if isinstance(value, str):
+        for key, real in layout.items():
+            value = value.replace(key, real)
+    return value
 
 
 def _command(case: dict[str, Any]) -> str | None:
@@ -39,7 +50,8 @@ def test_corpus_is_well_formed() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
-def test_bypass_case(case: dict[str, Any]) -> None:
+def test_bypass_case(case: dict[str, Any], layout: dict[str, str]) -> None:
+    case = {key: _fill(value, layout) for key, value in case.items()}
     rules = [parse_rule(text, case.get("scope", "session")) for text in case["rules"]]
     request = Request(
         principal="session-1",

@@ -22,6 +22,17 @@ def _request(tool: str, effect: Effect) -> Request:
     return Request("s1", tool, effect, paths=("src/a.py",), command="ls -l && echo hi > out", domains=("example.com",))
 
 
+@pytest.fixture(autouse=True)
+def _rooted(monkeypatch: pytest.MonkeyPatch, ws: str) -> None:
+    """Every evaluate() here runs with the on-disk workspace as its root (paths are resolved)."""
+    real = posture_mod.evaluate
+
+    def rooted(*args: Any, root: str | None = ws, **kwargs: Any) -> Verdict:
+        return real(*args, root=root, **kwargs)
+
+    monkeypatch.setitem(globals(), "evaluate", rooted)
+
+
 @pytest.mark.parametrize(("tool", "effect"), itertools.product(TOOLS, (Effect.WRITE, Effect.EXECUTE)))
 def test_plan_refuses_write_and_execute_through_every_tool(tool: str, effect: Effect) -> None:
     verdict = evaluate(_request(tool, effect), Posture.PLAN, ALLOW_ALL)
@@ -74,7 +85,10 @@ def test_evaluate_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     assert verdict.decision is Decision.ASK and verdict.reason.startswith("engine error")
 
 
-def test_protected_and_root_reach_the_rules() -> None:
+def test_protected_and_root_reach_the_rules(ws: str, layout: dict[str, str]) -> None:
     req = Request("s1", "Write", Effect.WRITE, paths=("data/x",))
     assert evaluate(req, "default", ALLOW_ALL, ("/w/data",), root="/w").decision is Decision.DENY
     assert evaluate(req, "default", ALLOW_ALL, ("/w/data",)).decision is Decision.ALLOW
+    link = Request("s1", "Write", Effect.WRITE, paths=("data_link/x",))
+    assert evaluate(link, "default", ALLOW_ALL, (layout["{data}"],)).decision is Decision.DENY
+    assert evaluate(req, "default", ALLOW_ALL, ("/w/data",), root=None).decision is Decision.ASK  # unresolvable

@@ -164,32 +164,41 @@ def test_deny_by_path_pattern_denies_basename() -> None:
         assert decide(bash(command), rules).decision is Decision.DENY, command
 
 
-def test_protected_writes_come_first() -> None:
+def test_protected_writes_come_first(ws: str, layout: dict[str, str]) -> None:
     rules = _rules(("node", "allow:Write(**)"), ("node", "allow:Tool(*)"))
-    for path in (".git", ".git/config", "a/.git/hooks/x", "/w/.Git/index", "a/b/../.git/x"):
-        verdict = decide(write(path), rules)
+    for path in (".git", ".git/config", "a/.git/hooks/x", "/w/.Git/index", "a/b/../.git/x", "g/hooks/pre-commit",
+                 "sub/.GIT/config"):
+        verdict = decide(write(path), rules, root=ws)
         assert verdict.decision is Decision.DENY and ".git" in verdict.reason and verdict.rule is None, path
     for path in (".gitignore", "a/.github/workflows/x.yml", "git/x"):
-        assert decide(write(path), rules).decision is Decision.ALLOW, path
-    verdict = decide(write("/data/ouro/x"), rules, protected=("/data/ouro/",))
+        assert decide(write(path), rules, root=ws).decision is Decision.ALLOW, path
+    data = layout["{data}"]
+    verdict = decide(write(f"{data}/x"), rules, protected=(data + "/",))
     assert verdict.decision is Decision.DENY and "protected" in verdict.reason
-    assert decide(write("/data/ouro"), rules, protected=("/data/ouro",)).decision is Decision.DENY
-    assert decide(write("/data/ouroboros"), rules, protected=("/data/ouro",)).decision is Decision.ALLOW
-    read = Request("s", "Read", Effect.READ, paths=("/data/ouro/x", ".git/config"))
-    assert decide(read, _rules(("user", "allow:Read(**)")), protected=("/data/ouro",)).decision is Decision.ALLOW
+    assert decide(write(data), rules, protected=(data,)).decision is Decision.DENY
+    assert decide(write("data_link/x"), rules, protected=(data,), root=ws).decision is Decision.DENY  # real location
+    assert decide(write(data + "base"), rules, protected=(data,)).decision is Decision.ALLOW  # Tool(*) covers it
+    read = Request("s", "Read", Effect.READ, paths=(f"{data}/x", ".git/config"))
+    assert decide(read, _rules(("user", "allow:Read(**)"), ("user", f"allow:Read({data}/**)")),
+                  protected=(data,), root=ws).decision is Decision.ALLOW
 
 
-def test_path_escapes() -> None:
+def test_path_escapes(ws: str) -> None:
     rules = _rules(("node", "allow:Read(**)"))
     for path in ("..", "../x", "a/../../x", "./../x"):
-        verdict = decide(Request("s", "Read", Effect.READ, paths=(path,)), rules)
+        verdict = decide(Request("s", "Read", Effect.READ, paths=(path,)), rules, root=ws)
         assert verdict.decision is Decision.DENY and "path escapes" in verdict.reason, path
-    assert decide(Request("s", "Read", Effect.READ, paths=("a/../b",)), rules).decision is Decision.ALLOW
-    assert decide(Request("s", "Read", Effect.READ, paths=("/a/../../b",)), rules).decision is Decision.ALLOW
+    inside = Request("s", "Read", Effect.READ, paths=("src/../notes.md",))
+    assert decide(inside, rules, root=ws).decision is Decision.ALLOW
+    verdict = decide(Request("s", "Read", Effect.READ, paths=("/nonexistent-a/../../b",)), rules, root=ws)
+    assert verdict.decision is Decision.ASK and "cannot resolve" in verdict.reason  # `..` after a missing component
+    for path in ("link_out/x", "src_link/../../outside/x", "loop_a/x", "proc_link/x", "/proc/self/cwd/x"):
+        verdict = decide(Request("s", "Read", Effect.READ, paths=(path,)), rules, root=ws)
+        assert verdict.decision is not Decision.ALLOW, (path, verdict)
 
 
-def test_globs() -> None:
-    def covers(pattern: str, path: str, root: str | None = None) -> bool:
+def test_globs(ws: str) -> None:
+    def covers(pattern: str, path: str, root: str | None = ws) -> bool:
         rule = parse_rule(f"allow:Read({pattern})", "user")
         return decide(Request("s", "Read", Effect.READ, paths=(path,)), [rule], root=root).decision is Decision.ALLOW
 
@@ -198,17 +207,20 @@ def test_globs() -> None:
     assert covers("**/*.py", "a.py") and covers("**/*.py", "a/b/c.py") and not covers("**/*.py", "a/b.pyc")
     assert covers("src/?.py", "src/a.py") and not covers("src/?.py", "src/ab.py")
     assert covers("/etc/**", "/etc/hosts") and not covers("/etc/**", "/etcetera")
-    assert covers("src/**", "/w/src/a.py", root="/w") and covers("/w/src/**", "src/a.py", root="/w")
-    assert not covers("src/**", "/elsewhere/src/a.py", root="/w")
+    assert covers("src/**", f"{ws}/src/a.py") and covers(f"{ws}/src/**", "src/a.py")
+    assert not covers("src/**", "/elsewhere/src/a.py")
+    assert covers("src/**", "src_link/a.py") and not covers("src_link/**", "src_link/a.py")  # the real path
+    assert not covers("**", "/etc/hosts") and not covers("**", "etc_link/hosts")  # relative globs stay inside
+    assert not covers("src/*", "src/a.py", root=None)  # a relative path without a root cannot be resolved
     assert covers("[ab].py", "[ab].py") and not covers("[ab].py", "a.py")  # no character classes
 
 
-def test_path_rules_follow_the_effect() -> None:
+def test_path_rules_follow_the_effect(ws: str) -> None:
     rules = _rules(("user", "allow:Write(**)"))
-    assert decide(Request("s", "Read", Effect.READ, paths=("a",)), rules).decision is Decision.ASK
+    assert decide(Request("s", "Read", Effect.READ, paths=("a",)), rules, root=ws).decision is Decision.ASK
     rules = _rules(("user", "allow:Edit(src/**)"))
-    assert decide(Request("s", "Write", Effect.WRITE, paths=("src/a",)), rules).decision is Decision.ALLOW
-    assert decide(Request("s", "Bash", Effect.EXECUTE, paths=("src/a",)), rules).decision is Decision.ASK
+    assert decide(Request("s", "Write", Effect.WRITE, paths=("src/a",)), rules, root=ws).decision is Decision.ALLOW
+    assert decide(Request("s", "Bash", Effect.EXECUTE, paths=("src/a",)), rules, root=ws).decision is Decision.ASK
 
 
 def test_everything_must_be_covered() -> None:

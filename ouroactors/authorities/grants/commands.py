@@ -49,7 +49,10 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from .code_findings import inspect
+from .code_options import SHELLS, Finding
 from .shell import MAX_DEPTH, Parser, TooDeep, Unparseable, Word
+from .wrappers import WRAPPERS, Opts
 
 MAX_SEGMENTS = 512
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
@@ -57,12 +60,16 @@ TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/lo
 
 @dataclass(frozen=True)
 class Form:
-    """One layer of a segment: its argv (program normalised), the program word as written, and the
-    taint (``privilege``, ``env``, ``xargs``, ``find``) of unwrapping it further, if any."""
+    """One layer of a segment: its argv (program normalised), the program word as written, the
+    taint (``privilege``, ``env``, ``xargs``, ``find``, ``code`` …) of unwrapping it further, if
+    any, and — when it runs code through an option (:mod:`.code_options`) — the argv index an allow
+    must spell literally (``code``) and why."""
 
     argv: tuple[str, ...]
     invoked: str
     taint: str | None = None
+    code: int | None = None
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class Segmentation:
     truncated: bool = False
     unparseable: str | None = None
     details: tuple[Segment, ...] = ()  # the same segments with their forms
+    writes: tuple[str | None, ...] = ()  # files the command writes (redirections, -o …); None: named at run time
 
     @property
     def complete(self) -> bool:
@@ -115,6 +123,7 @@ def segments(command: str, *, max_len: int = 4096) -> Segmentation:
 @dataclass
 class _Context:
     found: list[Segment] = field(default_factory=list)
+    writes: list[str | None] = field(default_factory=list)
 
     def add(self, seg: Segment) -> None:
         if len(self.found) >= MAX_SEGMENTS:
@@ -122,87 +131,44 @@ class _Context:
         self.found.append(seg)
 
     def parse(self, text: str, depth: int) -> None:
-        Parser(text, lambda words, redirs, d: _unwrap(self, d, words, redirs, ()), depth).parse()
+        def on_command(words: list[Word], redirs: tuple[Word, ...], d: int) -> None:
+            self.writes.extend(_written(redirs))
+            _unwrap(self, d, words, redirs, ())
+
+        Parser(text, on_command, depth).parse()
+
+    def merge(self, sub: _Context, outer: tuple[Form, ...]) -> None:
+        self.writes.extend(sub.writes)
+        for seg in sub.found:
+            self.add(Segment((*outer, *seg.forms)))
 
     def result(self, truncated: bool = False, unparseable: str | None = None) -> Segmentation:
         found = tuple(self.found)
-        return Segmentation(tuple(s.argv for s in found), truncated, unparseable, found)
+        return Segmentation(tuple(s.argv for s in found), truncated, unparseable, found, tuple(self.writes))
+
+
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+
+
+def _written(redirs: tuple[Word, ...]) -> list[str | None]:
+    """The files output redirections write (``>&2`` and ``>&-`` duplicate or close a descriptor)."""
+    out = list[str | None]()
+    for op, target in zip(redirs[::2], redirs[1::2], strict=False):
+        kind = op.value.lstrip("0123456789")
+        if kind in _WRITE_OPS or (kind == ">&" and not (target.value.isdigit() or target.value == "-")):
+            out.append(None if target.dynamic else target.value)
+    return out
 
 
 _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 _KEYWORDS = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc"})
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
-
-
-@dataclass(frozen=True)
-class _Opts:
-    """A wrapper's option grammar; anything else is unparseable (it might consume the program)."""
-
-    flags: str = ""  # short options without a value
-    valued: str = ""  # short options with a value (attached or the next word)
-    optional: str = ""  # short options with an optional attached value
-    long_flags: frozenset[str] = frozenset()
-    long_valued: frozenset[str] = frozenset()
-    operands: int = 0  # operands before the program (timeout's DURATION)
-    assignments: bool = False  # NAME=value words before the program
-    numeric: bool = False  # `-N` (nice)
-    taint: str | None = None
-    default: tuple[str, ...] = ()  # what runs when no program is named
-    joins: bool = False  # the words are also joined into one shell line and parsed again (watch)
-    command_opt: bool = False  # `-c CMD` / `--command=CMD` anywhere is a shell string (su, flock)
-    opaque: bool = False  # without -c, do not unwrap (`su root` names a user, not a program)
-
-
-def _fs(*names: str) -> frozenset[str]:
-    return frozenset(names)
-
-
-_WRAPPERS: dict[str, _Opts] = {
-    "env": _Opts("i0v-", "uC", long_flags=_fs("ignore-environment", "null", "debug", "block-signal",
-                 "default-signal", "ignore-signal", "list-signal-handling"),
-                 long_valued=_fs("unset", "chdir"), assignments=True),  # -S is not parsed: unparseable
-    "sudo": _Opts("AbEHiknPSsVB", "ughpCDrtTUR", long_flags=_fs("askpass", "background", "preserve-env", "set-home",
-                  "login", "non-interactive", "preserve-groups", "stdin", "shell", "bell", "reset-timestamp"),
-                  long_valued=_fs("user", "group", "host", "prompt", "close-from", "chdir", "role", "type",
-                                  "command-timeout", "other-user", "chroot"), assignments=True, taint="privilege"),
-    "doas": _Opts("ns", "uC", taint="privilege"),
-    "xargs": _Opts("0rtpxo", "adEILnPs", "eil", _fs("null", "no-run-if-empty", "verbose", "interactive", "exit",
-                   "open-tty", "max-lines", "replace", "eof"),
-                   _fs("arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"),
-                   taint="xargs", default=("echo",)),
-    "nohup": _Opts(),
-    "time": _Opts("pvqa", "fo", long_flags=_fs("portability", "verbose", "quiet", "append"),
-                  long_valued=_fs("format", "output")),
-    "nice": _Opts("", "n", long_valued=_fs("adjustment"), numeric=True),
-    "timeout": _Opts("v", "ks", long_flags=_fs("preserve-status", "foreground", "verbose"),
-                     long_valued=_fs("kill-after", "signal"), operands=1),
-    "exec": _Opts("cl", "a"),
-    "command": _Opts("pvV"),
-    "builtin": _Opts(),
-    "stdbuf": _Opts("", "ioe", long_valued=_fs("input", "output", "error")),
-    "setsid": _Opts("cfw", long_flags=_fs("ctty", "fork", "wait")),
-    "busybox": _Opts(),
-    "ionice": _Opts("t", "cnpPu", long_flags=_fs("ignore"),
-                    long_valued=_fs("class", "classdata", "pid", "pgid", "uid")),
-    "taskset": _Opts("ac", long_flags=_fs("all-tasks", "cpu-list"), operands=1),
-    "chroot": _Opts(long_flags=_fs("skip-chdir"), long_valued=_fs("userspec", "groups"), operands=1, taint="privilege"),
-    "flock": _Opts("sxnuoFv", "wE", long_flags=_fs("shared", "exclusive", "nonblock", "unlock", "close", "verbose"),
-                   long_valued=_fs("timeout", "conflict-exit-code"), operands=1, command_opt=True),
-    "watch": _Opts("bcCegptwx", "n", "d", _fs("beep", "color", "no-color", "errexit", "chgexit", "precise", "no-title",
-                   "no-wrap", "exec", "differences"), _fs("interval"), joins=True),
-    "su": _Opts("lmpfP-", "sgGw", long_valued=_fs("shell", "group", "supp-group", "whitelist-environment"),
-                taint="privilege", command_opt=True, opaque=True),  # `su root` names a user, not a program
-    "runuser": _Opts("lmpfP-", "ugGsw", long_flags=_fs("login", "preserve-environment", "pty"),
-                     long_valued=_fs("user", "group", "supp-group", "shell", "whitelist-environment"),
-                     taint="privilege", command_opt=True),
-}
 
 
 def _joined(words: list[Word]) -> Word:
     return Word(" ".join(w.value for w in words), any(w.dynamic for w in words))
 
 
-def _command_option(name: str, spec: _Opts, args: list[Word]) -> Word | None:
+def _command_option(name: str, spec: Opts, args: list[Word]) -> Word | None:
     """The value of ``-c CMD`` / ``-lc CMD`` / ``--command[=]CMD`` among the options and first operand
     of ``args`` (``su root -c CMD``, ``flock FILE -c CMD``), if any. ``runuser -u`` runs a program."""
     i, operands = 0, 0
@@ -244,7 +210,7 @@ def _command_option(name: str, spec: _Opts, args: list[Word]) -> Word | None:
     return None
 
 
-def _strip(name: str, spec: _Opts, args: list[Word]) -> tuple[list[Word], list[Word], bool]:
+def _strip(name: str, spec: Opts, args: list[Word]) -> tuple[list[Word], list[Word], bool]:
     """Split a wrapper's arguments into (its options, the wrapped command, assignments seen)."""
     i, operands, options, assigned, value_next = 0, spec.operands, True, False, False
     while i < len(args):
@@ -261,9 +227,9 @@ def _strip(name: str, spec: _Opts, args: list[Word]) -> tuple[list[Word], list[W
             pass
         elif options and v.startswith("--"):
             key, eq, _ = v[2:].partition("=")
-            if key not in spec.long_valued | spec.long_flags:
+            if key not in spec.long_valued | spec.long_flags | spec.long_optional:
                 raise Unparseable(f"{name}: unknown option {v!r}")
-            value_next = key in spec.long_valued and not eq
+            value_next = key in spec.long_valued and not eq and key not in spec.long_optional
         elif options and v.startswith("-") and len(v) > 1:
             for j, ch in enumerate(v[1:], 1):
                 if ch in spec.optional:
@@ -281,9 +247,9 @@ def _strip(name: str, spec: _Opts, args: list[Word]) -> tuple[list[Word], list[W
     return args[:i], args[i:], assigned
 
 
-def _shell_string(name: str, args: list[Word]) -> Word | None:
-    """The ``-c`` command string of a shell invocation, or None if it runs a script or stdin."""
-    has_c, i = False, 0
+def _shell_string(name: str, args: list[Word]) -> tuple[Word | None, bool]:
+    """``(the -c command string, reads stdin)`` of a shell invocation: (None, False) runs a script file."""
+    has_c, stdin, i = False, False, 0
     while i < len(args) and args[i].value.startswith(("-", "+")) and args[i].value not in ("-", "--", "+"):
         v = args[i].value
         if args[i].dynamic:
@@ -292,18 +258,39 @@ def _shell_string(name: str, args: list[Word]) -> Word | None:
             i += 1
         elif not v.startswith("--"):
             has_c = has_c or "c" in v
+            stdin = stdin or "s" in v
             i += sum(ch in "oO" for ch in v)
         i += 1
     if i < len(args) and args[i].value in ("-", "--"):
         i += 1
     if not has_c:
-        return None
+        return None, stdin or i >= len(args)
     if i >= len(args):
         raise Unparseable(f"{name} -c without a command string")
-    return args[i]
+    return args[i], False
 
 
-def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[str, ...], outer: tuple[Form, ...]) -> None:
+def _here_string(redirs: tuple[Word, ...]) -> Word | None:
+    return next((t for op, t in zip(redirs[::2], redirs[1::2], strict=False) if op.value.endswith("<<<")), None)
+
+
+def _judge_inner(ctx: _Context, depth: int, found: Finding, outer: tuple[Form, ...]) -> None:
+    """Judge what a form runs through its options (:mod:`.code_options`) as segments of their own,
+    reached through ``outer`` (whose last form is tainted ``code``: an allow of the inner command
+    does not vouch for the option that runs it)."""
+    for command in found.commands:
+        sub = _Context()
+        try:
+            sub.parse(command.value, depth + 1)
+        finally:
+            ctx.merge(sub, outer)
+    for words in found.argvs:
+        _unwrap(ctx, depth + 1, list(words), (), outer)
+    for argv in found.synthetic:
+        ctx.add(Segment((*outer, Form(argv, argv[0]))))
+
+
+def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ...], outer: tuple[Form, ...]) -> None:
     """Emit the segment(s) of one simple command, unwrapping wrappers; ``outer`` holds the forms so far."""
     if depth > MAX_DEPTH:
         raise TooDeep()
@@ -313,39 +300,57 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[str, ...
         return
     if words[0].value == "case":
         raise Unparseable("case statements are not parsed")
+    tail = tuple(r.value for r in redirs)
     n = 0
     while n < len(words) and _ASSIGN.match(words[n].value):
         n += 1
-    if n:  # with nothing after them, assignments run nothing (their substitutions were parsed already)
+    if n:  # assignments alone run nothing (their substitutions were parsed already) unless they name code
+        found = inspect("export", words[:n])
+        assignment = Form((words[0].value, *(w.value for w in words[1:]), *tail), words[0].value, "env",
+                          None if found.code is None else found.code - 1, found.why)
+        _judge_inner(ctx, depth, found, (*outer, Form(assignment.argv, assignment.invoked, "code")))
         if n < len(words):  # the rest is unwrapped again: keywords after assignments are stripped too
-            assignment = Form((words[0].value, *(w.value for w in words[1:]), *redirs), words[0].value, "env")
             _unwrap(ctx, depth + 1, words[n:], redirs, (*outer, assignment))
+        elif found.code is not None:
+            ctx.add(Segment((*outer, assignment)))
         return
     prog = words[0]
     if prog.dynamic:
         raise Unparseable(f"program name {prog.value!r} is computed at run time")
     name = program_name(prog.value)
-    argv = (name, *(w.value for w in words[1:]), *redirs)
-    form = Form(argv, prog.value)
+    argv = (name, *(w.value for w in words[1:]), *tail)
+    found = inspect(name, words[1:])
+    ctx.writes.extend(found.writes)
+    _judge_inner(ctx, depth, found, (*outer, Form(argv, prog.value, "code", found.code, found.why)))
+    form = Form(argv, prog.value, None, found.code, found.why)
     script: Word | None = None
-    if name in _WRAPPERS:
-        spec = _WRAPPERS[name]
+    if name in WRAPPERS:
+        spec = WRAPPERS[name]
         script = _command_option(name, spec, words[1:]) if spec.command_opt else None
         rest, assigned = list[Word](), False
         if script is None and not spec.opaque:
             _, rest, assigned = _strip(name, spec, words[1:])
+            if spec.until:
+                rest = rest[: next((i for i, w in enumerate(rest) if w.value in spec.until), len(rest))]
         if rest or (spec.default and script is None and not spec.opaque):
             taint = spec.taint or ("env" if assigned else None)
             inner = rest or [Word(p) for p in spec.default]
-            _unwrap(ctx, depth + 1, list(inner), redirs, (*outer, Form(argv, prog.value, taint)))
+            _unwrap(ctx, depth + 1, list(inner), redirs, (*outer, Form(argv, prog.value, taint, found.code, found.why)))
             if not (rest and spec.joins):
                 return
             script = _joined(rest)  # watch runs `sh -c "ARGS…"` (or, with -x, ARGS): judge both readings
-        form = Form(argv, prog.value, spec.taint)
+        elif script is None and spec.stdin_shell and found.code is None:
+            found.mark(0, f"{name} starts a shell that reads commands from stdin")
+        form = Form(argv, prog.value, spec.taint, found.code, found.why)
     elif name == "eval":
         script = _joined(words[1:])
-    elif name in _SHELLS:
-        script = _shell_string(name, words[1:])
+    elif name in SHELLS:
+        script, stdin = _shell_string(name, words[1:])
+        here = _here_string(redirs) if script is None and stdin else None
+        if here is not None:
+            script = here  # `sh <<< STR` runs STR: judge it like `sh -c STR`
+        elif stdin:
+            form = Form(argv, prog.value, None, 0, f"{name} reads commands from stdin")
     if script is not None:
         if script.dynamic:
             raise Unparseable(f"{name}: the command string is computed at run time")
@@ -355,15 +360,14 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[str, ...
         try:
             sub.parse(script.value, depth + 1)
         finally:
-            for seg in sub.found:
-                ctx.add(Segment((*outer, form, *seg.forms)))
+            ctx.merge(sub, (*outer, form))
         return
     ctx.add(Segment((*outer, form)))
     if name == "find":
-        _find_exec(ctx, depth, words, redirs, (*outer, Form(argv, prog.value, "find")))
+        _find_exec(ctx, depth, words, redirs, (*outer, Form(argv, prog.value, "find", found.code, found.why)))
 
 
-def _find_exec(ctx: _Context, depth: int, words: list[Word], redirs: tuple[str, ...], outer: tuple[Form, ...]) -> None:
+def _find_exec(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ...], outer: tuple[Form, ...]) -> None:
     i = 1
     while i < len(words):
         if words[i].value in ("-exec", "-execdir", "-ok", "-okdir"):

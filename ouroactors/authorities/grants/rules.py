@@ -1,15 +1,20 @@
-"""Permission rules and the decision over one request — pure, synchronous, no I/O.
+"""Permission rules and the decision over one request — synchronous; reads the disk only to resolve paths.
 
 A :class:`Request` names a principal (session), a tool, an effect class (read | write | execute |
 network), paths, a shell command and network domains. :func:`decide` answers allow, ask or deny:
 
-1. **Paths** are normalised (``posixpath.normpath``); a relative path that climbs out (``../x``)
-   is denied ("path escapes"). A *write* touching a ``.git`` path segment (any case) or anything
-   under a ``protected`` root (the project's data dir) is denied before any rule is read.
+1. **Paths** are judged where they really are (:mod:`.targets`): each path of the request, and
+   each file the command writes (output redirections, ``tee``, ``--output``-style options), is
+   resolved on disk by the workspace's canonicaliser (symlinks, ``..`` after resolution; relative
+   paths against ``root``). A relative path that climbs out as written (``../x``) is denied
+   ("path escapes"). A *write* into ``.git`` (any case, as spelled or as resolved, or the root's
+   real git dir) or under a ``protected`` root (the data dir, spelled or resolved) is denied
+   before any rule is read.
 2. **Items.** The request is split into what rules judge: each simple command of ``command``
    (see :mod:`.commands`), each path, each domain, plus the tool name itself.
-3. A **deny** matching ANY item (any form of any segment) denies. A truncated or unparseable
-   command then asks (never allow — even if an allow matches a prefix), as does an empty one.
+3. A **deny** matching ANY item (any form of any segment, any spelling of a path) denies. A
+   truncated or unparseable command then asks (never allow — even if an allow matches a prefix),
+   as does an empty one, a write to a file named at run time, and a path that cannot be resolved.
    An **ask** matching any item asks. Otherwise the request is **allowed** only if EVERY item is
    covered by an allow (or a ``Tool(name)`` allow covers the request's tool); else ask — "no rule".
 4. Rank is deny > ask > allow; a rule's :class:`Scope` (node > user > workspace > session) only
@@ -22,8 +27,10 @@ network), paths, a shell command and network domains. :func:`decide` answers all
 ``Bash(git*)`` literal prefix of the command text; ``Bash(*)`` every command; other ``*``/``?``
 match within one word. Command rules judge the request's command whatever the tool is called.
 ``Read(glob)`` judges the paths of read requests, ``Write(glob)``/``Edit(glob)`` those of write
-requests — again whatever the tool — with ``**`` spanning directories and ``*``/``?`` not;
-relative globs match paths relative to ``root`` when given. ``WebFetch(domain:host)`` matches the
+requests — again whatever the tool — with ``**`` spanning directories and ``*``/``?`` not. An
+allow sees only the resolved path: a relative glob matches only paths really inside ``root``
+(``Write(**)`` never covers ``/etc/passwd`` nor ``link_out/x``), an absolute glob only the real
+location. Deny and ask rules also see the spellings. ``WebFetch(domain:host)`` matches the
 host exactly, ``domain:*.host`` its subdomains (not ``host`` itself, nor ``host.evil.net``),
 ``domain:*`` any host. ``Tool(name)`` or a bare name (``Bash``, ``mcp__srv__*``) matches the tool.
 
@@ -31,7 +38,10 @@ host exactly, ``domain:*.host`` its subdomains (not ``host`` itself, nor ``host.
 form of a segment (``sudo rm x`` is ``rm x`` too). An allow of an inner form does not cover a
 segment unwrapped through a tainting wrapper (``sudo``, ``VAR=value``, ``xargs``, ``find -exec``)
 — only an allow of the form as written does — and a program named by a path outside the system
-bin directories (``./git``, ``/tmp/x/git``) is covered only by a rule naming that path.
+bin directories (``./git``, ``/tmp/x/git``) is covered only by a rule naming that path. A form
+that runs code through an option (:mod:`.code_options`: ``git -c core.pager=…``, ``python3 -c``,
+``find -delete``, ``GIT_PAGER=… git log``) is covered only by an allow that spells the program and
+that option literally (:mod:`.matching`); what the option runs is judged as a segment too.
 
 No path family judges execute or network requests: their paths are covered only by a ``Tool()``
 allow. :func:`safe_decide` answers any exception inside :func:`decide` with ask, never allow.
@@ -39,18 +49,19 @@ allow. :func:`safe_decide` answers any exception inside :func:`decide` with ask,
 
 from __future__ import annotations
 
-import posixpath
 import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from typing import Literal
 
 from ...core.errors import OuroactorsError
-from .commands import Form, Segment, program_name, segments, trusted_program
+from .commands import Segment, Segmentation, segments
+from .matching import host, host_matches, path_matches, segment_matches
+from .targets import HARMLESS_SINKS, Context, PathView, norm, protected_reason, view
+from .targets import context as targets_context
 
 MAX_RULE_BYTES = 512
 
@@ -213,96 +224,26 @@ def _check_glob(text: str, arg: str) -> str:
     return arg + "**" if arg.endswith("/") else arg
 
 
-@lru_cache(maxsize=2048)
-def _command_matcher(pattern: str, allow: bool) -> tuple[str, tuple[str, ...], bool]:
-    """(mode, words, rest): mode "any", "prefix" (words[0] is the text) or "words"."""
-    if pattern == "*":
-        return ("any", (), True)
-    words = shlex.split(pattern)
-    if words[0] and "/" in words[0] and not any(ch in words[0] for ch in "*?["):
-        # a path-named program: allows compare the path as written, denies/asks the basename
-        words[0] = posixpath.normpath(words[0]) if allow else program_name(words[0])
-    if pattern.endswith("*") and not pattern.endswith(" *"):
-        return ("prefix", (" ".join(words)[:-1],), True)
-    rest = words[-1] == "*"
-    return ("words", tuple(words[:-1] if rest else words), rest)
-
-
-def _form_matches(rule: Rule, form: Form) -> bool:
-    allow = rule.action is Decision.ALLOW
-    mode, words, rest = _command_matcher(rule.pattern, allow)
-    if mode == "any":
-        return True
-    argv = form.argv
-    if allow:
-        first = rule.pattern.split(None, 1)[0]
-        if "/" in first and not any(ch in first for ch in "*?["):
-            argv = (posixpath.normpath(form.invoked), *argv[1:])
-        elif not trusted_program(form.invoked):
-            return False
-    if mode == "prefix":
-        return " ".join(argv).startswith(words[0])
-    if len(argv) < len(words) or (len(argv) > len(words) and not rest):
-        return False
-    return all(fnmatchcase(a, w) if any(c in w for c in "*?[") else a == w for a, w in zip(argv, words, strict=False))
-
-
-def _segment_matches(rule: Rule, seg: Segment) -> bool:
-    if rule.action is not Decision.ALLOW:
-        return any(_form_matches(rule, f) for f in seg.forms)
-    for form in seg.forms:  # an allow vouches for a form only if nothing outside it was tainted
-        if _form_matches(rule, form):
-            return True
-        if form.taint is not None:
-            return False
-    return False
-
-
-@lru_cache(maxsize=2048)
-def _glob(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("(?:/.*)?")  # dir/** covers dir itself too
-            i += 3
-        elif pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        else:
-            out.append({"*": "[^/]*", "?": "[^/]"}.get(pattern[i], re.escape(pattern[i])))
-            i += 1
-    return re.compile("".join(out), re.S)
-
-
-def _host(domain: str) -> str | None:
-    host = re.sub(r":\d+\Z", "", domain.strip().lower()).rstrip(".")
-    return host if _HOST.fullmatch(host) else None  # not a host name: no domain rule covers it
-
-
 @dataclass(frozen=True)
 class _Item:
     label: str
     kind: RuleKind
     segment: Segment | None = None
-    paths: tuple[str, ...] = ()  # the forms a path may be matched in (as given, relative, absolute)
+    view: PathView | None = None
+    effect: Effect | None = None  # a path item's effect (a redirection is a write whatever the request)
     host: str | None = None
 
     def matched_by(self, rule: Rule, req: Request) -> bool:
         if rule.kind != self.kind:
             return False
+        allow = rule.action is Decision.ALLOW
         if self.segment is not None:
-            return _segment_matches(rule, self.segment)
-        if self.kind == "path":
-            return _PATH_FAMILIES.get(rule.tool or "") is req.effect and any(
-                _glob(rule.pattern).fullmatch(p) for p in self.paths)
+            return segment_matches(rule.pattern, allow, self.segment)
+        if self.view is not None:
+            forms = self.view.real if allow else self.view.forms  # allows see only the real location
+            return _PATH_FAMILIES.get(rule.tool or "") is self.effect and path_matches(rule.pattern, forms)
         if self.kind == "domain":
-            if self.host is None:
-                return False
-            p = rule.pattern
-            return p == "*" or self.host == p or (p.startswith("*.") and self.host.endswith(p[1:]))
+            return host_matches(rule.pattern, self.host)
         return fnmatchcase(req.tool, rule.pattern)
 
 
@@ -310,42 +251,39 @@ def _best(rules: Sequence[Rule]) -> Rule:
     return min(rules, key=lambda r: r.scope.precedence)  # min is stable: the first listed wins a tie
 
 
-def _norm(path: str) -> str:
-    """``posixpath.normpath``, with POSIX's implementation-defined leading ``//`` folded to ``/``
-    (else ``//etc/passwd`` would escape ``Write(/etc/**)`` and the protected roots)."""
-    path = posixpath.normpath(path) if path else "."
-    return "/" + path.lstrip("/") if path.startswith("//") else path
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
+def _path_items(req: Request, split: Segmentation | None, ctx: Context) -> list[_Item] | Verdict:
+    """One item per requested path and per file the command writes; a protected write or a
+    relative path that climbs out is a deny verdict instead."""
+    wanted = [(raw, req.effect, "path") for raw in req.paths]
+    wanted += [(w, Effect.WRITE, "write") for w in (split.writes if split is not None else ()) if w is not None
+               and norm(w) not in HARMLESS_SINKS]
+    items = list[_Item]()
+    for raw, effect, what in wanted:
+        path = norm(raw)
+        if not path.startswith("/") and (path == ".." or path.startswith("../")):
+            return Verdict(Decision.DENY, f"path escapes: {raw!r}")
+        v = view(raw, ctx)
+        if effect is Effect.WRITE and (why := protected_reason(v, ctx)) is not None:
+            return Verdict(Decision.DENY, why)
+        label = f"{what} {raw!r}" + (f" (really {v.resolved})" if v.resolved and v.resolved != path else "")
+        items.append(_Item(label, "path", view=v, effect=effect))
+    return items
 
 
 def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...] = (),
            root: str | None = None) -> Verdict:
     """Decide one request; see the module docstring for the order. ``protected`` roots (the data
     dir) and ``root`` (the workspace, for relative paths) are absolute."""
-    req, items = request, list[_Item]()
-    roots = tuple(_norm(r) for r in protected)
-    for raw in req.paths:
-        path = _norm(raw)
-        if not path.startswith("/") and (path == ".." or path.startswith("../")):
-            return Verdict(Decision.DENY, f"path escapes: {raw!r}")
-        absolute = _norm(posixpath.join(root, path)) if root and not path.startswith("/") else path
-        if req.effect is Effect.WRITE:
-            if ".git" in (part.lower() for part in path.split("/")):
-                return Verdict(Decision.DENY, f"protected: {raw!r} is inside .git")
-            for prot in roots:
-                if _under(absolute, prot):
-                    return Verdict(Decision.DENY, f"protected: {raw!r} is under {prot}")
-        forms = {path, absolute}
-        if root and _under(absolute, _norm(root)):
-            forms.add(posixpath.relpath(absolute, _norm(root)))
-        items.append(_Item(f"path {raw!r}", "path", paths=tuple(sorted(forms))))
+    req = request
     split = segments(req.command) if req.command is not None else None
+    found = _path_items(req, split, targets_context(root, protected))
+    if isinstance(found, Verdict):
+        return found
+    items = found
     if split is not None:
-        items += [_Item(f"command {' '.join(s.argv)[:80]!r}", "command", segment=s) for s in split.details]
-    items += [_Item(f"domain {d!r}", "domain", host=_host(d)) for d in req.domains]
+        items += [_Item(f"command {' '.join(s.argv)[:80]!r}" + _code_note(s), "command", segment=s)
+                  for s in split.details]
+    items += [_Item(f"domain {d!r}", "domain", host=host(d)) for d in req.domains]
     items.append(_Item(f"tool {req.tool!r}", "tool"))
 
     matches = {d: [(r, it) for r in rules if r.action is d for it in items if it.matched_by(r, req)] for d in Decision}
@@ -359,6 +297,13 @@ def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...
         return Verdict(Decision.ASK, f"unparseable command: {split.unparseable}")
     if split is not None and not split.segments:
         return Verdict(Decision.ASK, "empty command: nothing to match")
+    if split is not None and None in split.writes:
+        return Verdict(Decision.ASK, "the command writes to a file named at run time")
+    unresolved = [it for it in items if it.view is not None and it.view.resolved is None]
+    if unresolved:
+        v = unresolved[0].view
+        assert v is not None
+        return Verdict(Decision.ASK, f"cannot resolve {unresolved[0].label}: {v.problem}")
     if matches[Decision.ASK]:
         rule = _best([r for r, _ in matches[Decision.ASK]])
         item = next(it for r, it in matches[Decision.ASK] if r is rule)
@@ -376,11 +321,21 @@ def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...
         else:
             uncovered.append(item.label)
     if not winners or uncovered:
-        return Verdict(Decision.ASK, "no rule" + (f" covers {', '.join(uncovered)}" if winners else ""))
+        coded = [label for label in uncovered if label.endswith(_NAMES_IT)]
+        shown = uncovered if winners else coded
+        return Verdict(Decision.ASK, "no rule" + (f" covers {', '.join(shown)}" if shown else ""))
     rule = max(winners, key=lambda r: r.scope.precedence)
     more = len({id(r) for r in winners}) - 1
     return Verdict(Decision.ALLOW, f"allowed by {rule.scope.value} rule {rule}"
                    + (f" and {more} more" if more else ""), rule)
+
+
+_NAMES_IT = ": only a rule that names it allows it]"
+
+
+def _code_note(seg: Segment) -> str:
+    why = next((f.why for f in seg.forms if f.why), None)
+    return f" [{why}{_NAMES_IT}" if why else ""
 
 
 def safe_decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...] = (),

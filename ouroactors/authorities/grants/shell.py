@@ -45,7 +45,9 @@ class Word:
     plain: str = ""  # its unquoted characters (for glob / brace detection)
 
 
-OnCommand = Callable[[list[Word], tuple[str, ...], int], None]  # (words, redirections, depth)
+# (words, redirections as operator/target word pairs flattened, depth): the operator word's value is
+# the operator (``2>``, ``>>``, ``<<<`` …), the target word keeps whether it is computed at run time
+OnCommand = Callable[[list[Word], tuple[Word, ...], int], None]
 
 _META = frozenset(" \t\n;&|()<>")
 _BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
@@ -87,7 +89,7 @@ class Parser:
             self.depth -= 1
 
     def parse_list(self, closer: str | None) -> None:
-        s, words, redirs, parens = self.s, list[Word](), list[str](), 0
+        s, words, redirs, parens = self.s, list[Word](), list[Word](), 0
 
         def finish() -> None:
             if words or redirs:
@@ -148,7 +150,7 @@ class Parser:
                 else:
                     words.append(word)
 
-    def _redirect(self, fd: str) -> list[str]:
+    def _redirect(self, fd: str) -> list[Word]:
         s, start = self.s, self.i
         if s.startswith("<<<", start):
             self.i += 3
@@ -163,7 +165,7 @@ class Parser:
             self.i += 1
         if self.i >= len(s) or s[self.i] in _META:
             raise Unparseable(f"redirection {op!r} has no target")
-        return [op, self._word().value]
+        return [Word(op), self._word()]
 
     def _word(self) -> Word:
         s, w = self.s, Word()

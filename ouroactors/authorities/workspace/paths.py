@@ -44,6 +44,7 @@ __all__ = [
     "SymlinkLoop",
     "canonicalize",
     "canonicalize_roots",
+    "canonicalize_target",
     "is_canonical_form",
     "overlaps",
     "under",
@@ -148,6 +149,22 @@ def canonicalize(path: str, *, allowed_roots: tuple[str, ...], cwd: str | None =
     return _resolve(path, cwd=cwd, max_links=max_links, allowed=roots, check_roots=True)
 
 
+def canonicalize_target(path: str, *, cwd: str | None = None, max_links: int = DEFAULT_MAX_LINKS,
+                        opaque: tuple[str, ...] = ("/proc",)) -> str:
+    """Where a path that may not exist yet really points: the same walk as :func:`canonicalize`,
+    for a file that is about to be written (or read) rather than a workspace root.
+
+    Every existing component is resolved (symlinks followed, ``..`` after resolution, loops
+    refused); from the first missing component on, the rest is appended as written — a dangling
+    symlink therefore lands where writing through it would create the file. A ``..`` after a
+    missing component cannot be resolved (the kernel refuses it too), nor can anything under an
+    ``opaque`` root: ``/proc`` links (``/proc/self/cwd``, ``/dev/fd`` …) name whatever process
+    resolves them, which is not the process that will act. No allowed roots are checked: the
+    caller judges where the answer lies. Raises :class:`PathError` subclasses.
+    """
+    return _resolve(path, cwd=cwd, max_links=max_links, allowed=(), missing_ok=True, opaque=opaque)
+
+
 # -- the walk ---------------------------------------------------------------------------------------
 
 # Pending components carry where they came from, so an error can say "'..' (from symlink /r/l -> ../..)".
@@ -168,7 +185,7 @@ def _describe(component: str, origin: str | None) -> str:
 
 
 def _resolve(path: str, *, cwd: str | None, max_links: int, allowed: tuple[str, ...],
-             check_roots: bool = False) -> str:
+             check_roots: bool = False, missing_ok: bool = False, opaque: tuple[str, ...] = ()) -> str:
     if not isinstance(path, str):
         raise InvalidPath(repr(path), None, allowed, f"expected a string, got {type(path).__name__}")
     if not path or "\x00" in path or len(path) > MAX_PATH_CHARS:
@@ -219,9 +236,14 @@ def _resolve(path: str, *, cwd: str | None, max_links: int, allowed: tuple[str, 
             step_done(component, origin)
             continue
         candidate = current().rstrip("/") + "/" + component
+        if any(under(candidate, o) for o in opaque):
+            raise InvalidPath(path, _describe(component, origin), allowed,
+                              f"{candidate} is resolved differently by each process")
         try:
             st = os.lstat(candidate)
         except FileNotFoundError:
+            if missing_ok:
+                return _append_missing(path, resolved, [(component, origin), *reversed(pending)], allowed)
             raise fail(NotFound, candidate, component, origin, f"{candidate} does not exist") from None
         except OSError as exc:
             raise fail(PathError, candidate, component, origin, f"cannot inspect {candidate}: {exc.strerror}") from None
@@ -251,6 +273,8 @@ def _resolve(path: str, *, cwd: str | None, max_links: int, allowed: tuple[str, 
         step_done(component, origin)
 
     result = current()
+    if missing_ok:
+        return result
     try:
         final = os.stat(result)
     except OSError as exc:  # pragma: no cover - raced with a concurrent change
@@ -261,3 +285,15 @@ def _resolve(path: str, *, cwd: str | None, max_links: int, allowed: tuple[str, 
         last = resolved[-1] if resolved else "/"
         raise NotADirectory(path, last, allowed, f"{result} is not a directory")
     return result
+
+
+def _append_missing(path: str, resolved: list[str], rest: list[_Pending], allowed: tuple[str, ...]) -> str:
+    """The components from the first missing one on, appended as written; ``..`` cannot follow."""
+    out = list(resolved)
+    for component, origin in rest:
+        if component in ("", "."):
+            continue
+        if component == "..":
+            raise NotFound(path, _describe(component, origin), allowed, "'..' after a component that does not exist")
+        out.append(component)
+    return "/" + "/".join(out)
