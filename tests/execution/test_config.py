@@ -6,12 +6,12 @@ import pytest
 
 from ouroactors.core.errors import SpecError
 from ouroactors.runtime.execution.config import (
-    OpenAIModel,
-    ScriptedModel,
     SessionConfig,
     load_session_config,
     parse_session_config,
 )
+from ouroactors.runtime.execution.providers.config import OpenAIConfig as OpenAIModel
+from ouroactors.runtime.execution.providers.config import ScriptedConfig as ScriptedModel
 
 GOOD = """
 workspace = "/srv/repo"

@@ -45,41 +45,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ...core.codec import digest_of
 from ...core.errors import SpecError
 from ...supervision.specs import format_location
+from .providers.config import OpenAIConfig, ProviderConfig, ScriptedConfig
 
-TOOL_NAMES = ("read", "write", "edit", "list", "shell", "http")
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+ToolName = Literal["read", "write", "edit", "list", "shell", "http"]
+TOOL_NAMES: tuple[ToolName, ...] = ("read", "write", "edit", "list", "shell", "http")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ScriptedModel(_Strict):
-    """Recorded turns from a TOML/JSON file: deterministic, the embedded default."""
-
-    kind: Literal["scripted"] = "scripted"
-    script: str | None = None  # a path; None = the provider's embedded default script
-    model: str = "scripted"
-
-
-class OpenAIModel(_Strict):
-    """An OpenAI-compatible Chat Completions server, streamed."""
-
-    kind: Literal["openai"]
-    base_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")]
-    model: Annotated[str, Field(min_length=1, max_length=200)]
-    api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
-    first_token_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
-    stall_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
-    max_attempts: Annotated[int, Field(ge=1, le=20)] = 4
-    extra_headers: dict[str, str] = Field(default_factory=dict)
-
-
-ModelSettings = Annotated[ScriptedModel | OpenAIModel, Field(discriminator="kind")]
+def model_name(model: ScriptedConfig | OpenAIConfig) -> str:
+    """The model name requests carry (the scripted provider has none of its own)."""
+    return model.model if isinstance(model, OpenAIConfig) else "scripted"
 
 
 class ToolSettings(_Strict):
-    enabled: tuple[Literal["read", "write", "edit", "list", "shell", "http"], ...] = TOOL_NAMES
+    enabled: tuple[ToolName, ...] = TOOL_NAMES
 
 
 class SandboxSettings(_Strict):
@@ -111,7 +93,7 @@ class Pins(_Strict):
 
 
 class SessionConfig(_Strict):
-    model: ModelSettings = Field(default_factory=ScriptedModel)
+    model: ProviderConfig = Field(default_factory=lambda: ScriptedConfig(kind="scripted"))
     tools: ToolSettings = Field(default_factory=ToolSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     workspace: str | None = None
@@ -126,7 +108,7 @@ class SessionConfig(_Strict):
 
 _KNOWN = {
     "": tuple(SessionConfig.model_fields),
-    "model": tuple(sorted(set(ScriptedModel.model_fields) | set(OpenAIModel.model_fields))),
+    "model": tuple(sorted(set(ScriptedConfig.model_fields) | set(OpenAIConfig.model_fields))),
     "tools": tuple(ToolSettings.model_fields),
     "sandbox": tuple(SandboxSettings.model_fields),
     "limits": tuple(Limits.model_fields),
