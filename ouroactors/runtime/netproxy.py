@@ -212,6 +212,8 @@ def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
         data += chunk
     sock.settimeout(None)
     head, _, rest = data.partition(b"\r\n\r\n")
+    if len(head) > HEAD_LIMIT:
+        raise _Refused(431, "request head too large")
     return head, rest
 
 
