@@ -11,11 +11,12 @@ one thing ``run`` lacks — being cancelled from outside:
   ``--setenv`` arguments (visible in its ``/proc/<pid>/cmdline``); in ``none`` mode it is in the child's
   ``/proc/<pid>/environ``. Only direct children of this process are considered (``ppid`` check), so no other
   process can be picked;
-* on cancel, the trio task (shielded) kills the marked child's **process group** with SIGKILL — ``run`` starts it
-  with ``start_new_session``, so the group id is the child's pid; under bwrap the pid namespace dies with it —
-  and waits (on an event, not a poll of the thread) until the worker thread's ``run`` has returned, re-killing
-  in case the cancel raced the spawn. Only then does ``trio.Cancelled`` propagate: when the cancel returns, no
-  process of the call is left.
+* on cancel, the trio task (shielded) SIGKILLs every process carrying the mark and the **process group** of
+  the direct child (``run`` starts it with ``start_new_session``: the group id is its pid; under bwrap the pid
+  namespace dies with its init), re-killing until the worker's ``run`` has returned (a cancel may race the
+  spawn), then waits on a pidfd of each killed process until it has exited. Only then does ``trio.Cancelled``
+  propagate: when the cancel returns, no process of the call is left. A cancel that lands before the worker
+  thread took the call marks it abandoned, and nothing is started at all.
 
 Network: the sandbox shares the host network only as a whole; until the per-domain proxy lands, the shell runs
 with the network namespace unshared even when the session has granted domains (fail closed; use ``http``).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import selectors
 import signal
 import threading
 import time
@@ -66,39 +68,68 @@ def _protected(ctx: ToolContext) -> tuple[str, ...]:
     return (real,) if inside and os.path.exists(real) else ()
 
 
-def _marked_children(mark: str) -> list[int]:
-    """Direct children of this process whose argv or environment carries ``mark``."""
-    me, needle, found = os.getpid(), mark.encode(), []
+def _marked(mark: str) -> list[tuple[int, bool]]:
+    """Live processes of our uid whose argv or environment carries ``mark``: ``(pid, is our direct child)``.
+
+    The mark is 128 random bits given to one run only, so it names that run's processes and nothing else: the
+    direct child (bwrap, or the shell in ``none`` mode), bwrap's forked namespace init (same argv) and, through
+    the inherited environment, everything the command started inside.
+    """
+    me, uid, needle, found = os.getpid(), os.getuid(), mark.encode(), []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            if int(fields[1]) != me:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
                 continue
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
                 hit = needle in fh.read()
             if not hit:
                 with open(f"/proc/{entry}/environ", "rb") as fh:
                     hit = needle in fh.read()
+            if hit:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+                found.append((int(entry), ppid == me))
         except (OSError, IndexError, ValueError):
             continue
-        if hit:
-            found.append(int(entry))
     return found
 
 
-def _reap(mark: str, done: threading.Event) -> int:
-    """Kill the marked process groups until the worker's ``run`` returned; the number of kills sent."""
-    kills, deadline = 0, time.monotonic() + REAP_LIMIT_S
-    while not done.is_set() and time.monotonic() < deadline:
-        for pid in _marked_children(mark):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+def _kill_marked(mark: str, seen: dict[int, int]) -> None:
+    """SIGKILL every marked process (and the process group of our direct child); remember a pidfd for each."""
+    for pid, child in _marked(mark):
+        if pid not in seen:
+            try:
+                seen[pid] = os.pidfd_open(pid)
+            except OSError:
+                seen[pid] = -1
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if child:  # run() started it with start_new_session: its pid is the group id
                 os.killpg(pid, signal.SIGKILL)
-                kills += 1
-        done.wait(0.005)  # the thread returns as soon as the group is dead; re-kill if the spawn raced us
-    return kills
+            os.kill(pid, signal.SIGKILL)
+
+
+def _reap(mark: str, done: threading.Event) -> None:
+    """Kill the run's processes until ``run`` has returned, then wait (on pidfds) until each one has exited."""
+    deadline = time.monotonic() + REAP_LIMIT_S
+    seen: dict[int, int] = {}
+    try:
+        while not done.is_set() and time.monotonic() < deadline:
+            _kill_marked(mark, seen)
+            done.wait(0.005)  # run() returns as soon as its group is dead; re-kill in case the spawn raced us
+        _kill_marked(mark, seen)  # run() has returned: nothing new can start; finish what is left
+        fds = [fd for fd in seen.values() if fd >= 0]
+        with selectors.DefaultSelector() as sel:
+            for fd in fds:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map() and time.monotonic() < deadline:
+                for key, _ in sel.select(max(deadline - time.monotonic(), 0)):
+                    sel.unregister(key.fd)  # readable: that process has exited
+    finally:
+        for fd in seen.values():
+            if fd >= 0:
+                os.close(fd)
 
 
 class ShellTool(Tool[ShellArgs]):
@@ -120,8 +151,14 @@ class ShellTool(Tool[ShellArgs]):
         timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
         mark = secrets.token_hex(16)
         done = threading.Event()
+        lock = threading.Lock()
+        state = ["pending"]  # pending -> running (the worker took it) | abandoned (cancelled before it did)
 
-        def work() -> sandbox.Result:
+        def work() -> sandbox.Result | None:
+            with lock:
+                if state[0] == "abandoned":
+                    return None
+                state[0] = "running"
             try:
                 return _sandbox_run([SHELL, "-c", args.command], ctx, timeout=timeout, env={MARK_ENV: mark},
                                     extra_ro=_protected(ctx))
@@ -132,8 +169,12 @@ class ShellTool(Tool[ShellArgs]):
             resolve_dir(".", ctx.root, self.name)
             result = await trio.to_thread.run_sync(work, cancellable=True)
         except trio.Cancelled:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_reap, mark, done)
+            with lock:
+                running = state[0] == "running"
+                state[0] = "abandoned" if not running else state[0]
+            if running:  # the worker is in (or entering) run: kill its group and wait until run has returned
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(_reap, mark, done)
             raise
         except (sandbox.SandboxError, PathRefused, ToolRefused) as exc:
             kind = getattr(exc, "kind", None)
@@ -141,6 +182,7 @@ class ShellTool(Tool[ShellArgs]):
                 kind if isinstance(exc, ToolRefused) else "sandbox_refused")
             return ToolOutcome(status="failed", error=str(exc), error_kind=error_kind, duration_ms=_ms(started),
                                output_cap_bytes=ctx.output_cap_bytes, evidence={"ran": False})
+        assert result is not None  # None only for an abandoned worker, whose caller was cancelled
         return self._outcome(result, ctx, timeout, started)
 
     def _outcome(self, result: sandbox.Result, ctx: ToolContext, timeout: float, started: float) -> ToolOutcome:
