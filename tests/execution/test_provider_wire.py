@@ -174,3 +174,13 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({"retry-after": "-4"}) is None
     assert parse_retry_after({}) is None
+
+
+def test_a_line_that_never_ends_is_malformed_not_unbounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ouroactors.runtime.execution.providers import _wire
+
+    monkeypatch.setattr(_wire, "MAX_LINE_BYTES", 1024)
+    decoder = SSEDecoder()
+    decoder.feed(b"data: " + b"x" * 1000)
+    with pytest.raises(ModelError, match="SSE line longer than 1024 bytes"):
+        decoder.feed(b"x" * 100)

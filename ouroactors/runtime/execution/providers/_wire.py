@@ -22,6 +22,7 @@ from ..model import Finished, Message, ModelError, ModelErrorKind, ModelEvent, M
 
 _FINISH = {"stop": "stop", "tool_calls": "tool_calls", "length": "length", "content_filter": "content_filter",
            "function_call": "tool_calls"}  # the legacy name of tool_calls, still sent by some servers
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one SSE line; a server that never ends a line is not streaming
 RETRYABLE_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 
@@ -80,14 +81,11 @@ class SSEDecoder:
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[str]:
-        self._buffer += chunk
+        lines = (self._buffer + chunk).split(b"\n")
+        self._buffer = lines.pop()  # the unfinished last line (b"" when the chunk ended a line)
         out: list[str] = []
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
-                return out
-            line = self._buffer[:end].rstrip(b"\r").decode("utf-8", errors="replace")
-            self._buffer = self._buffer[end + 1:]
+        for raw in lines:
+            line = raw.rstrip(b"\r").decode("utf-8", errors="replace")
             if not line:
                 if self._data:
                     out.append("\n".join(self._data))
@@ -95,6 +93,9 @@ class SSEDecoder:
             elif line.startswith("data:"):
                 value = line[5:]
                 self._data.append(value[1:] if value.startswith(" ") else value)
+        if len(self._buffer) > MAX_LINE_BYTES:
+            raise ModelError(ModelErrorKind.MALFORMED, f"an SSE line longer than {MAX_LINE_BYTES} bytes")
+        return out
 
     def close(self) -> list[str]:
         """At end of stream: an event whose blank line never came (servers that drop the last one) still counts."""
