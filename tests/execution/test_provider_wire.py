@@ -184,3 +184,13 @@ def test_a_line_that_never_ends_is_malformed_not_unbounded_memory(monkeypatch: p
     decoder.feed(b"data: " + b"x" * 1000)
     with pytest.raises(ModelError, match="SSE line longer than 1024 bytes"):
         decoder.feed(b"x" * 100)
+
+
+def test_model_errors_survive_pickling() -> None:
+    """A runtime actor may answer with a ModelError across processes."""
+    import pickle
+
+    error = ModelError(ModelErrorKind.HTTP_STATUS, "429 from x", status=429, attempts=3)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.kind, copy.detail, copy.status, copy.attempts, str(copy)) == (
+        error.kind, error.detail, 429, 3, str(error))

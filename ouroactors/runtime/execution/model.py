@@ -103,6 +103,14 @@ class ModelError(Exception):
         self.status = status
         self.attempts = attempts
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its fields, so it survives pickling (an actor may answer with it across processes).
+        return (_model_error, (self.kind, self.detail, self.status, self.attempts))
+
+
+def _model_error(kind: ModelErrorKind, detail: str, status: int | None, attempts: int) -> ModelError:
+    return ModelError(kind, detail, status=status, attempts=attempts)
+
 
 class ModelProvider(Protocol):
     """A source of model turns. ``stream`` is an async generator run under trio."""

@@ -49,6 +49,7 @@ class OpenAIConfig(_Config):
     api_key_env: Annotated[StrictStr, Field(pattern=_ENV_NAME)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     include_usage: bool = True  # ask for the usage chunk (stream_options.include_usage)
+    trust_env: bool = False  # honour HTTP(S)_PROXY / NO_PROXY / SSL_CERT_FILE from the environment
     connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
     first_token_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0  # request sent → first chunk
     stall_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0  # longest silence between two chunks

@@ -70,7 +70,7 @@ class OpenAIProvider:
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         self.config = config
-        self.on_retry = on_retry
+        self.on_retry = on_retry  # called synchronously before each retry's wait; it must not raise
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._environ = environ
@@ -96,7 +96,7 @@ class OpenAIProvider:
         body = chat_body(request, model=config.model, include_usage=config.include_usage,
                          temperature=config.temperature)
         headers = self._headers()
-        async with httpx.AsyncClient(timeout=self._timeout(), trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=self._timeout(), trust_env=config.trust_env) as client:
             response, deadline = await self._open(client, body, headers)
             try:
                 async with aclosing(self._events(response, deadline)) as events:
