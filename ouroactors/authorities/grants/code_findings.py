@@ -45,6 +45,10 @@ def _apply(f: Finding, kind: Kind, opt_index: int, value: Word | None, rest: lis
         f.commands.append(value)
     elif kind == "argv" and rest:
         f.argvs.append(rest)
+    elif kind == "line":
+        words = rest[next((i for i, w in enumerate(rest) if not w.value.startswith("-")), len(rest)) :]
+        if words and not any(w.dynamic for w in words):
+            f.commands.append(Word(" ".join(w.value for w in words)))
 
 
 def scan(spec: Program, args: list[Word], f: Finding, *, base: int, label: str) -> bool:
@@ -60,8 +64,8 @@ def scan(spec: Program, args: list[Word], f: Finding, *, base: int, label: str) 
             eq = v.startswith("--") and "=" in v
             value = Word(v.split("=", 1)[1]) if eq else (None if kind == "flag" else nxt)
             _apply(f, kind, at, value, args[i + 1 :], f"{label} {v.split('=', 1)[0]}")
-            i += 1 + (not eq and kind not in ("flag", "argv") and nxt is not None)
-            if kind == "argv":
+            i += 1 + (not eq and kind not in ("flag", "argv", "line") and nxt is not None)
+            if kind in ("argv", "line"):
                 return True
             continue
         if v.startswith("--"):

@@ -8,7 +8,8 @@ wrappers of :mod:`.commands` are unwrapped) and each finding says one of:
 * ``command`` — the option's value is a shell command (``git rebase --exec``, ``tar --to-command``,
   ``core.pager``, ``GIT_PAGER``): it is parsed and judged like any other command (a deny of it
   bites), and the form carries a *code* mark;
-* ``argv`` — the words after the option are a command (``git bisect run``);
+* ``argv`` — the words after the option are a command (``git bisect run``); ``line`` — they are
+  joined into a shell line (``git submodule foreach [--recursive] CMD…``);
 * ``code`` / ``flag`` — the option runs code we cannot judge (``python3 -c``, ``git grep -O``,
   ``ssh -o ProxyCommand=…``): a code mark only;
 * ``write`` — the option's value is a file the program writes (``sort -o``, ``git log --output``):
@@ -28,7 +29,7 @@ from typing import Literal
 
 from .shell import Word
 
-Kind = Literal["command", "argv", "code", "flag", "write"]
+Kind = Literal["command", "argv", "line", "code", "flag", "write"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ TABLE: dict[str, Program] = {
     "git rebase": Program({"--exec": "command", "-x": "command"}, valued="sX",
                           long_valued=_fs("--onto", "--strategy", "--strategy-option")),
     "git bisect": Program({"run": "argv"}, grouped=False),
-    "git submodule": Program({"foreach": "command"}, grouped=False),
+    "git submodule": Program({"foreach": "line"}, grouped=False),
     **{f"git {sub}": Program({"--upload-pack": "command", "-u": "command", "--template": "code",
                               "--receive-pack": "command", "--exec": "command"}, valued="obj")
        for sub in ("ls-remote", "fetch", "pull", "clone", "push", "archive", "remote")},

@@ -81,8 +81,12 @@ def form_matches(pattern: str, allow: bool, form: Form) -> bool:
 def segment_matches(pattern: str, allow: bool, seg: Segment) -> bool:
     if not allow:
         return any(form_matches(pattern, False, f) for f in seg.forms)
-    for form in seg.forms:  # an allow vouches for a form only if nothing outside it was tainted
-        if form_matches(pattern, True, form):
+    # An allow vouches for a form only if nothing outside it was tainted, and only for a form at or
+    # inside the innermost one that runs code: `Bash(*)` matching `sudo …` or `bash -c …` must not
+    # vouch for the `python3 -c …` inside (a rule spells only the form it matched).
+    last_code = max((i for i, f in enumerate(seg.forms) if f.code is not None), default=0)
+    for i, form in enumerate(seg.forms):
+        if i >= last_code and form_matches(pattern, True, form):
             return True
         if form.taint is not None:
             return False
