@@ -37,6 +37,7 @@ HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 300.0
 MAX_REFUSALS = 200
+MAX_CONNECTIONS = 64  # concurrent connections per command; more are answered 503 (one thread each)
 _HOP = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive"}
 
 Resolver = Callable[[str, int], Sequence[str]]
@@ -128,6 +129,15 @@ class NetProxy:
                 conn, _ = self._server.accept()
             except OSError:
                 return
+            with self._lock:
+                busy = sum(t.is_alive() for t in self._threads) >= MAX_CONNECTIONS
+            if busy:  # read what the client sent first: closing on unread bytes resets, losing the answer
+                with contextlib.suppress(OSError):
+                    conn.settimeout(1.0)
+                    conn.recv(HEAD_LIMIT)
+                _answer(conn, 503, f"more than {MAX_CONNECTIONS} concurrent connections")
+                conn.close()
+                continue
             thread = threading.Thread(target=self._handle, args=(conn,), name="netproxy-conn", daemon=True)
             with self._lock:
                 self._conns.add(conn)
@@ -227,7 +237,7 @@ def _parse_head(head: bytes) -> tuple[bytes, bytes, bytes, list[bytes]]:
 
 def _answer(sock: socket.socket, status: int, reason: str) -> None:
     phrase = {400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large",
-              502: "Bad Gateway"}.get(status, "Error")
+              502: "Bad Gateway", 503: "Service Unavailable"}.get(status, "Error")
     body = f"ouroactors proxy refused: {reason}\n".encode()
     with contextlib.suppress(OSError):
         sock.sendall(f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"

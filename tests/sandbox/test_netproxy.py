@@ -190,3 +190,20 @@ def test_socket_directory_is_private_and_removed_on_close(origin: tuple[int, lis
     held.settimeout(5)
     assert held.recv(100) == b""
     held.close()
+
+
+def test_concurrent_connections_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ouroactors.runtime import netproxy
+
+    monkeypatch.setattr(netproxy, "MAX_CONNECTIONS", 2)
+    with NetProxy(LOCAL, resolver=Resolver({})) as proxy:
+        idle = []
+        for _ in range(2):  # two connections that never finish their request head
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(proxy.path)
+            idle.append(sock)
+        wait_until(lambda: sum(t.name == "netproxy-conn" and t.is_alive() for t in threading.enumerate()) >= 2,
+                   "two handlers to be busy")
+        assert exchange(proxy, b"GET http://app.test/ HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 503 ")
+        for sock in idle:
+            sock.close()
