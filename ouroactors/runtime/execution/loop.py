@@ -1,0 +1,377 @@
+"""The turn loop, written against ports so that a live turn and its replay run the *same* code.
+
+One turn: ``turn_started`` → ``prompt`` → [steering delivered] → ``model_call`` (the request's canonical digest) →
+the model's stream → ``model_result`` → if it asked for tools: ``tool_call`` per call (a call that does not parse is
+answered with a tool error and nothing runs), the valid ones run **concurrently** in a trio nursery through the
+effect port, each ``tool_result`` recorded as it arrives → the next model call … → ``turn_settled`` (status, reason,
+the conversation's canonical digest). Every decision is a pure function of :mod:`.steps`.
+
+**Ports** (the runtime implements the live ones; :mod:`.replay` the recorded ones):
+
+* :class:`ModelPort` ``stream(request, turn, index)`` → async iterator of :data:`~.model.ModelEvent`, or raises
+  :class:`~.model.ModelError`;
+* :class:`EffectPort` ``run(call, ctx)`` → :class:`ToolResult` — live: grants → ledger start → tool → settle; it
+  calls ``ctx.record_result(result)`` *before* its settling commit so the ``tool_result`` record rides in that
+  transaction (:meth:`~.journal.Journal.put_staged`); the loop records it itself if the port did not;
+* :class:`JournalPort` ``record(kind, turn, at, fields)`` and ``flush()`` — live: stage and commit, never raising;
+  replay: compare with the recording, write nothing;
+* :class:`ClockPort` ``now_ns()`` — read exactly once per journal record, so replay substitutes recorded times;
+* :class:`ControlPort` ``take(turn, point)`` → steer / interrupt messages delivered between model calls (``point``
+  = model calls made so far in the turn); an interrupt also cancels the running activity
+  (:meth:`SessionLoop.cancel_activity`) — the cancelled call or tools are recorded as such;
+* :class:`OutputSink` ``emit(kind, turn, data)`` — awaited, so a full output batch applies back-pressure;
+* :class:`ToolCatalog` ``specs()`` and ``parse(call)`` → :class:`ParsedCall` or :class:`CallProblem`.
+
+**Durability order.** Records are staged as they happen and committed (one flush) before each model call and when
+the turn settles; the effect port's ledger transactions carry whatever is staged (the ``model_result`` and
+``tool_call`` records ride with ``record_started``), so nothing the loop acts on is unrecorded. Text deltas are shown
+to the sink as they stream (display only); the conversation changes only after ``model_result`` is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import trio
+
+from ...core.errors import OuroactorsError
+from . import steps
+from .config import SessionConfig, model_name
+from .model import Finished, Message, ModelError, ModelErrorKind, ModelRequest, TextDelta, ToolCall, ToolSpec, Usage
+
+JOURNAL_VERSION = 1
+
+
+# -- data the ports exchange ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool call's result as the loop and the journal see it (a tool's ``ToolOutcome`` plus who it was)."""
+
+    call_id: str
+    name: str
+    status: Literal["ok", "failed", "unknown", "denied", "cancelled"]
+    output: str = ""
+    truncated: bool = False
+    error: str | None = None
+    error_kind: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    boundary: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {"call_id": self.call_id, "name": self.name, "status": self.status, "output": self.output,
+                "truncated": self.truncated, "error": self.error, "error_kind": self.error_kind,
+                "evidence": self.evidence, "boundary": self.boundary}
+
+    @classmethod
+    def from_fields(cls, f: dict[str, Any]) -> ToolResult:
+        return cls(call_id=f["call_id"], name=f["name"], status=f["status"], output=f.get("output", ""),
+                   truncated=bool(f.get("truncated")), error=f.get("error"), error_kind=f.get("error_kind"),
+                   evidence=dict(f.get("evidence") or {}), boundary=f.get("boundary"))
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    call: ToolCall
+    payload: Any = None  # the catalog's parsed form (e.g. ``(tool, args)``), opaque to the loop
+
+
+@dataclass(frozen=True)
+class CallProblem:
+    call: ToolCall
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Steer:
+    text: str
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    pass
+
+
+Control = Steer | Interrupt
+
+
+class LoopRefusal(OuroactorsError):
+    """The loop cannot start this turn (a limit of the session); nothing was recorded."""
+
+
+# -- the ports --------------------------------------------------------------------------------------------------
+
+
+class ModelPort(Protocol):
+    def stream(self, request: ModelRequest, *, turn: int, index: int) -> AsyncIterator[Any]: ...
+
+
+class CallContext(Protocol):
+    session: str
+    turn: int
+    output_cap_bytes: int
+    timeout_s: float
+
+    def record_result(self, result: ToolResult) -> None: ...
+    def record_approval(self, fields: dict[str, Any]) -> None: ...
+    async def emit(self, kind: str, data: dict[str, Any]) -> None: ...
+
+
+class EffectPort(Protocol):
+    async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult: ...
+
+
+class JournalPort(Protocol):
+    def record(self, kind: str, turn: int | None, at: int, fields: dict[str, Any]) -> None: ...
+    def flush(self) -> None: ...
+
+
+class ClockPort(Protocol):
+    def now_ns(self) -> int: ...
+
+
+class ControlPort(Protocol):
+    def take(self, turn: int, point: int) -> list[Control]: ...
+
+
+class OutputSink(Protocol):
+    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None: ...
+
+
+class ToolCatalog(Protocol):
+    def specs(self) -> tuple[ToolSpec, ...]: ...
+    def parse(self, call: ToolCall) -> ParsedCall | CallProblem: ...
+
+
+@dataclass
+class Ports:
+    model: ModelPort
+    effects: EffectPort
+    journal: JournalPort
+    clock: ClockPort
+    control: ControlPort
+    sink: OutputSink
+    catalog: ToolCatalog
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    turn: int
+    status: steps.Status
+    reason: str
+    text: str
+    conversation_digest: str
+
+
+# -- the loop ------------------------------------------------------------------------------------------------
+
+
+class _Context:
+    """The :class:`CallContext` of one tool call: records its result (once) and approvals through the loop."""
+
+    def __init__(self, loop: SessionLoop, turn: int, call: ToolCall) -> None:
+        self.session = loop.session
+        self.turn = turn
+        self.call = call
+        self.output_cap_bytes = loop.config.limits.max_output_bytes
+        self.timeout_s = loop.config.limits.tool_deadline_s
+        self._loop = loop
+        self.result: ToolResult | None = None
+
+    def record_result(self, result: ToolResult) -> None:
+        if self.result is None:
+            self.result = result
+            self._loop._record("tool_result", self.turn, result.fields())
+
+    def record_approval(self, fields: dict[str, Any]) -> None:
+        self._loop._record("approval", self.turn, {"call_id": self.call.id, **fields})
+
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        await self._loop.ports.sink.emit(kind, self.turn, {"call_id": self.call.id, **data})
+
+
+class SessionLoop:
+    """One session's conversation and its turns. Not thread-safe: it lives in the runtime's trio loop."""
+
+    def __init__(self, session: str, config: SessionConfig, ports: Ports, *, deadlines: bool = True) -> None:
+        self.session = session
+        self.config = config
+        self.ports = ports
+        self.deadlines = deadlines  # replay turns them off: recorded outcomes stand in for what timed out
+        self.conversation: list[Message] = []
+        self.turns = 0
+        self.tokens_used = 0
+        self.last_at = 0
+        self._activity: trio.CancelScope | None = None
+        self._interrupting = False
+
+    # -- recording ------------------------------------------------------------------------------------------
+
+    def _record(self, kind: str, turn: int | None, fields: dict[str, Any]) -> int:
+        at = self.ports.clock.now_ns()
+        self.last_at = max(self.last_at, at)
+        self.ports.journal.record(kind, turn, at, fields)
+        return at
+
+    def open(self, *, runtime: dict[str, Any] | None = None) -> None:
+        """Record ``session_opened``: everything replay needs to rebuild this loop (config, tool specs)."""
+        specs = self.ports.catalog.specs()
+        self._record("session_opened", None, {
+            "version": JOURNAL_VERSION, "session": self.session, "config": self.config.model_dump(mode="python"),
+            "config_digest": self.config.digest(), "tools": [s.model_dump(mode="python") for s in specs],
+            "runtime": runtime or {},
+        })
+        self.ports.journal.flush()
+
+    def cancel_activity(self) -> None:
+        """Interrupt: cancel the running model call or tool batch (the runtime also queues an Interrupt)."""
+        self._interrupting = True
+        if self._activity is not None:
+            self._activity.cancel()
+
+    # -- one turn ---------------------------------------------------------------------------------------------
+
+    async def run_turn(self, prompt: str) -> TurnOutcome:
+        limits = self.config.limits
+        if self.turns >= limits.max_turns:
+            raise LoopRefusal(f"session {self.session!r} has used its max_turns ({limits.max_turns})")
+        self.turns += 1
+        turn = self.turns
+        self._interrupting = False
+        started = self._record("turn_started", turn, {"turn": turn})
+        deadline_ns = started + int(limits.turn_deadline_s * 1e9)
+        self._record("prompt", turn, {"text": prompt})
+        self.conversation.append(Message(role="user", content=prompt))
+        await self.ports.sink.emit("turn_started", turn, {"prompt": prompt})
+        calls, text = 0, ""
+        stop: steps.Stop | None = None
+        while stop is None:
+            stop = self._deliver_control(turn, calls) or steps.before_model_call(
+                limits, calls_made=calls, tokens_used=self.tokens_used, now_ns=self.last_at, deadline_ns=deadline_ns)
+            if stop is not None:
+                break
+            request = steps.build_request(model_name(self.config.model), self.config.system_prompt, self.conversation,
+                                          self.ports.catalog.specs(), limits.max_output_tokens)
+            self._record("model_call", turn, {"index": calls, "request_digest": steps.request_digest(request),
+                                              "messages": len(request.messages)})
+            self.ports.journal.flush()
+            try:
+                chunks, tool_calls, usage, finish = await self._stream(request, turn, calls, deadline_ns)
+            except ModelError as exc:
+                error = {"kind": exc.kind.value, "detail": exc.detail, "status": exc.status, "attempts": exc.attempts}
+                self._record("model_result", turn, {"index": calls, "error": error})
+                stop = steps.on_model_error(exc.kind.value, exc.detail)
+                break
+            text = "".join(chunks)
+            self._record("model_result", turn, {
+                "index": calls, "chunks": chunks, "tool_calls": [c.model_dump(mode="python") for c in tool_calls],
+                "usage": usage, "finish": finish})
+            calls += 1
+            self.tokens_used += steps.usage_tokens(usage)
+            self.conversation.append(steps.assistant_message(text, tool_calls))
+            stop = steps.after_model(len(tool_calls), finish)
+            if stop is None:
+                results = await self._run_tools(turn, tool_calls, deadline_ns)
+                cap = limits.max_output_bytes
+                for r in results:
+                    said = steps.tool_text(r.status, r.output, r.truncated, cap, r.error, r.error_kind)
+                    self.conversation.append(steps.tool_message(r.call_id, r.name, said))
+                stop = steps.after_tools([(r.status, r.error) for r in results])
+        digest = steps.conversation_digest(self.conversation)
+        self._record("turn_settled", turn, {"status": stop.status, "reason": stop.reason, "model_calls": calls,
+                                            "tokens_used": self.tokens_used, "conversation_digest": digest})
+        self.ports.journal.flush()
+        await self.ports.sink.emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason})
+        return TurnOutcome(turn, stop.status, stop.reason, text, digest)
+
+    def _deliver_control(self, turn: int, point: int) -> steps.Stop | None:
+        stop: steps.Stop | None = None
+        for item in self.ports.control.take(turn, point):
+            if isinstance(item, Steer):
+                self._record("steer", turn, {"text": item.text, "at_call": point})
+                self.conversation.append(Message(role="user", content=item.text))
+            elif stop is None:
+                self._record("interrupt", turn, {"at_call": point})
+                stop = steps.Stop("interrupted", "interrupted between model calls")
+        return stop
+
+    def _scope(self, deadline_ns: int, limit_s: float) -> trio.CancelScope:
+        if not self.deadlines:
+            return trio.CancelScope()
+        remaining = min((deadline_ns - self.last_at) / 1e9, limit_s)
+        return trio.CancelScope(deadline=trio.current_time() + max(remaining, 0.0))
+
+    async def _stream(self, request: ModelRequest, turn: int, index: int, deadline_ns: int
+                      ) -> tuple[list[str], list[ToolCall], dict[str, int] | None, str]:
+        chunks: list[str] = []
+        calls: list[ToolCall] = []
+        usage: dict[str, int] | None = None
+        finish: str | None = None
+        with self._scope(deadline_ns, self.config.limits.model_deadline_s) as scope:
+            self._activity = scope
+            try:
+                async for event in self.ports.model.stream(request, turn=turn, index=index):
+                    if isinstance(event, TextDelta):
+                        chunks.append(event.text)
+                        await self.ports.sink.emit("text", turn, {"text": event.text})
+                    elif isinstance(event, ToolCall):
+                        calls.append(event)
+                    elif isinstance(event, Usage):
+                        usage = {"input_tokens": event.input_tokens, "output_tokens": event.output_tokens}
+                    elif isinstance(event, Finished):
+                        finish = event.reason
+                    else:
+                        raise ModelError(ModelErrorKind.MALFORMED, f"unexpected stream event {type(event).__name__}")
+            finally:
+                self._activity = None
+        if scope.cancelled_caught:
+            raise ModelError(ModelErrorKind.CANCELLED, steps.INTERRUPTED if self._interrupting else steps.DEADLINE)
+        if finish is None:
+            raise ModelError(ModelErrorKind.NO_FINISH, "the stream ended without a finish event")
+        return chunks, calls, usage, finish
+
+    async def _run_tools(self, turn: int, calls: Sequence[ToolCall], deadline_ns: int) -> list[ToolResult]:
+        contexts: list[_Context] = []
+        runnable: list[tuple[_Context, ParsedCall]] = []
+        for call in calls:
+            ctx = _Context(self, turn, call)
+            contexts.append(ctx)
+            parsed = self.ports.catalog.parse(call)
+            if isinstance(parsed, CallProblem):
+                self._record("tool_call", turn, {"call_id": call.id, "name": call.name, "arguments": call.arguments,
+                                                 "valid": False, "error": parsed.message,
+                                                 "error_kind": parsed.kind})
+                ctx.record_result(ToolResult(call.id, call.name, "failed", error=parsed.message,
+                                             error_kind=parsed.kind))
+            else:
+                self._record("tool_call", turn, {"call_id": call.id, "name": call.name, "arguments": call.arguments,
+                                                 "valid": True})
+                runnable.append((ctx, parsed))
+            await self.ports.sink.emit("tool_call", turn, {"call_id": call.id, "name": call.name,
+                                                           "arguments": call.arguments})
+        if runnable:
+            with self._scope(deadline_ns, float("inf")) as scope:
+                self._activity = scope
+                try:
+                    async with trio.open_nursery() as nursery:
+                        for ctx, parsed in runnable:
+                            nursery.start_soon(self._one_tool, ctx, parsed)
+                finally:
+                    self._activity = None
+            cause = steps.INTERRUPTED if self._interrupting else steps.DEADLINE
+            for ctx, _ in runnable:  # what the cancellation cut short is recorded as cancelled, never as failed
+                ctx.record_result(ToolResult(ctx.call.id, ctx.call.name, "cancelled", error=cause,
+                                             error_kind="cancelled"))
+        results = [ctx.result for ctx in contexts]
+        for r in results:
+            assert r is not None
+            await self.ports.sink.emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
+        return [r for r in results if r is not None]
+
+    async def _one_tool(self, ctx: _Context, parsed: ParsedCall) -> None:
+        result = await self.ports.effects.run(parsed, ctx)
+        ctx.record_result(result)

@@ -1,0 +1,97 @@
+"""The live implementations of the turn loop's ports that are not the runtime's own (see :mod:`.loop`).
+
+The effect port (grants → ledger → tool → settle) and the output sink belong to the runtime actor; what is here
+is generic: the journal adapter, the system clock, the steering queue, the provider adapter and the tool catalog.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from ...core import clock
+from .journal import Journal
+from .loop import CallProblem, Control, Interrupt, ParsedCall, Steer
+from .model import ModelProvider, ModelRequest, ToolCall, ToolSpec
+
+
+class JournalWriter:
+    """:class:`~.loop.JournalPort` on a :class:`~.journal.Journal`: stage each record, commit on ``flush``.
+
+    Never raises on a failed write (the journal turns it into a gap); the runtime's effect port may commit staged
+    records inside its ledger transactions instead (``journal.put_staged``), which makes the loop's flush a no-op.
+    """
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def record(self, kind: str, turn: int | None, at: int, fields: dict[str, Any]) -> None:
+        self.journal.stage(kind, fields, turn=turn, at=at)
+
+    def flush(self) -> None:
+        self.journal.flush()
+
+
+class SystemClock:
+    """Wall-clock ns from the framework's clock (virtual under simulation)."""
+
+    def now_ns(self) -> int:
+        return clock.time_ns()
+
+
+class SteeringQueue:
+    """:class:`~.loop.ControlPort` fed by the runtime: ``steer``/``interrupt`` for the turn it believes runs.
+
+    Items are tagged with their turn; ``take`` hands over those of the asking turn and drops older ones (an
+    interrupt that raced with the end of its turn must not end the next one). Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[tuple[int, Control]] = []
+
+    def steer(self, turn: int, text: str) -> None:
+        with self._lock:
+            self._items.append((turn, Steer(text)))
+
+    def interrupt(self, turn: int) -> None:
+        with self._lock:
+            self._items.append((turn, Interrupt()))
+
+    def take(self, turn: int, point: int) -> list[Control]:
+        with self._lock:
+            mine = [item for t, item in self._items if t == turn]
+            self._items = [(t, item) for t, item in self._items if t > turn]
+        return mine
+
+
+class ProviderModel:
+    """:class:`~.loop.ModelPort` on a :class:`~.model.ModelProvider`."""
+
+    def __init__(self, provider: ModelProvider) -> None:
+        self.provider = provider
+
+    def stream(self, request: ModelRequest, *, turn: int, index: int) -> AsyncIterator[Any]:
+        return self.provider.stream(request)
+
+
+class ToolsCatalog:
+    """:class:`~.loop.ToolCatalog` on the tools registry (``tools.TOOLS``), restricted to the session's tool set."""
+
+    def __init__(self, names: tuple[str, ...], tools: Mapping[str, Any] | None = None) -> None:
+        from . import tools as registry  # imported here: the tools pull in grants and the sandbox
+
+        self._registry = registry
+        all_tools = tools if tools is not None else registry.TOOLS
+        self._tools = {name: all_tools[name] for name in names}
+        self._specs = tuple(tool.spec() for tool in self._tools.values())
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    def parse(self, call: ToolCall) -> ParsedCall | CallProblem:
+        try:
+            return ParsedCall(call, self._registry.parse_call(call, self._tools))
+        except self._registry.ToolCallError as exc:
+            return CallProblem(call, exc.kind, str(exc))

@@ -1,0 +1,218 @@
+"""The turn loop under trio against its ports: real scripted provider, real tool catalog, real journal on LMDB,
+a fake effect port. Each test also replays what it recorded through the same loop (no divergence)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import lmdb
+import pytest
+import trio
+
+from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
+from ouroactors.runtime.execution import reading, steps
+from ouroactors.runtime.execution.loop import LoopRefusal
+from ouroactors.runtime.execution.model import Message
+from ouroactors.runtime.execution.replay import replay
+
+from .loop_support import FakeEffects, call, make_session, text, usage
+
+
+@pytest.fixture
+def env(tmp_path) -> Iterator[lmdb.Environment]:
+    config = StorageConfig.under(tmp_path)
+    handle = open_env(config)
+    try:
+        yield handle
+    finally:
+        close_env(config)
+
+
+def kinds(env: lmdb.Environment, session: str = "s1") -> list[str]:
+    return [r.kind for r in reading.records(env, session)]
+
+
+def assert_replays(env: lmdb.Environment, session: str = "s1", turns: int | None = None) -> None:
+    report = replay(env, session)
+    assert report.ok and report.boundary is None, report
+    assert report.verified_turns == (turns if turns is not None else report.turns), report
+
+
+def test_text_turn_completes_and_records_in_order(env):
+    h = make_session(env, "s1", [[text("Hel"), text("lo"), usage(3, 2)]])
+    outcome = trio.run(h.loop.run_turn, "hi")
+    assert (outcome.status, outcome.text) == ("completed", "Hello")
+    assert kinds(env) == ["session_opened", "turn_started", "prompt", "model_call", "model_result", "turn_settled"]
+    assert h.sink.kinds() == ["turn_started", "text", "text", "turn_settled"]
+    settled = reading.records(env, "s1")[-1].fields
+    digest = steps.conversation_digest(h.loop.conversation)
+    assert settled["conversation_digest"] == digest == outcome.conversation_digest
+    assert h.loop.conversation == [Message(role="user", content="hi"), Message(role="assistant", content="Hello")]
+    assert h.loop.tokens_used == 5 and reading.verify(env, "s1").ok
+    assert_replays(env)
+
+
+def test_parallel_tool_calls_run_concurrently_and_results_are_recorded_before_the_next_call(env):
+    effects = FakeEffects(barrier=2, answers={"read": "file body", "list": "a\nb"})
+    h = make_session(env, "s1", [
+        [text("looking"), call("c1", "read", path="x"), call("c2", "list", path=".")],
+        [text("done")],
+    ], effects=effects)
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "completed" and sorted(effects.calls) == ["c1", "c2"]
+    ks = kinds(env)
+    assert ks[:5] == ["session_opened", "turn_started", "prompt", "model_call", "model_result"]
+    assert ks[5:7] == ["tool_call", "tool_call"] and sorted(ks[7:9]) == ["tool_result", "tool_result"]
+    assert ks[9:] == ["model_call", "model_result", "turn_settled"]
+    tool_msgs = [m for m in h.loop.conversation if m.role == "tool"]
+    assert [(m.tool_call_id, m.content) for m in tool_msgs] == [("c1", "file body"), ("c2", "a\nb")]
+    assert_replays(env)
+
+
+def test_result_recorded_inside_the_effect_port_is_recorded_once(env):
+    effects = FakeEffects(in_port_record=True)
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("ok")]], effects=effects)
+    trio.run(h.loop.run_turn, "go")
+    assert kinds(env).count("tool_result") == 1
+    assert_replays(env)
+
+
+def test_bad_tool_calls_are_answered_as_errors_and_nothing_runs(env):
+    effects = FakeEffects()
+    h = make_session(env, "s1", [
+        [call("c1", "rm_rf", path="/"), call("c2", "read", paht="x"), call("c3", "shell", command="ls")],
+        [text("sorry")],
+    ], effects=effects)
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "completed" and effects.calls == []  # shell is not in this session's tool set
+    recs = [r for r in reading.records(env, "s1") if r.kind in ("tool_call", "tool_result")]
+    assert [r.fields.get("valid") for r in recs if r.kind == "tool_call"] == [False, False, False]
+    errors = [r.fields for r in recs if r.kind == "tool_result"]
+    assert [e["error_kind"] for e in errors] == ["unknown_tool", "bad_arguments", "unknown_tool"]
+    assert "arguments.paht" in errors[1]["error"]
+    assert all(m.content.startswith("error") for m in h.loop.conversation if m.role == "tool")
+    assert_replays(env)
+
+
+def test_model_error_is_recorded_and_settles_failed_without_half_applying(env):
+    h = make_session(env, "s1", [[text("only one turn scripted")]])
+    trio.run(h.loop.run_turn, "one")
+    before = list(h.loop.conversation)
+    outcome = trio.run(h.loop.run_turn, "two")  # the script has no turn left: a typed SCRIPT error
+    assert outcome.status == "failed" and "script" in outcome.reason
+    result = [r for r in reading.records(env, "s1") if r.kind == "model_result"][-1]
+    assert result.fields["error"]["kind"] == "script"
+    assert h.loop.conversation == [*before, Message(role="user", content="two")]  # no partial assistant message
+    assert_replays(env)
+
+
+def test_max_model_calls_limit(env):
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("never asked")]],
+                     config='[limits]\nmax_model_calls = 1\n[sandbox]\nmode = "none"')
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "limit" and "max_model_calls" in outcome.reason
+    assert kinds(env).count("model_call") == 1
+    assert_replays(env)
+
+
+def test_max_tokens_limit_spans_turns(env):
+    h = make_session(env, "s1", [[text("a"), usage(60, 50)], [text("b"), usage(1, 1)]],
+                     config="[limits]\nmax_tokens = 100")
+    assert trio.run(h.loop.run_turn, "1").status == "completed"
+    outcome = trio.run(h.loop.run_turn, "2")
+    assert outcome.status == "limit" and "max_tokens" in outcome.reason
+    assert_replays(env)
+
+
+def test_max_turns_refuses_before_recording(env):
+    h = make_session(env, "s1", [[text("a")], [text("b")]], config="[limits]\nmax_turns = 1")
+    trio.run(h.loop.run_turn, "1")
+    count = len(kinds(env))
+    with pytest.raises(LoopRefusal, match="max_turns"):
+        trio.run(h.loop.run_turn, "2")
+    assert len(kinds(env)) == count
+
+
+def test_turn_deadline_decided_from_recorded_time(env):
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("late")]],
+                     config="[limits]\nturn_deadline_s = 5")
+    original = h.effects.run
+
+    async def slow(parsed, ctx):
+        h.clock.jump(10)  # the clock says the tool took 10 s
+        return await original(parsed, ctx)
+
+    h.effects.run = slow  # type: ignore[method-assign]
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "deadline" and kinds(env).count("model_call") == 1
+    assert_replays(env)
+
+
+def test_steering_is_delivered_between_model_calls_and_recorded(env):
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("steered")]])
+    h.steering.steer(1, "also check y")
+    original = h.effects.run
+
+    async def steer_during_tool(parsed, ctx):
+        h.steering.steer(1, "and z")
+        return await original(parsed, ctx)
+
+    h.effects.run = steer_during_tool  # type: ignore[method-assign]
+    trio.run(h.loop.run_turn, "go")
+    steers = [r.fields for r in reading.records(env, "s1") if r.kind == "steer"]
+    assert steers == [{"text": "also check y", "at_call": 0}, {"text": "and z", "at_call": 1}]
+    users = [m.content for m in h.loop.conversation if m.role == "user"]
+    assert users == ["go", "also check y", "and z"]
+    assert_replays(env)
+
+
+def test_interrupt_cancels_running_tools_within_100ms(env):
+    effects = FakeEffects(block=frozenset({"read"}))
+    h = make_session(env, "s1", [[call("c1", "read", path="x"), call("c2", "list", path=".")], [text("x")]],
+                     effects=effects)
+
+    async def main() -> tuple[str, float]:
+        async with trio.open_nursery() as nursery:
+            result: list[str] = []
+
+            async def turn() -> None:
+                result.append((await h.loop.run_turn("go")).status)
+
+            nursery.start_soon(turn)
+            with trio.fail_after(5):
+                while effects.started < 2:
+                    await trio.sleep(0.001)
+            asked = trio.current_time()
+            h.steering.interrupt(1)
+            h.loop.cancel_activity()
+        return result[0], trio.current_time() - asked
+
+    status, took = trio.run(main)
+    assert status == "interrupted" and took < 0.1
+    results = {r.fields["call_id"]: r.fields for r in reading.records(env, "s1") if r.kind == "tool_result"}
+    assert results["c1"]["status"] == "cancelled" and results["c2"]["status"] == "ok"
+    assert_replays(env)
+    # the interrupt that raced with the end of the turn does not end the next one
+    assert h.steering.take(2, 0) == []
+
+
+def test_interrupt_during_model_stream(env):
+    h = make_session(env, "s1", [[text("a"), text("b"), text("c")]], pace_ms=2000)
+
+    async def main() -> str:
+        async with trio.open_nursery() as nursery:
+            out: list[str] = []
+
+            async def turn() -> None:
+                out.append((await h.loop.run_turn("go")).status)
+
+            nursery.start_soon(turn)
+            await trio.sleep(0.05)
+            h.loop.cancel_activity()
+        return out[0]
+
+    assert trio.run(main) == "interrupted"
+    result = [r for r in reading.records(env, "s1") if r.kind == "model_result"][-1]
+    assert result.fields["error"]["kind"] == "cancelled" and result.fields["error"]["detail"] == steps.INTERRUPTED
+    assert_replays(env)
+
