@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 import trio
 
+from ouroactors.faults.world import World
 from ouroactors.runtime.execution.model import ToolCall
 from ouroactors.runtime.execution.tools import ToolOutcome, parse_call
 from ouroactors.runtime.sandbox import SandboxMode
@@ -65,14 +67,25 @@ def test_runs_in_the_lease_root_and_reports_the_boundary(tmp_path: Path, mode: S
 
 
 @needs_bwrap
-def test_bwrap_keeps_writes_inside_the_lease_and_the_data_dir_read_only(tmp_path: Path) -> None:
+def test_bwrap_keeps_writes_inside_the_lease_and_hides_the_data_dir(tmp_path: Path) -> None:
     root, outside = lease(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ledger.mdb").write_text("durable")
+    ctx = context(root, sandbox_mode=SandboxMode.BWRAP, data_dir=str(data))
+    out = call("shell", ctx, command=f"touch {outside}/x; cat {data}/ledger.mdb; touch ok; echo done")
+    assert "done" in out.output and "durable" not in out.output
+    assert not Path(outside, "x").exists() and Path(root, "ok").exists()
+    assert out.boundary is not None and out.boundary.leased_root == root and out.boundary.network_policy == "none"
+
+
+@needs_bwrap
+def test_a_data_dir_inside_the_lease_is_refused_and_nothing_runs(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
     os.makedirs(f"{root}/data")
-    ctx = context(root, sandbox_mode=SandboxMode.BWRAP, data_dir=f"{root}/data")
-    out = call("shell", ctx, command=f"touch {outside}/x; touch data/x; touch ok; echo done")
-    assert "done" in out.output
-    assert not Path(outside, "x").exists() and not Path(root, "data", "x").exists() and Path(root, "ok").exists()
-    assert out.boundary is not None and out.boundary.read_only == (f"{root}/data",)
+    out = call("shell", context(root, sandbox_mode=SandboxMode.BWRAP, data_dir=f"{root}/data"), command="touch ran")
+    assert out.status == "failed" and out.error_kind == "sandbox_refused" and out.evidence == {"ran": False}
+    assert not Path(root, "ran").exists()
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -160,3 +173,18 @@ def test_a_cancel_racing_the_spawn_leaves_nothing(tmp_path: Path, mode: SandboxM
 
     trio.run(main)
     assert pids_with(mark) == []  # at once: the cancel returned only after the group was dead
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_granted_domains_go_through_the_proxy_which_refuses_loopback(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
+    with World() as world:
+        ctx = context(root, sandbox_mode=SandboxMode.BWRAP, network_domains=("127.0.0.1",))
+        out = call("shell", ctx, command=f"curl -sS -m 5 -X POST {world.url}/items -d '{{\"key\": \"shell-1\"}}'")
+        with world.client() as client:
+            assert client.log(prefix="shell-1") == []  # the host's loopback is not reachable from the sandbox
+    assert out.boundary is not None and out.boundary.network_policy == "proxy(127.0.0.1)"
+    assert any("loopback" in r for r in out.evidence["network_refusals"])
+    none = call("shell", context(root, sandbox_mode=SandboxMode.BWRAP), command="env | grep -ci proxy || true")
+    assert none.boundary is not None and none.boundary.network_policy == "none" and none.output.strip() == "0"

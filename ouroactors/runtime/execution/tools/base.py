@@ -85,13 +85,17 @@ class BoundaryRecord(BaseModel):
     backend_version: str | None
     notes: tuple[str, ...]
     read_only: tuple[str, ...] = ()
+    network_policy: str = "none"
+    visible: tuple[str, ...] = ()
+    leased_root: str | None = None
 
     @classmethod
     def of(cls, boundary: Boundary) -> BoundaryRecord:
         return cls(mode=boundary.mode.value, read_only_root=boundary.read_only_root, writable=boundary.writable,
                    network=boundary.network, private_tmp=boundary.private_tmp,
                    die_with_parent=boundary.die_with_parent, backend_version=boundary.backend_version,
-                   notes=boundary.notes, read_only=boundary.read_only)
+                   notes=boundary.notes, read_only=boundary.read_only, network_policy=boundary.network_policy,
+                   visible=boundary.visible, leased_root=boundary.leased_root)
 
 
 class ToolOutcome(BaseModel):

@@ -18,8 +18,9 @@ one thing ``run`` lacks — being cancelled from outside:
   propagate: when the cancel returns, no process of the call is left. A cancel that lands before the worker
   thread took the call marks it abandoned, and nothing is started at all.
 
-Network: the sandbox shares the host network only as a whole; until the per-domain proxy lands, the shell runs
-with the network namespace unshared even when the session has granted domains (fail closed; use ``http``).
+Network: the command reaches only the session's granted domains (``ToolContext.network_domains``), through the
+sandbox's domain-enforcing proxy; with no domains granted it has no network at all. The data dir is passed to the
+sandbox, which keeps it invisible and refuses a workspace overlapping it (a ``sandbox_refused`` outcome).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pydantic import Field
 
 from ....authorities.grants.rules import Effect, Request
 from ... import sandbox
+from ...sandbox_netpolicy import NetworkPolicyError
 from ._paths import PathRefused, resolve_dir
 from .base import BoundaryRecord, Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
 
@@ -52,20 +54,14 @@ class ShellArgs(ToolArgs):
                                     description="seconds before the command is killed (at most the session's limit)")
 
 
-def _sandbox_run(command: list[str], ctx: ToolContext, *, timeout: float, env: dict[str, str],
-                 extra_ro: tuple[str, ...]) -> sandbox.Result:
-    """The one call into the sandbox: when ``run`` gains the lease root and the network proxy, swap them in here."""
-    return sandbox.run(command, mode=ctx.sandbox_mode, workspace=ctx.root, allow_network=False, timeout=timeout,
-                       env=env, extra_ro=extra_ro, output_limit=ctx.output_cap_bytes)
-
-
-def _protected(ctx: ToolContext) -> tuple[str, ...]:
-    """The project's data dir, when it lies inside the workspace, is bound read-only for the command."""
-    if ctx.data_dir is None:
-        return ()
-    real = os.path.realpath(ctx.data_dir)
-    inside = real == ctx.root or real.startswith(ctx.root.rstrip("/") + "/")
-    return (real,) if inside and os.path.exists(real) else ()
+def _sandbox_run(command: list[str], ctx: ToolContext, *, timeout: float, env: dict[str, str]) -> sandbox.Result:
+    """The one call into the sandbox: the workspace is the lease root (proven: ``leased_root``), the data dir is
+    kept invisible by the sandbox, and the network is the session's granted domains through the sandbox's proxy
+    (none when nothing is granted)."""
+    network = sandbox.NetworkPolicy(domains=ctx.network_domains) if ctx.network_domains else None
+    return sandbox.run(command, mode=ctx.sandbox_mode, workspace=ctx.root, leased_root=ctx.root,
+                       data_dir=ctx.data_dir, network=network, timeout=timeout, env=env,
+                       output_limit=ctx.output_cap_bytes)
 
 
 def _marked(mark: str) -> list[tuple[int, bool]]:
@@ -135,7 +131,7 @@ def _reap(mark: str, done: threading.Event) -> None:
 class ShellTool(Tool[ShellArgs]):
     name = "shell"
     description = ("Run a shell command in the sandbox, in the workspace root. Output (stdout, then stderr) is "
-                   "capped; the exit status is reported. No network.")
+                   "capped; the exit status is reported. Network only to the session's granted domains.")
     effect = Effect.EXECUTE
     Args = ShellArgs
     fingerprint_fields = ("command", "timeout_s")
@@ -160,8 +156,7 @@ class ShellTool(Tool[ShellArgs]):
                     return None
                 state[0] = "running"
             try:
-                return _sandbox_run([SHELL, "-c", args.command], ctx, timeout=timeout, env={MARK_ENV: mark},
-                                    extra_ro=_protected(ctx))
+                return _sandbox_run([SHELL, "-c", args.command], ctx, timeout=timeout, env={MARK_ENV: mark})
             finally:
                 done.set()
 
@@ -176,7 +171,7 @@ class ShellTool(Tool[ShellArgs]):
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(_reap, mark, done)
             raise
-        except (sandbox.SandboxError, PathRefused, ToolRefused) as exc:
+        except (sandbox.SandboxError, NetworkPolicyError, PathRefused, ToolRefused) as exc:
             kind = getattr(exc, "kind", None)
             error_kind = "sandbox_unavailable" if isinstance(exc, sandbox.SandboxUnavailable) else (
                 kind if isinstance(exc, ToolRefused) else "sandbox_refused")
@@ -194,8 +189,10 @@ class ShellTool(Tool[ShellArgs]):
             "ran": True, "exit_code": result.returncode, "timed_out": result.timed_out,
             "stdout_bytes": len(result.stdout), "stderr_bytes": len(result.stderr),
             "stdout_truncated": result.stdout_truncated, "stderr_truncated": result.stderr_truncated,
-            "sandbox": result.boundary.mode.value,
+            "sandbox": result.boundary.mode.value, "network": result.boundary.network_policy,
         }
+        if result.network_refusals:
+            evidence["network_refusals"] = list(result.network_refusals)
         error = error_kind = None
         if result.timed_out:
             error, error_kind = f"timed out after {timeout:g}s; the command's process group was killed", "timeout"
