@@ -2,7 +2,10 @@
 
 A generation is ``(node_epoch << 48) | microseconds since the system started``. The node epoch
 is a counter in the data directory, incremented (and fsynced) once per system start, so every
-generation of a later run is larger than any of an earlier one. Within a run the monotonic clock
+generation of a later run is larger than any of an earlier one. The epoch file, and the data
+directory holding it, must be the user's own and writable by nobody else (another local user who
+could rewrite it could replay old generations); otherwise the start is refused
+(:class:`~ouroactors.core.trusted_files.UntrustedFile`). Within a run the monotonic clock
 (system-wide on Linux, so every actor process reads the same one) orders incarnations, and
 :func:`generation_source` makes each child's next generation strictly larger than its last even
 if two starts fall in the same microsecond. 48 bits of microseconds last 8.9 years of uptime.
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from ..core import clock
 from ..core.errors import StaleGeneration
+from ..core.trusted_files import check_trusted
 
 EPOCH_FILE = "node.epoch"
 _MICROS_BITS = 48
@@ -28,17 +32,20 @@ _MICROS_MASK = (1 << _MICROS_BITS) - 1
 def bump_node_epoch(data_dir: str | os.PathLike[str]) -> int:
     """Increment the durable node epoch in ``data_dir`` and return the new value."""
     directory = Path(data_dir)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_trusted(directory)
     path = directory / EPOCH_FILE
     current = 0
-    if path.exists():
+    if check_trusted(path):
         text = path.read_text(errors="replace").strip()  # undecodable bytes are corrupt too
         if not (text.isascii() and text.isdigit()):  # str.isdigit alone accepts '²' and '١٢'
             raise ValueError(f"{path}: corrupt node epoch {text!r} (expected a non-negative integer)")
         current = int(text)
     new = current + 1
     tmp = directory / f".{EPOCH_FILE}.tmp-{os.getpid()}"
-    with open(tmp, "w") as handle:
+    tmp.unlink(missing_ok=True)  # a leftover of a crashed start by this pid; never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "w") as handle:
         handle.write(f"{new}\n")
         handle.flush()
         os.fsync(handle.fileno())
