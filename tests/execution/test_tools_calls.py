@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -11,11 +12,20 @@ from hypothesis import strategies as st
 
 from ouroactors.authorities.grants.rules import Effect
 from ouroactors.authorities.ledger import fingerprint
+from ouroactors.core.codec import Record, decode, digest_of, encode
 from ouroactors.runtime.execution.model import ToolCall
-from ouroactors.runtime.execution.tools import TOOLS, ToolCallError, ToolContext, ToolError, parse_call, specs
+from ouroactors.runtime.execution.tools import (
+    TOOLS,
+    ToolCallError,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    parse_call,
+    specs,
+)
 from ouroactors.runtime.execution.tools.base import cap_bytes
 
-from .tools_support import context, lease
+from .tools_support import call, context, lease
 
 
 def test_registry_declares_every_tool() -> None:
@@ -112,3 +122,27 @@ def test_cap_never_splits_a_character(text: str, cap: int) -> None:
     assert data.startswith(out.encode())
     if cut:
         assert len(out.encode()) > cap - 4  # at most one character (≤ 4 bytes) dropped at the edge
+
+
+def test_refusals_become_journal_able_outcomes(tmp_path: Path) -> None:
+    with pytest.raises(ToolCallError) as err:
+        parse_call(ToolCall(id="c1", name="read", arguments={"path": 3, "extra": 1}))
+    out = err.value.outcome()
+    assert out.status == "failed" and out.error_kind == "bad_arguments" and out.evidence["ran"] is False
+    assert [p[0] for p in out.evidence["problems"]] == ["arguments.path", "arguments.extra"]
+    assert digest_of(out.model_dump(mode="json"))  # canonical bytes exist: the journal can hash it
+
+
+def test_an_outcome_round_trips_through_canonical_bytes(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
+    out = call("shell", context(root), command="echo hi")
+    dumped = out.model_dump(mode="json")
+    again = ToolOutcome.model_validate(dumped)
+    assert again == out and digest_of(again.model_dump(mode="json")) == digest_of(dumped)
+    assert decode(encode(_Wrapped(outcome=dumped)), _Wrapped).outcome == dumped
+
+
+class _Wrapped(Record):
+    SCHEMA: ClassVar[str] = "test.tool_outcome"
+    VERSION: ClassVar[int] = 1
+    outcome: dict[str, Any]

@@ -230,3 +230,33 @@ def test_transport_error_after_sending_is_unknown(tmp_path: Path) -> None:
     assert out.status == "unknown" and out.error_kind == "transport" and out.evidence["sent"] is True
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+
+
+def test_a_request_in_flight_is_cancelled_within_100ms(tmp_path: Path, world: World) -> None:
+    ctx = ctx_for(tmp_path, idempotency_key="cancel-1", timeout_s=30)
+    tool, args = parse_call(ToolCall(id="c", name="http", arguments={
+        "method": "POST", "url": f"{world.url}/items", "json_body": {"payload": {"reply_delay_s": 5}}}))
+
+    async def main() -> float:
+        latency = -1.0
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def runner() -> None:
+                with scope:
+                    await tool.run(args, ctx)
+
+            nursery.start_soon(runner)
+            with world.client() as client:
+                deadline = trio.current_time() + 10
+                while not client.log(prefix="cancel-1"):  # the world has the request: it is in flight
+                    assert trio.current_time() < deadline
+                    await trio.sleep(0.005)
+            t0 = trio.current_time()
+            scope.cancel()
+        latency = trio.current_time() - t0
+        assert scope.cancelled_caught
+        return latency
+
+    assert trio.run(main) < 0.1
+    assert check_key(world.url, "cancel-1").outcome == "ok"  # it happened: only the reconciler can say so

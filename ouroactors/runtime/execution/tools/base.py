@@ -49,6 +49,14 @@ class ToolError(OuroactorsError):
             self.kind = kind
         super().__init__(f"tool {tool!r}: {detail}")
 
+    def outcome(self) -> ToolOutcome:
+        """This refusal as a journal-able ``failed`` outcome (nothing ran), for the loop to record and report."""
+        evidence: dict[str, Any] = {"ran": False}
+        problems = getattr(self, "problems", None)
+        if problems:
+            evidence["problems"] = [[where, what] for where, what in problems]
+        return ToolOutcome(status="failed", error=str(self), error_kind=self.kind, evidence=evidence)
+
 
 class ToolRefused(ToolError):
     """The call is well-formed but names something the session may not touch (a path outside its lease, …)."""
