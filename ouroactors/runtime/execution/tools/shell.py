@@ -138,9 +138,10 @@ class ShellTool(Tool[ShellArgs]):
     ledger_kind = "shell"
 
     def grant_request(self, args: ShellArgs, ctx: ToolContext) -> Request:
-        root = resolve_dir(".", ctx.root, self.name)
-        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(root,),
-                       command=args.command)
+        # The command alone: an execute request's paths are covered by no path rule (only Tool(shell)), and where
+        # it runs is the sandbox's business (the lease root, writable; nothing else).
+        resolve_dir(".", ctx.root, self.name)
+        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, command=args.command)
 
     async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolOutcome:
         started = time.monotonic()
