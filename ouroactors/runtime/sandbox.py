@@ -171,7 +171,7 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
 
 def build_argv(command: Sequence[str], *, workspace: str, allow_network: bool, extra_ro: tuple[str, ...] = (),
                env: Mapping[str, str] | None = None, bwrap: str = "bwrap", proxy_dir: str | None = None,
-               view: Sequence[ViewEntry] | None = None, python: str = sys.executable) -> list[str]:
+               view: Sequence[ViewEntry] | None = None, python: str = sys.executable or "python3") -> list[str]:
     """The bwrap argv for ``command``. Pure given ``view`` (default: :func:`.system_view` of this host), apart
     from canonicalising paths (which must exist). ``allow_network`` needs ``proxy_dir``: the host directory
     holding the proxy's socket, bound read-only at :data:`PROXY_DIR`; the command is then run by the bridge."""
@@ -382,6 +382,10 @@ def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_netw
             raise SandboxUnavailable(found.failure_kind or "other", found.detail)
         policy = network or NetworkPolicy()
         view = system_view()
+        data = os.path.realpath(data_dir) if data_dir is not None else None
+        if data is not None and any(e.kind == "bind" and under(data, e.path) for e in view):
+            raise SandboxError(f"the data dir {data_dir!r} lies inside the read-only view (the toolchain?): "
+                               "it would be visible to the command")
         proxy = NetProxy(policy) if granted else None
         try:
             argv = build_argv(command, workspace=ws, allow_network=granted, extra_ro=extra_ro, env=env,

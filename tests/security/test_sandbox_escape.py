@@ -295,3 +295,11 @@ def test_workspace_must_lie_in_the_canonical_leased_root(tmp_path: Path, found: 
              probe=found)
     assert ok.returncode == 0 and (lease / "pkg" / "ran").exists()
     assert ok.boundary.leased_root == str(lease) and f"workspace leased: {lease}" in ok.boundary.notes
+
+
+def test_a_data_dir_inside_the_view_is_refused(ws: Path, found: Probe) -> None:
+    from ouroactors.runtime.sandbox_fs import toolchain
+
+    prefix = toolchain()[0] if toolchain() else "/usr"
+    with pytest.raises(SandboxError, match="inside the read-only view"):
+        run(["true"], mode=SandboxMode.BWRAP, workspace=str(ws), probe=found, data_dir=f"{prefix}/lib")
