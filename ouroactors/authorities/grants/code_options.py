@@ -162,7 +162,7 @@ GIT_CONFIG_READS = _fs("--get", "--get-all", "--get-regexp", "--get-urlmatch", "
                        "--type", "--bool", "--int", "--path", "--default")
 
 # environment assignments that name a program, a library, a config or a startup file: ask
-CODE_ENV = ("*_PAGER", "*_EDITOR", "*_COMMAND", "*_ASKPASS", "GIT_*", "LD_*", "DYLD_*", "PYTHON*", "PERL5*", "PERLLIB",
+CODE_ENV = ("*PAGER", "*EDITOR", "*_COMMAND", "*_ASKPASS", "GIT_*", "LD_*", "DYLD_*", "PYTHON*", "PERL5*", "PERLLIB",
             "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "PAGER",
             "EDITOR", "VISUAL", "BROWSER", "SHELL", "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS4", "PATH", "HOME",
             "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "ZDOTDIR", "SHELLOPTS", "BASHOPTS", "BASH_FUNC_*", "IFS",
@@ -171,7 +171,7 @@ CODE_ENV = ("*_PAGER", "*_EDITOR", "*_COMMAND", "*_ASKPASS", "GIT_*", "LD_*", "D
 SAFE_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
             "GIT_COMMITTER_DATE", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "PYTHONUNBUFFERED",
             "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8")
-COMMAND_ENV = ("*_PAGER", "*_EDITOR", "*_COMMAND", "PAGER", "EDITOR", "VISUAL", "PROMPT_COMMAND", "GIT_SSH",
+COMMAND_ENV = ("*PAGER", "*EDITOR", "*_COMMAND", "VISUAL", "PROMPT_COMMAND", "GIT_SSH",
                "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "BROWSER")
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
 
