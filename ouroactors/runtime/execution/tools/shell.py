@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import selectors
 import signal
 import threading
 import time
@@ -45,7 +44,7 @@ from .base import BoundaryRecord, Tool, ToolArgs, ToolContext, ToolOutcome, Tool
 
 MARK_ENV = "OUROACTORS_TOOL_RUN"
 SHELL = "/bin/sh"
-REAP_LIMIT_S = 5.0  # how long a cancel keeps killing before it gives up waiting for the worker thread
+REAP_LIMIT_S = 5.0  # how long a cancel waits for the run's processes to show up and to exit
 
 
 class ShellArgs(ToolArgs):
@@ -64,67 +63,77 @@ def _sandbox_run(command: list[str], ctx: ToolContext, *, timeout: float, env: d
                        output_limit=ctx.output_cap_bytes)
 
 
-def _marked(mark: str) -> list[tuple[int, bool]]:
-    """Live processes of our uid whose argv or environment carries ``mark``: ``(pid, is our direct child)``.
-
-    The mark is 128 random bits given to one run only, so it names that run's processes and nothing else: the
-    direct child (bwrap, or the shell in ``none`` mode), bwrap's forked namespace init (same argv) and, through
-    the inherited environment, everything the command started inside.
-    """
-    me, uid, needle, found = os.getpid(), os.getuid(), mark.encode(), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def _children(pid: int | str) -> list[int]:
+    """Direct children of ``pid`` (every thread's ``children`` list: a child belongs to the thread that forked it)."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
         try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                hit = needle in fh.read()
-            if not hit:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    hit = needle in fh.read()
-            if hit:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-                found.append((int(entry), ppid == me))
-        except (OSError, IndexError, ValueError):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                found += [int(x) for x in fh.read().split()]
+        except (OSError, ValueError):
             continue
     return found
 
 
-def _kill_marked(mark: str, seen: dict[int, int]) -> None:
-    """SIGKILL every marked process (and the process group of our direct child); remember a pidfd for each."""
-    for pid, child in _marked(mark):
-        if pid not in seen:
-            try:
-                seen[pid] = os.pidfd_open(pid)
-            except OSError:
-                seen[pid] = -1
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if child:  # run() started it with start_new_session: its pid is the group id
-                os.killpg(pid, signal.SIGKILL)
-            os.kill(pid, signal.SIGKILL)
+def _carries(pid: int, needle: bytes) -> bool:
+    for what in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as fh:
+                if needle in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
 
 
-def _reap(mark: str, done: threading.Event) -> None:
-    """Kill the run's processes until ``run`` has returned, then wait (on pidfds) until each one has exited."""
-    deadline = time.monotonic() + REAP_LIMIT_S
-    seen: dict[int, int] = {}
-    try:
-        while not done.is_set() and time.monotonic() < deadline:
-            _kill_marked(mark, seen)
-            done.wait(0.005)  # run() returns as soon as its group is dead; re-kill in case the spawn raced us
-        _kill_marked(mark, seen)  # run() has returned: nothing new can start; finish what is left
-        fds = [fd for fd in seen.values() if fd >= 0]
-        with selectors.DefaultSelector() as sel:
+def _run_tree(mark: str) -> tuple[list[int], list[int]]:
+    """(our direct children carrying ``mark``, those and all their descendants), read from ``/proc``.
+
+    The mark is 128 random bits given to one run only, so it names that run's child (bwrap, or the shell in
+    ``none`` mode) and nothing else; the descendants (bwrap's namespace init, the command and what it started)
+    are found through the kernel's children lists, before anything is killed (a killed parent's children move).
+    """
+    needle = mark.encode()
+    roots = [pid for pid in _children("self") if _carries(pid, needle)]
+    tree, stack = [], list(roots)
+    while stack:
+        pid = stack.pop()
+        tree.append(pid)
+        stack += _children(pid)
+    return roots, tree
+
+
+async def _kill_run(mark: str, done: threading.Event) -> None:
+    """Kill the run's processes and return once each has exited (waited on pidfds, inside trio: no thread hop).
+
+    Called only when the worker has taken the call, so its child exists or is about to: until it shows up (a
+    fork not yet exec'd does not carry the mark) or ``run`` has returned, look again every 2 ms.
+    """
+    with trio.move_on_after(REAP_LIMIT_S):
+        while True:
+            roots, tree = _run_tree(mark)
+            if tree or done.is_set():
+                break
+            await trio.sleep(0.002)  # the spawn race only: the worker took the call, its child is not exec'd yet
+        fds: list[int] = []
+        try:
+            for pid in tree:
+                with contextlib.suppress(OSError):
+                    fds.append(os.pidfd_open(pid))  # pins the process: no pid reuse between here and the kill
+            for pid in roots:  # run() started it with start_new_session: its pid is the group id
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
             for fd in fds:
-                sel.register(fd, selectors.EVENT_READ)
-            while sel.get_map() and time.monotonic() < deadline:
-                for key, _ in sel.select(max(deadline - time.monotonic(), 0)):
-                    sel.unregister(key.fd)  # readable: that process has exited
-    finally:
-        for fd in seen.values():
-            if fd >= 0:
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            for fd in fds:
+                await trio.lowlevel.wait_readable(fd)  # readable once that process has exited
+        finally:
+            for fd in fds:
                 os.close(fd)
 
 
@@ -168,9 +177,9 @@ class ShellTool(Tool[ShellArgs]):
             with lock:
                 running = state[0] == "running"
                 state[0] = "abandoned" if not running else state[0]
-            if running:  # the worker is in (or entering) run: kill its group and wait until run has returned
+            if running:  # the worker is in (or entering) run: kill what it started, wait until all of it exited
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(_reap, mark, done)
+                    await _kill_run(mark, done)
             raise
         except (sandbox.SandboxError, NetworkPolicyError, PathRefused, ToolRefused) as exc:
             kind = getattr(exc, "kind", None)
