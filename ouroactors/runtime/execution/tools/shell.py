@@ -2,21 +2,23 @@
 
 **Why the blocking sandbox call in a worker thread, and not ``trio.run_process``.** :func:`ouroactors.runtime.
 sandbox.run` is the single place that decides *how* a command is contained (the probe, the bwrap argv, the
-boundary it reports, the output drain that survives escaped pipe holders) and it is being extended (the leased
-root, the network proxy). Spawning with trio ourselves would mean a second copy of those decisions that drifts.
-So the tool calls ``sandbox.run`` through one helper (:func:`_sandbox_run`) in ``trio.to_thread`` and adds the
-one thing ``run`` lacks — being cancelled from outside:
+boundary it reports, the output drain that survives escaped pipe holders, the lease root, the network proxy).
+Spawning with trio ourselves would mean a second copy of those decisions that drifts. So the tool calls
+``sandbox.run`` through one helper (:func:`_sandbox_run`) in ``trio.to_thread`` and adds the one thing ``run``
+lacks — being cancelled from outside:
 
 * every run carries a random **run mark** in its environment (``OUROACTORS_TOOL_RUN``). bwrap receives it as
   ``--setenv`` arguments (visible in its ``/proc/<pid>/cmdline``); in ``none`` mode it is in the child's
-  ``/proc/<pid>/environ``. Only direct children of this process are considered (``ppid`` check), so no other
-  process can be picked;
-* on cancel, the trio task (shielded) SIGKILLs every process carrying the mark and the **process group** of
-  the direct child (``run`` starts it with ``start_new_session``: the group id is its pid; under bwrap the pid
-  namespace dies with its init), re-killing until the worker's ``run`` has returned (a cancel may race the
-  spawn), then waits on a pidfd of each killed process until it has exited. Only then does ``trio.Cancelled``
-  propagate: when the cancel returns, no process of the call is left. A cancel that lands before the worker
-  thread took the call marks it abandoned, and nothing is started at all.
+  ``/proc/<pid>/environ``. Only direct children of this process are looked at (the kernel's ``children``
+  lists), so no other process can be picked;
+* on cancel, the trio task (shielded) collects the marked child and all its descendants, pins each with a
+  pidfd, SIGKILLs the child's **process group** (``run`` starts it with ``start_new_session``: the group id is
+  its pid) and every descendant (under bwrap: its namespace init and the command), then waits in trio until
+  every pidfd reports exit. Only then does ``trio.Cancelled`` propagate: when the cancel returns, no process of
+  the call is left (measured: p50 12 ms, max 21 ms under bwrap on a 2-core machine at load 10). A cancel that
+  lands before the worker thread took the call marks it abandoned, and nothing starts; one that races the spawn
+  looks again every 2 ms until the child shows up or ``run`` returned. The worker thread itself finishes
+  moments later (``run`` sees its child gone) and its result is dropped.
 
 Network: the command reaches only the session's granted domains (``ToolContext.network_domains``), through the
 sandbox's domain-enforcing proxy; with no domains granted it has no network at all. The data dir is passed to the
