@@ -61,8 +61,9 @@ from typing import Literal
 
 from .netproxy import SOCKET_NAME, NetProxy
 from .sandbox_fs import SandboxError as SandboxError  # re-exported: callers catch it from here
-from .sandbox_fs import ViewEntry, check_workspace, home_dirs, own_home, system_view, under, view_args
+from .sandbox_fs import ViewEntry, check_run_paths, system_view, under, view_args
 from .sandbox_fs import WorkspaceRefused as WorkspaceRefused
+from .sandbox_fs import canonical_dir as canonical_dir
 from .sandbox_netpolicy import NetworkPolicy as NetworkPolicy
 from .sandbox_proc import supervise
 
@@ -142,15 +143,6 @@ class Result:
     argv: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     network_refusals: tuple[str, ...] = ()  # what the proxy refused ("host: reason"), in order
-
-
-def canonical_dir(path: str, what: str = "workspace") -> str:
-    real = os.path.realpath(path)
-    if not os.path.isdir(real):
-        raise WorkspaceRefused(path, f"the {what} is not an existing directory")
-    if real == "/":
-        raise WorkspaceRefused(path, f"the {what} may not be / (the whole filesystem would be writable)")
-    return real
 
 
 def sandbox_env(workspace: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -346,21 +338,6 @@ def describe(p: Probe) -> str:
     if p.flags:
         lines.append("probe: " + " ".join(p.flags))
     return "\n".join(lines)
-
-
-def check_run_paths(workspace: str, *, leased_root: str | None, data_dir: str | None,
-                    extra_ro: tuple[str, ...]) -> str:
-    """The canonical workspace, after refusing what may not be one (see :func:`.sandbox_fs.check_workspace`)."""
-    ws = canonical_dir(workspace)
-    data = os.path.realpath(data_dir) if data_dir is not None else None
-    lease_real = os.path.realpath(leased_root) if leased_root is not None else None
-    check_workspace(ws, data_dir=data, homes=home_dirs(), home=own_home(), leased_root=leased_root,
-                    leased_root_real=lease_real)
-    for path in extra_ro:
-        real = os.path.realpath(path)
-        if real == "/" or (data is not None and (under(real, data) or under(data, real))):
-            raise SandboxError(f"read-only path {path!r} may not be / or overlap the data dir {data_dir!r}")
-    return ws
 
 
 def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_network: bool = False,

@@ -175,3 +175,27 @@ def check_workspace(ws: str, *, data_dir: str | None, homes: Sequence[str], home
     for system in SYSTEM_DIRS:
         if under(ws, system):
             raise WorkspaceRefused(ws, f"it is the system directory {system} or inside it")
+
+
+def canonical_dir(path: str, what: str = "workspace") -> str:
+    real = os.path.realpath(path)
+    if not os.path.isdir(real):
+        raise WorkspaceRefused(path, f"the {what} is not an existing directory")
+    if real == "/":
+        raise WorkspaceRefused(path, f"the {what} may not be / (the whole filesystem would be writable)")
+    return real
+
+
+def check_run_paths(workspace: str, *, leased_root: str | None, data_dir: str | None,
+                    extra_ro: tuple[str, ...]) -> str:
+    """The canonical workspace, after refusing what may not be one (see :func:`check_workspace`)."""
+    ws = canonical_dir(workspace)
+    data = os.path.realpath(data_dir) if data_dir is not None else None
+    lease_real = os.path.realpath(leased_root) if leased_root is not None else None
+    check_workspace(ws, data_dir=data, homes=home_dirs(), home=own_home(), leased_root=leased_root,
+                    leased_root_real=lease_real)
+    for path in extra_ro:
+        real = os.path.realpath(path)
+        if real == "/" or (data is not None and (under(real, data) or under(data, real))):
+            raise SandboxError(f"read-only path {path!r} may not be / or overlap the data dir {data_dir!r}")
+    return ws
