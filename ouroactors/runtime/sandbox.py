@@ -54,7 +54,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Literal
@@ -376,6 +376,9 @@ def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_netw
         child_env: dict[str, str] | None = {}  # bwrap sets the command's environment itself
     else:
         argv, boundary, child_env = list(command), NONE_BOUNDARY, sandbox_env(ws, env)
+        if network is not None:  # honest: a grant asked for, nothing to enforce it with
+            boundary = replace(boundary, notes=(*boundary.notes, f"requested {network.describe()} is NOT enforced "
+                                                                  "unsandboxed: the host's network is reachable"))
     try:
         started = time.monotonic()
         try:

@@ -49,3 +49,12 @@ def test_uid_map_refusal_is_classified(tmp_path: Path, ws: Path) -> None:
     with pytest.raises(SandboxUnavailable, match="uid_map_refused"):
         run(["touch", "ran"], mode=SandboxMode.BWRAP, workspace=str(ws), probe=broken)
     assert not (ws / "ran").exists()
+
+
+def test_none_mode_says_a_network_grant_is_not_enforced(ws: Path) -> None:
+    from ouroactors.runtime.sandbox import NetworkPolicy
+
+    result = run(["true"], mode=SandboxMode.NONE, workspace=str(ws), network=NetworkPolicy(("example.com",)))
+    assert result.boundary.network_policy == "host (unsandboxed)" and result.network_refusals == ()
+    assert "requested proxy(example.com) is NOT enforced unsandboxed: the host's network is reachable" in \
+        result.boundary.notes
