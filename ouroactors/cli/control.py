@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -79,18 +80,26 @@ def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> N
 @reports_errors
 def stop(data_dir: str, timeout: float) -> None:
     """Stop the system serving DATA_DIR: trees in reverse order, then every process."""
-    found = markers.read_marker(data_dir)  # type: ignore[arg-type]
+    directory = Path(data_dir)
+    found = markers.read_marker(directory)
     if found is None or not markers.is_live(found):
         err_console.print(f"no live system serves {data_dir}", markup=False)
         sys.exit(5)
+    # Nothing is signalled on the marker's word alone: its processes must be this system's.
+    markers.verify_processes(directory, found)
     owner_alive = markers.process_start_ticks(found.owner_pid) is not None
     if owner_alive and not found.detached and found.owner_pid != os.getpid():
+        markers.verify_owner(directory, found)
         os.kill(found.owner_pid, signal.SIGTERM)  # the foreground `run` shuts down in order
         deadline = time.monotonic() + timeout
         while markers.process_start_ticks(found.owner_pid) is not None and time.monotonic() < deadline:
             time.sleep(0.05)  # waiting for another process to finish, bounded
     else:
-        connect(data_dir).shutdown(timeout=timeout)
+        system = connect(data_dir)
+        current = system.marker or found
+        if current != found:  # swapped since it was verified: verify what will be signalled
+            markers.verify_processes(directory, current)
+        system.shutdown(timeout=timeout)
     if found.admin_pgid is not None and _group_alive(found.admin_pgid):
         err_console.print(f"system still running (process group {found.admin_pgid})", markup=False)
         sys.exit(1)

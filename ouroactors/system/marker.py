@@ -8,6 +8,14 @@ processes are gone (the system was killed) is *stale*: it is detected, reported 
 Liveness is checked on the processes, never assumed from the file: the admin's process group must
 have a live member and the start time of its leader must match the one recorded, so a recycled
 pid is not mistaken for the system.
+
+Before anything is *signalled* on the marker's word (``ouroactors stop`` kills the admin's process
+group), :func:`verify_processes` checks that the processes belong to the system of this data
+directory, not merely that they are alive: the admin must run as our user, sit in the process
+group the marker names, and hold this data dir's ``admin.out`` open as its output (the file the
+system was started with); an in-process system's owner must hold its ``events.jsonl`` open; the
+owner of a foreground run must run as our user and be older than its admin. A forged or stale
+marker naming an unrelated process is refused with :class:`MarkerMismatch` and nothing is killed.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from ..core.errors import ActorSystemError
 from ..core.procs import process_start_ticks as process_start_ticks
 
 MARKER = "system.json"
+ADMIN_OUTPUT = "admin.out"  # the admin's stdout/stderr (see handle.start)
+EVENTS = "events.jsonl"
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,17 @@ class DataDirInUse(ActorSystemError):
         super().__init__(
             f"data dir {data_dir} is already served by a live system (pid {who}, started by pid "
             f"{marker.owner_pid}); stop it first with `ouroactors stop --data-dir {data_dir}`"
+        )
+
+
+class MarkerMismatch(ActorSystemError):
+    """The marker names processes that cannot be shown to belong to this data dir's system."""
+
+    def __init__(self, data_dir: Path, problem: str) -> None:
+        self.problem = problem
+        super().__init__(
+            f"{Path(data_dir) / MARKER}: {problem}; refusing to signal it (if no system runs on {data_dir}, "
+            "remove the marker)"
         )
 
 
@@ -104,3 +125,79 @@ def read_marker_quietly(data_dir: Path) -> Marker | None:
         return read_marker(data_dir)
     except ActorSystemError:
         return None
+
+
+def verify_processes(data_dir: Path, marker: Marker) -> None:
+    """Raise :class:`MarkerMismatch` unless the marker's live processes are this system's."""
+    directory = Path(data_dir)
+    if marker.base == "simple":
+        _ours(directory, marker.owner_pid, "the in-process system's owner")
+        if not _holds(marker.owner_pid, directory / EVENTS):
+            raise MarkerMismatch(directory, f"pid {marker.owner_pid} does not have {directory / EVENTS} open")
+        return
+    if marker.admin_pid is None or marker.admin_pgid is None:
+        raise MarkerMismatch(directory, "the marker names no admin process")
+    _ours(directory, marker.admin_pid, "the admin")
+    if marker.admin_start_ticks is None or process_start_ticks(marker.admin_pid) != marker.admin_start_ticks:
+        raise MarkerMismatch(directory, f"pid {marker.admin_pid} is not the admin the marker recorded (start time)")
+    group = _pgid(marker.admin_pid)
+    if group != marker.admin_pgid:
+        raise MarkerMismatch(
+            directory, f"the admin (pid {marker.admin_pid}) is in process group {group}, not {marker.admin_pgid}")
+    if not _holds(marker.admin_pid, directory / ADMIN_OUTPUT):
+        raise MarkerMismatch(
+            directory, f"pid {marker.admin_pid} does not write to {directory / ADMIN_OUTPUT}: not this system's admin")
+
+
+def verify_owner(data_dir: Path, marker: Marker) -> None:
+    """Before signalling a foreground owner: it runs as our user and was there before its admin."""
+    directory = Path(data_dir)
+    _ours(directory, marker.owner_pid, "the owner")
+    owner_ticks = process_start_ticks(marker.owner_pid)
+    admin_ticks = marker.admin_start_ticks
+    if owner_ticks is None or (admin_ticks is not None and owner_ticks > admin_ticks):
+        raise MarkerMismatch(directory, f"pid {marker.owner_pid} started after the admin: it cannot have started it")
+
+
+def _ours(directory: Path, pid: int, what: str) -> None:
+    uid = _uid(pid)
+    if uid is None:
+        raise MarkerMismatch(directory, f"{what} (pid {pid}) is gone")
+    if uid != os.geteuid():
+        raise MarkerMismatch(directory, f"{what} (pid {pid}) runs as uid {uid}, not as uid {os.geteuid()}")
+
+
+def _uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("Uid:"):
+                    return int(line.split()[2])  # real, *effective*, saved, fs
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _holds(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (the same file: device and inode)."""
+    try:
+        wanted = os.stat(path)
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            found = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (wanted.st_dev, wanted.st_ino):
+            return True
+    return False
