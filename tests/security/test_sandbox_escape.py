@@ -303,3 +303,14 @@ def test_a_data_dir_inside_the_view_is_refused(ws: Path, found: Probe) -> None:
     prefix = toolchain()[0] if toolchain() else "/usr"
     with pytest.raises(SandboxError, match="inside the read-only view"):
         run(["true"], mode=SandboxMode.BWRAP, workspace=str(ws), probe=found, data_dir=f"{prefix}/lib")
+
+
+def test_another_local_user_cannot_use_the_proxy(as_other_user) -> None:  # type: ignore[no-untyped-def]
+    from ouroactors.runtime.netproxy import NetProxy
+
+    with NetProxy(NetworkPolicy(("*",))) as proxy:
+        code = ("import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n"
+                f"    s.connect({proxy.path!r})\n    print('CONNECTED')\nexcept OSError as exc:\n"
+                "    print('refused', type(exc).__name__)\n")
+        done = as_other_user(code)
+    assert done.stdout.strip() == "refused PermissionError", done
