@@ -223,6 +223,32 @@ def test_a_reader_never_sees_a_half_written_file(tmp_path: Path) -> None:
     assert seen == {"ok"}
 
 
+def test_write_makes_missing_directories_only_when_it_runs(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
+    tool, args = parse_call(ToolCall(id="c", name="write", arguments={"path": "src/pkg/m.py", "content": "x"}))
+    assert tool.grant_request(args, context(root)).paths == (f"{root}/src/pkg/m.py",)
+    assert os.listdir(root) == []  # judging the request made nothing
+    out = call("write", context(root), path="src/pkg/m.py", content="x")
+    assert out.status == "ok" and out.evidence["dirs_created"] == [f"{root}/src", f"{root}/src/pkg"]
+    assert Path(root, "src", "pkg", "m.py").read_text() == "x"
+    assert refusal("write", root, path="other/m.py", content="x", make_dirs=False).kind == "not_found"
+    assert not Path(root, "other").exists()
+
+
+def test_made_directories_never_leave_the_lease(tmp_path: Path) -> None:
+    root, outside = lease(tmp_path)
+    os.symlink(outside, f"{root}/out")
+    os.symlink(f"{outside}/nowhere", f"{root}/dangling")
+    Path(root, "file").write_text("")
+    assert refusal("write", root, path="out/new/x.txt", content="x").kind == "path_escapes"
+    assert refusal("write", root, path="dangling/new/x.txt", content="x").kind == "path_escapes"
+    assert refusal("write", root, path="../outside/new/x.txt", content="x").kind == "path_escapes"
+    assert refusal("write", root, path="new/../../outside/x.txt", content="x").kind == "not_found"
+    assert refusal("write", root, path="file/new/x.txt", content="x").kind == "not_a_directory"
+    assert sorted(os.listdir(outside)) == ["secret.txt"] and not os.path.exists(f"{outside}/nowhere")
+    assert sorted(os.listdir(root)) == ["dangling", "file", "out"]
+
+
 # -- edit -------------------------------------------------------------------------------------------
 
 

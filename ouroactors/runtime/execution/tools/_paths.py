@@ -24,6 +24,7 @@ import os
 import posixpath
 import stat
 from dataclasses import dataclass
+from typing import Literal
 
 from ....authorities.workspace.paths import (
     InvalidPath,
@@ -64,41 +65,89 @@ def canonical_dir(path: str, root: str) -> str:
     return canonicalize(path, allowed_roots=(root,), cwd=root)
 
 
+Parents = Literal["exist", "plan", "create"]
+
+
 @dataclass(frozen=True)
 class Target:
-    """A resolved file path: ``parent`` is canonical and inside the root, ``name`` a single component, not a link."""
+    """A resolved file path: ``parent`` is canonical and inside the root, ``name`` a single component, not a link.
+
+    ``created`` lists the directories made to hold it (``parents="create"``); with ``parents="plan"`` they are
+    listed but do not exist yet (what grants judge before anything is done).
+    """
 
     parent: str
     name: str
     exists: bool
+    created: tuple[str, ...] = ()
 
     @property
     def path(self) -> str:
         return f"{self.parent.rstrip('/')}/{self.name}"
 
 
-def resolve_file(raw: str, root: str, tool: str) -> Target:
-    """Where a file path argument really points, inside ``root`` — or :class:`PathRefused`."""
+def _parent_dir(head: str, root: str, tool: str, parents: Parents, made: list[str]) -> str:
+    """The canonical directory ``head`` inside ``root``; missing directories are refused, planned or created.
+
+    Only a *missing* directory is planned or created, one component at a time, each inside an already verified
+    directory (``mkdirat`` on a descriptor :func:`open_dir` re-checked): an escape, a loop or a file in the way is
+    refused as the workspace names it, and ``..`` after a missing component is refused (it cannot be resolved).
+    """
+    try:
+        return canonical_dir(head or "/", root)
+    except NotFound as exc:
+        up, name = posixpath.split(head.rstrip("/"))
+        if parents == "exist" or name in ("", ".", ".."):
+            raise refused(tool, exc) from None
+        base = _parent_dir(up or "/", root, tool, parents, made)
+        planned = f"{base.rstrip('/')}/{name}"
+        if parents == "plan":
+            made.append(planned)
+            return planned
+        dfd = open_dir(base, root, tool)
+        try:
+            os.mkdir(name, 0o755, dir_fd=dfd)
+            made.append(planned)
+        except FileExistsError:
+            pass  # made meanwhile, or a dangling link: the walk below says which
+        except OSError as err:
+            raise PathRefused(tool, f"cannot create directory {planned}: {err.strerror}", "mkdir_failed") from None
+        finally:
+            close_quietly(dfd)
+        try:
+            return canonical_dir(head, root)
+        except PathError as again:
+            raise refused(tool, again) from None
+    except PathError as exc:
+        raise refused(tool, exc) from None
+
+
+def resolve_file(raw: str, root: str, tool: str, parents: Parents = "exist") -> Target:
+    """Where a file path argument really points, inside ``root`` — or :class:`PathRefused`.
+
+    ``parents``: ``exist`` (the directory must exist), ``plan`` (missing directories are fine: where they would
+    be is returned, nothing is made) or ``create`` (they are made, see :func:`_parent_dir`).
+    """
     if not isinstance(raw, str) or not raw or "\0" in raw:
         raise PathRefused(tool, f"invalid path {raw!r}: empty or contains NUL", "invalid_path")
     path = raw if raw.startswith("/") else f"{root}/{raw}"
+    made: list[str] = []
     for _ in range(MAX_LINKS + 1):
         head, tail = posixpath.split(path)
         if tail in ("", ".", ".."):
             raise PathRefused(tool, f"{raw!r} names a directory, not a file", "is_a_directory")
-        try:
-            parent = canonical_dir(head or "/", root)
-        except PathError as exc:
-            raise refused(tool, exc) from None
+        parent = _parent_dir(head, root, tool, parents, made)
+        if made and parents == "plan":
+            return Target(parent, tail, False, tuple(made))
         full = f"{parent.rstrip('/')}/{tail}"
         try:
             st = os.lstat(full)
         except FileNotFoundError:
-            return Target(parent, tail, False)
+            return Target(parent, tail, False, tuple(made))
         except OSError as exc:
             raise PathRefused(tool, f"cannot inspect {full}: {exc.strerror}", "path_refused") from None
         if not stat.S_ISLNK(st.st_mode):
-            return Target(parent, tail, True)
+            return Target(parent, tail, True, tuple(made))
         target = os.readlink(full)
         path = target if target.startswith("/") else f"{parent}/{target}"
     raise PathRefused(tool, f"{raw!r}: more than {MAX_LINKS} symlinks at the last component", "symlink_loop")

@@ -5,7 +5,9 @@ hand, re-checked after open). :meth:`grant_request` resolves too, so grants judg
 resolves again, because the filesystem may have changed since (the lease keeps other *sessions* out, not the
 session's own shell commands).
 
-Writes are atomic: a temp file in the same directory (``O_EXCL | O_NOFOLLOW``), fsync, ``rename`` over the
+``write`` creates missing parent directories by default (``make_dirs``), one at a time inside verified
+directories; its grant request names where they would be, and nothing is made before the run. Writes are atomic:
+a temp file in the same directory (``O_EXCL | O_NOFOLLOW``), fsync, ``rename`` over the
 name, fsync of the directory. ``rename`` replaces a symlink planted at the name instead of writing through it.
 An existing file keeps its permission bits. ``edit`` refuses unless ``old`` occurs exactly once (or
 ``replace_all``), saying how many times it occurs; it also refuses when the file changed between its read and
@@ -126,6 +128,7 @@ class ReadTool(Tool[ReadArgs]):
 class WriteArgs(ToolArgs):
     path: str = Field(min_length=1, max_length=4096, description="file path, relative to the workspace root")
     content: str = Field(max_length=WRITE_MAX_BYTES, description="the whole new content of the file")
+    make_dirs: bool = Field(True, description="create missing parent directories (inside the workspace)")
 
 
 def _atomic_write(target: Target, root: str, tool: str, data: bytes, keep_mode: int | None) -> None:
@@ -174,11 +177,11 @@ class WriteTool(Tool[WriteArgs]):
     description = "Create or replace a file of the workspace with the given content (atomically)."
     effect = Effect.WRITE
     Args = WriteArgs
-    fingerprint_fields = ("path", "content")
+    fingerprint_fields = ("path", "content", "make_dirs")
     ledger_kind = "file_write"
 
     def grant_request(self, args: WriteArgs, ctx: ToolContext) -> Request:
-        target = resolve_file(args.path, ctx.root, self.name)
+        target = resolve_file(args.path, ctx.root, self.name, "plan" if args.make_dirs else "exist")
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
@@ -189,7 +192,7 @@ class WriteTool(Tool[WriteArgs]):
             return _failed(exc, started, path=args.path, written=False)
 
     def _run(self, args: WriteArgs, ctx: ToolContext, started: float) -> ToolOutcome:
-        target = resolve_file(args.path, ctx.root, self.name)
+        target = resolve_file(args.path, ctx.root, self.name, "create" if args.make_dirs else "exist")
         data = args.content.encode()
         _atomic_write(target, ctx.root, self.name, data, _existing_mode(target, self.name))
         rel = _rel(target.path, ctx.root)
@@ -197,7 +200,8 @@ class WriteTool(Tool[WriteArgs]):
         return ToolOutcome(status="ok", output=f"{verb} {rel} ({len(data)} bytes)", duration_ms=_ms(started),
                            output_cap_bytes=ctx.output_cap_bytes,
                            evidence={"path": target.path, "written": True, "created": not target.exists,
-                                     "bytes_written": len(data), "sha256": _sha256(data)})
+                                     "bytes_written": len(data), "sha256": _sha256(data),
+                                     "dirs_created": list(target.created)})
 
 
 # -- edit -------------------------------------------------------------------------------------------
