@@ -10,13 +10,15 @@ import pytest
 
 
 def build_layout(base: Path) -> dict[str, str]:
-    """``base/ws`` is the workspace root (a git-like tree), ``base/outside`` lies beside it and
+    """``base/ws`` is the workspace root (a git-like tree with a bare repository ``bare.git``),
+    ``base/outside`` lies beside it and
     ``base/data`` is the protected data dir. Returns the placeholders the corpus uses."""
     ws, outside, data = base / "ws", base / "outside", base / "data"
-    for d in (ws / "src" / "a", ws / ".git" / "hooks", ws / "sub" / ".git", outside, data, ws / "secrets"):
+    for d in (ws / "src" / "a", ws / ".git" / "hooks", ws / "sub" / ".git", outside, data, ws / "secrets",
+              ws / "bare.git" / "objects", ws / "bare.git" / "refs"):
         d.mkdir(parents=True, exist_ok=True)
     for f in (ws / "src" / "app.py", ws / ".git" / "config", ws / ".git" / "HEAD", outside / "x",
-              data / "ledger.mdb", ws / "notes.md"):
+              data / "ledger.mdb", ws / "notes.md", ws / "bare.git" / "HEAD"):
         f.write_text("x\n")
     links = {"link_out": "../outside", "loop_a": "loop_b", "loop_b": "loop_a", "g": ".git",
              "data_link": "../data", "dangling": "../outside/newfile", "abs_out": str(outside),

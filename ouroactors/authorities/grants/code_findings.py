@@ -247,6 +247,8 @@ def _git(args: list[Word], f: Finding) -> None:
             f.mark(at, "git --exec-path runs git programs from another directory")
             i += 1
         elif v.split("=", 1)[0] in GIT_GLOBAL_VALUED:
+            if v.split("=", 1)[0] in ("--git-dir", "--work-tree"):
+                f.mark(at + ("=" not in v), f"git {v.split('=', 1)[0]} runs with another repository's config")
             i += 1 + ("=" not in v)
         elif v in GIT_GLOBAL_FLAGS or v == "--exec-path":
             i += 1

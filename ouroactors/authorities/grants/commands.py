@@ -88,6 +88,7 @@ class Segmentation:
     unparseable: str | None = None
     details: tuple[Segment, ...] = ()  # the same segments with their forms
     writes: tuple[str | None, ...] = ()  # files the command writes (redirections, -o …); None: named at run time
+    changes_dir: bool = False  # a part runs in another directory (cd, env -C, git -C …): relative writes are unknown
 
     @property
     def complete(self) -> bool:
@@ -124,6 +125,7 @@ def segments(command: str, *, max_len: int = 4096) -> Segmentation:
 class _Context:
     found: list[Segment] = field(default_factory=list)
     writes: list[str | None] = field(default_factory=list)
+    changes_dir: bool = False
 
     def add(self, seg: Segment) -> None:
         if len(self.found) >= MAX_SEGMENTS:
@@ -139,12 +141,14 @@ class _Context:
 
     def merge(self, sub: _Context, outer: tuple[Form, ...]) -> None:
         self.writes.extend(sub.writes)
+        self.changes_dir = self.changes_dir or sub.changes_dir
         for seg in sub.found:
             self.add(Segment((*outer, *seg.forms)))
 
     def result(self, truncated: bool = False, unparseable: str | None = None) -> Segmentation:
         found = tuple(self.found)
-        return Segmentation(tuple(s.argv for s in found), truncated, unparseable, found, tuple(self.writes))
+        return Segmentation(tuple(s.argv for s in found), truncated, unparseable, found, tuple(self.writes),
+                            self.changes_dir)
 
 
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
@@ -161,6 +165,10 @@ def _written(redirs: tuple[Word, ...]) -> list[str | None]:
 
 
 _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
+_CHDIR = frozenset({"cd", "pushd", "popd"})
+_CHDIR_OPTIONS = {"env": ("-C", "--chdir"), "sudo": ("-D", "--chdir"), "unshare": ("-w", "--wd"),
+                  "git": ("-C", "--work-tree", "--git-dir"), "systemd-run": ("--working-directory",),
+                  "make": ("-C", "--directory"), "tar": ("-C", "--directory"), "parallel": ("--workdir",)}
 _KEYWORDS = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc"})
 
 
@@ -321,6 +329,8 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ..
     argv = (name, *(w.value for w in words[1:]), *tail)
     found = inspect(name, words[1:])
     ctx.writes.extend(found.writes)
+    ctx.changes_dir = ctx.changes_dir or name in _CHDIR or any(
+        w.value.split("=", 1)[0] in _CHDIR_OPTIONS.get(name, ()) for w in words[1:])
     _judge_inner(ctx, depth, found, (*outer, Form(argv, prog.value, "code", found.code, found.why)))
     form = Form(argv, prog.value, None, found.code, found.why)
     script: Word | None = None

@@ -257,12 +257,15 @@ def _path_items(req: Request, split: Segmentation | None, ctx: Context) -> list[
     wanted = [(raw, req.effect, "path") for raw in req.paths]
     wanted += [(w, Effect.WRITE, "write") for w in (split.writes if split is not None else ()) if w is not None
                and norm(w) not in HARMLESS_SINKS]
+    moved = split is not None and split.changes_dir
     items = list[_Item]()
     for raw, effect, what in wanted:
         path = norm(raw)
         if not path.startswith("/") and (path == ".." or path.startswith("../")):
             return Verdict(Decision.DENY, f"path escapes: {raw!r}")
         v = view(raw, ctx)
+        if what == "write" and moved and not raw.startswith("/"):  # relative to a directory the command chose
+            v = PathView(raw, v.spelled, (), None, "the command changes directory before writing it")
         if effect is Effect.WRITE and (why := protected_reason(v, ctx)) is not None:
             return Verdict(Decision.DENY, why)
         label = f"{what} {raw!r}" + (f" (really {v.resolved})" if v.resolved and v.resolved != path else "")

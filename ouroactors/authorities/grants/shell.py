@@ -7,8 +7,8 @@ It splits lists and pipelines (``&&`` ``||`` ``;`` ``|`` ``|&`` ``&`` newline), 
 commands of their own, wherever they appear (unquoted, inside double quotes, inside ``${…}``).
 
 Each :class:`Word` records whether the *outer* shell would expand something in it (a variable,
-a substitution, an unquoted glob or brace expansion): such a word is ``dynamic`` and its text is
-kept raw. Quoting follows POSIX: single quotes are literal; in double quotes a backslash escapes
+a substitution, an unquoted glob, brace or leading tilde expansion): such a word is ``dynamic``
+and its text is kept raw. Quoting follows POSIX: single quotes are literal; in double quotes a backslash escapes
 only ``$ ` " \\`` and newline; ``$'…'`` escapes are decoded; ``$"…"`` is a double-quoted string.
 
 What it does not parse raises :class:`Unparseable` (heredocs, unbalanced quotes or parentheses,
@@ -194,7 +194,8 @@ class Parser:
                 w.value += c
                 w.plain += c
                 self.i += 1
-        if "*" in w.plain or "?" in w.plain or ("[" in w.plain and "]" in w.plain) or _BRACE.search(w.plain):
+        tilde = w.plain.startswith("~") and w.value.startswith("~")  # `~/x`, `~user/x`: the shell expands it
+        if "*" in w.plain or "?" in w.plain or ("[" in w.plain and "]" in w.plain) or _BRACE.search(w.plain) or tilde:
             w.dynamic = True
         return w
 

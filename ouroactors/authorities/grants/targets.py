@@ -22,7 +22,8 @@ link, a relative path without a root) has no real forms: no allow covers it, the
 :func:`protected_reason` refuses writes into ``.git`` and the data dir by their real location:
 a ``.git`` segment in the spelling or the resolved path, anything under the resolved protected
 roots or the root's resolved git dir, or an existing ancestor that *is* one of those directories
-(same device and inode: a case-insensitive spelling or a bind mount of ``.git``). This module
+(same device and inode: a case-insensitive spelling or a bind mount of ``.git``) or has the shape
+of a git directory (a bare repository ``x.git``, a worktree's git dir). This module
 reads the filesystem (``lstat``/``readlink``/``stat``) and nothing else; it writes nothing.
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from dataclasses import dataclass
 
 from ..workspace.paths import PathError, canonicalize_target, under
@@ -130,20 +132,26 @@ def view(raw: str, ctx: Context) -> PathView:
     return PathView(raw, tuple(sorted(spelled)), tuple(real), resolved)
 
 
-def _inside_protected_dir(resolved: str, identities: frozenset[tuple[int, int]]) -> bool:
-    """True when an existing ancestor of ``resolved`` (or itself) is one of the protected directories."""
-    if not identities:
-        return False
+def _is_git_dir(directory: str) -> bool:
+    """A git directory by its shape (``HEAD``, ``objects/``, ``refs/``), whatever it is called: a bare
+    repository's ``config`` runs code (``core.pager``, ``core.fsmonitor``) as surely as ``.git/config``."""
+    return (os.path.isfile(f"{directory}/HEAD") and os.path.isdir(f"{directory}/objects")
+            and os.path.isdir(f"{directory}/refs"))
+
+
+def _inside_protected_dir(resolved: str, identities: frozenset[tuple[int, int]]) -> str | None:
+    """The existing ancestor of ``resolved`` (or itself) that is a protected directory or a git
+    directory, if any."""
     current = resolved
     while True:
         try:
             st = os.stat(current)
-            if (st.st_dev, st.st_ino) in identities:
-                return True
+            if (st.st_dev, st.st_ino) in identities or (stat.S_ISDIR(st.st_mode) and _is_git_dir(current)):
+                return current
         except OSError:
             pass
         if current == "/":
-            return False
+            return None
         current = posixpath.dirname(current)
 
 
@@ -161,8 +169,8 @@ def protected_reason(v: PathView, ctx: Context) -> str | None:
         for prot in ctx.real_protected:
             if under(v.resolved, prot):
                 return f"protected: {v.raw!r} is really {v.resolved}, under {prot}"
-        if _inside_protected_dir(v.resolved, ctx.identities):
-            return f"protected: {v.raw!r} ({v.resolved}) is inside a protected directory"
+        if (directory := _inside_protected_dir(v.resolved, ctx.identities)) is not None:
+            return f"protected: {v.raw!r} ({v.resolved}) is inside {directory}, a git or protected directory"
     return None
 
 
