@@ -12,7 +12,7 @@ import trio
 from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.execution import reading, steps
 from ouroactors.runtime.execution.loop import LoopRefusal
-from ouroactors.runtime.execution.model import Message
+from ouroactors.runtime.execution.model import Finished, Message, TextDelta, ToolCall
 from ouroactors.runtime.execution.replay import replay
 
 from .loop_support import FakeEffects, call, make_session, text, usage
@@ -216,3 +216,33 @@ def test_interrupt_during_model_stream(env):
     assert result.fields["error"]["kind"] == "cancelled" and result.fields["error"]["detail"] == steps.INTERRUPTED
     assert_replays(env)
 
+
+
+class _GarbageModel:
+    def __init__(self, events):
+        self.events = events
+
+    async def stream(self, request, *, turn, index):
+        for event in self.events:
+            await trio.lowlevel.checkpoint()
+            yield event
+
+
+@pytest.mark.parametrize("events", [
+    [ToolCall(id="c1", name="read", arguments={"path": 2**70}), Finished(reason="tool_calls")],
+    [TextDelta(text="bad \ud800 surrogate"), Finished(reason="stop")],
+    [TextDelta(text="no finish")],
+], ids=["huge-int", "lone-surrogate", "no-finish"])
+def test_a_garbage_stream_is_a_recorded_model_error(env, events):
+    effects = FakeEffects()
+
+    def swap(ports):
+        ports.model = _GarbageModel(events)
+
+    h = make_session(env, "s1", [[text("unused")]], effects=effects, hook=swap)
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "failed" and effects.calls == []
+    result = [r for r in reading.records(env, "s1") if r.kind == "model_result"][-1]
+    assert result.fields["error"]["kind"] in ("malformed", "no_finish")
+    assert reading.verify(env, "s1").ok
+    assert_replays(env)

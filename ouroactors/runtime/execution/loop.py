@@ -36,6 +36,7 @@ from typing import Any, Literal, Protocol
 
 import trio
 
+from ...core.codec import CodecError, _pack
 from ...core.errors import OuroactorsError
 from . import steps
 from .config import SessionConfig, model_name
@@ -208,6 +209,8 @@ class SessionLoop:
         self.last_at = 0
         self._activity: trio.CancelScope | None = None
         self._interrupting = False
+        self._system = Message(role="system", content=config.system_prompt) if config.system_prompt else None
+        self._digests = steps.Digests()
 
     # -- recording ------------------------------------------------------------------------------------------
 
@@ -254,9 +257,9 @@ class SessionLoop:
                 limits, calls_made=calls, tokens_used=self.tokens_used, now_ns=self.last_at, deadline_ns=deadline_ns)
             if stop is not None:
                 break
-            request = steps.build_request(model_name(self.config.model), self.config.system_prompt, self.conversation,
+            request = steps.build_request(model_name(self.config.model), self._system, self.conversation,
                                           self.ports.catalog.specs(), limits.max_output_tokens)
-            self._record("model_call", turn, {"index": calls, "request_digest": steps.request_digest(request),
+            self._record("model_call", turn, {"index": calls, "request_digest": self._digests.request(request),
                                               "messages": len(request.messages)})
             self.ports.journal.flush()
             try:
@@ -281,7 +284,8 @@ class SessionLoop:
                     said = steps.tool_text(r.status, r.output, r.truncated, cap, r.error, r.error_kind)
                     self.conversation.append(steps.tool_message(r.call_id, r.name, said))
                 stop = steps.after_tools([(r.status, r.error) for r in results])
-        digest = steps.conversation_digest(self.conversation)
+        digest = self._digests.conversation(self.conversation)
+        self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])
         self._record("turn_settled", turn, {"status": stop.status, "reason": stop.reason, "model_calls": calls,
                                             "tokens_used": self.tokens_used, "conversation_digest": digest})
         self.ports.journal.flush()
@@ -332,6 +336,10 @@ class SessionLoop:
             raise ModelError(ModelErrorKind.CANCELLED, steps.INTERRUPTED if self._interrupting else steps.DEADLINE)
         if finish is None:
             raise ModelError(ModelErrorKind.NO_FINISH, "the stream ended without a finish event")
+        try:  # what cannot be journaled canonically (a lone surrogate, a 65-bit int) is garbage, not a turn
+            _pack([chunks, calls], "model stream")
+        except CodecError as exc:
+            raise ModelError(ModelErrorKind.MALFORMED, str(exc)) from None
         return chunks, calls, usage, finish
 
     async def _run_tools(self, turn: int, calls: Sequence[ToolCall], deadline_ns: int) -> list[ToolResult]:

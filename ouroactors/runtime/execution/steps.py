@@ -11,11 +11,12 @@ limit: model calls in the turn, or the session's tokens).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...core.codec import digest_of
+from ...core.codec import _pack, digest_of
 from .config import Limits
 from .model import Message, ModelErrorKind, ModelRequest, ToolCall, ToolSpec
 
@@ -72,18 +73,66 @@ def after_tools(statuses: Sequence[tuple[str, str | None]]) -> Stop | None:
     return None
 
 
-def build_request(model: str, system_prompt: str, conversation: Sequence[Message], tools: tuple[ToolSpec, ...],
+def build_request(model: str, system: Message | None, conversation: Sequence[Message], tools: tuple[ToolSpec, ...],
                   max_output_tokens: int | None) -> ModelRequest:
-    messages = (Message(role="system", content=system_prompt), *conversation) if system_prompt else tuple(conversation)
+    messages = (system, *conversation) if system is not None else tuple(conversation)
     return ModelRequest(model=model, messages=messages, tools=tools, max_tokens=max_output_tokens)
 
 
 def request_digest(request: ModelRequest) -> str:
+    """``digest_of(request)`` — the canonical digest (see :class:`Digests` for the incremental form)."""
     return digest_of(request)
 
 
 def conversation_digest(conversation: Sequence[Message]) -> str:
     return digest_of(list(conversation))
+
+
+def _array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes([0x90 | n])
+    if n < 1 << 16:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+class Digests:
+    """The same digests as :func:`request_digest` and :func:`conversation_digest`, byte for byte, without
+    re-encoding the whole conversation on every call: a msgpack array is its header followed by its elements'
+    encodings, so each (immutable) message is encoded once and its bytes reused. A session's requests grow with
+    its conversation; re-encoding all of it per call made a 100-turn replay quadratic (most of its time)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[object, bytes]] = {}
+
+    def packed(self, value: object) -> bytes:
+        hit = self._cache.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        data = _pack(value, type(value).__name__)
+        self._cache[id(value)] = (value, data)
+        return data
+
+    def forget(self, keep: Sequence[object]) -> None:
+        """Drop cached encodings of values no longer in ``keep`` (the loop calls it as turns settle)."""
+        alive = {id(v) for v in keep}
+        self._cache = {k: v for k, v in self._cache.items() if k in alive}
+
+    def request(self, request: ModelRequest) -> str:
+        h = hashlib.sha256(b"\x94")  # ModelRequest: [model, messages, tools, max_tokens]
+        h.update(_pack(request.model, "model"))
+        h.update(_array_header(len(request.messages)))
+        for message in request.messages:
+            h.update(self.packed(message))
+        h.update(self.packed(request.tools))
+        h.update(_pack(request.max_tokens, "max_tokens"))
+        return h.hexdigest()
+
+    def conversation(self, conversation: Sequence[Message]) -> str:
+        h = hashlib.sha256(_array_header(len(conversation)))
+        for message in conversation:
+            h.update(self.packed(message))
+        return h.hexdigest()
 
 
 def assistant_message(text: str, calls: Sequence[ToolCall]) -> Message:
