@@ -5,11 +5,18 @@ A rule such as ``deny:Bash(rm *)`` is worthless if ``ls && rm -rf /``, ``bash -c
 :func:`segments` returns every simple command the shell would start: it splits on ``&&`` ``||``
 ``;`` ``|`` ``|&`` ``&`` and newlines, recurses into ``$(…)``, backticks, ``<(…)``/``>(…)``,
 subshells ``( … )`` and groups ``{ …; }``, and unwraps wrappers so rules see the real program:
-``bash|sh|zsh|… -c STR``, ``eval``, ``watch``, ``su|runuser|flock … -c STR`` (STR parsed again),
-``env``, ``xargs``, ``sudo``, ``doas``, ``chroot``, ``nohup``, ``time``, ``nice``, ``ionice``,
-``taskset``, ``timeout``, ``exec``, ``command``, ``builtin``, ``stdbuf``, ``setsid``, ``busybox``,
-``flock``, leading ``VAR=value`` words and ``find … -exec CMD ;``. The program name is
-normalised to its basename (``/usr/bin/rm`` → ``rm``).
+``bash|sh|zsh|… -c STR`` and ``sh <<< STR``, ``eval``, ``watch``, ``su|runuser|flock|script … -c
+STR`` (STR parsed again), ``env``, ``xargs``, ``sudo``, ``doas``, ``chroot``, ``nohup``, ``time``,
+``nice``, ``ionice``, ``taskset``, ``timeout``, ``exec``, ``command``, ``builtin``, ``stdbuf``,
+``setsid``, ``busybox``, ``flock``, ``strace``, ``ltrace``, ``unshare``, ``prlimit``,
+``systemd-run``, ``parallel … :::``, ``ssh HOST CMD…`` (the table is :mod:`.wrappers`), leading
+``VAR=value`` words and ``find … -exec CMD ;``. The program name is normalised to its basename
+(``/usr/bin/rm`` → ``rm``). Every form is also looked up in :mod:`.code_options` (through
+:mod:`.code_findings`): what an option runs (``git -c core.pager=CMD``, ``git rebase --exec
+CMD``, ``GIT_PAGER=CMD``, ``find -delete`` as ``rm``) becomes a segment of its own, the form gets
+a *code* mark (only an allow that names the option covers it), and the files it writes — output
+redirections, ``tee``, ``--output``-style options — are collected in
+:attr:`Segmentation.writes` for the path rules.
 
 **Why not only shlex.** ``shlex`` (posix) gives the right words for plain quoting — and this lexer
 removes quotes by the same rules (``r''m`` → ``rm``; a test checks they agree with ``shlex.split``)
@@ -37,22 +44,24 @@ written (``Bash(sudo apt *)``) does. Redirections are kept at the end of each fo
 redirected command. A backslash-escaped space stays inside the word: ``rm\\ x`` runs a program
 literally named ``rm x``, which is what the segment says.
 
-Known limits (rules are not a sandbox): an interpreter fed by stdin, a here-string or a script
-(``… | sh``, ``sh <<< STR``, ``python -c``), programs that run commands but are not in the wrapper
-table (``ssh``, ``parallel``, ``git -c alias…``), a copied or renamed binary, and arguments
-computed at run time are not seen. ``$(( … ))`` is arithmetic; ``(( … ))`` is read as subshells.
+Known limits (rules are not a sandbox): a script file's content (``sh x.sh``, ``python3 x.py``,
+``make``), programs that run commands but are in neither table, writes by a program's operands
+(``cp a /etc/x``: the allow of ``cp`` vouches for them), a copied or renamed binary, and arguments
+computed at run time are not seen. A shell or interpreter reading stdin (``… | sh``) and the
+wrappers the segmenter does not parse (``bwrap``, ``tmux`` …) carry a code mark instead.
+``$(( … ))`` is arithmetic; ``(( … ))`` is read as subshells.
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 
 from .code_findings import inspect
 from .code_options import SHELLS, Finding
 from .shell import MAX_DEPTH, Parser, TooDeep, Unparseable, Word
-from .wrappers import WRAPPERS, Opts
+from .wrappers import ASSIGN as _ASSIGN
+from .wrappers import WRAPPERS, command_option, strip
 
 MAX_SEGMENTS = 512
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
@@ -164,7 +173,6 @@ def _written(redirs: tuple[Word, ...]) -> list[str | None]:
     return out
 
 
-_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 _CHDIR = frozenset({"cd", "pushd", "popd"})
 _CHDIR_OPTIONS = {"env": ("-C", "--chdir"), "sudo": ("-D", "--chdir"), "unshare": ("-w", "--wd"),
                   "git": ("-C", "--work-tree", "--git-dir"), "systemd-run": ("--working-directory",),
@@ -174,85 +182,6 @@ _KEYWORDS = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", 
 
 def _joined(words: list[Word]) -> Word:
     return Word(" ".join(w.value for w in words), any(w.dynamic for w in words))
-
-
-def _command_option(name: str, spec: Opts, args: list[Word]) -> Word | None:
-    """The value of ``-c CMD`` / ``-lc CMD`` / ``--command[=]CMD`` among the options and first operand
-    of ``args`` (``su root -c CMD``, ``flock FILE -c CMD``), if any. ``runuser -u`` runs a program."""
-    i, operands = 0, 0
-    while i < len(args) and operands < 2:
-        w, v = args[i], args[i].value
-        if w.dynamic:
-            raise Unparseable(f"{name}: argument {v!r} is computed at run time")
-        if v == "--":
-            return None
-        if v.startswith("--"):
-            key, eq, value = v[2:].partition("=")
-            if key == "command":
-                if eq:
-                    return Word(value, w.dynamic)
-                if i + 1 >= len(args):
-                    raise Unparseable(f"{name} --command without a command string")
-                return args[i + 1]
-            if name == "runuser" and key == "user":
-                return None
-            i += key in spec.long_valued and not eq
-        elif v.startswith("-") and v != "-":
-            for j, ch in enumerate(v[1:], 1):
-                if ch not in spec.flags and ch not in spec.valued and ch != "c":
-                    raise Unparseable(f"{name}: unknown option {v!r}")
-                if ch == "u" and name == "runuser":
-                    return None
-                if ch == "c" and j < len(v) - 1:
-                    return Word(v[j + 1 :], w.dynamic)
-                if ch == "c":
-                    if i + 1 >= len(args):
-                        raise Unparseable(f"{name} -c without a command string")
-                    return args[i + 1]
-                if ch in spec.valued:
-                    i += j == len(v) - 1
-                    break
-        else:
-            operands += v != "-"
-        i += 1
-    return None
-
-
-def _strip(name: str, spec: Opts, args: list[Word]) -> tuple[list[Word], list[Word], bool]:
-    """Split a wrapper's arguments into (its options, the wrapped command, assignments seen)."""
-    i, operands, options, assigned, value_next = 0, spec.operands, True, False, False
-    while i < len(args):
-        w, v = args[i], args[i].value
-        if w.dynamic:  # even as an option's value: `-u $EMPTY rm x` would run `x`
-            raise Unparseable(f"{name}: argument {v!r} is computed at run time")
-        if value_next:
-            value_next = False
-        elif options and v == "--":
-            options = False
-        elif options and spec.assignments and _ASSIGN.match(v):
-            assigned = True
-        elif options and ((v == "-" and "-" in spec.flags) or (spec.numeric and re.fullmatch(r"-\d+", v))):
-            pass
-        elif options and v.startswith("--"):
-            key, eq, _ = v[2:].partition("=")
-            if key not in spec.long_valued | spec.long_flags | spec.long_optional:
-                raise Unparseable(f"{name}: unknown option {v!r}")
-            value_next = key in spec.long_valued and not eq and key not in spec.long_optional
-        elif options and v.startswith("-") and len(v) > 1:
-            for j, ch in enumerate(v[1:], 1):
-                if ch in spec.optional:
-                    break
-                if ch in spec.valued:
-                    value_next = j == len(v) - 1  # the value is the next word unless attached
-                    break
-                if ch not in spec.flags:
-                    raise Unparseable(f"{name}: unknown option {v!r}")
-        elif operands:
-            operands -= 1
-        else:
-            break
-        i += 1
-    return args[:i], args[i:], assigned
 
 
 def _shell_string(name: str, args: list[Word]) -> tuple[Word | None, bool]:
@@ -336,10 +265,10 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ..
     script: Word | None = None
     if name in WRAPPERS:
         spec = WRAPPERS[name]
-        script = _command_option(name, spec, words[1:]) if spec.command_opt else None
+        script = command_option(name, spec, words[1:]) if spec.command_opt else None
         rest, assigned = list[Word](), False
         if script is None and not spec.opaque:
-            _, rest, assigned = _strip(name, spec, words[1:])
+            _, rest, assigned = strip(name, spec, words[1:])
             if spec.until:
                 rest = rest[: next((i for i, w in enumerate(rest) if w.value in spec.until), len(rest))]
         if rest or (spec.default and script is None and not spec.opaque):

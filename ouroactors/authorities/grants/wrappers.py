@@ -8,7 +8,12 @@ program as its value), so the grammar fails closed. The programs whose *options*
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from .shell import Unparseable, Word
+
+ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 
 
 @dataclass(frozen=True)
@@ -113,4 +118,83 @@ WRAPPERS: dict[str, Opts] = {
 }
 
 
-__all__ = ["WRAPPERS", "Opts"]
+def command_option(name: str, spec: Opts, args: list[Word]) -> Word | None:
+    """The value of ``-c CMD`` / ``-lc CMD`` / ``--command[=]CMD`` among the options and first operand
+    of ``args`` (``su root -c CMD``, ``flock FILE -c CMD``), if any. ``runuser -u`` runs a program."""
+    i, operands = 0, 0
+    while i < len(args) and operands < 2:
+        w, v = args[i], args[i].value
+        if w.dynamic:
+            raise Unparseable(f"{name}: argument {v!r} is computed at run time")
+        if v == "--":
+            return None
+        if v.startswith("--"):
+            key, eq, value = v[2:].partition("=")
+            if key == "command":
+                if eq:
+                    return Word(value, w.dynamic)
+                if i + 1 >= len(args):
+                    raise Unparseable(f"{name} --command without a command string")
+                return args[i + 1]
+            if name == "runuser" and key == "user":
+                return None
+            i += key in spec.long_valued and not eq
+        elif v.startswith("-") and v != "-":
+            for j, ch in enumerate(v[1:], 1):
+                if ch not in spec.flags and ch not in spec.valued and ch != "c":
+                    raise Unparseable(f"{name}: unknown option {v!r}")
+                if ch == "u" and name == "runuser":
+                    return None
+                if ch == "c" and j < len(v) - 1:
+                    return Word(v[j + 1 :], w.dynamic)
+                if ch == "c":
+                    if i + 1 >= len(args):
+                        raise Unparseable(f"{name} -c without a command string")
+                    return args[i + 1]
+                if ch in spec.valued:
+                    i += j == len(v) - 1
+                    break
+        else:
+            operands += v != "-"
+        i += 1
+    return None
+
+
+def strip(name: str, spec: Opts, args: list[Word]) -> tuple[list[Word], list[Word], bool]:
+    """Split a wrapper's arguments into (its options, the wrapped command, assignments seen)."""
+    i, operands, options, assigned, value_next = 0, spec.operands, True, False, False
+    while i < len(args):
+        w, v = args[i], args[i].value
+        if w.dynamic:  # even as an option's value: `-u $EMPTY rm x` would run `x`
+            raise Unparseable(f"{name}: argument {v!r} is computed at run time")
+        if value_next:
+            value_next = False
+        elif options and v == "--":
+            options = False
+        elif options and spec.assignments and ASSIGN.match(v):
+            assigned = True
+        elif options and ((v == "-" and "-" in spec.flags) or (spec.numeric and re.fullmatch(r"-\d+", v))):
+            pass
+        elif options and v.startswith("--"):
+            key, eq, _ = v[2:].partition("=")
+            if key not in spec.long_valued | spec.long_flags | spec.long_optional:
+                raise Unparseable(f"{name}: unknown option {v!r}")
+            value_next = key in spec.long_valued and not eq and key not in spec.long_optional
+        elif options and v.startswith("-") and len(v) > 1:
+            for j, ch in enumerate(v[1:], 1):
+                if ch in spec.optional:
+                    break
+                if ch in spec.valued:
+                    value_next = j == len(v) - 1  # the value is the next word unless attached
+                    break
+                if ch not in spec.flags:
+                    raise Unparseable(f"{name}: unknown option {v!r}")
+        elif operands:
+            operands -= 1
+        else:
+            break
+        i += 1
+    return args[:i], args[i:], assigned
+
+
+__all__ = ["ASSIGN", "WRAPPERS", "Opts", "command_option", "strip"]
