@@ -26,7 +26,7 @@ from ouroactors.runtime.execution.tools import (
     parse_call,
     reconcile,
 )
-from ouroactors.runtime.execution.tools.http import RECONCILE_URL_ENV, STATUS_PATH_ENV, WORLD_URL_ENV, domain_granted
+from ouroactors.runtime.execution.tools.http import RECONCILE_URL_ENV, STATUS_PATH_ENV, WORLD_URL_ENV
 from ouroactors.system.handle import free_port
 from ouroactors.testing.leaks import port_listening
 
@@ -92,7 +92,8 @@ def echo() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 def ctx_for(tmp_path: Path, **overrides: Any) -> ToolContext:
     root = tmp_path / "lease"
     root.mkdir(exist_ok=True)
-    return context(os.path.realpath(root), **{"network_domains": LOCAL, **overrides})
+    fields = {"network_domains": LOCAL, "network_private": ("127.0.0.1/32",), **overrides}
+    return context(os.path.realpath(root), **fields)
 
 
 def test_the_effect_carries_the_ledger_key_and_the_world_counts_it(tmp_path: Path, world: World) -> None:
@@ -142,16 +143,37 @@ def test_a_host_outside_the_granted_domains_is_never_contacted(tmp_path: Path, w
     tool, args = parse_call(ToolCall(id="c", name="http", arguments={"method": "POST", "url": f"{world.url}/items"}))
     assert tool.grant_request(args, ctx).domains == ("127.0.0.1",)
     out = trio.run(tool.run, args, ctx)
-    assert out.status == "failed" and out.error_kind == "domain_not_granted" and out.evidence["sent"] is False
+    assert out.status == "failed" and out.error_kind == "destination_refused" and out.evidence["sent"] is False
+    assert "not in the granted domains" in (out.error or "")
     with world.client() as client:
         assert client.log(prefix="not-granted-1") == []
 
 
-def test_domain_patterns() -> None:
-    assert domain_granted("api.example.com", ("*.example.com",))
-    assert not domain_granted("example.com", ("*.example.com",))
-    assert not domain_granted("example.com.evil.net", ("*.example.com",))
-    assert domain_granted("anything", ("*",)) and not domain_granted("a", ())
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_granted_name_resolving_to_loopback_is_refused_without_a_private_rule(tmp_path: Path, world: World,
+                                                                                 host: str) -> None:
+    """The tool runs next to the runtime's actor ports: granting a name is not granting the host's loopback."""
+    ctx = ctx_for(tmp_path, network_domains=(host,), network_private=(), idempotency_key=f"loopback-{host}")
+    out = call("http", ctx, method="POST", url=f"http://{host}:{world.port}/items")
+    assert out.status == "failed" and out.error_kind == "destination_refused" and "loopback" in (out.error or "")
+    with world.client() as client:
+        assert client.log(prefix=f"loopback-{host}") == []
+
+
+def test_the_connection_goes_to_the_checked_address_with_the_name_kept(
+        tmp_path: Path, echo: tuple[str, list[dict[str, Any]]]) -> None:
+    url, seen = echo
+    out = call("http", ctx_for(tmp_path), url=f"{url}/echo")
+    assert out.evidence["address"] == "127.0.0.1" and seen[-1]["headers"]["Host"] == url.removeprefix("http://")
+
+
+def test_a_huge_response_is_not_held(tmp_path: Path, echo: tuple[str, list[dict[str, Any]]],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    url, _ = echo
+    monkeypatch.setattr("ouroactors.runtime.execution.tools.http.MAX_RESPONSE_BYTES", 10_000)
+    out = call("http", ctx_for(tmp_path, output_cap_bytes=100), url=f"{url}/big")
+    assert out.status == "ok" and out.truncated and out.evidence["response_complete"] is False
+    assert 10_000 < out.evidence["response_bytes"] < 100_000 and len(out.output) == len("HTTP 200\n") + 100
 
 
 def test_a_late_reply_is_unknown_and_the_reconciler_settles_it(tmp_path: Path, world: World,

@@ -154,7 +154,8 @@ class ToolContext(BaseModel):
     data_dir: str | None = None
     output_cap_bytes: int = Field(DEFAULT_OUTPUT_CAP, gt=0, le=MAX_OUTPUT_CAP)
     timeout_s: float = Field(60.0, gt=0, le=24 * 3600)
-    network_domains: tuple[str, ...] = ()
+    network_domains: tuple[str, ...] = ()  # granted domain patterns (example.com, *.example.com, *)
+    network_private: tuple[str, ...] = ()  # non-public destinations a rule names (127.0.0.1/32, db.internal)
     call_id: str | None = Field(None, max_length=200)
     effect_id: str | None = Field(None, max_length=200)
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)

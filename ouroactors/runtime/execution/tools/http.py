@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,11 +33,13 @@ from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 import httpx
+import trio
 from pydantic import Field, field_validator
 
 from ....authorities.grants.rules import Effect, Request
 from ....authorities.ledger.domain import Entry
 from ....authorities.ledger.messages import Verdict
+from ... import sandbox_netpolicy as netpolicy
 from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -45,6 +48,7 @@ STATUS_PATH_ENV = "OUROACTORS_HTTP_STATUS_PATH"
 WORLD_URL_ENV = "OUROACTORS_WORLD_URL"  # the chaos workload's world service (ouroactors.faults.world)
 DEFAULT_STATUS_PATH = "/items/{key}"
 MAX_BODY_BYTES = 1024 * 1024
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # read no further: the rest is not kept, hashed or waited for
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "idempotency-key"})
 
 
@@ -82,15 +86,38 @@ def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
 
 
-def domain_granted(host: str, domains: tuple[str, ...]) -> bool:
-    """``host`` is covered by a granted domain: exact, ``*.example.com`` (subdomains only) or ``*``."""
-    for pattern in domains:
-        pattern = pattern.lower()
-        if pattern == "*" or pattern == host:
-            return True
-        if pattern.startswith("*.") and host.endswith(pattern[1:]):
-            return True
-    return False
+class _Refused(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
+
+
+async def pinned_destination(url: httpx.URL, ctx: ToolContext) -> tuple[httpx.URL, str]:
+    """Resolve the URL's host once and check it with the sandbox proxy's own policy; the URL to connect to.
+
+    The same two gates as :mod:`ouroactors.runtime.sandbox_netpolicy` (a granted domain, and every resolved
+    address public unless ``ctx.network_private`` names it), because this tool runs in the runtime's process,
+    next to its actor ports: a granted name that resolves to loopback must not reach them. The connection then
+    goes to the checked address (the name is kept in ``Host`` and for TLS), so a name that resolves elsewhere a
+    moment later (DNS rebinding) cannot move it.
+    """
+    host = (url.host or "").lower()
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        policy = netpolicy.NetworkPolicy(domains=ctx.network_domains, private=ctx.network_private)
+    except netpolicy.NetworkPolicyError as exc:
+        raise _Refused("destination_refused", str(exc)) from None
+    named = netpolicy.check_name(host, port, policy)
+    if not named.allowed:
+        raise _Refused("destination_refused", named.reason)
+    try:
+        infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise _Refused("connect_failed", f"cannot resolve {host}: {exc}") from None
+    verdict = netpolicy.decide(host, port, list(dict.fromkeys(str(info[4][0]) for info in infos)), policy)
+    if not verdict.allowed or verdict.address is None:
+        raise _Refused("destination_refused", verdict.reason)
+    return url.copy_with(host=verdict.address), verdict.address
 
 
 class HttpTool(Tool[HttpArgs]):
@@ -103,45 +130,44 @@ class HttpTool(Tool[HttpArgs]):
     ledger_kind = "http_request"
     reconciler = "ouroactors.runtime.execution.tools.http:reconcile"
 
-    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self._transport = transport
-
     def grant_request(self, args: HttpArgs, ctx: ToolContext) -> Request:
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, domains=(host_of(args.url),))
 
     async def run(self, args: HttpArgs, ctx: ToolContext) -> ToolOutcome:
         started = time.monotonic()
-        host = host_of(args.url)
-        base = {"method": args.method, "url": args.url}
+        base: dict[str, Any] = {"method": args.method, "url": args.url, "sent": False}
         try:
             key = ctx.key()
-        except ToolRefused as exc:
-            return ToolOutcome(status="failed", error=exc.detail, error_kind=exc.kind, evidence={**base, "sent": False})
-        base["idempotency_key"] = key
-        if not domain_granted(host, ctx.network_domains):
-            return ToolOutcome(status="failed", error=f"host {host!r} is not among the session's granted domains",
-                               error_kind="domain_not_granted", evidence={**base, "sent": False},
-                               output_cap_bytes=ctx.output_cap_bytes)
-        headers = {**args.headers, IDEMPOTENCY_HEADER: key}
+            base["idempotency_key"] = key
+            url = httpx.URL(args.url)
+            target, address = await pinned_destination(url, ctx)
+        except (ToolRefused, _Refused) as exc:
+            return ToolOutcome(status="failed", error=getattr(exc, "detail", str(exc)), error_kind=exc.kind,
+                               evidence=base, output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started))
+        base["address"] = address
+        headers = {**args.headers, "Host": url.netloc.decode("ascii"), IDEMPOTENCY_HEADER: key}
         content = args.body.encode() if args.body is not None else None
+        extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
         try:
-            async with httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=False, trust_env=False,
-                                         transport=self._transport) as client:
-                response = await client.request(args.method, args.url, headers=headers, content=content,
-                                                json=args.json_body if content is None else None)
+            async with httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=False, trust_env=False) as client, \
+                    client.stream(args.method, target, headers=headers, content=content,
+                                  json=args.json_body if content is None else None, extensions=extensions) as response:
+                body = await _read_capped(response, ctx.output_cap_bytes)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             return self._transport_failure("failed", "connect_failed", exc, base, ctx, started)
         except httpx.TimeoutException as exc:
             return self._transport_failure("unknown", "timeout", exc, base, ctx, started)
         except httpx.HTTPError as exc:
             return self._transport_failure("unknown", "transport", exc, base, ctx, started)
-        raw = response.content
-        text, cut = cap_bytes(raw, ctx.output_cap_bytes)
+        text, cut = cap_bytes(body.kept, ctx.output_cap_bytes)
         ok = response.status_code < 400
-        evidence = {**base, "sent": True, "http_status": response.status_code, "response_bytes": len(raw),
-                    "response_sha256": hashlib.sha256(raw).hexdigest()}
+        evidence = {**base, "sent": True, "http_status": response.status_code, "response_bytes": body.total,
+                    "response_sha256": body.digest, "response_complete": body.complete}
+        if body.error:
+            evidence["response_error"] = body.error
         return ToolOutcome(status="ok" if ok else "failed", output=f"HTTP {response.status_code}\n{text}",
-                           truncated=cut, output_cap_bytes=ctx.output_cap_bytes,
+                           truncated=cut or body.total > len(body.kept) or not body.complete,
+                           output_cap_bytes=ctx.output_cap_bytes,
                            error=None if ok else f"HTTP {response.status_code} {response.reason_phrase}",
                            error_kind=None if ok else "http_status", evidence=evidence, duration_ms=_ms(started))
 
@@ -152,6 +178,35 @@ class HttpTool(Tool[HttpArgs]):
         return ToolOutcome(status=status, error=f"{type(exc).__name__}: {exc or 'no detail'} ({why})",
                            error_kind=kind, evidence={**base, "sent": status == "unknown"},
                            output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started))
+
+
+@dataclass
+class _Body:
+    kept: bytes
+    total: int
+    digest: str
+    complete: bool
+    error: str | None = None
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> _Body:
+    """Read the body keeping ``cap`` (+ one character) bytes, hashing all of it, at most MAX_RESPONSE_BYTES.
+
+    A hostile server cannot make the runtime hold a huge body. A break *after* the status line does not make the
+    effect unknown (the server answered); it is reported as an incomplete body.
+    """
+    kept, total, digest = bytearray(), 0, hashlib.sha256()
+    try:
+        async for chunk in response.aiter_bytes():
+            total += len(chunk)
+            digest.update(chunk)
+            if len(kept) < cap + 4:
+                kept += chunk[: cap + 4 - len(kept)]
+            if total > MAX_RESPONSE_BYTES:
+                return _Body(bytes(kept), total, digest.hexdigest(), False, f"over {MAX_RESPONSE_BYTES} bytes")
+    except httpx.HTTPError as exc:
+        return _Body(bytes(kept), total, digest.hexdigest(), False, f"{type(exc).__name__}: {exc}")
+    return _Body(bytes(kept), total, digest.hexdigest(), True)
 
 
 def _ms(started: float) -> int:
