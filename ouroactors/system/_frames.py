@@ -111,7 +111,7 @@ def auth_for(admin_port: int | None) -> tuple[Key, str | None]:
 
 
 def tag(key: bytes, body: bytes | memoryview) -> bytes:
-    return hmac.new(key, body, hashlib.sha256).digest()
+    return hmac.digest(key, body, "sha256")
 
 
 class FrameTooLarge(ValueError):
