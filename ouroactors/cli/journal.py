@@ -1,0 +1,146 @@
+"""``ouroactors journal …``: read a session's journal from a data dir — verify its chain, replay it, show it.
+
+Reads only (replay runs no tool and writes nothing). Exit codes: 0 ok · 1 the chain is broken (the first bad seq is
+named) or replay diverged · 2 bad input (no data dir, no such session) · 3 replay stopped at a boundary it cannot
+cross (the turns before it verified).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import lmdb
+from rich.table import Table
+
+from . import main
+from .common import console, data_dir_option, err_console, reports_errors
+
+
+def _open(data_dir: str) -> lmdb.Environment:
+    from ..authorities.storage.env import StorageConfig, open_env
+
+    config = StorageConfig.under(data_dir)
+    if not (Path(config.path) / "data.mdb").is_file():
+        err_console.print(f"{data_dir}: no ouroactors data here (no {config.path}/data.mdb)", style="red",
+                          markup=False, highlight=False)
+        sys.exit(2)
+    return open_env(config)
+
+
+def _need(env: lmdb.Environment, session: str) -> None:
+    from ..runtime.execution import reading
+
+    if reading.head(env, session) is None:
+        known = ", ".join(reading.sessions(env)[:10]) or "(none)"
+        err_console.print(f"no journal for session {session!r}; sessions with a journal: {known}", style="red",
+                          markup=False, highlight=False)
+        sys.exit(2)
+
+
+@main.group()
+def journal() -> None:
+    """Session journals: verify the hash chain, replay through the loop, show the records."""
+
+
+@journal.command("list")
+@data_dir_option
+@reports_errors
+def list_sessions(data_dir: str) -> None:
+    """Sessions that have a journal in DATA_DIR."""
+    from ..runtime.execution import reading
+
+    env = _open(data_dir)
+    for session in reading.sessions(env):
+        head = reading.head(env, session)
+        assert head is not None
+        console.print(f"{session}  records {head.first_seq}..{head.head_seq}  {head.bytes} bytes", markup=False)
+
+
+@journal.command("verify")
+@data_dir_option
+@click.argument("session")
+@reports_errors
+def verify(data_dir: str, session: str) -> None:
+    """Check SESSION's hash chain against its anchor; name the first record that does not follow (exit 1)."""
+    from ..runtime.execution import reading
+
+    env = _open(data_dir)
+    _need(env, session)
+    verdict = reading.verify(env, session)
+    head = verdict.head_hash.hex() if verdict.head_hash else "-"
+    console.print(f"session {session}: {verdict.records} records verified, first seq {verdict.first_seq}, "
+                  f"head seq {verdict.head_seq} ({head[:16]}…), verified through {verdict.verified_through}",
+                  markup=False)
+    if not verdict.ok:
+        err_console.print(f"BROKEN at seq {verdict.broken_seq}: {verdict.reason}", style="red", markup=False,
+                          highlight=False)
+        sys.exit(1)
+    console.print("chain ok", markup=False)
+
+
+@journal.command("replay")
+@data_dir_option
+@click.argument("session")
+@reports_errors
+def replay(data_dir: str, session: str) -> None:
+    """Re-run SESSION's turns through the loop with the recording substituted; compare every digest."""
+    from ..runtime.execution.replay import replay as run_replay
+
+    env = _open(data_dir)
+    _need(env, session)
+    report = run_replay(env, session)
+    console.print(f"session {session}: {report.verified_turns} of {report.turns} turns verified "
+                  f"({report.records} records)", markup=False)
+    if report.divergence is not None:
+        d = report.divergence
+        err_console.print(f"DIVERGED at seq {d.seq}, turn {d.turn}, field {d.field}: expected {d.expected!r}, "
+                          f"got {d.actual!r}", style="red", markup=False, highlight=False)
+        sys.exit(1)
+    if report.boundary is not None:
+        console.print(f"stopped at seq {report.boundary.seq}: {report.boundary.reason} (cannot replay past it; "
+                      "the turns before it are verified)", markup=False)
+        sys.exit(3)
+    console.print("replay ok: every request and conversation digest matches", markup=False)
+
+
+def _summary(kind: str, fields: dict[str, Any]) -> str:
+    keys = {"prompt": ("text",), "steer": ("text",), "model_call": ("index", "request_digest"),
+            "model_result": ("index", "finish", "error"), "tool_call": ("call_id", "name", "valid"),
+            "tool_result": ("call_id", "status", "error"), "turn_settled": ("status", "reason"),
+            "gap": ("lost_records", "lost_kinds", "reason"), "truncated": ("dropped_from_seq", "dropped_through_seq")}
+    shown = {k: fields[k] for k in keys.get(kind, tuple(fields)[:3]) if k in fields}
+    text = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+@journal.command("show")
+@data_dir_option
+@click.argument("session")
+@click.option("--from", "start", type=int, default=None, help="first seq to show")
+@click.option("--limit", type=int, default=200, show_default=True, help="most records to show")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per record (bytes as hex)")
+@reports_errors
+def show(data_dir: str, session: str, start: int | None, limit: int, as_json: bool) -> None:
+    """SESSION's records: seq, time, turn, kind and the fields that matter."""
+    from ..runtime.execution import reading
+
+    env = _open(data_dir)
+    _need(env, session)
+    records = [r for r in reading.records(env, session) if start is None or r.seq >= start][:max(limit, 0)]
+    if as_json:
+        for r in records:
+            print(json.dumps({"seq": r.seq, "at": r.at, "turn": r.turn, "kind": r.kind, "hash": r.hash.hex(),
+                              "fields": r.fields}, default=lambda v: v.hex() if isinstance(v, bytes) else str(v)))
+        return
+    table = Table(title=f"journal {session}", title_justify="left")
+    for column in ("seq", "time", "turn", "kind", "fields"):
+        table.add_column(column)
+    for r in records:
+        when = datetime.fromtimestamp(r.at / 1e9, tz=UTC).strftime("%H:%M:%S.%f")[:-3] if r.at else "-"
+        table.add_row(str(r.seq), when, "-" if r.turn is None else str(r.turn), r.kind, _summary(r.kind, r.fields))
+    console.print(table)

@@ -1,0 +1,73 @@
+"""``ouroactors journal verify|replay|show|list`` on a data dir holding corpus journals (in-process CLI runner)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import lmdb
+import pytest
+from click.testing import CliRunner
+
+from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+from ouroactors.cli import main
+from ouroactors.runtime.execution import reading
+from ouroactors.runtime.execution.archive import read_archive
+from ouroactors.runtime.execution.journal import JOURNAL_DB, record_key
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "journals"
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Iterator[tuple[str, lmdb.Environment]]:
+    config = StorageConfig.under(tmp_path)
+    env = open_env(config)
+    for name in ("tools", "text-turns"):
+        read_archive(env, CORPUS / f"{name}.journal")
+    try:
+        yield str(tmp_path), env
+    finally:
+        close_env(config)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["journal", *args])
+    return result.exit_code, result.output
+
+
+def test_verify_ok_and_broken_names_the_first_bad_seq(data_dir):
+    path, env = data_dir
+    code, out = run("verify", "tools", "--data-dir", path)
+    assert code == 0 and "20 records verified" in out and "verified through 19" in out and "chain ok" in out
+    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
+        value = bytes(txn.get(record_key(b"tools", 11)))
+        txn.put(record_key(b"tools", 11), value[:-1] + bytes([value[-1] ^ 0x20]))
+    code, out = run("verify", "tools", "--data-dir", path)
+    assert code == 1 and "BROKEN at seq 11" in out and "verified through 10" in out
+
+
+def test_replay_ok_and_stops_at_a_boundary(data_dir):
+    path, env = data_dir
+    code, out = run("replay", "text-turns", "--data-dir", path)
+    assert code == 0 and "2 of 2 turns verified" in out and "replay ok" in out
+    settled = [r for r in reading.records(env, "text-turns") if r.kind == "turn_settled"][1]
+    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
+        txn.delete(record_key(b"text-turns", settled.seq))
+    code, out = run("replay", "text-turns", "--data-dir", path)
+    assert code == 3 and "1 of 2 turns verified" in out and f"stopped at seq {settled.seq}: chain_broken" in out
+
+
+def test_show_list_and_bad_input(data_dir, tmp_path):
+    path, _ = data_dir
+    code, out = run("show", "tools", "--data-dir", path, "--json", "--from", "17")
+    assert code == 0 and [line.count('"seq"') for line in out.splitlines()] == [1, 1, 1]
+    code, out = run("show", "tools", "--data-dir", path)
+    assert code == 0 and "turn_settled" in out and "tool_call" in out
+    code, out = run("list", "--data-dir", path)
+    assert code == 0 and "tools" in out and "text-turns" in out
+    code, out = run("verify", "nope", "--data-dir", path)
+    assert code == 2 and "no journal for session 'nope'" in out
+    code, out = run("verify", "tools", "--data-dir", str(tmp_path / "absent"))
+    assert code == 2 and "no ouroactors data" in out and not (tmp_path / "absent").exists()
+    code, out = run("verify", "bad/id", "--data-dir", path)
+    assert code == 2 and "session id" in out
