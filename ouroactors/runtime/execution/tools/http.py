@@ -4,6 +4,14 @@
 call (:meth:`ToolContext.key`: the context's ``idempotency_key``, else the effect id, else session/call id).
 A retry of the same effect sends the same key, so a service that honours the header applies it once.
 
+**Where it may connect.** This tool runs in the runtime's process, next to its actor ports, so it applies the
+sandbox proxy's policy itself (:func:`pinned_destination`, :mod:`ouroactors.runtime.sandbox_netpolicy`): the
+host must match a granted domain (``ToolContext.network_domains``) and every address it resolves to must be
+public unless ``ToolContext.network_private`` names it; the connection goes to the checked address, with the
+name kept in ``Host`` and for TLS (SNI and certificate check), so DNS rebinding cannot move it. Refused →
+``failed`` / ``destination_refused``, nothing sent. Response bodies are read up to 64 MiB (hashed; the output
+capped).
+
 **Honest status.** 2xx/3xx → ``ok``; 4xx/5xx → ``failed`` (the service answered: it refused or erred);
 nothing connected (connect error or connect timeout) → ``failed`` (nothing was sent); any transport error after
 the request may have left (write/read error or timeout, a broken reply) → ``unknown``: the effect may have

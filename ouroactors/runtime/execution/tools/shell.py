@@ -59,7 +59,8 @@ def _sandbox_run(command: list[str], ctx: ToolContext, *, timeout: float, env: d
     """The one call into the sandbox: the workspace is the lease root (proven: ``leased_root``), the data dir is
     kept invisible by the sandbox, and the network is the session's granted domains through the sandbox's proxy
     (none when nothing is granted)."""
-    network = sandbox.NetworkPolicy(domains=ctx.network_domains) if ctx.network_domains else None
+    network = (sandbox.NetworkPolicy(domains=ctx.network_domains, private=ctx.network_private)
+               if ctx.network_domains else None)
     return sandbox.run(command, mode=ctx.sandbox_mode, workspace=ctx.root, leased_root=ctx.root,
                        data_dir=ctx.data_dir, network=network, timeout=timeout, env=env,
                        output_limit=ctx.output_cap_bytes)
