@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import lmdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ouroactors.authorities.storage import commit
 from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
@@ -324,3 +326,44 @@ def test_budget_drops_whole_old_turns_and_leaves_a_truncated_head(env):
     assert recs[1].kind == "turn_started"  # whole turns only
     head = reading.head(env, "s1")
     assert head is not None and head.bytes <= 4000 and head.head_seq == 29 * 3
+
+
+# -- properties and threads -------------------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seq=st.integers(0, 19), where=st.integers(0, 10_000), bit=st.integers(0, 7))
+def test_any_flipped_bit_is_found_at_its_seq(env, seq, where, bit):
+    with env.begin(write=True) as txn:  # a fresh session per example
+        txn.drop(db(env, JOURNAL_DB), delete=False)
+        txn.drop(db(env, ANCHOR_DB), delete=False)
+    _fill(env)
+    value = _raw(env, seq)
+    at = where % len(value)
+    _put(env, seq, value[:at] + bytes([value[at] ^ (1 << bit)]) + value[at + 1:])
+    assert reading.verify(env, "s1").broken_seq == seq
+
+
+def test_threads_staging_while_others_commit_lose_nothing(env):
+    import threading
+
+    journal = _fill(env, 1)
+    per_thread, threads = 200, 4
+
+    def work(t: int) -> None:
+        for i in range(per_thread):
+            journal.stage("prompt", {"text": f"{t}:{i}"}, at=i)
+            if i % 7 == 0:
+                assert journal.flush().committed
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert journal.flush().committed
+    texts = [r.fields["text"] for r in reading.records(env, "s1")[1:]]
+    assert sorted(texts) == sorted(f"{t}:{i}" for t in range(threads) for i in range(per_thread))
+    for t in range(threads):  # each thread's records in its own order
+        mine = [x for x in texts if x.startswith(f"{t}:")]
+        assert mine == [f"{t}:{i}" for i in range(per_thread)]
+    assert reading.verify(env, "s1").ok

@@ -258,8 +258,11 @@ class Journal:
             outcome = commit.Unknown(f"{type(exc).__name__}: {exc}")
         batch = holder[0]
         if batch is None:
-            if isinstance(outcome, commit.Committed):
-                return AppendResult(False, "nothing written (see the gap)")
+            if isinstance(outcome, commit.Committed):  # a doubt resolved, or our puts failed (then a gap waits)
+                with self._lock:
+                    lost = self._lost.count
+                return AppendResult(not lost, f"{lost} record(s) not written (a gap record will name them)"
+                                    if lost else "")
             with self._lock:  # the transaction failed before our puts: what was staged is lost
                 staged, self._staged = self._staged, []
             self._restore(staged, _Lost(), None, getattr(outcome, "reason", ""))
