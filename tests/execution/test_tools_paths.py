@@ -1,0 +1,62 @@
+"""Property: whatever path a model sends, a file tool's target is inside the lease or the call is refused —
+and a path the kernel resolves to an existing file inside the lease is not refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ouroactors.authorities.workspace.paths import under
+from ouroactors.runtime.execution.tools import PathRefused
+from ouroactors.runtime.execution.tools._paths import resolve_file
+
+COMPONENTS = ["..", ".", "", "sub", "f.txt", "in", "out", "abs_out", "up", "loop", "proc", "missing", "secret.txt", "lease"]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> str:
+    base = tmp_path_factory.mktemp("paths")
+    root, outside = base / "lease", base / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "f.txt").write_text("f")
+    (root / "sub" / "f.txt").write_text("g")
+    (outside / "secret.txt").write_text("s")
+    os.symlink("sub", root / "in")
+    os.symlink("../outside", root / "out")
+    os.symlink("/etc", root / "abs_out")
+    os.symlink("..", root / "sub" / "up")
+    os.symlink("loop", root / "loop")
+    os.symlink("/proc/self/root", root / "sub" / "proc")
+    return os.path.realpath(root)
+
+
+paths = st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=6).map("/".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=paths, absolute=st.booleans(), parents=st.sampled_from(["exist", "plan"]))
+def test_targets_stay_inside_and_inside_files_are_reachable(tree: str, path: str, absolute: bool,
+                                                             parents: str) -> None:
+    raw = f"{tree}/{path}" if absolute else path
+    kernel = os.path.realpath(os.path.join(tree, raw))
+    try:
+        target = resolve_file(raw, tree, "read", parents)  # type: ignore[arg-type]
+    except PathRefused:
+        reachable = os.path.isfile(kernel) and under(kernel, tree) and not raw.endswith(("/", "/.", "/.."))
+        assert not (reachable and raw not in ("", ".", "..")), f"refused {raw!r}, the kernel reaches {kernel}"
+        return
+    assert under(target.path, tree), f"{raw!r} -> {target.path}"
+    if target.exists:
+        assert os.path.realpath(target.path) == target.path == kernel
+    for made in target.created:
+        assert under(made, tree) and not os.path.exists(made)
+
+
+def test_the_tree_is_what_the_property_assumes(tree: str) -> None:
+    assert Path(tree, "in", "f.txt").read_text() == "g" and Path(tree, "sub", "up", "f.txt").read_text() == "f"
+    assert os.path.realpath(f"{tree}/out/secret.txt").endswith("/outside/secret.txt")
