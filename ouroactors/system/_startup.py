@@ -8,14 +8,19 @@ listening keeps every other bind (and the kernel's choice of ephemeral ports) of
 admin, which binds with ``SO_REUSEADDR`` too, can still take it. A port chosen for the caller that
 is lost anyway is replaced by another and the start retried; a port the caller named is refused
 at once with a clear :class:`ActorSystemError`.
+
+Also here, the other checks a start makes before anything forks: a convention address that parses
+and answers, and a data dir created private (0700) whatever the umask.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from thespian.actors import ActorSystemException, InvalidActorAddress
@@ -84,3 +89,37 @@ def start_admin(host: str, port: int | None, start: Callable[[int], Any]) -> tup
 def _in_use(host: str, port: int, exc: OSError) -> str:
     return (f"cannot start the admin on {host}:{port}: {exc.strerror or exc} "
             "(another process holds that port; choose another --admin-port or omit it)")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ActorSystemError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def refuse_unreachable(address: tuple[str, int], timeout: float = 2.0) -> None:
+    """Fail fast (no hang) when nothing listens where a convention leader should be."""
+    try:
+        with socket.create_connection(address, timeout=timeout):
+            return
+    except OSError as exc:
+        raise ActorSystemError(
+            f"cannot join {address[0]}:{address[1]}: nothing answers there ({exc.strerror or exc}); "
+            "start the leader first (ouroactors run TREE --leader --admin-port PORT)"
+        ) from None
+
+
+def make_private_dir(directory: Path) -> None:
+    """Create the data dir 0700 whatever the umask (its secret, ledger and approvals are private).
+
+    Only a directory created here is chmod'ed; an existing one is left as its owner made it.
+    """
+    if directory.is_dir():
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        return
+    os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask

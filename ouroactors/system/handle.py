@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,29 +50,11 @@ from . import _frames, _logs, _patches, _secret, _simulation, _startup, marker
 from ._answers import Answers
 from ._operations import Operations
 from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
+from ._startup import make_private_dir, parse_address, refuse_unreachable
 from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ActorSystemError(f"{text!r} is not HOST:PORT")
-    return host, int(port)
-
-
-def refuse_unreachable(address: tuple[str, int], timeout: float = 2.0) -> None:
-    """Fail fast (no hang) when nothing listens where a convention leader should be."""
-    try:
-        with socket.create_connection(address, timeout=timeout):
-            return
-    except OSError as exc:
-        raise ActorSystemError(
-            f"cannot join {address[0]}:{address[1]}: nothing answers there ({exc.strerror or exc}); "
-            "start the leader first (ouroactors run TREE --leader --admin-port PORT)"
-        ) from None
 
 
 class ActorRef:
@@ -154,7 +135,7 @@ class ActorSystem(Operations, Answers):
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
         directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-"))
-        _make_private_dir(directory)
+        make_private_dir(directory)
         join = parse_address(convention) if convention else None
         if (leader or join) and base != "multiproc":
             raise ActorSystemError("a convention (leader or join) needs the multiproc base")
@@ -168,8 +149,8 @@ class ActorSystem(Operations, Answers):
                 )
         if simulated and base != "simple":
             raise ActorSystemError(f"simulated=True needs the simple base (one process), not {base!r}")
+        secret = _secret.for_start(directory, secret_file) if base == "multiproc" else b""  # refused: nothing changed
         epoch = bump_node_epoch(directory)
-        secret = _secret.for_start(directory, secret_file) if base == "multiproc" else b""
         port: int | None = None
         if base == "multiproc":
             port = admin_port or free_port(bind_host)  # provisional: _startup may choose again
@@ -461,21 +442,6 @@ class ActorSystem(Operations, Answers):
         if address is None:
             address = self._addresses[path] = self.resolve(path)
         return address
-
-
-def _make_private_dir(directory: Path) -> None:
-    """Create the data dir 0700 whatever the umask (its secret, ledger and approvals are private).
-
-    Only a directory created here is chmod'ed; an existing one is left as its owner made it.
-    """
-    if directory.is_dir():
-        return
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        directory.mkdir(mode=0o700)
-    except FileExistsError:
-        return
-    os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
 
 
 def _group_alive(pgid: int) -> bool:

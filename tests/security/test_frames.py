@@ -110,6 +110,13 @@ def test_an_untagged_frame_from_the_same_user_is_dropped(actor_system, tmp_path)
     _wait_dropped(system, "mac", 2)
     assert not target.exists()
     assert system.ask("root/a", "still") == "still"
+    # The starting process's own endpoint checks tags too (it reads its socket while it asks).
+    [(_, own_port)] = listeners_of(os.getpid())
+    with socket.create_connection(("127.0.0.1", own_port), timeout=5) as conn:
+        conn.sendall(frame_with_pickle)
+    wait_until(lambda: system.ask("root/a", "again") == "again" and system.dropped_frames()["mac"] >= 3,
+               timeout=10, what="the starting process to read and drop the frame while it asks")
+    assert not target.exists()
 
 
 @pytest.mark.slow
