@@ -307,3 +307,11 @@ def test_list_shows_links_without_following_them(tmp_path: Path) -> None:
     assert capped.truncated and capped.evidence["complete"] is False and len(capped.output.splitlines()) == 2
     assert call("list", context(root), path="src").output == "pkg/"
     assert refusal("list", root, path="..").kind == "path_escapes"
+
+
+def test_paths_that_are_not_text_are_refused_by_type(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
+    for bad in ("a\ud800", "a\0b", ""):
+        with pytest.raises(PathRefused) as err:
+            resolve_file(bad, root, "read")
+        assert err.value.kind == "invalid_path"

@@ -59,6 +59,15 @@ def refused(tool: str, exc: PathError) -> PathRefused:
     return PathRefused(tool, str(exc), kind, exc)
 
 
+def _check_raw(raw: object, tool: str) -> None:
+    if not isinstance(raw, str) or not raw or "\0" in raw:
+        raise PathRefused(tool, f"invalid path {raw!r}: empty or contains NUL", "invalid_path")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the OS call would raise something that is not an OSError
+        raise PathRefused(tool, f"invalid path {raw!r}: not encodable as UTF-8", "invalid_path") from None
+
+
 def canonical_dir(path: str, root: str) -> str:
     """The one call into the workspace's canonicalisation: ``path`` (relative to ``root``) → a canonical directory
     inside ``root``. When ``paths`` gains its "may not exist yet under a root" function, swap it in here."""
@@ -128,8 +137,7 @@ def resolve_file(raw: str, root: str, tool: str, parents: Parents = "exist") -> 
     ``parents``: ``exist`` (the directory must exist), ``plan`` (missing directories are fine: where they would
     be is returned, nothing is made) or ``create`` (they are made, see :func:`_parent_dir`).
     """
-    if not isinstance(raw, str) or not raw or "\0" in raw:
-        raise PathRefused(tool, f"invalid path {raw!r}: empty or contains NUL", "invalid_path")
+    _check_raw(raw, tool)
     path = raw if raw.startswith("/") else f"{root}/{raw}"
     made: list[str] = []
     for _ in range(MAX_LINKS + 1):
@@ -154,8 +162,7 @@ def resolve_file(raw: str, root: str, tool: str, parents: Parents = "exist") -> 
 
 
 def resolve_dir(raw: str, root: str, tool: str) -> str:
-    if not isinstance(raw, str) or not raw or "\0" in raw:
-        raise PathRefused(tool, f"invalid path {raw!r}: empty or contains NUL", "invalid_path")
+    _check_raw(raw, tool)
     try:
         return canonical_dir(raw, root)
     except PathError as exc:
