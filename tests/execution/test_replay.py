@@ -222,3 +222,29 @@ def test_replay_of_a_100_turn_session_under_a_second(env):
     took = time.perf_counter() - started
     assert report.ok and report.verified_turns == 100, report
     assert took < 3.0, f"replay took {took:.2f} s (goal 1 s; 3 s allowed on a loaded 2-core box)"
+
+
+def test_approvals_recorded_by_the_effect_port_replay(env):
+    class Approving(FakeEffects):
+        async def run(self, call, ctx):
+            await ctx.emit("approval_needed", {"tool": call.call.name})
+            ctx.record_approval({"approval_id": f"a-{call.call.id}", "answer": "allow", "by": "operator"})
+            return await super().run(call, ctx)
+
+    h = make_session(env, "s1", [[call("c1", "read", path="x"), call("c2", "list", path=".")], [text("ok")]],
+                     effects=Approving(barrier=2))
+    trio.run(h.loop.run_turn, "go")
+    assert [r.kind for r in reading.records(env, "s1")].count("approval") == 2
+    assert "approval_needed" in h.sink.kinds()
+    report = replay(env, "s1")
+    assert report.ok and report.verified_turns == 1 and report.boundary is None, report
+
+
+def test_replay_with_todays_tools_finds_a_changed_tool_schema(env):
+    from ouroactors.runtime.execution.ports import ToolsCatalog
+
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("ok")]])
+    trio.run(h.loop.run_turn, "go")
+    assert replay(env, "s1", catalog=ToolsCatalog(("read", "list", "write"))).ok  # the tools it ran with
+    report = replay(env, "s1", catalog=ToolsCatalog(("read", "list")))  # write withdrawn since
+    assert report.divergence is not None and report.divergence.field == "model_call.request_digest"

@@ -112,10 +112,13 @@ class ModelPort(Protocol):
 
 
 class CallContext(Protocol):
+    """What the effect port gets with each call: who, where, the caps, and the loop's recording hooks."""
+
     session: str
     turn: int
-    output_cap_bytes: int
-    timeout_s: float
+    call: ToolCall
+    output_cap_bytes: int  # the session's max_output_bytes (give it to the tool as its output cap)
+    timeout_s: float  # the session's tool_deadline_s (the turn's deadline may cancel the call earlier)
 
     def record_result(self, result: ToolResult) -> None: ...
     def record_approval(self, fields: dict[str, Any]) -> None: ...

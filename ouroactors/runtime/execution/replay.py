@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import lmdb
@@ -36,6 +37,7 @@ from .loop import (
     Ports,
     SessionLoop,
     Steer,
+    ToolCatalog,
     ToolResult,
 )
 from .model import (
@@ -261,7 +263,11 @@ def _scan(records: list[StoredRecord], env: lmdb.Environment) -> tuple[list[Stor
     return out, None
 
 
-async def replay_session(env: lmdb.Environment, session: str) -> ReplayReport:
+async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None
+                         ) -> ReplayReport:
+    """Replay ``session``. ``catalog``: the tool set to re-parse calls with and to show the model (default: the
+    specs and parse outcomes recorded in the journal — what happened; pass today's ``ToolsCatalog`` to find out
+    whether today's tools would have led the session elsewhere)."""
     verdict = reading.verify(env, session)
     stored = reading.records(env, session)
     boundary: Boundary | None = None
@@ -294,11 +300,11 @@ async def replay_session(env: lmdb.Environment, session: str) -> ReplayReport:
     tape = _Tape(usable)
     try:
         config = SessionConfig.model_validate(opened.fields["config"])
-        catalog = RecordedCatalog(opened.fields.get("tools", []), tape)
+        tools: ToolCatalog = catalog or RecordedCatalog(opened.fields.get("tools", []), tape)
     except (ValidationError, KeyError, TypeError):
         return report(0, boundary=Boundary("bad_session_opened", opened.seq))
     ports = Ports(model=_Model(tape), effects=_Effects(tape), journal=_Journal(tape), clock=_Clock(tape),
-                  control=_Control(tape), sink=_Sink(), catalog=catalog)
+                  control=_Control(tape), sink=_Sink(), catalog=tools)
     loop = SessionLoop(session, config, ports, deadlines=False)
     verified = 0
     for first, last in spans:
@@ -333,6 +339,6 @@ def _first_divergence(group: BaseExceptionGroup[Any]) -> Divergence | None:
     return None
 
 
-def replay(env: lmdb.Environment, session: str) -> ReplayReport:
+def replay(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None) -> ReplayReport:
     """Replay a session's journal (synchronous: runs its own trio loop)."""
-    return trio.run(replay_session, env, session)
+    return trio.run(partial(replay_session, env, session, catalog=catalog))
