@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ouroactors.core.codec import digest_of
 from ouroactors.runtime.execution.model import ToolCall
 from ouroactors.runtime.execution.tools import PathRefused, parse_call
 from ouroactors.runtime.execution.tools._paths import resolve_file
@@ -315,3 +316,19 @@ def test_paths_that_are_not_text_are_refused_by_type(tmp_path: Path) -> None:
         with pytest.raises(PathRefused) as err:
             resolve_file(bad, root, "read")
         assert err.value.kind == "invalid_path"
+
+
+def test_names_that_are_not_utf8_are_shown_escaped_and_the_outcome_stays_journal_able(tmp_path: Path) -> None:
+    """A command may create any bytes as a name; every tool must still answer with canonical-encodable text."""
+    root, _ = lease(tmp_path)
+    broot = os.fsencode(root)
+    Path(os.fsdecode(os.path.join(broot, b"\xff.txt"))).write_text("x")
+    os.symlink(b"\xfe", os.path.join(broot, b"lnk"))
+    os.symlink(b"\xff.txt", os.path.join(broot, b"ok"))
+    listed = call("list", context(root))
+    assert listed.status == "ok" and "\\xff.txt (1 bytes)" in listed.output and "lnk -> \\xfe" in listed.output
+    for out in (listed, call("read", context(root), path="ok"), call("write", context(root), path="ok", content="y"),
+                call("edit", context(root), path="ok", old="y", new="z")):
+        assert out.status == "ok", out
+        digest_of(out.model_dump(mode="json"))  # the journal's canonical bytes: no lone surrogate anywhere
+    assert Path(os.fsdecode(os.path.join(broot, b"\xff.txt"))).read_text() == "z"

@@ -127,6 +127,16 @@ class ToolOutcome(BaseModel):
     boundary: BoundaryRecord | None = None
     duration_ms: int = 0
 
+    @field_validator("output", "error", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return clean_text(value) if isinstance(value, str) else value
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _evidence(cls, value: Any) -> Any:
+        return _clean(value)
+
     def for_model(self) -> str:
         """The text the model sees as the tool result."""
         parts = [self.output] if self.output else []
@@ -238,6 +248,26 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def clean_text(text: str) -> str:
+    """``text`` with undecodable file-name bytes (surrogate escapes) shown as ``\\xff``: a name on disk need not be
+    UTF-8, but the journal's canonical encoding refuses lone surrogates, and a tool must still answer."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
 def cap_bytes(data: bytes, cap: int) -> tuple[str, bool]:
     """Decode ``data`` as UTF-8 (invalid bytes replaced) after cutting it to ``cap`` bytes on a character edge."""
     if len(data) <= cap:
@@ -257,5 +287,5 @@ def _char_edge(data: bytes, cap: int) -> int:
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP", "BoundaryRecord", "Tool", "ToolArgs", "ToolCallError", "ToolContext", "ToolError",
-    "ToolOutcome", "ToolRefused", "cap_bytes", "parse_call",
+    "ToolOutcome", "ToolRefused", "cap_bytes", "clean_text", "parse_call",
 ]

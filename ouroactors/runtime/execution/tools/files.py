@@ -29,7 +29,7 @@ from pydantic import Field
 
 from ....authorities.grants.rules import Effect, Request
 from ._paths import PathRefused, Target, close_quietly, open_dir, open_in, resolve_dir, resolve_file
-from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
+from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes, clean_text
 
 READ_SCAN_BYTES = 8 * 1024 * 1024  # read never looks further into a file than this
 EDIT_MAX_BYTES = 8 * 1024 * 1024  # edit refuses larger files (it must hold the whole text)
@@ -307,7 +307,7 @@ class ListTool(Tool[ListArgs]):
         top = resolve_dir(args.path, ctx.root, self.name)
         lines: list[str] = []
         more = self._walk(top, top, ctx.root, args, lines)
-        text, cut = cap_bytes("\n".join(lines).encode(), ctx.output_cap_bytes)
+        text, cut = cap_bytes("\n".join(clean_text(line) for line in lines).encode(), ctx.output_cap_bytes)
         return ToolOutcome(status="ok", output=text, truncated=cut or more, output_cap_bytes=ctx.output_cap_bytes,
                            duration_ms=_ms(started), evidence={"path": top, "entries": len(lines),
                                                                "complete": not more})
