@@ -332,3 +332,11 @@ def test_names_that_are_not_utf8_are_shown_escaped_and_the_outcome_stays_journal
         assert out.status == "ok", out
         digest_of(out.model_dump(mode="json"))  # the journal's canonical bytes: no lone surrogate anywhere
     assert Path(os.fsdecode(os.path.join(broot, b"\xff.txt"))).read_text() == "z"
+
+
+def test_counting_matches_in_a_pathological_file_is_fast(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
+    Path(root, "a.txt").write_text("a" * 4_000_000)
+    out = call("edit", context(root), path="a.txt", old="aa", new="b")
+    assert out.error_kind == "ambiguous_match" and out.evidence["matches"] == 2_000_000
+    assert out.duration_ms < 2000

@@ -215,7 +215,14 @@ class EditArgs(ToolArgs):
 
 
 def occurrences(text: str, old: str) -> int:
-    """How many places ``old`` starts at, overlapping ones included (``aa`` occurs twice in ``aaa``)."""
+    """How many places ``old`` occurs; overlapping ones count when that decides ambiguity (``aa`` in ``aaa``: 2).
+
+    ``str.count`` (non-overlapping, C speed) answers whenever it finds two or more: ambiguous either way. Only
+    below two are overlapping matches looked for, and then they all overlap the first, so the loop is short.
+    """
+    found = text.count(old)
+    if found >= 2:
+        return found
     count, at = 0, text.find(old)
     while at >= 0:
         count += 1
