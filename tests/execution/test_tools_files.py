@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
 from pathlib import Path
 
 import pytest
+import trio
 
 from ouroactors.core.codec import digest_of
 from ouroactors.runtime.execution.model import ToolCall
-from ouroactors.runtime.execution.tools import PathRefused, parse_call
+from ouroactors.runtime.execution.tools import PathRefused, ToolOutcome, parse_call
 from ouroactors.runtime.execution.tools._paths import resolve_file
-from ouroactors.runtime.execution.tools.files import _atomic_write, _read_regular, occurrences
+from ouroactors.runtime.execution.tools.files import _atomic_write, _guarded, _read_regular, occurrences
 
 from .tools_support import call, context, lease, run_only
 
@@ -340,3 +342,27 @@ def test_counting_matches_in_a_pathological_file_is_fast(tmp_path: Path) -> None
     out = call("edit", context(root), path="a.txt", old="aa", new="b")
     assert out.error_kind == "ambiguous_match" and out.evidence["matches"] == 2_000_000
     assert out.duration_ms < 2000
+
+
+def test_a_very_deep_tree_is_listed_to_a_bounded_depth(tmp_path: Path) -> None:
+    root, _ = lease(tmp_path)
+    deep = root
+    for _ in range(1200):  # deeper than Python's recursion limit
+        os.mkdir(os.path.join(deep, "d"))
+        deep = os.path.join(deep, "d")
+    Path(root, "z.txt").write_text("after")
+    out = call("list", context(root), recursive=True, max_entries=10_000)
+    assert out.status == "ok" and out.evidence["complete"] is False and out.truncated
+    assert len(out.output.splitlines()) == 33 and out.output.splitlines()[-1] == "z.txt (5 bytes)"
+
+
+def test_io_errors_are_failed_outcomes_not_crashes(tmp_path: Path) -> None:
+    """An OSError the file work did not expect (EIO, a race) settles as failed; the loop never sees it raised."""
+    root, _ = lease(tmp_path)
+
+    def broken(args: object, ctx: object, started: float) -> ToolOutcome:
+        raise OSError(errno.EIO, "Input/output error")
+
+    out = trio.run(lambda: _guarded("read", broken, None, context(root), path="f.txt"))
+    assert out.status == "failed" and out.error_kind == "io_error" and "Input/output error" in (out.error or "")
+    assert out.evidence == {"path": "f.txt"}

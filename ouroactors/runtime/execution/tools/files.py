@@ -22,6 +22,7 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -35,6 +36,8 @@ READ_SCAN_BYTES = 8 * 1024 * 1024  # read never looks further into a file than t
 EDIT_MAX_BYTES = 8 * 1024 * 1024  # edit refuses larger files (it must hold the whole text)
 WRITE_MAX_BYTES = 8 * 1024 * 1024
 LIST_MAX_ENTRIES = 10_000
+LIST_SCAN_LIMIT = 100_000  # entries read from one directory at most
+LIST_MAX_DEPTH = 32  # levels a recursive listing descends
 
 
 def _sha256(data: bytes) -> str:
@@ -44,6 +47,22 @@ def _sha256(data: bytes) -> str:
 def _failed(exc: ToolRefused, started: float, **evidence: Any) -> ToolOutcome:
     return ToolOutcome(status="failed", error=exc.detail, error_kind=exc.kind, evidence=evidence,
                        duration_ms=_ms(started))
+
+
+async def _guarded(tool: str, run: Callable[[Any, ToolContext, float], ToolOutcome], args: Any, ctx: ToolContext,
+                   **evidence: Any) -> ToolOutcome:
+    """Run the blocking file work in a thread; a refusal or an I/O error becomes a ``failed`` outcome.
+
+    An ``OSError`` reaching here happened before anything was written (writes turn their own errors into
+    refusals, and report a visible-but-unproven write as written), so ``failed`` is the honest settlement.
+    """
+    started = time.monotonic()
+    try:
+        return await trio.to_thread.run_sync(run, args, ctx, started)
+    except ToolRefused as exc:
+        return _failed(exc, started, **evidence)
+    except OSError as exc:
+        return _failed(ToolRefused(tool, f"I/O error: {exc.strerror or exc}", kind="io_error"), started, **evidence)
 
 
 def _ms(started: float) -> int:
@@ -100,11 +119,7 @@ class ReadTool(Tool[ReadArgs]):
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
 
     async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutcome:
-        started = time.monotonic()
-        try:
-            return await trio.to_thread.run_sync(self._run, args, ctx, started)
-        except ToolRefused as exc:
-            return _failed(exc, started, path=args.path)
+        return await _guarded(self.name, self._run, args, ctx, path=args.path)
 
     def _run(self, args: ReadArgs, ctx: ToolContext, started: float) -> ToolOutcome:
         target = resolve_file(args.path, ctx.root, self.name)
@@ -131,8 +146,12 @@ class WriteArgs(ToolArgs):
     make_dirs: bool = Field(True, description="create missing parent directories (inside the workspace)")
 
 
-def _atomic_write(target: Target, root: str, tool: str, data: bytes, keep_mode: int | None) -> None:
-    """Temp file + fsync + rename in the same directory + directory fsync. Never writes through a link."""
+def _atomic_write(target: Target, root: str, tool: str, data: bytes, keep_mode: int | None) -> bool:
+    """Temp file + fsync + rename in the same directory + directory fsync. Never writes through a link.
+
+    Every failure before the rename is a refusal (nothing changed). After the rename the new content is visible:
+    a failed directory fsync then returns False (written, durability not proven) instead of claiming failure.
+    """
     dfd = open_dir(target.parent, root, tool)
     tmp = f".{target.name[:200]}.{secrets.token_hex(6)}.ouro-tmp"
     try:
@@ -151,7 +170,11 @@ def _atomic_write(target: Target, root: str, tool: str, data: bytes, keep_mode: 
         except OSError as exc:
             raise ToolRefused(tool, f"cannot replace {target.path}: {exc.strerror}", kind="write_failed") from None
         tmp = ""
-        os.fsync(dfd)
+        try:
+            os.fsync(dfd)
+        except OSError:
+            return False
+        return True
     except OSError as exc:
         raise ToolRefused(tool, f"cannot write {target.path}: {exc.strerror}", kind="write_failed") from None
     finally:
@@ -185,23 +208,19 @@ class WriteTool(Tool[WriteArgs]):
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
-        started = time.monotonic()
-        try:
-            return await trio.to_thread.run_sync(self._run, args, ctx, started)
-        except ToolRefused as exc:
-            return _failed(exc, started, path=args.path, written=False)
+        return await _guarded(self.name, self._run, args, ctx, path=args.path, written=False)
 
     def _run(self, args: WriteArgs, ctx: ToolContext, started: float) -> ToolOutcome:
         target = resolve_file(args.path, ctx.root, self.name, "create" if args.make_dirs else "exist")
         data = args.content.encode()
-        _atomic_write(target, ctx.root, self.name, data, _existing_mode(target, self.name))
+        durable = _atomic_write(target, ctx.root, self.name, data, _existing_mode(target, self.name))
         rel = _rel(target.path, ctx.root)
         verb = "replaced" if target.exists else "created"
         return ToolOutcome(status="ok", output=f"{verb} {rel} ({len(data)} bytes)", duration_ms=_ms(started),
                            output_cap_bytes=ctx.output_cap_bytes,
                            evidence={"path": target.path, "written": True, "created": not target.exists,
                                      "bytes_written": len(data), "sha256": _sha256(data),
-                                     "dirs_created": list(target.created)})
+                                     "dirs_created": list(target.created), "durable": durable})
 
 
 # -- edit -------------------------------------------------------------------------------------------
@@ -244,11 +263,7 @@ class EditTool(Tool[EditArgs]):
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutcome:
-        started = time.monotonic()
-        try:
-            return await trio.to_thread.run_sync(self._run, args, ctx, started)
-        except ToolRefused as exc:
-            return _failed(exc, started, path=args.path, written=False)
+        return await _guarded(self.name, self._run, args, ctx, path=args.path, written=False)
 
     def _run(self, args: EditArgs, ctx: ToolContext, started: float) -> ToolOutcome:
         target = resolve_file(args.path, ctx.root, self.name)
@@ -274,13 +289,13 @@ class EditTool(Tool[EditArgs]):
             raise ToolRefused(self.name, f"{target.path} changed while it was being edited; nothing written",
                               kind="changed_during_edit")
         out = new_text.encode()
-        _atomic_write(target, ctx.root, self.name, out, stat.S_IMODE(st.st_mode))
+        durable = _atomic_write(target, ctx.root, self.name, out, stat.S_IMODE(st.st_mode))
         replaced = text.count(args.old) if args.replace_all else 1
         return ToolOutcome(status="ok", output=f"edited {_rel(target.path, ctx.root)}: {replaced} replacement(s)",
                            output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started),
                            evidence={"path": target.path, "matches": found, "replacements": replaced,
                                      "written": True, "bytes_written": len(out), "sha256_before": _sha256(data),
-                                     "sha256": _sha256(out)})
+                                     "sha256": _sha256(out), "durable": durable})
 
 
 # -- list -------------------------------------------------------------------------------------------
@@ -304,11 +319,7 @@ class ListTool(Tool[ListArgs]):
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(path,))
 
     async def run(self, args: ListArgs, ctx: ToolContext) -> ToolOutcome:
-        started = time.monotonic()
-        try:
-            return await trio.to_thread.run_sync(self._run, args, ctx, started)
-        except ToolRefused as exc:
-            return _failed(exc, started, path=args.path)
+        return await _guarded(self.name, self._run, args, ctx, path=args.path)
 
     def _run(self, args: ListArgs, ctx: ToolContext, started: float) -> ToolOutcome:
         top = resolve_dir(args.path, ctx.root, self.name)
@@ -319,13 +330,20 @@ class ListTool(Tool[ListArgs]):
                            duration_ms=_ms(started), evidence={"path": top, "entries": len(lines),
                                                                "complete": not more})
 
-    def _walk(self, top: str, directory: str, root: str, args: ListArgs, lines: list[str]) -> bool:
-        """Append entries; True when ``max_entries`` cut the listing short."""
+    def _walk(self, top: str, directory: str, root: str, args: ListArgs, lines: list[str], depth: int = 0) -> bool:
+        """Append entries; True when the listing is incomplete (``max_entries``, a directory too large or deep).
+
+        Bounded on every axis a hostile tree could push: entries kept, entries scanned per directory, depth.
+        """
         dfd = open_dir(directory, root, self.name)
-        found: list[tuple[str, str]] = []  # (name, "link -> target" | "dir" | "size")
+        found: list[tuple[str, str]] = []  # (name, "-> target" | "/" | "(size bytes)")
+        incomplete = False
         try:
             with os.scandir(dfd) as it:
                 for entry in it:
+                    if len(found) >= LIST_SCAN_LIMIT:
+                        incomplete = True
+                        break
                     if entry.is_symlink():
                         found.append((entry.name, "-> " + os.readlink(entry.name, dir_fd=dfd)))
                     elif entry.is_dir(follow_symlinks=False):
@@ -340,8 +358,12 @@ class ListTool(Tool[ListArgs]):
                 return True
             if info == "/":
                 lines.append(f"{prefix}{name}/")
-                if args.recursive and self._walk(top, f"{directory}/{name}", root, args, lines):
-                    return True
+                if args.recursive and depth + 1 >= LIST_MAX_DEPTH:
+                    incomplete = True
+                elif args.recursive and self._walk(top, f"{directory}/{name}", root, args, lines, depth + 1):
+                    if len(lines) >= args.max_entries:
+                        return True
+                    incomplete = True
             else:
                 lines.append(f"{prefix}{name} {info}")
-        return False
+        return incomplete
