@@ -188,3 +188,15 @@ def test_granted_domains_go_through_the_proxy_which_refuses_loopback(tmp_path: P
     assert any("loopback" in r for r in out.evidence["network_refusals"])
     none = call("shell", context(root, sandbox_mode=SandboxMode.BWRAP), command="env | grep -ci proxy || true")
     assert none.boundary is not None and none.boundary.network_policy == "none" and none.output.strip() == "0"
+
+
+def test_an_unexpected_sandbox_failure_is_unknown_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ = lease(tmp_path)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("proxy socket vanished")
+
+    monkeypatch.setattr("ouroactors.runtime.execution.tools.shell._sandbox_run", broken)
+    out = call("shell", context(root), command="true")
+    assert out.status == "unknown" and out.error_kind == "sandbox_error"
+    assert "proxy socket vanished" in (out.error or "")

@@ -190,6 +190,10 @@ class ShellTool(Tool[ShellArgs]):
                 kind if isinstance(exc, ToolRefused) else "sandbox_refused")
             return ToolOutcome(status="failed", error=str(exc), error_kind=error_kind, duration_ms=_ms(started),
                                output_cap_bytes=ctx.output_cap_bytes, evidence={"ran": False})
+        except Exception as exc:  # not a refusal the sandbox names: it may have failed after the command started
+            return ToolOutcome(status="unknown", error=f"{type(exc).__name__}: {exc}", error_kind="sandbox_error",
+                               duration_ms=_ms(started), output_cap_bytes=ctx.output_cap_bytes,
+                               evidence={"ran": "unknown"})
         assert result is not None  # None only for an abandoned worker, whose caller was cancelled
         return self._outcome(result, ctx, timeout, started)
 
