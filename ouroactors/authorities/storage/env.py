@@ -52,7 +52,8 @@ META_DB = b"meta"
 # Every named database, opened once when the environment opens: ``open_db`` starts a transaction
 # of its own, which would deadlock inside a writer's transaction.
 KNOWN_DBS = (META_DB, b"ledger", b"ledger_seq", b"ledger_writers", b"ledger_runs", b"quarantine", b"grants",
-             b"workspace", b"journal", b"journal_anchor", b"journal_blobs")
+             b"workspace", b"journal", b"journal_anchor", b"journal_blobs",
+             b"sessions", b"sessions_live", b"session_events", b"session_resume", b"session_timers")
 SCHEMA_KEY = b"schema_version"
 GENERATION_KEY = b"storage_generation"
 OPEN_LOCK = "open.lock"

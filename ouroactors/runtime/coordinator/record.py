@@ -1,0 +1,211 @@
+"""The durable records of a logical session (canonical msgpack via :mod:`ouroactors.core.codec`).
+
+A :class:`SessionRecord` is the coordinator's checkpoint: everything recovery needs to decide,
+from durable state alone, what may safely continue (seed 001 "Persist a replayable history").
+It is written only by :class:`~.store.SessionStore`, each write a compare-and-set on ``revision``.
+
+Two counters, on purpose:
+
+* ``state_version`` grows on every **workflow transition** (:mod:`.workflow`). Resume events name
+  it: an approval issued while the session waited at version 7 is stale once the session moved.
+* ``revision`` grows on **every mutation** (transitions, checkpoints, attachments). It is what a
+  write compares-and-sets, so two coordinators of one session can never both win — and a
+  checkpoint of published output does not make a pending user message stale.
+
+Identifiers are restricted (:data:`ID_PATTERN`) because they are parts of LMDB keys: a ``/`` or a
+NUL inside one would let one session's key range overlap another's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from ...core.codec import Record
+from .workflow import State
+
+__all__ = [
+    "ID_PATTERN",
+    "WAIT_KINDS",
+    "PendingWait",
+    "PinnedVersions",
+    "PublishedEvent",
+    "Recoverable",
+    "RejectedEvent",
+    "RuntimeAttachment",
+    "SessionRecord",
+    "WorkspaceLease",
+    "check_id",
+]
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
+WAIT_KINDS = ("approval", "timer", "external_job")
+MAX_WAITS = 64
+
+
+def check_id(value: str, what: str) -> str:
+    """``value`` if it is a usable identifier (key-safe), else ValueError naming ``what``."""
+    if type(value) is not str or ID_PATTERN.fullmatch(value) is None:
+        raise ValueError(f"{what}: {value!r} is not an identifier (1-128 of [A-Za-z0-9._:@+-], "
+                         "starting with a letter or digit)")
+    return value
+
+
+class PinnedVersions(Record):
+    """The versions a session runs under; a resumed turn uses these, not whatever is newest."""
+
+    SCHEMA: ClassVar[str] = "coordinator.pinned"
+    prompt: str
+    model: str
+    tools: str
+    workflow: str
+    policy: str
+
+
+class WorkspaceLease(Record):
+    """The workspace lease the session holds (the workspace authority's id, root and fencing token)."""
+
+    SCHEMA: ClassVar[str] = "coordinator.lease"
+    lease_id: str
+    root: str
+    fencing_token: int = Field(ge=0)
+
+
+class RuntimeAttachment(Record):
+    """The runtime a running session is attached to: its id and generation (a restart is a new one)."""
+
+    SCHEMA: ClassVar[str] = "coordinator.runtime"
+    runtime_id: str
+    generation: int = Field(ge=1)
+
+
+class PendingWait(Record):
+    """An obligation the session waits on.
+
+    ``wait_id`` is the approval id, the timer id or the job id; ``due_ns`` (wall clock of
+    :mod:`ouroactors.core.clock`) is set for timers, and for approvals/jobs that expire;
+    ``authorized`` names who may answer it (verified actor names; empty: any verified operator);
+    ``proposal_digest`` binds an approval to the exact proposal it was asked for.
+    """
+
+    SCHEMA: ClassVar[str] = "coordinator.wait"
+    kind: str
+    wait_id: str
+    issued_at_version: int = Field(ge=0)
+    due_ns: int | None = None
+    authorized: tuple[str, ...] = ()
+    proposal_digest: str | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if value not in WAIT_KINDS:
+            raise ValueError(f"kind must be one of {WAIT_KINDS}, not {value!r}")
+        return value
+
+    @field_validator("wait_id")
+    @classmethod
+    def _wait_id(cls, value: str) -> str:
+        return check_id(value, "wait_id")
+
+
+class SessionRecord(Record):
+    """One logical session (key: ``session_id`` in the ``sessions`` database)."""
+
+    SCHEMA: ClassVar[str] = "coordinator.session"
+    session_id: str
+    node: str
+    state: State
+    state_version: int = Field(ge=0)
+    revision: int = Field(ge=0)
+    pinned: PinnedVersions
+    principal: str  # who owns the session (its messages are this actor's)
+    tenant: str
+    channels: tuple[str, ...]  # where resume events may come from
+    workspace: WorkspaceLease | None = None
+    runtime: RuntimeAttachment | None = None
+    last_generation: int = Field(default=0, ge=0)  # the highest runtime generation ever attached
+    committed_cursor: int = Field(default=0, ge=0)
+    log_digest: str = ""  # chain over the committed events (see publication.chain)
+    conversation_digest: str = ""  # the runtime's, from the last committed turn_settled event
+    waits: tuple[PendingWait, ...] = ()
+    coordinator: str = ""  # the incarnation that claimed the session last
+    created_ns: int = 0
+    updated_ns: int = 0
+    reason: str | None = None  # why it is parked or failed
+    rejected: int = Field(default=0, ge=0)  # rejected resume events so far (their log's next sequence)
+
+    @field_validator("session_id", "node")
+    @classmethod
+    def _ids(cls, value: str) -> str:
+        return check_id(value, "session id or node")
+
+    @field_validator("waits")
+    @classmethod
+    def _waits(cls, value: tuple[PendingWait, ...]) -> tuple[PendingWait, ...]:
+        if len(value) > MAX_WAITS:
+            raise ValueError(f"at most {MAX_WAITS} pending waits, not {len(value)}")
+        if len({w.wait_id for w in value}) != len(value):
+            raise ValueError("wait ids must be unique")
+        return value
+
+    def wait(self, wait_id: str) -> PendingWait | None:
+        return next((w for w in self.waits if w.wait_id == wait_id), None)
+
+    def timer_due(self) -> int | None:
+        """The earliest due time of the timer waits (what the timer index holds)."""
+        dues = [w.due_ns for w in self.waits if w.kind == "timer" and w.due_ns is not None]
+        return min(dues) if dues else None
+
+
+class Recoverable(Record):
+    """The boot sweep's projection of a non-terminal session (``sessions_live``), small to read."""
+
+    SCHEMA: ClassVar[str] = "coordinator.recoverable"
+    session_id: str
+    state: State
+    state_version: int
+    revision: int
+    runtime_id: str | None
+    generation: int | None
+    committed_cursor: int
+    updated_ns: int
+    reason: str | None
+
+    @classmethod
+    def of(cls, record: SessionRecord) -> Recoverable:
+        runtime = record.runtime
+        return cls(session_id=record.session_id, state=record.state, state_version=record.state_version,
+                   revision=record.revision, runtime_id=runtime.runtime_id if runtime else None,
+                   generation=runtime.generation if runtime else None, committed_cursor=record.committed_cursor,
+                   updated_ns=record.updated_ns, reason=record.reason)
+
+
+class PublishedEvent(Record):
+    """One committed output event, as subscribers read it (``session_events``: session/cursor)."""
+
+    SCHEMA: ClassVar[str] = "coordinator.event"
+    cursor: int = Field(ge=1)
+    kind: str
+    turn: int
+    data: dict[str, Any]
+    generation: int  # the runtime generation that produced it
+    committed_ns: int
+
+
+class RejectedEvent(Record):
+    """A resume event that was refused, and why (``session_rejected``: session/sequence)."""
+
+    SCHEMA: ClassVar[str] = "coordinator.rejected"
+    seq: int = Field(ge=1)
+    event_id: str
+    kind: str
+    actor: str
+    channel: str
+    code: str
+    detail: str
+    expected_version: int
+    found_version: int
+    at_ns: int

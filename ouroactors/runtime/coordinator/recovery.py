@@ -1,0 +1,135 @@
+"""What recovery may do with a session, from what it can prove (pure; seed "Recovery should adopt before it repeats").
+
+Inputs are facts the shell gathered, each from its authority: the durable record, whether the
+record's last write is settled (:class:`Commit`), what the ledger says about the session's
+unsettled effects (:class:`Effect`), what answered when the expected runtime was probed
+(:class:`Probe`), and whether the workspace reservation is reclaimable (:class:`Reservation`).
+:func:`decide` answers one :class:`Decision`; the rows, first match wins:
+
+===  ==============================================  ==========================================
+ #   facts                                           decision
+===  ==============================================  ==========================================
+ 1   session terminal                                NONE (history)
+ 2   commit outcome unknown                          PARK ``commit_outcome_unknown``
+ 3   not running/recovering (suspended, waiting,     IDLE (resume from durable state on an
+     parked) — a stray runtime is to be stopped      event; ``stop_stray`` if one answered)
+ 4   a runtime answers that is not the expected one  PARK ``wrong_generation``
+     (other id or generation, or none expected)
+ 5   the expected runtime answers (id + generation)  ADOPT: reattach, drain after the cursor
+ 6   an ambiguous or unsettled effect, no reconciler PARK ``ambiguous_effect``
+ 7   reservation held by another / unauthenticated   PARK ``reservation_not_reclaimable``
+ 8   otherwise                                       REPLACE: reconcile the listed effects,
+                                                     reclaim the reservation, start generation
+                                                     ``last_generation + 1`` from the cursor
+===  ==============================================  ==========================================
+
+Adoption comes before any check of effects on purpose: a live runtime of the expected identity
+still owns its in-flight effects, and replacing it would repeat them. A parked session is idle
+until an operator retries it (``retry``); the retry runs this table again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .record import SessionRecord
+from .workflow import State, is_terminal
+
+__all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "decide"]
+
+
+class Commit(str, Enum):
+    SETTLED = "settled"  # the record was read back: what it says is what is durable
+    UNKNOWN = "unknown"  # the last write's outcome could not be reconciled
+
+
+class Reservation(str, Enum):
+    NONE = "none"  # the session holds no workspace
+    HELD = "held"  # still ours (same lease and fencing token)
+    RECLAIMABLE = "reclaimable"  # ours, and the workspace authority will hand it back with its capability
+    NOT_RECLAIMABLE = "not_reclaimable"  # another holder, or the claim cannot be authenticated
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What answered at the session's expected runtime (None fields: nothing answered)."""
+
+    runtime_id: str | None = None
+    generation: int | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.runtime_id is not None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An unsettled ledger entry of the session (``started``/``ambiguous``); does its kind have a reconciler?"""
+
+    effect_id: str
+    status: str
+    reconciler: bool
+
+
+class Action(str, Enum):
+    NONE = "none"
+    IDLE = "idle"
+    ADOPT = "adopt"
+    REPLACE = "replace"
+    PARK = "park"
+
+
+class ParkReason(str, Enum):
+    COMMIT_OUTCOME_UNKNOWN = "commit_outcome_unknown"
+    WRONG_GENERATION = "wrong_generation"
+    AMBIGUOUS_EFFECT = "ambiguous_effect"
+    RESERVATION_NOT_RECLAIMABLE = "reservation_not_reclaimable"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: ParkReason | None = None
+    detail: str = ""
+    runtime_id: str | None = None  # ADOPT: the runtime to reattach
+    generation: int | None = None  # ADOPT: its generation; REPLACE: the replacement's
+    drain_after: int = 0  # ADOPT: drain beyond this cursor; REPLACE: resume from this checkpoint
+    reconcile: tuple[str, ...] = ()  # REPLACE: effects to hand to their reconcilers first
+    reclaim: bool = False  # REPLACE: reclaim the workspace reservation first
+    stop_stray: bool = False  # IDLE: a runtime answered although the session holds none
+
+
+def _park(reason: ParkReason, detail: str) -> Decision:
+    return Decision(Action.PARK, reason, detail)
+
+
+def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...], probe: Probe,
+           reservation: Reservation) -> Decision:
+    """The recovery decision for ``record`` (the table in the module docstring)."""
+    if is_terminal(record.state):
+        return Decision(Action.NONE, detail=f"session is {record.state.value}")
+    if commit is Commit.UNKNOWN:
+        return _park(ParkReason.COMMIT_OUTCOME_UNKNOWN, "the last write to the session record could not be "
+                                                         "reconciled: refusing to guess which value won")
+    if record.state not in (State.RUNNING, State.RECOVERING):
+        return Decision(Action.IDLE, detail=f"session is {record.state.value}: it holds no runtime",
+                        stop_stray=probe.answered)
+    expected = record.runtime
+    if probe.answered:
+        if expected is None or probe.runtime_id != expected.runtime_id or probe.generation != expected.generation:
+            want = (expected.runtime_id, expected.generation) if expected is not None else None
+            return _park(ParkReason.WRONG_GENERATION, f"runtime {probe.runtime_id!r} answered with generation "
+                                                       f"{probe.generation}; the record expects {want}")
+        return Decision(Action.ADOPT, runtime_id=expected.runtime_id, generation=expected.generation,
+                        drain_after=record.committed_cursor, detail="the expected runtime answered: reattach")
+    blind = [e.effect_id for e in effects if not e.reconciler]
+    if blind:
+        return _park(ParkReason.AMBIGUOUS_EFFECT, f"unsettled effects with no reconciler: {', '.join(blind)} "
+                                                   "(an operator must settle them)")
+    if reservation is Reservation.NOT_RECLAIMABLE:
+        lease = record.workspace.lease_id if record.workspace else None
+        return _park(ParkReason.RESERVATION_NOT_RECLAIMABLE, f"workspace reservation {lease!r} cannot be reclaimed")
+    return Decision(Action.REPLACE, generation=record.last_generation + 1, drain_after=record.committed_cursor,
+                    reconcile=tuple(e.effect_id for e in effects), reclaim=reservation is Reservation.RECLAIMABLE,
+                    detail="no live runtime of the expected identity: replace from the checkpoint")

@@ -1,0 +1,395 @@
+"""The sessions' durable state in the node's LMDB environment, written only through the commit contract.
+
+Layout (named databases, see ``KNOWN_DBS``):
+
+* ``sessions``: session id → :class:`~.record.SessionRecord`;
+* ``sessions_live``: ``node/session`` → :class:`~.record.Recoverable`, for non-terminal sessions only
+  (put and deleted in the same transactions as the record): the boot sweep reads this projection,
+  never every session that ever was;
+* ``session_events``: ``session/`` + 8-byte big-endian cursor → :class:`~.record.PublishedEvent`,
+  written in the checkpoint's transaction (see :mod:`.publication` for why);
+* ``session_resume``: ``session/s/<event id>`` (an accepted resume event, for duplicates),
+  ``session/r/`` + 8-byte sequence → :class:`~.record.RejectedEvent`, ``session/n`` → that log's count;
+* ``session_timers``: 8-byte big-endian due time + ``session`` → empty (the earliest due wait of a
+  waiting session; :mod:`.timers` scans it up to a clock reading).
+
+**Every mutation is a compare-and-set** on the record's ``revision`` inside one write transaction:
+the caller names the revision it read; another found raises :class:`RevisionConflict` and nothing is
+written, so two coordinators of one session can never both win. A coordinator that loses stops (it
+does not re-read and retry). A mutation may also name the coordinator incarnation that claimed the
+session (:meth:`SessionStore.claim`); another holder raises :class:`NotOwner`.
+
+**Outcomes** are the storage contract's: ``Committed(record)``, ``Rejected(reason)`` (definitely not
+written) or ``Unknown(reason)`` — which the caller must not treat as either: it stops, and whoever
+continues reads the record back (:meth:`SessionStore.get`, :func:`~.publication.reconciled`) first.
+Domain refusals (bad transition, conflict, gap, unknown session) are raised; nothing is written.
+
+**A record that does not decode fails closed**: reading it raises
+:class:`~ouroactors.core.errors.CorruptRecord`, its bytes are copied to ``quarantine`` (the original
+stays in place, so the id can never be created afresh) and it is listed in :attr:`quarantined`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import lmdb
+
+from ...authorities.storage.commit import Committed, Outcome, write
+from ...authorities.storage.env import StorageConfig, db, open_env
+from ...core import clock
+from ...core.codec import CodecError, Record, check_size, decode, encode, seq_key, seq_of
+from ...core.errors import CorruptRecord
+from . import resume as resume_rules
+from .errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
+from .publication import CursorError, CursorGap, Plan
+from .record import PublishedEvent, Recoverable, RejectedEvent, SessionRecord, check_id
+from .workflow import Event, State, apply, holds_runtime, is_terminal
+
+__all__ = ["NotOwner", "RevisionConflict", "SessionExists", "SessionStore", "Sweep", "UnknownSession"]
+
+log = logging.getLogger("ouroactors.coordinator")
+MAX_RECORD_BYTES = 64 << 10
+R = TypeVar("R", bound=Record)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The boot sweep's answer: recoverable sessions, and ids whose projection is corrupt (reported)."""
+
+    sessions: list[Recoverable]
+    corrupt: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ResumeApplied:
+    """A resume event's durable result: the record after it, or the rejection that was logged."""
+
+    record: SessionRecord
+    accepted: bool
+    rejection: RejectedEvent | None = None
+
+
+def _live_key(node: str, session_id: str) -> bytes:
+    return f"{node}/{session_id}".encode()
+
+
+def _timer_key(due_ns: int, session_id: str) -> bytes:
+    return seq_key(due_ns) + session_id.encode()
+
+
+class SessionStore:
+    """Reads and compare-and-set writes of session records (one per process per environment)."""
+
+    def __init__(self, env: lmdb.Environment, *, fence: int | None = None) -> None:
+        self.env = env
+        self.fence = fence
+        self.sessions = db(env, b"sessions")
+        self.live = db(env, b"sessions_live")
+        self.log = db(env, b"session_events")
+        self.resumes = db(env, b"session_resume")
+        self.timers = db(env, b"session_timers")
+        self.quarantine = db(env, b"quarantine")
+        self.quarantined: set[str] = set()
+        self._pending_quarantine: dict[bytes, bytes] = {}
+
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], *, map_size: int | None = None,
+             fence: int | None = None) -> SessionStore:
+        """The store on the node's environment under ``data_dir`` (opened once in this process)."""
+        return cls(open_env(StorageConfig.under(data_dir, **({"map_size": map_size} if map_size else {}))),
+                   fence=fence)
+
+    # -- decoding (fail closed) -------------------------------------------------------------------
+
+    def _decode(self, cls: type[R], raw: bytes | memoryview, where: bytes) -> R:
+        try:
+            return decode(bytes(raw), cls)
+        except CodecError as exc:
+            log.error("%r does not decode (%s): quarantined, left in place, reported", where, exc)
+            self._pending_quarantine[where] = bytes(raw)
+            self.quarantined.add(where.decode(errors="replace"))
+            raise CorruptRecord(where.decode(errors="replace"), str(exc)) from None
+
+    def _save_quarantine(self) -> None:
+        pending, self._pending_quarantine = self._pending_quarantine, {}
+        if not pending:
+            return
+
+        def copy(txn: lmdb.Transaction) -> None:
+            for where, raw in pending.items():
+                txn.put(where, raw, db=self.quarantine)
+
+        outcome = write(self.env, copy, fence=self.fence)
+        if not isinstance(outcome, Committed):
+            log.error("could not copy %d corrupt session records to quarantine: %s", len(pending), outcome)
+
+    def _read(self, txn: lmdb.Transaction, session_id: str) -> SessionRecord | None:
+        key = check_id(session_id, "session_id").encode()
+        raw = txn.get(key, db=self.sessions)
+        return None if raw is None else self._decode(SessionRecord, raw, b"sessions/" + key)
+
+    def _write(self, fn: Callable[[lmdb.Transaction], Any]) -> Outcome[Any]:
+        try:
+            return write(self.env, fn, fence=self.fence)
+        finally:
+            self._save_quarantine()
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        """The record as committed now (None: no such session); :class:`CorruptRecord` if it does not decode."""
+        try:
+            with self.env.begin() as txn:
+                return self._read(txn, session_id)
+        finally:
+            self._save_quarantine()
+
+    def list_recoverable(self, node: str) -> Sweep:
+        """Every non-terminal session of ``node`` (the boot sweep's input), from the small projection."""
+        prefix = f"{check_id(node, 'node')}/".encode()
+        found: list[Recoverable] = []
+        corrupt: list[str] = []
+        with self.env.begin(db=self.live) as txn:
+            cursor = txn.cursor()
+            if cursor.set_range(prefix):
+                for key, raw in cursor:
+                    if not key.startswith(prefix):
+                        break
+                    try:
+                        found.append(self._decode(Recoverable, raw, b"sessions_live/" + bytes(key)))
+                    except CorruptRecord:
+                        corrupt.append(bytes(key[len(prefix):]).decode(errors="replace"))
+        self._save_quarantine()
+        return Sweep(found, corrupt)
+
+    def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[PublishedEvent]:
+        """Committed events with cursor > ``after`` (at most ``limit``), in cursor order: what subscribers read."""
+        prefix = check_id(session_id, "session_id").encode() + b"/"
+        out: list[PublishedEvent] = []
+        with self.env.begin(db=self.log) as txn:
+            cursor = txn.cursor()
+            if cursor.set_range(prefix + seq_key(after + 1)):
+                for key, raw in cursor:
+                    if not key.startswith(prefix) or len(out) >= limit:
+                        break
+                    out.append(self._decode(PublishedEvent, raw, b"session_events/" + bytes(key)))
+        self._save_quarantine()
+        return out
+
+    def rejections(self, session_id: str) -> list[RejectedEvent]:
+        prefix = check_id(session_id, "session_id").encode() + b"/r/"
+        out: list[RejectedEvent] = []
+        with self.env.begin(db=self.resumes) as txn:
+            cursor = txn.cursor()
+            if cursor.set_range(prefix):
+                for key, raw in cursor:
+                    if not key.startswith(prefix):
+                        break
+                    out.append(self._decode(RejectedEvent, raw, b"session_resume/" + bytes(key)))
+        self._save_quarantine()
+        return out
+
+    def seen(self, session_id: str, event_id: str) -> bool:
+        with self.env.begin(db=self.resumes) as txn:
+            return txn.get(_seen_key(session_id, event_id)) is not None
+
+    def timers_due(self, now_ns: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """``(due_ns, session_id)`` of waiting sessions whose earliest due time is ≤ ``now_ns``, earliest first."""
+        out: list[tuple[int, str]] = []
+        with self.env.begin(db=self.timers) as txn:
+            for key, _ in txn.cursor():
+                due = seq_of(bytes(key[:8]))
+                if due > now_ns or len(out) >= limit:
+                    break
+                out.append((due, bytes(key[8:]).decode()))
+        return out
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def create(self, record: SessionRecord) -> Outcome[SessionRecord]:
+        """Write a new session (its revision and state version as given, usually 0); :class:`SessionExists` else."""
+        def run(txn: lmdb.Transaction) -> SessionRecord:
+            key = record.session_id.encode()
+            if txn.get(key, db=self.sessions) is not None:
+                raise SessionExists(record.session_id)
+            now = clock.time_ns()
+            fresh = record.model_copy(update={"created_ns": record.created_ns or now, "updated_ns": now})
+            self._put(txn, None, fresh)
+            return fresh
+
+        return self._write(run)
+
+    def update(self, session_id: str, expected_revision: int, change: Callable[[SessionRecord], SessionRecord],
+               *, coordinator: str | None = None) -> Outcome[SessionRecord]:
+        """Apply ``change`` (not a state change: use :meth:`transition`) as a compare-and-set on the revision."""
+        def run(txn: lmdb.Transaction) -> SessionRecord:
+            old = self._current(txn, session_id, expected_revision, coordinator)
+            new = change(old)
+            if new.state != old.state or new.state_version != old.state_version:
+                raise ValueError("update() cannot change the workflow state: use transition()")
+            return self._next(txn, old, new)
+
+        return self._write(run)
+
+    def transition(self, session_id: str, expected_revision: int, event: Event, *, coordinator: str | None = None,
+                   **changes: Any) -> Outcome[SessionRecord]:
+        """Move the session by ``event`` (the table decides; :class:`~.workflow.InvalidTransition` else)."""
+        def run(txn: lmdb.Transaction) -> SessionRecord:
+            old = self._current(txn, session_id, expected_revision, coordinator)
+            return self._next(txn, old, _moved(old, event, changes))
+
+        return self._write(run)
+
+    def claim(self, session_id: str, expected_revision: int, coordinator: str) -> Outcome[SessionRecord]:
+        """Make ``coordinator`` (an incarnation id) the session's writer; later writes naming another are refused."""
+        check_id(coordinator, "coordinator")
+
+        def run(txn: lmdb.Transaction) -> SessionRecord:
+            old = self._current(txn, session_id, expected_revision, None)
+            return self._next(txn, old, old.model_copy(update={"coordinator": coordinator}))
+
+        return self._write(run)
+
+    def checkpoint(self, session_id: str, expected_revision: int, plan: Plan, *, coordinator: str | None = None,
+                   then: Event | None = None, **changes: Any) -> Outcome[SessionRecord]:
+        """Commit ``plan`` (cursor, digests and its events in the log) and optionally a transition, in one txn.
+
+        The plan is checked against the durable cursor inside the transaction: a plan made from
+        another committed cursor is refused (:class:`~.publication.CursorGap` / ``CursorError``).
+        """
+        def run(txn: lmdb.Transaction) -> SessionRecord:
+            old = self._current(txn, session_id, expected_revision, coordinator)
+            if plan.committed_before != old.committed_cursor:
+                if plan.committed_before > old.committed_cursor:
+                    raise CursorGap(old.committed_cursor, plan.committed_before + 1)
+                raise CursorError(f"plan starts after cursor {plan.committed_before}, the session committed "
+                                  f"{old.committed_cursor} already: cursors never go back")
+            generation = old.runtime.generation if old.runtime else old.last_generation
+            now = clock.time_ns()
+            prefix = old.session_id.encode() + b"/"
+            for event in plan.events:
+                body = encode(PublishedEvent(cursor=event.cursor, kind=event.kind, turn=event.turn, data=event.data,
+                                             generation=generation, committed_ns=now))
+                if not txn.put(prefix + seq_key(event.cursor), body, db=self.log, overwrite=False):
+                    raise CursorError(f"event {event.cursor} of {session_id!r} is in the log already")
+            update = {"committed_cursor": plan.cursor, "log_digest": plan.log_digest,
+                      "conversation_digest": plan.conversation_digest}
+            new = old.model_copy(update=update)
+            if then is not None:
+                new = _moved(new, then, changes)
+            elif changes:
+                new = new.model_copy(update=changes)
+            return self._next(txn, old, new)
+
+        return self._write(run)
+
+    def resume(self, session_id: str, event: resume_rules.ResumeEvent, actor: resume_rules.VerifiedActor, *,
+               now_ns: int | None = None, coordinator: str | None = None) -> Outcome[ResumeApplied]:
+        """Check ``event`` (:func:`~.resume.check`) and apply it — or log its rejection — in one transaction.
+
+        A rejection does not bump the revision (a stranger's refused event must not make the owning
+        coordinator's next write conflict); an acceptance is a transition and remembers the event id.
+        """
+        now = clock.time_ns() if now_ns is None else now_ns
+
+        def run(txn: lmdb.Transaction) -> ResumeApplied:
+            record = self._read(txn, session_id)
+            if record is None:
+                raise UnknownSession(session_id)
+            if coordinator is not None and record.coordinator and record.coordinator != coordinator:
+                raise NotOwner(session_id, record.coordinator, coordinator)
+            seen_key = _seen_key(session_id, event.event_id)
+            decision = resume_rules.check(record, event, actor, seen=txn.get(seen_key, db=self.resumes) is not None,
+                                          now_ns=now)
+            if isinstance(decision, resume_rules.Refuse):
+                return ResumeApplied(record, False, self._reject(txn, record, event, actor, decision, now))
+            txn.put(seen_key, b"", db=self.resumes)
+            return ResumeApplied(self._next(txn, record, _moved(record, decision.event, {})), True)
+
+        return self._write(run)
+
+    # -- inside a write transaction ----------------------------------------------------------------
+
+    def _current(self, txn: lmdb.Transaction, session_id: str, expected: int, coordinator: str | None
+                 ) -> SessionRecord:
+        record = self._read(txn, session_id)
+        if record is None:
+            raise UnknownSession(session_id)
+        if record.revision != expected:
+            raise RevisionConflict(session_id, expected, record.revision)
+        if coordinator is not None and record.coordinator and record.coordinator != coordinator:
+            raise NotOwner(session_id, record.coordinator, coordinator)
+        return record
+
+    def _next(self, txn: lmdb.Transaction, old: SessionRecord, new: SessionRecord) -> SessionRecord:
+        if new.session_id != old.session_id:
+            raise ValueError(f"a session's id is fixed ({old.session_id!r} -> {new.session_id!r})")
+        new = SessionRecord.model_validate({**dict(new), "revision": old.revision + 1, "updated_ns": clock.time_ns()})
+        self._put(txn, old, new)
+        return new
+
+    def _put(self, txn: lmdb.Transaction, old: SessionRecord | None, new: SessionRecord) -> None:
+        _check_shape(new)
+        body = encode(new)
+        check_size(body, f"session {new.session_id!r}", MAX_RECORD_BYTES)
+        sid = new.session_id
+        txn.put(sid.encode(), body, db=self.sessions)
+        if old is not None and old.node != new.node:
+            txn.delete(_live_key(old.node, sid), db=self.live)
+        if is_terminal(new.state):
+            txn.delete(_live_key(new.node, sid), db=self.live)
+        else:
+            txn.put(_live_key(new.node, sid), encode(Recoverable.of(new)), db=self.live)
+        old_due = old.timer_due() if old is not None else None
+        new_due = new.timer_due()
+        if old_due != new_due:
+            if old_due is not None:
+                txn.delete(_timer_key(old_due, sid), db=self.timers)
+            if new_due is not None:
+                txn.put(_timer_key(new_due, sid), b"", db=self.timers)
+
+    def _reject(self, txn: lmdb.Transaction, record: SessionRecord, event: resume_rules.ResumeEvent,
+                actor: resume_rules.VerifiedActor, refusal: resume_rules.Refuse, now: int) -> RejectedEvent:
+        count_key = record.session_id.encode() + b"/n"
+        raw = txn.get(count_key, db=self.resumes)
+        seq = (seq_of(bytes(raw)) if raw is not None else 0) + 1
+        rejected = RejectedEvent(seq=seq, event_id=event.event_id, kind=event.kind.value, actor=actor.name,
+                                 channel=event.channel, code=refusal.code.value, detail=refusal.detail,
+                                 expected_version=event.expected_version, found_version=record.state_version,
+                                 at_ns=now)
+        txn.put(record.session_id.encode() + b"/r/" + seq_key(seq), encode(rejected), db=self.resumes)
+        txn.put(count_key, seq_key(seq), db=self.resumes)
+        return rejected
+
+
+def _seen_key(session_id: str, event_id: str) -> bytes:
+    return check_id(session_id, "session_id").encode() + b"/s/" + check_id(event_id, "event_id").encode()
+
+
+def _moved(record: SessionRecord, event: Event, changes: dict[str, Any]) -> SessionRecord:
+    """``record`` after the transition ``event`` and ``changes`` (the runtime and waits follow the state)."""
+    for name in ("state", "state_version", "revision", "session_id"):
+        if name in changes:
+            raise ValueError(f"a transition sets {name} itself")
+    state, version = apply(record.state, record.state_version, event)
+    update: dict[str, Any] = {"state": state, "state_version": version, **changes}
+    if state.wait is None:
+        update["waits"] = ()  # only a waiting session waits on anything
+    if not holds_runtime(state) and state is not State.RECOVERING:
+        update["runtime"] = None  # suspended, waiting, parked and terminal sessions hold no runtime
+    return SessionRecord.model_validate({**dict(record), **update})
+
+
+def _check_shape(record: SessionRecord) -> None:
+    """The invariants a record must hold whatever wrote it."""
+    wait = record.state.wait
+    if wait is not None and not any(w.kind == wait for w in record.waits):
+        raise ValueError(f"a session in {record.state.value} needs a pending {wait} wait")
+    if record.runtime is not None and record.runtime.generation > record.last_generation:
+        raise ValueError(f"runtime generation {record.runtime.generation} is above the last generation "
+                         f"{record.last_generation}: raise last_generation with the attachment")

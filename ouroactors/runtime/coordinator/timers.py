@@ -1,0 +1,77 @@
+"""Durable timers: a waiting session's due time lives in its record, and firing is a checked resume event.
+
+Nothing about a timer is held in memory that a restart would lose. The record's timer waits carry
+``due_ns`` (wall clock of :mod:`ouroactors.core.clock`, so a simulation's virtual time drives them
+like everything else); the store indexes the earliest one in ``session_timers`` in the same
+transaction. After any restart, :func:`fire_due` asks the index what is due *now* and applies a
+``timer`` resume event for each — through the same checks as any other resume event, with an
+event id derived from the session, wait and state version, so firing twice (two sweeps, a crash
+between fire and ack) is refused as a duplicate and never resumes the session twice.
+
+:func:`due` and :func:`next_due` are the pure schedule; :func:`fire_due` is the thin imperative part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ...authorities.storage.commit import Committed
+from ...core import clock
+from .record import PendingWait, SessionRecord
+from .resume import Kind, ResumeEvent, system_actor
+from .store import SessionStore
+
+__all__ = ["Fired", "due", "fire_due", "next_due", "timer_event"]
+
+
+def due(waits: Iterable[PendingWait], now_ns: int) -> list[PendingWait]:
+    """The timer waits due at ``now_ns`` (due time ≤ now), earliest first."""
+    return sorted((w for w in waits if w.kind == "timer" and w.due_ns is not None and w.due_ns <= now_ns),
+                  key=lambda w: (w.due_ns, w.wait_id))
+
+
+def next_due(waits: Iterable[PendingWait]) -> int | None:
+    """When the next timer of these waits comes due (None: no timer)."""
+    dues = [w.due_ns for w in waits if w.kind == "timer" and w.due_ns is not None]
+    return min(dues) if dues else None
+
+
+def timer_event(record: SessionRecord, wait: PendingWait) -> ResumeEvent:
+    """The resume event a due timer fires: bound to the session, its first channel and its current version."""
+    return ResumeEvent(event_id=f"timer.{wait.wait_id}.v{record.state_version}", kind=Kind.TIMER,
+                       session_id=record.session_id, channel=record.channels[0], tenant=record.tenant,
+                       actor=system_actor().name, expected_version=record.state_version, wait_id=wait.wait_id)
+
+
+@dataclass(frozen=True)
+class Fired:
+    session_id: str
+    wait_id: str
+    accepted: bool
+    detail: str
+
+
+def fire_due(store: SessionStore, now_ns: int | None = None, limit: int = 1000) -> list[Fired]:
+    """Fire every timer due at ``now_ns`` (default: :func:`ouroactors.core.clock.time_ns`) through ``store``.
+
+    ``store`` is a :class:`~.store.SessionStore`. A session whose commit is not ``committed`` is
+    reported (``accepted=False``, the outcome as detail) and stays due: the next sweep tries again.
+    """
+    now = clock.time_ns() if now_ns is None else now_ns
+    fired: list[Fired] = []
+    for _due, session_id in store.timers_due(now, limit):
+        record = store.get(session_id)
+        if record is None:
+            continue
+        for wait in due(record.waits, now)[:1]:
+            outcome = store.resume(session_id, timer_event(record, wait), system_actor(), now_ns=now)
+            if not isinstance(outcome, Committed):
+                fired.append(Fired(session_id, wait.wait_id, False, f"{outcome.kind}: {outcome.reason}"))
+            elif outcome.value.accepted:
+                fired.append(Fired(session_id, wait.wait_id, True, "resumed"))
+            else:
+                rejection = outcome.value.rejection
+                detail = f"{rejection.code}: {rejection.detail}" if rejection else "refused"
+                fired.append(Fired(session_id, wait.wait_id, False, detail))
+    return fired
