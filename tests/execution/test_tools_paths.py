@@ -14,7 +14,8 @@ from ouroactors.authorities.workspace.paths import under
 from ouroactors.runtime.execution.tools import PathRefused
 from ouroactors.runtime.execution.tools._paths import resolve_file
 
-COMPONENTS = ["..", ".", "", "sub", "f.txt", "in", "out", "abs_out", "up", "loop", "proc", "missing", "secret.txt", "lease"]
+COMPONENTS = ["..", ".", "", "sub", "f.txt", "in", "out", "abs_out", "up", "loop", "proc", "missing", "secret.txt",
+              "lease"]
 
 
 @pytest.fixture(scope="module")
