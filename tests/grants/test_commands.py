@@ -32,7 +32,7 @@ SPLITS = [
     ("sh -c \"ls; rm x\"", [("ls",), ("rm", "x")]),
     ("env -i A=1 -u B rm x", [("rm", "x")]),
     ("sudo -u root -- rm x", [("rm", "x")]),
-    ("xargs -n1 -I{} rm {}", [("rm", "{}")]),
+    ("xargs -n1 -I{} rm {}", [("rm", "$__HOLE")]),  # filled in at run time: a variable
     ("xargs", [("echo",)]),
     ("env", [("env",)]),
     ("nohup nice -n 5 timeout 10 stdbuf -oL time -p exec command rm x", [("rm", "x")]),
@@ -53,7 +53,7 @@ SPLITS = [
     ("for i in $(ls); do rm $i; done", [("ls",), ("rm", "$i")]),
     ("! rm x", [("rm", "x")]),
     ("function f { rm x; }", [("rm", "x")]),
-    ("find . -exec rm {} \\; -print", [("find", ".", "-exec", "rm", "{}", ";", "-print"), ("rm", "{}")]),
+    ("find . -exec rm {} \\; -print", [("find", ".", "-exec", "rm", "{}", ";", "-print"), ("rm", "$__HOLE")]),
     ("echo $((1 + 2))", [("echo", "$((1 + 2))")]),
     ("((rm x))", [("rm", "x")]),  # dash runs it as nested subshells
     ("echo 'a;b' \"c&&d\"", [("echo", "a;b", "c&&d")]),

@@ -55,6 +55,7 @@ wrappers the segmenter does not parse (``bwrap``, ``tmux`` …) carry a code mar
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 
 from .code_findings import inspect
@@ -181,7 +182,8 @@ _KEYWORDS = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", 
 
 
 def _joined(words: list[Word]) -> Word:
-    return Word(" ".join(w.value for w in words), any(w.dynamic for w in words))
+    dynamic = any(w.dynamic for w in words)
+    return Word(" ".join(w.value for w in words), dynamic, hole=dynamic and all(w.hole for w in words if w.dynamic))
 
 
 def _shell_string(name: str, args: list[Word]) -> tuple[Word | None, bool]:
@@ -268,13 +270,18 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ..
         script = command_option(name, spec, words[1:]) if spec.command_opt else None
         rest, assigned = list[Word](), False
         if script is None and not spec.opaque:
-            _, rest, assigned = strip(name, spec, words[1:])
+            options, rest, assigned = strip(name, spec, words[1:])
             if spec.until:
                 rest = rest[: next((i for i, w in enumerate(rest) if w.value in spec.until), len(rest))]
+            if spec.taint == "xargs":
+                rest = _holes(rest, _replacement(options))
         if rest or (spec.default and script is None and not spec.opaque):
             taint = spec.taint or ("env" if assigned else None)
             inner = rest or [Word(p) for p in spec.default]
-            _unwrap(ctx, depth + 1, list(inner), redirs, (*outer, Form(argv, prog.value, taint, found.code, found.why)))
+            # parallel's first word may be a whole line (`parallel 'echo {}' ::: a`): judged as a line only
+            if not (rest and spec.until and any(c in rest[0].value for c in " \t\n;|&")):
+                _unwrap(ctx, depth + 1, list(inner), redirs, (*outer, Form(argv, prog.value, taint, found.code,
+                                                                              found.why)))
             if not (rest and spec.joins):
                 return
             script = _joined(rest)  # watch runs `sh -c "ARGS…"` (or, with -x, ARGS): judge both readings
@@ -291,7 +298,7 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ..
         elif stdin:
             form = Form(argv, prog.value, None, 0, f"{name} reads commands from stdin")
     if script is not None:
-        if script.dynamic:
+        if script.dynamic and not script.hole:
             raise Unparseable(f"{name}: the command string is computed at run time")
         if redirs:  # the redirection applies to the shell: let rules see it
             ctx.add(Segment((*outer, form)))
@@ -300,10 +307,46 @@ def _unwrap(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ..
             sub.parse(script.value, depth + 1)
         finally:
             ctx.merge(sub, (*outer, form))
+        if script.hole:  # parsed so a deny bites; but the text filled in can be any shell code: ask
+            raise Unparseable(f"{name}: the command string is filled in at run time (a placeholder)")
         return
     ctx.add(Segment((*outer, form)))
     if name == "find":
         _find_exec(ctx, depth, words, redirs, (*outer, Form(argv, prog.value, "find", found.code, found.why)))
+
+
+_PLACEHOLDER = re.compile(r"\{[^{}\s]*\}")  # {} (find, xargs -i), {.} {/} {1} … (parallel)
+
+
+def _replacement(options: list[Word]) -> str | None:
+    """xargs's ``-I R`` / ``-IR`` / ``--replace[=R]`` / ``-i[R]`` replacement string, if any."""
+    for i, w in enumerate(options):
+        v = w.value
+        if v == "-I" and i + 1 < len(options):
+            return options[i + 1].value
+        if v.startswith("-I") and len(v) > 2:
+            return v[2:]
+        if v.startswith("--replace") or (v.startswith("-i") and not v.startswith("--")):
+            return v.partition("=")[2] if v.startswith("--replace=") else (v[2:] if v.startswith("-i") and v[2:]
+                                                                           else "{}")
+    return None
+
+
+def _holes(words: list[Word], replacement: str | None) -> list[Word]:
+    """Words the wrapper fills in at run time (``{}`` of find/xargs/parallel, xargs's ``-I R``) are
+    dynamic: ``xargs -I{} sh -c '{}'`` runs whatever arrives on stdin, and ``find -exec {} ;`` runs
+    whatever file it finds. The placeholder becomes the variable ``$__HOLE``: a program named by one
+    is computed at run time (ask); a shell string holding one is parsed (``sh -c 'rm {}'`` is
+    ``rm $__HOLE``: a deny of rm bites) and then asks, since the text filled in may be any code."""
+    def fill(text: str) -> str:
+        text = _PLACEHOLDER.sub("$__HOLE", text)
+        return text.replace(replacement, "$__HOLE") if replacement else text
+
+    out = list[Word]()
+    for w in words:
+        value = fill(w.value)
+        out.append(w if value == w.value else Word(value, True, w.quoted, w.plain, hole=not w.dynamic or w.hole))
+    return out
 
 
 def _find_exec(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word, ...], outer: tuple[Form, ...]) -> None:
@@ -314,7 +357,7 @@ def _find_exec(ctx: _Context, depth: int, words: list[Word], redirs: tuple[Word,
             if end is None:
                 raise Unparseable(f"find {words[i].value} without ';' or '+'")
             if end > i + 1:
-                _unwrap(ctx, depth + 1, words[i + 1 : end], (), outer)
+                _unwrap(ctx, depth + 1, _holes(words[i + 1 : end], None), (), outer)
             i = end
         i += 1
 

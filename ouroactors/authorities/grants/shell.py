@@ -43,6 +43,7 @@ class Word:
     dynamic: bool = False  # the outer shell expands something in it (variable, substitution, glob, brace)
     quoted: bool = False
     plain: str = ""  # its unquoted characters (for glob / brace detection)
+    hole: bool = False  # dynamic only through a placeholder a wrapper fills ($__HOLE): parse it, the hole is a variable
 
 
 # (words, redirections as operator/target word pairs flattened, depth): the operator word's value is

@@ -118,6 +118,14 @@ WRAPPERS: dict[str, Opts] = {
 }
 
 
+def _only(name: str, after: list[Word], found: Word) -> Word:
+    """``found``, unless another ``-c``/``--command`` follows (the last one wins: `su -c ls -c 'rm x'`)."""
+    if any(a.value in ("-c", "--command") or a.value.startswith("--command=")
+           or (a.value.startswith("-") and not a.value.startswith("--") and "c" in a.value) for a in after):
+        raise Unparseable(f"{name}: more than one command string")
+    return found
+
+
 def command_option(name: str, spec: Opts, args: list[Word]) -> Word | None:
     """The value of ``-c CMD`` / ``-lc CMD`` / ``--command[=]CMD`` among the options and first operand
     of ``args`` (``su root -c CMD``, ``flock FILE -c CMD``), if any. ``runuser -u`` runs a program."""
@@ -132,10 +140,10 @@ def command_option(name: str, spec: Opts, args: list[Word]) -> Word | None:
             key, eq, value = v[2:].partition("=")
             if key == "command":
                 if eq:
-                    return Word(value, w.dynamic)
+                    return _only(name, args[i + 1 :], Word(value, w.dynamic))
                 if i + 1 >= len(args):
                     raise Unparseable(f"{name} --command without a command string")
-                return args[i + 1]
+                return _only(name, args[i + 2 :], args[i + 1])
             if name == "runuser" and key == "user":
                 return None
             i += key in spec.long_valued and not eq
@@ -146,11 +154,11 @@ def command_option(name: str, spec: Opts, args: list[Word]) -> Word | None:
                 if ch == "u" and name == "runuser":
                     return None
                 if ch == "c" and j < len(v) - 1:
-                    return Word(v[j + 1 :], w.dynamic)
+                    return _only(name, args[i + 1 :], Word(v[j + 1 :], w.dynamic))
                 if ch == "c":
                     if i + 1 >= len(args):
                         raise Unparseable(f"{name} -c without a command string")
-                    return args[i + 1]
+                    return _only(name, args[i + 2 :], args[i + 1])
                 if ch in spec.valued:
                     i += j == len(v) - 1
                     break
