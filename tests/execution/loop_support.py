@@ -46,6 +46,7 @@ class FakeEffects:
     block: frozenset[str] = frozenset()
     in_port_record: bool = False
     calls: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
     started: int = 0
     _all_started: trio.Event | None = None
 
@@ -67,6 +68,7 @@ class FakeEffects:
                             evidence={"fake": True})
         if self.in_port_record:
             ctx.record_result(result)
+        self.finished.append(call.call.id)
         return result
 
 

@@ -22,9 +22,11 @@ the conversation's canonical digest). Every decision is a pure function of :mod:
 * :class:`OutputSink` ``emit(kind, turn, data)`` — awaited, so a full output batch applies back-pressure;
 * :class:`ToolCatalog` ``specs()`` and ``parse(call)`` → :class:`ParsedCall` or :class:`CallProblem`.
 
-**Durability order.** Records are staged as they happen and committed (one flush) before each model call and when
-the turn settles; the effect port's ledger transactions carry whatever is staged (the ``model_result`` and
-``tool_call`` records ride with ``record_started``), so nothing the loop acts on is unrecorded. Text deltas are shown
+**Durability order.** Records are staged as they happen and committed (one flush) before each model call, before a
+batch of tools runs, and when the turn settles, so nothing the loop acts on is unrecorded. An effect port that puts
+the staged records into its own ledger transactions (``model_result`` and ``tool_call`` ride with
+``record_started``, ``tool_result`` with ``record_settled``) passes ``flush_before_tools=False`` and a tool call then
+costs the ledger's two synced commits and no more. Text deltas are shown
 to the sink as they stream (display only); the conversation changes only after ``model_result`` is recorded.
 """
 
@@ -201,8 +203,12 @@ class _Context:
 class SessionLoop:
     """One session's conversation and its turns. Not thread-safe: it lives in the runtime's trio loop."""
 
-    def __init__(self, session: str, config: SessionConfig, ports: Ports, *, deadlines: bool = True) -> None:
+    def __init__(self, session: str, config: SessionConfig, ports: Ports, *, deadlines: bool = True,
+                 flush_before_tools: bool = True) -> None:
         self.session = session
+        # True: commit the model's result and the tool_call records before any tool runs. An effect port that
+        # puts staged records into its ledger-start transaction (Journal.put_staged) makes this a commit saved.
+        self.flush_before_tools = flush_before_tools
         self.config = config
         self.ports = ports
         self.deadlines = deadlines  # replay turns them off: recorded outcomes stand in for what timed out
@@ -364,6 +370,8 @@ class SessionLoop:
                 runnable.append((ctx, parsed))
             await self.ports.sink.emit("tool_call", turn, {"call_id": call.id, "name": call.name,
                                                            "arguments": call.arguments})
+        if runnable and self.flush_before_tools:
+            self.ports.journal.flush()
         if runnable:
             with self._scope(deadline_ns, float("inf")) as scope:
                 self._activity = scope
