@@ -152,6 +152,16 @@ def test_an_outgoing_message_over_the_cap_is_refused_by_the_sender(monkeypatch):
     assert _frames.encode(_frames.RAW, b"x" * 2000).startswith(b"2000>")  # plain thespian is untouched
 
 
+def test_the_tag_is_hmac_sha256():
+    import hashlib
+    import hmac
+
+    for key in (b"k" * 32, b"short", b"x" * 64, b"long" * 40):
+        for body in (b"", b"a", pickle.dumps(list(range(1000)))):
+            assert _frames.tag(key, body) == hmac.new(key, body, hashlib.sha256).digest()
+            assert _frames.tag(key, memoryview(b"pad" + body)[3:]) == hmac.new(key, body, hashlib.sha256).digest()
+
+
 def test_frames_round_trip_and_a_flipped_bit_is_dropped():
     key = _frames.frame_key(b"s" * 32)
     body = pickle.dumps(("addr", {"n": 1}))
