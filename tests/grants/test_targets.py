@@ -75,3 +75,12 @@ def test_protected_git_dir_found_through_a_gitdir_file(tmp_path: os.PathLike[str
     ctx = context(f"{base}/wt", ())
     reason = protected_reason(view("alias/hooks/pre-commit", ctx), ctx)
     assert reason is not None and "real-git" in reason
+
+
+def test_relative_paths_under_a_root_that_cannot_be_resolved(layout: dict[str, str]) -> None:
+    """A relative path is never resolved against / when the root itself cannot be resolved."""
+    ctx = context(f"{layout['{base}']}/no-such-root", ())
+    v = view("etc/passwd", ctx)
+    assert v.resolved is None and v.real == () and "root cannot be resolved" in (v.problem or "")
+    ctx = context(f"{layout['{ws}']}/loop_a", ())
+    assert view("x", ctx).resolved is None

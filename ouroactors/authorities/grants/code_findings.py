@@ -34,6 +34,7 @@ from .shell import Word
 _PYTHON = re.compile(r"python[23](\.\d+)?")
 _ASSIGNERS = frozenset({"env", "sudo", "export", "declare", "typeset", "local", "readonly"})
 _AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
+_PLUS_COMMANDS = frozenset({"vim", "vi", "nvim", "view", "ex", "gvim", "less", "more"})
 
 
 def _apply(f: Finding, kind: Kind, opt_index: int, value: Word | None, rest: list[Word], label: str) -> None:
@@ -332,6 +333,12 @@ def inspect(name: str, args: list[Word]) -> Finding:
         special(args, f)
     if name in _AWKS:
         _awk(args, f)
+    if name in _PLUS_COMMANDS:  # `vi +'!rm x'`, `less '+!rm x'`: startup commands
+        for i, w in enumerate(args):
+            body = w.value[1:]
+            if w.value.startswith("+") and body and not body.isdigit() and (
+                    name not in ("less", "more") or w.dynamic or any(c in body for c in "!|svE")):
+                f.mark(1 + i, f"{name} {w.value[:20]} runs a startup command")
     spec = TABLE.get("python3" if _PYTHON.fullmatch(name) else name)
     if spec is not None:
         operand = scan(spec, args, f, base=1, label=name)

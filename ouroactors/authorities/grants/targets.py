@@ -34,7 +34,7 @@ import posixpath
 import stat
 from dataclasses import dataclass
 
-from ..workspace.paths import PathError, canonicalize_target, under
+from ..workspace.paths import PathError, canonicalize_roots, canonicalize_target, under
 
 # Writing to these never creates or changes a file the rules could care about.
 HARMLESS_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -78,6 +78,14 @@ def _real(path: str) -> str | None:
         return None
 
 
+def _real_dir(root: str) -> str | None:
+    """The workspace root must be an existing directory (the workspace's own rule for roots)."""
+    try:
+        return canonicalize_roots((root,), cwd="/")[0]
+    except (PathError, OSError, ValueError, IndexError):
+        return None
+
+
 def _git_dir(real_root: str) -> str | None:
     """The root's git directory: ``.git`` itself, or where a ``.git`` file (``gitdir: …``) points."""
     dot_git = real_root.rstrip("/") + "/.git"
@@ -95,7 +103,7 @@ def _git_dir(real_root: str) -> str | None:
 
 def context(root: str | None, protected: tuple[str, ...]) -> Context:
     spelled_root = norm(root) if root else None
-    real_root = _real(spelled_root) if spelled_root and spelled_root.startswith("/") else None
+    real_root = _real_dir(spelled_root) if spelled_root and spelled_root.startswith("/") else None
     real_protected = [r for r in (_real(norm(p)) for p in protected) if r]
     if real_root is not None and (git_dir := _git_dir(real_root)) is not None:
         real_protected.append(git_dir)
@@ -119,11 +127,11 @@ def view(raw: str, ctx: Context) -> PathView:
         spelled.add(posixpath.relpath(absolute, ctx.root))
     if "\0" in raw or not raw:
         return PathView(raw, tuple(sorted(spelled)), (), None, "empty or contains NUL")
-    if not absolute.startswith("/"):
-        return PathView(raw, tuple(sorted(spelled)), (), None, "a relative path without a workspace root")
-    base = ctx.real_root if ctx.real_root and not raw.startswith("/") else "/"
+    if not raw.startswith("/") and ctx.real_root is None:
+        why = "the workspace root cannot be resolved" if ctx.root else "a relative path without a workspace root"
+        return PathView(raw, tuple(sorted(spelled)), (), None, why)
     try:
-        resolved = canonicalize_target(raw if raw.startswith("/") else posixpath.join(base, raw), cwd="/")
+        resolved = canonicalize_target(raw if raw.startswith("/") else f"{ctx.real_root}/{raw}", cwd="/")
     except (PathError, OSError, ValueError) as e:
         return PathView(raw, tuple(sorted(spelled)), (), None, str(e))
     real = [resolved]
