@@ -1,0 +1,40 @@
+"""Builders shared by the coordinator tests (importable by spawned children too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ouroactors.authorities.storage.commit import Committed
+from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
+from ouroactors.runtime.coordinator.errors import RevisionConflict
+from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
+from ouroactors.runtime.coordinator.store import SessionStore
+from ouroactors.runtime.coordinator.workflow import State
+
+PINNED = PinnedVersions(prompt="p1", model="scripted-1", tools="t1", workflow="w1", policy="pol1")
+
+
+def new_record(session_id: str = "s1", *, node: str = "n1", state: State = State.SUSPENDED,
+               **changes: Any) -> SessionRecord:
+    base: dict[str, Any] = dict(session_id=session_id, node=node, state=state, state_version=0, revision=0,
+                                pinned=PINNED, principal="alice", tenant="t", channels=("cli",))
+    if state.wait is not None and "waits" not in changes:
+        base["waits"] = (PendingWait(kind=state.wait, wait_id="w1", issued_at_version=0,
+                                     due_ns=1000 if state.wait == "timer" else None),)
+    base.update(changes)
+    return SessionRecord(**base)
+
+
+def cas_writer(config: StorageConfig, session_id: str, tag: str, barrier: Any) -> str:
+    """In a child process: read revision 0 is assumed; race to write a claim at it; answer the result."""
+    env = open_env(config)
+    try:
+        store = SessionStore(env)
+        barrier.wait(timeout=30)
+        try:
+            outcome = store.claim(session_id, 0, tag)
+        except RevisionConflict as exc:
+            return f"conflict:{exc.found}"
+        return f"won:{outcome.value.coordinator}" if isinstance(outcome, Committed) else f"other:{outcome}"
+    finally:
+        close_env(config)

@@ -1,0 +1,80 @@
+"""The recovery table, over every combination of its inputs."""
+
+from __future__ import annotations
+
+import itertools
+
+from ouroactors.runtime.coordinator.record import RuntimeAttachment, WorkspaceLease
+from ouroactors.runtime.coordinator.recovery import Action, Commit, Effect, ParkReason, Probe, Reservation, decide
+from ouroactors.runtime.coordinator.workflow import State, is_terminal
+
+from .support import new_record
+
+RT = RuntimeAttachment(runtime_id="rt-1", generation=3)
+PROBES = {
+    "none": Probe(),
+    "expected": Probe("rt-1", 3),
+    "older": Probe("rt-1", 2),
+    "newer": Probe("rt-1", 4),
+    "other": Probe("rt-9", 3),
+}
+EFFECTS = {
+    "none": (),
+    "reconcilable": (Effect("e1", "ambiguous", True), Effect("e2", "started", True)),
+    "blind": (Effect("e1", "ambiguous", True), Effect("e3", "ambiguous", False)),
+}
+ATTACHED = {"attached": RT, "detached": None}
+
+
+def expected(state: State, commit: Commit, effects: str, probe: str, reservation: Reservation,
+             attached: str) -> tuple[Action, ParkReason | None]:
+    """The table, spelled out row by row (independently of the implementation's order of tests)."""
+    if is_terminal(state):
+        return Action.NONE, None
+    if commit is Commit.UNKNOWN:
+        return Action.PARK, ParkReason.COMMIT_OUTCOME_UNKNOWN
+    if state not in (State.RUNNING, State.RECOVERING):
+        return Action.IDLE, None
+    if probe != "none":
+        if attached == "attached" and probe == "expected":
+            return Action.ADOPT, None
+        return Action.PARK, ParkReason.WRONG_GENERATION
+    if effects == "blind":
+        return Action.PARK, ParkReason.AMBIGUOUS_EFFECT
+    if reservation is Reservation.NOT_RECLAIMABLE:
+        return Action.PARK, ParkReason.RESERVATION_NOT_RECLAIMABLE
+    return Action.REPLACE, None
+
+
+CASES = list(itertools.product(State, Commit, EFFECTS, PROBES, Reservation, ATTACHED))
+
+
+def test_every_combination() -> None:
+    assert len(CASES) == 2400
+    for case in CASES:
+        check_case(*case)
+
+
+def check_case(state, commit, effects, probe, reservation, attached) -> None:
+    record = new_record(state=state, runtime=ATTACHED[attached], last_generation=3, committed_cursor=17,
+                        workspace=WorkspaceLease(lease_id="L1", root="/w", fencing_token=5))
+    decision = decide(record, commit=commit, effects=EFFECTS[effects], probe=PROBES[probe], reservation=reservation)
+    assert (decision.action, decision.reason) == expected(state, commit, effects, probe, reservation, attached)
+    if decision.action is Action.ADOPT:
+        assert (decision.runtime_id, decision.generation, decision.drain_after) == ("rt-1", 3, 17)
+    if decision.action is Action.REPLACE:
+        assert decision.generation == 4 and decision.drain_after == 17  # never reuses a generation
+        assert decision.reconcile == tuple(e.effect_id for e in EFFECTS[effects])
+        assert decision.reclaim == (reservation is Reservation.RECLAIMABLE)
+    if decision.action is Action.IDLE:
+        assert decision.stop_stray == (probe != "none")
+    if decision.action is Action.PARK:
+        assert decision.detail  # a visible reason, never silent
+
+
+def test_park_details_name_the_culprit() -> None:
+    record = new_record(state=State.RUNNING, runtime=RT, last_generation=3)
+    blind = decide(record, commit=Commit.SETTLED, effects=EFFECTS["blind"], probe=Probe(), reservation=Reservation.HELD)
+    assert "e3" in blind.detail and "e1" not in blind.detail
+    wrong = decide(record, commit=Commit.SETTLED, effects=(), probe=PROBES["older"], reservation=Reservation.HELD)
+    assert "generation 2" in wrong.detail

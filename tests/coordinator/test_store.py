@@ -1,0 +1,192 @@
+"""The session store on real LMDB: compare-and-set writes, the commit contract's outcomes, quarantine, projections."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+from ouroactors.authorities.storage.commit import Committed, Rejected, Unknown
+from ouroactors.authorities.storage.env import close_env, db, open_env
+from ouroactors.core import faults
+from ouroactors.core.errors import CorruptRecord
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.runtime.coordinator.errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
+from ouroactors.runtime.coordinator.publication import CursorError, CursorGap, plan, reconciled
+from ouroactors.runtime.coordinator.record import PendingWait, RuntimeAttachment
+from ouroactors.runtime.coordinator.store import SessionStore
+from ouroactors.runtime.coordinator.workflow import Event, InvalidTransition, State
+from ouroactors.runtime.execution.output import Batch, OutputEvent
+
+from .support import cas_writer, new_record
+
+
+def committed(outcome):
+    assert isinstance(outcome, Committed), outcome
+    return outcome.value
+
+
+def batch(first: int, last: int) -> Batch:
+    return Batch(tuple(OutputEvent(c, "text", 1, {"n": c}) for c in range(first, last + 1)), 0, last, False)
+
+
+def running(store: SessionStore, sid: str = "s1"):
+    """A session created and moved to running with runtime rt-1 generation 1 attached."""
+    committed(store.create(new_record(sid)))
+    return committed(store.transition(sid, 0, Event.MESSAGE, runtime=RuntimeAttachment(runtime_id="rt-1", generation=1),
+                                      last_generation=1))
+
+
+def test_create_get_and_reopen(store, config) -> None:
+    record = committed(store.create(new_record()))
+    assert record.created_ns > 0 and record.updated_ns == record.created_ns
+    close_env(config)
+    assert SessionStore(open_env(config)).get("s1") == record
+    with pytest.raises(SessionExists):
+        SessionStore(open_env(config)).create(new_record())
+    assert SessionStore(open_env(config)).get("nope") is None
+
+
+def test_bad_ids_are_refused_and_write_nothing(store) -> None:
+    with pytest.raises(ValueError):
+        new_record("a/b")
+    with pytest.raises(ValueError):
+        store.get("x\x00y")
+
+
+def test_transition_is_a_compare_and_set(store) -> None:
+    committed(store.create(new_record()))
+    moved = committed(store.transition("s1", 0, Event.MESSAGE))
+    assert (moved.state, moved.state_version, moved.revision) == (State.RUNNING, 1, 1)
+    with pytest.raises(RevisionConflict) as info:
+        store.transition("s1", 0, Event.MESSAGE)
+    assert (info.value.expected, info.value.found) == (0, 1)
+    with pytest.raises(InvalidTransition):
+        store.transition("s1", 1, Event.TIMER_FIRED)
+    with pytest.raises(UnknownSession):
+        store.transition("nope", 0, Event.MESSAGE)
+    assert store.get("s1") == moved  # the refusals changed nothing
+
+
+def test_update_bumps_the_revision_but_not_the_state_version(store) -> None:
+    rec = running(store)
+    after = committed(store.update("s1", rec.revision, lambda r: r.model_copy(update={"reason": "note"})))
+    assert (after.revision, after.state_version, after.reason) == (rec.revision + 1, rec.state_version, "note")
+    with pytest.raises(ValueError, match="transition"):
+        store.update("s1", after.revision, lambda r: r.model_copy(update={"state": State.COMPLETED}))
+
+
+def test_leaving_running_releases_the_runtime_and_waiting_needs_a_wait(store) -> None:
+    rec = running(store)
+    with pytest.raises(ValueError, match="pending approval wait"):
+        store.transition("s1", rec.revision, Event.WAIT_APPROVAL)
+    wait = PendingWait(kind="approval", wait_id="ap1", issued_at_version=rec.state_version + 1)
+    waiting = committed(store.transition("s1", rec.revision, Event.WAIT_APPROVAL, waits=(wait,)))
+    assert waiting.runtime is None and waiting.waits == (wait,) and waiting.last_generation == 1
+
+
+def test_two_coordinators_in_two_processes_cannot_both_win(store, config) -> None:
+    committed(store.create(new_record()))
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Manager().Barrier(2)
+    with ctx.Pool(2) as pool:
+        results = pool.starmap(cas_writer, [(config, "s1", "coord-a", barrier), (config, "s1", "coord-b", barrier)])
+    assert sorted(r.split(":")[0] for r in results) == ["conflict", "won"]
+    winner = next(r.split(":")[1] for r in results if r.startswith("won"))
+    assert store.get("s1").coordinator == winner
+
+
+def test_claimed_sessions_refuse_other_coordinators(store) -> None:
+    rec = committed(store.claim(committed(store.create(new_record())).session_id, 0, "coord-a"))
+    with pytest.raises(NotOwner):
+        store.transition("s1", rec.revision, Event.MESSAGE, coordinator="coord-b")
+    committed(store.transition("s1", rec.revision, Event.MESSAGE, coordinator="coord-a"))
+
+
+def test_checkpoint_writes_cursor_digest_and_events_in_one_transaction(store, config) -> None:
+    rec = running(store)
+    step = plan(batch(1, 3), rec.committed_cursor, rec.log_digest, rec.conversation_digest)
+    after = committed(store.checkpoint("s1", rec.revision, step))
+    assert (after.committed_cursor, after.log_digest) == (3, step.log_digest)
+    assert [e.cursor for e in store.events("s1")] == [1, 2, 3]
+    assert [e.cursor for e in store.events("s1", after=2)] == [3]
+    assert all(e.generation == 1 for e in store.events("s1"))
+    with pytest.raises(CursorError, match="never go back"):
+        store.checkpoint("s1", after.revision, step)  # the same plan again
+    with pytest.raises(CursorGap):
+        store.checkpoint("s1", after.revision, plan(batch(6, 7), 5, "", ""))
+    close_env(config)
+    reopened = SessionStore(open_env(config))  # subscribers resume from any cursor after a restart
+    assert [e.cursor for e in reopened.events("s1", after=1)] == [2, 3]
+
+
+def test_checkpoint_with_a_transition(store) -> None:
+    rec = running(store)
+    step = plan(Batch((OutputEvent(1, "turn_settled", 1, {"conversation_digest": "cd"}),), 0, 1, False), 0, "", "")
+    after = committed(store.checkpoint("s1", rec.revision, step, then=Event.TURN_COMPLETE))
+    assert (after.state, after.conversation_digest, after.runtime) == (State.SUSPENDED, "cd", None)
+
+
+def arm(point: str, action: FaultAction) -> None:
+    faults.arm(FaultPlan((FaultRule(point, action),)))
+
+
+def test_a_rejected_checkpoint_writes_and_publishes_nothing(store) -> None:
+    rec = running(store)
+    step = plan(batch(1, 2), 0, "", "")
+    arm("storage.before_commit", FaultAction.COMMIT_REJECTED)
+    assert isinstance(store.checkpoint("s1", rec.revision, step), Rejected)
+    faults.disarm()
+    assert store.get("s1") == rec and store.events("s1") == []
+    committed(store.checkpoint("s1", rec.revision, step))  # the same batch commits later
+
+
+@pytest.mark.parametrize(("point", "landed"), [("storage.before_commit", False), ("storage.after_commit", True)])
+def test_commit_outcome_unknown_surfaces_and_is_reconciled_by_reading_back(store, point, landed) -> None:
+    rec = running(store)
+    step = plan(batch(1, 2), 0, "", "")
+    arm(point, FaultAction.COMMIT_UNKNOWN)
+    outcome = store.checkpoint("s1", rec.revision, step)
+    faults.disarm()
+    assert isinstance(outcome, Unknown) and outcome.kind == "commit_outcome_unknown"
+    durable = store.get("s1")
+    assert reconciled(step, durable.committed_cursor, durable.log_digest) is landed
+    assert [e.cursor for e in store.events("s1")] == ([1, 2] if landed else [])
+
+
+def test_a_corrupt_record_fails_closed_and_is_quarantined(store, env) -> None:
+    rec = running(store)
+    with env.begin(write=True) as txn:
+        txn.put(b"s1", b"\x93garbage", db=db(env, b"sessions"))
+    with pytest.raises(CorruptRecord) as info:
+        store.get("s1")
+    assert "sessions/s1" in str(info.value)
+    with pytest.raises(CorruptRecord):
+        store.transition("s1", rec.revision, Event.COMPLETE)
+    with pytest.raises(SessionExists):  # never replaced by a fresh, empty session
+        store.create(new_record())
+    with env.begin(db=db(env, b"quarantine")) as txn:
+        assert txn.get(b"sessions/s1") == b"\x93garbage"
+    assert "sessions/s1" in store.quarantined
+
+
+def test_list_recoverable_is_the_non_terminal_sessions_of_the_node(store, env) -> None:
+    running(store, "a")
+    committed(store.create(new_record("b")))
+    committed(store.create(new_record("c", node="n2")))
+    done = committed(store.create(new_record("d", state=State.RUNNING)))
+    committed(store.transition("d", done.revision, Event.COMPLETE))
+    sweep = store.list_recoverable("n1")
+    assert [(s.session_id, s.state, s.runtime_id) for s in sweep.sessions] == [
+        ("a", State.RUNNING, "rt-1"), ("b", State.SUSPENDED, None)]
+    assert [s.session_id for s in store.list_recoverable("n2").sessions] == ["c"]
+    with env.begin(write=True) as txn:
+        txn.put(b"n1/b", b"junk", db=db(env, b"sessions_live"))
+    assert store.list_recoverable("n1").corrupt == ["b"]  # reported, not dropped
+
+
+def test_a_node_change_moves_the_projection(store) -> None:
+    rec = committed(store.create(new_record()))
+    committed(store.update("s1", rec.revision, lambda r: r.model_copy(update={"node": "n2"})))
+    assert store.list_recoverable("n1").sessions == []
+    assert [s.session_id for s in store.list_recoverable("n2").sessions] == ["s1"]

@@ -1,0 +1,111 @@
+"""Resume events and durable timers through the store: applied or logged in one transaction, never twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.authorities.storage.commit import Committed
+from ouroactors.authorities.storage.env import close_env, open_env
+from ouroactors.core import clock
+from ouroactors.runtime.coordinator.errors import UnknownSession
+from ouroactors.runtime.coordinator.record import PendingWait
+from ouroactors.runtime.coordinator.resume import ActorKind, Kind, ResumeEvent, VerifiedActor
+from ouroactors.runtime.coordinator.store import SessionStore
+from ouroactors.runtime.coordinator.timers import due, fire_due, next_due, timer_event
+from ouroactors.runtime.coordinator.workflow import Event, State
+
+from .support import new_record
+
+BOB = VerifiedActor("bob", ActorKind.OPERATOR)
+
+
+def committed(outcome):
+    assert isinstance(outcome, Committed), outcome
+    return outcome.value
+
+
+def waiting_approval(store: SessionStore):
+    rec = committed(store.create(new_record()))
+    rec = committed(store.transition("s1", rec.revision, Event.MESSAGE))
+    wait = PendingWait(kind="approval", wait_id="ap1", issued_at_version=2, authorized=("bob",))
+    return committed(store.transition("s1", rec.revision, Event.WAIT_APPROVAL, waits=(wait,)))
+
+
+def answer(event_id: str = "ev1", version: int = 2) -> ResumeEvent:
+    return ResumeEvent(event_id=event_id, kind=Kind.APPROVAL, session_id="s1", channel="cli", tenant="t",
+                       actor="bob", expected_version=version, wait_id="ap1", payload={"decision": "approve"})
+
+
+def test_an_accepted_answer_resumes_once_and_its_duplicate_is_logged(store, config) -> None:
+    rec = waiting_approval(store)
+    applied = committed(store.resume("s1", answer(), BOB))
+    assert applied.accepted and applied.record.state is State.RUNNING and applied.record.waits == ()
+    assert applied.record.state_version == rec.state_version + 1 and store.seen("s1", "ev1")
+    close_env(config)
+    store = SessionStore(open_env(config))  # duplicates are known across restarts
+    again = committed(store.resume("s1", answer(version=applied.record.state_version), BOB))
+    assert not again.accepted and again.rejection.code == "duplicate"
+    assert store.get("s1") == applied.record  # a rejection does not bump the revision
+
+
+def test_a_stale_approval_does_not_resume_and_is_recorded(store) -> None:
+    rec = waiting_approval(store)
+    stale = committed(store.resume("s1", answer("old", version=1), BOB))
+    assert not stale.accepted and store.get("s1") == rec
+    forged = committed(store.resume("s1", answer("forged"), VerifiedActor("carol", ActorKind.OPERATOR)))
+    log = store.rejections("s1")
+    assert [(r.seq, r.event_id, r.code, r.expected_version, r.found_version) for r in log] == [
+        (1, "old", "stale", 1, 2), (2, "forged", "identity", 2, 2)]
+    assert forged.rejection == log[1]
+    assert not store.seen("s1", "old")
+
+
+def test_resume_of_an_unknown_session(store) -> None:
+    with pytest.raises(UnknownSession):
+        store.resume("s1", answer(), BOB)
+
+
+def test_timer_schedule_is_pure() -> None:
+    waits = [PendingWait(kind="timer", wait_id="b", issued_at_version=0, due_ns=20),
+             PendingWait(kind="timer", wait_id="a", issued_at_version=0, due_ns=10),
+             PendingWait(kind="approval", wait_id="c", issued_at_version=0, due_ns=5)]
+    assert [w.wait_id for w in due(waits, 15)] == ["a"]
+    assert [w.wait_id for w in due(waits, 20)] == ["a", "b"]
+    assert next_due(waits) == 10 and next_due(waits[2:]) is None
+
+
+def timer_session(store: SessionStore, sid: str, due_ns: int):
+    rec = committed(store.create(new_record(sid)))
+    rec = committed(store.transition(sid, rec.revision, Event.MESSAGE))
+    wait = PendingWait(kind="timer", wait_id="t1", issued_at_version=rec.state_version + 1, due_ns=due_ns)
+    return committed(store.transition(sid, rec.revision, Event.WAIT_TIMER, waits=(wait,)))
+
+
+def test_durable_timers_fire_once_after_a_restart(store, config) -> None:
+    timer_session(store, "s1", 1_000)
+    timer_session(store, "s2", 5_000)
+    close_env(config)
+    store = SessionStore(open_env(config))
+    assert store.timers_due(999) == []
+    assert store.timers_due(5_000) == [(1_000, "s1"), (5_000, "s2")]
+    fired = fire_due(store, now_ns=1_500)
+    assert [(f.session_id, f.accepted) for f in fired] == [("s1", True)]
+    assert store.get("s1").state is State.RUNNING and store.timers_due(1_500) == []
+    assert fire_due(store, now_ns=1_500) == []  # the index moved with the transition
+    rec = store.get("s2")
+    replay = store.resume("s2", timer_event(rec, rec.waits[0]), VerifiedActor("system:coordinator",
+                                                                               ActorKind.SYSTEM), now_ns=4_000)
+    assert replay.value.rejection.code == "ordering"  # not due yet
+
+
+def test_timers_run_on_the_simulated_clock(store) -> None:
+    virtual = clock.VirtualClock()
+    previous = clock.install(virtual)
+    try:
+        start = clock.time_ns()
+        timer_session(store, "s1", start + 10_000_000_000)  # due in 10 virtual seconds
+        assert fire_due(store) == []
+        virtual.advance(10_000_000_000)
+        assert [f.accepted for f in fire_due(store)] == [True]
+    finally:
+        clock.install(previous)
