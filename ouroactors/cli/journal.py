@@ -102,8 +102,9 @@ def replay(data_dir: str, session: str) -> None:
                           f"got {d.actual!r}", style="red", markup=False, highlight=False)
         sys.exit(1)
     if report.boundary is not None:
-        console.print(f"stopped at seq {report.boundary.seq}: {report.boundary.reason} (cannot replay past it; "
-                      "the turns before it are verified)", markup=False)
+        detail = f" — {report.boundary.detail}" if report.boundary.detail else ""
+        console.print(f"stopped at seq {report.boundary.seq}: {report.boundary.reason}{detail} (cannot replay past "
+                      "it; the turns before it are verified)", markup=False)
         sys.exit(3)
     console.print("replay ok: every request and conversation digest matches", markup=False)
 

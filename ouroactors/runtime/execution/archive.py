@@ -60,15 +60,24 @@ def import_journal(env: lmdb.Environment, data: bytes, *, session: str | None = 
     sid = check_session(name)
     if head(env, name) is not None:
         raise JournalError(f"session {name!r} already has a journal here")
-    h = doc["head"]
-    anchor = JournalHead(first_seq=h["first_seq"], head_seq=h["head_seq"], head_hash=h["head_hash"],
-                         bytes=h["bytes"], records=h["records"])
+    try:
+        h = doc["head"]
+        anchor = JournalHead(first_seq=h["first_seq"], head_seq=h["head_seq"], head_hash=h["head_hash"],
+                             bytes=h["bytes"], records=h["records"])
+        records, found = list(doc["records"]), dict(doc.get("blobs", {}))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise JournalError(f"journal archive: malformed head or records ({exc})") from None
+    for i, value in enumerate(records):
+        if not isinstance(value, bytes) or len(value) <= 72:
+            raise JournalError(f"journal archive: records[{i}] is not a stored record (bytes over 72 long)")
+    if not all(isinstance(a, str) and isinstance(b, bytes) for a, b in found.items()):
+        raise JournalError("journal archive: blobs must map hex addresses to bytes")
     with env.begin(write=True) as txn:
-        for value in doc["records"]:
+        for value in records:
             seq = int.from_bytes(value[64:72], "big")
             txn.put(record_key(sid, seq), value, db=db(env, JOURNAL_DB))
             txn.put(record_key(sid, seq), value[:32], db=db(env, ANCHOR_DB))
-        for address, blob in doc.get("blobs", {}).items():
+        for address, blob in found.items():
             blobs.put(txn, env, blob, address)
         txn.put(head_key(sid), encode(anchor), db=db(env, ANCHOR_DB))
     return name

@@ -75,6 +75,7 @@ class Divergence:
 class Boundary:
     reason: str
     seq: int
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,35 @@ class RecordedCatalog:
         return ParsedCall(call)
 
 
+_SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "session_opened": {"config": dict}, "turn_started": {"turn": int}, "prompt": {"text": str},
+    "model_call": {"index": int, "request_digest": str}, "model_result": {"index": int},
+    "tool_call": {"call_id": str, "name": str, "arguments": dict}, "tool_result": {"call_id": str, "name": str,
+                                                                                 "status": str},
+    "approval": {"call_id": str}, "steer": {"text": str, "at_call": int}, "interrupt": {"at_call": int},
+    "turn_settled": {"status": str, "conversation_digest": str},
+}
+_ERROR_KINDS = frozenset(k.value for k in ModelErrorKind)
+_FINISH = frozenset({"stop", "tool_calls", "length", "content_filter"})
+
+
+def _well_formed(r: StoredRecord) -> bool:
+    """Whether a (chained, hence not corrupted — but perhaps crafted) record has the shape replay relies on."""
+    f = r.fields
+    if any(not isinstance(f.get(name), kinds) or (isinstance(f.get(name), bool) and kinds is int)
+           for name, kinds in _SHAPES.get(r.kind, {}).items()):
+        return False
+    if r.kind == "model_result":
+        error = f.get("error")
+        if error is not None:
+            return isinstance(error, dict) and error.get("kind") in _ERROR_KINDS and isinstance(error.get("detail"),
+                                                                                                 str)
+        return (isinstance(f.get("chunks"), list) and all(isinstance(c, str) for c in f["chunks"])
+                and isinstance(f.get("tool_calls"), list) and all(isinstance(c, dict) for c in f["tool_calls"])
+                and f.get("finish") in _FINISH and (f.get("usage") is None or isinstance(f.get("usage"), dict)))
+    return True
+
+
 def _scan(records: list[StoredRecord], env: lmdb.Environment) -> tuple[list[StoredRecord], Boundary | None]:
     """The records replay may use (blobs resolved), and the boundary that ends them, if any."""
     out: list[StoredRecord] = []
@@ -259,7 +289,10 @@ def _scan(records: list[StoredRecord], env: lmdb.Environment) -> tuple[list[Stor
                 found, fields[name] = blobs.resolve(env, value)
                 if not found:
                     return out, Boundary("missing_blob", r.seq)
-        out.append(StoredRecord(r.seq, r.hash, r.prev, r.at, r.turn, r.kind, fields))
+        resolved = StoredRecord(r.seq, r.hash, r.prev, r.at, r.turn, r.kind, fields)
+        if not _well_formed(resolved):
+            return out, Boundary("unreadable", r.seq)
+        out.append(resolved)
     return out, None
 
 
@@ -319,13 +352,21 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         except BaseExceptionGroup as group:
             found = _first_divergence(group)
             if found is None:
-                raise
+                return report(verified, boundary=_unreplayable(tape, group))
             return report(verified, divergence=found)
+        except Exception as exc:  # a well-formed but crafted record the loop cannot take (e.g. a bad usage dict)
+            return report(verified, boundary=_unreplayable(tape, exc))
         if tape.pos != last + 1:
             return report(verified, divergence=Divergence(
                 usable[min(tape.pos, last)].seq, usable[first].turn, "records", last + 1 - first, tape.pos - first))
         verified += 1
     return report(verified, boundary=boundary)
+
+
+def _unreplayable(tape: _Tape, exc: BaseException) -> Boundary:
+    records = tape.records
+    seq = records[min(tape.pos, len(records) - 1)].seq if records else 0
+    return Boundary("unreplayable", seq, f"{type(exc).__name__}: {exc}"[:500])
 
 
 def _first_divergence(group: BaseExceptionGroup[Any]) -> Divergence | None:
