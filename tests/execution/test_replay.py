@@ -248,3 +248,19 @@ def test_replay_with_todays_tools_finds_a_changed_tool_schema(env):
     assert replay(env, "s1", catalog=ToolsCatalog(("read", "list", "write"))).ok  # the tools it ran with
     report = replay(env, "s1", catalog=ToolsCatalog(("read", "list")))  # write withdrawn since
     assert report.divergence is not None and report.divergence.field == "model_call.request_digest"
+
+
+def test_a_session_continues_from_its_replayed_state(env):
+    """Crash after turn 1 of 2 (turn 2 unsettled): replay gives turn 1's state; a new loop continues from it."""
+    h = make_session(env, "s1", [[text("a")], [text("b")]])
+    trio.run(h.loop.run_turn, "1")
+    expected = h.loop.state()
+    j = journal.Journal(env, "s1")
+    j.append("turn_started", {"turn": 2}, turn=2, at=h.clock.now_ns())
+    report = replay(env, "s1")
+    assert report.boundary is not None and report.boundary.reason == "unsettled_turn"
+    assert report.state == expected
+    again = make_session(env, "s2", [[text("a")], [text("b")]])
+    again.loop.restore(report.state)
+    outcome = trio.run(again.loop.run_turn, "2")
+    assert outcome.turn == 2 and [m.content for m in again.loop.conversation] == ["1", "a", "2", "b"]

@@ -165,6 +165,15 @@ class Ports:
 
 
 @dataclass(frozen=True)
+class LoopState:
+    """What a session's loop carries between turns: enough to continue a session from its journal's replay."""
+
+    conversation: tuple[Message, ...]
+    turns: int
+    tokens_used: int
+
+
+@dataclass(frozen=True)
 class TurnOutcome:
     turn: int
     status: steps.Status
@@ -220,6 +229,15 @@ class SessionLoop:
         self._interrupting = False
         self._system = Message(role="system", content=config.system_prompt) if config.system_prompt else None
         self._digests = steps.Digests()
+
+    def state(self) -> LoopState:
+        return LoopState(tuple(self.conversation), self.turns, self.tokens_used)
+
+    def restore(self, state: LoopState) -> None:
+        """Continue from ``state`` (e.g. :attr:`.replay.ReplayReport.state`: the journal's last verified turn)."""
+        self.conversation = list(state.conversation)
+        self.turns = state.turns
+        self.tokens_used = state.tokens_used
 
     # -- recording ------------------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from .loop import (
     CallProblem,
     Control,
     Interrupt,
+    LoopState,
     ParsedCall,
     Ports,
     SessionLoop,
@@ -87,6 +88,7 @@ class ReplayReport:
     head_seq: int | None
     divergence: Divergence | None = None
     boundary: Boundary | None = None
+    state: LoopState | None = None  # the loop after the last verified turn (to continue the session from)
 
     @property
     def ok(self) -> bool:
@@ -312,9 +314,12 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     boundary = stop or boundary
     turns = sum(1 for r in stored if r.kind == "turn_started")
 
+    states: list[LoopState] = []  # the state after each verified turn
+
     def report(verified: int, *, divergence: Divergence | None = None, boundary: Boundary | None = None
                ) -> ReplayReport:
-        return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary)
+        return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary,
+                            states[-1] if states else None)
 
     if not usable or usable[0].kind != "session_opened":
         return report(0, boundary=boundary or Boundary("no_session_opened", stored[0].seq if stored else 0))
@@ -339,6 +344,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     ports = Ports(model=_Model(tape), effects=_Effects(tape), journal=_Journal(tape), clock=_Clock(tape),
                   control=_Control(tape), sink=_Sink(), catalog=tools)
     loop = SessionLoop(session, config, ports, deadlines=False)
+    states.append(loop.state())
     verified = 0
     for first, last in spans:
         tape.pos = first
@@ -360,6 +366,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
             return report(verified, divergence=Divergence(
                 usable[min(tape.pos, last)].seq, usable[first].turn, "records", last + 1 - first, tape.pos - first))
         verified += 1
+        states.append(loop.state())
     return report(verified, boundary=boundary)
 
 
