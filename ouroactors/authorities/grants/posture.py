@@ -68,7 +68,11 @@ def apply_posture(posture: Posture | str, effect: Effect | str) -> Verdict | Non
 
 def evaluate(request: Request, posture: Posture | str, rules: Sequence[Rule], protected: tuple[str, ...] = (),
              *, root: str | None = None) -> Verdict:
-    """Posture first, then the rules — narrowing only; never raises, never allows on an error."""
+    """Posture first, then the rules — narrowing only; never raises, never allows on an error.
+
+    ``root`` is the session's workspace root: relative paths (of the request and of the files its
+    command writes) are resolved on disk against it, and relative globs cover only what really lies
+    inside it. Without a root a relative path cannot be resolved, so it asks."""
     try:
         refused = apply_posture(posture, request.effect)
         if refused is not None:
