@@ -190,3 +190,29 @@ def test_a_node_change_moves_the_projection(store) -> None:
     committed(store.update("s1", rec.revision, lambda r: r.model_copy(update={"node": "n2"})))
     assert store.list_recoverable("n1").sessions == []
     assert [s.session_id for s in store.list_recoverable("n2").sessions] == ["s1"]
+
+
+def test_the_sweep_of_one_node_never_sees_a_node_whose_name_extends_it(store) -> None:
+    committed(store.create(new_record("a", node="n1")))
+    committed(store.create(new_record("b", node="n1x")))
+    assert [s.session_id for s in store.list_recoverable("n1").sessions] == ["a"]
+
+
+@pytest.mark.parametrize(("point", "landed"), [("storage.before_commit", False), ("storage.after_commit", True)])
+def test_reconcile_a_transition_of_unknown_outcome(store, point, landed) -> None:
+    rec = committed(store.claim("s1", committed(store.create(new_record())).revision, "coord-a"))
+    arm(point, FaultAction.COMMIT_UNKNOWN)
+    assert isinstance(store.transition("s1", rec.revision, Event.MESSAGE, coordinator="coord-a"), Unknown)
+    faults.disarm()
+    did, durable = store.reconcile("s1", rec.revision, coordinator="coord-a")
+    assert did is landed and durable.state is (State.RUNNING if landed else State.SUSPENDED)
+
+
+def test_reconcile_refuses_when_another_coordinator_wrote(store) -> None:
+    rec = committed(store.create(new_record()))
+    committed(store.claim("s1", rec.revision, "coord-b"))
+    with pytest.raises(RevisionConflict):
+        store.reconcile("s1", rec.revision, coordinator="coord-a")
+    committed(store.transition("s1", rec.revision + 1, Event.MESSAGE))
+    with pytest.raises(RevisionConflict):
+        store.reconcile("s1", rec.revision)

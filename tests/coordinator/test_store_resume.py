@@ -109,3 +109,16 @@ def test_timers_run_on_the_simulated_clock(store) -> None:
         assert [f.accepted for f in fire_due(store)] == [True]
     finally:
         clock.install(previous)
+
+
+def test_what_resumed_the_session_survives_a_crash(store, config) -> None:
+    waiting_approval(store)
+    committed(store.resume("s1", answer(), BOB, now_ns=77))
+    close_env(config)
+    store = SessionStore(open_env(config))
+    record = store.get("s1")
+    assert record.resumed_by == "ev1"
+    accepted = store.accepted("s1", record.resumed_by)
+    assert (accepted.actor, accepted.payload, accepted.from_version, accepted.at_ns) == (
+        "bob", {"decision": "approve"}, 2, 77)
+    assert store.accepted("s1", "never") is None

@@ -29,6 +29,7 @@ from .workflow import State
 __all__ = [
     "ID_PATTERN",
     "WAIT_KINDS",
+    "AcceptedEvent",
     "PendingWait",
     "PinnedVersions",
     "PublishedEvent",
@@ -94,7 +95,7 @@ class PendingWait(Record):
     kind: str
     wait_id: str
     issued_at_version: int = Field(ge=0)
-    due_ns: int | None = None
+    due_ns: int | None = Field(default=None, ge=0)
     authorized: tuple[str, ...] = ()
     proposal_digest: str | None = None
 
@@ -135,7 +136,7 @@ class SessionRecord(Record):
     created_ns: int = 0
     updated_ns: int = 0
     reason: str | None = None  # why it is parked or failed
-    rejected: int = Field(default=0, ge=0)  # rejected resume events so far (their log's next sequence)
+    resumed_by: str | None = None  # the id of the resume event accepted last (see store.accepted)
 
     @field_validator("session_id", "node")
     @classmethod
@@ -193,6 +194,20 @@ class PublishedEvent(Record):
     data: dict[str, Any]
     generation: int  # the runtime generation that produced it
     committed_ns: int
+
+
+class AcceptedEvent(Record):
+    """A resume event that was accepted, with what it carried (``session_resume``: session/s/event id)."""
+
+    SCHEMA: ClassVar[str] = "coordinator.accepted"
+    event_id: str
+    kind: str
+    actor: str
+    channel: str
+    wait_id: str | None
+    payload: dict[str, Any]
+    from_version: int
+    at_ns: int
 
 
 class RejectedEvent(Record):

@@ -46,9 +46,10 @@ from ...core.codec import CodecError, Record, check_size, decode, encode, seq_ke
 from ...core.errors import CorruptRecord
 from . import resume as resume_rules
 from .errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
+from .mutation import InvalidChange, check_shape, moved, next_record
 from .publication import CursorError, CursorGap, Plan
-from .record import PublishedEvent, Recoverable, RejectedEvent, SessionRecord, check_id
-from .workflow import Event, State, apply, holds_runtime, is_terminal
+from .record import AcceptedEvent, PublishedEvent, Recoverable, RejectedEvent, SessionRecord, check_id
+from .workflow import Event, is_terminal
 
 __all__ = ["NotOwner", "RevisionConflict", "SessionExists", "SessionStore", "Sweep", "UnknownSession"]
 
@@ -198,6 +199,34 @@ class SessionStore:
         with self.env.begin(db=self.resumes) as txn:
             return txn.get(_seen_key(session_id, event_id)) is not None
 
+    def accepted(self, session_id: str, event_id: str) -> AcceptedEvent | None:
+        """The resume event accepted under ``event_id`` (what resumed the session: see ``resumed_by``)."""
+        key = _seen_key(session_id, event_id)
+        with self.env.begin(db=self.resumes) as txn:
+            raw = txn.get(key)
+            found = None if raw is None else self._decode(AcceptedEvent, raw, b"session_resume/" + key)
+        self._save_quarantine()
+        return found
+
+    def reconcile(self, session_id: str, revision_before: int, *, coordinator: str | None = None
+                  ) -> tuple[bool, SessionRecord]:
+        """After ``commit_outcome_unknown``: read back; did the write made at ``revision_before`` land?
+
+        ``(False, record)``: the record is still at ``revision_before`` — nothing was written.
+        ``(True, record)``: it is at ``revision_before + 1`` and (when ``coordinator`` is given) still
+        claimed by it — the write landed. Anything else raises :class:`RevisionConflict`: someone else
+        wrote the session, and the caller must stop. Without a claim, ``revision_before + 1`` could be
+        another writer's: compare the content (for a checkpoint, :func:`~.publication.reconciled`).
+        """
+        durable = self.get(session_id)
+        if durable is None:
+            raise UnknownSession(session_id)
+        if durable.revision == revision_before:
+            return False, durable
+        if durable.revision == revision_before + 1 and (coordinator is None or durable.coordinator == coordinator):
+            return True, durable
+        raise RevisionConflict(session_id, revision_before + 1, durable.revision)
+
     def timers_due(self, now_ns: int, limit: int = 1000) -> list[tuple[int, str]]:
         """``(due_ns, session_id)`` of waiting sessions whose earliest due time is ≤ ``now_ns``, earliest first."""
         out: list[tuple[int, str]] = []
@@ -231,7 +260,7 @@ class SessionStore:
             old = self._current(txn, session_id, expected_revision, coordinator)
             new = change(old)
             if new.state != old.state or new.state_version != old.state_version:
-                raise ValueError("update() cannot change the workflow state: use transition()")
+                raise InvalidChange("update() cannot change the workflow state: use transition()")
             return self._next(txn, old, new)
 
         return self._write(run)
@@ -241,7 +270,7 @@ class SessionStore:
         """Move the session by ``event`` (the table decides; :class:`~.workflow.InvalidTransition` else)."""
         def run(txn: lmdb.Transaction) -> SessionRecord:
             old = self._current(txn, session_id, expected_revision, coordinator)
-            return self._next(txn, old, _moved(old, event, changes))
+            return self._next(txn, old, moved(old, event, changes))
 
         return self._write(run)
 
@@ -281,10 +310,10 @@ class SessionStore:
                       "conversation_digest": plan.conversation_digest}
             new = old.model_copy(update=update)
             if then is not None:
-                new = _moved(new, then, changes)
+                new = moved(new, then, changes)
             elif changes:
                 new = new.model_copy(update=changes)
-            return self._next(txn, old, new)
+            return self._next(txn, old, new, checkpoint=True)
 
         return self._write(run)
 
@@ -293,7 +322,10 @@ class SessionStore:
         """Check ``event`` (:func:`~.resume.check`) and apply it — or log its rejection — in one transaction.
 
         A rejection does not bump the revision (a stranger's refused event must not make the owning
-        coordinator's next write conflict); an acceptance is a transition and remembers the event id.
+        coordinator's next write conflict). An acceptance is a transition; the event (its payload:
+        the decision, the job's result, the message) is kept under its id and the record names it in
+        ``resumed_by``, so a coordinator that crashes right after still finds what resumed the session
+        (:meth:`accepted`).
         """
         now = clock.time_ns() if now_ns is None else now_ns
 
@@ -308,8 +340,12 @@ class SessionStore:
                                           now_ns=now)
             if isinstance(decision, resume_rules.Refuse):
                 return ResumeApplied(record, False, self._reject(txn, record, event, actor, decision, now))
-            txn.put(seen_key, b"", db=self.resumes)
-            return ResumeApplied(self._next(txn, record, _moved(record, decision.event, {})), True)
+            accepted = AcceptedEvent(event_id=event.event_id, kind=event.kind.value, actor=actor.name,
+                                     channel=event.channel, wait_id=event.wait_id, payload=event.payload,
+                                     from_version=record.state_version, at_ns=now)
+            txn.put(seen_key, encode(accepted), db=self.resumes)
+            moved_to = moved(record, decision.event, {"resumed_by": event.event_id})
+            return ResumeApplied(self._next(txn, record, moved_to), True)
 
         return self._write(run)
 
@@ -326,15 +362,14 @@ class SessionStore:
             raise NotOwner(session_id, record.coordinator, coordinator)
         return record
 
-    def _next(self, txn: lmdb.Transaction, old: SessionRecord, new: SessionRecord) -> SessionRecord:
-        if new.session_id != old.session_id:
-            raise ValueError(f"a session's id is fixed ({old.session_id!r} -> {new.session_id!r})")
-        new = SessionRecord.model_validate({**dict(new), "revision": old.revision + 1, "updated_ns": clock.time_ns()})
+    def _next(self, txn: lmdb.Transaction, old: SessionRecord, new: SessionRecord, *, checkpoint: bool = False
+              ) -> SessionRecord:
+        new = next_record(old, new, clock.time_ns(), checkpoint=checkpoint)
         self._put(txn, old, new)
         return new
 
     def _put(self, txn: lmdb.Transaction, old: SessionRecord | None, new: SessionRecord) -> None:
-        _check_shape(new)
+        check_shape(new)
         body = encode(new)
         check_size(body, f"session {new.session_id!r}", MAX_RECORD_BYTES)
         sid = new.session_id
@@ -369,27 +404,3 @@ class SessionStore:
 
 def _seen_key(session_id: str, event_id: str) -> bytes:
     return check_id(session_id, "session_id").encode() + b"/s/" + check_id(event_id, "event_id").encode()
-
-
-def _moved(record: SessionRecord, event: Event, changes: dict[str, Any]) -> SessionRecord:
-    """``record`` after the transition ``event`` and ``changes`` (the runtime and waits follow the state)."""
-    for name in ("state", "state_version", "revision", "session_id"):
-        if name in changes:
-            raise ValueError(f"a transition sets {name} itself")
-    state, version = apply(record.state, record.state_version, event)
-    update: dict[str, Any] = {"state": state, "state_version": version, **changes}
-    if state.wait is None:
-        update["waits"] = ()  # only a waiting session waits on anything
-    if not holds_runtime(state) and state is not State.RECOVERING:
-        update["runtime"] = None  # suspended, waiting, parked and terminal sessions hold no runtime
-    return SessionRecord.model_validate({**dict(record), **update})
-
-
-def _check_shape(record: SessionRecord) -> None:
-    """The invariants a record must hold whatever wrote it."""
-    wait = record.state.wait
-    if wait is not None and not any(w.kind == wait for w in record.waits):
-        raise ValueError(f"a session in {record.state.value} needs a pending {wait} wait")
-    if record.runtime is not None and record.runtime.generation > record.last_generation:
-        raise ValueError(f"runtime generation {record.runtime.generation} is above the last generation "
-                         f"{record.last_generation}: raise last_generation with the attachment")
