@@ -109,12 +109,26 @@ def replay(data_dir: str, session: str) -> None:
     console.print("replay ok: every request and conversation digest matches", markup=False)
 
 
+class _BlobShown:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"<blob, {self.size} bytes>"
+
+
+def _blob(value: Any) -> Any:
+    from ..runtime.execution import blobs
+
+    return _BlobShown(int(value["bytes"])) if blobs.is_reference(value) else value
+
+
 def _summary(kind: str, fields: dict[str, Any]) -> str:
     keys = {"prompt": ("text",), "steer": ("text",), "model_call": ("index", "request_digest"),
             "model_result": ("index", "finish", "error"), "tool_call": ("call_id", "name", "valid"),
             "tool_result": ("call_id", "status", "error"), "turn_settled": ("status", "reason"),
             "gap": ("lost_records", "lost_kinds", "reason"), "truncated": ("dropped_from_seq", "dropped_through_seq")}
-    shown = {k: fields[k] for k in keys.get(kind, tuple(fields)[:3]) if k in fields}
+    shown = {k: _blob(fields[k]) for k in keys.get(kind, tuple(fields)[:3]) if k in fields}
     text = ", ".join(f"{k}={v!r}" for k, v in shown.items())
     return text if len(text) <= 100 else text[:99] + "…"
 

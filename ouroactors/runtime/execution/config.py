@@ -80,6 +80,7 @@ class Limits(_Strict):
     turn_deadline_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 1800.0
     model_deadline_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
     tool_deadline_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
+    journal_budget_bytes: Annotated[int, Field(ge=64 << 10, le=1 << 40)] = 64 << 20  # then old turns are dropped
 
 
 class Pins(_Strict):
