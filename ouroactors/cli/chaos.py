@@ -54,7 +54,7 @@ def _fail(message: str) -> NoReturn:
 @click.option("--sessions", type=int, default=2, show_default=True, help="sessions per run")
 @click.option("--effects", type=int, default=2, show_default=True, help="effects per session")
 @click.option("--base", type=click.Choice(["multiproc", "simple"]), default=None,
-              help="override [system] base (kills need multiproc)")
+              help="override [system] base (simple: a simulated system on virtual time, kills simulated)")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="where the campaign's system keeps its state (default: a temp dir, removed after)")
 @click.option("--ask-timeout", type=float, default=0.4, show_default=True,
@@ -113,8 +113,9 @@ def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | Non
     if plan is not None:
         from ..faults.chaos import check_plan
 
-        if base != "multiproc" and any(r.action.value in ("kill", "exit") for r in plan.rules):
-            _fail(f"{plan_file}: kill and exit rules need real processes (the multiproc base)")
+        if base != "multiproc" and any(r.action.value == "exit" for r in plan.rules):
+            _fail(f"{plan_file}: exit rules end the whole process: they need the multiproc base "
+                  "(kill rules run on both)")
         for warning in check_plan(plan, campaign.declared_points()):
             err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     try:

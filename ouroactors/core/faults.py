@@ -334,6 +334,16 @@ _ARMED: _Armed | None = None  # the fast-path flag: None means point() returns a
 _LAST: _Armed | None = None  # last armed state, kept after disarm() so firings() stays readable
 _KNOWN_POINTS: dict[str, str] = {}
 _ACTOR: str | None = None  # the actor handling a message in this thread of control (see acting_as)
+# How a kill rule kills in this process; None: SIGKILL. A simulated system (one process for every
+# actor) installs one that ends the actor instead (ouroactors.system._simulation).
+_KILLER: Callable[[FaultRule], None] | None = None
+
+
+def set_killer(killer: Callable[[FaultRule], None] | None) -> Callable[[FaultRule], None] | None:
+    """Install how ``kill`` rules kill in this process (None: SIGKILL); returns the previous one."""
+    global _KILLER
+    previous, _KILLER = _KILLER, killer
+    return previous
 
 
 def acting_as(path: str | None) -> None:
@@ -425,6 +435,9 @@ def _armed_point(name: str) -> FaultAction | None:
         elif action is FaultAction.EXIT:
             os._exit(c.rule.exit_code)
         elif action is FaultAction.KILL:
+            if _KILLER is not None:
+                _KILLER(c.rule)  # a simulated death: raises when the victim is the actor running here
+                continue
             victim = c.rule.target_pid or os.getpid()
             if c.rule.target_start is not None and process_start_ticks(victim) != c.rule.target_start:
                 log.warning("fault at %r: kill target %s (pid %d) is no longer that process; not killing",

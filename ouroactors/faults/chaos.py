@@ -20,7 +20,10 @@ every seed on one :class:`~.runner.Bench`: runs are independent (fresh session, 
 names per seed, a workspace root per run), the plan is armed before and disarmed after each run,
 a tree that ended by escalation is started again, and every unsettled entry is recovered and
 reconciled before the checks. On the multiproc base kills are real SIGKILLs of real processes;
-on the simple base (one process) plans have no kills.
+on the simple base the system is simulated (one process on virtual time) and a kill ends one
+actor as a SIGKILL ends its process: the same draws, the supervisor sees ``killed``, and a seed
+replays byte for byte (:mod:`ouroactors.system._simulation`). Only ``exit`` rules (``os._exit``
+of the process) need the multiproc base.
 """
 
 from __future__ import annotations
@@ -79,11 +82,18 @@ def _weight(point: str) -> int:
 
 
 def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, str], *,
-                  kill_targets: Sequence[str] = (), kills: bool = True, max_rules: int = MAX_RULES) -> FaultPlan:
+                  kill_targets: Sequence[str] = (), kills: bool = True, max_rules: int = MAX_RULES,
+                  hits: Mapping[str, int] | None = None) -> FaultPlan:
     """The fault plan of ``seed``: 1 to ``max_rules`` rules of kill, storage fault or delay.
 
     Deterministic: the same seed, points and targets give the same plan (points and targets are
-    sorted first, so their order does not matter). ``kills=False`` (the simple base) draws no kill.
+    sorted first, so their order does not matter). ``kills=False`` draws no kill (both bases kill:
+    the simple base's simulation ends one actor as a SIGKILL ends its process).
+
+    ``hits`` (point → how many times a crash-free run reaches it) aims kills where they land: a
+    kill's point is drawn among the points reached and its ``nth`` among their hits, instead of
+    1–8 blindly. Only a deterministic recording may be passed (the simulated base's): on
+    multiproc the counts of timer-driven points vary between runs, and the plan must not.
     """
     seed = parse_seed(seed)
     points = sorted(set(known_points))
@@ -96,11 +106,16 @@ def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, st
     kinds = (["kill"] if kills else []) + (["storage"] if storage else []) + ["delay"]
     kind_weights = {"kill": 4, "storage": 4, "delay": 2}
     point_weights = [_weight(p) for p in points]
+    reached = [p for p in points if hits is not None and hits.get(p, 0) > 0]
     rng = random.Random(seed)
     rules = []
     for _ in range(rng.randint(1, max_rules)):
         kind = rng.choices(kinds, weights=[kind_weights[k] for k in kinds])[0]
-        if kind == "kill":
+        if kind == "kill" and hits is not None and reached:
+            point = rng.choices(reached, weights=[_weight(p) for p in reached])[0]
+            target = rng.choice([None, None, *targets]) if targets else None
+            rules.append(FaultRule(point, FaultAction.KILL, nth=rng.randint(1, hits[point]), times=1, target=target))
+        elif kind == "kill":
             point = rng.choices(points, weights=point_weights)[0]
             target = rng.choice([None, None, *targets]) if targets else None
             rules.append(FaultRule(point, FaultAction.KILL, nth=rng.randint(1, 8), times=1, target=target))
@@ -239,11 +254,13 @@ class Campaign:
                  warn: Callable[[str], None] = _warn) -> None:
         self.bench = Bench(tree, config, base=base, data_dir=data_dir, world=world, grant=grant)
         self.warn = warn
-        self.kills = base == "multiproc"
+        self.kills = True  # multiproc: SIGKILL; simple: the simulation's process death (same draws)
+        self.exits = base == "multiproc"  # an exit rule ends the whole process
         self.extra_points = tuple(extra_points)
         self.replay_command = replay_command
         self.stats = CampaignStats()
         self._points: list[str] | None = None
+        self._hits: dict[str, int] = {}
 
     def __enter__(self) -> Campaign:
         self.bench.start()
@@ -266,7 +283,15 @@ class Campaign:
             reached = {f["point"] for f in record.firings if not str(f["point"]).startswith("message.")}
             self._points = sorted(reached | set(_module_points(self.bench.tree)) | self._message_points()
                                   | set(self.extra_points))
+            if self.bench.base == "simple":  # a simulated recording is deterministic: its counts may aim kills
+                for firing in record.firings:
+                    self._hits[firing["point"]] = self._hits.get(firing["point"], 0) + 1
         return list(self._points)
+
+    def hits(self) -> dict[str, int] | None:
+        """Hits per point in the recording, where it is deterministic (the simulated base); else None."""
+        self.points()
+        return dict(self._hits) if self.bench.base == "simple" else None
 
     def declared_points(self) -> list[str]:
         """Every point a plan for this tree may name (registered ones and message points); no system needed."""
@@ -279,7 +304,8 @@ class Campaign:
         return self.bench.worker_paths()
 
     def plan(self, seed: int) -> FaultPlan:
-        return plan_for_seed(seed, self.points(), kill_targets=self.kill_targets(), kills=self.kills)
+        return plan_for_seed(seed, self.points(), kill_targets=self.kill_targets(), kills=self.kills,
+                             hits=self.hits())
 
     def run_seed(self, seed: int, plan: FaultPlan | None = None) -> SeedResult:
         """Run one seed (or an explicit ``plan``) and check it; a harness failure is an error, not ok."""
@@ -291,8 +317,9 @@ class Campaign:
                 raise TypeError(f"plan: expected a FaultPlan, got {type(plan).__name__}")
             for warning in check_plan(plan, self.declared_points()):
                 self.warn(warning)
-        if not self.kills and any(r.action in (FaultAction.KILL, FaultAction.EXIT) for r in plan.rules):
-            raise ValueError("kill and exit rules need real processes: use the multiproc base")
+        if not self.exits and any(r.action is FaultAction.EXIT for r in plan.rules):
+            raise ValueError("exit rules end the whole process (every actor of a simple base): use the "
+                             "multiproc base, or a kill rule")
         began = time.monotonic()
         replay = self.replay_command.format(seed=seed) if self.replay_command else ""
         try:

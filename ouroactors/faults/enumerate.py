@@ -11,7 +11,18 @@
 
 Hit counts are per process and reset when a plan is armed, and the workload's interleaving is
 deterministic (see :mod:`.workload`), so the n-th hit of a point in the recording is the n-th hit
-in the crash run. Timer-driven messages (the workspace heartbeat) would make message counts drift:
+in the crash run.
+
+**On the simulated base** (``base="simple"``: one process on virtual time, see
+:mod:`ouroactors.system._simulation`) a crash is the simulated death of the actor: its supervisor
+sees ``killed``, its memory is gone, LMDB keeps what was committed. Every actor shares the process,
+so a plan is armed for all of them and hit counts are counted across actors: a site's ``nth`` is
+then the n-th hit of the point *by any actor* (``CrashSite.shared``), the kill rule has no target
+(the actor reaching that hit dies), and every run arms every worker the same way, so the crash run
+replays the recording exactly, to the delivery, until the crash. No process is forked per site:
+an enumeration there costs a fraction of the multiproc one.
+
+Timer-driven messages (the workspace heartbeat) would make message counts drift on multiproc:
 :func:`enumeration_tree` sets its heartbeat longer than a run. A site that a crash run does not
 reach is reported as ``not reached``, never silently dropped.
 """
@@ -37,13 +48,18 @@ RECORD_PLAN = FaultPlan((FaultRule("*", FaultAction.DELAY),))
 DEFAULT_CONFIG = WorkloadConfig(sessions=2, effects=2, ask_timeout=0.5, lease_wait=3.0, op_deadline=10.0)
 
 
+BASES = ("multiproc", "simple")
+
+
 @dataclass(frozen=True, order=True)
 class CrashSite:
-    """The n-th time the actor at ``path`` reached ``point``."""
+    """The n-th time the actor at ``path`` reached ``point`` (``shared``: the n-th hit of ``point``
+    by any actor, which was ``path``'s: hits counted across a simulated system's one process)."""
 
     path: str
     point: str
     nth: int
+    shared: bool = False
 
     def plan(self) -> FaultPlan:
         return FaultPlan((FaultRule(self.point, FaultAction.KILL, nth=self.nth),))
@@ -100,14 +116,15 @@ def enumeration_tree(name: str = "agent") -> ChildSpec:
     return workload_tree(name, heartbeat_s=60.0, owner_lost_after_s=120.0)
 
 
-def sites_from(firings: Sequence[dict[str, Any]]) -> list[CrashSite]:
-    """Number the recorded firings per (actor, point): the crash sites, in the order reached."""
+def sites_from(firings: Sequence[dict[str, Any]], *, shared: bool = False) -> list[CrashSite]:
+    """Number the recorded firings per (actor, point) — per point alone when ``shared`` (one process
+    for every actor, as a simulated system) — : the crash sites, in the order reached."""
     counts: dict[tuple[str, str], int] = {}
     sites = []
     for firing in firings:
-        key = (firing["path"], firing["point"])
+        key = ("", firing["point"]) if shared else (firing["path"], firing["point"])
         counts[key] = counts.get(key, 0) + 1
-        sites.append(CrashSite(firing["path"], firing["point"], counts[key]))
+        sites.append(CrashSite(firing["path"], firing["point"], counts[key], shared))
     return sites
 
 
@@ -126,13 +143,14 @@ def select_sites(sites: Sequence[CrashSite], points: Sequence[str] | None,
 def record_sites(bench: Bench) -> tuple[RunResult, list[CrashSite]]:
     """The crash-free run with every point recorded."""
     baseline = bench.run("record", RECORD_PLAN)
-    return baseline, sites_from(baseline.firings)
+    return baseline, sites_from(baseline.firings, shared=bench.base == "simple")
 
 
 def crash_at(bench: Bench, site: CrashSite, index: int) -> CrashRow:
     began = time.monotonic()
     try:
-        result = bench.run(f"crash{index}", site.plan(), at=[site.path])
+        # Shared counts: armed in every worker, as the recording was (one process: one plan anyway).
+        result = bench.run(f"crash{index}", site.plan(), at=None if site.shared else [site.path])
     except Exception as exc:  # the harness itself failed: reported as such, never as "ok"
         bench.arm(None)
         return CrashRow(index, site, "error", error=f"{type(exc).__name__}: {exc}",
@@ -156,13 +174,18 @@ def enumerate_crashes(
     on_row: Callable[[CrashRow], None] | None = None,
     warn: Callable[[str], None] | None = None,
     limit: int | None = None,
+    base: str = "multiproc",
 ) -> EnumerationReport:
     """Record the scenario's crash sites, crash at each, and return the table.
 
     ``fresh`` starts a new system per site (the default, and the most faithful); otherwise one
     system serves every site (runs are independent by name, counters reset on arming). ``points``
     restricts the sites to matching points (globs). ``limit`` caps the number of sites run.
+    ``base`` is ``"multiproc"`` (a crash is a SIGKILL of the actor's process) or ``"simple"`` (a
+    simulated system; a crash is the simulated death of the actor, see the module docstring).
     """
+    if base not in BASES:
+        raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
     tree = tree if tree is not None else enumeration_tree()
     config = config if config is not None else DEFAULT_CONFIG
     began = time.monotonic()
@@ -173,7 +196,7 @@ def enumerate_crashes(
     try:
         root = Path(data_dir) if data_dir is not None else None
         rows: list[CrashRow] = []
-        with _bench(tree, config, root, "record", shared) as recording:
+        with _bench(tree, config, root, "record", shared, base) as recording:
             baseline, sites = record_sites(recording)
             if baseline.violations:
                 return EnumerationReport([], [], baseline, time.monotonic() - began)
@@ -183,7 +206,7 @@ def enumerate_crashes(
                     rows.append(_report(crash_at(recording, site, index), on_row))
         if fresh:
             for index, site in enumerate(chosen, start=1):
-                with _bench(tree, config, root, f"site{index}", shared) as bench:
+                with _bench(tree, config, root, f"site{index}", shared, base) as bench:
                     rows.append(_report(crash_at(bench, site, index), on_row))
         return EnumerationReport(chosen, rows, baseline, time.monotonic() - began)
     finally:
@@ -197,5 +220,6 @@ def _report(row: CrashRow, on_row: Callable[[CrashRow], None] | None) -> CrashRo
     return row
 
 
-def _bench(tree: ChildSpec, config: WorkloadConfig, root: Path | None, name: str, world: World) -> Bench:
-    return Bench(tree, config, data_dir=(root / name) if root is not None else None, world=world)
+def _bench(tree: ChildSpec, config: WorkloadConfig, root: Path | None, name: str, world: World,
+           base: str) -> Bench:
+    return Bench(tree, config, base=base, data_dir=(root / name) if root is not None else None, world=world)

@@ -17,6 +17,12 @@ Runs on one bench are independent: fresh session, effect and key names per run i
 root per run, and the plan is disarmed between runs. Plans are armed only in **worker** processes,
 never in supervisors: a restarted worker is forked from its (unarmed) supervisor, so it comes back
 clean instead of inheriting the plan and firing again on every restart.
+
+On the simple base the bench runs a *simulated* system (:mod:`ouroactors.system._simulation`): one
+process on virtual time, where a ``kill`` rule ends one actor as a SIGKILL ends its process on
+multiproc (its supervisor sees ``killed``, its memory is gone, LMDB keeps what was committed). A
+plan is then armed process-wide (every worker shares it, hit counts included), and a kill rule's
+``target`` is pinned to the target's running incarnation instead of a pid.
 """
 
 from __future__ import annotations
@@ -398,10 +404,15 @@ class Bench:
         resolved = plan
         if plan is not None:
             rules = []
+            simulation = self.live.simulation
             for rule in plan.rules:
-                if rule.action is FaultAction.KILL and rule.target is not None:
-                    pid = rows[rule.target].pid if rule.target in rows else system.pid_of(rule.target)
-                    rule = with_kill_target(rule, pid)
+                target = rule.target
+                if rule.action is FaultAction.KILL and target is not None:
+                    if simulation is not None:  # one process: the target's incarnation stands for its pid
+                        rule = dataclasses.replace(rule, target_pid=simulation.incarnation_of(target))
+                    else:
+                        pid = rows[target].pid if target in rows else system.pid_of(target)
+                        rule = with_kill_target(rule, pid)
                 rules.append(rule)
             resolved = dataclasses.replace(plan, rules=tuple(rules))
         armed = []
@@ -442,12 +453,14 @@ class Bench:
         status = self._ask(self.targets.ledger, "status")
         return int(sum(status["counts"].values()))
 
-    def _ask(self, path: str, message: Any, timeout: float = 10.0) -> Any:
+    def _ask(self, path: str, message: Any, timeout: float = 10.0, *, stamped: bool = False) -> Any:
+        """Ask ``path`` (``stamped``: with its current generation, as an authority's writes must be)."""
         deadline = time.monotonic() + self.ready_timeout
         while True:
             try:
                 with isolated(self.live) as system:
-                    return system.ask(path, message, timeout=timeout)
+                    stamp = system.child_info(path).generation if stamped else None
+                    return system.ask(path, message, timeout=timeout, stamp=stamp)
             except OuroactorsError as exc:
                 if time.monotonic() > deadline:
                     log.warning("%s: no answer to %r within %ss: %r", path, message, self.ready_timeout, exc)
@@ -516,7 +529,7 @@ class Bench:
             done.append("ledger restarted (unsettled entries made ambiguous)")
             entries = [e for e in self.entries_since(first_seq) if e.effect_id.startswith(prefix)]
         if any(e.status is Status.AMBIGUOUS for e in entries):
-            answer = self._ask(self.targets.ledger, Reconcile())
+            answer = self._ask(self.targets.ledger, Reconcile(), stamped=True)
             done.append(f"reconciled: {answer['settled']} settled, {answer['ambiguous']} left ambiguous")
         return done
 

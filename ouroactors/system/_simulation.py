@@ -20,21 +20,67 @@ and swaps the base's timer handling for a version on that clock:
 Timers, restarts, generations and the event log then depend only on the inputs: two runs of the
 same workload produce the same event log byte for byte. Only one simulated system can run in a
 process at a time (the clock is per process).
+
+**Process death without processes.** Every actor shares this one process, so a ``kill`` fault rule
+must not SIGKILL it. The simulation installs a killer (:func:`ouroactors.core.faults.set_killer`)
+that ends one *actor* the way a SIGKILL ends its process on multiproc:
+
+* the actor running the fault point is unwound by :class:`SimulatedDeath`, a ``BaseException``:
+  it passes every ``except Exception`` (the worker shell sends no crash report, nothing after the
+  point runs), and is caught where the base delivers the message. A kill aimed at another actor
+  (a rule's ``target``) ends that one at once, between its messages, as another process would be;
+* its instance is dropped and its parent gets ``ChildActorExited`` with no report before it, so
+  its supervisor sees ``killed``, exactly as on multiproc, and restarts it per its strategy;
+* the message it was handling is not retried, messages queued to it are discarded by the base
+  (dead-lettered once the address is gone), its timers fire into nothing, and everything it held in
+  memory (pending requests, caches, counters) is gone with the instance;
+* which actor dies, and when, is a fault rule's draw (the seeded plan), reached in the
+  simulation's deterministic delivery order, so a seed with kills replays byte for byte too.
+
+Durable state and LMDB. On multiproc a dead writer's process takes its environment handle with it;
+LMDB aborts its write transaction (robust mutex) and ``reader_check`` frees its read slots. Here
+every actor uses the *one* environment handle of this process (one environment per path per
+process: ``storage/env.py``), and the killed actor is not alone on it. Closing and reopening it
+would invalidate the handles of every other actor (as if they had all died) and could pull pages
+from under their open read transactions, so the handle stays open and nothing about it changes.
+What must not survive the actor is its transactions: the unwinding aborts them (``storage.commit.
+write`` aborts on any ``BaseException``; ``with env.begin()`` does on exit), and the death is
+caught without keeping the traceback, so any transaction object still referenced only from the
+dead frames is freed at once (py-lmdb aborts on dealloc). What a restarted process would see is
+then exactly what it sees here: every committed transaction, nothing uncommitted. Its restart runs
+its recovery as after a real death: a new storage instance publishes a new generation (fencing
+writers bound to the old one, and rest_for_one restarts them), a new ledger turns what is still
+``started`` into ``ambiguous``.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import WakeupMessage
+from thespian.actors import ChildActorExited, WakeupMessage
 from thespian.system import isInternalActorSystemMessage
 from thespian.system.simpleSystemBase import ActorSystemBase, PendingSend
 
-from ..core import clock
-from ..core.errors import ActorSystemError
+from ..core import clock, faults
+from ..core.errors import ActorSystemError, NoSuchActor
+
+log = logging.getLogger("ouroactors.simulation")
+
+
+class SimulatedDeath(BaseException):
+    """The simulated SIGKILL of the actor running a fault point (see the module docstring).
+
+    A ``BaseException`` on purpose: ``except Exception`` must not catch it (a dead process reports
+    nothing), while ``finally`` blocks and context managers still release what the actor held.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path}: killed (simulated)")
+        self.path = path
 
 
 def _as_ns(period: Any) -> int:
@@ -97,6 +143,49 @@ class _VirtualTimeBase(ActorSystemBase):
             self._vclock.advance_to(due)
             self._realizeWakeups()
 
+    # -- simulated process death --------------------------------------------------------------------
+
+    _vcurrent: Any = None  # the actor (thespian's ActorRef) handling a message right now
+    _vserials: itertools.count[int]
+    _vdeaths: list[tuple[str, int]]
+
+    def _callActorWithMessage(self, tgt: Any, ps: Any, msg: Any, sndr: Any) -> None:
+        previous, self._vcurrent = self._vcurrent, tgt
+        try:
+            super()._callActorWithMessage(tgt, ps, msg, sndr)
+        except SimulatedDeath:
+            self._vdie(tgt)  # the traceback (and the dead frames' objects) go with this block
+        finally:
+            self._vcurrent = previous
+
+    def _vdie(self, ref: Any) -> None:
+        """End the actor of ``ref`` as its process would end: no report, its parent told it exited."""
+        instance = ref.instance
+        if instance is None:
+            return  # already gone
+        self._vdeaths.append((str(getattr(instance, "path", "") or ref.address), self._vclock.monotonic_ns()))
+        ref.instance = None
+        for name, address in list(self._globalNames.items()):
+            if address == ref.address:
+                del self._globalNames[name]
+        notified: list[Any] = self._sourceNotifications  # type: ignore[has-type]  # thespian's, untyped
+        self._sourceNotifications = [a for a in notified if a != ref.address]
+        system = self.actorRegistry[self.system.systemAddress.actorAddressString].address
+        self.actor_send(system, ref.parent, ChildActorExited(ref.address))
+
+    def _vlive(self, path: str) -> list[Any]:
+        """The live actors (thespian refs) whose tree path is ``path``, oldest first."""
+        return [ref for ref in self.actorRegistry.values()
+                if ref is not None and ref.instance is not None and getattr(ref.instance, "path", None) == path]
+
+    def _vserial(self, ref: Any) -> int:
+        """The incarnation number of ``ref``'s actor (what a pid and start time are on multiproc)."""
+        serial = getattr(ref, "_vserial", None)
+        if serial is None:
+            serial = next(self._vserials)
+            ref._vserial = serial
+        return int(serial)
+
 
 class Simulation:
     """The virtual time of one simulated system.
@@ -109,6 +198,8 @@ class Simulation:
         self.clock = virtual
         self._previous = previous
         self._stopped = False
+        self._base: _VirtualTimeBase | None = None
+        self._previous_killer: Any = None
 
     def attach(self, thespian_system: Any) -> None:
         base = getattr(thespian_system, "_systemBase", None)
@@ -117,14 +208,75 @@ class Simulation:
         if base._wakeUps:
             raise ActorSystemError("a simulation must own time from the start: the system already set timers")
         base.__class__ = _VirtualTimeBase
+        assert isinstance(base, _VirtualTimeBase)
         base._vclock = self.clock
         base._vtimers = []
         base._vorder = itertools.count()
+        base._vserials = itertools.count(1)
+        base._vdeaths = []
+        self._base = base
+        self._previous_killer = faults.set_killer(self._kill_rule)
 
     def stop(self) -> None:
         if not self._stopped:
             self._stopped = True
+            if self._base is not None:
+                faults.set_killer(self._previous_killer)
             clock.install(self._previous)
+
+    # -- process death ----------------------------------------------------------------------------
+
+    @property
+    def deaths(self) -> list[tuple[str, int]]:
+        """(path, virtual monotonic ns) of every simulated death so far, in order."""
+        return list(self._attached()._vdeaths)
+
+    def incarnation_of(self, path: str) -> int:
+        """The running incarnation of the actor at ``path``, to pin a kill rule to (its ``target_pid``)."""
+        refs = self._attached()._vlive(path)
+        if not refs:
+            raise NoSuchActor(f"{path} is not running")
+        return self._attached()._vserial(refs[-1])
+
+    def kill(self, path: str) -> int:
+        """End the actor at ``path`` now, as a SIGKILL of its process would; returns its incarnation.
+
+        For a caller outside the actors (a test, the system handle): no actor is running then.
+        """
+        base = self._attached()
+        refs = base._vlive(path)
+        if not refs:
+            raise NoSuchActor(f"{path} is not running")
+        serial = base._vserial(refs[-1])
+        base._vdie(refs[-1])
+        return serial
+
+    def _attached(self) -> _VirtualTimeBase:
+        if self._base is None:
+            raise ActorSystemError("the simulation has no system attached")
+        return self._base
+
+    def _kill_rule(self, rule: faults.FaultRule) -> None:
+        """A ``kill`` rule fired: end its target (or the actor running the point)."""
+        base = self._attached()
+        if rule.target is None:
+            victim = base._vcurrent
+            if victim is None:
+                log.warning("kill rule at %r fired outside any actor: nothing to kill", rule.point)
+                return
+        else:
+            refs = base._vlive(rule.target)
+            # A pid pinned by a real process's start time means nothing here: aim by path then.
+            if rule.target_pid is not None and rule.target_start is None:
+                refs = [r for r in refs if base._vserial(r) == rule.target_pid]
+            if not refs:
+                log.warning("kill rule at %r: target %s is no longer that incarnation; not killing",
+                            rule.point, rule.target)
+                return
+            victim = refs[-1]
+        if victim is base._vcurrent:
+            raise SimulatedDeath(str(getattr(victim.instance, "path", victim.address)))
+        base._vdie(victim)
 
 
 def begin(virtual: clock.VirtualClock | None = None) -> Simulation:

@@ -120,13 +120,15 @@ def test_a_campaign_warns_about_unknown_points_before_arming_and_refuses_bad_pla
     assert warning.startswith("rules[0]: point 'storage.befor_commit' is not a known point; known points: ")
     assert "message.agent/ledger" in warning
     assert result.error == "RuntimeError: stop here"  # the warning came first, then the run
-    with pytest.raises(ValueError, match="kill and exit rules need real processes"):
-        campaign.run_seed(3, FaultPlan((FaultRule("storage.before_commit", FaultAction.KILL),)))
+    with pytest.raises(ValueError, match="exit rules end the whole process"):
+        campaign.run_seed(3, FaultPlan((FaultRule("storage.before_commit", FaultAction.EXIT),)))
+    killing = campaign.run_seed(3, FaultPlan((FaultRule("storage.before_commit", FaultAction.KILL),)))
+    assert killing.error == "RuntimeError: stop here"  # a kill runs on the simple base: simulated
     with pytest.raises(TypeError, match="expected a FaultPlan"):
         campaign.run_seed(3, {"rules": []})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="seed: must be an integer"):
         campaign.run_seed("x")  # type: ignore[arg-type]
-    assert len(armed) == 1  # only the valid plan got as far as a run
+    assert len(armed) == 2  # only the valid plans got as far as a run
 
 
 def test_declared_points_name_every_worker():

@@ -28,3 +28,22 @@ class Ticker(Worker):
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload == "tick":
             self.fired.append(clock.monotonic())
+
+
+class Counter(Worker):
+    """Counts ``"incr"`` in memory only: a restart (a new instance) starts again from zero."""
+
+    def on_start(self) -> None:
+        self.count = 0
+        self.wakeupAfter(timedelta(seconds=0.5), payload="beat")
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        if message == "incr":
+            self.count += 1
+            return self.count
+        if message == "count":
+            return self.count
+        return None
+
+    def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
+        self.wakeupAfter(timedelta(seconds=0.5), payload="beat")  # a timer of its own, to outlive it
