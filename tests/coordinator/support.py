@@ -25,16 +25,20 @@ def new_record(session_id: str = "s1", *, node: str = "n1", state: State = State
     return SessionRecord(**base)
 
 
-def cas_writer(config: StorageConfig, session_id: str, tag: str, barrier: Any) -> str:
-    """In a child process: read revision 0 is assumed; race to write a claim at it; answer the result."""
+def cas_writer(config: StorageConfig, session_id: str, tag: str, ready: Any, go: Any, results: Any) -> None:
+    """In a child process: read the session, wait for the signal, claim it at the revision read; report."""
     env = open_env(config)
     try:
         store = SessionStore(env)
-        barrier.wait(timeout=30)
+        record = store.get(session_id)
+        assert record is not None
+        ready.put(tag)
+        go.wait(60)
         try:
-            outcome = store.claim(session_id, 0, tag)
+            outcome = store.claim(session_id, record.revision, tag)
         except RevisionConflict as exc:
-            return f"conflict:{exc.found}"
-        return f"won:{outcome.value.coordinator}" if isinstance(outcome, Committed) else f"other:{outcome}"
+            results.put(f"conflict:{exc.found}")
+            return
+        results.put(f"won:{outcome.value.coordinator}" if isinstance(outcome, Committed) else f"other:{outcome}")
     finally:
         close_env(config)

@@ -87,12 +87,24 @@ def test_leaving_running_releases_the_runtime_and_waiting_needs_a_wait(store) ->
 
 def test_two_coordinators_in_two_processes_cannot_both_win(store, config) -> None:
     committed(store.create(new_record()))
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Manager().Barrier(2)
-    with ctx.Pool(2) as pool:
-        results = pool.starmap(cas_writer, [(config, "s1", "coord-a", barrier), (config, "s1", "coord-b", barrier)])
-    assert sorted(r.split(":")[0] for r in results) == ["conflict", "won"]
-    winner = next(r.split(":")[1] for r in results if r.startswith("won"))
+    ctx = multiprocessing.get_context("spawn")  # each child opens the environment itself, never across fork
+    ready, go, results = ctx.Queue(), ctx.Event(), ctx.Queue()
+    children = [ctx.Process(target=cas_writer, args=(config, "s1", tag, ready, go, results))
+                for tag in ("coord-a", "coord-b")]
+    for child in children:
+        child.start()
+    try:
+        assert sorted(ready.get(timeout=60) for _ in children) == ["coord-a", "coord-b"]
+        go.set()  # both read revision 0 and race to claim it
+        answers = [results.get(timeout=60) for _ in children]
+    finally:
+        for child in children:
+            child.join(60)
+            if child.is_alive():
+                child.kill()
+                child.join()
+    assert sorted(a.split(":")[0] for a in answers) == ["conflict", "won"], answers
+    winner = next(a.split(":")[1] for a in answers if a.startswith("won"))
     assert store.get("s1").coordinator == winner
 
 
