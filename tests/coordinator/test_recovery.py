@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import itertools
 
+from ouroactors.authorities.storage.commit import Committed
 from ouroactors.runtime.coordinator.record import RuntimeAttachment, WorkspaceLease
-from ouroactors.runtime.coordinator.recovery import Action, Commit, Effect, ParkReason, Probe, Reservation, decide
-from ouroactors.runtime.coordinator.workflow import State, is_terminal
+from ouroactors.runtime.coordinator.recovery import (
+    Action,
+    Commit,
+    Effect,
+    ParkReason,
+    Probe,
+    Reservation,
+    attaching,
+    decide,
+    entering,
+)
+from ouroactors.runtime.coordinator.workflow import Event, State, is_terminal
 
 from .support import new_record
 
@@ -78,3 +89,41 @@ def test_park_details_name_the_culprit() -> None:
     assert "e3" in blind.detail and "e1" not in blind.detail
     wrong = decide(record, commit=Commit.SETTLED, effects=(), probe=PROBES["older"], reservation=Reservation.HELD)
     assert "generation 2" in wrong.detail
+
+
+def test_decisions_become_durable_through_the_store(store) -> None:
+    """Every decision's transitions pass the table and the record rules, on real LMDB."""
+    def apply_steps(sid, record, steps):
+        for event, changes in steps:
+            outcome = store.transition(sid, record.revision, event, **changes)
+            assert isinstance(outcome, Committed), outcome
+            record = outcome.value
+        return record
+
+    for sid, probe, effects, action in (("adopt", PROBES["expected"], (), Action.ADOPT),
+                                        ("replace", Probe(), EFFECTS["reconcilable"], Action.REPLACE),
+                                        ("park", PROBES["older"], (), Action.PARK),
+                                        ("blind", Probe(), EFFECTS["blind"], Action.PARK)):
+        created = store.create(new_record(sid, state=State.RUNNING, runtime=RT, last_generation=3))
+        assert isinstance(created, Committed)
+        record = created.value
+        decision = decide(record, commit=Commit.SETTLED, effects=effects, probe=probe, reservation=Reservation.HELD)
+        assert decision.action is action
+        record = apply_steps(sid, record, entering(record, decision))
+        if action is Action.PARK:
+            assert record.state is State.PARKED and decision.reason.value in record.reason
+            retried = apply_steps(sid, record, ((Event.RETRY, {}),))
+            assert retried.state is State.RECOVERING
+        elif action is Action.REPLACE:
+            assert record.state is State.RECOVERING and record.runtime == RT  # kept for the probe
+            record = apply_steps(sid, record, (attaching(decision, "rt-2"),))
+            assert (record.state, record.runtime.generation, record.last_generation) == (State.RUNNING, 4, 4)
+        else:
+            assert record.state is State.RUNNING and record.runtime == RT
+    recovering = store.create(new_record("again", state=State.RECOVERING, runtime=RT, last_generation=3,
+                                         reason="x"))
+    record = recovering.value
+    decision = decide(record, commit=Commit.SETTLED, effects=(), probe=PROBES["expected"],
+                      reservation=Reservation.HELD)
+    adopted = apply_steps("again", record, entering(record, decision))
+    assert (adopted.state, adopted.reason) == (State.RUNNING, None)

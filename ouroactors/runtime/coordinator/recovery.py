@@ -26,17 +26,22 @@ unsettled effects (:class:`Effect`), what answered when the expected runtime was
 Adoption comes before any check of effects on purpose: a live runtime of the expected identity
 still owns its in-flight effects, and replacing it would repeat them. A parked session is idle
 until an operator retries it (``retry``); the retry runs this table again.
+
+:func:`entering` and :func:`attaching` say which workflow transitions make a decision durable
+(each applied by the store as a compare-and-set), so the shell does not invent its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-from .record import SessionRecord
-from .workflow import State, is_terminal
+from .record import RuntimeAttachment, SessionRecord
+from .workflow import Event, State, is_terminal
 
-__all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "decide"]
+__all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "attaching", "decide",
+           "entering"]
 
 
 class Commit(str, Enum):
@@ -133,3 +138,32 @@ def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...]
     return Decision(Action.REPLACE, generation=record.last_generation + 1, drain_after=record.committed_cursor,
                     reconcile=tuple(e.effect_id for e in effects), reclaim=reservation is Reservation.RECLAIMABLE,
                     detail="no live runtime of the expected identity: replace from the checkpoint")
+
+
+Step = tuple[Event, dict[str, Any]]
+
+
+def entering(record: SessionRecord, decision: Decision) -> tuple[Step, ...]:
+    """The transitions that make ``decision`` durable before anything acts on it (in order, each a CAS).
+
+    PARK: into ``recovering`` if running, then ``park`` with the reason. REPLACE: into
+    ``recovering`` (the old runtime is gone; reconcile and reclaim happen there). ADOPT of a
+    recovering session: ``recovered`` (the runtime it expected answered). Else nothing.
+    """
+    lost: tuple[Step, ...] = ((Event.RUNTIME_LOST, {}),) if record.state is State.RUNNING else ()
+    if decision.action is Action.PARK:
+        reason = f"{decision.reason.value if decision.reason else 'refused'}: {decision.detail}"
+        return (*lost, (Event.PARK, {"reason": reason}))
+    if decision.action is Action.REPLACE:
+        return lost
+    if decision.action is Action.ADOPT and record.state is State.RECOVERING:
+        return ((Event.RECOVERED, {"reason": None}),)
+    return ()
+
+
+def attaching(decision: Decision, runtime_id: str) -> Step:
+    """The transition that attaches the replacement ``runtime_id`` once it resumed from the checkpoint."""
+    if decision.action is not Action.REPLACE or decision.generation is None:
+        raise ValueError(f"only a REPLACE decision attaches a new runtime, not {decision.action.value}")
+    attachment = RuntimeAttachment(runtime_id=runtime_id, generation=decision.generation)
+    return (Event.RECOVERED, {"runtime": attachment, "last_generation": decision.generation, "reason": None})
