@@ -142,8 +142,9 @@ def run(quick: bool) -> list[Row]:
                 start = time.perf_counter()
                 suspended = store.transition(rec.session_id, rec.revision, Event.TURN_COMPLETE)
                 assert isinstance(suspended, Committed)
-                back = store.transition(rec.session_id, suspended.value.revision, Event.MESSAGE,
-                                        runtime=RuntimeAttachment(runtime_id="rt-0", generation=1))
+                fresh = suspended.value.last_generation + 1  # a new turn's runtime is a new generation
+                back = store.transition(rec.session_id, suspended.value.revision, Event.MESSAGE, last_generation=fresh,
+                                        runtime=RuntimeAttachment(runtime_id="rt-0", generation=fresh))
                 transition.samples.append((time.perf_counter() - start) * 1e3 / 2)
                 assert isinstance(back, Committed)
                 rec = back.value
