@@ -2,12 +2,12 @@
 
 Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
 change made to its modules in the process that creates the system is present in the admin and in
-every actor. Six things are changed, each because thespian's behaviour would break a promise of
+every actor. Nine things are changed, each because thespian's behaviour would break a promise of
 ours:
 
-1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces —
-   and accepts pickles on it. Unless a multi-node setup asks otherwise, we bind to the address in
-   ``OUROACTORS_BIND_HOST`` (127.0.0.1).
+1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces.
+   Only the admin port is bound where ``OUROACTORS_BIND_HOST`` (``--bind``, default 127.0.0.1)
+   says; every other socket listens on 127.0.0.1 (:func:`actor_bind_host`).
 2. **No orphans.** Killing a middle actor leaves its children running with ppid 1, even across
    ``shutdown()``. Every actor process asks the kernel for ``SIGKILL`` when its parent dies
    (``PR_SET_PDEATHSIG``), so the death of any supervisor takes its whole subtree with it.

@@ -319,6 +319,8 @@ class ActorSystem(Operations, Answers):
                 self._thespian._systemBase.transport.close()
             self._sweep()
             marker.remove_marker(self.data_dir, self.marker)
+            if self.owner and self.admin_port is not None:
+                _frames.forget(self.admin_port)  # a later system on this port registers its own key
 
     def dropped_frames(self) -> dict[str, int]:
         """Inbound frames the processes of this system dropped unread, by reason (see :mod:`._frames`)."""

@@ -198,3 +198,12 @@ def test_secret_file_is_private_and_never_in_the_environment(actor_system):
         assert secret not in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
         assert secret not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     assert secret not in "".join(os.environ.values())
+
+
+def test_metrics_report_dropped_frames_by_reason():
+    from ouroactors.system.metrics import render
+
+    text = render([], [], 1, {"mac": 3, "oversize": 1, "malformed": 0})
+    assert 'ouroactors_frames_dropped_total{reason="mac"} 3' in text
+    assert 'ouroactors_frames_dropped_total{reason="oversize"} 1' in text
+    assert "ouroactors_frames_dropped_total" not in render([], [], 1)  # the simple base has no frames
