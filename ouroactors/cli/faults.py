@@ -1,8 +1,12 @@
-"""``ouroactors faults …``: arm fault plans on a running system, by hand or from a file."""
+"""``ouroactors faults …``: arm fault plans on a running system, by hand or from a file; enumerate
+the crash sites of a tree's workload (``faults enumerate``)."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
+from typing import Any, NoReturn
 
 import click
 
@@ -63,3 +67,145 @@ def points() -> None:
     for name, doc in sorted(_known_points().items()):
         console.print(f"{name:<32} {doc}", markup=False)
     console.print(f"{'message.<actor path>':<32} before an actor handles a message (drop, duplicate, …)", markup=False)
+
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+
+
+@faults.command("enumerate")
+@click.argument("tree_file", type=click.Path(dir_okay=False))
+@click.option("--workload", "workload", required=True, metavar="NAME",
+              help="the workload to drive: sessions (with workspace leases) or ledger (without)")
+@click.option("--base", type=click.Choice(["multiproc", "simple"]), default=None,
+              help="override [system] base; simple: a simulated system, each crash a simulated death")
+@click.option("--sessions", type=int, default=2, show_default=True, help="sessions per run")
+@click.option("--effects", type=int, default=2, show_default=True, help="effects per session")
+@click.option("--points", "points", multiple=True, metavar="GLOB",
+              help="only sites at matching points (repeatable), e.g. 'ledger.*'")
+@click.option("--max-sites", type=int, default=None, help="crash at no more than this many sites")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="keep every run's data (events.jsonl, LMDB) here (default: temp dirs, removed after)")
+@click.option("--ask-timeout", type=float, default=0.5, show_default=True,
+              help="seconds per request (a crash mid-request costs one timeout)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
+def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: int, effects: int,
+                    points: tuple[str, ...], max_sites: int | None, data_dir: str | None, ask_timeout: float,
+                    as_json: bool) -> None:
+    """Crash at every site of TREE_FILE's workload in turn; print each site, its outcome and its plan.
+
+    A recording run finds the sites (every fault point each actor reaches, numbered); then each site
+    is run again with a kill there, the tree restarts and recovers, and every invariant is checked.
+    Exit codes: 0 every site kept every invariant · 1 a violation · 2 bad input · 3 the harness failed.
+    """
+    from ..core.errors import OuroactorsError, SpecError
+    from ..faults.runner import BenchError, tree_targets
+    from ..faults.workload import WorkloadConfig
+    from ..system.config import load_tree
+    from .chaos import WORKLOADS
+
+    if workload not in WORKLOADS:
+        _bad(f"--workload: unknown workload {workload!r}; known workloads: {', '.join(WORKLOADS)}")
+    if max_sites is not None and max_sites < 1:
+        _bad(f"--max-sites: must be at least 1, got {max_sites}")
+    try:
+        tree = load_tree(tree_file)
+    except SpecError as exc:
+        _bad(str(exc))
+    try:
+        config = WorkloadConfig(sessions=sessions, effects=effects, leases=workload == "sessions",
+                                ask_timeout=ask_timeout, lease_wait=3.0, op_deadline=10.0)
+        tree_targets(tree.tree, sessions)
+    except (ValueError, BenchError) as exc:
+        _bad(str(exc))
+    chosen_base = base or tree.system.base
+    try:
+        report = _enumerate(tree.tree, config, chosen_base, points, max_sites, data_dir, as_json,
+                            replay=(tree_file, workload, sessions, effects, chosen_base, ask_timeout))
+    except OuroactorsError as exc:
+        err_console.print(f"the enumeration could not run: {type(exc).__name__}: {exc}", style="red",
+                          markup=False, highlight=False, soft_wrap=True)
+        sys.exit(EXIT_HARNESS)
+    sys.exit(_exit_code(report))
+
+
+def _bad(message: str) -> NoReturn:
+    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def _enumerate(tree: Any, config: Any, base: str, points: tuple[str, ...], max_sites: int | None,
+               data_dir: str | None, as_json: bool, replay: tuple[Any, ...]) -> Any:
+    from ..faults.enumerate import enumerate_crashes
+
+    def row_out(row: Any) -> None:
+        entry = _row(row, base, replay)
+        if as_json:
+            console.print(json.dumps(entry, sort_keys=True), markup=False, highlight=False, soft_wrap=True)
+            return
+        statuses = ", ".join(f"{k}={v}" for k, v in entry["statuses"].items()) or "-"
+        console.print(f"{entry['#']:>3}  {entry['actor']} @ {entry['point']} #{entry['hit']}  {entry['outcome']}"
+                      f"  (killed: {', '.join(entry['killed']) or 'nothing'}; statuses: {statuses})",
+                      markup=False, highlight=False, soft_wrap=True)
+        for violation in entry["violations"]:
+            console.print(f"       {violation}", markup=False, highlight=False, soft_wrap=True)
+        if entry["error"]:
+            console.print(f"       the harness failed: {entry['error']}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"       plan: {entry['plan_line']}  reproduce: {entry['reproduce']}",
+                      markup=False, highlight=False, soft_wrap=True)
+
+    warned: list[str] = []
+    report = enumerate_crashes(tree, config, points=list(points) or None, data_dir=data_dir, on_row=row_out,
+                               warn=warned.append, limit=max_sites, base=base)
+    for message in warned:
+        err_console.print(f"warning: {message}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    summary = {"sites": len(report.rows), "outcomes": report.summary(), "base": base,
+               "seconds": round(report.duration_s, 1),
+               "baseline_violations": [str(v) for v in report.baseline.violations]}
+    if as_json:
+        console.print(json.dumps({"summary": summary}, sort_keys=True), markup=False, highlight=False,
+                      soft_wrap=True)
+    else:
+        for violation in report.baseline.violations:
+            console.print(f"the crash-free recording run already violates: {violation}", style="red",
+                          markup=False, highlight=False, soft_wrap=True)
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(report.summary().items())) or "no site"
+        console.print(f"{len(report.rows)} site(s) on {base} in {report.duration_s:.1f}s: {counts}",
+                      markup=False, highlight=False, soft_wrap=True)
+    return report
+
+
+def _row(row: Any, base: str, replay: tuple[Any, ...]) -> dict[str, Any]:
+    """One site as plain data: what happened there and the plan (and command) that reproduces it."""
+    from ..faults.chaos import plan_to_toml
+
+    site = row.site
+    plan = plan_to_toml(site.plan()).strip()
+    rule = "; ".join(line for line in plan.splitlines() if line and not line.startswith("["))
+    return {"#": row.index, "actor": site.path, "point": site.point, "hit": site.nth, "outcome": row.outcome,
+            "fired": row.fired, "killed": list(row.killed), "statuses": dict(row.statuses),
+            "violations": [str(v) for v in row.violations], "error": row.error, "plan": plan + "\n",
+            "plan_line": rule, "reproduce": _reproduce(site, base, replay), "seconds": round(row.duration_s, 3)}
+
+
+def _reproduce(site: Any, base: str, replay: tuple[Any, ...]) -> str:
+    """The command that replays one site from its plan saved as PLAN.toml."""
+    tree_file, workload, sessions, effects, _, ask_timeout = replay
+    parts = ["ouroactors", "chaos", str(tree_file), "--workload", workload, "--plan", "PLAN.toml", "--base", base,
+             "--ask-timeout", str(ask_timeout)]
+    if sessions != 2:
+        parts += ["--sessions", str(sessions)]
+    if effects != 2:
+        parts += ["--effects", str(effects)]
+    command = " ".join(shlex.quote(p) for p in parts)
+    if site.shared:  # a simulated system arms every worker alike, exactly as the enumeration did
+        return command
+    return (f"start the tree, `ouroactors faults arm PLAN.toml --at {shlex.quote(site.path)}`, "
+            f"then drive the same workload (or: {command}, which arms every worker)")
+
+
+def _exit_code(report: Any) -> int:
+    if report.baseline.violations or any(row.outcome == "VIOLATION" for row in report.rows):
+        return EXIT_VIOLATION
+    if any(row.outcome == "error" for row in report.rows):
+        return EXIT_HARNESS
+    return EXIT_OK
