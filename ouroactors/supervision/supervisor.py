@@ -16,6 +16,15 @@ only knowledge it adds is how thespian behaves:
 * Thespian also loses ``ChildActorExited`` when two children die within a few milliseconds of each
   other. A supervisor therefore checks its local children's pids itself: a child whose process
   is gone and whose exit notice has not come within a grace period is taken as ``killed``.
+* Thespian keeps its own list of children and, when a supervisor is ended, waits for an exit
+  notice from each one still listed — with no deadline, and its dead-target fallback only ever
+  clears the last child of the list (a late-binding closure in ``_shutdownActor``). A child whose
+  notice was lost would keep its supervisor alive forever and its ``stop_tree`` would never
+  return. So a child we take as gone without thespian's notice is SIGKILLed if its process still
+  runs and then struck from thespian's list directly (its ``_handleChildExited``, what a real
+  notice runs). Not by a ``ChildActorExited`` sent to ourselves: thespian itself turns each
+  SIGCHLD into one such self-send, and a few hundred more at once overflow its send queue —
+  which is how notices got lost in the first place.
 """
 
 from __future__ import annotations
@@ -90,7 +99,7 @@ NODE_LOST_AFTER = 2.0  # no answer for this long: the child's node is gone
 _HEARTBEAT = "ouroactors:heartbeat"
 
 
-@dataclass
+@dataclass(eq=False)  # identity: one slot per child process
 class _Slot:
     """One child process as thespian sees it."""
 
@@ -203,6 +212,7 @@ class Supervisor(Actor):
     def _begin(self, start: StartChild, sender: Any) -> None:
         if self.core is not None:
             return
+        self._unnoticed: list[_Slot] = []  # children thespian still lists: no ChildActorExited yet
         self._parent = sender
         self._key = start.key
         self._incarnation = start.incarnation
@@ -262,9 +272,33 @@ class Supervisor(Actor):
                             self.path, slot.key, slot.pid)
                 del self._slots[(slot.key, slot.incarnation)]
                 self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
+                self._release(slot)
                 self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
 
+    def _release(self, slot: _Slot) -> None:
+        """Tell thespian a child it still lists is gone (SIGKILLing it first if it still runs)."""
+        if self._context is None or self._context.base == "simple" or slot not in self._unnoticed:
+            return
+        self._unnoticed.remove(slot)
+        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node() and _pid_alive(slot.pid):
+            try:
+                os.kill(slot.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        forget = getattr(getattr(self, "_myRef", None), "_handleChildExited", None)
+        if callable(forget):
+            forget(slot.address)
+        else:  # a thespian without that bookkeeping: fall back on the notice itself
+            self.send(self.myAddress, ChildActorExited(slot.address))
+
+    def _release_all(self) -> None:
+        """Before this supervisor ends: no child may be left for thespian to wait for forever."""
+        for slot in list(getattr(self, "_unnoticed", ())):
+            if slot.node == this_node() or slot.pid is None:
+                self._release(slot)
+
     def _child_gone(self, address: Any) -> None:
+        self._unnoticed = [s for s in self._unnoticed if s.address != address]
         slot = self._by_address.pop(str(address), None)
         if slot is None or slot.address != address:
             slot = next((s for s in self._slots.values() if not s.started and s.address == address), slot)
@@ -320,9 +354,11 @@ class Supervisor(Actor):
                 self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress),
                                                      this_node()))
             else:
+                self._release_all()
                 self.send(self._parent, ChildStartRefused(self._key, self._incarnation, cmd.failure))
                 self._dying = True
         elif isinstance(cmd, ExitSelf):
+            self._release_all()  # every child is down or taken as killed: thespian must not wait on one
             self.send(self._parent, ChildExiting(self._key, self._incarnation, cmd.reason))
             self._dying = True
         return None
@@ -336,7 +372,8 @@ class Supervisor(Actor):
             )
         except Exception as exc:
             return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
-        self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address)
+        slot = self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address)
+        self._unnoticed.append(slot)
         self.send(
             address,
             StartChild(
@@ -369,5 +406,6 @@ class Supervisor(Actor):
         self._dying = True
         for slot in list(getattr(self, "_slots", {}).values()):
             self._kill(slot)
+        self._release_all()
         if self._parent is not None:
             self.send(self._parent, ChildExiting(getattr(self, "_key", ""), getattr(self, "_incarnation", 0), reason))

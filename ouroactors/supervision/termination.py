@@ -1,9 +1,11 @@
 """Terminating children, as OTP's ``shutdown/2``: politely, under a shutdown time, then by kill.
 
 Mixed into :class:`~.machine.SupervisorCore`: the terminate sequence kept apart from start and
-restart. Children of one batch stop together under one timer; at most ``STOP_WINDOW`` polite
-requests are outstanding at once; whoever outlives the shutdown time is killed, and a kill whose
-exit notice never comes is taken as ``killed`` after ``KILL_GRACE_S``.
+restart. Children of one batch stop together; at most ``STOP_WINDOW`` are being stopped at once;
+each one's shutdown time runs from its own polite request, whoever outlives it is killed, and a
+kill whose exit notice never comes is taken as ``killed`` after ``KILL_GRACE_S``. So no wait is
+without a deadline unless a spec says ``infinity`` (OTP's default for supervisors, whose own
+waits are bounded in turn).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from .reasons import ExitKind, ExitReason
 from .signals import Command, Kill, RequestStop
 from .specs import RestartType
 
-STOP_WINDOW = 200  # polite stop requests outstanding at once
+# Children being stopped at once. Each costs up to three transmits in the supervisor's process
+# (the request, the exit request after its report, thespian's own exit notice on SIGCHLD), and
+# thespian's send queue turns send-only at 950 and drops past 1,050: 100 keeps well clear of it
+# with room for the mailbox traffic of a busy supervisor.
+STOP_WINDOW = 100
 KILL_GRACE_S = 5.0  # after a kill, how long an exit notice may take before the child is taken as killed
-
-
+_EARLY_S = 0.001  # a timer may fire this much before its deadline (clock granularity)
 
 @dataclass
 class _WaitDown:
@@ -60,6 +65,7 @@ class Termination:
     simple: bool
     children: Children
     _out: list[Command]
+    _now: float
 
     if TYPE_CHECKING:
 
@@ -78,14 +84,16 @@ class Termination:
             yield from self._terminate_batch([child], reason)
 
     def _terminate_batch(self, children: list[Child], reason: ExitReason) -> Job:
-        """Stop ``children`` together under one shutdown timer, then kill whoever is left.
+        """Stop ``children`` together, each under its own shutdown time, then kill whoever is left.
 
-        At most ``STOP_WINDOW`` polite requests are outstanding at once: thespian's send queue
-        turns send-only near 950 queued messages and then drops sends (its own exit notices
-        included), so a thousand simultaneous requests could hang the supervisor.
+        At most ``STOP_WINDOW`` children are being stopped at once: thespian's send queue turns
+        send-only near 950 queued messages and then drops sends (its own exit notices included),
+        so a thousand simultaneous requests could hang the supervisor. A child's shutdown time
+        runs from when it is asked, so one asked late is not killed for the queue ahead of it.
+        Every wait has a deadline unless the spec says ``infinity``: the shutdown time, then
+        ``KILL_GRACE_S`` for the exit notice of a kill, after which the child is taken as killed.
         """
         queue: deque[Child] = deque()
-        longest: int | None = 0
         for child in children:
             if child.status is ChildStatus.RESTARTING:
                 child.status = ChildStatus.UNDEFINED  # ends its retry loop
@@ -93,38 +101,23 @@ class Termination:
                 continue
             child.status = ChildStatus.TERMINATING
             queue.append(child)
-            ms = child.spec.shutdown_ms
-            if ms != 0:
-                longest = None if ms is None or longest is None else max(longest, ms)
         if not queue:
             return
-        # One timer for the whole batch: the longest shutdown time, or a grace period for kills.
-        limit = KILL_GRACE_S if longest == 0 else (None if longest is None else longest / 1000.0)
-        wait = _WaitDown({}, None if limit is None else self._timer(limit), any_of=True)
-        self._ask_to_stop(queue, wait, reason)
-        while wait.pending:
+        wait = _WaitDown({}, None, any_of=True)
+        deadlines: dict[str, float | None] = {}  # key -> when to act next (None: infinity)
+        killed: set[str] = set()
+        armed: float | None = None  # when the timer in ``wait.token`` fires
+        while True:
+            self._ask_to_stop(queue, wait, reason, deadlines, killed)
+            if not wait.pending:
+                break
+            due = min((d for d in (deadlines[k] for k in wait.pending) if d is not None), default=None)
+            if due is not None and (wait.token is None or armed is None or due < armed):
+                wait.token, armed = self._timer(max(due - self._now, 0.0)), due
             yield wait
             if wait.timed_out:
-                break
-            self._ask_to_stop(queue, wait, reason)
-        if wait.timed_out and longest != 0:
-            for key, incarnation in list(wait.pending.items()):
-                self._emit("shutdown_timeout", self.children.get(key))
-                self._out.append(Kill(key, incarnation))
-            for child in queue:  # never asked politely before the time ran out
-                wait.pending[child.key] = child.incarnation
-                self._emit("shutdown_timeout", child)
-                self._out.append(Kill(child.key, child.incarnation))
-            queue.clear()
-            if wait.pending:
-                wait.timed_out, wait.any_of, wait.token = False, False, self._timer(KILL_GRACE_S)
-                yield wait
-        if wait.timed_out:
-            # A kill always ends the process, but thespian can drop its exit notice under load:
-            # after a grace period the child is taken as killed rather than waited for forever.
-            for key in list(wait.pending):
-                wait.reasons[key] = reasons.killed("no exit notice after kill")
-            wait.pending.clear()
+                wait.timed_out, wait.token, armed = False, None, None
+                self._expire(wait, deadlines, killed)
         for key, why in wait.reasons.items():
             gone = self.children.get(key)
             if gone is None:
@@ -134,11 +127,33 @@ class Termination:
             gone.last_exit = why
             self._emit("terminated", gone, reason=why.to_json(), shutdown_error=not _shutdown_ok(gone, why))
 
-    def _ask_to_stop(self, queue: deque[Child], wait: _WaitDown, reason: ExitReason) -> None:
+    def _ask_to_stop(self, queue: deque[Child], wait: _WaitDown, reason: ExitReason,
+                     deadlines: dict[str, float | None], killed: set[str]) -> None:
         while queue and len(wait.pending) < STOP_WINDOW:
             child = queue.popleft()
             wait.pending[child.key] = child.incarnation
-            if child.spec.shutdown_ms == 0:
+            ms = child.spec.shutdown_ms
+            if ms == 0:
                 self._out.append(Kill(child.key, child.incarnation))
+                killed.add(child.key)
+                deadlines[child.key] = self._now + KILL_GRACE_S
             else:
                 self._out.append(RequestStop(child.key, child.incarnation, reason))
+                deadlines[child.key] = None if ms is None else self._now + ms / 1000.0
+
+    def _expire(self, wait: _WaitDown, deadlines: dict[str, float | None], killed: set[str]) -> None:
+        """The timer fired: kill who outlived its shutdown time; give up on kills never reported."""
+        for key, incarnation in list(wait.pending.items()):
+            due = deadlines.get(key)
+            if due is None or due > self._now + _EARLY_S:
+                continue
+            if key in killed:
+                # A kill always ends the process, but thespian can drop its exit notice under load:
+                # after a grace period the child is taken as killed rather than waited for forever.
+                del wait.pending[key]
+                wait.reasons[key] = reasons.killed("no exit notice after kill")
+            else:
+                self._emit("shutdown_timeout", self.children.get(key))
+                self._out.append(Kill(key, incarnation))
+                killed.add(key)
+                deadlines[key] = self._now + KILL_GRACE_S

@@ -188,7 +188,7 @@ def test_brutal_kill_kills_at_once_with_only_a_grace_timer_for_the_exit_notice()
     world = booted(wk("a", shutdown="brutal_kill"), wk("b", shutdown="brutal_kill"))
     world.shutdown()
     sent = [c for c in world.log if isinstance(c, RequestStop | Kill | SetTimer)]
-    assert [type(c) for c in sent] == [SetTimer, Kill, SetTimer, Kill]  # no polite request, no wait
+    assert [type(c) for c in sent] == [Kill, SetTimer, Kill, SetTimer]  # no polite request, no wait
     assert all(c.seconds == KILL_GRACE_S for c in sent if isinstance(c, SetTimer))
     assert world.killed() == ["b", "a"]
     assert all(not e.fields["shutdown_error"] for e in world.events("terminated"))

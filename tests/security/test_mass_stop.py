@@ -1,0 +1,98 @@
+"""Stopping a supervisor of a thousand children returns, five times in a row, under load.
+
+Before: ``stop_tree`` of 500–1000 dynamic children did not return within 60 s on a busy machine.
+The supervisor's own stop finished (some children killed after their shutdown time), but thespian
+then waited, with no deadline, for exit notices of children whose notices it had lost, and its
+fallback only ever cleared the last child of its list; the supervisor process lived on and the
+stop never returned. Now every child taken as gone without a notice is reported to thespian by the
+supervisor itself, each child's shutdown time runs from its own request (a window of requests at
+a time), and every wait ends by a deadline.
+
+The load: while the stop runs, another process keeps asking the supervisor (its mailbox fills with
+admin calls the stop job must defer) and telling its children. ``OUROACTORS_MASS_STOP_N`` and
+``OUROACTORS_MASS_STOP_ROUNDS`` shrink the test for a quick run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ouroactors import ActorSystem, supervisor, worker
+from ouroactors.examples.workers import Echo
+from tests.actor.helpers import pid_alive, wait_until
+
+N = int(os.environ.get("OUROACTORS_MASS_STOP_N", "1000"))
+ROUNDS = int(os.environ.get("OUROACTORS_MASS_STOP_ROUNDS", "5"))
+STOP_LIMIT_S = 60.0
+
+
+# Another terminal keeping the tree busy: thespian's outside handle is not thread-safe (answers
+# would cross between threads), so the load runs in a process of its own, with its own handle.
+_LOAD = """
+import sys, time
+from ouroactors import ActorSystem, OuroactorsError
+data_dir, name, stop_file, *children = sys.argv[1:]
+system = ActorSystem.connect(data_dir)
+deadline = time.monotonic() + 300
+i = 0
+print("loading", flush=True)
+while time.monotonic() < deadline and not __import__("os").path.exists(stop_file):
+    i += 1
+    try:
+        if i % 4 == 0:
+            system.count_children(name)
+        else:
+            system.tell(f"{name}/{children[i % len(children)]}", ("load", i))
+    except (OuroactorsError, TimeoutError):
+        pass  # the tree is going away under us: that is the point
+"""
+
+
+def _start_load(system: ActorSystem, name: str, children: list[str], stop_file: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", _LOAD, str(system.data_dir), name, str(stop_file), *children],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the loader is connected (or has died)
+    assert line.strip() == "loading", line + proc.stdout.read()
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.multiproc
+def test_stop_tree_of_a_thousand_children_returns_five_times_in_a_row_under_load(actor_system: ActorSystem,
+                                                                                tmp_path: Path) -> None:
+    durations: list[float] = []
+    for round_ in range(ROUNDS):
+        name = f"pool{round_}"
+        actor_system.start_tree(supervisor(name, [worker("w", Echo, restart="temporary")],
+                                           strategy="simple_one_for_one", intensity=10_000, period=1))
+        for _ in range(N):
+            assert actor_system.start_child(name, ()).status == "running"
+        kids = actor_system.which_children(name)
+        assert len(kids) == N
+        pids = [k.pid for k in kids if k.pid is not None]
+        assert len(pids) == N
+
+        stop_file = tmp_path / f"stop-load-{round_}"
+        loader = _start_load(actor_system, name, [k.id for k in kids], stop_file)
+        try:
+            t0 = time.monotonic()
+            actor_system.stop_tree(name, timeout=STOP_LIMIT_S)  # raises AskTimeout if it never returns
+            durations.append(time.monotonic() - t0)
+        finally:
+            stop_file.touch()
+            try:
+                loader.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                loader.kill()
+                loader.communicate(timeout=10)
+        assert [t.status for t in actor_system.trees() if t.name == name] == ["ended"]
+        wait_until(lambda gone=pids: not any(pid_alive(p) for p in gone), timeout=15,
+                   what=f"the {N} children of {name} to be gone")
+    assert len(durations) == ROUNDS and max(durations) < STOP_LIMIT_S, durations
