@@ -64,7 +64,7 @@ class EventWriter:
     """Appends events for one supervisor; one ``write`` per line keeps lines whole."""
 
     def __init__(self, path: str, supervisor: str, epoch: int, node: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)  # private
         self.supervisor = supervisor
         self.epoch = epoch
         self.node = node

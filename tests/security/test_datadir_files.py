@@ -142,3 +142,9 @@ def test_a_system_will_not_start_on_a_data_dir_others_may_write(tmp_path: Path) 
 def test_a_missing_file_is_nothing_to_trust_yet(tmp_path: Path) -> None:
     assert check_trusted(tmp_path / "absent") is False
     assert check_trusted(tmp_path) is True
+
+
+def test_the_event_log_is_private(simple_system: ActorSystem, loose_umask: None) -> None:
+    events = Path(simple_system.data_dir) / "events.jsonl"
+    simple_system.mark()
+    assert events.exists() and _mode(events) == 0o600
