@@ -312,7 +312,7 @@ class Bench:
             except (OuroactorsError, RuntimeError) as exc:
                 errors.append(f"start_child failed after {started}: {exc}")
             dropped = count_in_thespian_log("Dropping TX")
-            limit = 60.0  # a stop that works takes ~5 ms per child plus a 5 s worker shutdown timer at most
+            limit = 60.0  # ~5-10 ms per child; a stuck child costs its 5 s shutdown time + 5 s kill grace, per window
             progress(f"  dynamic N={n}: stop_tree (waiting at most {limit:.0f} s)")
             t1 = time.perf_counter_ns()
             try:
