@@ -1,15 +1,22 @@
-"""Commands for the agent runtime's authorities: ``storage …`` and ``ledger …``."""
+"""Commands for the agent runtime's authorities: ``storage …``, ``ledger …`` and ``approvals …``.
+
+Every request is stamped with the generation of the authority looked up just before it
+(:func:`~ouroactors.authorities.asking.ask_authority`): authorities serve no unstamped request.
+An operator's settlement or answer carries the credentials in the data dir, which the authority
+verifies; a name typed on the command line proves nothing.
+"""
 
 from __future__ import annotations
 
-import getpass
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
 
+from ..authorities.asking import ask_authority
 from . import main
 from .common import connect, console, data_dir_option, reports_errors
 
@@ -27,7 +34,7 @@ def storage() -> None:
 @reports_errors
 def storage_status(data_dir: str, actor_path: str | None) -> None:
     """Schema, generation, map size and usage."""
-    info = connect(data_dir).ask(actor_path or "agent/storage", "status")
+    info = connect(data_dir).ask(actor_path or "agent/storage", "status")  # a read: no stamp needed
     for key, value in info.items():
         console.print(f"{key:>12}: {value}", markup=False)
 
@@ -41,7 +48,8 @@ def storage_backup(data_dir: str, actor_path: str | None, target: str) -> None:
     """Write a consistent, compacted copy of the environment into the empty directory TARGET."""
     from ..authorities.storage.actor import Backup
 
-    written = connect(data_dir).ask(actor_path or "agent/storage", Backup(str(Path(target).resolve())), timeout=600)
+    written = ask_authority(connect(data_dir), actor_path or "agent/storage", Backup(str(Path(target).resolve())),
+                            timeout=600)
     console.print(f"backup written to {written}", markup=False)
 
 
@@ -64,7 +72,8 @@ def ledger_list(data_dir: str, actor_path: str | None, status: str | None, sessi
     """Effects in the order they were recorded."""
     from ..authorities.ledger.actor import ListEntries
 
-    entries = connect(data_dir).ask(actor_path or "agent/ledger", ListEntries(status, session, kind, 0, limit))
+    entries = ask_authority(connect(data_dir), actor_path or "agent/ledger",
+                            ListEntries(status, session, kind, 0, limit))
     if as_json:
         for entry in entries:
             click.echo(json.dumps(entry.model_dump(mode="json")))
@@ -88,7 +97,7 @@ def ledger_show(data_dir: str, actor_path: str | None, effect_id: str) -> None:
     """Everything recorded about one effect."""
     from ..authorities.ledger.actor import GetEntry
 
-    entry = connect(data_dir).ask(actor_path or "agent/ledger", GetEntry(effect_id))
+    entry = ask_authority(connect(data_dir), actor_path or "agent/ledger", GetEntry(effect_id))
     click.echo(json.dumps(entry.model_dump(mode="json"), indent=2))
 
 
@@ -98,15 +107,21 @@ def ledger_show(data_dir: str, actor_path: str | None, effect_id: str) -> None:
 @click.argument("effect_id")
 @click.argument("status", type=click.Choice(["ok", "failed"]))
 @click.option("--reason", required=True, help="what the operator found (recorded)")
-@click.option("--operator", default=None, help="who settles it (default: your user name)")
+@click.option("--operator", default=None,
+              help="expected operator name: refused unless it is the one in the data dir's credentials")
 @reports_errors
 def ledger_settle(data_dir: str, actor_path: str | None, effect_id: str, status: str, reason: str,
                   operator: str | None) -> None:
-    """Settle an ambiguous (or started) effect by hand; recorded with who settled it and why."""
+    """Settle an ambiguous (or started) effect by hand, as the operator whose credentials are in
+    the data dir (the ledger verifies them); recorded with who settled it and why."""
+    from ..authorities.grants.operators import read_credentials
     from ..authorities.ledger.actor import OperatorSettle
 
-    who = operator or getpass.getuser()
-    answer = connect(data_dir).ask(actor_path or "agent/ledger", OperatorSettle(effect_id, status, reason, who))
+    who, token = read_credentials(data_dir)  # the verified identity, never a claimed name
+    if operator is not None and operator != who:
+        raise click.ClickException(f"--operator {operator!r}: the credentials in {data_dir} are {who!r}'s")
+    answer = ask_authority(connect(data_dir), actor_path or "agent/ledger",
+                           OperatorSettle(effect_id, status, reason, who, token))
     console.print(f"{effect_id}: {answer.entry.status.value} ({answer.answer}), settled by operator:{who}",
                   markup=False)
 
@@ -126,14 +141,41 @@ def approvals_list(data_dir: str, actor_path: str | None, status: str | None, se
     """Approvals, oldest first."""
     from ..authorities.grants.actor import ListApprovals
 
-    rows = connect(data_dir).ask(actor_path or "agent/grants", ListApprovals(status, session))
+    rows = ask_authority(connect(data_dir), actor_path or "agent/grants", ListApprovals(status, session))
     table = Table()
-    for column in ("approval", "session", "tool", "state", "status", "call", "answered by", "refusals"):
+    for column in ("approval", "session", "tool", "arguments", "state", "status", "answered by", "refusals"):
         table.add_column(column)
     for a in rows:
-        table.add_row(a.approval_id, a.session_id, a.tool, str(a.state_version), a.status, a.call_digest[:12],
-                      a.answered_by or "-", str(len(a.refusals)))
+        table.add_row(a.approval_id, a.session_id, a.tool, _arguments(a.arguments, 120), str(a.state_version),
+                      a.status, a.answered_by or "-", str(len(a.refusals)))
     console.print(table)
+
+
+def _arguments(arguments: Any, limit: int | None = None) -> str:
+    """The canonical arguments as JSON (what the operator is asked to approve)."""
+    text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+@approvals.command("show")
+@data_dir_option
+@path_option
+@click.argument("approval_id")
+@reports_errors
+def approvals_show(data_dir: str, actor_path: str | None, approval_id: str) -> None:
+    """Everything about one approval, with the exact arguments of the call it approves."""
+    from ..authorities.grants.actor import ListApprovals
+
+    found = [a for a in ask_authority(connect(data_dir), actor_path or "agent/grants", ListApprovals())
+             if a.approval_id == approval_id]
+    if not found:
+        raise click.ClickException(f"no approval {approval_id!r}")
+    a = found[0]
+    click.echo(json.dumps({"approval": a.approval_id, "session": a.session_id, "tool": a.tool,
+                           "arguments": a.arguments, "call_digest": a.call_digest, "state_version": a.state_version,
+                           "status": a.status, "answerers": list(a.answerers), "answered_by": a.answered_by,
+                           "reason": a.reason, "refusals": list(a.refusals)},
+                          indent=2, sort_keys=True, ensure_ascii=False, default=repr))
 
 
 def _answer(data_dir: str, actor_path: str | None, approval_id: str, approve: bool, reason: str | None) -> None:
@@ -143,12 +185,13 @@ def _answer(data_dir: str, actor_path: str | None, approval_id: str, approve: bo
     name, token = read_credentials(data_dir)  # the operator's verified identity, never a claimed name
     system = connect(data_dir)
     path = actor_path or "agent/grants"
-    found = [a for a in system.ask(path, ListApprovals()) if a.approval_id == approval_id]
+    found = [a for a in ask_authority(system, path, ListApprovals()) if a.approval_id == approval_id]
     if not found:
         raise click.ClickException(f"no approval {approval_id!r}")
     approval = found[0]  # the operator answers for exactly the call and state version shown
-    answered = system.ask(path, AnswerApproval(approval_id, approve, name, token, approval.call_digest,
-                                               approval.state_version, reason))
+    console.print(f"{approval.tool} {_arguments(approval.arguments)}", markup=False, highlight=False)
+    answered = ask_authority(system, path, AnswerApproval(approval_id, approve, name, token, approval.call_digest,
+                                                          approval.state_version, reason))
     console.print(f"{approval_id}: {answered.status} by {answered.answered_by}", markup=False)
 
 

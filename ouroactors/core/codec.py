@@ -283,7 +283,9 @@ def seq_of(key: bytes) -> int:
 
 
 def str_key(s: str) -> bytes:
-    """UTF-8 key; refuses empty strings and keys over 500 bytes (LMDB's key limit is 511)."""
+    """UTF-8 key; refuses non-strings, empty strings and keys over 500 bytes (LMDB's key limit is 511)."""
+    if type(s) is not str:
+        raise CodecError(f"key must be a str, not {type(s).__name__}")
     try:
         b = s.encode("utf-8")
     except UnicodeEncodeError:

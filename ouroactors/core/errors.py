@@ -179,3 +179,35 @@ class CorruptRecord(OuroactorsError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, (self.where, self.detail))
+
+
+class BadRequest(OuroactorsError, ValueError):
+    """A request refused at an authority's door: a field has the wrong type, size or range.
+
+    Nothing was done. ``message`` names the request type, ``field`` the key path inside it
+    (``request.paths[3]``), ``problem`` what is wrong, ``value`` a short repr of what was sent.
+    """
+
+    def __init__(self, message: str, field: str, problem: str, value: str = "") -> None:
+        self.message = message
+        self.field = field
+        self.problem = problem
+        self.value = value
+        where = f"{message}.{field}" if field else message
+        super().__init__(f"bad request {where}: {problem}" + (f" (got {value})" if value else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.message, self.field, self.problem, self.value))
+
+
+class StampRequired(StaleGeneration):
+    """An authority request arrived without the generation stamp every request must carry.
+
+    A subclass of :class:`StaleGeneration` on purpose: a consumer that re-binds on a stale answer
+    (looks the generation up and stamps again) handles a missing stamp the same way.
+    """
+
+    def __init__(self, authority: str, expected: int | None, got: int | None = None) -> None:
+        super().__init__(authority, expected, got)
+        Exception.__init__(self, f"{authority} serves only stamped requests (its generation is {expected}); "
+                                 "stamp the request with the generation you looked up")

@@ -16,8 +16,17 @@ methods) and ``on_stop``. What changes compared with a plain thespian actor:
 
 A handler's return value, when not ``None``, is sent back to the sender: ``ask`` gets it.
 A handler may also *refuse* a request by raising one of the exception types the class lists in
-``refusals`` (bad input, a conflict — nothing changed): the sender gets the exception as its answer
-and the worker carries on. Every other exception is a crash.
+``refusals`` (bad input, a conflict — nothing changed) or :class:`~ouroactors.core.errors.BadRequest`:
+the sender gets the exception as its answer and the worker carries on. Every other exception is a
+crash.
+
+**The door of an authority.** A message whose type is in the class's ``protocol`` is checked
+field by field against its annotations (:func:`ouroactors.core.boundary.check_message`) before any
+handler sees it; a bad one is answered with :class:`~ouroactors.core.errors.BadRequest` and does
+nothing — one malformed message must not crash an authority, because an authority's restart
+restarts every consumer after it. With ``stamped_only``, a protocol request that arrives without a
+generation stamp is answered :class:`~ouroactors.core.errors.StampRequired` (generation fencing is
+not opt-in); only the types listed in ``reads`` (they change nothing) may come unstamped.
 """
 
 from __future__ import annotations
@@ -36,7 +45,15 @@ from thespian.actors import (
 )
 
 from ..core import faults
-from ..core.errors import ActorCrashed, NoSuchActor, StaleGeneration, UnhandledMessage
+from ..core.boundary import check_message
+from ..core.errors import (
+    ActorCrashed,
+    BadRequest,
+    NoSuchActor,
+    StaleGeneration,
+    StampRequired,
+    UnhandledMessage,
+)
 from ..core.faults import FaultAction
 from . import reasons
 from .faulting import arm_here
@@ -79,6 +96,9 @@ class Worker(Actor):
     path: str = ""
     generation: int | None = None
     refusals: tuple[type[Exception], ...] = ()  # raised by a handler: answered, not a crash
+    protocol: tuple[type, ...] = ()  # request types checked at the door before dispatch
+    stamped_only = False  # protocol requests must carry the generation stamp …
+    reads: tuple[type, ...] = ()  # … except these, which change nothing
     authorities: dict[str, AuthorityEntry]
     context: SystemContext | None = None
 
@@ -206,13 +226,23 @@ class Worker(Actor):
                 self.send(sender, StaleGeneration(self.path, expected, message.generation))
                 return
             message = message.payload
+        elif self.stamped_only and type(message) in self.protocol and type(message) not in self.reads:
+            self.send(sender, StampRequired(self.path, self.generation))
+            return
+        if type(message) in self.protocol:
+            try:
+                message = check_message(message)
+            except BadRequest as bad:
+                self.send(sender, bad)
+                return
         verdict = faults.point(f"message.{self.path}")  # free unless a plan is armed
         if verdict is FaultAction.DROP:
             return
+        refusals: tuple[type[Exception], ...] = (BadRequest, *self.refusals)
         for _ in range(2 if verdict is FaultAction.DUPLICATE else 1):
             try:
                 result = self.on_message(message, sender)
-            except self.refusals as refusal:
+            except refusals as refusal:
                 result = refusal
             if result is not None:
                 self.send(sender, result)

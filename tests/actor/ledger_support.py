@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ouroactors import supervisor, worker
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.actor import GetEntry, ListEntries, RecordSettled, RecordStarted
 from ouroactors.authorities.ledger.domain import Entry, LedgerError, StartRequest, fingerprint
+from ouroactors.supervision.protocol import Stamped
 from ouroactors.supervision.specs import ChildSpec
 
 from .helpers import ECHO
@@ -46,21 +48,21 @@ def settled(effect_id: str, status: str = "ok", **kwargs: Any) -> RecordSettled:
 
 
 def all_entries(system: Any) -> dict[str, Entry]:
-    entries = system.ask(LEDGER_PATH, ListEntries(limit=100_000), timeout=10.0)
+    entries = ask_authority(system, LEDGER_PATH, ListEntries(limit=100_000), timeout=10.0)
     return {entry.effect_id: entry for entry in entries}
 
 
 def get_entry(system: Any, effect_id: str) -> Any:
     """The entry (an :class:`Entry`), or None when the ledger has no such effect."""
     try:
-        return system.ask(LEDGER_PATH, GetEntry(effect_id))
+        return ask_authority(system, LEDGER_PATH, GetEntry(effect_id))
     except LedgerError as exc:
         assert "no effect" in str(exc), exc
         return None
 
 
 def counts(system: Any) -> dict[str, int]:
-    return system.ask(LEDGER_PATH, "status")["counts"]
+    return ask_authority(system, LEDGER_PATH, "status")["counts"]
 
 
 def pids(system: Any) -> dict[str, int | None]:
@@ -74,3 +76,8 @@ def kill_and_wait(system: Any, path: str, restarted_last: str = CONSUMER_PATH) -
     system.wait_for("exited", path, after=mark, predicate=lambda e: e.reason == {"kind": "killed"})
     system.wait_for("started", restarted_last, after=mark)
     return pid
+
+
+def stamped(system: Any, path: str, message: Any) -> Stamped:
+    """``message`` stamped with the current generation of ``path`` (for asks on a raw endpoint)."""
+    return Stamped(system.child_info(path).generation, message)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ouroactors import StaleGeneration, supervisor, worker
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.actor import WRITER_EXITED
 from ouroactors.authorities.ledger.direct import LedgerWriter
 from ouroactors.authorities.ledger.domain import Status
@@ -60,7 +61,7 @@ def test_a_leaf_actor_records_directly_and_a_ledger_restart_rebinds_it(system):
     assert system.ask(RECORDER_PATH, started("e1")).answer == "created"
     assert system.ask(RECORDER_PATH, settled("e1")).entry.status is Status.OK
     assert system.ask(RECORDER_PATH, started("e2")).answer == "created"
-    status = system.ask(LEDGER_PATH, "status")
+    status = ask_authority(system, LEDGER_PATH, "status")
     assert status["counts"] == {"ok": 1, "started": 1}
     assert status["group_commit"]["records"] == 0  # none of it went through the ledger actor
     outsider = LedgerWriter(system.context.data_dir, watch=False)  # a local program, same generations
@@ -82,7 +83,7 @@ def test_a_storage_reopen_fences_off_a_writer_of_the_old_storage_generation(syst
     outsider = LedgerWriter(system.context.data_dir, watch=False)
     old_storage, _ = generations(system)
     mark = system.mark()
-    system.ask(STORAGE_PATH, Reopen("test"))
+    ask_authority(system, STORAGE_PATH, Reopen("test"))
     system.wait_for("started", RECORDER_PATH, after=mark)
     refused = outsider.record_started(started("e1").request)
     assert isinstance(refused, StaleGeneration) and refused.authority == "storage"
@@ -94,7 +95,7 @@ def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system)
     for effect_id in ("k1", "k2", "k3"):
         system.ask(RECORDER_PATH, started(effect_id))
     system.ask(RECORDER_PATH, settled("k1"))
-    assert system.ask(LEDGER_PATH, "status")["watched_writers"] == 1
+    assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 1
 
     kill_and_wait(system, RECORDER_PATH, restarted_last=RECORDER_PATH)
 
@@ -104,9 +105,9 @@ def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system)
         entry = get_entry(system, effect_id)
         assert (entry.status, entry.reason) == (Status.AMBIGUOUS, WRITER_EXITED)
     assert get_entry(system, "k1").status is Status.OK
-    assert system.ask(LEDGER_PATH, "status")["watched_writers"] == 1  # the restarted recorder only
+    assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 1  # the restarted recorder only
     # the ledger itself did not restart: this was found by watching, not by recovery
-    assert system.ask(LEDGER_PATH, "status")["recovered_ambiguous"] == 0
+    assert ask_authority(system, LEDGER_PATH, "status")["recovered_ambiguous"] == 0
 
 
 @pytest.mark.parametrize("killed", [LEDGER_PATH, STORAGE_PATH])

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from ouroactors import StaleGeneration, supervisor, worker
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.actor import (
     AnswerApproval,
     ConsumeApproval,
@@ -26,6 +27,7 @@ from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.authorities.storage.env import StorageConfig, close_env
 from ouroactors.core.codec import digest_of
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.supervision.protocol import Stamped
 
 from .helpers import ECHO
 
@@ -47,75 +49,81 @@ def bash(command: str, session: str = "s1") -> Request:
     return Request(principal=session, tool="Bash", effect=Effect.EXECUTE, command=command)
 
 
-def test_decisions_are_recorded_in_the_ledger_before_they_are_returned(actor_system):
+def test_decisions_are_recorded_in_the_ledger_before_they_are_returned(actor_system, tmp_path):
     actor_system.start_tree(tree())
-    assert actor_system.ask("agent/grants", Decide(bash("git status"))).decision is Decision.ALLOW
-    assert actor_system.ask("agent/grants", Decide(bash("git status && rm -rf /"))).decision is Decision.DENY
-    assert actor_system.ask("agent/grants", Decide(bash("make"))).decision is Decision.ASK  # nothing matched
-    entries = actor_system.ask("agent/ledger", ListEntries(kind="permission"))
+    assert ask_authority(actor_system, "agent/grants", Decide(bash("git status"))).decision is Decision.ALLOW
+    assert ask_authority(actor_system, "agent/grants", Decide(bash("git status && rm -rf /"))).decision is Decision.DENY
+    assert ask_authority(actor_system, "agent/grants", Decide(bash("make"))).decision is Decision.ASK  # nothing matched
+    entries = ask_authority(actor_system, "agent/ledger", ListEntries(kind="permission"))
     assert [e.cause.split(":")[0] for e in entries] == ["allow", "deny", "ask"]
     assert [e.status.value for e in entries] == ["ok", "denied", "denied"]
 
-    assert actor_system.ask("agent/grants", SetPosture("s1", "plan")) == "plan"
-    planned = actor_system.ask("agent/grants", Decide(bash("git status")))
+    assert ask_authority(actor_system, "agent/grants", SetPosture("s1", "plan")) == "plan"
+    planned = ask_authority(actor_system, "agent/grants", Decide(bash("git status")))
     assert planned.decision is Decision.DENY and "plan mode" in planned.reason
-    read = Request(principal="s1", tool="Read", effect=Effect.READ, paths=("/repo/README.md",))
-    assert actor_system.ask("agent/grants", Decide(read)).decision is Decision.ALLOW  # plan mode keeps reads
+    (tmp_path / "README.md").write_text("hello")
+    read = Request(principal="s1", tool="Read", effect=Effect.READ, paths=(str(tmp_path / "README.md"),))
+    kept = ask_authority(actor_system, "agent/grants", Decide(read, root=str(tmp_path)))
+    assert kept.decision is Decision.ALLOW and kept.recorded  # plan mode keeps reads
 
 
 def test_an_allow_that_cannot_be_recorded_is_answered_as_ask(actor_system):
     actor_system.start_tree(tree())
     reject = FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED)
     actor_system.arm_faults("agent/grants", FaultPlan((reject,)))
-    verdict = actor_system.ask("agent/grants", Decide(bash("git status")))
+    verdict = ask_authority(actor_system, "agent/grants", Decide(bash("git status")))
     assert verdict.decision is Decision.ASK and verdict.reason.startswith("unrecordable")
 
 
 def test_approvals_answered_by_a_verified_operator_once(actor_system):
     actor_system.start_tree(tree())
     call = ("Bash", {"command": "git push origin main"})
-    approval = actor_system.ask("agent/grants", RequestApproval("s1", call[0], call[1], state_version=3))
+    approval = ask_authority(actor_system, "agent/grants", RequestApproval("s1", call[0], call[1], state_version=3))
     digest = digest_of(list(call))
     waited: list[object] = []
     address = actor_system.resolve("agent/grants")
+    request = Stamped(actor_system.child_info("agent/grants").generation, WaitApproval(approval.approval_id))
 
     def wait() -> None:
         with actor_system._thespian.private() as endpoint:
-            waited.append(endpoint.ask(address, WaitApproval(approval.approval_id), 20))
+            waited.append(endpoint.ask(address, request, 20))
 
     waiter = threading.Thread(target=wait)
     waiter.start()
     name, token = read_credentials(actor_system.data_dir)
     with pytest.raises(ApprovalRefused, match="credentials not verified"):  # a forged principal
-        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, "forged", digest, 3))
+        ask_authority(actor_system, "agent/grants",
+                      AnswerApproval(approval.approval_id, True, name, "forged", digest, 3))
     with pytest.raises(ApprovalRefused, match="state version"):
-        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, token, digest, 2))
+        ask_authority(actor_system, "agent/grants", AnswerApproval(approval.approval_id, True, name, token, digest, 2))
     with pytest.raises(ApprovalRefused, match="arguments changed"):
-        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, token, "0" * 64, 3))
-    answered = actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, True, name, token, digest, 3))
+        ask_authority(actor_system, "agent/grants",
+                      AnswerApproval(approval.approval_id, True, name, token, "0" * 64, 3))
+    answered = ask_authority(actor_system, "agent/grants",
+                             AnswerApproval(approval.approval_id, True, name, token, digest, 3))
     assert answered.status == "approved" and answered.answered_by == name
     waiter.join(30)
     assert waited and waited[0].status == "approved"  # told only after the answer was durable
     with pytest.raises(ApprovalRefused, match="replayed"):
-        actor_system.ask("agent/grants", AnswerApproval(approval.approval_id, False, name, token, digest, 3))
-    used = actor_system.ask("agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
+        ask_authority(actor_system, "agent/grants", AnswerApproval(approval.approval_id, False, name, token, digest, 3))
+    used = ask_authority(actor_system, "agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
     assert used.status == "consumed"
     with pytest.raises(ApprovalRefused, match="already consumed"):
-        actor_system.ask("agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
-    [record] = actor_system.ask("agent/grants", ListApprovals())
+        ask_authority(actor_system, "agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
+    [record] = ask_authority(actor_system, "agent/grants", ListApprovals())
     assert len(record.refusals) == 5  # every refusal was recorded on the approval
 
 
 def test_queue_is_bounded_and_a_restart_denies_orphaned_approvals(actor_system):
     actor_system.start_tree(tree())
     for i in range(8):
-        actor_system.ask("agent/grants", RequestApproval("s1", "Bash", {"i": i}, state_version=1))
+        ask_authority(actor_system, "agent/grants", RequestApproval("s1", "Bash", {"i": i}, state_version=1))
     with pytest.raises(ApprovalRefused, match="queue holds 8"):
-        actor_system.ask("agent/grants", RequestApproval("s1", "Bash", {"i": 99}, state_version=1))
+        ask_authority(actor_system, "agent/grants", RequestApproval("s1", "Bash", {"i": 99}, state_version=1))
     mark = actor_system.mark()
     actor_system.kill("agent/grants")
     actor_system.wait_for("started", "agent/consumer", after=mark)
-    after = actor_system.ask("agent/grants", ListApprovals())
+    after = ask_authority(actor_system, "agent/grants", ListApprovals())
     assert {a.status for a in after} == {"denied"}
     assert all("no live interaction" in a.reason for a in after)
 
@@ -125,11 +133,11 @@ def test_revoking_rules_changes_generation_and_restarts_consumers(actor_system):
     consumer = actor_system.child_info("agent/consumer").pid
     old = actor_system.child_info("agent/grants").generation
     mark = actor_system.mark()
-    assert actor_system.ask("agent/grants", RevokeRules("user", ("allow:Bash(git status)",))) == "revoked"
+    assert ask_authority(actor_system, "agent/grants", RevokeRules("user", ("allow:Bash(git status)",))) == "revoked"
     actor_system.wait_for("started", "agent/consumer", after=mark)
     assert actor_system.child_info("agent/consumer").pid != consumer
     assert actor_system.child_info("agent/grants").generation > old
-    assert actor_system.ask("agent/grants", Decide(bash("git status"))).decision is Decision.ASK  # rule gone
+    assert ask_authority(actor_system, "agent/grants", Decide(bash("git status"))).decision is Decision.ASK  # rule gone
 
 
 def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_ledger(actor_system):
@@ -143,15 +151,15 @@ def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_led
                             fingerprint=fingerprint("shell", {"id": effect_id}), principal="s1", session_id="s1",
                             turn_id=None, call_id=None, authority={"grants": grants}, grant="g", cause=None)
 
-    assert actor_system.ask("agent/ledger", RecordStarted(effect("before", old))).answer == "created"
+    assert ask_authority(actor_system, "agent/ledger", RecordStarted(effect("before", old))).answer == "created"
     mark = actor_system.mark()
-    actor_system.ask("agent/grants", RevokeRules("user", ("allow:Bash(git status)",)))
+    ask_authority(actor_system, "agent/grants", RevokeRules("user", ("allow:Bash(git status)",)))
     actor_system.wait_for("started", "agent/consumer", after=mark)  # adopted (published), consumers restarted
     new = actor_system.child_info("agent/grants").generation
     assert new != old
 
     with pytest.raises(StaleGeneration) as refused:  # the handle raises the errors it is answered
-        actor_system.ask("agent/ledger", RecordStarted(effect("after", old)))
+        ask_authority(actor_system, "agent/ledger", RecordStarted(effect("after", old)))
     assert (refused.value.authority, refused.value.expected, refused.value.got) == ("grants", new, old)
     writer = LedgerWriter(actor_system.context.data_dir, watch=False)
     try:
@@ -159,6 +167,6 @@ def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_led
         assert writer.record_started(effect("direct", new)).answer == "created"
     finally:
         close_env(StorageConfig.under(actor_system.context.data_dir))
-    assert actor_system.ask("agent/ledger", RecordStarted(effect("after", new))).answer == "created"
-    ids = {entry.effect_id for entry in actor_system.ask("agent/ledger", ListEntries(kind="shell"))}
+    assert ask_authority(actor_system, "agent/ledger", RecordStarted(effect("after", new))).answer == "created"
+    ids = {entry.effect_id for entry in ask_authority(actor_system, "agent/ledger", ListEntries(kind="shell"))}
     assert ids == {"before", "after", "direct"}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.actor import (
     LedgerAnswer,
     ListEntries,
@@ -21,6 +22,7 @@ from ouroactors.authorities.ledger.actor import (
 from ouroactors.authorities.ledger.domain import RESTARTED_BEFORE_SETTLEMENT, LedgerError, Status
 from ouroactors.core.errors import OuroactorsError
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.supervision.protocol import Stamped
 from ouroactors.system.handle import ActorSystem
 
 from .ledger_support import (
@@ -34,6 +36,7 @@ from .ledger_support import (
     kill_and_wait,
     pids,
     settled,
+    stamped,
     start_request,
     started,
 )
@@ -47,11 +50,11 @@ pytestmark = pytest.mark.multiproc
 def test_ledger_sigkill_leaves_unsettled_entries_ambiguous_never_failed(actor_system):
     actor_system.start_tree(agent_tree())
     for i in range(12):
-        actor_system.ask(LEDGER_PATH, started(f"e{i}"))
+        ask_authority(actor_system, LEDGER_PATH, started(f"e{i}"))
     for i in range(0, 12, 3):
-        actor_system.ask(LEDGER_PATH, settled(f"e{i}", evidence={"n": i}))
-    actor_system.ask(LEDGER_PATH, settled("e1", "failed", reason="exit 1"))  # failed by its runner
-    actor_system.ask(LEDGER_PATH, RecordDenied(start_request("d1"), "refused by rule 7"))
+        ask_authority(actor_system, LEDGER_PATH, settled(f"e{i}", evidence={"n": i}))
+    ask_authority(actor_system, LEDGER_PATH, settled("e1", "failed", reason="exit 1"))  # failed by its runner
+    ask_authority(actor_system, LEDGER_PATH, RecordDenied(start_request("d1"), "refused by rule 7"))
     before = all_entries(actor_system)
     before_pids = pids(actor_system)
 
@@ -75,14 +78,14 @@ def test_ledger_sigkill_leaves_unsettled_entries_ambiguous_never_failed(actor_sy
         else:
             assert entry == before[effect_id]  # settled entries are left exactly as they were
     assert [e.effect_id for e in after.values() if e.status is Status.FAILED] == ["e1"]  # its runner's
-    status = actor_system.ask(LEDGER_PATH, "status")
+    status = ask_authority(actor_system, LEDGER_PATH, "status")
     assert status["recovered_ambiguous"] == 7
     assert status["counts"] == {"ok": 4, "failed": 1, "denied": 1, "ambiguous": 7}
-    assert actor_system.ask(LEDGER_PATH, started("e5")).answer == "existing"  # ids stay taken
-    assert actor_system.ask(LEDGER_PATH, started("new")).entry.seq == 14
+    assert ask_authority(actor_system, LEDGER_PATH, started("e5")).answer == "existing"  # ids stay taken
+    assert ask_authority(actor_system, LEDGER_PATH, started("new")).entry.seq == 14
 
     kill_and_wait(actor_system, LEDGER_PATH)  # a second restart finds nothing new to mark
-    status = actor_system.ask(LEDGER_PATH, "status")
+    status = ask_authority(actor_system, LEDGER_PATH, "status")
     assert status["recovered_ambiguous"] == 1  # only "new"
     assert status["counts"] == {"ok": 4, "failed": 1, "denied": 1, "ambiguous": 8}
 
@@ -106,7 +109,7 @@ class _Stream(threading.Thread):
 
     def run(self) -> None:
         with self.system._thespian.private() as context:
-            address = self._resolve()
+            address, self.generation = self._resolve()
             n = 0
             while not self.stop.is_set():
                 effect_id = f"{self.name}-{n}"
@@ -116,26 +119,26 @@ class _Stream(threading.Thread):
                     if isinstance(answer, LedgerAnswer):
                         self.ok_times.append(time.monotonic())
                 if not isinstance(answer, LedgerAnswer):
-                    address = self._resolve()
+                    address, self.generation = self._resolve()
                 n += 1
 
     def _ask(self, context: Any, address: Any, message: Any) -> Any:
         if address is None:
             return OuroactorsError("no ledger to ask")
         try:
-            return ActorSystem._unwrap(context.ask(address, message, 2.0), LEDGER_PATH, 2.0)
+            return ActorSystem._unwrap(context.ask(address, Stamped(self.generation, message), 2.0), LEDGER_PATH, 2.0)
         except (OuroactorsError, LedgerError) as exc:  # crashed, timed out, refused, rejected ...
             return exc
 
-    def _resolve(self) -> Any:
+    def _resolve(self) -> tuple[Any, int | None]:
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             try:
                 with self.lock:
-                    return self.system.resolve(LEDGER_PATH)
+                    return self.system.resolve(LEDGER_PATH), self.system.child_info(LEDGER_PATH).generation
             except OuroactorsError:  # restarting: look again
                 time.sleep(0.01)  # bounded poll of the supervisor
-        return None
+        return None, None
 
 
 @pytest.mark.parametrize("victim", [LEDGER_PATH, STORAGE_PATH])
@@ -193,7 +196,7 @@ def test_kill_during_a_stream_of_records_keeps_every_answered_commit(actor_syste
     assert sorted(entry.seq for entry in entries.values()) == list(range(1, len(entries) + 1))
     ambiguous = [e for e in entries.values() if e.status is Status.AMBIGUOUS]
     assert ambiguous, "the deliberately unsettled entries of before the kill are ambiguous"
-    assert actor_system.ask(LEDGER_PATH, "status")["recovered_ambiguous"] == len(ambiguous)
+    assert ask_authority(actor_system, LEDGER_PATH, "status")["recovered_ambiguous"] == len(ambiguous)
     if victim == LEDGER_PATH:
         lost = [a for a in list(starts.values()) + list(settles.values()) if not isinstance(a, LedgerAnswer)]
         assert lost, "the kill interrupted no request in flight"
@@ -204,14 +207,15 @@ def test_kill_inside_a_commit(actor_system, point):
     """A SIGKILL while the ledger holds one request at a commit point: no answer; after the
     restart the entry is absent (before) or ambiguous (after) — never failed, never ok."""
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("first"))
+    ask_authority(actor_system, LEDGER_PATH, started("first"))
     address = actor_system.resolve(LEDGER_PATH)
+    held_request = stamped(actor_system, LEDGER_PATH, started("held"))
     actor_system.arm_faults(LEDGER_PATH, FaultPlan((FaultRule(point, FaultAction.DELAY, nth=1, delay_s=30.0),)))
     answers: list[Any] = []
 
     def record() -> None:
         with actor_system._thespian.private() as context:
-            answers.append(context.ask(address, started("held"), 1.0))
+            answers.append(context.ask(address, held_request, 1.0))
 
     writer = threading.Thread(target=record)
     writer.start()
@@ -227,10 +231,10 @@ def test_kill_inside_a_commit(actor_system, point):
     held = get_entry(actor_system, "held")
     if point == "storage.before_commit":
         assert held is None
-        assert actor_system.ask(LEDGER_PATH, started("held")).answer == "created"  # safe to record again
+        assert ask_authority(actor_system, LEDGER_PATH, started("held")).answer == "created"  # safe to record again
     else:
         assert held is not None and held.status is Status.AMBIGUOUS and held.seq == 2
-        assert actor_system.ask(LEDGER_PATH, started("held")).answer == "existing"
+        assert ask_authority(actor_system, LEDGER_PATH, started("held")).answer == "existing"
     assert get_entry(actor_system, "first").status is Status.AMBIGUOUS
 
 
@@ -240,6 +244,7 @@ def test_kill_inside_a_commit(actor_system, point):
 def test_concurrent_sessions_each_see_only_their_own_outcomes(actor_system):
     actor_system.start_tree(agent_tree())
     address = actor_system.resolve(LEDGER_PATH)
+    generation = actor_system.child_info(LEDGER_PATH).generation
     seen: dict[str, list[Any]] = {}
     errors: list[str] = []
 
@@ -250,12 +255,14 @@ def test_concurrent_sessions_each_see_only_their_own_outcomes(actor_system):
                 for n in range(50):
                     effect_id = f"{name}-{n}"
                     request = start_request(effect_id, session=name)
-                    first = ActorSystem._unwrap(context.ask(address, started(effect_id, session=name), 10.0),
-                                                LEDGER_PATH, 10.0)
+                    first = ActorSystem._unwrap(
+                        context.ask(address, Stamped(generation, started(effect_id, session=name)), 10.0),
+                        LEDGER_PATH, 10.0)
                     assert first.answer == "created" and first.entry.effect_id == effect_id, first
                     assert first.entry.session_id == name and first.entry.fingerprint == request.fingerprint
-                    done = ActorSystem._unwrap(context.ask(address, RecordSettled(effect_id, "ok", evidence={
-                        "session": name, "n": n}), 10.0), LEDGER_PATH, 10.0)
+                    settle = RecordSettled(effect_id, "ok", evidence={"session": name, "n": n})
+                    done = ActorSystem._unwrap(context.ask(address, Stamped(generation, settle), 10.0),
+                                               LEDGER_PATH, 10.0)
                     assert done.entry.effect_id == effect_id and done.entry.status is Status.OK, done
                     assert done.entry.evidence == {"session": name, "n": n}
                     answers.append((first, done))
@@ -276,7 +283,7 @@ def test_concurrent_sessions_each_see_only_their_own_outcomes(actor_system):
     assert len(entries) == 400 and all(entry.status is Status.OK for entry in entries.values())
     assert sorted(entry.seq for entry in entries.values()) == list(range(1, 401))
     for name in names:
-        mine = actor_system.ask(LEDGER_PATH, ListEntries(session=name, limit=1000))
+        mine = ask_authority(actor_system, LEDGER_PATH, ListEntries(session=name, limit=1000))
         assert [entry.effect_id for entry in mine] == [f"{name}-{n}" for n in range(50)]  # in seq order
         assert [first.entry.seq for first, _ in seen[name]] == [entry.seq for entry in mine]
     assert counts(actor_system) == {"ok": 400}
@@ -292,12 +299,12 @@ def test_reconcilers_settle_what_they_can_prove_after_a_restart(actor_system, tm
     proof = tmp_path / "pr-41"
     proof.write_text("https://example.invalid/pull/41")
     later = tmp_path / "pr-42"
-    actor_system.ask(LEDGER_PATH, started("proven", kind="example", cause=str(proof)))
-    actor_system.ask(LEDGER_PATH, started("unproven", kind="example", cause=str(later)))
-    actor_system.ask(LEDGER_PATH, started("shell-1", kind="shell"))  # its reconciler raises
-    actor_system.ask(LEDGER_PATH, started("tool-1", kind="tool_call"))  # no reconciler
-    actor_system.ask(LEDGER_PATH, started("done", kind="example", cause=str(proof)))
-    actor_system.ask(LEDGER_PATH, settled("done", evidence={"by": "runner"}))
+    ask_authority(actor_system, LEDGER_PATH, started("proven", kind="example", cause=str(proof)))
+    ask_authority(actor_system, LEDGER_PATH, started("unproven", kind="example", cause=str(later)))
+    ask_authority(actor_system, LEDGER_PATH, started("shell-1", kind="shell"))  # its reconciler raises
+    ask_authority(actor_system, LEDGER_PATH, started("tool-1", kind="tool_call"))  # no reconciler
+    ask_authority(actor_system, LEDGER_PATH, started("done", kind="example", cause=str(proof)))
+    ask_authority(actor_system, LEDGER_PATH, settled("done", evidence={"by": "runner"}))
     pid = actor_system.child_info(LEDGER_PATH).pid
 
     kill_and_wait(actor_system, LEDGER_PATH)
@@ -307,7 +314,8 @@ def test_reconcilers_settle_what_they_can_prove_after_a_restart(actor_system, tm
         assert entry.status is Status.AMBIGUOUS, entry
         assert time.monotonic() < deadline, "the start-up reconciliation never settled the proven entry"
         time.sleep(0.01)  # polling the ledger for the start-up run's result, bounded
-    assert entry.settled_by == "reconciler:example" and entry.reason == "reconciled"
+    assert entry.settled_by == "reconciler:example"
+    assert entry.reason == "reconciled by tests.actor.reconcile_helpers:reconcile"  # the registered one
     assert entry.evidence == {"marker": str(proof), "found": "https://example.invalid/pull/41",
                               "key": "idem-proven"}
     for effect_id in ("unproven", "shell-1", "tool-1"):
@@ -315,15 +323,15 @@ def test_reconcilers_settle_what_they_can_prove_after_a_restart(actor_system, tm
         assert left.status is Status.AMBIGUOUS and left.reason == RESTARTED_BEFORE_SETTLEMENT, left
     assert get_entry(actor_system, "done").evidence == {"by": "runner"}  # a settled entry is not re-judged
     assert actor_system.child_info(LEDGER_PATH).pid != pid
-    assert actor_system.ask(LEDGER_PATH, "status")["counts"] == {"ok": 2, "ambiguous": 3}
+    assert ask_authority(actor_system, LEDGER_PATH, "status")["counts"] == {"ok": 2, "ambiguous": 3}
 
     later.write_text("https://example.invalid/pull/42")  # the world now shows the effect happened
-    assert actor_system.ask(LEDGER_PATH, Reconcile()) == {"settled": 1, "ambiguous": 2}
+    assert ask_authority(actor_system, LEDGER_PATH, Reconcile()) == {"settled": 1, "ambiguous": 2}
     assert get_entry(actor_system, "unproven").settled_by == "reconciler:example"
-    assert actor_system.ask(LEDGER_PATH, Reconcile()) == {"settled": 0, "ambiguous": 2}  # idempotent
+    assert ask_authority(actor_system, LEDGER_PATH, Reconcile()) == {"settled": 0, "ambiguous": 2}  # idempotent
     assert counts(actor_system) == {"ok": 3, "ambiguous": 2}
     with pytest.raises(LedgerError, match="already ok"):
-        actor_system.ask(LEDGER_PATH, settled("proven", "failed", evidence={"late": True}))
+        ask_authority(actor_system, LEDGER_PATH, settled("proven", "failed", evidence={"late": True}))
 
 
 
@@ -339,18 +347,18 @@ def test_a_watched_runner_that_dies_before_settling_makes_its_entry_ambiguous_at
     ]))
     request = StartRequest(effect_id="pr-7", kind="http_request", idempotency_key="pr-7",
                            fingerprint=fingerprint("http_request", {"pr": 7}), principal="s1")
-    assert actor_system.ask("agent/ledger", RecordStarted(request)).answer == "created"
+    assert ask_authority(actor_system, "agent/ledger", RecordStarted(request)).answer == "created"
     runner = actor_system.resolve("agent/runners/runner")
-    assert actor_system.ask("agent/ledger", WatchRunner("pr-7", runner)) == "watching"
+    assert ask_authority(actor_system, "agent/ledger", WatchRunner("pr-7", runner)) == "watching"
     actor_system.kill("agent/runners/runner")  # the runner dies with the effect unsettled
 
     def ambiguous() -> bool:
-        return actor_system.ask("agent/ledger", GetEntry("pr-7")).status.value == "ambiguous"
+        return ask_authority(actor_system, "agent/ledger", GetEntry("pr-7")).status.value == "ambiguous"
 
     from .helpers import wait_until
 
     wait_until(ambiguous, timeout=10, what="the entry to become ambiguous")
-    entry = actor_system.ask("agent/ledger", GetEntry("pr-7"))
+    entry = ask_authority(actor_system, "agent/ledger", GetEntry("pr-7"))
     assert entry.reason == "effect runner exited before settlement"  # ambiguous, never failed
     assert actor_system.child_info("agent/ledger").restarts == 0  # without any ledger restart
 
@@ -365,13 +373,13 @@ def test_a_watched_runner_that_dies_before_settling_makes_its_entry_ambiguous_at
 ])
 def test_a_kill_at_each_ledger_boundary_leaves_a_truthful_entry(actor_system, point, settle_first, status):
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("warm"))
+    ask_authority(actor_system, LEDGER_PATH, started("warm"))
     if settle_first:
-        actor_system.ask(LEDGER_PATH, started("e"))
+        ask_authority(actor_system, LEDGER_PATH, started("e"))
     mark = actor_system.mark()
     actor_system.arm_faults(LEDGER_PATH, FaultPlan((FaultRule(point, FaultAction.KILL, nth=1),)))
     with pytest.raises(OuroactorsError):  # no answer: the ledger died at the point
-        actor_system.ask(LEDGER_PATH, settled("e") if settle_first else started("e"), timeout=3)
+        ask_authority(actor_system, LEDGER_PATH, settled("e") if settle_first else started("e"), timeout=3)
     assert actor_system.wait_for("exited", LEDGER_PATH, after=mark).reason == {"kind": "killed"}
     actor_system.wait_for("started", LEDGER_PATH, after=mark)
     entry = get_entry(actor_system, "e")

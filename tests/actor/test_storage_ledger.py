@@ -10,6 +10,8 @@ import lmdb
 import pytest
 
 from ouroactors import StaleGeneration
+from ouroactors.authorities.asking import ask_authority
+from ouroactors.authorities.grants.operators import read_credentials
 from ouroactors.authorities.ledger.actor import (
     GetEntry,
     LedgerAnswer,
@@ -29,8 +31,9 @@ from ouroactors.authorities.ledger.domain import (
 )
 from ouroactors.authorities.storage.actor import Backup, Reopen
 from ouroactors.authorities.storage.env import StorageError
-from ouroactors.core.errors import CommitOutcomeUnknown, CommitRejected
+from ouroactors.core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.supervision.protocol import Stamped
 
 from .ledger_support import (
     CONSUMER_PATH,
@@ -43,6 +46,7 @@ from .ledger_support import (
     kill_and_wait,
     pids,
     settled,
+    stamped,
     start_request,
     started,
 )
@@ -61,38 +65,40 @@ def plan(point: str, exception: str, **rule: Any) -> FaultPlan:
 
 def test_lifecycle_created_existing_settled_and_status(actor_system):
     actor_system.start_tree(agent_tree())
+    generation = actor_system.child_info(LEDGER_PATH).generation
     ledger = actor_system.ref(LEDGER_PATH)
 
-    first = ledger.ask(started("e1"))
+    first = ledger.ask(stamp=generation, message=started("e1"))
     assert isinstance(first, LedgerAnswer) and first.answer == "created"
     assert first.entry.status is Status.STARTED and first.entry.seq == 1 and first.entry.settled_ns is None
-    again = ledger.ask(started("e1"))
+    again = ledger.ask(stamp=generation, message=started("e1"))
     assert again.answer == "existing" and again.entry == first.entry  # idempotent, nothing rewritten
 
-    ok = ledger.ask(settled("e1", evidence={"exit": 0}))
+    ok = ledger.ask(stamp=generation, message=settled("e1", evidence={"exit": 0}))
     assert ok.answer == "created" and ok.entry.status is Status.OK
     assert ok.entry.evidence == {"exit": 0} and ok.entry.settled_by == "runner" and ok.entry.seq == 1
-    assert ledger.ask(settled("e1")).answer == "existing"  # same settlement again: idempotent
+    assert ledger.ask(stamp=generation, message=settled("e1")).answer == "existing"  # same settlement again: idempotent
 
-    assert ledger.ask(started("e2")).entry.seq == 2
-    denied = ledger.ask(RecordDenied(start_request("e3"), "plan mode refuses writes"))
+    assert ledger.ask(stamp=generation, message=started("e2")).entry.seq == 2
+    denied = ledger.ask(stamp=generation, message=RecordDenied(start_request("e3"), "plan mode refuses writes"))
     assert denied.answer == "created" and denied.entry.status is Status.DENIED and denied.entry.seq == 3
-    failed = ledger.ask(RecordBatch((started("e4"), settled("e4", "failed", reason="exit 2"))))
+    batch = RecordBatch((started("e4"), settled("e4", "failed", reason="exit 2")))
+    failed = ledger.ask(stamp=generation, message=batch)
     assert [a.answer for a in failed] == ["created", "created"] and failed[1].entry.status is Status.FAILED
 
-    status = ledger.ask("status")
+    status = ledger.ask(stamp=generation, message="status")
     assert status["counts"] == {"ok": 1, "started": 1, "denied": 1, "failed": 1}
     assert status["recovered_ambiguous"] == 0 and status["quarantined"] == 0
     assert status["generation"] == actor_system.child_info(LEDGER_PATH).generation
     assert status["storage_generation"] == actor_system.child_info(STORAGE_PATH).generation
-    assert ledger.ask(GetEntry("e1")).status is Status.OK
+    assert ledger.ask(stamp=generation, message=GetEntry("e1")).status is Status.OK
 
 
 def test_same_id_with_another_fingerprint_is_a_conflict(actor_system):
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("e1"))
+    ask_authority(actor_system, LEDGER_PATH, started("e1"))
     with pytest.raises(LedgerError, match="another fingerprint"):
-        actor_system.ask(LEDGER_PATH, started("e1", args={"other": True}))
+        ask_authority(actor_system, LEDGER_PATH, started("e1", args={"other": True}))
     assert get_entry(actor_system, "e1").fingerprint == start_request("e1").fingerprint
     assert counts(actor_system) == {"started": 1}
 
@@ -103,9 +109,9 @@ def test_same_id_with_another_fingerprint_is_a_conflict(actor_system):
 def test_storage_sigkill_restarts_all_writers_under_a_new_generation(actor_system):
     actor_system.start_tree(agent_tree())
     for i in range(20):
-        actor_system.ask(LEDGER_PATH, started(f"e{i}"))
+        ask_authority(actor_system, LEDGER_PATH, started(f"e{i}"))
         if i % 2 == 0:
-            actor_system.ask(LEDGER_PATH, settled(f"e{i}"))
+            ask_authority(actor_system, LEDGER_PATH, settled(f"e{i}"))
     before_entries = all_entries(actor_system)
     before_pids = pids(actor_system)
     old_generation = actor_system.child_info(STORAGE_PATH).generation
@@ -116,13 +122,13 @@ def test_storage_sigkill_restarts_all_writers_under_a_new_generation(actor_syste
     assert all(after_pids[name] != before_pids[name] for name in ("storage", "ledger", "consumer"))
     new_generation = actor_system.child_info(STORAGE_PATH).generation
     assert new_generation > old_generation
-    assert actor_system.ask(STORAGE_PATH, "status")["generation"] == new_generation
-    status = actor_system.ask(LEDGER_PATH, "status")
+    assert ask_authority(actor_system, STORAGE_PATH, "status")["generation"] == new_generation
+    status = ask_authority(actor_system, LEDGER_PATH, "status")
     assert status["storage_generation"] == new_generation
     assert actor_system.ask(CONSUMER_PATH, "whoami")["authorities"]["storage"] == new_generation
     # The ledger fences every write on its storage generation inside the transaction: a commit
     # succeeding now proves the new generation is what meta holds.
-    assert actor_system.ask(LEDGER_PATH, started("after")).answer == "created"
+    assert ask_authority(actor_system, LEDGER_PATH, started("after")).answer == "created"
 
     after = all_entries(actor_system)
     for effect_id, entry in before_entries.items():
@@ -143,22 +149,22 @@ def test_storage_sigkill_restarts_all_writers_under_a_new_generation(actor_syste
 
 def test_injected_rejection_is_commit_rejected_and_nothing_written(actor_system):
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("before"))
+    ask_authority(actor_system, LEDGER_PATH, started("before"))
     pid = actor_system.child_info(LEDGER_PATH).pid
     actor_system.arm_faults(LEDGER_PATH, plan("storage.before_commit", "InjectedRejected"))
 
     with pytest.raises(CommitRejected, match="injected"):
-        actor_system.ask(LEDGER_PATH, started("r1"))
+        ask_authority(actor_system, LEDGER_PATH, started("r1"))
     with pytest.raises(CommitRejected):
-        actor_system.ask(LEDGER_PATH, settled("before"))
-    batch = actor_system.ask(LEDGER_PATH, RecordBatch((started("r2"), started("r3"))))
+        ask_authority(actor_system, LEDGER_PATH, settled("before"))
+    batch = ask_authority(actor_system, LEDGER_PATH, RecordBatch((started("r2"), started("r3"))))
     assert [type(answer) for answer in batch] == [CommitRejected, CommitRejected]
     assert get_entry(actor_system, "r1") is None and get_entry(actor_system, "r2") is None
 
     actor_system.arm_faults(LEDGER_PATH, None)
     assert counts(actor_system) == {"started": 1}
     assert get_entry(actor_system, "before").status is Status.STARTED
-    assert actor_system.ask(LEDGER_PATH, started("r1")).answer == "created"  # a rejection is final: retry
+    assert ask_authority(actor_system, LEDGER_PATH, started("r1")).answer == "created"  # a rejection is final: retry
     assert actor_system.child_info(LEDGER_PATH).pid == pid  # a rejected commit is not a crash
 
 
@@ -166,11 +172,11 @@ def test_unknown_outcome_after_commit_is_unknown_and_reconciles_by_reading_back(
     actor_system.start_tree(agent_tree())
     actor_system.arm_faults(LEDGER_PATH, plan("storage.after_commit", "InjectedUnknown", nth=1))
     with pytest.raises(CommitOutcomeUnknown, match="after commit"):
-        actor_system.ask(LEDGER_PATH, started("u1"))
+        ask_authority(actor_system, LEDGER_PATH, started("u1"))
     actor_system.arm_faults(LEDGER_PATH, None)
     found = get_entry(actor_system, "u1")  # reconcile: read back
     assert found is not None and found.status is Status.STARTED
-    again = actor_system.ask(LEDGER_PATH, started("u1"))
+    again = ask_authority(actor_system, LEDGER_PATH, started("u1"))
     assert again.answer == "existing" and again.entry == found
 
 
@@ -178,17 +184,17 @@ def test_unknown_outcome_before_commit_reads_back_absent(actor_system):
     actor_system.start_tree(agent_tree())
     actor_system.arm_faults(LEDGER_PATH, plan("storage.before_commit", "InjectedUnknown", nth=1))
     with pytest.raises(CommitOutcomeUnknown, match="before commit"):
-        actor_system.ask(LEDGER_PATH, started("u1"))
+        ask_authority(actor_system, LEDGER_PATH, started("u1"))
     actor_system.arm_faults(LEDGER_PATH, None)
     assert get_entry(actor_system, "u1") is None
-    assert actor_system.ask(LEDGER_PATH, started("u1")).answer == "created"
+    assert ask_authority(actor_system, LEDGER_PATH, started("u1")).answer == "created"
 
 
 def test_map_full_is_a_rejection_that_names_it(actor_system):
     actor_system.start_tree(agent_tree())
     actor_system.arm_faults(LEDGER_PATH, plan("storage.before_commit", "InjectedMapFull"))
     with pytest.raises(CommitRejected, match="map full"):
-        actor_system.ask(LEDGER_PATH, started("m1"))
+        ask_authority(actor_system, LEDGER_PATH, started("m1"))
     actor_system.arm_faults(LEDGER_PATH, None)
     assert get_entry(actor_system, "m1") is None and counts(actor_system) == {}
 
@@ -203,7 +209,7 @@ def test_real_map_full_is_rejected_and_the_ledger_keeps_serving(actor_system):
     for round_ in range(200):
         ids = [f"m{round_}-{i}" for i in range(20)]
         items = tuple(item for effect_id in ids for item in (started(effect_id), settled(effect_id, evidence=evidence)))
-        answers = actor_system.ask(LEDGER_PATH, RecordBatch(items), timeout=10.0)
+        answers = ask_authority(actor_system, LEDGER_PATH, RecordBatch(items), timeout=10.0)
         if isinstance(answers[0], CommitRejected):
             assert all(isinstance(answer, CommitRejected) for answer in answers)  # one transaction
             rejection = answers[0]
@@ -233,12 +239,12 @@ def test_stale_ledger_stamp_is_refused_and_nothing_written(actor_system):
 
 def test_storage_reopen_restarts_writers_without_a_storage_crash(actor_system):
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("e1"))
-    actor_system.ask(LEDGER_PATH, settled("e1"))
+    ask_authority(actor_system, LEDGER_PATH, started("e1"))
+    ask_authority(actor_system, LEDGER_PATH, settled("e1"))
     before = {child.id: (child.pid, child.generation) for child in actor_system.which_children("agent")}
     mark = actor_system.mark()
 
-    assert actor_system.ask(STORAGE_PATH, Reopen("restore")) == "reopening"
+    assert ask_authority(actor_system, STORAGE_PATH, Reopen("restore")) == "reopening"
     changed = actor_system.wait_for("generation_changed", STORAGE_PATH, after=mark)
     actor_system.wait_for("started", CONSUMER_PATH, after=mark)
 
@@ -246,11 +252,11 @@ def test_storage_reopen_restarts_writers_without_a_storage_crash(actor_system):
     assert after["storage"][0] == before["storage"][0]  # same process ...
     assert after["storage"][1] == changed.generation > before["storage"][1]  # ... new generation
     assert after["ledger"][0] != before["ledger"][0] and after["consumer"][0] != before["consumer"][0]
-    assert actor_system.ask(STORAGE_PATH, "status")["generation"] == changed.generation
-    status = actor_system.ask(LEDGER_PATH, "status")
+    assert ask_authority(actor_system, STORAGE_PATH, "status")["generation"] == changed.generation
+    status = ask_authority(actor_system, LEDGER_PATH, "status")
     assert status["storage_generation"] == changed.generation
     assert status["counts"] == {"ok": 1}
-    assert actor_system.ask(LEDGER_PATH, started("e2")).answer == "created"  # fence matches meta
+    assert ask_authority(actor_system, LEDGER_PATH, started("e2")).answer == "created"  # fence matches meta
     with pytest.raises(StaleGeneration):
         actor_system.ask(LEDGER_PATH, started("e3"), stamp=before["ledger"][1])
     assert get_entry(actor_system, "e3") is None
@@ -266,9 +272,11 @@ def test_a_write_in_flight_across_a_storage_generation_change_is_fenced_by_the_t
     )))
     answers: list[Any] = []
 
+    request = stamped(actor_system, LEDGER_PATH, started("inflight"))
+
     def record() -> None:
         with actor_system._thespian.private() as context:
-            answers.append(context.ask(address, started("inflight"), 15.0))
+            answers.append(context.ask(address, request, 15.0))
 
     writer = threading.Thread(target=record)
     writer.start()
@@ -279,7 +287,7 @@ def test_a_write_in_flight_across_a_storage_generation_change_is_fenced_by_the_t
         else:
             pytest.fail("the ledger never got busy with the delayed write")
     mark = actor_system.mark()
-    actor_system.ask(STORAGE_PATH, Reopen("restore"))
+    ask_authority(actor_system, STORAGE_PATH, Reopen("restore"))
     actor_system.wait_for("generation_changed", STORAGE_PATH, after=mark)
     writer.join(20.0)
     assert len(answers) == 1
@@ -293,59 +301,64 @@ def test_a_write_in_flight_across_a_storage_generation_change_is_fenced_by_the_t
 
 def test_bad_input_is_refused_clearly_and_changes_nothing(actor_system):
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("ok1"))
-    actor_system.ask(LEDGER_PATH, settled("ok1"))
-    actor_system.ask(LEDGER_PATH, started("open"))
+    ask_authority(actor_system, LEDGER_PATH, started("ok1"))
+    ask_authority(actor_system, LEDGER_PATH, settled("ok1"))
+    ask_authority(actor_system, LEDGER_PATH, started("open"))
     pid = actor_system.child_info(LEDGER_PATH).pid
     snapshot = all_entries(actor_system)
     baseline = counts(actor_system)
+    operator, token = read_credentials(actor_system.data_dir)
 
     cases: list[tuple[Any, type[Exception], str]] = [
         (started("k1", kind="teleport"), UnknownEffectKind, "unknown effect kind 'teleport'"),
-        (settled("open", evidence={"blob": "x" * 5000}), LedgerError, "over the inline limit"),
+        (settled("open", evidence={"blob": "x" * 5000}), BadRequest, "over the limit"),
+        (settled("open", evidence={"blob": "x" * 1990}), LedgerError, "over the inline limit"),
         (settled("ghost"), UnknownEffect, "no effect 'ghost'"),
         (settled("ok1", "failed"), AlreadySettled, "already ok, cannot settle failed"),
         (settled("open", "done"), LedgerError, "'done' is not one of: ok, failed"),
         (settled("open", "ambiguous"), LedgerError, "'ambiguous' is not one of: ok, failed"),
         (settled("open", "started"), LedgerError, "'started' is not one of: ok, failed"),
-        (OperatorSettle("ghost", "ok", "checked by hand", "alice"), UnknownEffect, "no effect 'ghost'"),
-        # refused, without taking the ledger (and the callers whose requests it holds) down
-        (settled("x" * 600), LedgerError, "600"),
-        (settled("open", evidence={"values": {1, 2}}), LedgerError, "set is not encodable"),
-        (settled("open", evidence=["not", "a", "dict"]), LedgerError, "evidence"),
-        (RecordStarted({"effect_id": "d1"}), LedgerError, "StartRequest"),  # type: ignore[arg-type]
-        (RecordDenied(start_request("d2"), None), LedgerError, "reason"),  # type: ignore[arg-type]
-        (RecordBatch(("junk",)), LedgerError, "not a ledger record request"),  # type: ignore[arg-type]
-        (RecordBatch((started("d3"), "junk")), LedgerError, "not a ledger record request"),  # type: ignore[arg-type]
-        (GetEntry("z" * 600), LedgerError, "effect id"),
-        (ListEntries(limit="all"), LedgerError, "limit"),  # type: ignore[arg-type]
-        (ListEntries(since_seq=2**70), LedgerError, "since_seq"),
+        (OperatorSettle("ghost", "ok", "checked by hand", operator, token), UnknownEffect, "no effect 'ghost'"),
+        (OperatorSettle("open", "ok", "checked by hand", operator, "forged"), LedgerError, "not verified"),
+        # refused at the door, without taking the ledger (and the callers whose requests it holds) down
+        (settled("x" * 600), BadRequest, "RecordSettled.effect_id"),
+        (settled("open", evidence={"values": {1, 2}}), BadRequest, "set is not encodable"),
+        (settled("open", evidence=["not", "a", "dict"]), BadRequest, "evidence"),
+        (settled("open", by="operator:mallory"), BadRequest, "RecordSettled.by"),
+        (RecordStarted({"effect_id": "d1"}), BadRequest, "StartRequest"),  # type: ignore[arg-type]
+        (RecordDenied(start_request("d2"), None), BadRequest, "reason"),  # type: ignore[arg-type]
+        (RecordBatch(("junk",)), BadRequest, "items[0]"),  # type: ignore[arg-type]
+        (RecordBatch((started("d3"), "junk")), BadRequest, "items[1]"),  # type: ignore[arg-type]
+        (GetEntry("z" * 600), BadRequest, "effect_id"),
+        (ListEntries(limit="all"), BadRequest, "limit"),  # type: ignore[arg-type]
+        (ListEntries(since_seq=2**70), BadRequest, "since_seq"),
     ]
     for message, error, text in cases:
         with pytest.raises(error) as caught:
-            actor_system.ask(LEDGER_PATH, message)
+            ask_authority(actor_system, LEDGER_PATH, message)
         assert text in str(caught.value), (message, caught.value)
 
-    batch = actor_system.ask(LEDGER_PATH, RecordBatch((settled("ghost"), started("k2", kind="teleport"))))
+    batch = ask_authority(actor_system, LEDGER_PATH, RecordBatch((settled("ghost"), started("k2", kind="teleport"))))
     assert [type(answer) for answer in batch] == [UnknownEffect, UnknownEffectKind]
 
     assert actor_system.child_info(LEDGER_PATH).pid == pid  # refused, not crashed
     assert counts(actor_system) == baseline
     assert all_entries(actor_system) == snapshot
-    assert actor_system.ask(LEDGER_PATH, started("next")).entry.seq == 3  # no sequence number was used up
+    assert ask_authority(actor_system, LEDGER_PATH, started("next")).entry.seq == 3  # no sequence number was used up
 
 
 def test_a_bad_request_in_a_group_commit_does_not_fail_the_others(actor_system):
     """Requests that arrive together are committed together; a refused one is refused alone."""
     actor_system.start_tree(agent_tree())
     address = actor_system.resolve(LEDGER_PATH)
+    generation = actor_system.child_info(LEDGER_PATH).generation
     good = [started(f"g{i}") for i in range(8)]
     bad = [settled("ghost"), started("k", kind="teleport"), settled("y" * 600)]
     results: dict[int, Any] = {}
 
     def send(index: int, message: Any) -> None:
         with actor_system._thespian.private() as context:
-            results[index] = context.ask(address, message, 10.0)
+            results[index] = context.ask(address, Stamped(generation, message), 10.0)
 
     messages = [m for pair in zip(good, bad + [None] * len(good), strict=False) for m in pair if m is not None]
     threads = [threading.Thread(target=send, args=(i, m)) for i, m in enumerate(messages)]
@@ -358,25 +371,29 @@ def test_a_bad_request_in_a_group_commit_does_not_fail_the_others(actor_system):
         if isinstance(message, RecordStarted) and message.request.kind == "tool_call":
             assert isinstance(results[index], LedgerAnswer) and results[index].answer == "created"
         else:
-            assert isinstance(results[index], LedgerError), results[index]
+            assert isinstance(results[index], LedgerError | BadRequest), results[index]
     assert counts(actor_system) == {"started": 8}
     assert sorted(e.seq for e in all_entries(actor_system).values()) == list(range(1, 9))
 
 
 def test_ambiguous_needs_evidence_or_an_operator(actor_system):
     actor_system.start_tree(agent_tree())
-    actor_system.ask(LEDGER_PATH, started("a1"))
-    actor_system.ask(LEDGER_PATH, started("a2"))
+    ask_authority(actor_system, LEDGER_PATH, started("a1"))
+    ask_authority(actor_system, LEDGER_PATH, started("a2"))
     kill_and_wait(actor_system, LEDGER_PATH)
     assert counts(actor_system) == {"ambiguous": 2}
-    with pytest.raises(LedgerError, match="needs evidence"):
-        actor_system.ask(LEDGER_PATH, settled("a1"))
+    with pytest.raises(LedgerError, match="only a verified operator"):
+        ask_authority(actor_system, LEDGER_PATH, settled("a1"))
+    with pytest.raises(LedgerError, match="only a verified operator"):  # a writer's evidence proves nothing
+        ask_authority(actor_system, LEDGER_PATH, RecordSettled("a2", "ok", evidence={"pr": 7}, by="runner"))
+    with pytest.raises(LedgerError, match="not verified"):  # a name asserted without its token
+        ask_authority(actor_system, LEDGER_PATH, OperatorSettle("a1", "failed", "checked", "mallory", "guess"))
     assert counts(actor_system) == {"ambiguous": 2}
-    by_operator = actor_system.ask(LEDGER_PATH, OperatorSettle("a1", "failed", "checked: never ran", "alice"))
-    assert by_operator.entry.status is Status.FAILED and by_operator.entry.settled_by == "operator:alice"
-    with_evidence = actor_system.ask(LEDGER_PATH, RecordSettled("a2", "ok", evidence={"pr": 7}, by="runner"))
-    assert with_evidence.entry.status is Status.OK and with_evidence.entry.evidence == {"pr": 7}
-    assert counts(actor_system) == {"failed": 1, "ok": 1}
+    operator, token = read_credentials(actor_system.data_dir)
+    by_operator = ask_authority(actor_system, LEDGER_PATH,
+                                OperatorSettle("a1", "failed", "checked: never ran", operator, token))
+    assert by_operator.entry.status is Status.FAILED and by_operator.entry.settled_by == f"operator:{operator}"
+    assert counts(actor_system) == {"ambiguous": 1, "failed": 1}
 
 
 
@@ -386,10 +403,10 @@ def test_ambiguous_needs_evidence_or_an_operator(actor_system):
 def test_backup_is_a_consistent_copy_and_a_bad_target_is_refused(actor_system, tmp_path):
     actor_system.start_tree(agent_tree())
     for i in range(5):
-        actor_system.ask(LEDGER_PATH, started(f"e{i}"))
+        ask_authority(actor_system, LEDGER_PATH, started(f"e{i}"))
     before = pids(actor_system)
     target = tmp_path / "backup"
-    assert actor_system.ask(STORAGE_PATH, Backup(str(target)), timeout=10.0) == str(target)
+    assert ask_authority(actor_system, STORAGE_PATH, Backup(str(target)), timeout=10.0) == str(target)
     copy = lmdb.open(str(target), readonly=True, lock=False, max_dbs=32)
     try:
         with copy.begin() as txn:
@@ -398,10 +415,10 @@ def test_backup_is_a_consistent_copy_and_a_bad_target_is_refused(actor_system, t
         copy.close()
 
     with pytest.raises(StorageError, match="not empty"):
-        actor_system.ask(STORAGE_PATH, Backup(str(target)))
+        ask_authority(actor_system, STORAGE_PATH, Backup(str(target)))
     blocker = tmp_path / "a-file"
     blocker.write_text("in the way")
     with pytest.raises(StorageError, match="cannot back up"):
-        actor_system.ask(STORAGE_PATH, Backup(str(blocker / "sub")))
+        ask_authority(actor_system, STORAGE_PATH, Backup(str(blocker / "sub")))
     assert pids(actor_system) == before  # refused, not crashed: no writer was restarted
-    assert actor_system.ask(LEDGER_PATH, started("after")).answer == "created"
+    assert ask_authority(actor_system, LEDGER_PATH, started("after")).answer == "created"

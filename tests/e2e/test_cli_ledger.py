@@ -10,6 +10,8 @@ import lmdb
 import pytest
 
 from ouroactors import ActorSystem
+from ouroactors.authorities.asking import ask_authority
+from ouroactors.authorities.grants.operators import read_credentials
 from ouroactors.authorities.ledger.actor import RecordSettled, RecordStarted
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 
@@ -30,9 +32,9 @@ def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
     data = tmp_path / ".ouroactors"
     try:
         client = ActorSystem.connect(data)
-        client.ask("agent/ledger", RecordStarted(request(1)))
-        client.ask("agent/ledger", RecordSettled("pr-1", "ok"))
-        client.ask("agent/ledger", RecordStarted(request(2)))  # the effect "ran", then the runtime died
+        ask_authority(client, "agent/ledger", RecordStarted(request(1)))
+        ask_authority(client, "agent/ledger", RecordSettled("pr-1", "ok"))
+        ask_authority(client, "agent/ledger", RecordStarted(request(2)))  # the effect "ran", then the runtime died
         mark = len(events(data))
         assert cli("kill", "agent/ledger", cwd=tmp_path).returncode == 0
         wait_event(data, "started", "agent/ledger", mark)
@@ -44,11 +46,13 @@ def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
 
         refused = cli("ledger", "settle", "pr-2", "maybe", "--reason", "x", cwd=tmp_path)
         assert refused.returncode == 2  # not in the vocabulary: click refuses before anything is sent
-        settled = cli("ledger", "settle", "pr-2", "ok", "--reason", "found the PR by its marker",
-                      "--operator", "alice", cwd=tmp_path)
+        claimed = cli("ledger", "settle", "pr-2", "ok", "--reason", "x", "--operator", "mallory", cwd=tmp_path)
+        assert claimed.returncode != 0 and "mallory" in claimed.stderr  # a name typed proves nothing
+        operator, _token = read_credentials(data)
+        settled = cli("ledger", "settle", "pr-2", "ok", "--reason", "found the PR by its marker", cwd=tmp_path)
         assert settled.returncode == 0, settled.stderr
         shown = json.loads(cli("ledger", "show", "pr-2", cwd=tmp_path).stdout)
-        assert shown["status"] == "ok" and shown["settled_by"] == "operator:alice"
+        assert shown["status"] == "ok" and shown["settled_by"] == f"operator:{operator}"
         assert shown["reason"] == "found the PR by its marker"
         again = cli("ledger", "settle", "pr-2", "failed", "--reason", "changed my mind", cwd=tmp_path)
         assert again.returncode == 2 and "already ok" in again.stderr

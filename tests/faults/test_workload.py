@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.actor import RevokeRules
 from ouroactors.authorities.ledger.actor import ListEntries
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
@@ -255,7 +256,7 @@ def test_a_grant_whose_generation_goes_away_before_the_start_is_decided_again(fa
             system, grants = self.system, self.targets.grants
             old = system.child_info(grants).generation
             mark = system.mark()
-            assert system.ask(grants, RevokeRules("user", ())) == "revoked"
+            assert ask_authority(system, grants, RevokeRules("user", ())) == "revoked"
             system.wait_for("started", self.targets.workspace, after=mark)  # adopted and published
             changed.append((old, system.child_info(grants).generation))
         return decision

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ouroactors import supervisor, worker
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.actor import (
     GetEntry,
     LedgerAnswer,
@@ -24,6 +25,7 @@ from ouroactors.authorities.ledger.store import LedgerStore, Start
 from ouroactors.authorities.storage.commit import Committed
 from ouroactors.core.errors import CommitRejected
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.supervision.protocol import Stamped
 
 from .test_ledger_store import make_store
 from .workers import start_request
@@ -95,6 +97,7 @@ def tree(**ledger_kwargs: Any) -> Any:
 
 def record_concurrently(system: Any, senders: int, per_sender: int) -> list[list[Any]]:
     address = system.resolve(LEDGER)
+    generation = system.child_info(LEDGER).generation
     answers: list[list[Any]] = [[] for _ in range(senders)]
     go = threading.Barrier(senders)
 
@@ -102,8 +105,8 @@ def record_concurrently(system: Any, senders: int, per_sender: int) -> list[list
         with system._thespian.private() as endpoint:
             go.wait()
             for i in range(per_sender):
-                answers[k].append(endpoint.ask(address, RecordStarted(start_request(f"s{k}-{i}", session=f"s{k}")),
-                                               30))
+                request = RecordStarted(start_request(f"s{k}-{i}", session=f"s{k}"))
+                answers[k].append(endpoint.ask(address, Stamped(generation, request), 30))
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(senders)]
     for thread in threads:
@@ -126,7 +129,7 @@ def test_many_sessions_share_commits_and_every_answer_is_a_committed_entry(actor
     for k, per in enumerate(answers):  # each session's records in the order it made them
         assert [answer.entry.effect_id for answer in per] == [f"s{k}-{i}" for i in range(per_sender)]
         assert [answer.entry.seq for answer in per] == sorted(answer.entry.seq for answer in per)
-    status = actor_system.ask(LEDGER, "status")
+    status = ask_authority(actor_system, LEDGER, "status")
     assert status["counts"] == {"started": senders * per_sender}
     group = status["group_commit"]
     assert group["thread"] is commit_thread
@@ -134,7 +137,7 @@ def test_many_sessions_share_commits_and_every_answer_is_a_committed_entry(actor
     assert group["records"] == senders * per_sender
     assert 0 < group["transactions"] <= group["records"]
     for answer in flat[:: max(1, len(flat) // 10)]:  # what was answered is what is stored
-        assert actor_system.ask(LEDGER, GetEntry(answer.entry.effect_id)) == answer.entry
+        assert ask_authority(actor_system, LEDGER, GetEntry(answer.entry.effect_id)) == answer.entry
 
 
 @pytest.mark.multiproc
@@ -142,18 +145,19 @@ def test_an_answer_waits_for_its_commit_and_later_requests_share_the_next(actor_
     """A slow commit: its caller waits for it; requests that arrive meanwhile are committed
     together after it, each answered with its own entry."""
     actor_system.start_tree(tree())
-    actor_system.ask(LEDGER, RecordStarted(start_request("warm")))
+    ask_authority(actor_system, LEDGER, RecordStarted(start_request("warm")))
     actor_system.arm_faults(LEDGER, FaultPlan((
         FaultRule("storage.before_commit", FaultAction.DELAY, nth=1, delay_s=1.0),
     )))
     address = actor_system.resolve(LEDGER)
+    generation = actor_system.child_info(LEDGER).generation
     answers: dict[str, Any] = {}
     took: dict[str, float] = {}
 
     def ask(name: str, message: Any) -> None:
         with actor_system._thespian.private() as endpoint:
             began = time.monotonic()
-            answers[name] = endpoint.ask(address, message, 30)
+            answers[name] = endpoint.ask(address, Stamped(generation, message), 30)
             took[name] = time.monotonic() - began
 
     slow = threading.Thread(target=ask, args=("slow", RecordStarted(start_request("slow"))))
@@ -170,8 +174,8 @@ def test_an_answer_waits_for_its_commit_and_later_requests_share_the_next(actor_
     for i in range(3):
         started, settled = answers[f"o{i}"]
         assert started.answer == settled.answer == "created" and settled.entry.status is Status.OK
-    assert actor_system.ask(LEDGER, GetEntry("slow")).seq == 2
-    group = actor_system.ask(LEDGER, "status")["group_commit"]
+    assert ask_authority(actor_system, LEDGER, GetEntry("slow")).seq == 2
+    group = ask_authority(actor_system, LEDGER, "status")["group_commit"]
     assert group["records"] == 1 + 1 + 6 and group["transactions"] < group["records"]
 
 
@@ -184,11 +188,12 @@ def test_stopping_with_a_commit_in_flight_answers_it(actor_system):
         FaultRule("storage.before_commit", FaultAction.DELAY, nth=1, delay_s=1.0),
     )))
     address = actor_system.resolve(LEDGER)
+    generation = actor_system.child_info(LEDGER).generation
     answers: list[Any] = []
 
     def record() -> None:
         with actor_system._thespian.private() as endpoint:
-            answers.append(endpoint.ask(address, RecordStarted(start_request("inflight")), 30))
+            answers.append(endpoint.ask(address, Stamped(generation, RecordStarted(start_request("inflight"))), 30))
 
     thread = threading.Thread(target=record)
     thread.start()
@@ -198,7 +203,7 @@ def test_stopping_with_a_commit_in_flight_answers_it(actor_system):
     actor_system.restart_child("agent", "ledger")
     assert len(answers) == 1
     answer = answers[0]
-    stored = actor_system.ask(LEDGER, GetEntry("inflight")) if isinstance(answer, LedgerAnswer) else None
+    stored = ask_authority(actor_system, LEDGER, GetEntry("inflight")) if isinstance(answer, LedgerAnswer) else None
     if isinstance(answer, LedgerAnswer):
         assert stored is not None and stored.effect_id == "inflight"  # (ambiguous after the restart)
     else:

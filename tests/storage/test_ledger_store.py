@@ -205,13 +205,15 @@ def test_an_ambiguous_entry_needs_evidence_or_an_operator_reason(env, store):
     before = raw_entries(env)
 
     for refused in (Settle("e1", "ok"), Settle("e1", "ok", reason="I think so"),
-                    Settle("e1", "ok", evidence={}), Settle("e1", "failed", operator=True)):
+                    Settle("e1", "ok", evidence={}), Settle("e1", "failed", operator=True),
+                    Settle("e1", "ok", evidence={"pr": 12}, by="runner")):  # a writer's evidence proves nothing
         result = one(store, refused)
         assert isinstance(result, LedgerError), refused
-        assert "ambiguous" in str(result) and "evidence" in str(result)
+        assert "ambiguous" in str(result) and "only a verified operator" in str(result)
     assert raw_entries(env) == before
 
-    by_evidence = one(store, Settle("e1", "ok", reason="reconciled", evidence={"pr": 12}, by="reconciler:x"))
+    by_evidence = one(store, Settle("e1", "ok", reason="reconciled", evidence={"pr": 12},
+                                    by=f"reconciler:{store.get('e1').kind}", reconciler=True))
     assert isinstance(by_evidence, Created) and by_evidence.entry.status is Status.OK
     by_operator = one(store, Settle("e2", "failed", reason="checked by hand", by="operator:ann", operator=True))
     assert isinstance(by_operator, Created) and by_operator.entry.status is Status.FAILED
@@ -289,7 +291,8 @@ def test_recover_turns_every_started_entry_ambiguous_and_nothing_else(states):
         ops: list = []
         for eid, state in early:
             if "->" in state:
-                ops.append(Settle(eid, state.split("->")[1], evidence={"looked": "up"}, by="reconciler:x"))
+                ops.append(Settle(eid, state.split("->")[1], evidence={"looked": "up"},
+                                  by=f"reconciler:{store.get(eid).kind}", reconciler=True))
         for eid, state in late:
             ops.append(Start(start_request(eid), Status.DENIED, "no") if state == "denied"
                        else Start(start_request(eid)))

@@ -153,9 +153,10 @@ def test_decide_start_unknown_kind_lists_the_known_kinds():
 
 
 def settle(current: Entry | None, status: Any, *, reason: str | None = None,
-           evidence: dict[str, Any] | None = None, by: str = "runner", operator: bool = False) -> Created | Existing:
+           evidence: dict[str, Any] | None = None, by: str = "runner", operator: bool = False,
+           reconciler: bool = False) -> Created | Existing:
     return decide_settle(current, "e1", status, now_ns=LATER, reason=reason, evidence=evidence, by=by,
-                         operator=operator)
+                         operator=operator, reconciler=reconciler)
 
 
 @pytest.mark.parametrize("wanted", ["ok", "failed", Status.OK, Status.FAILED])
@@ -193,30 +194,43 @@ def test_settle_terminal_entries(current_status, wanted, answer):
             settle(current, wanted, evidence={"x": 1}, operator=True, reason="r")
 
 
-# (evidence, operator, reason) -> allowed?
+# (evidence, operator, reconciler, reason) -> allowed? A writer's evidence alone proves nothing.
 AMBIGUOUS_TABLE = [
-    (None, False, None, False),
-    (None, False, "runner thinks so", False),
-    ({}, False, "empty evidence", False),
-    (None, True, None, False),
-    (None, True, "", False),
-    ({"pr": 12}, False, None, True),
-    (None, True, "checked the repo by hand", True),
-    ({"pr": 12}, True, "both", True),
+    (None, False, False, None, False),
+    (None, False, False, "runner thinks so", False),
+    ({}, False, False, "empty evidence", False),
+    ({"pr": 12}, False, False, None, False),  # any writer with "evidence": refused (issue 12 §4)
+    (None, True, False, None, False),
+    (None, True, False, "", False),
+    ({}, False, True, "reconciled", False),
+    (None, False, True, "reconciled", False),
+    ({"pr": 12}, False, True, None, True),
+    (None, True, False, "checked the repo by hand", True),
+    ({"pr": 12}, True, False, "both", True),
 ]
 
 
-@pytest.mark.parametrize(("evidence", "operator", "reason", "allowed"), AMBIGUOUS_TABLE)
+@pytest.mark.parametrize(("evidence", "operator", "reconciler", "reason", "allowed"), AMBIGUOUS_TABLE)
 @pytest.mark.parametrize("wanted", ["ok", "failed"])
-def test_settle_ambiguous_needs_evidence_or_an_operator_reason(evidence, operator, reason, allowed, wanted):
+def test_settle_ambiguous_needs_a_verified_operator_or_the_kinds_reconciler(evidence, operator, reconciler, reason,
+                                                                            allowed, wanted):
     current = decide_ambiguous(entry_with(Status.STARTED), now_ns=NOW)
+    by = f"reconciler:{current.kind}" if reconciler else "who"
     if allowed:
-        decision = settle(current, wanted, evidence=evidence, operator=operator, reason=reason, by="who")
+        decision = settle(current, wanted, evidence=evidence, operator=operator, reconciler=reconciler,
+                          reason=reason, by=by)
         assert isinstance(decision, Created) and decision.entry.status is Status(wanted)
-        assert decision.entry.settled_by == "who"
+        assert decision.entry.settled_by == by
     else:
-        with pytest.raises(LedgerError, match="ambiguous: settling it needs evidence or an operator's reason"):
-            settle(current, wanted, evidence=evidence, operator=operator, reason=reason)
+        with pytest.raises(LedgerError, match="ambiguous: only a verified operator"):
+            settle(current, wanted, evidence=evidence, operator=operator, reconciler=reconciler, reason=reason,
+                   by=by)
+
+
+def test_only_the_reconciler_of_the_entrys_kind_may_settle_it():
+    current = decide_ambiguous(entry_with(Status.STARTED), now_ns=NOW)
+    with pytest.raises(LedgerError, match="is not its reconciler"):
+        settle(current, "ok", evidence={"pr": 12}, reconciler=True, by="reconciler:some_other_kind")
 
 
 def test_settle_unknown_effect():

@@ -12,6 +12,7 @@ import msgpack
 import pytest
 
 from ouroactors import supervisor, worker
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.storage.actor import storage_config
 from ouroactors.authorities.storage.env import close_env, db, encode_u64, meta_db, open_env
 from ouroactors.authorities.workspace.actor import NEXT_TOKEN_KEY, Acquire, CheckFence, Granted, Reclaim, Release
@@ -45,7 +46,7 @@ def lost_ask(system: Any, message: Any, timeout: float) -> Any:
     """Ask through a private endpoint (a late answer cannot reach a later ask); the answer may be lost."""
     with isolated(system) as view:
         try:
-            return view.ask("agent/workspace", message, timeout=timeout)
+            return ask_authority(view, "agent/workspace", message, timeout=timeout)
         except OuroactorsError as exc:
             return exc
 
@@ -80,26 +81,28 @@ def test_a_kill_right_after_the_commit_then_a_retry_gets_the_lease_of_the_same_r
     killed = [e for e in actor_system.events.all()[mark:] if e.kind == "exited" and e.path == "agent/workspace"]
     assert killed and (killed[0].reason or {}).get("kind") == "killed"
 
-    [committed] = actor_system.ask("agent/workspace", "leases")  # the lost grant is durable, now a reservation
+    [committed] = ask_authority(actor_system, "agent/workspace",
+                                "leases")  # the lost grant is durable, now a reservation
     assert committed.status == "reserved" and committed.request_sha256 == request_digest("session-1", KEY)
 
     retry = ask_until_answered(actor_system, acquire)  # before: LeaseConflict with its own lease
     assert isinstance(retry, Granted) and retry.replayed
     assert retry.lease.session_id == "session-1" and retry.lease.root == str(project)
     assert retry.lease.fencing_token > committed.fencing_token  # reclaimed: a zombie's token stays fenced
-    assert [x.lease_id for x in actor_system.ask("agent/workspace", "leases")] == [retry.lease.lease_id]
+    assert [x.lease_id for x in ask_authority(actor_system, "agent/workspace", "leases")] == [retry.lease.lease_id]
     with pytest.raises(StaleFence):
-        actor_system.ask("agent/workspace", CheckFence(str(project / "f"), committed.fencing_token))
-    assert actor_system.ask("agent/workspace", CheckFence(str(project / "f"), retry.lease.fencing_token))
+        ask_authority(actor_system, "agent/workspace", CheckFence(str(project / "f"), committed.fencing_token))
+    assert ask_authority(actor_system, "agent/workspace", CheckFence(str(project / "f"), retry.lease.fencing_token))
 
     again = ask_until_answered(actor_system, acquire)  # that answer lost as well: the very same grant
     assert again.replayed and (again.lease, again.capability) == (retry.lease, retry.capability)
 
     with pytest.raises(IdempotencyConflict):  # the key reused for something else: refused, nothing changed
-        actor_system.ask("agent/workspace", Acquire(str(project), "shared_read", "session-1", owner=owner,
+        ask_authority(actor_system, "agent/workspace", Acquire(str(project), "shared_read", "session-1", owner=owner,
                                                     request_id=KEY))
-    assert actor_system.ask("agent/workspace", "leases") == [retry.lease]
-    released = actor_system.ask("agent/workspace", Release(retry.lease.lease_id, capability=again.capability))
+    assert ask_authority(actor_system, "agent/workspace", "leases") == [retry.lease]
+    released = ask_authority(actor_system, "agent/workspace",
+                             Release(retry.lease.lease_id, capability=again.capability))
     assert released.status == "released"
 
 
@@ -117,15 +120,15 @@ def test_an_answer_lost_to_a_timeout_is_answered_again_with_the_same_lease_token
     assert not isinstance(first, Granted), first
     retry = ask_until_answered(actor_system, acquire)
     assert isinstance(retry, Granted) and retry.replayed
-    [held] = actor_system.ask("agent/workspace", "leases")
+    [held] = ask_authority(actor_system, "agent/workspace", "leases")
     assert retry.lease == held and held.status == "active" and held.fencing_token == 1  # the first request's
     again = ask_until_answered(actor_system, acquire)
     assert (again.lease, again.capability) == (retry.lease, retry.capability)
     other = actor_system.resolve("agent/sessions/s2")
     with pytest.raises(LeaseConflict):  # another session, even with the same key, is not that request
-        actor_system.ask("agent/workspace", Acquire(str(project), "exclusive", "session-2", owner=other,
+        ask_authority(actor_system, "agent/workspace", Acquire(str(project), "exclusive", "session-2", owner=other,
                                                     request_id=KEY))
-    assert actor_system.ask("agent/workspace", Release(held.lease_id, capability=retry.capability)).status \
+    assert ask_authority(actor_system, "agent/workspace", Release(held.lease_id, capability=retry.capability)).status \
         == "released"
 
 
@@ -134,20 +137,22 @@ def test_a_keyed_reclaim_is_idempotent_too(actor_system, tmp_path):
     project.mkdir()
     actor_system.start_tree(tree(str(tmp_path)))
     owner = actor_system.resolve("agent/sessions/s1")
-    granted = actor_system.ask("agent/workspace", Acquire(str(project), "exclusive", "session-1", owner=owner,
+    granted = ask_authority(actor_system, "agent/workspace",
+                            Acquire(str(project), "exclusive", "session-1", owner=owner,
                                                           request_id=KEY))
     mark = actor_system.mark()
     actor_system.kill("agent/workspace")  # restarted: the lease is now a reservation
     actor_system.wait_for("started", "agent/sessions/s2", after=mark)
     owner = actor_system.resolve("agent/sessions/s1")
     reclaim = Reclaim("session-1", str(project), "exclusive", granted.capability, owner=owner, request_id=KEY)
-    first = actor_system.ask("agent/workspace", reclaim)
+    first = ask_authority(actor_system, "agent/workspace", reclaim)
     assert not first.replayed and first.lease.fencing_token > granted.lease.fencing_token
-    again = actor_system.ask("agent/workspace", reclaim)  # the first answer lost: the same grant, no change
+    again = ask_authority(actor_system, "agent/workspace", reclaim)  # the first answer lost: the same grant, no change
     assert again.replayed and (again.lease, again.capability) == (first.lease, first.capability)
-    assert actor_system.ask("agent/workspace", "leases") == [first.lease]
+    assert ask_authority(actor_system, "agent/workspace", "leases") == [first.lease]
     with pytest.raises(NotReservationOwner):  # without the key, the spent capability proves nothing
-        actor_system.ask("agent/workspace", Reclaim("session-1", str(project), "exclusive", granted.capability,
+        ask_authority(actor_system, "agent/workspace",
+                      Reclaim("session-1", str(project), "exclusive", granted.capability,
                                                     owner=owner))
 
 
@@ -168,10 +173,10 @@ def test_a_lease_record_written_before_request_ids_still_loads(actor_system, tmp
     finally:
         close_env(config)
     actor_system.restart_child("agent", "workspace")
-    [lease] = actor_system.ask("agent/workspace", "leases")
+    [lease] = ask_authority(actor_system, "agent/workspace", "leases")
     assert (lease.lease_id, lease.fencing_token, lease.status) == (old["lease_id"], 7, "reserved")  # as ever
     assert lease.request_sha256 == "" and lease.capability_sealed == ""
     owner = actor_system.resolve("agent/sessions/s1")
     with pytest.raises(LeaseConflict):  # it still holds its root against others
-        actor_system.ask("agent/workspace", Acquire(str(project), "exclusive", "session-1", owner=owner,
+        ask_authority(actor_system, "agent/workspace", Acquire(str(project), "exclusive", "session-1", owner=owner,
                                                     request_id=KEY))

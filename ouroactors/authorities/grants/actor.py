@@ -16,8 +16,8 @@ reason. Revoking rules changes this authority's generation: rest_for_one restart
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -26,16 +26,31 @@ import msgpack
 from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
-from ...core.codec import digest_of
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...core.codec import CodecError, digest_of
+from ...core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected, StaleGeneration
 from ...supervision.worker import Worker
 from ..ledger.domain import DEFAULT_KINDS, LedgerError, StartRequest, Status, fingerprint
 from ..ledger.store import LedgerStore, Start
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected, write
 from ..storage.env import db, open_env
+from ..workspace.leases import lease_from_record
 from . import approvals as book
 from .approvals import Approval, ApprovalRefused, Refusal
+from .messages import (
+    PROTOCOL,
+    READS,
+    AddRules,
+    AnswerApproval,
+    ConsumeApproval,
+    Decide,
+    Judged,
+    ListApprovals,
+    RequestApproval,
+    RevokeRules,
+    SetPosture,
+    WaitApproval,
+)
 from .operators import CredentialsError, ensure_local_operator, load_operators, verify
 from .posture import Posture, evaluate
 from .rules import Decision, Request, Rule, RuleError, Scope, Verdict, parse_rules
@@ -44,76 +59,26 @@ DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decisio
 APPROVAL_COMMITTED = faults.register_point("grants.approval_committed", "an answer is durable, the waiter not yet told")
 _EXPIRY = "ouroactors:approval-expiry"
 ORPHANED = "grants authority restarted: no live interaction waits for this approval any more"
-
-
-@dataclass(frozen=True)
-class Decide:
-    request: Request
-
-
-@dataclass(frozen=True)
-class SetPosture:
-    session_id: str
-    posture: str
-
-
-@dataclass(frozen=True)
-class AddRules:
-    scope: str
-    rules: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RevokeRules:
-    scope: str
-    rules: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RequestApproval:
-    session_id: str
-    tool: str
-    arguments: Any
-    state_version: int
-    answerers: tuple[str, ...] = ("*",)
-    timeout_s: float = 300.0
-
-
-@dataclass(frozen=True)
-class WaitApproval:
-    approval_id: str
-
-
-@dataclass(frozen=True)
-class AnswerApproval:
-    approval_id: str
-    approve: bool
-    operator: str
-    token: str
-    call_digest: str
-    state_version: int
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class ConsumeApproval:
-    approval_id: str
-    session_id: str
-    call_digest: str
-    state_version: int
-
-
-@dataclass(frozen=True)
-class ListApprovals:
-    status: str | None = None
-    session_id: str | None = None
+log = logging.getLogger("ouroactors.grants")
+__all__ = [  # the protocol (.messages) is re-exported: callers import it from here
+    "AddRules", "AnswerApproval", "ConsumeApproval", "Decide", "Grants", "Judged", "ListApprovals",
+    "RequestApproval", "RevokeRules", "SetPosture", "WaitApproval",
+]
 
 
 class Grants(Worker):
-    refusals = (ApprovalRefused, RuleError, CredentialsError, LedgerError, CommitRejected, ValueError)
+    refusals = (ApprovalRefused, RuleError, CredentialsError, LedgerError, CommitRejected, CodecError, ValueError)
+    protocol = PROTOCOL
+    reads = READS
+    stamped_only = True
 
     def on_start(self, rules: dict[str, list[str]] | None = None, protected: list[str] | None = None,
-                 max_pending_per_session: int = 8, map_size: int | None = None) -> None:
+                 max_pending_per_session: int = 8, map_size: int | None = None,
+                 answerers: list[str] | None = None, max_pending: int = 256,
+                 keep_finished_s: float = 7 * 24 * 3600.0, keep_finished: int = 1000) -> None:
+        """``answerers``: the operators who may answer approvals (default: the local operator;
+        ``"*"`` — any verified operator — only when configured). ``max_pending`` bounds pending
+        approvals on the node; finished ones are kept ``keep_finished_s`` and at most ``keep_finished``."""
         assert self.context is not None
         storage = self.authorities.get("storage")
         self.fence = storage.generation if storage is not None else None
@@ -122,8 +87,14 @@ class Grants(Worker):
         self.ledger = LedgerStore(self.env, node=self.context.node, kinds=DEFAULT_KINDS, fence=self.fence)
         self.protected = (self.context.data_dir, *(protected or ()))
         self.max_pending = max_pending_per_session
+        self.max_pending_total = max_pending
+        self.keep_finished_ns, self.keep_finished = int(keep_finished_s * 1e9), keep_finished
         self.node_rules = parse_rules((rules or {}).get("node", ()), Scope.NODE)
-        ensure_local_operator(self.context.data_dir)
+        if "session" in (rules or {}):
+            raise RuleError("session", "session rules are added per session (AddRules with a session_id), "
+                                       "not configured for every session")
+        local = ensure_local_operator(self.context.data_dir)
+        self.answerers = tuple(answerers) if answerers else (local,)
         self.waiters: dict[str, list[Any]] = {}
         self.postures, self.stored_rules, self.approvals = self._load()
         for scope, texts in (rules or {}).items():  # configured user/workspace rules join the stored ones
@@ -159,17 +130,23 @@ class Grants(Worker):
                 data = msgpack.unpackb(bytes(value), raw=False)
                 if kind == "posture":
                     postures[name] = data
+                elif kind == "rules" and name == Scope.SESSION.value:
+                    log.warning("ignoring %d session rules stored without a session (they would apply to every "
+                                "session); add them again per session", len(data))
                 elif kind == "rules":
                     stored[name] = tuple(data)
                 elif kind == "approval":
                     data["answerers"] = tuple(data["answerers"])
+                    data.setdefault("arguments", None)
                     data["refusals"] = tuple(data["refusals"])
                     found[name] = Approval(**data)
         return postures, stored, found
 
     def _commit(self, *, approvals: list[Approval] = (), postures: dict[str, str] | None = None,  # type: ignore[assignment]
-                rules: dict[str, tuple[str, ...]] | None = None) -> None:
+                rules: dict[str, tuple[str, ...]] | None = None, forget: list[str] = ()) -> None:  # type: ignore[assignment]
         def put(txn: lmdb.Transaction) -> None:
+            for approval_id in forget:
+                txn.delete(f"approval/{approval_id}".encode(), db=self.grants_db)
             for approval in approvals:
                 txn.put(f"approval/{approval.approval_id}".encode(),
                         msgpack.packb(dataclasses.asdict(approval)), db=self.grants_db)
@@ -185,47 +162,81 @@ class Grants(Worker):
             raise CommitOutcomeUnknown(outcome.reason)  # crash: the restart reloads the truth
         for approval in approvals:
             self.approvals[approval.approval_id] = approval
+        for approval_id in forget:
+            self.approvals.pop(approval_id, None)
         self.postures.update(postures or {})
         self.stored_rules.update(rules or {})
 
     # -- decisions ----------------------------------------------------------------------------------
 
-    def _rules(self) -> tuple[Rule, ...]:
+    def _rules(self, session_id: str) -> tuple[Rule, ...]:
+        """Node rules, the stored user and workspace rules, and the session rules of this session only."""
         out = list(self.node_rules)
-        for scope, texts in self.stored_rules.items():
+        for key, texts in self.stored_rules.items():
+            scope, _, owner = key.partition("/")
+            if scope == Scope.SESSION.value and owner != session_id:
+                continue
             out.extend(parse_rules(texts, Scope(scope)))
         return tuple(out)
 
-    def handle_Decide(self, message: Decide, sender: Any) -> Verdict:
+    def handle_Decide(self, message: Decide, sender: Any) -> Judged:
+        """Every decision is offered to the ledger before it is answered (see :class:`Judged`)."""
         request = message.request
         try:
-            verdict = evaluate(request, self.postures.get(request.principal, Posture.DEFAULT.value), self._rules(),
-                               self.protected)
+            root = self._root_of(request.principal, message.root)
+            verdict = evaluate(request, self.postures.get(request.principal, Posture.DEFAULT.value),
+                               self._rules(request.principal), self.protected, root=root)
+        except BadRequest:
+            raise
         except Exception as exc:  # the engine failed: ask, never allow
             verdict = Verdict(Decision.ASK, f"engine error: {type(exc).__name__}: {exc}")
-        recorded = self._record(request, verdict)
+        problem = self._record(request, verdict)
         faults.point(DECISION_RECORDED)
-        if not recorded and verdict.decision is Decision.ALLOW:
-            return Verdict(Decision.ASK, f"unrecordable: {verdict.reason}", verdict.rule)
-        return verdict
+        if problem is None:
+            return Judged(verdict.decision, verdict.reason, verdict.rule, recorded=True, generation=self.generation)
+        if verdict.decision is Decision.ALLOW:
+            return Judged(Decision.ASK, f"unrecordable: {verdict.reason} ({problem})", verdict.rule,
+                          recorded=False, generation=self.generation)
+        return Judged(verdict.decision, f"{verdict.reason} (not recorded: {problem})", verdict.rule,
+                      recorded=False, generation=self.generation)
 
-    def _record(self, request: Request, verdict: Verdict) -> bool:
-        """The decision as a ledger entry of kind ``permission``; False if it could not be recorded."""
-        arguments = {"tool": request.tool, "effect": request.effect.value, "paths": list(request.paths),
-                     "command": request.command, "domains": list(request.domains)}
-        effect_id = f"permission-{uuid.uuid4().hex}"
-        entry = StartRequest(effect_id=effect_id, kind="permission", idempotency_key=effect_id,
-                             fingerprint=fingerprint("permission", arguments), principal=request.principal,
-                             session_id=request.principal, turn_id=None, call_id=None,
-                             grant=str(verdict.rule) if verdict.rule else None,
-                             authority={"grants": self.generation or 0},
-                             cause=f"{verdict.decision.value}: {verdict.reason}"[:500])
-        status = Status.OK if verdict.decision is Decision.ALLOW else Status.DENIED
+    def _root_of(self, session_id: str, claimed: str | None) -> str | None:
+        """The session's workspace root: its live lease's, read from the workspace's durable table.
+
+        A root the request names must be one of the session's leased roots (or inside one) when
+        the session holds any; with no lease it is taken as given (the caller owns the session).
+        """
+        leased = session_roots(self.env, session_id)
+        if claimed is None:
+            return leased[0] if len(leased) == 1 else None
+        if not claimed.startswith("/"):
+            raise BadRequest("Decide", "root", "must be an absolute path", repr(claimed[:80]))
+        if leased and not any(claimed == r or claimed.startswith(r.rstrip("/") + "/") for r in leased):
+            raise BadRequest("Decide", "root", f"is not a workspace root session {session_id!r} holds",
+                             repr(claimed[:80]))
+        return claimed
+
+    def _record(self, request: Request, verdict: Verdict) -> str | None:
+        """The decision as a ledger entry of kind ``permission``; why not, if it could not be recorded."""
         try:
+            arguments = {"tool": request.tool, "effect": request.effect.value, "paths": list(request.paths),
+                         "command": request.command, "domains": list(request.domains)}
+            effect_id = f"permission-{uuid.uuid4().hex}"
+            entry = StartRequest(effect_id=effect_id, kind="permission", idempotency_key=effect_id,
+                                 fingerprint=fingerprint("permission", arguments), principal=request.principal,
+                                 session_id=request.principal, turn_id=None, call_id=None,
+                                 grant=str(verdict.rule)[:500] if verdict.rule else None,
+                                 authority={"grants": self.generation or 0},
+                                 cause=f"{verdict.decision.value}: {verdict.reason}"[:500])
+            status = Status.OK if verdict.decision is Decision.ALLOW else Status.DENIED
             outcome = self.ledger.apply([Start(entry, status, verdict.decision.value)])
-        except Exception:
-            return False
-        return isinstance(outcome, Committed) and not isinstance(outcome.value[0], LedgerError | StaleGeneration)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"[:200]
+        if not isinstance(outcome, Committed):
+            return f"ledger commit {outcome.kind}: {outcome.reason}"[:200]
+        if isinstance(outcome.value[0], LedgerError | StaleGeneration):
+            return f"ledger refused: {outcome.value[0]}"[:200]
+        return None
 
     def handle_SetPosture(self, message: SetPosture, sender: Any) -> str:
         posture = Posture(message.posture).value
@@ -237,15 +248,17 @@ class Grants(Worker):
         if scope is Scope.NODE:
             raise RuleError(", ".join(message.rules), "node rules come from the configuration only")
         parse_rules(message.rules, scope)  # refuse bad patterns before anything is stored
-        merged = tuple(dict.fromkeys((*self.stored_rules.get(scope.value, ()), *message.rules)))
-        self._commit(rules={scope.value: merged})
+        key = _rules_key(scope, message.session_id)
+        merged = tuple(dict.fromkeys((*self.stored_rules.get(key, ()), *message.rules)))
+        self._commit(rules={key: merged})
         return merged
 
     def handle_RevokeRules(self, message: RevokeRules, sender: Any) -> str:
         scope = Scope(message.scope)
-        remaining = tuple(r for r in self.stored_rules.get(scope.value, ()) if r not in message.rules)
-        self._commit(rules={scope.value: remaining})
-        self.change_generation(f"rules revoked in scope {scope.value}")  # consumers restart
+        key = _rules_key(scope, message.session_id)
+        remaining = tuple(r for r in self.stored_rules.get(key, ()) if r not in message.rules)
+        self._commit(rules={key: remaining})
+        self.change_generation(f"rules revoked in scope {key}")  # consumers restart
         return "revoked"
 
     # -- approvals ----------------------------------------------------------------------------------
@@ -255,8 +268,9 @@ class Grants(Worker):
         approval = book.request(
             list(self.approvals.values()), approval_id=f"approval-{uuid.uuid4().hex[:12]}",
             session_id=message.session_id, tool=message.tool, call_digest=digest_of([message.tool, message.arguments]),
-            state_version=message.state_version, answerers=tuple(message.answerers),
+            state_version=message.state_version, answerers=self.answerers,
             deadline_ns=now + int(message.timeout_s * 1e9), now_ns=now, max_pending=self.max_pending,
+            max_pending_total=self.max_pending_total, arguments=message.arguments,
         )
         self._commit(approvals=[approval])
         return approval
@@ -292,7 +306,7 @@ class Grants(Worker):
         approval = self._approval(message.approval_id)
         try:
             used = book.consume(approval, session_id=message.session_id, call_digest=message.call_digest,
-                                state_version=message.state_version)
+                                state_version=message.state_version, now_ns=clock.time_ns())
         except Refusal as refusal:
             self._commit(approvals=[refusal.record])
             raise ApprovalRefused(str(refusal)) from None
@@ -313,6 +327,10 @@ class Grants(Worker):
                 self._commit(approvals=expired)
                 for approval in expired:
                     self._tell_waiters(approval)
+            forget = book.prune(list(self.approvals.values()), now, keep_ns=self.keep_finished_ns,
+                                keep_max=self.keep_finished)
+            if forget:
+                self._commit(forget=forget)
             self.wakeupAfter(timedelta(seconds=1), payload=_EXPIRY)
 
     def handle_str(self, message: str, sender: Any) -> Any:
@@ -334,3 +352,22 @@ class Grants(Worker):
             return
         for waiter in self.waiters.pop(approval.approval_id, []):
             self.send(waiter, approval)
+
+
+def _rules_key(scope: Scope, session_id: str | None) -> str:
+    """Where a scope's rules are stored: ``session/<id>`` for one session's, the scope's name otherwise."""
+    return f"{scope.value}/{session_id}" if scope is Scope.SESSION else scope.value
+
+
+def session_roots(env: lmdb.Environment, session_id: str) -> list[str]:
+    """The roots of the session's live leases (active or reserved), from the workspace's table."""
+    roots: list[str] = []
+    with env.begin() as txn:
+        for _key, value in txn.cursor(db=db(env, b"workspace")):
+            try:
+                lease = lease_from_record(msgpack.unpackb(bytes(value), raw=False))
+            except Exception:  # the workspace authority reports its own corrupt records
+                continue
+            if lease.session_id == session_id and lease.live and lease.root not in roots:
+                roots.append(lease.root)
+    return roots

@@ -1,14 +1,17 @@
 """Durable approvals as pure decisions: who may answer, until when, for which exact call.
 
 An approval binds: its id, the requesting session, the exact call (tool + canonical argument
-digest), the session state version it refers to, the operators allowed to answer, and a deadline.
-Each session has a bounded queue of pending approvals. The answer is committed before the waiter
-hears it (the actor does that), and an approval is **consumed exactly once**.
+digest, and the canonical arguments themselves, which the operator is shown), the session state
+version it refers to, the operators allowed to answer (the authority's policy, never the
+requester's choice), and a deadline. Each session has a bounded queue of pending approvals, and
+the node a global bound; finished approvals are kept for a retention period and at most a bounded
+number of them (:func:`prune`). The answer is committed before the waiter hears it (the actor does
+that), and an approval is **consumed exactly once, before its deadline**.
 
 An answer is refused — and the refusal recorded on the approval — when it comes from an operator
 not allowed to answer, after the deadline, for another state version, for a call whose arguments
 changed, or for an approval no longer pending (a replay). Consuming is refused for anything but an
-approved, unconsumed approval of the same session, call and version.
+approved, unconsumed approval of the same session, call and version whose deadline has not passed.
 
 Operators are identities the authority verifies (see :mod:`.operators`), never names a request
 merely asserts.
@@ -17,7 +20,7 @@ merely asserts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from ...core.errors import OuroactorsError
 
@@ -44,6 +47,7 @@ class Approval:
     answered_ns: int | None = None
     reason: str | None = None
     refusals: tuple[str, ...] = field(default=())
+    arguments: Any = None  # the canonical arguments the digest is of (shown to the operator)
 
     @property
     def pending(self) -> bool:
@@ -52,8 +56,8 @@ class Approval:
 
 def request(existing: list[Approval], *, approval_id: str, session_id: str, tool: str, call_digest: str,
             state_version: int, answerers: tuple[str, ...], deadline_ns: int, now_ns: int,
-            max_pending: int) -> Approval:
-    """A new pending approval, unless the session's queue is full."""
+            max_pending: int, max_pending_total: int | None = None, arguments: Any = None) -> Approval:
+    """A new pending approval, unless the session's queue (or the node's) is full."""
     if deadline_ns <= now_ns:
         raise ApprovalRefused(f"approval for {tool} in session {session_id!r}: deadline is already past")
     if not answerers:
@@ -63,7 +67,12 @@ def request(existing: list[Approval], *, approval_id: str, session_id: str, tool
         raise ApprovalRefused(
             f"session {session_id!r} already has {waiting} pending approvals (the queue holds {max_pending})"
         )
-    return Approval(approval_id, session_id, tool, call_digest, state_version, answerers, deadline_ns, now_ns)
+    if max_pending_total is not None:
+        everywhere = sum(1 for a in existing if a.pending)
+        if everywhere >= max_pending_total:
+            raise ApprovalRefused(f"{everywhere} approvals are pending on this node (the bound is {max_pending_total})")
+    return Approval(approval_id, session_id, tool, call_digest, state_version, answerers, deadline_ns, now_ns,
+                    arguments=arguments)
 
 
 def refuse(approval: Approval, why: str) -> Approval:
@@ -90,12 +99,20 @@ def answer(approval: Approval, *, approve: bool, operator: str, call_digest: str
                    answered_ns=now_ns, reason=reason)
 
 
-def consume(approval: Approval, *, session_id: str, call_digest: str, state_version: int) -> Approval:
-    """Use an approved approval for exactly the call it approved, exactly once."""
+def consume(approval: Approval, *, session_id: str, call_digest: str, state_version: int,
+            now_ns: int | None = None) -> Approval:
+    """Use an approved approval for exactly the call it approved, exactly once, before its deadline.
+
+    An approval answered in time but used after its deadline is expired, not used: the operator
+    approved the call for that window, and the world may have moved on since.
+    """
     if approval.status == "consumed":
         raise Refusal(refuse(approval, "use: already consumed (an approval works once)"))
     if approval.status != "approved":
         raise Refusal(refuse(approval, f"use: approval is {approval.status}"))
+    if now_ns is not None and now_ns > approval.deadline_ns:
+        expired = replace(approval, status="expired", reason="approved, but not used before the deadline")
+        raise Refusal(refuse(expired, "use: after the deadline"))
     if session_id != approval.session_id:
         raise Refusal(refuse(approval, f"use: by session {session_id!r}, approval belongs to {approval.session_id!r}"))
     if call_digest != approval.call_digest or state_version != approval.state_version:
@@ -107,6 +124,18 @@ def expire(approval: Approval, now_ns: int) -> Approval | None:
     if approval.pending and now_ns > approval.deadline_ns:
         return replace(approval, status="expired", answered_ns=now_ns, reason="deadline passed")
     return None
+
+
+def prune(approvals: list[Approval], now_ns: int, *, keep_ns: int, keep_max: int) -> list[str]:
+    """The ids of finished approvals to forget: those finished more than ``keep_ns`` ago, then the
+    oldest beyond ``keep_max``. Pending ones are never pruned (they are bounded by the queues)."""
+    finished = sorted((a for a in approvals if not a.pending),
+                      key=lambda a: (a.answered_ns or a.requested_ns, a.approval_id))
+    old = [a.approval_id for a in finished if (a.answered_ns or a.requested_ns) + keep_ns < now_ns]
+    gone = set(old)
+    kept = [a for a in finished if a.approval_id not in gone]
+    excess = [a.approval_id for a in kept[: max(0, len(kept) - keep_max)]]
+    return [*old, *excess]
 
 
 def deny_orphan(approval: Approval, now_ns: int, why: str) -> Approval | None:

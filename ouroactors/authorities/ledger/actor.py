@@ -46,8 +46,9 @@ from thespian.actors import ThespianWatch, WakeupMessage, WatchMessage
 
 from ...core import clock, faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
-from ...supervision.protocol import Ping, Pong
+from ...supervision.protocol import Ping, Pong, Stamped
 from ...supervision.worker import Worker
+from ..grants.operators import CredentialsError, ensure_local_operator, load_operators
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Outcome, Rejected
 from ..storage.env import env_panicked, open_env
@@ -104,6 +105,11 @@ def _check_effect_id(effect_id: Any) -> None:
 class Ledger(Worker):
     """The effect ledger authority (second child of the agent tree, after storage)."""
 
+    protocol = (RecordStarted, RecordDenied, RecordSettled, OperatorSettle, RecordBatch, GetEntry, ListEntries,
+                Reconcile, WatchRunner)
+    reads = (GetEntry, ListEntries)
+    stamped_only = True
+
     _writer: CommitThread | None = None
     _inflight: list[_Pending] | None = None  # the batch the commit thread is committing
     _commit_here = False
@@ -118,8 +124,10 @@ class Ledger(Worker):
         self.env = open_env(storage_config(self.context.data_dir, map_size))
         self.store = LedgerStore(self.env, node=self.context.node, kinds=DEFAULT_KINDS | frozenset(kinds or ()),
                                  fence=storage.generation if storage is not None else None)
+        ensure_local_operator(self.context.data_dir)  # operator settlements are verified against it
+        self.reconciler_paths = dict(reconcilers or {})
         self.reconcilers: dict[str, Callable[[Entry], Verdict | None]] = {
-            kind: _import(path) for kind, path in (reconcilers or {}).items()
+            kind: _import(path) for kind, path in self.reconciler_paths.items()
         }
         outcome = self.store.recover(self.generation)  # direct writers are fenced on it from now on
         if not isinstance(outcome, Committed):
@@ -133,7 +141,7 @@ class Ledger(Worker):
         if commit_thread and self.context.base != "simple" and hasattr(transport, "set_watch"):
             self._writer = CommitThread(self.store.apply)
         if self.reconcilers:
-            self.send(self.myAddress, Reconcile())
+            self.send(self.myAddress, Stamped(self.generation, Reconcile()))  # even its own requests are stamped
         if self.context.base != "simple":  # in one process a writer cannot die without the ledger
             self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_WRITERS)
 
@@ -170,7 +178,7 @@ class Ledger(Worker):
 
     def handle_RecordStarted(self, message: RecordStarted, sender: Any) -> LedgerError | None:
         try:
-            op = _to_op(message)
+            op = _to_op(message, self._operators() if isinstance(message, OperatorSettle) else None)
         except LedgerError as exc:
             return exc  # refused at the boundary: nothing written, nobody else's commit touched
         self._enqueue([op], sender, batch=False)
@@ -185,11 +193,20 @@ class Ledger(Worker):
         try:
             if not isinstance(message.items, tuple | list):
                 raise LedgerError(f"RecordBatch.items must be a tuple, not {type(message.items).__name__}")
-            ops = [_to_op(item) for item in message.items]
+            operators = self._operators() if any(isinstance(i, OperatorSettle) for i in message.items) else None
+            ops = [_to_op(item, operators) for item in message.items]
         except LedgerError as exc:
             return exc
         self._enqueue(ops, sender, batch=True)
         return None
+
+    def _operators(self) -> dict[str, str]:
+        """The operator credentials to verify settlements against (read each time: they may change)."""
+        assert self.context is not None
+        try:
+            return load_operators(self.context.data_dir)
+        except CredentialsError as exc:
+            raise LedgerError(f"operator credentials cannot be read: {exc}") from None
 
     def _enqueue(self, ops: list[Op], sender: Any, batch: bool) -> None:
         if faults.armed() is not None and any(isinstance(op, Settle) for op in ops):
@@ -425,8 +442,9 @@ class Ledger(Worker):
             if verdict is None:
                 left += 1
                 continue
-            outcome = self.store.apply([Settle(entry.effect_id, verdict.status, "reconciled", verdict.evidence,
-                                               f"reconciler:{entry.kind}")])
+            outcome = self.store.apply([Settle(entry.effect_id, verdict.status,
+                                               f"reconciled by {self.reconciler_paths[entry.kind]}"[:500],
+                                               verdict.evidence, f"reconciler:{entry.kind}", reconciler=True)])
             if isinstance(outcome, Committed) and not isinstance(outcome.value[0], LedgerError):
                 settled += 1
             else:

@@ -8,8 +8,9 @@ The lifecycle of one effect::
 No durable start, no effect. A ``started`` entry is never evicted and never turned into
 ``failed`` by recovery: when the ledger starts, every entry still ``started`` becomes
 ``ambiguous`` ("runtime restarted before settlement") — process death is not proof that the
-effect failed. A reconciler (per effect kind) or an operator may later settle an ambiguous entry
-with evidence; otherwise it stays ambiguous, visibly.
+effect failed. The reconciler registered for the entry's kind (with evidence) or a verified
+operator (with a reason) may later settle an ambiguous entry — nobody else, whatever evidence they
+present; otherwise it stays ambiguous, visibly.
 
 Idempotency: the same effect id with the same fingerprint (digest of kind + canonical arguments)
 answers the existing entry; the same id with another fingerprint is a conflict.
@@ -175,11 +176,13 @@ def decide_start(current: Entry | None, request: StartRequest, *, seq: int, now_
 
 def decide_settle(current: Entry | None, effect_id: str, status: Status | str, *, now_ns: int,
                   reason: str | None, evidence: dict[str, Any] | None, by: str,
-                  operator: bool = False) -> Created | Existing:
+                  operator: bool = False, reconciler: bool = False) -> Created | Existing:
     """Settle ``started`` (the runner) or ``ambiguous`` (a reconciler or an operator) as ok | failed.
 
     Settling again with the same status is idempotent (answers the entry); with another status it
-    is refused. An ambiguous entry needs evidence or an operator's reason.
+    is refused. An ambiguous entry is settled only by a verified operator with a reason
+    (``operator``) or by the reconciler registered for its kind with evidence (``reconciler``;
+    ``by`` then names it): a runner's word is what was lost, so it cannot settle it.
     """
     try:
         wanted = Status(status)
@@ -193,8 +196,11 @@ def decide_settle(current: Entry | None, effect_id: str, status: Status | str, *
         if current.status is wanted:
             return Existing(current)
         raise AlreadySettled(f"effect {effect_id!r} is already {current.status.value}, cannot settle {wanted.value}")
-    if current.status is Status.AMBIGUOUS and not (evidence or (operator and reason)):
-        raise LedgerError(f"effect {effect_id!r} is ambiguous: settling it needs evidence or an operator's reason")
+    if current.status is Status.AMBIGUOUS and not ((reconciler and evidence) or (operator and reason)):
+        raise LedgerError(f"effect {effect_id!r} is ambiguous: only a verified operator (with a reason) or the "
+                          f"reconciler registered for kind {current.kind!r} (with evidence) may settle it")
+    if reconciler and by != f"reconciler:{current.kind}":
+        raise LedgerError(f"effect {effect_id!r} is of kind {current.kind!r}: {by} is not its reconciler")
     try:
         settled = Entry.model_validate({
             **current.model_dump(), "status": wanted, "settled_ns": now_ns, "reason": reason, "evidence": evidence,

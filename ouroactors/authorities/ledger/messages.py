@@ -3,18 +3,34 @@
 Record messages and answers have short reprs: thespian formats every message it sends or receives
 for its debug log (discarded or not), and a record's full pydantic repr costs more than the rest of
 its handling. The short form names what a log reader needs: the effect, and what happened to it.
+
+The annotations are checked at the ledger's door (:mod:`ouroactors.core.boundary`) before any
+handler runs: a bad field is answered :class:`~ouroactors.core.errors.BadRequest`, nothing written.
+Every request but the reads (:class:`GetEntry`, :class:`ListEntries`) must be stamped with the
+ledger's generation.
+
+**Who settles.** A runner settles its own ``started`` effect (:class:`RecordSettled`, ``by`` names
+it but may not claim ``operator:`` or ``reconciler:``). An ``ambiguous`` effect is settled only by
+an operator whose token the ledger verified against the credentials in the data dir
+(:class:`OperatorSettle`), or by the reconciler registered for the effect's kind, which the ledger
+itself runs (:class:`Reconcile`): never by a writer presenting evidence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from ...core import faults
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...core.boundary import Address, Data, Name, Range, Size, Text
+from ...core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ..grants.operators import verify
 from ..storage.commit import Committed, Outcome, Rejected
 from .domain import Created, Entry, LedgerError, StartRequest, Status
 from .store import Op, OpResult, Settle, Start
+
+RESERVED_BY = ("operator:", "reconciler:")
+Evidence = Annotated[dict[Name, Annotated[Any, Data()]], Size(1, 64)]  # the entry's size bound decides the rest
 
 # The ledger's durable boundaries, as an effect crosses them (a crash at each is a different story).
 # Hit by the actor and by direct writers (:mod:`.direct`) alike.
@@ -42,7 +58,7 @@ class RecordStarted:
 @dataclass(frozen=True, repr=False)
 class RecordDenied:
     request: StartRequest
-    reason: str
+    reason: Text
 
     def __repr__(self) -> str:
         return f"RecordDenied({_effect_of(self.request)}, reason={self.reason!r:.80})"
@@ -50,11 +66,16 @@ class RecordDenied:
 
 @dataclass(frozen=True, repr=False)
 class RecordSettled:
-    effect_id: str
-    status: str  # ok | failed
-    reason: str | None = None
-    evidence: dict[str, Any] | None = None
-    by: str = "runner"
+    effect_id: Name
+    status: Annotated[str, Size(1, 16)]  # ok | failed
+    reason: Text | None = None
+    evidence: Evidence | None = None
+    by: Name = "runner"
+
+    def check(self) -> None:
+        if self.by.startswith(RESERVED_BY):
+            raise BadRequest("RecordSettled", "by", "operator and reconciler settlements are verified by the "
+                             "ledger: use OperatorSettle, or register a reconciler", repr(self.by[:80]))
 
     def __repr__(self) -> str:
         return f"RecordSettled({self.effect_id!r:.210}, {self.status!r:.20}, by={self.by!r:.80})"
@@ -62,17 +83,20 @@ class RecordSettled:
 
 @dataclass(frozen=True)
 class OperatorSettle:
-    effect_id: str
-    status: str
-    reason: str
-    operator: str
+    """An operator settles an effect by hand; ``token`` is checked against the data dir's credentials."""
+
+    effect_id: Name
+    status: Annotated[str, Size(1, 16)]
+    reason: Annotated[str, Size(1, 512)]
+    operator: Name
+    token: Annotated[str, Size(1, 256)]
 
 
 @dataclass(frozen=True, repr=False)
 class RecordBatch:
     """Several record requests in one thespian message (one answer list, in order)."""
 
-    items: tuple[RecordStarted | RecordDenied | RecordSettled | OperatorSettle, ...]
+    items: Annotated[tuple[RecordStarted | RecordDenied | RecordSettled | OperatorSettle, ...], Size(1, 256)]
 
     def __repr__(self) -> str:
         items = self.items
@@ -82,16 +106,16 @@ class RecordBatch:
 
 @dataclass(frozen=True)
 class GetEntry:
-    effect_id: str
+    effect_id: Name
 
 
 @dataclass(frozen=True)
 class ListEntries:
-    status: str | None = None
-    session: str | None = None
-    kind: str | None = None
-    since_seq: int = 0
-    limit: int = 100
+    status: Annotated[str, Size(1, 16)] | None = None
+    session: Name | None = None
+    kind: Annotated[str, Size(1, 64)] | None = None
+    since_seq: Annotated[int, Range(0, 2**63 - 1)] = 0
+    limit: Annotated[int, Range(0, 10_000_000)] = 100
 
 
 @dataclass(frozen=True)
@@ -103,8 +127,8 @@ class Reconcile:
 class WatchRunner:
     """Watch the actor running an effect: if it dies before settling, the entry is ambiguous at once."""
 
-    effect_id: str
-    runner: Any = None  # the runner's address (default: the sender)
+    effect_id: Name
+    runner: Address = None  # the runner's address (default: the sender)
 
 
 @dataclass(frozen=True, repr=False)
@@ -125,8 +149,12 @@ class Verdict:
     evidence: dict[str, Any]
 
 
-def _to_op(item: Any) -> Op:
-    """A bad request is refused here (LedgerError), never taken into a group commit."""
+def _to_op(item: Any, operators: dict[str, str] | None = None) -> Op:
+    """A bad request is refused here (LedgerError), never taken into a group commit.
+
+    ``operators`` are the verifiable operator credentials (name -> token digest); without them
+    (a direct writer) an operator settlement is refused: it must go through the ledger authority.
+    """
     if isinstance(item, RecordStarted | RecordDenied):
         if not isinstance(item.request, StartRequest):
             raise LedgerError(f"{type(item).__name__}.request must be a StartRequest, "
@@ -139,6 +167,9 @@ def _to_op(item: Any) -> Op:
     if isinstance(item, RecordSettled):
         return Settle(item.effect_id, item.status, item.reason, item.evidence, item.by)
     if isinstance(item, OperatorSettle):
+        if operators is None or not isinstance(item.token, str) or not verify(operators, item.operator, item.token):
+            raise LedgerError(f"settlement claiming operator {item.operator!r}: credentials not verified "
+                              "(nothing written)")
         return Settle(item.effect_id, item.status, item.reason, None, f"operator:{item.operator}", operator=True)
     raise LedgerError(f"not a ledger record request: {type(item).__name__}")
 

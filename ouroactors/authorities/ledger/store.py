@@ -96,7 +96,8 @@ class Settle:
     reason: str | None = None
     evidence: dict[str, Any] | None = None
     by: str = "runner"
-    operator: bool = False
+    operator: bool = False  # a verified operator's settlement (see messages._to_op)
+    reconciler: bool = False  # the ledger's own reconciler run (``by`` names the kind's reconciler)
 
 
 Op = Start | Settle
@@ -180,7 +181,8 @@ class LedgerStore:
             else:
                 current = self._read(txn, op.effect_id)
                 decision = decide_settle(current, op.effect_id, op.status, now_ns=now, reason=op.reason,
-                                         evidence=op.evidence, by=op.by, operator=op.operator)
+                                         evidence=op.evidence, by=op.by, operator=op.operator,
+                                         reconciler=op.reconciler)
             if isinstance(decision, Created):
                 self._put(txn, decision.entry, new=isinstance(op, Start))
                 key = str_key(decision.entry.effect_id)

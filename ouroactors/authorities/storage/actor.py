@@ -20,11 +20,13 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lmdb
 from thespian.actors import WakeupMessage
 
+from ...core.boundary import Size, Text
+from ...core.errors import BadRequest
 from ...supervision.worker import Worker
 from .commit import Committed, write
 from .datafile import check_data_file
@@ -48,14 +50,18 @@ _DATA_CHECK = "ouroactors:data-check"
 class Backup:
     """Write a consistent, compacted copy of the environment into the empty directory ``target``."""
 
-    target: str
+    target: Annotated[str, Size(1, 4096)]
+
+    def check(self) -> None:
+        if not self.target.startswith("/"):
+            raise BadRequest("Backup", "target", "must be an absolute path", repr(self.target[:80]))
 
 
 @dataclass(frozen=True)
 class Reopen:
     """Close and reopen the environment (e.g. after a restore): a new storage generation."""
 
-    cause: str = "reopened"
+    cause: Text = "reopened"
 
 
 def storage_config(data_dir: str, map_size: int | None = None) -> StorageConfig:
@@ -63,7 +69,11 @@ def storage_config(data_dir: str, map_size: int | None = None) -> StorageConfig:
 
 
 class Storage(Worker):
-    """The storage authority. Asks: ``"status"``, :class:`Backup`, :class:`Reopen`."""
+    """The storage authority. Asks: ``"status"``, :class:`Backup`, :class:`Reopen` (both stamped
+    with the storage generation and checked at the door)."""
+
+    protocol = (Backup, Reopen)
+    stamped_only = True
 
     def on_start(self, map_size: int | None = None, reader_check_s: float = 30.0, data_check_s: float = 1.0) -> None:
         assert self.context is not None

@@ -103,6 +103,9 @@ def write(env: lmdb.Environment, fn: Callable[[lmdb.Transaction], T], *, fence: 
     except lmdb.MapFullError:
         txn.abort()
         return Rejected("map full: the environment's map_size is exhausted")
+    except lmdb.BadValsizeError as exc:  # a key too long or empty: bad input, not a storage failure
+        txn.abort()
+        return Rejected(f"refused by LMDB, nothing written: {type(exc).__name__}: {exc}")
     except BaseException:
         txn.abort()
         raise

@@ -37,6 +37,7 @@ import msgpack
 from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
+from ...core.codec import CodecError
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
@@ -54,6 +55,7 @@ from .leases import (
     lease_from_record,
     lease_record,
 )
+from .messages import PROTOCOL, Acquire, CheckFence, CleanupWorktree, CreateWorktree, Reclaim, Release
 from .paths import PathError, canonicalize
 from .worktrees import WorktreeError, cleanup, create
 
@@ -62,51 +64,6 @@ LEASE_RECORDED = faults.register_point("workspace.lease_recorded", "a lease deci
 OWNER_DIED = faults.register_point("workspace.owner_died", "an owner stopped answering, before its reservations")
 NEXT_TOKEN_KEY = b"workspace_next_token"
 _HEARTBEAT = "ouroactors:workspace-heartbeat"
-
-
-@dataclass(frozen=True)
-class Acquire:
-    root: str
-    mode: str  # exclusive | shared_read
-    session_id: str
-    owner: Any = None  # the actor to watch (default: the sender)
-    request_id: str | None = None  # idempotency key: the same on every retry of this request; unguessable
-
-
-@dataclass(frozen=True)
-class Release:
-    lease_id: str
-    capability: bytes | None = None
-
-
-@dataclass(frozen=True)
-class Reclaim:
-    session_id: str
-    root: str
-    mode: str
-    capability: bytes  # the lost lease's capability: the proof of being that session's owner
-    owner: Any = None
-    request_id: str | None = None  # idempotency key of this reclaim (the new lease is keyed by it)
-
-
-@dataclass(frozen=True)
-class CheckFence:
-    path: str
-    token: int
-    write: bool = True
-
-
-@dataclass(frozen=True)
-class CreateWorktree:
-    repo: str
-    session_id: str
-    base: str = "HEAD"
-
-
-@dataclass(frozen=True)
-class CleanupWorktree:
-    repo: str
-    path: str
 
 
 @dataclass(frozen=True)
@@ -119,11 +76,15 @@ class Granted:
 class Workspace(Worker):
     """Asks: Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree, ``"leases"``.
 
-    Refusals (answered, nothing changed): lease and path errors, worktree errors, a rejected commit.
+    Every request is checked at the door (:mod:`.messages`) and must be stamped with this
+    authority's generation. Refusals (answered, nothing changed): a bad request, lease and path
+    errors, worktree errors, a rejected commit.
     An unknown commit outcome is a crash: the restart reloads the truth from LMDB.
     """
 
-    refusals = (LeaseError, PathError, WorktreeError, CommitRejected)
+    refusals = (LeaseError, PathError, WorktreeError, CommitRejected, CodecError)
+    protocol = PROTOCOL
+    stamped_only = True
 
     def on_start(self, allowed_roots: list[str] | None = None, heartbeat_s: float = 0.5,
                  owner_lost_after_s: float = 2.0, map_size: int | None = None) -> None:

@@ -1,0 +1,66 @@
+"""The workspace authority's protocol: every request it takes, with the bounds checked at its door.
+
+The annotations are the validation (see :mod:`ouroactors.core.boundary`): the worker checks and
+rebuilds each request before a handler runs and answers a bad one with
+:class:`~ouroactors.core.errors.BadRequest`, changing nothing. Every request must be stamped with
+the workspace generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from ...core.boundary import Address, Name, Range, Size
+
+Path = Annotated[str, Size(1, 4096)]
+Mode = Annotated[str, Size(1, 16)]  # exclusive | shared_read (the lease table names a bad one)
+Capability = Annotated[bytes, Size(1, 256)]
+
+
+@dataclass(frozen=True)
+class Acquire:
+    root: Path
+    mode: Mode
+    session_id: Name
+    owner: Address = None  # the actor to watch (default: the sender)
+    request_id: Name | None = None  # idempotency key: the same on every retry of this request; unguessable
+
+
+@dataclass(frozen=True)
+class Release:
+    lease_id: Name
+    capability: Capability | None = None
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    session_id: Name
+    root: Path
+    mode: Mode
+    capability: Capability  # the lost lease's capability: the proof of being that session's owner
+    owner: Address = None
+    request_id: Name | None = None  # idempotency key of this reclaim (the new lease is keyed by it)
+
+
+@dataclass(frozen=True)
+class CheckFence:
+    path: Path
+    token: Annotated[int, Range(0, 2**63 - 1)]
+    write: bool = True
+
+
+@dataclass(frozen=True)
+class CreateWorktree:
+    repo: Path
+    session_id: Name
+    base: Annotated[str, Size(1, 200)] = "HEAD"
+
+
+@dataclass(frozen=True)
+class CleanupWorktree:
+    repo: Path
+    path: Path
+
+
+PROTOCOL: tuple[type, ...] = (Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree)

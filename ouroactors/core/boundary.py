@@ -1,0 +1,297 @@
+"""Validation of request messages at an authority's door, driven by their type hints.
+
+Authority messages are frozen dataclasses; a message arrives unpickled from another process, so
+neither its ``__init__`` nor its ``__post_init__`` ran: any field may hold anything. Before a
+worker dispatches a message type listed in its ``protocol``, :func:`check_message` checks every
+field against its annotation and **rebuilds** the message through its constructor (so its own
+``__post_init__`` checks run too), or raises :class:`~.errors.BadRequest` naming the field.
+
+Why one generic checker rather than ``if`` statements in handlers: a handler that forgets one
+check crashes the authority (and an authority crash restarts every consumer after it), and the
+fuzz test can only prove the promise for every message type if the promise is made in one place.
+
+What a plain annotation means (tighten it with ``Annotated[..., Size(...)]`` or ``Range(...)``):
+
+* ``str`` — a str of at most :data:`DEFAULT_STR_BYTES` bytes of valid UTF-8 without NUL (a str that
+  becomes an LMDB key, 511 bytes at most, is declared :data:`Name`: 1 to 200 bytes); ``bytes`` at
+  most 1 KiB;
+* ``int`` — an int (not a bool) in the signed 64-bit range; ``float`` — a finite int or float;
+* ``bool`` — exactly True or False; an ``Enum`` — a member or one of its values; ``Literal`` — one
+  of the listed values;
+* ``tuple[X, ...]`` / ``dict[str, X]`` — at most :data:`DEFAULT_ITEMS` items, each checked;
+* a nested dataclass is checked and rebuilt the same way; a pydantic model is re-validated strictly;
+* ``Any`` — a value the canonical codec can encode, at most :data:`DEFAULT_DATA_BYTES` bytes;
+  :data:`Address` — an actor address (or None): checked for type only.
+
+A message class may add cross-field checks in a ``check(self) -> None`` method that raises
+:class:`~.errors.BadRequest`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import pydantic
+
+from .errors import BadRequest
+
+DEFAULT_STR_BYTES = 4096  # a str that becomes an LMDB key (511 bytes at most) is declared Name
+DEFAULT_BYTES = 1024
+DEFAULT_ITEMS = 256
+DEFAULT_DATA_BYTES = 4000
+INT64 = (-(2**63), 2**63 - 1)
+
+
+@dataclass(frozen=True)
+class Size:
+    """Length bounds: UTF-8 bytes of a str, bytes of a bytes, items of a tuple or dict."""
+
+    lo: int = 0
+    hi: int = DEFAULT_STR_BYTES
+
+
+@dataclass(frozen=True)
+class Range:
+    """Inclusive numeric bounds (floats must also be finite)."""
+
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Data:
+    """Free-form data: canonically encodable, at most ``max_bytes`` encoded."""
+
+    max_bytes: int = DEFAULT_DATA_BYTES
+
+
+class _AddressMarker:
+    pass
+
+
+Address = Annotated[Any, _AddressMarker()]  # an actor address (thespian's ActorAddress) or None
+
+# The shapes every authority's protocol uses.
+Name = Annotated[str, Size(1, 200)]  # ids of sessions, effects, approvals, operators…
+Text = Annotated[str, Size(0, 512)]  # reasons and other free text that is stored
+Version = Annotated[int, Range(0, 2**63 - 1)]
+Seconds = Annotated[float, Range(0.001, 7 * 24 * 3600.0)]
+
+
+class _Bad(Exception):
+    def __init__(self, path: str, problem: str, value: Any) -> None:
+        super().__init__(problem)
+        self.path, self.problem, self.value = path, problem, value
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not crash the refusal
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls, include_extras=True)
+    return hints
+
+
+def check_message(message: Any) -> Any:
+    """The message, checked and rebuilt; raises :class:`BadRequest` on the first bad field."""
+    name = type(message).__name__
+    try:
+        rebuilt = _dataclass(message, type(message), "")
+        check = getattr(rebuilt, "check", None)
+        if callable(check):
+            check()
+    except _Bad as bad:
+        raise BadRequest(name, bad.path.lstrip("."), bad.problem, _short(bad.value)) from None
+    return rebuilt
+
+
+def _dataclass(value: Any, cls: type, path: str) -> Any:
+    if type(value) is not cls:
+        raise _Bad(path, f"must be a {cls.__name__}, not {type(value).__name__}", value)
+    hints = _hints(cls)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        try:
+            raw = object.__getattribute__(value, f.name)
+        except AttributeError:
+            raise _Bad(f"{path}.{f.name}", "is missing", None) from None
+        fields[f.name] = _check(raw, hints[f.name], f"{path}.{f.name}")
+    try:
+        return cls(**fields)
+    except _Bad:
+        raise
+    except Exception as exc:  # the class's own __post_init__ refused it
+        raise _Bad(path, f"{type(exc).__name__}: {exc}"[:300], None) from None
+
+
+def _check(value: Any, ann: Any, path: str) -> Any:
+    meta: tuple[Any, ...] = ()
+    if get_origin(ann) is Annotated:
+        ann, *extra = get_args(ann)
+        meta = tuple(extra)
+    if any(isinstance(m, _AddressMarker) for m in meta):
+        return _address(value, path)
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Union or origin is types.UnionType:
+        return _union(value, args, meta, path)
+    if ann is Any:
+        return _data(value, next((m for m in meta if isinstance(m, Data)), Data()), path)
+    if origin is Literal:
+        if not any(type(value) is type(a) and value == a for a in args):
+            raise _Bad(path, f"must be one of {', '.join(map(repr, args))}", value)
+        return value
+    size = next((m for m in meta if isinstance(m, Size)), None)
+    if origin is tuple:
+        return _tuple(value, args, size, path)
+    if origin is dict:
+        return _dict(value, args, size, path)
+    if ann is bool:
+        if type(value) is not bool:
+            raise _Bad(path, f"must be True or False, not {type(value).__name__}", value)
+        return value
+    if ann is int or ann is float:
+        return _number(value, ann, next((m for m in meta if isinstance(m, Range)), None), path)
+    if ann is str:
+        return _str(value, size or Size(), path)
+    if ann is bytes:
+        if type(value) is not bytes:
+            raise _Bad(path, f"must be bytes, not {type(value).__name__}", value)
+        _length(len(value), size or Size(0, DEFAULT_BYTES), "bytes", path, value)
+        return value
+    if isinstance(ann, type) and issubclass(ann, Enum):
+        return _enum(value, ann, path)
+    if isinstance(ann, type) and dataclasses.is_dataclass(ann):
+        return _dataclass(value, ann, path)
+    if isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
+        return _model(value, ann, path)
+    raise _Bad(path, f"has an annotation the boundary cannot check ({ann!r})", None)  # a bug in the protocol
+
+
+def _union(value: Any, args: tuple[Any, ...], meta: tuple[Any, ...], path: str) -> Any:
+    if value is None and type(None) in args:
+        return None
+    rest = [a for a in args if a is not type(None)]
+    if len(rest) == 1:
+        return _check(value, Annotated[(rest[0], *meta)] if meta else rest[0], path)
+    for alternative in rest:  # a union of classes: the one the value is an instance of
+        if isinstance(alternative, type) and type(value) is alternative:
+            return _check(value, alternative, path)
+    names = ", ".join(getattr(a, "__name__", repr(a)) for a in rest)
+    raise _Bad(path, f"must be one of: {names}{' or None' if type(None) in args else ''}", value)
+
+
+def _length(n: int, size: Size, unit: str, path: str, value: Any) -> None:
+    if not size.lo <= n <= size.hi:
+        raise _Bad(path, f"must be {size.lo} to {size.hi} {unit}, not {n}", value)
+
+
+def _str(value: Any, size: Size, path: str) -> str:
+    if type(value) is not str:
+        raise _Bad(path, f"must be a str, not {type(value).__name__}", value)
+    if len(value) > size.hi:  # before encoding: a huge str is refused without copying it
+        raise _Bad(path, f"must be {size.lo} to {size.hi} bytes of UTF-8, not {len(value)} characters", value)
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Bad(path, "is not valid UTF-8 (a lone surrogate)", value) from None
+    if "\x00" in value:
+        raise _Bad(path, "must not contain NUL", value)
+    _length(len(encoded), size, "bytes of UTF-8", path, value)
+    return value
+
+
+def _number(value: Any, ann: type, bounds: Range | None, path: str) -> int | float:
+    if ann is int and type(value) is not int:
+        raise _Bad(path, f"must be an int, not {type(value).__name__}", value)
+    if ann is float:
+        if type(value) not in (int, float):
+            raise _Bad(path, f"must be a number, not {type(value).__name__}", value)
+        if type(value) is float and not math.isfinite(value):
+            raise _Bad(path, "must be finite", value)
+    lo, hi = (bounds.lo, bounds.hi) if bounds else ((INT64[0], INT64[1]) if ann is int else (-1e15, 1e15))
+    if not lo <= value <= hi:
+        raise _Bad(path, f"must be in [{lo:g}, {hi:g}]", value)
+    return value
+
+
+def _enum(value: Any, cls: type[Enum], path: str) -> Enum:
+    if isinstance(value, cls):
+        return value
+    if type(value) in (str, int):
+        try:
+            return cls(value)
+        except ValueError:
+            pass
+    raise _Bad(path, f"must be one of {', '.join(str(m.value) for m in cls)}", value)
+
+
+def _tuple(value: Any, args: tuple[Any, ...], size: Size | None, path: str) -> tuple[Any, ...]:
+    if type(value) not in (tuple, list):
+        raise _Bad(path, f"must be a tuple, not {type(value).__name__}", value)
+    if len(args) == 2 and args[1] is Ellipsis:
+        _length(len(value), size or Size(0, DEFAULT_ITEMS), "items", path, None)
+        return tuple(_check(item, args[0], f"{path}[{i}]") for i, item in enumerate(value))
+    if len(value) != len(args):
+        raise _Bad(path, f"must have {len(args)} items, not {len(value)}", None)
+    return tuple(_check(item, a, f"{path}[{i}]") for i, (item, a) in enumerate(zip(value, args, strict=True)))
+
+
+def _dict(value: Any, args: tuple[Any, ...], size: Size | None, path: str) -> dict[Any, Any]:
+    if type(value) is not dict:
+        raise _Bad(path, f"must be a dict, not {type(value).__name__}", value)
+    _length(len(value), size or Size(0, DEFAULT_ITEMS), "items", path, None)
+    key_ann, value_ann = args if len(args) == 2 else (str, Any)
+    return {_check(k, key_ann, f"{path}<key>"): _check(v, value_ann, f"{path}[{_short(k)}]")
+            for k, v in value.items()}
+
+
+def _data(value: Any, bound: Data, path: str) -> Any:
+    from .codec import CodecError, _pack  # the canonical codec decides what is encodable
+
+    try:
+        packed = _pack(value, path.lstrip(".") or "value")
+    except CodecError as exc:
+        raise _Bad(path, f"is not encodable: {exc}"[:300], None) from None
+    except RecursionError:
+        raise _Bad(path, "is nested too deeply", None) from None
+    if len(packed) > bound.max_bytes:
+        raise _Bad(path, f"is {len(packed)} bytes encoded, over the limit of {bound.max_bytes}", None)
+    return value
+
+
+def _model(value: Any, cls: type[pydantic.BaseModel], path: str) -> Any:
+    if type(value) is not cls:
+        raise _Bad(path, f"must be a {cls.__name__}, not {type(value).__name__}", value)
+    try:
+        data = {name: object.__getattribute__(value, name) for name in cls.model_fields}
+        return cls.model_validate(data, strict=True)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise _Bad(f"{path}.{where}" if where else path, str(first.get("msg", exc))[:200], first.get("input")) from None
+    except AttributeError as exc:
+        raise _Bad(path, f"is incomplete: {exc}", None) from None
+
+
+def _address(value: Any, path: str) -> Any:
+    # Duck-typed (thespian's ActorAddress carries ``addressDetails``): core imports no actor library.
+    if value is not None and (type(value).__name__ != "ActorAddress" or not hasattr(value, "addressDetails")):
+        raise _Bad(path, f"must be an actor address, not {type(value).__name__}", value)
+    return value
