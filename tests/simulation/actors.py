@@ -8,7 +8,10 @@ from typing import Any
 from thespian.actors import WakeupMessage
 
 from ouroactors import Worker
-from ouroactors.core import clock
+from ouroactors.authorities.storage.actor import storage_config
+from ouroactors.authorities.storage.commit import write
+from ouroactors.authorities.storage.env import db, open_env
+from ouroactors.core import clock, faults
 
 
 class Ticker(Worker):
@@ -47,3 +50,31 @@ class Counter(Worker):
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         self.wakeupAfter(timedelta(seconds=0.5), payload="beat")  # a timer of its own, to outlive it
+
+
+IN_TXN = faults.register_point("test.sim.in_txn", "test-only: inside a write transaction, before its commit")
+
+
+class Writer(Worker):
+    """Writes ``key=value`` into the node's LMDB environment, reaching a fault point mid-transaction."""
+
+    def on_start(self) -> None:
+        assert self.context is not None
+        self.env = open_env(storage_config(self.context.data_dir))
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        verb, _, rest = message.partition(" ")
+        table = db(self.env, b"journal")
+        if verb == "put":
+            key, _, value = rest.partition("=")
+
+            def put(txn: Any) -> None:
+                txn.put(key.encode(), value.encode(), db=table)
+                faults.point(IN_TXN)
+
+            return type(write(self.env, put)).__name__
+        if verb == "get":
+            with self.env.begin() as txn:
+                raw = txn.get(rest.encode(), db=table)
+            return "<absent>" if raw is None else bytes(raw).decode()
+        return None

@@ -1,5 +1,6 @@
 """A simulated system (simple base on virtual time): timers, clocks and a whole chaos campaign are
-deterministic — two runs of the same seeds leave the same event log, byte for byte."""
+deterministic — two runs of the same seeds leave the same event log, byte for byte, simulated
+kills included."""
 
 from __future__ import annotations
 
@@ -86,6 +87,9 @@ def test_a_simple_base_campaign_is_deterministic_byte_for_byte(tmp_path: Path) -
     events = [json.loads(line) for line in first_log.splitlines()]
     kinds = {e["kind"] for e in events}
     assert {"fault_fired", "exited", "restarting"} <= kinds  # faults fired and actors crashed and came back
+    killed = {e["path"] for e in events if e["kind"] == "exited" and (e.get("reason") or {}).get("kind") == "killed"}
+    assert {"agent/ledger", "agent/storage"} & killed  # simulated deaths are in the replayed history too
+    assert any(e["kind"] == "fault_fired" and e.get("action") == "kill" for e in events)
     # Firings name the actor that was handling the message, not the last one armed.
     actors = {e.get("actor", e["path"]) for e in events if e["kind"] == "fault_fired"}
     assert {"agent/ledger", "agent/workspace"} <= actors
