@@ -5,12 +5,15 @@ its listening sockets, so any local user who can connect to 127.0.0.1 could run 
 or an actor. Every frame between the processes of one ouroactors system therefore carries an
 HMAC-SHA256 tag computed with the system's secret::
 
-    b"<length>>" + tag (32 bytes) + pickle        length = 32 + len(pickle)
+    b"<length>>" + head (16) + tag (32) + pickle        length = 48 + len(pickle)
 
-and a frame is unpickled only after its tag checks out (constant-time compare). A frame whose tag
-does not match, whose declared length exceeds the cap (:data:`max_frame_bytes`, before any of its
-body is read) or whose header is not a length is dropped, its connection closed, and the drop
-counted in the system's data dir (:func:`dropped`), which ``/metrics`` reports.
+``head`` tags the declared length and is checked as soon as its 16 bytes arrive, before the rest
+of the frame is read; ``tag`` (HMAC-SHA256 of the pickle) is checked, in constant time, before
+the pickle is unpickled. A frame whose tags do not match, whose declared length exceeds the cap
+(:data:`max_frame_bytes`, refused on the header) or whose header is not a length is dropped, its
+connection closed, and the drop counted in the system's data dir (:func:`dropped`), which
+``/metrics`` reports. Tags authenticate, they do not encrypt, and they do not stop the replay of a
+frame captured on the wire: across machines, a trusted network or a tunnel is still needed.
 
 Thespian's two acknowledgements (the pickles of ``"ACK"`` and ``"ACK+DATAERR"``) stay untagged:
 they are recognised by comparing the bytes with the two known pickles, never by unpickling, so
@@ -43,6 +46,8 @@ from thespian.system.transport.streamBuffer import ReceiveBuffer, ackDataErrMsg,
 from thespian.system.utilis import thesplog
 
 TAG_BYTES = 32
+HEAD_BYTES = 16
+PREFIX_BYTES = HEAD_BYTES + TAG_BYTES
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 20  # "<length>>" of any length the cap allows, with room to spare
 COUNTER_FILE = "frames_dropped.json"
@@ -131,22 +136,37 @@ class FrameTooLarge(ValueError):
     """An outgoing message whose frame would exceed the cap every receiver enforces."""
 
 
+_heads: dict[tuple[bytes, int], bytes] = {}
+
+
+def head(key: bytes, length: int) -> bytes:
+    """The tag of a frame's declared length, checked before any more of the frame is read."""
+    cached = _heads.get((key, length))
+    if cached is None:
+        if len(_heads) > 4096:
+            _heads.clear()
+        cached = _heads[(key, length)] = tag(key, b"ouroactors frame length %d" % length)[:HEAD_BYTES]
+    return cached
+
+
 def encode(key: Key, body: bytes) -> bytes:
     """Frame ``body`` (a pickle) for the wire, tagged unless ``key`` is :data:`RAW`."""
     if isinstance(key, _Raw):
         return b"%d>" % len(body) + body
-    length = TAG_BYTES + len(body)
+    length = PREFIX_BYTES + len(body)
     if length > max_frame_bytes:
         raise FrameTooLarge(f"a message of {len(body)} pickled bytes exceeds the frame cap of "
                             f"{max_frame_bytes} bytes (OUROACTORS_MAX_FRAME_BYTES)")
-    return b"%d>" % length + tag(key, body) + body
+    return b"".join((b"%d>" % length, head(key, length), tag(key, body), body))
 
 
 class FrameBuffer(ReceiveBuffer):
-    """thespian's receive buffer, bounded, that unpickles only frames whose tag checks out.
+    """thespian's receive buffer, bounded, that unpickles only frames whose tags check out.
 
-    ``auth`` is set by the transport that owns the buffer before the frame completes; a buffer
-    whose transport never said which key applies rejects everything (fail closed).
+    ``auth`` is set by the transport that owns the buffer as soon as data arrives; a buffer whose
+    transport never said which key applies rejects everything (fail closed). With a key, reads
+    stop after the first :data:`HEAD_BYTES` of the body until the declared length's tag checks
+    out, so a sender without the secret makes the receiver hold a few dozen bytes, not the cap.
     """
 
     def __init__(self, serializer: Any = pickle.loads) -> None:
@@ -154,6 +174,7 @@ class FrameBuffer(ReceiveBuffer):
         self.auth: tuple[Key, str | None] | None = None
         self.rejected: str | None = None  # why the frame is refused, once known
         self._verdict: bool | None = None
+        self._head_ok = False
         self._counted = False
 
     def addMore(self, buf: bytes) -> None:
@@ -171,12 +192,41 @@ class FrameBuffer(ReceiveBuffer):
             self.rejected = "malformed"
         elif self._size > max_frame_bytes:
             self.rejected = "oversize"
+        else:
+            self.check_head()
+
+    def _key(self) -> bytes | None:
+        auth = self.auth
+        return auth[0] if auth is not None and isinstance(auth[0], bytes) else None
+
+    def _needs_head(self) -> bool:
+        return not self._head_ok and self._size is not None and self._size >= PREFIX_BYTES \
+            and not (self.auth is not None and isinstance(self.auth[0], _Raw))
+
+    def check_head(self) -> bool:
+        """Check the declared length's tag once its bytes are here; False once the frame is refused."""
+        if self.rejected is not None:
+            return False
+        key = self._key()
+        if key is None or not self._needs_head() or len(self._buf) < HEAD_BYTES:
+            return True
+        assert self._size is not None
+        if hmac.compare_digest(memoryview(self._buf)[:HEAD_BYTES], head(key, self._size)):
+            self._head_ok = True
+            return True
+        self.rejected = "mac"
+        return False
 
     def isDone(self) -> bool:
         return self.rejected is not None or bool(super().isDone())
 
     def remainingAmount(self) -> int:
-        return 0 if self.rejected is not None else int(super().remainingAmount())
+        if self.rejected is not None:
+            return 0
+        wanted = int(super().remainingAmount())
+        if self._needs_head() and len(self._buf) < HEAD_BYTES:
+            return min(wanted, HEAD_BYTES - len(self._buf))
+        return wanted
 
     def accept(self) -> bool:
         """Whether the completed frame may be unpickled; a refusal is counted once."""
@@ -194,14 +244,12 @@ class FrameBuffer(ReceiveBuffer):
             return False
         if len(self._buf) < TAG_BYTES and self._buf in _ACK_BODIES:
             return True
-        if self.auth is None:
-            self.rejected = "mac"
-            return False
-        key = self.auth[0]
-        if isinstance(key, _Raw):
+        if self.auth is not None and isinstance(self.auth[0], _Raw):
             return True
+        key = self._key()
         view = memoryview(self._buf)
-        if len(view) <= TAG_BYTES or not hmac.compare_digest(view[:TAG_BYTES], tag(key, view[TAG_BYTES:])):
+        if key is None or len(view) <= PREFIX_BYTES or not self.check_head() or not hmac.compare_digest(
+                view[HEAD_BYTES:PREFIX_BYTES], tag(key, view[PREFIX_BYTES:])):
             self.rejected = "mac"
             return False
         return True
@@ -217,7 +265,7 @@ class FrameBuffer(ReceiveBuffer):
         assert self.auth is not None
         if isinstance(self.auth[0], _Raw):
             return self._deserialize(self._buf), self._extra
-        return self._deserialize(memoryview(self._buf)[TAG_BYTES:]), self._extra
+        return self._deserialize(memoryview(self._buf)[PREFIX_BYTES:]), self._extra
 
 
 def _count(counter: str | None, reason: str, size: int) -> None:

@@ -271,6 +271,7 @@ def _install_frames() -> None:
         buffer = getattr(inc, "_rData", None)
         if isinstance(buffer, _frames.FrameBuffer):
             buffer.auth = self._ouro_auth
+            buffer.check_head()
             if buffer.isDone() and not buffer.accept():
                 inc.close()  # dropped before unpickling; the sender's retry gets nowhere either
                 return None

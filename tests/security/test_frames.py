@@ -142,6 +142,12 @@ def test_an_oversized_frame_is_refused_before_it_is_read(actor_system):
                 pass
             raise ConnectionResetError  # an orderly close is a refusal too
     _wait_dropped(system, "malformed", 1)
+    # Under the cap, a length whose tag is wrong is refused after its 16 bytes, not after 10 MiB.
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(b"%d>" % (10 * 1024 * 1024) + b"\0" * 16)
+        conn.settimeout(5)
+        assert conn.recv(64) == b""
+    _wait_dropped(system, "mac", 1)
     assert system.ask("root/a", "fine") == "fine"
 
 
@@ -179,6 +185,20 @@ def test_frames_round_trip_and_a_flipped_bit_is_dropped():
     unkeyed = _frames.FrameBuffer()  # a buffer no transport claimed: fail closed
     unkeyed.addMore(wire)
     assert unkeyed.completed() is None
+
+
+def test_reads_stop_at_the_length_tag_until_it_checks_out():
+    key = _frames.frame_key(b"s" * 32)
+    buffer = _frames.FrameBuffer()
+    buffer.auth = (key, None)
+    buffer.addMore(b"%d>" % (1024 * 1024))
+    assert buffer.remainingAmount() == _frames.HEAD_BYTES  # not a MiB: only the length's tag
+    buffer.addMore(_frames.head(key, 1024 * 1024))
+    assert buffer.remainingAmount() == 1024 * 1024 - _frames.HEAD_BYTES  # authenticated length
+    forged = _frames.FrameBuffer()
+    forged.auth = (key, None)
+    forged.addMore(b"%d>" % (1024 * 1024) + b"\1" * _frames.HEAD_BYTES)
+    assert forged.rejected == "mac" and forged.isDone() and forged.remainingAmount() == 0
 
 
 def test_acknowledgements_are_recognised_by_their_bytes_not_unpickled():
