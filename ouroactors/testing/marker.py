@@ -18,8 +18,10 @@ too costly at collection to parametrize over. So a marked test *is* one enumerat
 4. **the body** runs only then, with the :class:`~ouroactors.faults.enumerate.EnumerationReport` as
    ``crash_report`` for assertions of its own.
 
-``base`` is ``"multiproc"`` (a crash is a SIGKILL of one actor's process); another base is accepted
-once :func:`enumerate_crashes` takes one. A tree file's ``[system]`` table is not used. Build trees
+``base`` is ``"multiproc"`` (a crash is a SIGKILL of one actor's process) or ``"simple"``: a
+simulated system (one process on virtual time) where a crash is the simulated death of the actor —
+its supervisor sees ``killed``, its memory is gone, LMDB keeps what was committed — at a fraction of
+the cost, deterministic to the delivery. A tree file's ``[system]`` table is not used. Build trees
 with ``enumeration_tree()`` or ``workload_tree(heartbeat_s=60.0, owner_lost_after_s=120.0)``: a fast
 heartbeat makes message counts drift between runs, and sites come out ``not reached``.
 """
@@ -46,8 +48,9 @@ if TYPE_CHECKING:
 MARKER = "crash_enumeration"
 ARGUMENTS = ("tree", "config", "points", "max_sites", "fresh", "base")
 MARKER_HELP = (f"{MARKER}(tree=None, config=None, *, points=None, max_sites=None, fresh=True, base='multiproc'): "
-               "run the workload on tree, SIGKILL each crash site in turn, fail on any invariant violated; the "
-               "test gets the report as the crash_report fixture (see ouroactors.testing.marker)")
+               "run the workload on tree, kill at each crash site in turn (SIGKILL on multiproc, a simulated "
+               "death on simple), fail on any invariant violated; the test gets the report as the crash_report "
+               "fixture (see ouroactors.testing.marker)")
 
 
 class BadArgument(ValueError):
@@ -267,9 +270,15 @@ def _describe(row: CrashRow, enumeration: Enumeration, data_dir: Path) -> str:
     if row.error is not None:
         lines.append(f"    the harness failed: {row.error}")
     plan = plan_to_toml(site.plan()).strip().replace("\n", "\n      ")
-    lines.append(f"    reproduce: this plan armed in {site.path} only, then the same workload:\n      {plan}")
-    lines.append(f"      with Bench(tree, config) as bench: bench.run('replay', CrashSite({site.path!r}, "
-                 f"{site.point!r}, {site.nth}).plan(), at=[{site.path!r}])")
+    if site.shared:  # a simulated system: one process, the plan armed in every worker alike
+        lines.append(f"    reproduce: this plan armed in every worker of a simulated system, then the same "
+                     f"workload:\n      {plan}")
+        lines.append(f"      with Bench(tree, config, base='simple') as bench: bench.run('replay', "
+                     f"CrashSite({site.path!r}, {site.point!r}, {site.nth}, shared=True).plan())")
+    else:
+        lines.append(f"    reproduce: this plan armed in {site.path} only, then the same workload:\n      {plan}")
+        lines.append(f"      with Bench(tree, config) as bench: bench.run('replay', CrashSite({site.path!r}, "
+                     f"{site.point!r}, {site.nth}).plan(), at=[{site.path!r}])")
     lines.append(f"    data (events.jsonl, LMDB): {data_dir / (f'site{row.index}' if enumeration.fresh else 'record')}")
     return "\n".join(lines)
 
