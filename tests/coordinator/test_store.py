@@ -228,3 +228,21 @@ def test_reconcile_refuses_when_another_coordinator_wrote(store) -> None:
     committed(store.transition("s1", rec.revision + 1, Event.MESSAGE))
     with pytest.raises(RevisionConflict):
         store.reconcile("s1", rec.revision)
+
+
+@pytest.mark.parametrize("point", ["coordinator.transition_committed", "coordinator.checkpoint_committed"])
+def test_a_crash_at_a_named_boundary_comes_after_the_commit(store, point) -> None:
+    """Crash enumeration can stop the coordinator right after each durable step: the step is on disk."""
+    assert point in faults.known_points()
+    rec = running(store)
+    step = plan(batch(1, 2), 0, "", "")
+    faults.arm(FaultPlan((FaultRule(point, FaultAction.RAISE),)))
+    with pytest.raises(faults.FaultInjected):
+        if point == "coordinator.checkpoint_committed":
+            store.checkpoint("s1", rec.revision, step)
+        else:
+            store.transition("s1", rec.revision, Event.RUNTIME_LOST)
+    faults.disarm()
+    durable = store.get("s1")
+    assert durable.revision == rec.revision + 1
+    assert durable.committed_cursor == (2 if point == "coordinator.checkpoint_committed" else 0)

@@ -19,6 +19,7 @@ NUL inside one would let one session's key range overlap another's.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
@@ -35,8 +36,10 @@ __all__ = [
     "PublishedEvent",
     "Recoverable",
     "RejectedEvent",
+    "ResumeApplied",
     "RuntimeAttachment",
     "SessionRecord",
+    "Sweep",
     "WorkspaceLease",
     "check_id",
 ]
@@ -224,3 +227,20 @@ class RejectedEvent(Record):
     expected_version: int
     found_version: int
     at_ns: int
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The boot sweep's answer: recoverable sessions, and ids whose projection is corrupt (reported)."""
+
+    sessions: list[Recoverable]
+    corrupt: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ResumeApplied:
+    """A resume event's durable result: the record after it, or the rejection that was logged."""
+
+    record: SessionRecord
+    accepted: bool
+    rejection: RejectedEvent | None = None

@@ -34,53 +34,44 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lmdb
 
 from ...authorities.storage.commit import Committed, Outcome, write
 from ...authorities.storage.env import StorageConfig, db, open_env
-from ...core import clock
+from ...core import clock, faults
 from ...core.codec import CodecError, Record, check_size, decode, encode, seq_key, seq_of
 from ...core.errors import CorruptRecord
 from . import resume as resume_rules
 from .errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
+from .keys import live_key, log_prefix, rejected_count_key, rejected_prefix, seen_key, timer_key
 from .mutation import InvalidChange, check_shape, moved, next_record
 from .publication import CursorError, CursorGap, Plan
-from .record import AcceptedEvent, PublishedEvent, Recoverable, RejectedEvent, SessionRecord, check_id
+from .record import (
+    AcceptedEvent,
+    PublishedEvent,
+    Recoverable,
+    RejectedEvent,
+    ResumeApplied,
+    SessionRecord,
+    Sweep,
+    check_id,
+)
 from .workflow import Event, is_terminal
 
 __all__ = ["NotOwner", "RevisionConflict", "SessionExists", "SessionStore", "Sweep", "UnknownSession"]
 
 log = logging.getLogger("ouroactors.coordinator")
+# Named boundaries for crash enumeration: each is reached only after its write committed.
+TRANSITION_COMMITTED = faults.register_point("coordinator.transition_committed",
+                                             "a session transition is durable, nothing acted on it yet")
+CHECKPOINT_COMMITTED = faults.register_point("coordinator.checkpoint_committed",
+                                             "a checkpoint is durable, not yet acked to the runtime nor published")
+RESUME_COMMITTED = faults.register_point("coordinator.resume_committed",
+                                         "a resume event was applied (or its rejection logged), nobody told yet")
 MAX_RECORD_BYTES = 64 << 10
 R = TypeVar("R", bound=Record)
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """The boot sweep's answer: recoverable sessions, and ids whose projection is corrupt (reported)."""
-
-    sessions: list[Recoverable]
-    corrupt: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ResumeApplied:
-    """A resume event's durable result: the record after it, or the rejection that was logged."""
-
-    record: SessionRecord
-    accepted: bool
-    rejection: RejectedEvent | None = None
-
-
-def _live_key(node: str, session_id: str) -> bytes:
-    return f"{node}/{session_id}".encode()
-
-
-def _timer_key(due_ns: int, session_id: str) -> bytes:
-    return seq_key(due_ns) + session_id.encode()
 
 
 class SessionStore:
@@ -134,11 +125,14 @@ class SessionStore:
         raw = txn.get(key, db=self.sessions)
         return None if raw is None else self._decode(SessionRecord, raw, b"sessions/" + key)
 
-    def _write(self, fn: Callable[[lmdb.Transaction], Any]) -> Outcome[Any]:
+    def _write(self, fn: Callable[[lmdb.Transaction], Any], boundary: str | None = None) -> Outcome[Any]:
         try:
-            return write(self.env, fn, fence=self.fence)
+            outcome = write(self.env, fn, fence=self.fence)
         finally:
             self._save_quarantine()
+        if boundary is not None and isinstance(outcome, Committed):
+            faults.point(boundary)
+        return outcome
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -170,7 +164,7 @@ class SessionStore:
 
     def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[PublishedEvent]:
         """Committed events with cursor > ``after`` (at most ``limit``), in cursor order: what subscribers read."""
-        prefix = check_id(session_id, "session_id").encode() + b"/"
+        prefix = log_prefix(session_id)
         out: list[PublishedEvent] = []
         with self.env.begin(db=self.log) as txn:
             cursor = txn.cursor()
@@ -183,7 +177,7 @@ class SessionStore:
         return out
 
     def rejections(self, session_id: str) -> list[RejectedEvent]:
-        prefix = check_id(session_id, "session_id").encode() + b"/r/"
+        prefix = rejected_prefix(session_id)
         out: list[RejectedEvent] = []
         with self.env.begin(db=self.resumes) as txn:
             cursor = txn.cursor()
@@ -197,11 +191,11 @@ class SessionStore:
 
     def seen(self, session_id: str, event_id: str) -> bool:
         with self.env.begin(db=self.resumes) as txn:
-            return txn.get(_seen_key(session_id, event_id)) is not None
+            return txn.get(seen_key(session_id, event_id)) is not None
 
     def accepted(self, session_id: str, event_id: str) -> AcceptedEvent | None:
         """The resume event accepted under ``event_id`` (what resumed the session: see ``resumed_by``)."""
-        key = _seen_key(session_id, event_id)
+        key = seen_key(session_id, event_id)
         with self.env.begin(db=self.resumes) as txn:
             raw = txn.get(key)
             found = None if raw is None else self._decode(AcceptedEvent, raw, b"session_resume/" + key)
@@ -272,7 +266,7 @@ class SessionStore:
             old = self._current(txn, session_id, expected_revision, coordinator)
             return self._next(txn, old, moved(old, event, changes))
 
-        return self._write(run)
+        return self._write(run, TRANSITION_COMMITTED)
 
     def claim(self, session_id: str, expected_revision: int, coordinator: str) -> Outcome[SessionRecord]:
         """Make ``coordinator`` (an incarnation id) the session's writer; later writes naming another are refused."""
@@ -300,7 +294,7 @@ class SessionStore:
                                   f"{old.committed_cursor} already: cursors never go back")
             generation = old.runtime.generation if old.runtime else old.last_generation
             now = clock.time_ns()
-            prefix = old.session_id.encode() + b"/"
+            prefix = log_prefix(old.session_id)
             for event in plan.events:
                 body = encode(PublishedEvent(cursor=event.cursor, kind=event.kind, turn=event.turn, data=event.data,
                                              generation=generation, committed_ns=now))
@@ -315,7 +309,7 @@ class SessionStore:
                 new = new.model_copy(update=changes)
             return self._next(txn, old, new, checkpoint=True)
 
-        return self._write(run)
+        return self._write(run, CHECKPOINT_COMMITTED)
 
     def resume(self, session_id: str, event: resume_rules.ResumeEvent, actor: resume_rules.VerifiedActor, *,
                now_ns: int | None = None, coordinator: str | None = None) -> Outcome[ResumeApplied]:
@@ -335,19 +329,19 @@ class SessionStore:
                 raise UnknownSession(session_id)
             if coordinator is not None and record.coordinator and record.coordinator != coordinator:
                 raise NotOwner(session_id, record.coordinator, coordinator)
-            seen_key = _seen_key(session_id, event.event_id)
-            decision = resume_rules.check(record, event, actor, seen=txn.get(seen_key, db=self.resumes) is not None,
+            seen_at = seen_key(session_id, event.event_id)
+            decision = resume_rules.check(record, event, actor, seen=txn.get(seen_at, db=self.resumes) is not None,
                                           now_ns=now)
             if isinstance(decision, resume_rules.Refuse):
                 return ResumeApplied(record, False, self._reject(txn, record, event, actor, decision, now))
             accepted = AcceptedEvent(event_id=event.event_id, kind=event.kind.value, actor=actor.name,
                                      channel=event.channel, wait_id=event.wait_id, payload=event.payload,
                                      from_version=record.state_version, at_ns=now)
-            txn.put(seen_key, encode(accepted), db=self.resumes)
+            txn.put(seen_at, encode(accepted), db=self.resumes)
             moved_to = moved(record, decision.event, {"resumed_by": event.event_id})
             return ResumeApplied(self._next(txn, record, moved_to), True)
 
-        return self._write(run)
+        return self._write(run, RESUME_COMMITTED)
 
     # -- inside a write transaction ----------------------------------------------------------------
 
@@ -375,32 +369,28 @@ class SessionStore:
         sid = new.session_id
         txn.put(sid.encode(), body, db=self.sessions)
         if old is not None and old.node != new.node:
-            txn.delete(_live_key(old.node, sid), db=self.live)
+            txn.delete(live_key(old.node, sid), db=self.live)
         if is_terminal(new.state):
-            txn.delete(_live_key(new.node, sid), db=self.live)
+            txn.delete(live_key(new.node, sid), db=self.live)
         else:
-            txn.put(_live_key(new.node, sid), encode(Recoverable.of(new)), db=self.live)
+            txn.put(live_key(new.node, sid), encode(Recoverable.of(new)), db=self.live)
         old_due = old.timer_due() if old is not None else None
         new_due = new.timer_due()
         if old_due != new_due:
             if old_due is not None:
-                txn.delete(_timer_key(old_due, sid), db=self.timers)
+                txn.delete(timer_key(old_due, sid), db=self.timers)
             if new_due is not None:
-                txn.put(_timer_key(new_due, sid), b"", db=self.timers)
+                txn.put(timer_key(new_due, sid), b"", db=self.timers)
 
     def _reject(self, txn: lmdb.Transaction, record: SessionRecord, event: resume_rules.ResumeEvent,
                 actor: resume_rules.VerifiedActor, refusal: resume_rules.Refuse, now: int) -> RejectedEvent:
-        count_key = record.session_id.encode() + b"/n"
+        count_key = rejected_count_key(record.session_id)
         raw = txn.get(count_key, db=self.resumes)
         seq = (seq_of(bytes(raw)) if raw is not None else 0) + 1
         rejected = RejectedEvent(seq=seq, event_id=event.event_id, kind=event.kind.value, actor=actor.name,
                                  channel=event.channel, code=refusal.code.value, detail=refusal.detail,
                                  expected_version=event.expected_version, found_version=record.state_version,
                                  at_ns=now)
-        txn.put(record.session_id.encode() + b"/r/" + seq_key(seq), encode(rejected), db=self.resumes)
+        txn.put(rejected_prefix(record.session_id) + seq_key(seq), encode(rejected), db=self.resumes)
         txn.put(count_key, seq_key(seq), db=self.resumes)
         return rejected
-
-
-def _seen_key(session_id: str, event_id: str) -> bytes:
-    return check_id(session_id, "session_id").encode() + b"/s/" + check_id(event_id, "event_id").encode()
