@@ -28,6 +28,7 @@ This is admission control on one node, not a distributed lock.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -56,7 +57,7 @@ from .leases import (
     lease_record,
 )
 from .messages import PROTOCOL, Acquire, CheckFence, CleanupWorktree, CreateWorktree, Reclaim, Release
-from .paths import PathError, canonicalize
+from .paths import PathError, canonicalize, canonicalize_roots, under
 from .worktrees import WorktreeError, cleanup, create
 
 log = logging.getLogger("ouroactors.workspace")
@@ -87,9 +88,13 @@ class Workspace(Worker):
     stamped_only = True
 
     def on_start(self, allowed_roots: list[str] | None = None, heartbeat_s: float = 0.5,
-                 owner_lost_after_s: float = 2.0, map_size: int | None = None) -> None:
+                 owner_lost_after_s: float = 2.0, map_size: int | None = None,
+                 worktrees_dir: str | None = None) -> None:
+        """``worktrees_dir``: where session worktrees go (default ``<repo>.worktrees`` next to the
+        repository); a worktree is created only inside the allowed roots."""
         assert self.context is not None
         self.allowed_roots = tuple(allowed_roots or ())
+        self.worktrees_dir = worktrees_dir
         self.heartbeat_s = heartbeat_s
         self.owner_lost_after_s = owner_lost_after_s
         storage = self.authorities.get("storage")
@@ -179,12 +184,16 @@ class Workspace(Worker):
         return self.table.check_fence(message.path, message.token, write=message.write)
 
     def handle_CreateWorktree(self, message: CreateWorktree, sender: Any) -> Any:
-        canonicalize(message.repo, allowed_roots=self.allowed_roots)
-        return create(message.repo, message.session_id, base=message.base)
+        repo = canonicalize(message.repo, allowed_roots=self.allowed_roots)
+        return create(repo, message.session_id, base=message.base, root_dir=self.worktrees_dir,
+                      allowed_roots=canonicalize_roots(self.allowed_roots))
 
     def handle_CleanupWorktree(self, message: CleanupWorktree, sender: Any) -> Any:
-        canonicalize(message.repo, allowed_roots=self.allowed_roots)
-        return cleanup(message.repo, message.path)
+        repo = canonicalize(message.repo, allowed_roots=self.allowed_roots)
+        roots = canonicalize_roots(self.allowed_roots)
+        if not any(under(os.path.realpath(message.path), root) for root in roots):
+            raise WorktreeError(repo, f"worktree {message.path} is outside the allowed roots")
+        return cleanup(repo, message.path)
 
     def handle_str(self, message: str, sender: Any) -> Any:
         if message == "leases":

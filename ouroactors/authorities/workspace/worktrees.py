@@ -2,12 +2,20 @@
 
 This module drives the real ``git`` binary through :mod:`subprocess` (no library: the porcelain
 formats used here — ``worktree list --porcelain`` and ``status --porcelain=v1 -z`` — are the
-stable, documented interfaces). Every call runs with:
+stable, documented interfaces). A repository's own configuration is **input from outside**: its
+``core.fsmonitor``, filter drivers, hooks and the like name programs git would run inside the
+workspace authority. So every call runs with a neutral configuration:
 
-* ``GIT_CONFIG_NOSYSTEM=1`` and ``-c core.hooksPath=/dev/null`` — no system config, no hooks: a
-  repository's hooks are code we did not decide to run;
-* a fixed author/committer identity, ``LC_ALL=C`` (stderr we can quote), no terminal prompts, and
-  the caller's ``GIT_DIR``/``GIT_WORK_TREE``/``GIT_INDEX_FILE`` removed so ``-C`` means what it says.
+* ``GIT_CONFIG_NOSYSTEM=1``, ``GIT_CONFIG_GLOBAL=/dev/null`` and none of the caller's ``GIT_*``
+  variables (``GIT_DIR``, ``GIT_CONFIG_PARAMETERS``, ``GIT_SSH_COMMAND``, ``GIT_EXTERNAL_DIFF`` …):
+  only the repository's own config is read, and ``-C`` means what it says;
+* ``-c core.hooksPath=/dev/null -c core.fsmonitor=false`` and the other fixed overrides in
+  :data:`NEUTRAL`; then every key of the repository's config (``git config --list``, which runs
+  nothing) that names a program — filter drivers, diff and merge drivers, textconv, pagers,
+  editors, credential helpers, ssh and proxy commands, gpg programs (:data:`RUNS_CODE`) — is
+  overridden on the command line with an empty value, which git treats as unset;
+* ``safe.directory`` for the repository itself only (the global one is not read any more);
+* a fixed author/committer identity, ``LC_ALL=C`` (stderr we can quote), no terminal prompts.
 
 Choices:
 
@@ -17,6 +25,9 @@ Choices:
   again instead of failing — its commits are the session's work.
 * worktrees live in ``root_dir/<session>``; by default ``<repo-parent>/<repo-name>.worktrees``, next
   to the repository rather than inside it (a checkout inside the repo would show up as untracked).
+  With ``allowed_roots`` (the workspace authority always passes them) the repository's top level
+  and the worktree must both lie inside them — a worktree outside would be a writable checkout the
+  workspace never leases; configure a ``root_dir`` inside them when the default is not.
 * **cleanup never deletes a dirty worktree**: if ``git status`` shows modified, staged or untracked
   files, the worktree is kept and the changes are reported. Ignored files do not make a tree dirty
   (git's own rule for ``worktree remove``). ``git worktree remove`` is run *without* ``--force``, so
@@ -28,6 +39,7 @@ Node-local: worktrees are directories on this node's disk.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -39,6 +51,15 @@ from ...core.errors import OuroactorsError
 BRANCH_PREFIX = "ouroactors/"
 GIT_TIMEOUT_S = 60.0
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+NEUTRAL = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.pager=cat", "core.editor=false",
+           "core.askPass=", "core.sshCommand=", "credential.helper=", "diff.external=", "sequence.editor=false",
+           "gpg.program=false", "protocol.ext.allow=never", "submodule.recurse=false")
+# Config keys (lower case, fnmatch) whose value is a program git may run while checking out or status.
+RUNS_CODE = ("filter.*.clean", "filter.*.smudge", "filter.*.process", "filter.*.required", "diff.*.command",
+             "diff.*.textconv", "merge.*.driver", "core.fsmonitor", "core.hookspath", "core.pager", "core.editor",
+             "core.askpass", "core.sshcommand", "core.gitproxy", "credential.*", "gpg.*.program", "pager.*",
+             "uploadpack.packobjectshook", "remote.*.uploadpack", "remote.*.receivepack", "diff.external",
+             "sequence.editor")
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "ouroactors", "GIT_AUTHOR_EMAIL": "ouroactors@localhost",
     "GIT_COMMITTER_NAME": "ouroactors", "GIT_COMMITTER_EMAIL": "ouroactors@localhost",
@@ -108,22 +129,45 @@ def safe_session_id(session_id: object, repo: str = "") -> str:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
-                                                             "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")}
-    env.update(_IDENTITY, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C")
+    """The caller's environment without any ``GIT_*`` (or pager/editor) variable, plus ours."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GIT_") and k not in ("PAGER", "EDITOR", "VISUAL", "SSH_ASKPASS", "LESSOPEN")}
+    env.update(_IDENTITY, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_TERMINAL_PROMPT="0",
+               GIT_OPTIONAL_LOCKS="0", LC_ALL="C", LANG="C")
     return env
 
 
-def git(repo: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run ``git -C repo -c core.hooksPath=/dev/null ARGS``; raise :class:`WorktreeError` on failure."""
-    if not git_available():
-        raise GitMissing(repo, "the git executable was not found on PATH")
-    command = ["git", "-C", repo, "-c", "core.hooksPath=/dev/null", *args]
+def _run(command: list[str], repo: str, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
     try:
-        done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+        return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
                               stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
         raise WorktreeError(repo, f"git timed out after {GIT_TIMEOUT_S:.0f}s", command=list(args)) from None
+
+
+def neutral_config(repo: str) -> list[str]:
+    """``-c`` options that make git ignore every program the repository's config names.
+
+    Reading the config runs nothing; each key that names a program is then overridden with an
+    empty value (git treats an empty filter, driver or helper as unset), and the fixed
+    :data:`NEUTRAL` overrides come last.
+    """
+    base = ["-c", f"safe.directory={repo}", *(x for item in NEUTRAL for x in ("-c", item))]
+    listed = _run(["git", "-C", repo, *base, "config", "--list", "--includes", "--name-only"], repo, ())
+    options: list[str] = []
+    for key in dict.fromkeys(listed.stdout.split("\n") if listed.returncode == 0 else ()):
+        lowered = key.strip().lower()
+        if lowered and any(fnmatch.fnmatchcase(lowered, pattern) for pattern in RUNS_CODE):
+            value = "false" if lowered.endswith((".required", "core.fsmonitor")) else ""
+            options += ["-c", f"{key.strip()}={value}"]
+    return [*options, *base]  # the fixed overrides win over anything listed
+
+
+def git(repo: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``git -C repo <neutral config> ARGS``; raise :class:`WorktreeError` on failure."""
+    if not git_available():
+        raise GitMissing(repo, "the git executable was not found on PATH")
+    done = _run(["git", "-C", repo, *neutral_config(repo), *args], repo, args)
     if check and done.returncode != 0:
         raise WorktreeError(repo, f"git failed with exit status {done.returncode}", command=list(args),
                             stderr=done.stderr)
@@ -160,16 +204,28 @@ def _branch_exists(repo: str, branch: str) -> bool:
     return git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
 
 
-def create(repo: str, session_id: str, base: str = "HEAD", root_dir: str | None = None) -> Worktree:
+def _inside(path: str, roots: tuple[str, ...] | None, repo: str, what: str) -> None:
+    if roots is None:
+        return
+    real = os.path.realpath(path)
+    if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots):
+        raise WorktreeError(repo, f"{what} {real} is outside the allowed roots ({', '.join(roots) or 'none'})")
+
+
+def create(repo: str, session_id: str, base: str = "HEAD", root_dir: str | None = None,
+           allowed_roots: tuple[str, ...] | None = None) -> Worktree:
     """Add a worktree for ``session_id`` at ``root_dir/<session>`` on branch ``ouroactors/<session>``.
 
     A new branch starts at ``base``; an existing session branch is checked out as it is (``base`` is
-    then not used, and ``new_branch`` is False).
+    then not used, and ``new_branch`` is False). With ``allowed_roots`` (canonical), the repository's
+    top level and the worktree must lie inside them, or nothing is created.
     """
     safe_session_id(session_id, repo)
     top = _toplevel(repo)
+    _inside(top, allowed_roots, repo, "the repository's top level")
     if root_dir is None:
         root_dir = os.path.join(os.path.dirname(top), os.path.basename(top) + ".worktrees")
+    _inside(root_dir, allowed_roots, repo, "the worktree directory")
     path = os.path.join(os.path.realpath(root_dir), session_id)
     if os.path.lexists(path):
         raise WorktreeError(repo, f"worktree path {path} already exists")
