@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ouroactors.authorities.storage.commit import Committed
 from ouroactors.authorities.storage.env import close_env, open_env
@@ -122,3 +124,51 @@ def test_what_resumed_the_session_survives_a_crash(store, config) -> None:
     assert (accepted.actor, accepted.payload, accepted.from_version, accepted.at_ns) == (
         "bob", {"decision": "approve"}, 2, 77)
     assert store.accepted("s1", "never") is None
+
+
+_EXAMPLES = iter(range(10**6))
+SYSTEM = VerifiedActor("system:coordinator", ActorKind.SYSTEM)
+ACTORS = {"bob": BOB, "carol": VerifiedActor("carol", ActorKind.OPERATOR), "alice": VerifiedActor("alice",
+                                                                                                    ActorKind.PRINCIPAL)}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["e1", "e2", "e3", "e4"]), st.sampled_from(sorted(ACTORS)),
+                          st.integers(min_value=1, max_value=4), st.sampled_from(["approval", "message"])),
+                min_size=1, max_size=12))
+def test_no_resume_event_is_acted_on_twice(store, events) -> None:
+    """Whatever arrives (replays, stale versions, strangers), each event id moves the session at most once,
+    every refusal is logged, and a refusal never moves the record."""
+    sid = f"p{next(_EXAMPLES)}"
+    rec = committed(store.create(new_record(sid)))
+    rec = committed(store.transition(sid, rec.revision, Event.MESSAGE))
+    wait = PendingWait(kind="approval", wait_id="ap1", issued_at_version=2, authorized=("bob",))
+    rec = committed(store.transition(sid, rec.revision, Event.WAIT_APPROVAL, waits=(wait,)))
+    accepted: list[str] = []
+    refused = 0
+    for event_id, who, version, kind in events:
+        before = store.get(sid)
+        event = ResumeEvent(event_id=event_id, kind=Kind(kind), session_id=sid, channel="cli", tenant="t",
+                            actor=who, expected_version=version, wait_id="ap1" if kind == "approval" else None)
+        applied = committed(store.resume(sid, event, ACTORS[who]))
+        if applied.accepted:
+            accepted.append(event_id)
+            assert applied.record.state_version == before.state_version + 1
+        else:
+            refused += 1
+            assert store.get(sid) == before
+    assert len(accepted) == len(set(accepted))
+    assert store.get(sid).state_version == rec.state_version + len(accepted)
+    assert len(store.rejections(sid)) == refused
+
+
+def test_a_corrupt_waiting_session_does_not_stop_the_other_timers(store, env) -> None:
+    from ouroactors.authorities.storage.env import db
+
+    timer_session(store, "s1", 1_000)
+    timer_session(store, "s2", 2_000)
+    with env.begin(write=True) as txn:
+        txn.put(b"s1", b"junk", db=db(env, b"sessions"))
+    fired = fire_due(store, now_ns=3_000)
+    assert [(f.session_id, f.accepted) for f in fired] == [("s1", False), ("s2", True)]
+    assert "corrupt" in fired[0].detail and "sessions/s1" in store.quarantined

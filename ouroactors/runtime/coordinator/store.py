@@ -236,6 +236,9 @@ class SessionStore:
 
     def create(self, record: SessionRecord) -> Outcome[SessionRecord]:
         """Write a new session (its revision and state version as given, usually 0); :class:`SessionExists` else."""
+        if record.revision != 0:
+            raise InvalidChange(f"a new session starts at revision 0, not {record.revision}")
+
         def run(txn: lmdb.Transaction) -> SessionRecord:
             key = record.session_id.encode()
             if txn.get(key, db=self.sessions) is not None:

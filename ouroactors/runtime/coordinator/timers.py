@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ...authorities.storage.commit import Committed
 from ...core import clock
+from ...core.errors import CorruptRecord
 from .record import PendingWait, SessionRecord
 from .resume import Kind, ResumeEvent, system_actor
 from .store import SessionStore
@@ -61,7 +62,11 @@ def fire_due(store: SessionStore, now_ns: int | None = None, limit: int = 1000) 
     now = clock.time_ns() if now_ns is None else now_ns
     fired: list[Fired] = []
     for _due, session_id in store.timers_due(now, limit):
-        record = store.get(session_id)
+        try:
+            record = store.get(session_id)
+        except CorruptRecord as exc:  # reported and quarantined by the store; the others still fire
+            fired.append(Fired(session_id, "", False, f"corrupt: {exc}"))
+            continue
         if record is None:
             continue
         for wait in due(record.waits, now)[:1]:
