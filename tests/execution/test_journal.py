@@ -283,7 +283,7 @@ def test_failure_inside_put_never_spoils_the_outer_transaction(env):
 
     def ledger_txn(txn: lmdb.Transaction) -> object:
         txn.put(b"effect-1", b"started", db=other)
-        return journal.put_staged(txn)
+        return journal.put_staged(txn, isolate=True)
 
     outcome = commit.write(env, ledger_txn)
     assert isinstance(outcome, commit.Committed) and outcome.value is None and journal.degraded
@@ -294,6 +294,23 @@ def test_failure_inside_put_never_spoils_the_outer_transaction(env):
 
 
 # -- blobs and the budget ---------------------------------------------------------------------------------
+
+
+def test_a_journal_that_cannot_plan_writes_nothing_into_the_outer_transaction(env):
+    journal = _fill(env, 2)
+    with env.begin(write=True, db=db(env, ANCHOR_DB)) as txn:
+        txn.put(head_key(SID), b"\xc1 not a head")  # a corrupt head: planning fails before any put
+    journal.stage("tool_call", {"id": "c1"}, turn=1, at=3)
+    other = db(env, b"ledger")
+
+    def ledger_txn(txn: lmdb.Transaction) -> object:
+        txn.put(b"effect-1", b"started", db=other)
+        return journal.put_staged(txn)
+
+    outcome = commit.write(env, ledger_txn)
+    assert isinstance(outcome, commit.Committed) and outcome.value is None and journal.degraded
+    with env.begin(db=db(env, JOURNAL_DB)) as txn:
+        assert txn.get(record_key(SID, 2)) is None
 
 
 def test_large_fields_go_to_blobs(env):

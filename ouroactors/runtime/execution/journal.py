@@ -92,6 +92,9 @@ def head_key(sid: bytes) -> bytes:
     return sid + b"\x01"
 
 
+_Op = tuple[Any, bytes, bytes | None]  # (database, key, value to put — or None: delete)
+
+
 @dataclass
 class _Staged:
     kind: str
@@ -156,6 +159,7 @@ class Journal:
         self.budget_bytes = budget_bytes
         self._records = db(env, JOURNAL_DB)
         self._anchor = db(env, ANCHOR_DB)
+        self._blobs = db(env, blobs.BLOBS_DB)
         self._lock = threading.Lock()
         self._staged: list[tuple[_Staged, int]] = []
         self._lost = _Lost()
@@ -186,30 +190,47 @@ class Journal:
 
     # -- writing inside someone's transaction --------------------------------------------------------------
 
-    def put_staged(self, txn: lmdb.Transaction) -> Batch | None:
+    def put_staged(self, txn: lmdb.Transaction, *, isolate: bool = False) -> Batch | None:
         """Write everything staged (a gap record first, if records were lost) inside ``txn``; never raises.
 
-        The writes go into a nested transaction: if any of them fails, none is kept and ``txn`` is unharmed (the
-        records are remembered as lost). Call :meth:`settle_staged` with the outer transaction's outcome.
+        Everything is read and computed first (the head, the sealed records, a truncation's deletions); only then
+        are the puts made, so the only failures left mid-way are LMDB's own (map full), which poison ``txn`` as a
+        whole: nothing half-written can commit. ``isolate=True`` puts them in a nested transaction instead (a
+        failure then leaves ``txn`` unharmed), at about 0.1-0.2 ms more per transaction here. Either way a failure
+        leaves the records remembered as lost. Call :meth:`settle_staged` with the outer transaction's outcome.
         """
         with self._lock:
             staged, self._staged = self._staged, []
             lost, self._lost = self._lost, _Lost()
             doubt, self._doubt = self._doubt, None
         try:
-            child = self.env.begin(write=True, parent=txn)
+            planned = self._plan(txn, staged, lost, doubt)
+        except Exception as exc:
+            self._restore(staged, lost, doubt, f"journal write failed: {type(exc).__name__}: {exc}")
+            return None
+        if planned is None:
+            return None
+        batch, ops = planned
+        try:
+            target = self.env.begin(write=True, parent=txn) if isolate else txn
         except Exception as exc:
             self._restore(staged, lost, doubt, f"cannot begin a nested transaction: {exc}")
             return None
         try:
-            batch = self._write(child, staged, lost, doubt)
-            child.commit()
+            for database, key, value in ops:
+                if value is None:
+                    target.delete(key, db=database)
+                else:
+                    target.put(key, value, db=database)
+            if isolate:
+                target.commit()
             return batch
         except Exception as exc:
-            try:
-                child.abort()
-            except Exception:
-                pass
+            if isolate:
+                try:
+                    target.abort()
+                except Exception:
+                    pass
             self._restore(staged, lost, doubt, f"journal write failed: {type(exc).__name__}: {exc}")
             return None
 
@@ -278,8 +299,9 @@ class Journal:
 
     # -- the transaction's work ---------------------------------------------------------------------------
 
-    def _write(self, txn: lmdb.Transaction, staged: list[tuple[_Staged, int]], lost: _Lost,
-               doubt: Batch | None) -> Batch | None:
+    def _plan(self, txn: lmdb.Transaction, staged: list[tuple[_Staged, int]], lost: _Lost,
+              doubt: Batch | None) -> tuple[Batch, list[_Op]] | None:
+        """Read the head and compute every write of this batch (nothing is written here)."""
         head = _get_head(txn, self._anchor, self.sid)
         if doubt is not None:
             landed = head is not None and head.head_seq >= doubt.head_seq and _witness(
@@ -298,14 +320,15 @@ class Journal:
         if lost.count:
             items.append(_encode("gap", _gap_fields(lost, seq), None, lost.last_at or 0))
         items.extend(item for item, _ in staged)
+        ops: list[_Op] = []
         starts_turn = False
         for item in items:
             digest, value = chain.seal(prev, seq, item.body)
             key = record_key(self.sid, seq)
-            txn.put(key, value, db=self._records)
-            txn.put(key, digest, db=self._anchor)
+            ops.append((self._records, key, value))
+            ops.append((self._anchor, key, digest))
             for address, data in item.spilled:
-                blobs.put(txn, self.env, data, address)
+                ops.append((self._blobs, bytes.fromhex(address), data))
             total += item.weight + chain.HEADER
             count += 1
             prev = digest
@@ -313,10 +336,11 @@ class Journal:
             seq += 1
         head = JournalHead(first_seq=head.first_seq, head_seq=seq - 1, head_hash=prev, bytes=total, records=count)
         if starts_turn and total > self.budget_bytes:
-            head = _truncate(txn, self.env, self.sid, head, self.budget_bytes)
-        txn.put(head_key(self.sid), encode(head), db=self._anchor)
-        return Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
-                     head.head_hash, range(first_new, seq))
+            head = _truncate(txn, self.env, self.sid, head, self.budget_bytes, ops)
+        ops.append((self._anchor, head_key(self.sid), encode(head)))
+        batch = Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
+                      head.head_hash, range(first_new, seq))
+        return batch, ops
 
 
 def _lost_of(batch: Batch, reason: str) -> _Lost:
@@ -367,9 +391,10 @@ def _witness(txn: lmdb.Transaction, anchor: Any, sid: bytes, seq: int) -> bytes 
     return bytes(raw) if raw is not None else None
 
 
-def _truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: JournalHead, budget: int
-              ) -> JournalHead:
-    """Drop the oldest whole turns until the session is under 3/4 of its budget (never the turn just started)."""
+def _truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: JournalHead, budget: int,
+              ops: list[_Op]) -> JournalHead:
+    """Plan dropping the oldest whole turns until the session is under 3/4 of its budget (never the turn just
+    started): deletions and the ``truncated`` record are appended to ``ops``; the new head is returned."""
     records, anchor = db(env, JOURNAL_DB), db(env, ANCHOR_DB)
     target = budget * 3 // 4
     dropped = 0
@@ -393,17 +418,17 @@ def _truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: Jo
     through, gone_bytes, resume, gone_records, gone_turns = candidate
     if through < head.first_seq + 1:
         return head
-    for seq in range(head.first_seq, through + 1):
+    for seq in range(head.first_seq, through):
         key = record_key(sid, seq)
-        txn.delete(key, db=records)
-        txn.delete(key, db=anchor)
+        ops.append((records, key, None))
+        ops.append((anchor, key, None))
     body = encode(JournalEntry(at=0, turn=None, kind="truncated", fields={
         "dropped_from_seq": head.first_seq, "dropped_through_seq": through, "dropped_records": gone_records,
         "dropped_bytes": gone_bytes, "dropped_turns": gone_turns, "resume_prev": bytes(resume),
     }))
     digest, value = chain.seal(SEED, through, body)
-    txn.put(record_key(sid, through), value, db=records)
-    txn.put(record_key(sid, through), digest, db=anchor)
+    ops.append((records, record_key(sid, through), value))
+    ops.append((anchor, record_key(sid, through), digest))
     head_hash = digest if through == head.head_seq else head.head_hash
     return JournalHead(first_seq=through, head_seq=head.head_seq, head_hash=head_hash,
                        bytes=head.bytes - gone_bytes + len(value), records=head.records - gone_records + 1)
