@@ -10,8 +10,10 @@ Layout (named databases, see ``KNOWN_DBS``):
   written in the checkpoint's transaction (see :mod:`.publication` for why);
 * ``session_resume``: ``session/s/<event id>`` (an accepted resume event, for duplicates),
   ``session/r/`` + 8-byte sequence → :class:`~.record.RejectedEvent`, ``session/n`` → that log's count;
-* ``session_timers``: 8-byte big-endian due time + ``session`` → empty (the earliest due wait of a
+* ``session_timers``: 8-byte big-endian due time + ``session`` → empty (the earliest timer wait of a
   waiting session; :mod:`.timers` scans it up to a clock reading).
+
+Keys are built in :mod:`.keys`.
 
 **Every mutation is a compare-and-set** on the record's ``revision`` inside one write transaction:
 the caller names the revision it read; another found raises :class:`RevisionConflict` and nothing is
@@ -21,7 +23,8 @@ session (:meth:`SessionStore.claim`); another holder raises :class:`NotOwner`.
 
 **Outcomes** are the storage contract's: ``Committed(record)``, ``Rejected(reason)`` (definitely not
 written) or ``Unknown(reason)`` — which the caller must not treat as either: it stops, and whoever
-continues reads the record back (:meth:`SessionStore.get`, :func:`~.publication.reconciled`) first.
+continues reads the record back first (:meth:`SessionStore.reconcile`; for a checkpoint,
+:func:`~.publication.reconciled`).
 Domain refusals (bad transition, conflict, gap, unknown session) are raised; nothing is written.
 
 **A record that does not decode fails closed**: reading it raises
