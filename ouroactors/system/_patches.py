@@ -67,7 +67,7 @@ admin_settings: dict[str, Any] = {"detached": False, "stdio_path": None, "admin_
 FAULT_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
 
 # Sockets of this process that a forked admin must not keep: every thespian transport made here,
-# and the admin port's reservation (see handle). Closed in the admin child before it starts.
+# and the admin port's reservation (see _startup). Closed in the admin child before it starts.
 _transports: weakref.WeakSet[Any] = weakref.WeakSet()
 reserved_sockets: list[socket.socket] = []
 
