@@ -14,8 +14,9 @@ Layout (named databases, opened with the environment):
 * ``journal_blobs``: fields too large to keep inline (:mod:`.blobs`).
 
 **Two ways to write.** :meth:`Journal.stage` buffers records; :meth:`Journal.put_staged` writes everything staged
-inside a write transaction *someone else* is about to commit (the ledger's), in a nested transaction so a failure of
-ours never spoils theirs, and :meth:`Journal.settle_staged` is told that transaction's outcome. :meth:`Journal.flush`
+inside a write transaction *someone else* is about to commit (the ledger's) — every write planned before the first
+put, so nothing of ours can fail half-way except LMDB itself (which then fails the whole transaction) — and
+:meth:`Journal.settle_staged` is told that transaction's outcome. :meth:`Journal.flush`
 commits what is staged in a transaction of its own (the commit contract of :mod:`~...storage.commit`, with its
 fault points). Each write reads the session's head inside the transaction and chains from it, so the durable head,
 not memory, decides ``seq`` and ``prev``.
