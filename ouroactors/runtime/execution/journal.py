@@ -35,7 +35,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -93,7 +92,7 @@ def head_key(sid: bytes) -> bytes:
     return sid + b"\x01"
 
 
-_Op = tuple[Any, bytes, bytes | None]  # (database, key, value to put — or None: delete)
+Op = tuple[Any, bytes, bytes | None]  # (database, key, value to put — or None: delete)
 
 
 @dataclass
@@ -301,7 +300,7 @@ class Journal:
     # -- the transaction's work ---------------------------------------------------------------------------
 
     def _plan(self, txn: lmdb.Transaction, staged: list[tuple[_Staged, int]], lost: _Lost,
-              doubt: Batch | None) -> tuple[Batch, list[_Op]] | None:
+              doubt: Batch | None) -> tuple[Batch, list[Op]] | None:
         """Read the head and compute every write of this batch (nothing is written here)."""
         head = _get_head(txn, self._anchor, self.sid)
         if doubt is not None:
@@ -321,7 +320,7 @@ class Journal:
         if lost.count:
             items.append(_encode("gap", _gap_fields(lost, seq), None, lost.last_at or 0))
         items.extend(item for item, _ in staged)
-        ops: list[_Op] = []
+        ops: list[Op] = []
         starts_turn = False
         for item in items:
             digest, value = chain.seal(prev, seq, item.body)
@@ -337,7 +336,9 @@ class Journal:
             seq += 1
         head = JournalHead(first_seq=head.first_seq, head_seq=seq - 1, head_hash=prev, bytes=total, records=count)
         if starts_turn and total > self.budget_bytes:
-            head = _truncate(txn, self.env, self.sid, head, self.budget_bytes, ops)
+            from .budget import truncate  # the rare path: its module imports this one
+
+            head = truncate(txn, self.env, self.sid, head, self.budget_bytes, ops)
         ops.append((self._anchor, head_key(self.sid), encode(head)))
         batch = Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
                       head.head_hash, range(first_new, seq))
@@ -390,63 +391,3 @@ def _get_head(txn: lmdb.Transaction, anchor: Any, sid: bytes) -> JournalHead | N
 def _witness(txn: lmdb.Transaction, anchor: Any, sid: bytes, seq: int) -> bytes | None:
     raw = txn.get(record_key(sid, seq), db=anchor)
     return bytes(raw) if raw is not None else None
-
-
-def _truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: JournalHead, budget: int,
-              ops: list[_Op]) -> JournalHead:
-    """Plan dropping the oldest whole turns until the session is under 3/4 of its budget (never the turn just
-    started): deletions and the ``truncated`` record are appended to ``ops``; the new head is returned."""
-    records, anchor = db(env, JOURNAL_DB), db(env, ANCHOR_DB)
-    target = budget * 3 // 4
-    dropped = 0
-    candidate: tuple[int, int, bytes, int, int] | None = None  # (through, bytes, hash, records, turns)
-    turns = 0
-    last_hash = SEED
-    n = 0
-    for n, (seq, value) in enumerate(_scan(txn, records, sid, head.first_seq)):
-        if seq >= head.head_seq:
-            break
-        arr = chain.body_array(value[chain.HEADER:])
-        if arr is not None and arr[chain.KIND_INDEX] == "turn_started" and seq > head.first_seq:
-            candidate = (seq - 1, dropped, last_hash, n, turns)
-            if head.bytes - dropped <= target:
-                break
-            turns += 1
-        dropped += len(value) + _spilled_bytes(arr)
-        last_hash = value[:32]
-    if candidate is None:
-        return head
-    through, gone_bytes, resume, gone_records, gone_turns = candidate
-    if through < head.first_seq + 1:
-        return head
-    for seq in range(head.first_seq, through):
-        key = record_key(sid, seq)
-        ops.append((records, key, None))
-        ops.append((anchor, key, None))
-    body = encode(JournalEntry(at=0, turn=None, kind="truncated", fields={
-        "dropped_from_seq": head.first_seq, "dropped_through_seq": through, "dropped_records": gone_records,
-        "dropped_bytes": gone_bytes, "dropped_turns": gone_turns, "resume_prev": bytes(resume),
-    }))
-    digest, value = chain.seal(SEED, through, body)
-    ops.append((records, record_key(sid, through), value))
-    ops.append((anchor, record_key(sid, through), digest))
-    head_hash = digest if through == head.head_seq else head.head_hash
-    return JournalHead(first_seq=through, head_seq=head.head_seq, head_hash=head_hash,
-                       bytes=head.bytes - gone_bytes + len(value), records=head.records - gone_records + 1)
-
-
-def _spilled_bytes(arr: list[Any] | None) -> int:
-    if arr is None or not isinstance(arr[5], dict):
-        return 0
-    return sum(int(v["bytes"]) for v in arr[5].values() if blobs.is_reference(v))
-
-
-def _scan(txn: lmdb.Transaction, records: Any, sid: bytes, first: int) -> Iterator[tuple[int, bytes]]:
-    prefix = sid + b"\x00"
-    cursor = txn.cursor(db=records)
-    if not cursor.set_range(record_key(sid, first)):
-        return
-    for key, value in cursor:
-        if key[:-8] != prefix:
-            return
-        yield int.from_bytes(key[-8:], "big"), bytes(value)
