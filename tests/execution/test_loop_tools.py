@@ -13,6 +13,7 @@ import trio
 
 from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.execution import reading
+from ouroactors.runtime.execution.journal import Journal
 from ouroactors.runtime.execution.loop import CallContext, ParsedCall, ToolResult
 from ouroactors.runtime.execution.replay import replay
 from ouroactors.runtime.execution.tools import ToolContext
@@ -94,3 +95,55 @@ def test_live_turn_deadline_cancels_a_slow_model_stream(env):
     result = next(r for r in reading.records(env, "s1") if r.kind == "model_result")
     assert result.fields["error"]["kind"] == "cancelled" and "deadline" in result.fields["error"]["detail"]
     assert replay(env, "s1").ok
+
+
+class RidingEffects:
+    """An effect port shaped like the runtime's: a "start" and a "settle" commit per call, each carrying the
+    journal's staged records in the same transaction (``Journal.put_staged``) — no commit of the journal's own."""
+
+    def __init__(self, env: lmdb.Environment, journal: Journal) -> None:
+        self.env, self.journal = env, journal
+
+    def _commit(self, effect: str, status: bytes) -> None:
+        from ouroactors.authorities.storage import commit
+        from ouroactors.authorities.storage.env import db
+
+        holder: list[object] = []
+
+        def txn_fn(txn: lmdb.Transaction) -> None:
+            txn.put(effect.encode(), status, db=db(self.env, b"ledger"))
+            holder.append(self.journal.put_staged(txn))
+
+        outcome = commit.write(self.env, txn_fn)
+        self.journal.settle_staged(holder[0], outcome)  # type: ignore[arg-type]
+
+    async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
+        self._commit(call.call.id, b"started")  # carries model_result and tool_call
+        result = ToolResult(call.call.id, call.call.name, "ok", output="done")
+        ctx.record_result(result)  # staged before the settling commit, so it rides in it
+        self._commit(call.call.id, b"settled")
+        return result
+
+
+def test_a_tool_call_costs_two_synced_commits_when_the_journal_rides_the_ledger(env, monkeypatch):
+    from ouroactors.authorities.storage import commit
+
+    commits: list[str] = []
+    real = commit.write
+
+    def counting(*args, **kwargs):
+        commits.append("commit")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(commit, "write", counting)
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("ok")]])
+    h.loop.ports.effects = RidingEffects(env, h.journal)
+    h.loop.flush_before_tools = False
+    commits.clear()
+    trio.run(h.loop.run_turn, "go")
+    # before model call 1, the effect's start and settle, before model call 2, at turn_settled
+    assert len(commits) == 5
+    kinds = [r.kind for r in reading.records(env, "s1")]
+    assert kinds[1:] == ["turn_started", "prompt", "model_call", "model_result", "tool_call", "tool_result",
+                         "model_call", "model_result", "turn_settled"]
+    assert reading.verify(env, "s1").ok and replay(env, "s1").ok
