@@ -246,3 +246,22 @@ def test_a_garbage_stream_is_a_recorded_model_error(env, events):
     assert result.fields["error"]["kind"] in ("malformed", "no_finish")
     assert reading.verify(env, "s1").ok
     assert_replays(env)
+
+
+def test_a_turn_whose_evidence_failed_to_commit_says_so_and_the_next_turn_records_the_gap(env):
+    from ouroactors.core import faults
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    h = make_session(env, "s1", [[text("a")], [text("b")]])
+    faults.arm(FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=2, times=1),)))
+    try:
+        assert trio.run(h.loop.run_turn, "1").status == "completed"  # the effect path never hears of it
+    finally:
+        faults.disarm()
+    assert h.sink.events[-1][2]["journal_degraded"] is True
+    trio.run(h.loop.run_turn, "2")
+    assert h.sink.events[-1][2]["journal_degraded"] is False
+    gap = next(r for r in reading.records(env, "s1") if r.kind == "gap")
+    assert gap.fields["lost_kinds"] == {"model_result": 1, "turn_settled": 1}
+    report = replay(env, "s1")
+    assert report.verified_turns == 0 and report.boundary is not None and report.boundary.reason == "gap"

@@ -116,6 +116,8 @@ def test_boundary_at_gap_with_earlier_turns_verified(env):
     trio.run(h.loop.run_turn, "2")  # its first flush fails: turn_started, prompt, model_call lost
     faults.disarm()
     trio.run(h.loop.run_turn, "3")
+    settled = [data for kind, _, data in h.sink.events if kind == "turn_settled"]
+    assert [d["journal_degraded"] for d in settled] == [False, False, False]  # the gap was written by turn 2's end
     gap = next(r for r in reading.records(env, "s1") if r.kind == "gap")
     report = replay(env, "s1")
     assert report.ok and report.verified_turns == 1 and report.boundary is not None

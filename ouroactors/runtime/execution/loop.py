@@ -316,7 +316,9 @@ class SessionLoop:
         self._record("turn_settled", turn, {"status": stop.status, "reason": stop.reason, "model_calls": calls,
                                             "tokens_used": self.tokens_used, "conversation_digest": digest})
         self.ports.journal.flush()
-        await self.ports.sink.emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason})
+        degraded = bool(getattr(self.ports.journal, "degraded", False))  # evidence of this turn is incomplete
+        await self.ports.sink.emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason,
+                                                          "journal_degraded": degraded})
         return TurnOutcome(turn, stop.status, stop.reason, text, digest)
 
     def _deliver_control(self, turn: int, point: int) -> steps.Stop | None:

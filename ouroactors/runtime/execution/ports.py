@@ -32,6 +32,11 @@ class JournalWriter:
     def flush(self) -> None:
         self.journal.flush()
 
+    @property
+    def degraded(self) -> bool:
+        """A write failed and its gap record is not written yet (the turn's ``turn_settled`` event says so)."""
+        return self.journal.degraded
+
 
 class SystemClock:
     """Wall-clock ns from the framework's clock (virtual under simulation)."""
