@@ -64,14 +64,18 @@ def list_sessions(data_dir: str) -> None:
 @journal.command("verify")
 @data_dir_option
 @click.argument("session")
+@click.option("--no-ledger", is_flag=True, help="do not check the journal hashes the ledger's evidence carries")
 @reports_errors
-def verify(data_dir: str, session: str) -> None:
+def verify(data_dir: str, session: str, no_ledger: bool) -> None:
     """Check SESSION's hash chain against its anchor; name the first record that does not follow (exit 1)."""
     from ..runtime.execution import reading
 
     env = _open(data_dir)
     _need(env, session)
-    verdict = reading.verify(env, session)
+    anchors = {} if no_ledger else reading.ledger_anchors(env, session)
+    verdict = reading.verify(env, session, anchors)
+    if anchors:
+        console.print(f"{len(anchors)} journal hash(es) recorded in the ledger checked too", markup=False)
     head = verdict.head_hash.hex() if verdict.head_hash else "-"
     console.print(f"session {session}: {verdict.records} records verified, first seq {verdict.first_seq}, "
                   f"head seq {verdict.head_seq} ({head[:16]}…), verified through {verdict.verified_through}",

@@ -418,3 +418,27 @@ def test_every_record_is_present_or_counted_in_a_gap(env, plan):
     assert reading.verify(env, "s1").ok
     assert present == [t for t in staged if t in set(present)]  # order kept
     assert len(present) + lost == len(staged)
+
+
+def test_a_forger_with_the_whole_anchor_database_is_caught_by_the_ledgers_evidence(env):
+    """The journal's head hash rides in the ledger's settled evidence (``anchor_evidence``); verify with
+    ``ledger_anchors`` names the first anchored record at or after the forged one."""
+    from ouroactors.authorities.ledger.domain import DEFAULT_KINDS, StartRequest, fingerprint
+    from ouroactors.authorities.ledger.store import LedgerStore, Settle, Start
+
+    journal = _fill(env, 13)  # seqs 0..12 committed
+    evidence = journal.anchor_evidence()
+    assert evidence == {"journal": {"seq": 12, "hash": _raw(env, 12)[:32].hex()}}
+    for i in range(13, 20):
+        journal.append("prompt", {"text": f"record {i}"}, turn=i // 5, at=i)
+    store = LedgerStore(env, node="test", kinds=DEFAULT_KINDS, fence=None)
+    kind = sorted(DEFAULT_KINDS)[0]
+    request = StartRequest(effect_id="e1", kind=kind, idempotency_key="k1", fingerprint=fingerprint(kind, {}),
+                           principal="s1", session_id="s1")
+    assert isinstance(store.apply([Start(request), Settle("e1", "ok", evidence=evidence)]), commit.Committed)
+    anchors = reading.ledger_anchors(env, "s1")
+    assert anchors == {12: _raw(env, 12)[:32]} and reading.verify(env, "s1", anchors).ok
+    _forge_from(env, 8, rewrite_head=True, rewrite_witness=True)
+    assert reading.verify(env, "s1").ok  # the journal's own anchor was rewritten too: undetectable alone
+    verdict = reading.verify(env, "s1", reading.ledger_anchors(env, "s1"))
+    assert verdict.broken_seq == 12 and "ledger" in verdict.reason

@@ -19,15 +19,17 @@ forged chain is internally consistent. So every record's hash is also written, i
 :func:`verify` compares each record's hash with its witness, which names the exact seq where a recomputed chain
 departs, and compares the end of the chain with the head, which names the first missing seq of a cut tail. The
 witness lives beside the records (the same LMDB file), so it stops a forger who edits the journal's records, not one
-who can also rewrite the anchor database; the head hash is additionally meant to be copied into the ledger's
-settled evidence (the runtime's effect port), which a forger would have to rewrite as well. Without a secret, this is
-as far as anchoring goes — we say so rather than call the journal tamper-proof.
+who can also rewrite the anchor database. For that one, the journal's committed head (seq and hash) rides in the
+ledger's settled evidence (``Journal.anchor_evidence``, put there by the effect port): ``verify`` given those
+external anchors names the first anchored record at or after a rewrite. A forger must then rewrite the ledger's
+entries as well. Without a secret, this is as far as anchoring goes — we say so rather than call the journal
+tamper-proof.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -104,14 +106,17 @@ class Verdict:
         return self.broken_seq is None
 
 
-def verify(items: Iterable[tuple[int, bytes, bytes | None]], head: Head | None) -> Verdict:
+def verify(items: Iterable[tuple[int, bytes, bytes | None]], head: Head | None,
+           external: Mapping[int, bytes] | None = None) -> Verdict:
     """Check ``items`` — ``(key seq, stored value, witness hash)`` in key order — against the chain rules, the
     witness and the head.
 
     Names the first seq that does not follow: a record whose hash does not match its bytes (flipped or cut bytes),
     one stored under another seq than it names (reordered, duplicated), a missing seq (dropped), a prev that is not
     the previous hash, a hash that is not the anchored one (a chain recomputed from the middle), and a chain that
-    ends before or after the anchored head (a cut tail).
+    ends before or after the anchored head (a cut tail). ``external``: hashes of some seqs recorded *outside* the
+    journal's database (the ledger's settled evidence); a record whose hash differs from one is named too — that
+    catches a forger who rewrote the anchor database as well, at the first external anchor after the change.
     """
     expected = head.first_seq if head is not None else None
     prev: bytes | None = None
@@ -151,6 +156,9 @@ def verify(items: Iterable[tuple[int, bytes, bytes | None]], head: Head | None) 
             return broken(seq, f"record {seq}: prev is not the hash of record {seq - 1}")
         if witness != digest:
             return broken(seq, f"record {seq}: hash differs from the anchored witness (rewritten or re-chained)")
+        if external and seq in external and external[seq] != digest:
+            return broken(seq, f"record {seq}: hash differs from the one recorded in the ledger (rewritten, with "
+                               "its anchor, at or before this record)")
         prev = _next_prev(seq, value, digest) if count == 0 else digest
         last_hash = digest
         count += 1

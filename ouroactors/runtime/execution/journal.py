@@ -164,6 +164,7 @@ class Journal:
         self._staged: list[tuple[_Staged, int]] = []
         self._lost = _Lost()
         self._doubt: Batch | None = None
+        self.committed_head: tuple[int, bytes] | None = None  # the last head this writer saw committed
         self.gaps_written = 0
         self.degraded = False  # a write failed since the last successful one
 
@@ -252,6 +253,8 @@ class Journal:
             return
         with self._lock:
             if isinstance(outcome, commit.Committed):
+                if self.committed_head is None or batch.head_seq > self.committed_head[0]:
+                    self.committed_head = (batch.head_seq, batch.head_hash)
                 if batch.lost is not None:
                     self.gaps_written += 1
                 if not self._lost.count:
@@ -262,6 +265,13 @@ class Journal:
                 self._doubt = batch
                 return
             self._lost.merge(_lost_of(batch, outcome.reason))
+
+    def anchor_evidence(self) -> dict[str, Any] | None:
+        """``{"journal": {"seq", "hash"}}`` of the last committed head, for the ledger's settled evidence: a hash
+        kept outside the journal's databases, which :func:`.reading.ledger_anchors` gives back to ``verify``."""
+        with self._lock:
+            head = self.committed_head
+        return None if head is None else {"journal": {"seq": head[0], "hash": head[1].hex()}}
 
     def flush(self) -> AppendResult:
         """Commit what is staged in a transaction of its own. Never raises."""

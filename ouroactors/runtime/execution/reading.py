@@ -7,7 +7,7 @@ honestly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,15 +77,16 @@ def _items(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, first: int
         yield int.from_bytes(key[n:], "big"), value, witness  # type: ignore[misc]
 
 
-def verify(env: lmdb.Environment, session: str) -> Verdict:
-    """Check the session's chain against its witness and head (see :func:`.chain.verify`)."""
+def verify(env: lmdb.Environment, session: str, anchors: Mapping[int, bytes] | None = None) -> Verdict:
+    """Check the session's chain against its witness and head, and ``anchors`` (seq → hash kept elsewhere, e.g.
+    :func:`ledger_anchors`) if given (see :func:`.chain.verify`)."""
     sid = check_session(session)
     anchor = head(env, session)
     first = anchor.first_seq if anchor is not None else 0
     with env.begin() as txn:
         return chain.verify(_items(txn, env, sid, first),
                             None if anchor is None else chain.Head(anchor.first_seq, anchor.head_seq,
-                                                                   anchor.head_hash))
+                                                                   anchor.head_hash), anchors)
 
 
 def records(env: lmdb.Environment, session: str) -> list[StoredRecord]:
@@ -107,3 +108,19 @@ def decode_record(seq: int, value: bytes) -> StoredRecord:
     except CodecError as exc:
         return StoredRecord(seq, digest, prev, 0, None, "unreadable", {"error": str(exc)})
     return StoredRecord(seq, digest, prev, entry.at, entry.turn, entry.kind, entry.fields)
+
+
+def ledger_anchors(env: lmdb.Environment, session: str) -> dict[int, bytes]:
+    """The journal hashes the ledger's entries of ``session`` carry as evidence (``Journal.anchor_evidence``)."""
+    from ...authorities.ledger.store import LedgerStore
+
+    store = LedgerStore(env, node="journal-verify", kinds=frozenset(), fence=None)
+    found: dict[int, bytes] = {}
+    for entry in store.list(session=session, limit=1 << 30):
+        mark = (entry.evidence or {}).get("journal")
+        if isinstance(mark, dict) and isinstance(mark.get("seq"), int) and isinstance(mark.get("hash"), str):
+            try:
+                found[mark["seq"]] = bytes.fromhex(mark["hash"])
+            except ValueError:
+                continue
+    return found
