@@ -442,3 +442,31 @@ def test_a_forger_with_the_whole_anchor_database_is_caught_by_the_ledgers_eviden
     assert reading.verify(env, "s1").ok  # the journal's own anchor was rewritten too: undetectable alone
     verdict = reading.verify(env, "s1", reading.ledger_anchors(env, "s1"))
     assert verdict.broken_seq == 12 and "ledger" in verdict.reason
+
+
+def test_verify_reads_one_snapshot_so_a_concurrent_append_is_no_false_alarm(env, monkeypatch):
+    """An append lands while verify runs — right after the head is read, or as the records are read."""
+    journal = _fill(env, 5)
+    real_items, real_head = reading._items, reading.head
+    appended: list[bool] = []
+
+    def append_once() -> None:
+        if not appended:
+            appended.append(True)
+            journal.append("prompt", {"text": "appended while verifying"}, at=99)
+
+    def head_then_append(env_, session):
+        found = real_head(env_, session)
+        append_once()
+        return found
+
+    def append_then_items(txn, env_, sid, first):
+        append_once()
+        return real_items(txn, env_, sid, first)
+
+    monkeypatch.setattr(reading, "head", head_then_append)
+    monkeypatch.setattr(reading, "_items", append_then_items)
+    verdict = reading.verify(env, "s1")
+    assert verdict.ok and verdict.head_seq == 4 and appended
+    monkeypatch.setattr(reading, "_items", real_items)
+    assert reading.verify(env, "s1").head_seq == 5

@@ -18,19 +18,19 @@ from ...authorities.storage.env import db
 from ...core.codec import encode
 from . import blobs
 from .journal import ANCHOR_DB, JOURNAL_DB, JournalError, JournalHead, check_session, head_key, record_key
-from .reading import _items, head
+from .reading import _head_in, _items, head
 
 FORMAT = "ouroactors.journal"
 
 
 def export_journal(env: lmdb.Environment, session: str) -> bytes:
     sid = check_session(session)
-    anchor = head(env, session)
-    if anchor is None:
-        raise JournalError(f"no journal for session {session!r}")
     values: list[bytes] = []
     found: dict[str, bytes] = {}
-    with env.begin() as txn:
+    with env.begin() as txn:  # head and records from one snapshot
+        anchor = _head_in(txn, env, sid)
+        if anchor is None:
+            raise JournalError(f"no journal for session {session!r}")
         for _seq, value, _witness in _items(txn, env, sid, anchor.first_seq):
             values.append(bytes(value))
     from .reading import decode_record

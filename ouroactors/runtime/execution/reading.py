@@ -33,14 +33,18 @@ class StoredRecord:
 
 def head(env: lmdb.Environment, session: str) -> JournalHead | None:
     sid = check_session(session)
-    with env.begin(db=db(env, ANCHOR_DB)) as txn:
-        raw = txn.get(head_key(sid))
+    with env.begin() as txn:
+        return _head_in(txn, env, sid)
+
+
+def _head_in(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes) -> JournalHead | None:
+    raw = txn.get(head_key(sid), db=db(env, ANCHOR_DB))
     if raw is None:
         return None
     try:
         return decode(bytes(raw), JournalHead)
     except CodecError as exc:
-        raise JournalError(f"journal head of {session!r} does not decode: {exc}") from exc
+        raise JournalError(f"journal head of {sid.decode()!r} does not decode: {exc}") from exc
 
 
 def sessions(env: lmdb.Environment) -> list[str]:
@@ -81,9 +85,9 @@ def verify(env: lmdb.Environment, session: str, anchors: Mapping[int, bytes] | N
     """Check the session's chain against its witness and head, and ``anchors`` (seq → hash kept elsewhere, e.g.
     :func:`ledger_anchors`) if given (see :func:`.chain.verify`)."""
     sid = check_session(session)
-    anchor = head(env, session)
-    first = anchor.first_seq if anchor is not None else 0
-    with env.begin() as txn:
+    with env.begin() as txn:  # head and records from one snapshot: a concurrent append is not a false alarm
+        anchor = _head_in(txn, env, sid)
+        first = anchor.first_seq if anchor is not None else 0
         return chain.verify(_items(txn, env, sid, first),
                             None if anchor is None else chain.Head(anchor.first_seq, anchor.head_seq,
                                                                    anchor.head_hash), anchors)
@@ -92,10 +96,10 @@ def verify(env: lmdb.Environment, session: str, anchors: Mapping[int, bytes] | N
 def records(env: lmdb.Environment, session: str) -> list[StoredRecord]:
     """All stored records of the session, in seq order (from the anchored first seq)."""
     sid = check_session(session)
-    anchor = head(env, session)
-    first = anchor.first_seq if anchor is not None else 0
     out: list[StoredRecord] = []
     with env.begin() as txn:
+        anchor = _head_in(txn, env, sid)
+        first = anchor.first_seq if anchor is not None else 0
         for seq, value, _ in _items(txn, env, sid, first):
             out.append(decode_record(seq, bytes(value)))
     return out

@@ -304,7 +304,8 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     specs and parse outcomes recorded in the journal — what happened; pass today's ``ToolsCatalog`` to find out
     whether today's tools would have led the session elsewhere)."""
     verdict = reading.verify(env, session)
-    stored = reading.records(env, session)
+    stored = [r for r in reading.records(env, session)  # not what was appended after the verified snapshot
+              if verdict.head_seq is None or r.seq <= verdict.head_seq]
     boundary: Boundary | None = None
     if not verdict.ok:
         assert verdict.broken_seq is not None
