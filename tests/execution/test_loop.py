@@ -11,7 +11,7 @@ import trio
 
 from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.execution import reading, steps
-from ouroactors.runtime.execution.loop import LoopRefusal
+from ouroactors.runtime.execution.loop import LoopRefusal, Steer
 from ouroactors.runtime.execution.model import Finished, Message, TextDelta, ToolCall
 from ouroactors.runtime.execution.replay import replay
 
@@ -265,3 +265,23 @@ def test_a_turn_whose_evidence_failed_to_commit_says_so_and_the_next_turn_record
     assert gap.fields["lost_kinds"] == {"model_result": 1, "turn_settled": 1}
     report = replay(env, "s1")
     assert report.verified_turns == 0 and report.boundary is not None and report.boundary.reason == "gap"
+
+
+def test_a_prompt_that_is_not_text_is_refused_before_anything_is_recorded(env):
+    h = make_session(env, "s1", [[text("a")]])
+    count = len(kinds(env))
+    with pytest.raises(LoopRefusal, match="surrogate"):
+        trio.run(h.loop.run_turn, "bad \ud800 prompt")
+    assert len(kinds(env)) == count and h.loop.turns == 0 and h.loop.conversation == []
+    assert trio.run(h.loop.run_turn, "good").status == "completed"
+
+
+def test_a_steer_that_is_not_text_is_refused_at_the_queue_and_repaired_in_the_loop(env):
+    h = make_session(env, "s1", [[text("a")]])
+    with pytest.raises(LoopRefusal, match="surrogate"):
+        h.steering.steer(1, "bad \udc80")
+    h.steering._items.append((1, Steer("sneaked \udc80 in")))  # past the queue's check: the loop repairs it
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    steer = next(r for r in reading.records(env, "s1") if r.kind == "steer")
+    assert steer.fields["text"] == "sneaked \ufffd in"
+    assert_replays(env)

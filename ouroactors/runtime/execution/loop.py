@@ -267,6 +267,9 @@ class SessionLoop:
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
         limits = self.config.limits
+        problem = steps.text_problem(prompt)
+        if problem is not None:
+            raise LoopRefusal(f"prompt is {problem}")
         if self.turns >= limits.max_turns:
             raise LoopRefusal(f"session {self.session!r} has used its max_turns ({limits.max_turns})")
         self.turns += 1
@@ -325,8 +328,9 @@ class SessionLoop:
         stop: steps.Stop | None = None
         for item in self.ports.control.take(turn, point):
             if isinstance(item, Steer):
-                self._record("steer", turn, {"text": item.text, "at_call": point})
-                self.conversation.append(Message(role="user", content=item.text))
+                text = steps.repaired(item.text)  # the queue refuses such text; this is the second line
+                self._record("steer", turn, {"text": text, "at_call": point})
+                self.conversation.append(Message(role="user", content=text))
             elif stop is None:
                 self._record("interrupt", turn, {"at_call": point})
                 stop = steps.Stop("interrupted", "interrupted between model calls")

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ...core import clock
+from . import steps
 from .journal import Journal
-from .loop import CallProblem, Control, Interrupt, ParsedCall, Steer
+from .loop import CallProblem, Control, Interrupt, LoopRefusal, ParsedCall, Steer
 from .model import ModelProvider, ModelRequest, ToolCall, ToolSpec
 
 
@@ -57,6 +58,9 @@ class SteeringQueue:
         self._items: list[tuple[int, Control]] = []
 
     def steer(self, turn: int, text: str) -> None:
+        problem = steps.text_problem(text)
+        if problem is not None:
+            raise LoopRefusal(f"steer text is {problem}")
         with self._lock:
             self._items.append((turn, Steer(text)))
 

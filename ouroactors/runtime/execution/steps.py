@@ -159,6 +159,21 @@ def tool_text(status: str, output: str, truncated: bool, cap: int, error: str | 
     return "\n".join(parts) if parts else f"({status}, no output)"
 
 
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a message (it must encode as UTF-8: no lone surrogates), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid text: lone surrogate {text[exc.start]!r} at index {exc.start}"
+    return None
+
+
+def repaired(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (what a message can carry)."""
+    return text if text_problem(text) is None else "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c
+                                                           for c in text)
+
+
 def tool_message(call_id: str, name: str, text: str) -> Message:
     return Message(role="tool", content=text, tool_call_id=call_id, name=name)
 
