@@ -12,7 +12,11 @@ Rows (same run, same machine):
   actor process, interleaved A/B rounds) and estimated (points per effect × cost per point ÷
   effect latency);
 * chaos schedules per minute: on real processes (multiproc, kills) and on the simulated simple
-  base, each against the same workload run with no plan armed.
+  base (simulated kills: an actor's death, not the process's), each against the same workload run
+  with no plan armed (goal for the simulated base: ≥ 1,000 seeds/min);
+* the planted restart bug (``tests/faults/planted_restart.py``: recovery presumes unsettled entries
+  failed): the share of simulated seeds that catch it (goal ≥ 25 %) against the same seeds drawn
+  without kills, and how fast those seeds run.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ouroactors import ActorSystem, supervisor, worker
+from ouroactors.authorities.asking import StampedRef
 from ouroactors.authorities.ledger.actor import RecordSettled, RecordStarted
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.core import faults
@@ -78,7 +83,7 @@ def points_per_effect(work: Path) -> int:
     system = ActorSystem.start("simple", work / "count", simulated=True)
     try:
         system.start_tree(TREE)
-        ledger = system.ref("agent/ledger")
+        ledger = StampedRef(system, "agent/ledger")
         effect(ledger, "warm", 0)
         system.arm_faults(None, EVERYWHERE)
         effect(ledger, "count", 0)
@@ -109,7 +114,7 @@ def effect_latency_ab(work: Path, n: int, rounds: int) -> tuple[Stat, Stat]:
         with_points = start_system(work, f"shipped{r}", stub=False)
         without = start_system(work, f"stubbed{r}", stub=True)
         try:
-            a, b = with_points.ref("agent/ledger"), without.ref("agent/ledger")
+            a, b = StampedRef(with_points, "agent/ledger"), StampedRef(without, "agent/ledger")
             for i in range(20):
                 effect(a, "warm", i)
                 effect(b, "warm", i)
@@ -133,6 +138,24 @@ def schedules_per_minute(base: str, seeds: int, work: Path, plan: bool) -> float
             else:
                 campaign.bench.run(f"calm{seed}")
         return 60.0 * seeds / (time.monotonic() - began)
+
+
+PLANTED_CONFIG = WorkloadConfig(sessions=4, effects=2, ask_timeout=0.4, lease_wait=3.0, op_deadline=10.0)
+
+
+def planted_catch_rate(seeds: int, work: Path, kills: bool) -> tuple[float, float, int]:
+    """(share of seeds catching the planted restart bug, seeds/min, simulated deaths) on the simulated base."""
+    from tests.faults.planted_restart import PRESUMES_FAILED_LEDGER
+
+    with Campaign(workload_tree(ledger=PRESUMES_FAILED_LEDGER), PLANTED_CONFIG, base="simple",
+                  data_dir=work) as campaign:
+        campaign.kills = kills
+        campaign.points()
+        began = time.monotonic()
+        caught = sum(1 for r in campaign.run(range(seeds))
+                     if any(v.invariant in ("ambiguous-not-failed", "outcome-diverged") for v in r.violations))
+        rate = 60.0 * seeds / (time.monotonic() - began)
+        return caught / seeds, rate, campaign.stats.kills
 
 
 def run(quick: bool) -> list[Row]:
@@ -169,8 +192,20 @@ def run(quick: bool) -> list[Row]:
         sim_seeds = 60 if quick else 200
         sim = schedules_per_minute("simple", sim_seeds, work / "chaos-sim", plan=True)
         sim_calm = schedules_per_minute("simple", sim_seeds, work / "calm-sim", plan=False)
-        rows.append(Row("chaos", "schedules/min, simulated simple base", "/min", sim, sim_calm, "report", None,
+        rows.append(Row("chaos", "schedules/min, simulated simple base (simulated kills)", "/min", sim, sim_calm,
+                        "≥ 1,000/min", lambda o, _r: o >= 1000,
                         "baseline: the same workload runs, no plan; deterministic event log"))
+
+        progress("planted restart bug, simulated")
+        planted_seeds = 40 if quick else 200
+        share, planted_rate, deaths = planted_catch_rate(planted_seeds, work / "planted-sim", kills=True)
+        calm_share, _, _ = planted_catch_rate(planted_seeds, work / "planted-calm", kills=False)
+        rows.append(Row("chaos", f"planted restart bug: simulated seeds that catch it (of {planted_seeds})", "%",
+                        100 * share, 100 * calm_share, "≥ 25 %", lambda o, _r: o >= 25.0,
+                        "baseline: the same seeds drawn without kills (the simple base before)"))
+        rows.append(Row("chaos", "planted restart bug: simulated seeds/min (4 sessions × 2 effects)", "/min",
+                        planted_rate, None, "≥ 1,000/min", lambda o, _r: o >= 1000,
+                        f"{deaths} simulated deaths in {planted_seeds} seeds"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return rows

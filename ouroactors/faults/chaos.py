@@ -48,6 +48,7 @@ from .world import World
 
 STORAGE_POINTS = ("storage.before_commit", "storage.after_commit")
 MAX_RULES = 3
+FRESH_EVERY = 50  # seeds per simulated system (see Campaign.fresh_every)
 
 
 class PlanWarning(UserWarning):
@@ -253,6 +254,12 @@ class Campaign:
                  extra_points: Iterable[str] = (), replay_command: str = "",
                  warn: Callable[[str], None] = _warn) -> None:
         self.bench = Bench(tree, config, base=base, data_dir=data_dir, world=world, grant=grant)
+        self._bench_args = (tree, config, base, data_dir, grant)
+        # A simulated system's state grows with every seed, and restarts re-read it (leases, ledger
+        # recovery): a fresh system every so many seeds keeps a seed's cost flat. Deterministic too.
+        self.fresh_every: int | None = FRESH_EVERY if base == "simple" else None
+        self._fresh_count = 0
+        self._seeds_on_bench = 0
         self.warn = warn
         self.kills = True  # multiproc: SIGKILL; simple: the simulation's process death (same draws)
         self.exits = base == "multiproc"  # an exit rule ends the whole process
@@ -323,6 +330,7 @@ class Campaign:
         began = time.monotonic()
         replay = self.replay_command.format(seed=seed) if self.replay_command else ""
         try:
+            self._refresh()
             run = self.bench.run(f"seed{seed}", plan)
             result = SeedResult(seed, plan, run, duration_s=time.monotonic() - began, replay=replay)
         except Exception as exc:
@@ -338,6 +346,22 @@ class Campaign:
     def run(self, seeds: Iterable[int]) -> Iterator[SeedResult]:
         for seed in seeds:
             yield self.run_seed(seed)
+
+    def _refresh(self) -> None:
+        """Every ``fresh_every`` seeds, go on with a fresh system (and data dir) on the same world."""
+        self._seeds_on_bench += 1
+        if self.fresh_every is None or self._seeds_on_bench <= self.fresh_every:
+            return
+        tree, config, base, data_dir, grant = self._bench_args
+        self._fresh_count += 1
+        old = self.bench
+        where = None if data_dir is None else Path(data_dir) / f"fresh{self._fresh_count}"
+        fresh = Bench(tree, config, base=base, data_dir=where, world=old.world, grant=grant)
+        fresh._own_world, old._own_world = old._own_world, False  # the world outlives the old system
+        old.close()
+        self.bench = fresh
+        fresh.start()
+        self._seeds_on_bench = 1
 
 
 def campaign(tree: ChildSpec, config: WorkloadConfig, seeds: Iterable[int], **kwargs: Any) -> Iterator[SeedResult]:
