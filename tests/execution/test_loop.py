@@ -285,3 +285,14 @@ def test_a_steer_that_is_not_text_is_refused_at_the_queue_and_repaired_in_the_lo
     steer = next(r for r in reading.records(env, "s1") if r.kind == "steer")
     assert steer.fields["text"] == "sneaked \ufffd in"
     assert_replays(env)
+
+
+def test_a_tool_result_that_is_not_text_does_not_crash_the_turn(env):
+    effects = FakeEffects(answers={"read": "half a pair \udcff here"})
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("ok")]], effects=effects)
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    said = next(m.content for m in h.loop.conversation if m.role == "tool")
+    assert said == "half a pair \ufffd here"
+    recorded = next(r for r in reading.records(env, "s1") if r.kind == "tool_result")
+    assert recorded.fields["output"] == "half a pair \ufffd here" and "gap" not in kinds(env)
+    assert_replays(env)

@@ -33,7 +33,7 @@ to the sink as they stream (display only); the conversation changes only after `
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import trio
@@ -199,6 +199,9 @@ class _Context:
 
     def record_result(self, result: ToolResult) -> None:
         if self.result is None:
+            if steps.text_problem(result.output) or (result.error and steps.text_problem(result.error)):
+                result = replace(result, output=steps.repaired(result.output),
+                                 error=steps.repaired(result.error) if result.error else None)
             self.result = result
             self._loop._record("tool_result", self.turn, result.fields())
 

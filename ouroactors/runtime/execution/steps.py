@@ -150,12 +150,12 @@ def cap_output(text: str, cap: int) -> tuple[str, bool]:
 def tool_text(status: str, output: str, truncated: bool, cap: int, error: str | None, error_kind: str | None
               ) -> str:
     """What the model is told for one tool result (the output capped at the session's ``max_output_bytes``)."""
-    shown, cut = cap_output(output, cap)
+    shown, cut = cap_output(repaired(output), cap)
     parts = [shown] if shown else []
     if truncated or cut:
         parts.append(f"[output truncated at {cap} bytes]")
     if error:
-        parts.append(f"error ({error_kind or status}): {error}")
+        parts.append(repaired(f"error ({error_kind or status}): {error}"))
     return "\n".join(parts) if parts else f"({status}, no output)"
 
 
