@@ -470,3 +470,13 @@ def test_verify_reads_one_snapshot_so_a_concurrent_append_is_no_false_alarm(env,
     assert verdict.ok and verdict.head_seq == 4 and appended
     monkeypatch.setattr(reading, "_items", real_items)
     assert reading.verify(env, "s1").head_seq == 5
+
+
+def test_two_writers_of_one_session_still_make_one_chain(env):
+    """A stale runtime and its replacement both appending: each write chains from the durable head."""
+    first, second = _fill(env, 3), Journal(env, "s1")
+    for i in range(10):
+        (first if i % 2 else second).append("prompt", {"text": f"w{i}"}, at=i)
+    verdict = reading.verify(env, "s1")
+    assert verdict.ok and verdict.records == 13
+    assert [r.fields["text"] for r in reading.records(env, "s1")[3:]] == [f"w{i}" for i in range(10)]
