@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from ouroactors import ActorSystem, supervisor, worker
+from ouroactors.authorities.asking import StampedRef
 from ouroactors.authorities.grants.actor import Decide
 from ouroactors.authorities.grants.rules import Effect, Request
 from ouroactors.authorities.ledger.actor import RecordStarted
@@ -53,7 +54,7 @@ def run(quick: bool) -> list[Row]:
     system = ActorSystem.start("multiproc", work / "data")
     try:
         system.start_tree(tree)
-        grants, ledger, workspace = (system.ref(f"agent/{x}") for x in ("grants", "ledger", "workspace"))
+        grants, ledger, workspace = (StampedRef(system, f"agent/{x}") for x in ("grants", "ledger", "workspace"))
         owner = system.resolve("agent/owner")
         request = Request(principal="s1", tool="Bash", effect=Effect.EXECUTE, command="git diff --stat && git status")
         for i in range(20):

@@ -53,11 +53,13 @@ import lmdb
 from thespian.actors import ActorSystem as ThespianSystem
 
 from ouroactors import ActorSystem, supervisor, worker
+from ouroactors.authorities.asking import StampedRef
 from ouroactors.authorities.ledger.actor import RecordBatch, RecordSettled, RecordStarted
 from ouroactors.authorities.ledger.direct import LedgerWriter
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.authorities.ledger.messages import LedgerAnswer
 from ouroactors.authorities.storage.env import StorageConfig, close_env
+from ouroactors.supervision.protocol import Stamped
 from ouroactors.system import _patches
 
 from ._actors import RawEcho
@@ -157,7 +159,8 @@ def ledger_run(system: ActorSystem, ledger: Any, tag: str, senders: int, count: 
     """Records/s when ``senders`` sessions each record ``count`` effects, one ask each."""
     def run() -> float:
         return concurrent_rate(lambda k: private_asker(
-            system._thespian, ledger.address, lambda i: RecordStarted(request(f"{tag}-{k}", i)), contexts),
+            system._thespian, ledger.ref.address,
+            lambda i: Stamped(ledger.generation, RecordStarted(request(f"{tag}-{k}", i))), contexts),
             senders, count)
     return run
 
@@ -269,7 +272,7 @@ def run(quick: bool) -> list[Row]:
         echo = raw.createActor(RawEcho)
         raw.ask(echo, "warm", 10)
         system.start_tree(TREE)
-        ledger = system.ref("agent/ledger")
+        ledger = StampedRef(system, "agent/ledger")
         writer = LedgerWriter(data_dir)  # after the tree: the ledger's recovery wrote the generation it binds to
         for i in range(20):  # warm-up
             ledger.ask(RecordStarted(request("warm", i)))

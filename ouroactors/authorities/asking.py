@@ -36,3 +36,26 @@ def ask_authority(system: _System, path: str, message: Any, timeout: float = 5.0
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+class StampedRef:
+    """An authority's address and generation, looked up once: asks go straight to it, stamped.
+
+    For callers that ask one authority many times (benchmarks, scripts). A stale answer (the
+    authority restarted or changed generation) looks both up again and asks once more.
+    """
+
+    def __init__(self, system: Any, path: str) -> None:
+        self.system, self.path = system, path
+        self._bind()
+
+    def _bind(self) -> None:
+        self.ref = self.system.ref(self.path)
+        self.generation = current_generation(self.system, self.path)
+
+    def ask(self, message: Any, timeout: float = 5.0) -> Any:
+        try:
+            return self.ref.ask(message, timeout, stamp=self.generation)
+        except StaleGeneration:
+            self._bind()
+            return self.ref.ask(message, timeout, stamp=self.generation)

@@ -146,10 +146,11 @@ def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_led
     actor_system.start_tree(tree())
     old = actor_system.child_info("agent/grants").generation
 
-    def effect(effect_id: str, grants: int) -> StartRequest:
+    def effect(effect_id: str, grants: int | None) -> StartRequest:
         return StartRequest(effect_id=effect_id, kind="shell", idempotency_key=effect_id,
                             fingerprint=fingerprint("shell", {"id": effect_id}), principal="s1", session_id="s1",
-                            turn_id=None, call_id=None, authority={"grants": grants}, grant="g", cause=None)
+                            turn_id=None, call_id=None, authority={} if grants is None else {"grants": grants},
+                            grant="g", cause=None)
 
     assert ask_authority(actor_system, "agent/ledger", RecordStarted(effect("before", old))).answer == "created"
     mark = actor_system.mark()
@@ -161,9 +162,13 @@ def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_led
     with pytest.raises(StaleGeneration) as refused:  # the handle raises the errors it is answered
         ask_authority(actor_system, "agent/ledger", RecordStarted(effect("after", old)))
     assert (refused.value.authority, refused.value.expected, refused.value.got) == ("grants", new, old)
+    with pytest.raises(StaleGeneration) as unnamed:  # leaving grants out of the snapshot is no way around it
+        ask_authority(actor_system, "agent/ledger", RecordStarted(effect("unnamed", None)))
+    assert (unnamed.value.authority, unnamed.value.expected, unnamed.value.got) == ("grants", new, None)
     writer = LedgerWriter(actor_system.context.data_dir, watch=False)
     try:
         assert isinstance(writer.record_started(effect("direct", old)), StaleGeneration)
+        assert isinstance(writer.record_started(effect("direct", None)), StaleGeneration)
         assert writer.record_started(effect("direct", new)).answer == "created"
     finally:
         close_env(StorageConfig.under(actor_system.context.data_dir))

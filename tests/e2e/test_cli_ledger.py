@@ -21,10 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.multiproc
 
 
-def request(i: int) -> StartRequest:
+def request(i: int, grants: int | None) -> StartRequest:
+    """An effect admitted by the grants generation ``grants`` (the snapshot must name it)."""
     return StartRequest(effect_id=f"pr-{i}", kind="http_request", idempotency_key=f"pr-{i}",
                         fingerprint=fingerprint("http_request", {"open": i}), principal="session-1",
-                        session_id="session-1")
+                        session_id="session-1", authority={} if grants is None else {"grants": grants})
 
 
 def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
@@ -32,9 +33,10 @@ def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
     data = tmp_path / ".ouroactors"
     try:
         client = ActorSystem.connect(data)
-        ask_authority(client, "agent/ledger", RecordStarted(request(1)))
+        grants = client.child_info("agent/grants").generation
+        ask_authority(client, "agent/ledger", RecordStarted(request(1, grants)))
         ask_authority(client, "agent/ledger", RecordSettled("pr-1", "ok"))
-        ask_authority(client, "agent/ledger", RecordStarted(request(2)))  # the effect "ran", then the runtime died
+        ask_authority(client, "agent/ledger", RecordStarted(request(2, grants)))  # it "ran", then the runtime died
         mark = len(events(data))
         assert cli("kill", "agent/ledger", cwd=tmp_path).returncode == 0
         wait_event(data, "started", "agent/ledger", mark)

@@ -263,7 +263,10 @@ def test_a_start_admitted_under_a_gone_grants_generation_is_refused(ledger, conf
     assert isinstance(stale, StaleGeneration) and (stale.authority, stale.expected, stale.got) == ("grants", 5, 4)
     assert ledger.get("e1") is None
     assert writer.record_started(admitted("e1", grants=5)).answer == "created"
-    assert writer.record_started(admitted("e2", grants=None)).answer == "created"  # snapshot without grants
+    unnamed = writer.record_started(admitted("e2", grants=None))  # a snapshot without grants: no way around it
+    assert isinstance(unnamed, StaleGeneration)
+    assert (unnamed.authority, unnamed.expected, unnamed.got) == ("grants", 5, None)
+    assert ledger.get("e2") is None
     # The snapshot's storage entry is data here (1 ≠ 7): the writer's own stamp fences storage.
     assert isinstance(ledger.publish_generation("grants", 6), Committed)
     assert writer.record_started(admitted("e1", grants=5)).answer == "existing"  # a read-back, not a new effect

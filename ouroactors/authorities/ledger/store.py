@@ -8,9 +8,10 @@ Layout (named databases of the node's environment):
 * ``meta`` ``ledger_generation``: the generation of the ledger that last recovered the ledger
   (written in its recovery transaction), which direct writers (:mod:`.direct`) are fenced on;
 * ``meta`` ``<authority>_generation``: what other authorities publish (grants does). A start whose
-  authority snapshot names a published authority at another generation is refused with
-  :class:`~ouroactors.core.errors.StaleGeneration`: no effect runs on a decision of a gone
-  generation (the snapshot's storage and ledger entries are covered by the writer's own fence);
+  authority snapshot names a published authority at another generation — or does not name a
+  published authority at all — is refused with :class:`~ouroactors.core.errors.StaleGeneration`:
+  no effect runs on a decision of a gone generation (the snapshot's storage and ledger entries are
+  covered by the writer's own fence);
 * ``ledger_writers``: writer id → :class:`WriterRecord`, the processes writing directly that asked
   to be watched;
 * ``ledger_runs``: effect id → writer id, the watched writers' unsettled starts (put with the start,
@@ -103,6 +104,7 @@ class Settle:
 Op = Start | Settle
 OpResult = Created | Existing | LedgerError | StaleGeneration
 OWN_FENCE = frozenset({"storage", "ledger"})  # a snapshot's entries the writer's own fence already checks
+_PUBLISHED_SUFFIX = b"_generation"  # see storage.env.generation_key
 
 
 class LedgerStore:
@@ -145,12 +147,25 @@ class LedgerStore:
                 raise StaleGeneration(authority, current, expected)
 
     def _check_snapshot(self, txn: lmdb.Transaction, authority: dict[str, int]) -> None:
+        """A new effect must name every published authority at its current generation.
+
+        An authority missing from the snapshot is refused like a stale one: otherwise leaving
+        ``grants`` out would admit an effect no live grants generation decided (fencing is not
+        opt-in).
+        """
         for name, stamped in authority.items():
             if name in OWN_FENCE:
                 continue
             raw = txn.get(generation_key(name), db=self.meta)
             if raw is not None and decode_u64(raw) != stamped:
                 raise StaleGeneration(name, decode_u64(raw), stamped)
+        for key, raw in txn.cursor(db=self.meta):
+            key = bytes(key)
+            if not key.endswith(_PUBLISHED_SUFFIX):
+                continue
+            name = key[: -len(_PUBLISHED_SUFFIX)].decode("utf-8", "replace")
+            if name not in OWN_FENCE and name not in authority:
+                raise StaleGeneration(name, decode_u64(bytes(raw)), None)
 
     def publish_generation(self, authority: str, generation: int) -> Outcome[None]:
         """An authority's generation, for starts admitted under it to be checked against (fenced)."""
