@@ -122,6 +122,9 @@ def test_an_approved_approval_cannot_be_used_after_its_deadline():
     assert caught.value.record.status == "expired" and "after the deadline" in caught.value.record.refusals[-1]
     used = book.consume(approved, session_id="s1", call_digest="d" * 64, state_version=1, now_ns=1_000)
     assert used.status == "consumed"
+    assert book.expire(approved, 1_000) is None
+    swept = book.expire(approved, 1_001)  # the periodic sweep: approved but unused in time
+    assert swept is not None and swept.status == "expired" and book.expire(used, 10**9) is None
 
 
 def test_consuming_after_the_deadline_is_refused_by_the_authority(actor_system):
@@ -131,7 +134,7 @@ def test_consuming_after_the_deadline_is_refused_by_the_authority(actor_system):
     digest = digest_of(["Bash", {"c": 1}])
     ask_authority(actor_system, GRANTS, AnswerApproval(approval.approval_id, True, name, token, digest, 1))
     wait_until(lambda: time.time_ns() > approval.deadline_ns + 50_000_000, timeout=5.0, what="the deadline")
-    with pytest.raises(ApprovalRefused, match="after the deadline"):
+    with pytest.raises(ApprovalRefused, match="after the deadline|approval is expired"):  # used, or swept, late
         ask_authority(actor_system, GRANTS, ConsumeApproval(approval.approval_id, "s1", digest, 1))
     [kept] = ask_authority(actor_system, GRANTS, ListApprovals())
     assert kept.status == "expired"

@@ -1,16 +1,26 @@
 """The grants authority: authority over actions, outside the model (a leaf LMDB writer).
 
 A request is evaluated narrowing at each layer, never widening: the session's durable posture
-first (plan mode refuses write and execute), then the rules (node > user > workspace > session;
-deny > ask > allow; nothing matched → ask; writes into ``.git`` and the data dir always refused).
-The decision is **recorded in the ledger before it is returned** — this process writes the
-node's ledger database itself, in one fenced transaction — and an allow that cannot be recorded
-is answered as ``ask``. An engine error is answered as ``ask``, never allow.
+first (plan mode refuses write and execute), then the rules (node > user > workspace > the
+session's own session rules; deny > ask > allow; nothing matched → ask; writes into ``.git`` and
+the data dir always refused). Relative paths mean paths under the session's workspace root, taken
+from its lease in the workspace's durable table (a root the request names must be one it holds).
 
-Approvals are durable (see :mod:`.approvals`); an operator's answer is verified against the
-credentials in the data dir, committed, and only then told to the waiter. At start, pending
-approvals no live interaction can wait for any more (waiters live in memory) are denied with that
-reason. Revoking rules changes this authority's generation: rest_for_one restarts its consumers.
+**Every decision is offered to the ledger before it is answered** — this process writes the
+node's ledger database itself, in one fenced transaction — and the answer (:class:`Judged`) says
+whether that commit succeeded: an allow that cannot be recorded is answered ``ask`` with
+``recorded=False``; a deny or an ask that cannot be recorded is still answered deny or ask, with
+``recorded=False`` and the reason naming why it is not in the ledger. A request refused at the
+door (:class:`~ouroactors.core.errors.BadRequest`) is not a decision and is not recorded. An
+engine error is answered as ``ask``, never allow.
+
+Approvals are durable (see :mod:`.approvals`). Who may answer is this authority's policy (the
+``answerers`` kwarg; by default the local operator), never the requester's; an operator's answer
+is verified against the credentials in the data dir, committed, and only then told to the
+waiter. At start, pending approvals no live interaction can wait for any more (waiters live in
+memory) are denied with that reason. Revoking rules changes this authority's generation:
+rest_for_one restarts its consumers. Every request must be stamped with this generation
+(:class:`ListApprovals`, a read, excepted).
 """
 
 from __future__ import annotations

@@ -121,8 +121,11 @@ def consume(approval: Approval, *, session_id: str, call_digest: str, state_vers
 
 
 def expire(approval: Approval, now_ns: int) -> Approval | None:
+    """A pending approval past its deadline expires; so does an approved one nobody used in time."""
     if approval.pending and now_ns > approval.deadline_ns:
         return replace(approval, status="expired", answered_ns=now_ns, reason="deadline passed")
+    if approval.status == "approved" and now_ns > approval.deadline_ns:
+        return replace(approval, status="expired", reason="approved, but not used before the deadline")
     return None
 
 
