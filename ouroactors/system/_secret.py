@@ -12,6 +12,7 @@ readable by nobody else: a secret others can read or replace authenticates nothi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -62,6 +63,8 @@ def write_secret(directory: Path, secret: bytes) -> Path:
     """Store ``secret`` as the data dir's secret (0600, replaced atomically)."""
     path = directory / SECRET_NAME
     temporary = directory / f".{SECRET_NAME}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)  # left by a crash of an earlier process with this pid
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.fchmod(fd, 0o600)
