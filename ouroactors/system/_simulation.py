@@ -27,7 +27,9 @@ that ends one *actor* the way a SIGKILL ends its process on multiproc:
 
 * the actor running the fault point is unwound by :class:`SimulatedDeath`, a ``BaseException``:
   it passes every ``except Exception`` (the worker shell sends no crash report, nothing after the
-  point runs), and is caught where the base delivers the message. A kill aimed at another actor
+  point runs), and is caught where the base delivers the message. Whatever the unwinding itself
+  would send or schedule (an ``except BaseException`` that answers before re-raising) is dropped:
+  a dead process says nothing; what it sent before the point stays sent. A kill aimed at another actor
   (a rule's ``target``) ends that one at once, between its messages, as another process would be;
 * its instance is dropped and its parent gets ``ChildActorExited`` with no report before it, so
   its supervisor sees ``killed``, exactly as on multiproc, and restarts it per its strategy;
@@ -100,10 +102,6 @@ class _VirtualTimeBase(ActorSystemBase):
     _vtimers: list[tuple[int, int, Any, timedelta, Any]]
     _vorder: itertools.count[int]
 
-    def _add_wakeup(self, from_actor: Any, time_period: Any, payload: Any) -> None:
-        due = self._vclock.monotonic_ns() + _as_ns(time_period)
-        heapq.heappush(self._vtimers, (due, next(self._vorder), from_actor, _as_timedelta(time_period), payload))
-
     def _next_wakeup(self) -> Any:
         return self._vtimers[0][0] if self._vtimers else None
 
@@ -146,6 +144,7 @@ class _VirtualTimeBase(ActorSystemBase):
     # -- simulated process death --------------------------------------------------------------------
 
     _vcurrent: Any = None  # the actor (thespian's ActorRef) handling a message right now
+    _vdying: Any = None  # the address of an actor being unwound by SimulatedDeath: it sends nothing more
     _vserials: itertools.count[int]
     _vdeaths: list[tuple[str, int]]
 
@@ -157,6 +156,20 @@ class _VirtualTimeBase(ActorSystemBase):
             self._vdie(tgt)  # the traceback (and the dead frames' objects) go with this block
         finally:
             self._vcurrent = previous
+            self._vdying = None
+
+    def actor_send(self, fromActor: Any, toActor: Any, msg: Any) -> None:
+        # A dead process sends nothing: cleanup code the unwinding runs (an ``except BaseException``
+        # that answers before re-raising) must not reach anyone. What it sent before the point did.
+        if self._vdying is not None and fromActor == self._vdying:
+            return
+        super().actor_send(fromActor, toActor, msg)
+
+    def _add_wakeup(self, from_actor: Any, time_period: Any, payload: Any) -> None:
+        if self._vdying is not None and from_actor == self._vdying:
+            return
+        due = self._vclock.monotonic_ns() + _as_ns(time_period)
+        heapq.heappush(self._vtimers, (due, next(self._vorder), from_actor, _as_timedelta(time_period), payload))
 
     def _vdie(self, ref: Any) -> None:
         """End the actor of ``ref`` as its process would end: no report, its parent told it exited."""
@@ -275,6 +288,7 @@ class Simulation:
                 return
             victim = refs[-1]
         if victim is base._vcurrent:
+            base._vdying = victim.address
             raise SimulatedDeath(str(getattr(victim.instance, "path", victim.address)))
         base._vdie(victim)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import WakeupMessage
+from thespian.actors import Actor, WakeupMessage
 
 from ouroactors import Worker
 from ouroactors.authorities.storage.actor import storage_config
@@ -78,3 +78,32 @@ class Writer(Worker):
                 raw = txn.get(rest.encode(), db=table)
             return "<absent>" if raw is None else bytes(raw).decode()
         return None
+
+
+HEARD: list[str] = []  # what Sink actors received (the simple base runs them in this process)
+TALKING = faults.register_point("test.sim.talking", "test-only: between two sends of one message")
+
+
+class Sink(Actor):
+    """A plain thespian actor that remembers what it heard, in :data:`HEARD`."""
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, str):
+            HEARD.append(message)
+
+
+class Talker(Worker):
+    """Tells its sink ``before``, reaches a fault point, and tells ``after`` even while unwinding."""
+
+    def on_start(self) -> None:
+        self.sink = self.createActor(Sink)
+
+    def handle_str(self, message: str, sender: Any) -> Any:
+        self.send(self.sink, f"before {message}")
+        try:
+            faults.point(TALKING)
+        except BaseException:
+            self.send(self.sink, f"after {message}")  # cleanup that answers: a dead process would not
+            raise
+        self.send(self.sink, f"after {message}")
+        return "done"

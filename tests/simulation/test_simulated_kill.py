@@ -19,6 +19,7 @@ from ouroactors.supervision.protocol import ArmFaults
 
 COUNTER = "tests.simulation.actors:Counter"
 WRITER = "tests.simulation.actors:Writer"
+TALKER = "tests.simulation.actors:Talker"
 
 
 @pytest.fixture
@@ -114,3 +115,17 @@ def test_a_death_mid_transaction_aborts_it_and_the_shared_environment_stays_usab
     assert simulated.ask("t/reader", "put c=3") == "Committed"  # the writer lock was released
     assert simulated.ask("t/writer", "put b=2") == "Committed"  # and the restarted writer writes
     assert simulated.ask("t/reader", "get b") == "2"
+
+
+def test_a_dying_actor_sends_nothing_more_but_what_it_sent_before_stays_sent(simulated: ActorSystem) -> None:
+    from tests.simulation import actors
+
+    simulated.start_tree(supervisor("t", [worker("talker", TALKER)]))
+    assert simulated.ask("t/talker", "one") == "done"
+    simulated.arm_faults("t/talker", FaultPlan((FaultRule("test.sim.talking", FaultAction.KILL, nth=1),)))
+    mark = simulated.mark()
+    simulated.tell("t/talker", "two")
+    simulated.wait_for("started", "t/talker", after=mark)
+    simulated.arm_faults(None, None)
+    assert exits(simulated, mark, "t/talker") == ["killed"]
+    assert actors.HEARD[-3:] == ["before one", "after one", "before two"]  # no "after two"
