@@ -1,0 +1,188 @@
+"""The live effect port: every tool call goes grants → ledger start → tool → settlement, in that order.
+
+This is the **one** implementation of the effect path's honesty rules (the chaos workload used to carry its own
+copy; DESIGN.md "Ledger"):
+
+* **No durable start, no effect.** A tool runs only after the ledger answered ``created`` for its start. An
+  ``existing`` entry (the same effect id recorded before — a turn replayed after a restart) is never run again:
+  the model is told what the ledger holds. A start the ledger could not record (``CommitRejected``, a bad
+  request) runs nothing.
+* **Decisions come first and are fenced.** The grants authority judges the call's real action (paths resolved
+  on disk, the command unwrapped) for this session and its workspace root. ``deny`` is recorded
+  (``record_denied``) and reported to the model as a tool error; ``ask`` parks the call on a durable approval
+  and goes on only when an operator answered it. A start whose decision was made under a grants generation that
+  has gone since is refused by the ledger's transaction; the call is decided again (at most
+  :data:`REDECIDE_TRIES` times).
+* **Uncertainty stays visible.** A tool that cannot tell whether its effect happened (``unknown``: a request sent
+  but no reply) is *not* settled: the entry stays ``started`` and becomes ``ambiguous`` for the reconciler. A
+  cancelled tool (interrupt, deadline, runtime stop) is not settled either, for the same reason. Only ``ok`` and
+  ``failed`` — what the tool observed — are settled, with the tool's evidence.
+* **Stale stamps crash the runtime.** ``StaleGeneration`` for storage or the ledger, or a commit whose outcome
+  is unknown, means the authorities this runtime was started against are gone or unsure: the runtime crashes and
+  rest_for_one restarts it against the new generations. It never guesses.
+
+The ledger calls block (a synced LMDB commit); they run in trio's worker threads so the loop stays responsive
+and parallel tool calls of one model turn share group commits (:class:`~ouroactors.authorities.ledger.LedgerWriter`
+commits what its threads queued together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from ...authorities.grants.rules import Decision, Request, Verdict
+from ...authorities.ledger.domain import LedgerError, StartRequest, fingerprint
+from ...authorities.ledger.messages import LedgerAnswer
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError, StaleGeneration
+from ..sandbox import SandboxMode
+from .loop import CallContext, ParsedCall, ToolResult
+from .tools import ToolContext, ToolError
+
+REDECIDE_TRIES = 5
+
+
+class EffectPathBroken(OuroactorsError):
+    """The authorities this runtime was bound to are gone or unsure (stale stamp, unknown commit): crash."""
+
+
+class GrantsPort(Protocol):
+    """How the effect path reaches the grants authority (the runtime actor implements it with messages)."""
+
+    async def decide(self, request: Request, root: str | None) -> Verdict: ...  # raises StaleGeneration
+
+    async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
+        """Park on a durable approval until it is answered: (approved, why)."""
+        ...
+
+
+class LedgerPort(Protocol):
+    def record_started(self, request: StartRequest) -> Any: ...
+    def record_denied(self, request: StartRequest, reason: str) -> Any: ...
+    def record_settled(self, effect_id: str, status: str, reason: str | None = None,
+                       evidence: dict[str, Any] | None = None, by: str = "runner") -> Any: ...
+
+
+@dataclass
+class EffectSettings:
+    """What every call of one session shares."""
+
+    session: str
+    root: str | None  # the leased workspace root (canonical); None: no file or shell tool may run
+    sandbox_mode: SandboxMode
+    data_dir: str | None
+    authority: dict[str, int]  # the authority snapshot stamped on every start (name -> generation)
+    network_domains: tuple[str, ...] = ()
+    network_private: tuple[str, ...] = ()
+
+
+def effect_id_of(session: str, turn: int, call_id: str) -> str:
+    """A call's effect id: stable for the same session, turn and model call id (a replayed start is ``existing``)."""
+    return f"{session}/t{turn}/{call_id}"[:200]
+
+
+class LiveEffects:
+    """:class:`~.loop.EffectPort` for a live session (see the module docstring for the rules)."""
+
+    def __init__(self, settings: EffectSettings, grants: GrantsPort, ledger: LedgerPort,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        self.settings = settings
+        self.grants = grants
+        self.ledger = ledger
+        self.on_event = on_event or (lambda kind, fields: None)
+
+    async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
+        tool, args = call.payload
+        s = self.settings
+        model_call = call.call
+        effect_id = effect_id_of(s.session, ctx.turn, model_call.id)
+        try:
+            if s.root is None:
+                raise ToolError(tool.name, "the session holds no workspace lease: no tool may run", kind="no_lease")
+            tool_ctx = ToolContext(session_id=s.session, root=s.root, sandbox_mode=s.sandbox_mode, data_dir=s.data_dir,
+                                   output_cap_bytes=ctx.output_cap_bytes, timeout_s=ctx.timeout_s,
+                                   network_domains=s.network_domains, network_private=s.network_private,
+                                   call_id=model_call.id, effect_id=effect_id, idempotency_key=effect_id)
+            request = tool.grant_request(args, tool_ctx)
+        except ToolError as refused:
+            return _refused(model_call.id, model_call.name, refused)
+        start = StartRequest(effect_id=effect_id, kind=tool.ledger_kind, idempotency_key=effect_id,
+                             fingerprint=fingerprint(tool.ledger_kind, tool.fingerprint_args(args)),
+                             principal=s.session, session_id=s.session, turn_id=f"t{ctx.turn}",
+                             call_id=model_call.id, authority=dict(s.authority), grant=None, cause=None)
+        admitted = await self._admit(tool.name, request, start, args, ctx)
+        if isinstance(admitted, ToolResult):
+            return admitted
+        try:
+            outcome = await tool.run(args, tool_ctx)
+        except trio.Cancelled:
+            self.on_event("activity_cancelled", {"effect_id": effect_id, "tool": tool.name})
+            raise  # left started: ambiguous for its reconciler, never settled as failed
+        result = ToolResult(model_call.id, model_call.name, outcome.status, outcome.output, outcome.truncated,
+                            outcome.error, outcome.error_kind, {**outcome.evidence, "effect_id": effect_id},
+                            outcome.boundary.model_dump(mode="python") if outcome.boundary is not None else None)
+        ctx.record_result(result)  # staged before the settling commit
+        if outcome.status in ("ok", "failed"):
+            settled = await trio.to_thread.run_sync(
+                lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
+                                                   _evidence(outcome.evidence)))
+            _check_answer(settled, "settle")
+        return result
+
+    async def _admit(self, tool: str, request: Request, start: StartRequest, args: Any, ctx: CallContext
+                     ) -> StartRequest | ToolResult:
+        """Decide, park on approval if asked, and record the start; a ToolResult means: do not run."""
+        call_id = start.call_id or "?"
+        for _ in range(REDECIDE_TRIES):
+            verdict = await self.grants.decide(request, self.settings.root)
+            grant = str(verdict.rule) if verdict.rule is not None else f"{verdict.decision.value}: {verdict.reason}"
+            decided = start.model_copy(update={"grant": grant[:500], "cause": verdict.reason[:500]})
+            if verdict.decision is Decision.ASK:
+                ctx.record_approval({"asked": verdict.reason})
+                await ctx.emit("approval_needed", {"tool": tool, "reason": verdict.reason})
+                approved, why = await self.grants.approve(self.settings.session, tool,
+                                                          args.model_dump(mode="json"), call_id)
+                ctx.record_approval({"approved": approved, "why": why})
+                if not approved:
+                    verdict = Verdict(Decision.DENY, f"approval refused: {why}", verdict.rule)
+                    decided = decided.model_copy(update={"cause": verdict.reason[:500]})
+            if verdict.decision is Decision.DENY:
+                denied = await trio.to_thread.run_sync(self.ledger.record_denied, decided, verdict.reason)
+                _check_answer(denied, "deny")
+                return ToolResult(call_id, tool, "denied", error=verdict.reason, error_kind="denied")
+            answer = await trio.to_thread.run_sync(self.ledger.record_started, decided)
+            if isinstance(answer, StaleGeneration) and answer.authority == "grants":
+                continue  # decided under a grants generation that is gone: decide again
+            _check_answer(answer, "start")
+            if isinstance(answer, CommitRejected | LedgerError):
+                return ToolResult(call_id, tool, "failed", error=f"the ledger did not record the start: {answer}",
+                                  error_kind="not_recorded", evidence={"ran": False})
+            assert isinstance(answer, LedgerAnswer)
+            if answer.answer != "created":
+                return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
+                                  error=f"effect {start.effect_id} is already in the ledger as "
+                                        f"{answer.entry.status.value}; it is not run again")
+            return decided
+        return ToolResult(call_id, tool, "failed", error_kind="grants_changing", evidence={"ran": False},
+                          error=f"grants changed generation {REDECIDE_TRIES} times while deciding; not run")
+
+
+def _check_answer(answer: Any, what: str) -> None:
+    """Stale storage/ledger stamps and unknown commit outcomes end the runtime (see the module docstring)."""
+    if isinstance(answer, StaleGeneration | CommitOutcomeUnknown):
+        raise EffectPathBroken(f"ledger {what}: {type(answer).__name__}: {answer}")
+
+
+def _evidence(evidence: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in evidence.items() if isinstance(v, str | int | float | bool) or v is None}
+
+
+def _refused(call_id: str, name: str, refused: ToolError) -> ToolResult:
+    return ToolResult(call_id, name, "failed", error=str(refused), error_kind=refused.kind, evidence={"ran": False})
+
+
+__all__ = ["REDECIDE_TRIES", "EffectPathBroken", "EffectSettings", "GrantsPort", "LedgerPort", "LiveEffects",
+           "effect_id_of"]

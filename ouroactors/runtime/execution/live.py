@@ -1,0 +1,122 @@
+"""The trio side of a live session: its output channel, its grants port and the loop assembled from live ports.
+
+Everything here runs in the runtime's trio thread (:class:`~.bridge.TrioThread`) and never touches thespian
+itself. What must cross to the actor goes through two callables the actor gives: ``send(address, message)`` (a
+thespian send, which thespian queues safely from a non-main thread and performs on the actor's own loop) and
+``push(kind, fields)`` for events. Answers from the grants authority come back the other way: the actor's handler
+calls :meth:`ActorGrants.answer` through :meth:`~.bridge.TrioThread.call`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ...authorities.grants.rules import Request, Verdict
+from ...core.errors import StaleGeneration
+from .errors import CursorError
+from .output import Batch, OutputBuffer
+
+GRANTS_ANSWER_TIMEOUT_S = 30.0
+
+
+class OutputChannel:
+    """:class:`~.loop.OutputSink` over an :class:`~.output.OutputBuffer`: a full buffer makes ``emit`` wait.
+
+    ``notify(produced)`` is called (from the trio thread) for the first event after each drain, so a reader is
+    told once that output waits rather than once per event.
+    """
+
+    def __init__(self, buffer: OutputBuffer, notify: Callable[[int], None]) -> None:
+        self.buffer = buffer
+        self._notify = notify
+        self._notified = False
+        self._room = trio.Event()
+
+    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None:
+        while not self.buffer.has_room():
+            await self._room.wait()
+        event = self.buffer.append(kind, turn, data)
+        if not self._notified:
+            self._notified = True
+            self._notify(event.cursor)
+
+    def drain(self, after: int, limit: int) -> Batch:
+        batch = self.buffer.drain(after, limit)
+        self._notified = bool(batch.more)  # a reader that got everything is told again about the next event
+        return batch
+
+    def ack(self, cursor: int) -> int:
+        dropped = self.buffer.ack(cursor)
+        if dropped:
+            self._room.set()
+            self._room = trio.Event()
+        return dropped
+
+
+class ActorGrants:
+    """:class:`~.effects.GrantsPort` through messages to the grants authority, one request at a time.
+
+    One request is outstanding at a time (a trio lock), so an answer belongs to the request before it; an
+    authority that does not answer within :data:`GRANTS_ANSWER_TIMEOUT_S` is gone (it restarts, and rest_for_one
+    restarts this runtime after it): the call raises and the runtime crashes rather than matching a late answer
+    to the next request.
+    """
+
+    def __init__(self, send: Callable[[Any], None], session: str, make_decide: Callable[[Request, str | None], Any],
+                 make_approval: Callable[[str, str, dict[str, Any], str], Any] | None = None,
+                 make_wait: Callable[[str], Any] | None = None) -> None:
+        self._send = send
+        self.session = session
+        self._make_decide = make_decide
+        self._make_approval = make_approval
+        self._make_wait = make_wait
+        self._lock = trio.Lock()
+        self._waiting: trio.Event | None = None
+        self._answer: Any = None
+
+    def answer(self, message: Any) -> bool:
+        """An answer from grants arrived (called in the trio thread); False if nothing was waiting for one."""
+        if self._waiting is None or self._waiting.is_set():
+            return False
+        self._answer = message
+        self._waiting.set()
+        return True
+
+    async def _ask(self, message: Any, timeout: float = GRANTS_ANSWER_TIMEOUT_S) -> Any:
+        async with self._lock:
+            self._waiting, self._answer = trio.Event(), None
+            self._send(message)
+            with trio.fail_after(timeout):
+                await self._waiting.wait()
+            answer, self._waiting = self._answer, None
+        if isinstance(answer, BaseException) and not isinstance(answer, StaleGeneration):
+            raise answer
+        return answer
+
+    async def decide(self, request: Request, root: str | None) -> Verdict:
+        answer = await self._ask(self._make_decide(request, root))
+        if isinstance(answer, StaleGeneration):
+            raise answer
+        if not isinstance(answer, Verdict):
+            raise TypeError(f"grants answered Decide with {type(answer).__name__}")
+        return answer
+
+    async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
+        if self._make_approval is None or self._make_wait is None:
+            return False, "this runtime cannot wait for approvals"
+        requested = await self._ask(self._make_approval(session, tool, arguments, call_id))
+        approval_id = getattr(requested, "approval_id", None)
+        if approval_id is None:
+            return False, f"the approval could not be requested: {requested!r}"
+        timeout = float(getattr(requested, "deadline_s", 0) or 0) or 7 * 24 * 3600.0
+        answered = await self._ask(self._make_wait(approval_id), timeout=timeout + GRANTS_ANSWER_TIMEOUT_S)
+        status = str(getattr(answered, "status", "unknown"))
+        status = getattr(getattr(answered, "status", None), "value", status)
+        reason = getattr(answered, "reason", None) or status
+        return status == "approved", f"approval {approval_id}: {reason}"
+
+
+__all__ = ["ActorGrants", "CursorError", "OutputChannel"]

@@ -1,0 +1,136 @@
+"""The runtime's protocol: what a coordinator (or a test, or the CLI) may ask a session runtime, and its answers.
+
+Requests are checked at the door (:mod:`ouroactors.core.boundary`): a malformed one is answered with
+:class:`~ouroactors.core.errors.BadRequest` and changes nothing. State refusals are the typed errors of
+:mod:`.errors` (``NotOpen``, ``Busy``, ``NoActiveTurn``, ``CursorError`` …), never strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from ...core.boundary import Address, Data, Name, Range, Size
+
+Cursor = Annotated[int, Range(0, 2**62)]
+Prompt = Annotated[str, Size(1, 200_000)]
+
+
+@dataclass(frozen=True)
+class OpenSession:
+    """Open ``session_id`` with its configuration (the session's TOML table, as a dict).
+
+    ``lease_id`` names the workspace lease the session holds; the runtime checks it in the workspace's durable
+    records (active, this session's, the configured root) before any tool may touch a path. ``subscriber`` is the
+    actor told :class:`OutputReady` when output waits (a coordinator); None: nobody is pushed to, readers poll —
+    never the asker by default, since a push into an outside caller's endpoint would be taken for an answer.
+    """
+
+    session_id: Name
+    config: Annotated[Any, Data(32_000)]
+    lease_id: Name | None = None
+    subscriber: Address = None
+    start: Cursor = 0  # the output cursor to continue from (a replacement starts at the committed checkpoint)
+
+
+@dataclass(frozen=True)
+class SendText:
+    """Start a turn with this user message (refused with ``Busy`` while a turn runs)."""
+
+    text: Prompt
+
+
+@dataclass(frozen=True)
+class SteerTurn:
+    """Add a user message to the running turn, delivered before its next model call."""
+
+    text: Prompt
+
+
+@dataclass(frozen=True)
+class InterruptTurn:
+    """Cancel the running activity (model call or tools) and settle the turn as interrupted."""
+
+
+@dataclass(frozen=True)
+class CloseSession:
+    """End the session: cancel what runs, write nothing more, and stop this runtime (``normal``)."""
+
+
+@dataclass(frozen=True)
+class DrainOutput:
+    """The output events after ``after`` (at most ``limit``); nothing is dropped until acknowledged."""
+
+    after: Cursor
+    limit: Annotated[int, Range(1, 4096)] = 256
+
+
+@dataclass(frozen=True)
+class AckOutput:
+    """Everything up to ``cursor`` is committed by the reader: the runtime may drop it."""
+
+    cursor: Cursor
+
+
+@dataclass(frozen=True)
+class RuntimeStatusRequest:
+    """Where the runtime stands (a read)."""
+
+
+# -- answers and pushes -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opened:
+    session_id: str
+    runtime_id: str
+    generation: int | None
+    produced: int
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The request was taken: ``turn`` is the turn it started (send) or reached (steer, interrupt)."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class Acked:
+    cursor: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class Closed:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class RuntimeStatus:
+    session_id: str | None
+    runtime_id: str
+    generation: int | None
+    open: bool
+    turn: int  # turns started so far
+    running: bool  # a turn is running now
+    produced: int
+    acked: int
+
+
+@dataclass(frozen=True)
+class OutputReady:
+    """Pushed to the session's opener when output waits and nobody drained since the last push."""
+
+    session_id: str
+    runtime_id: str
+    produced: int
+
+
+REQUESTS = (OpenSession, SendText, SteerTurn, InterruptTurn, CloseSession, DrainOutput, AckOutput,
+            RuntimeStatusRequest)
+
+__all__ = [
+    "REQUESTS", "Accepted", "AckOutput", "Acked", "CloseSession", "Closed", "DrainOutput", "InterruptTurn",
+    "OpenSession", "Opened", "OutputReady", "RuntimeStatus", "RuntimeStatusRequest", "SendText", "SteerTurn",
+]

@@ -1,0 +1,273 @@
+"""The session runtime: one actor per live session, the thin shell around the turn loop.
+
+A child of the ``execution`` supervisor (``simple_one_for_one``, so one per session), with its own runtime id and
+generation. It owns the live conversation (:class:`~.loop.SessionLoop`), runs turns as activities in a trio loop
+beside the actor (:mod:`.bridge` explains why a thread, and how the two sides talk) and keeps the output in a
+bounded buffer behind a cursor (:mod:`.output`) that a reader drains and acknowledges.
+
+What the actor does is decode, call, answer: ``OpenSession`` builds the live ports (provider, tools, journal,
+effect path, steering, output) and journals ``session_opened``; ``SendText`` starts a turn as a trio task and
+answers at once (``Busy`` if one runs); ``SteerTurn`` / ``InterruptTurn`` reach the running turn between model calls
+(an interrupt also cancels the running model call or tools within the activity's cancellation); ``DrainOutput`` /
+``AckOutput`` serve the reader while a turn runs. Everything the loop shares with these handlers lives in the trio
+thread and is touched only through :meth:`~.bridge.TrioThread.call`.
+
+Effects go grants → ledger → tool → settlement (:mod:`.effects`): decisions by message to the grants authority,
+ledger records written from this process (:class:`~ouroactors.authorities.ledger.LedgerWriter`, fenced on the
+storage and ledger generations this runtime was started against). A failure of the effect path's authorities
+(stale stamp, commit outcome unknown) or any bug in a turn **crashes the runtime**: the supervisor restarts it and
+recovery (the coordinator's job) decides what happens to the session. This process opens the node's LMDB
+environment, so it creates no actor children (tool subprocesses are exec'd at once, never forked Python).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from ...authorities.grants.messages import Decide, RequestApproval, WaitApproval
+from ...authorities.grants.rules import Request
+from ...authorities.ledger.direct import LedgerWriter
+from ...authorities.storage.env import db
+from ...authorities.workspace.leases import lease_from_record
+from ...core.errors import OuroactorsError, SpecError
+from ...supervision.events import EventWriter
+from ...supervision.protocol import Stamped
+from ...supervision.worker import Worker
+from ..sandbox import SandboxMode
+from .bridge import TrioThread
+from .config import SessionConfig, parse_session_config
+from .effects import EffectSettings, LiveEffects
+from .errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen, RuntimeRefusal
+from .journal import Journal
+from .live import ActorGrants, OutputChannel
+from .loop import LoopRefusal, Ports, SessionLoop
+from .messages import (
+    REQUESTS,
+    Accepted,
+    Acked,
+    AckOutput,
+    Closed,
+    CloseSession,
+    DrainOutput,
+    InterruptTurn,
+    Opened,
+    OpenSession,
+    OutputReady,
+    RuntimeStatus,
+    RuntimeStatusRequest,
+    SendText,
+    SteerTurn,
+)
+from .output import DEFAULT_CAPACITY, OutputBuffer
+from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
+from .providers import ProviderConfigError, ScriptFileError, make_provider
+
+
+class LeaseRefused(RuntimeRefusal):
+    """The lease named at open is not this session's live lease on the configured workspace."""
+
+
+@dataclass(frozen=True)
+class _TurnFailed:
+    """The trio side tells the actor that a turn raised: the runtime must crash (sent to itself)."""
+
+    detail: str
+
+
+@dataclass
+class _Live:
+    """One open session, as the actor sees it (the objects themselves live in the trio thread)."""
+
+    session: str
+    config: SessionConfig
+    loop: SessionLoop
+    channel: OutputChannel
+    steering: SteeringQueue
+    grants: ActorGrants
+    subscriber: Any
+    running: bool = False
+
+
+class Runtime(Worker):
+    """One live session; see the module docstring."""
+
+    protocol = REQUESTS
+    refusals = (RuntimeRefusal, SpecError, ProviderConfigError, ScriptFileError, LoopRefusal)
+
+    def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = ()) -> None:
+        assert self.context is not None
+        if self.context.base != "multiproc":
+            raise OuroactorsError("the session runtime runs turns in a thread beside the actor: it needs the "
+                                  f"multiproc base (this system is {self.context.base!r})")
+        self.runtime_id = uuid.uuid4().hex
+        self.capacity = capacity
+        self.network_private = tuple(network_private)
+        self.ledger = LedgerWriter.for_worker(self)  # a leaf: this process creates no actor children
+        self.trio = TrioThread(f"runtime:{self.path}")
+        self.events = EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node)
+        self.live: _Live | None = None
+
+    def on_stop(self, reason: Any) -> None:
+        if hasattr(self, "trio"):
+            self.trio.stop()
+        if hasattr(self, "events"):
+            self.events.close()
+
+    # -- dispatch: requests by type, everything else is an answer from grants --------------------------------
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if isinstance(message, (*REQUESTS, _TurnFailed)):
+            return super().on_message(message, sender)
+        if self.live is not None and self.trio.call(self.live.grants.answer, message):
+            return None
+        return super().on_message(message, sender)
+
+    def handle__TurnFailed(self, message: _TurnFailed, sender: Any) -> None:
+        raise RuntimeError(f"a turn of session {self.live.session if self.live else '?'} failed: {message.detail}")
+
+    # -- the session ------------------------------------------------------------------------------------------
+
+    def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
+        if self.live is not None:
+            raise AlreadyOpen(f"this runtime serves session {self.live.session!r}")
+        assert self.context is not None
+        config = parse_session_config(message.config, f"session {message.session_id}")
+        root = self._leased_root(message.session_id, message.lease_id, config)
+        provider = make_provider(config.model, on_retry=lambda notice: self.events.write(
+            "model_retry", None, {"session": message.session_id, "attempt": notice.attempt,
+                                  "status": notice.status, "reason": notice.reason, "delay_s": notice.delay_s}))
+        grants_entry = self.authorities.get("grants")
+        if grants_entry is None:
+            raise OuroactorsError(f"{self.path}: no grants authority before this runtime in the tree")
+
+        def send_grants(payload: Any) -> None:
+            self.send(grants_entry.address, Stamped(grants_entry.generation, payload))
+
+        def decide(request: Request, root: str | None) -> Decide:
+            return Decide(request, root)
+
+        def request_approval(session: str, tool: str, arguments: dict[str, Any], call_id: str) -> RequestApproval:
+            return RequestApproval(session, tool, arguments, 0)
+
+        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval)
+        settings = EffectSettings(
+            session=message.session_id, root=root, sandbox_mode=SandboxMode(config.sandbox.mode),
+            data_dir=self.context.data_dir,
+            authority={name: entry.generation for name, entry in self.authorities.items()
+                       if entry.generation is not None},
+            network_private=self.network_private)
+        effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
+            kind, None, {"session": message.session_id, **fields}))
+        steering = SteeringQueue()
+        subscriber = message.subscriber
+        session = message.session_id
+
+        def notify(produced: int) -> None:
+            if subscriber is not None:
+                self.send(subscriber, OutputReady(session, self.runtime_id, produced))
+
+        channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
+        ports = Ports(model=ProviderModel(provider), effects=effects,
+                      journal=JournalWriter(Journal(self.ledger.env, session)), clock=SystemClock(),
+                      control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
+        loop = SessionLoop(session, config, ports)
+        runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
+        self.trio.call(lambda: loop.open(runtime=runtime))
+        self.live = _Live(session, config, loop, channel, steering, grants, subscriber)
+        self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
+                                                   "generation": self.generation, "root": root})
+        return Opened(session, self.runtime_id, self.generation, channel.buffer.produced)
+
+    def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None:
+        """The canonical root of the session's live lease, checked in the workspace's durable records."""
+        if lease_id is None:
+            if config.workspace is not None:
+                raise LeaseRefused(f"session {session!r} names workspace {config.workspace!r} but holds no lease: "
+                                   "acquire one from the workspace authority and pass its lease_id")
+            return None
+        with self.ledger.env.begin() as txn:
+            raw = txn.get(f"lease/{lease_id}".encode(), db=db(self.ledger.env, b"workspace"))
+        if raw is None:
+            raise LeaseRefused(f"lease {lease_id!r} does not exist")
+        lease = lease_from_record(msgpack.unpackb(bytes(raw), raw=False))
+        if lease.status != "active" or lease.session_id != session:
+            raise LeaseRefused(f"lease {lease_id!r} is {lease.status} and belongs to session {lease.session_id!r}, "
+                               f"not a live lease of {session!r}")
+        if config.workspace is not None and os.path.realpath(config.workspace) != lease.root:
+            raise LeaseRefused(f"lease {lease_id!r} covers {lease.root!r}, not the configured workspace "
+                               f"{config.workspace!r}")
+        return lease.root
+
+    def _open(self) -> _Live:
+        if self.live is None:
+            raise NotOpen(f"{self.path}: no session is open here")
+        return self.live
+
+    def handle_SendText(self, message: SendText, sender: Any) -> Accepted:
+        live = self._open()
+        if live.running:
+            raise Busy(f"session {live.session!r}: turn {live.loop.turns} is running; steer or interrupt it")
+        live.running = True
+        turn = live.loop.turns + 1
+        self.trio.start(self._turn, live, message.text)
+        return Accepted(turn)
+
+    async def _turn(self, live: _Live, text: str) -> None:
+        """One turn in the trio thread; an exception crashes the runtime (through a message to itself)."""
+        try:
+            outcome = await live.loop.run_turn(text)
+            self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
+                                                     "status": outcome.status, "reason": outcome.reason})
+        except Exception as exc:
+            self.send(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
+        finally:
+            live.running = False
+
+    def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
+        live = self._running()
+        live.steering.steer(live.loop.turns, message.text)
+        return Accepted(live.loop.turns)
+
+    def handle_InterruptTurn(self, message: InterruptTurn, sender: Any) -> Accepted:
+        live = self._running()
+        live.steering.interrupt(live.loop.turns)
+        self.trio.call(live.loop.cancel_activity)
+        return Accepted(live.loop.turns)
+
+    def _running(self) -> _Live:
+        live = self._open()
+        if not live.running:
+            raise NoActiveTurn(f"session {live.session!r}: no turn is running")
+        return live
+
+    def handle_DrainOutput(self, message: DrainOutput, sender: Any) -> Any:
+        live = self._open()
+        return self.trio.call(live.channel.drain, message.after, message.limit)
+
+    def handle_AckOutput(self, message: AckOutput, sender: Any) -> Acked:
+        live = self._open()
+        return Acked(message.cursor, self.trio.call(live.channel.ack, message.cursor))
+
+    def handle_CloseSession(self, message: CloseSession, sender: Any) -> Closed:
+        live = self._open()
+        if live.running:
+            self.trio.call(live.loop.cancel_activity)
+        self.events.write("runtime_closed", None, {"session": live.session, "runtime_id": self.runtime_id})
+        self.stop()
+        return Closed(live.session)
+
+    def handle_RuntimeStatusRequest(self, message: RuntimeStatusRequest, sender: Any) -> RuntimeStatus:
+        live = self.live
+        if live is None:
+            return RuntimeStatus(None, self.runtime_id, self.generation, False, 0, False, 0, 0)
+        produced, acked = self.trio.call(lambda: (live.channel.buffer.produced, live.channel.buffer.acked))
+        return RuntimeStatus(live.session, self.runtime_id, self.generation, True, live.loop.turns, live.running,
+                             produced, acked)
+
+
+__all__ = ["LeaseRefused", "Runtime"]

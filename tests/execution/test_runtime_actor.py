@@ -1,0 +1,168 @@
+"""The session runtime on real processes: a scripted session's turn runs grants → ledger → tool → journal.
+
+The model is scripted (what this test is not about); the authorities, the ledger, the journal, the tools and the
+files are real.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from ouroactors import supervisor, worker
+from ouroactors.authorities.asking import ask_authority
+from ouroactors.authorities.ledger.actor import GetEntry
+from ouroactors.authorities.ledger.domain import Status
+from ouroactors.authorities.workspace.messages import Acquire
+from ouroactors.runtime.execution.errors import Busy, NoActiveTurn, NotOpen
+from ouroactors.runtime.execution.messages import (
+    AckOutput,
+    DrainOutput,
+    InterruptTurn,
+    OpenSession,
+    SendText,
+    SteerTurn,
+)
+from ouroactors.runtime.execution.runtime import LeaseRefused
+
+pytestmark = pytest.mark.multiproc
+
+RULES = {"user": ["allow:Read(**)", "allow:Edit(**)", "allow:Bash(grep *)"]}
+
+
+def agent_tree(root: str, rules: dict[str, list[str]] = RULES):
+    return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": rules}),
+        worker("workspace", "ouroactors.authorities.workspace.actor:Workspace", kwargs={"allowed_roots": [root]}),
+        supervisor("execution", [worker("runtime", "ouroactors.runtime.execution.runtime:Runtime",
+                                        restart="transient")], strategy="simple_one_for_one", intensity=10),
+    ])
+
+
+class Reader:
+    """A reader of one runtime's output, as a coordinator would be: drain after its cursor, ack what it took."""
+
+    def __init__(self, system: Any, path: str) -> None:
+        self.system, self.path, self.cursor = system, path, 0
+
+    def until(self, kind: str, timeout: float = 30.0) -> list[Any]:
+        events: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            batch = self.system.ask(self.path, DrainOutput(after=self.cursor), timeout=10)
+            if batch.events:
+                events.extend(batch.events)
+                self.cursor = batch.events[-1].cursor
+                self.system.ask(self.path, AckOutput(self.cursor), timeout=10)
+                if any(e.kind == kind for e in batch.events):
+                    return events
+            else:
+                time.sleep(0.02)  # polling another process's output with a deadline
+        raise AssertionError(f"no {kind!r} event within {timeout}s; got {[e.kind for e in events]}")
+
+
+def drain_until(system: Any, path: str, kind: str) -> list[Any]:
+    return Reader(system, path).until(kind)
+
+
+@pytest.fixture
+def session(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "NOTES.md").write_text("# notes\n- [ ] try the demo\n- [ ] read the docs\n")
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    path, lease = runtime_with_lease(actor_system, ws, "s1")
+    return actor_system, path, ws, lease
+
+
+def runtime_with_lease(system, ws: Path, session: str) -> tuple[str, Any]:
+    """Start a runtime and lease ``ws`` for ``session`` with the runtime as the owner the workspace watches."""
+    path = f"agent/execution/{system.start_child('agent/execution', ()).id}"
+    lease = ask_authority(system, "agent/workspace",
+                          Acquire(str(ws), "exclusive", session, owner=system.resolve(path))).lease
+    return path, lease
+
+
+def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(session):
+    system, path, ws, lease = session
+    with pytest.raises(NotOpen):
+        system.ask(path, SendText("hi"))
+    opened = system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
+    assert opened.session_id == "s1" and opened.runtime_id
+    assert system.ask(path, SendText("please")).turn == 1
+    with pytest.raises(Busy):
+        system.ask(path, SendText("again"))
+    events = drain_until(system, path, "turn_settled")
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_settled"
+    assert events[-1].data["status"] == "completed", events[-1].data
+    assert [e.cursor for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
+    results = [e.data for e in events if e.kind == "tool_result"]
+    assert [r["status"] for r in results] == ["ok", "ok", "ok"], results
+    assert "- [x] try the demo" in (ws / "NOTES.md").read_text()
+    for call in ("call_demo_read", "call_demo_edit", "call_demo_shell"):
+        entry = ask_authority(system, "agent/ledger", GetEntry(f"s1/t1/{call}"))
+        assert entry.status is Status.OK and entry.session_id == "s1"
+    with pytest.raises(NoActiveTurn):
+        system.ask(path, SteerTurn("late"))
+
+    assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]
+
+
+def journal_verdict(data_dir: Any, session: str) -> list[str]:
+    """Verify the journal in another process (this one starts systems: it must not hold the environment)."""
+    code = ("import sys; from ouroactors.authorities.storage.env import StorageConfig, open_env; "
+            "from ouroactors.runtime.execution.reading import records, verify; "
+            f"env = open_env(StorageConfig.under({str(data_dir)!r})); v = verify(env, {session!r}); "
+            f"print('ok' if v.ok else v.reason); print(records(env, {session!r})[-1].kind)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_a_denied_call_is_recorded_and_told_to_the_model_and_nothing_runs(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "NOTES.md").write_text("- [ ] try the demo\n")
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": ["allow:Read(**)", "allow:Bash(grep *)"],
+                                                       "node": ["deny:Edit(**)"]}))
+    path, lease = runtime_with_lease(actor_system, ws, "s1")
+    actor_system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
+    actor_system.ask(path, SendText("please"))
+    events = drain_until(actor_system, path, "turn_settled")
+    statuses = {e.data["call_id"]: e.data["status"] for e in events if e.kind == "tool_result"}
+    assert statuses["call_demo_edit"] == "denied"
+    assert (ws / "NOTES.md").read_text() == "- [ ] try the demo\n"
+    entry = ask_authority(actor_system, "agent/ledger", GetEntry("s1/t1/call_demo_edit"))
+    assert entry.status is Status.DENIED
+
+
+def test_open_refuses_a_lease_of_another_session(session):
+    system, path, ws, lease = session
+    with pytest.raises(LeaseRefused):
+        system.ask(path, OpenSession("s2", {"workspace": str(ws)}, lease.lease_id))
+    with pytest.raises(LeaseRefused):
+        system.ask(path, OpenSession("s2", {"workspace": str(ws)}))
+
+
+def test_interrupt_cancels_the_running_turn(session, tmp_path):
+    system, path, ws, lease = session
+    script = tmp_path / "slow.toml"
+    script.write_text('[[turns]]\npace_ms = 200\nevents = [' + ", ".join(
+        '{ kind = "text", text = "word " }' for _ in range(50)) + "]\n")
+    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"},
+                                        "model": {"kind": "scripted", "script": str(script)}}, lease.lease_id))
+    system.ask(path, SendText("talk slowly"))
+    reader = Reader(system, path)
+    reader.until("text")
+    started = time.monotonic()
+    system.ask(path, InterruptTurn())
+    events = reader.until("turn_settled")
+    assert time.monotonic() - started < 5
+    assert events[-1].data["status"] == "interrupted", events[-1].data
