@@ -134,7 +134,7 @@ def test_consuming_after_the_deadline_is_refused_by_the_authority(actor_system):
     digest = digest_of(["Bash", {"c": 1}])
     ask_authority(actor_system, GRANTS, AnswerApproval(approval.approval_id, True, name, token, digest, 1))
     wait_until(lambda: time.time_ns() > approval.deadline_ns + 50_000_000, timeout=5.0, what="the deadline")
-    with pytest.raises(ApprovalRefused, match="after the deadline|approval is expired"):  # used, or swept, late
+    with pytest.raises(ApprovalRefused, match=r"after the deadline|approval is expired"):  # used, or swept, late
         ask_authority(actor_system, GRANTS, ConsumeApproval(approval.approval_id, "s1", digest, 1))
     [kept] = ask_authority(actor_system, GRANTS, ListApprovals())
     assert kept.status == "expired"

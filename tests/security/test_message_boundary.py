@@ -123,3 +123,27 @@ def test_unstamped_requests_are_refused_with_a_typed_error(agent):
     assert ask_authority(agent, "agent/ledger", ListEntries()) == []  # nothing was decided, nothing recorded
     assert agent.ask("agent/ledger", ListEntries()) == []  # reads may come unstamped
     assert snapshot(agent) == before
+
+
+def test_without_the_door_the_unbounded_numbers_crash_the_authority(actor_system):
+    """The attack against authorities whose door is removed: what the door alone prevents, and what
+    the handlers' own hardening (LMDB size errors and codec errors as refusals) catches anyway."""
+    from ouroactors import supervisor, worker
+    from ouroactors.authorities.ledger.domain import LedgerError
+    from ouroactors.core.errors import ActorCrashed, CommitRejected
+
+    actor_system.start_tree(supervisor("agent", strategy="rest_for_one", intensity=20, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "tests.security.message_door_support:DoorlessLedger"),
+        worker("grants", "tests.security.message_door_support:DoorlessGrants"),
+    ]))
+    for message in (RequestApproval("s1", "Bash", {}, 1, timeout_s=math.inf),
+                    RequestApproval("s1", "Bash", {}, 2**70)):
+        mark = actor_system.mark()
+        with pytest.raises(ActorCrashed):
+            actor_system.ask("agent/grants", message, timeout=10.0)
+        actor_system.wait_for("started", "agent/grants", after=mark, timeout=20.0)
+    with pytest.raises(CommitRejected, match="BadValsizeError"):  # a 600-byte key: refused by the commit
+        actor_system.ask("agent/grants", SetPosture("s" * 600, "plan"))
+    with pytest.raises(LedgerError, match="key must be a str"):  # the codec refuses a None key
+        actor_system.ask("agent/ledger", RecordSettled(None, "ok"))  # type: ignore[arg-type]
