@@ -100,7 +100,8 @@ def test_check_accepts_agent_tree_in_authority_order(tmp_path):
     assert result.returncode == 0, result.stderr
     tree = load_tree(REPO / "supervision_trees" / "agent.toml").tree
     assert tree.flags.strategy.value == "rest_for_one"
-    assert [c.id for c in tree.children] == ["storage", "ledger", "grants", "workspace", "execution", "coordinator"]
+    assert [c.id for c in tree.children] == ["storage", "ledger", "grants", "workspace", "execution", "coordinator",
+                                            "sessions"]
 
 
 def test_python_and_toml_trees_are_equal():

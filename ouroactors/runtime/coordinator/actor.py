@@ -1,0 +1,348 @@
+"""The coordinator of one logical session: the thin shell over the store and the pure decisions.
+
+A child of ``agent/coordinator`` (``simple_one_for_one``: one per session, started by the session
+directory, :mod:`.directory`, with the session id as its argument). It owns recovery, publication
+and the runtime's admission; the live conversation belongs to a runtime, a child of
+``agent/execution`` it asks that supervisor to start. Its work is a sequence of asks, written as
+jobs (:mod:`.calls`), one at a time.
+
+**Start = recovery.** Read the record back (this is also the reconciliation after a
+``commit_outcome_unknown`` that stopped the previous incarnation: the store wrote record, log and
+cursor in one transaction, so what it reads is what is durable), claim it (a CAS: a stale
+incarnation's later write is refused), probe the runtime the record expects (the execution
+supervisor's child with the record's generation — generations are unique on the node — then its
+status: id and session), list the session's unsettled effects in the ledger, and let
+:func:`.recovery.decide` choose. ADOPT: reattach and drain beyond the committed cursor; nothing is
+started and no model call repeats. REPLACE: the session goes ``recovering`` first, the old
+runtime's restarted incarnation is terminated, a replacement opens **at the committed cursor** and
+re-runs the prompt of the turn that had not settled (the message that resumed the session, kept by
+the store). PARK: the reason is in the record, visible in ``session show``.
+
+**Publication** (:mod:`.publication`): on ``OutputReady`` drain after the committed cursor, plan,
+checkpoint (events, cursor and digests in one transaction; a ``turn_settled`` also moves the session
+to ``suspended`` in it), ack, then publish — subscribers read the durable log
+(:meth:`~.store.SessionStore.events`), so "publish" is the commit becoming visible and nothing
+reaches a reader before it is durable. A rejected commit acks and publishes nothing (the batch stays
+in the runtime and is drained again); an unknown outcome crashes the coordinator.
+
+**Workspace lease: the runtime is its owner.** The workspace authority watches the owner; a
+coordinator crash must not turn the lease into a reservation while the runtime keeps working (that
+is the adoption case), whereas a runtime's death must — so the runtime owns it.
+
+**Liveness.** Thespian does not tell an actor that a non-child died, so while attached the
+coordinator asks the execution supervisor every :data:`HEARTBEAT_S` about the runtime's child: a
+new generation or another status means the runtime is gone, and recovery runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import WakeupMessage
+
+from ...authorities.ledger.messages import ListEntries
+from ...authorities.workspace.messages import Acquire, Release
+from ...core.errors import CommitOutcomeUnknown, OuroactorsError
+from ...supervision.protocol import AdminCall, Stamped
+from ...supervision.worker import Worker
+from ..execution.messages import (
+    AckOutput,
+    CloseSession,
+    DrainOutput,
+    Opened,
+    OpenSession,
+    OutputReady,
+    RuntimeStatus,
+    RuntimeStatusRequest,
+    SendText,
+)
+from ..execution.output import Batch
+from . import recovery
+from .calls import Ask, Job, Jobs, TimedOut
+from .commands import Commands, CoordinatorError, value_of
+from .configs import get_config
+from .messages import ForSession, Serving, WhichSession
+from .publication import Abandon, Reconcile, after_commit, plan
+from .record import SessionRecord, WorkspaceLease, check_id
+from .resume import Kind
+from .store import SessionStore
+from .workflow import Event, State, is_terminal
+
+log = logging.getLogger("ouroactors.coordinator")
+
+HEARTBEAT_S = 1.0
+DRAIN_LIMIT = 256
+_HEARTBEAT = "coordinator:heartbeat"
+UNSETTLED = ("started", "ambiguous")
+
+
+@dataclasses.dataclass
+class _Attached:
+    address: Any
+    key: str
+    runtime_id: str
+    generation: int
+    capability: Any = None
+    lease_id: str | None = None
+
+
+class Coordinator(Commands, Worker):
+    """One logical session; see the module docstring."""
+
+    # ForSession comes only from the directory, which checked the request inside it at its own door.
+
+    def on_start(self, session_id: str) -> None:
+        assert self.context is not None
+        self.session_id = check_id(session_id, "session_id")
+        for name in ("storage", "ledger", "execution"):
+            if name not in self.authorities:
+                raise OuroactorsError(f"{self.path}: no {name!r} before the coordinator in the tree")
+        self.incarnation = f"c.{uuid.uuid4().hex[:20]}"
+        self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
+        self.jobs = Jobs(self.send, self.wakeupAfter)
+        self.attached: _Attached | None = None
+        self.record: SessionRecord | None = None
+        self.output_waiting = False
+        self.jobs.submit(self._recover)
+        self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
+
+    # -- dispatch -----------------------------------------------------------------------------------------
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if isinstance(message, WakeupMessage):
+            if message.payload == _HEARTBEAT:
+                self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
+                if self.attached is not None and not self.jobs.busy:
+                    self.jobs.submit(self._heartbeat)
+            else:
+                self.jobs.offer(message.payload, None)
+            return None
+        if isinstance(message, OutputReady):
+            if self.attached is not None and message.runtime_id == self.attached.runtime_id:
+                self._want_publish()
+            return None
+        if isinstance(message, WhichSession):
+            return Serving(self.session_id)
+        if isinstance(message, ForSession):
+            self.jobs.submit(lambda: self._command(message.reply_to, message.request))
+            return None
+        if self.jobs.offer(message, sender):
+            return None
+        log.debug("%s: unexpected %s from %s", self.path, type(message).__name__, sender)
+        return None
+
+    def _want_publish(self) -> None:
+        if not self.output_waiting:
+            self.output_waiting = True
+            self.jobs.submit(self._publish)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+
+    def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask:
+        entry = self.authorities[name]
+        return Ask(entry.address, Stamped(entry.generation, payload), timeout_s)
+
+    def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask:
+        return Ask(self.authorities["execution"].address, call, timeout_s)
+
+    def _read(self) -> SessionRecord:
+        record = self.store.get(self.session_id)
+        if record is None:
+            raise CoordinatorError(f"session {self.session_id!r} has no record")
+        self.record = record
+        return record
+
+    def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord:
+        self.record = value_of(self.store.transition(self.session_id, record.revision, event,
+                                                   coordinator=self.incarnation, **changes), f"{event.value}")
+        return self.record
+
+    # -- recovery -------------------------------------------------------------------------------------------
+
+    def _recover(self) -> Job:
+        record = self.store.get(self.session_id)
+        if record is None:
+            log.warning("%s: no session %r: nothing to coordinate", self.path, self.session_id)
+            self.stop()
+            return
+        record = self.record = value_of(self.store.claim(self.session_id, record.revision, self.incarnation), "claim")
+        if is_terminal(record.state):
+            self.stop()
+            return
+        probe, found = yield from self._probe(record)
+        effects: tuple[recovery.Effect, ...] = ()
+        if record.state in (State.RUNNING, State.RECOVERING) and not probe.answered:
+            effects = yield from self._unsettled()
+        reservation = recovery.Reservation.NONE
+        if record.workspace is not None and not probe.answered:
+            # The lease's capability is not in the durable record: the reservation cannot be proven ours.
+            reservation = recovery.Reservation.NOT_RECLAIMABLE
+        decision = recovery.decide(record, commit=recovery.Commit.SETTLED, effects=effects, probe=probe,
+                                   reservation=reservation)
+        log.info("%s: recovery of %s: %s %s", self.path, self.session_id, decision.action.value, decision.detail)
+        for event, changes in recovery.entering(record, decision):
+            record = self._transition(record, event, **changes)
+        if decision.action is recovery.Action.ADOPT:
+            assert found is not None and record.runtime is not None
+            self.attached = _Attached(found[0], found[1], record.runtime.runtime_id, record.runtime.generation)
+            self._want_publish()  # drain whatever lies beyond the committed cursor
+        elif decision.action is recovery.Action.REPLACE:
+            yield from self._replace(record, decision, found)
+
+    def _probe(self, record: SessionRecord) -> Generator[Ask, Any, tuple[recovery.Probe, tuple[Any, str] | None]]:
+        """What answers at the runtime the record expects: the execution child of its generation, then its status."""
+        if record.runtime is None:
+            return recovery.Probe(), None
+        children = yield self._execution(AdminCall("which_children"))
+        if isinstance(children, BaseException | TimedOut):
+            raise OuroactorsError(f"the execution supervisor did not list its children: {children!r}")
+        match = next((c for c in children if c.generation == record.runtime.generation), None)
+        if match is None or match.status != "running" or match.address is None:
+            return recovery.Probe(), None
+        status = yield Ask(match.address, RuntimeStatusRequest(), 5.0)
+        if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id:
+            return recovery.Probe(), None
+        return recovery.Probe(status.runtime_id, status.generation), (match.address, match.id)
+
+    def _unsettled(self) -> Generator[Ask, Any, tuple[recovery.Effect, ...]]:
+        entries = yield self._authority("ledger", ListEntries(None, self.session_id, None, 0, 10_000))
+        if isinstance(entries, BaseException | TimedOut):
+            raise OuroactorsError(f"the ledger did not list the session's effects: {entries!r}")
+        return tuple(recovery.Effect(e.effect_id, e.status.value, False)
+                     for e in entries if e.status.value in UNSETTLED)
+
+    def _replace(self, record: SessionRecord, decision: recovery.Decision, old: tuple[Any, str] | None) -> Job:
+        if self.attached is not None:  # the supervisor may have restarted the lost runtime: it is a stray now
+            yield self._execution(AdminCall("terminate_child", self.attached.key))
+            self.attached = None
+        try:
+            opened = yield from self._start_runtime(record.committed_cursor)
+        except OuroactorsError as exc:
+            self._transition(record, Event.PARK, reason=f"replacement refused: {exc}")
+            return
+        event, changes = recovery.attaching(dataclasses.replace(decision, generation=opened.generation),
+                                            opened.runtime_id)
+        record = self._transition(record, event, **changes)
+        text = self._pending_prompt(record)
+        if text is None:
+            yield from self._close_runtime()
+            self._transition(record, Event.TURN_COMPLETE)
+            return
+        yield from self._send_text(text)
+
+    def _pending_prompt(self, record: SessionRecord) -> str | None:
+        """The message whose turn had not settled when the runtime was lost (kept with its resume event)."""
+        if record.resumed_by is None:
+            return None
+        accepted = self.store.accepted(self.session_id, record.resumed_by)
+        if accepted is None or accepted.kind != Kind.MESSAGE.value:
+            return None
+        text = accepted.payload.get("text")
+        return text if isinstance(text, str) else None
+
+    def _heartbeat(self) -> Job:
+        attached = self.attached
+        if attached is None:
+            return
+        info = yield self._execution(AdminCall("which_child", attached.key), 10.0)
+        if getattr(info, "generation", None) == attached.generation and getattr(info, "status", None) == "running":
+            return
+        log.warning("%s: runtime %s (generation %s) is gone: %r", self.path, attached.runtime_id,
+                    attached.generation, info)
+        yield from self._recover()
+
+    # -- the runtime ----------------------------------------------------------------------------------------
+
+    def _start_runtime(self, start: int) -> Generator[Ask, Any, Opened]:
+        """Start a runtime child, lease the workspace for it (it is the owner), open it at cursor ``start``."""
+        config = get_config(self.store, self.session_id)
+        if config is None:
+            raise CoordinatorError(f"session {self.session_id!r} has no stored configuration")
+        info = yield self._execution(AdminCall("start_child"))
+        if isinstance(info, BaseException | TimedOut):
+            raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
+        self.attached = attached = _Attached(info.address, info.id, "", info.generation)
+        lease_id = None
+        if config.get("workspace"):
+            granted = yield self._authority("workspace", Acquire(
+                config["workspace"], "exclusive", self.session_id, owner=info.address,
+                request_id=f"{self.session_id}.g{info.generation}"))
+            if isinstance(granted, BaseException | TimedOut):
+                raise CoordinatorError(f"workspace lease refused: {granted}")
+            attached.lease_id, attached.capability = granted.lease.lease_id, granted.capability
+            lease_id = granted.lease.lease_id
+        opened = yield Ask(info.address, OpenSession(self.session_id, config, lease_id, self.myAddress, start=start),
+                           30.0)
+        if not isinstance(opened, Opened):
+            raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
+        attached.runtime_id = opened.runtime_id
+        return opened
+
+    def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord:
+        """Name the runtime just opened in the record (a new generation, above every earlier one)."""
+        from .record import RuntimeAttachment
+
+        workspace = None
+        if self.attached is not None and self.attached.lease_id is not None:
+            config = get_config(self.store, self.session_id) or {}
+            workspace = WorkspaceLease(lease_id=self.attached.lease_id, root=str(config.get("workspace")),
+                                       fencing_token=0)
+        attachment = RuntimeAttachment(runtime_id=opened.runtime_id, generation=int(opened.generation or 0))
+        self.record = value_of(self.store.update(
+            self.session_id, record.revision,
+            lambda r: r.model_copy(update={"runtime": attachment, "last_generation": attachment.generation,
+                                           "workspace": workspace}),
+            coordinator=self.incarnation), "attach")
+        return self.record
+
+    def _send_text(self, text: str) -> Generator[Ask, Any, Any]:
+        assert self.attached is not None
+        return (yield Ask(self.attached.address, SendText(text)))
+
+    def _close_runtime(self) -> Job:
+        attached, self.attached = self.attached, None
+        if attached is None:
+            return
+        yield Ask(attached.address, CloseSession(), 10.0)
+        if attached.lease_id is not None:
+            yield self._authority("workspace", Release(attached.lease_id, attached.capability))
+
+    # -- publication ----------------------------------------------------------------------------------------
+
+    def _publish(self) -> Job:
+        """Drain → checkpoint → ack → publish, until the runtime has nothing more (see the module docstring)."""
+        self.output_waiting = False
+        while self.attached is not None:
+            record = self._read()
+            batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor, limit=DRAIN_LIMIT))
+            if not isinstance(batch, Batch):
+                log.warning("%s: drain answered %r: checking the runtime", self.path, batch)
+                yield from self._heartbeat()
+                return
+            step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
+            if step_plan.empty:
+                return
+            settled = any(e.kind == "turn_settled" for e in step_plan.events)
+            outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
+                                            then=Event.TURN_COMPLETE if settled else None)
+            step = after_commit(step_plan, outcome)
+            if isinstance(step, Reconcile):
+                raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
+            if isinstance(step, Abandon):
+                log.error("%s: checkpoint rejected (%s): nothing published; drained again later", self.path,
+                          step.reason)
+                return
+            self.record = outcome.value  # type: ignore[union-attr]
+            yield Ask(self.attached.address, AckOutput(step.ack))
+            if settled:
+                yield from self._close_runtime()
+                return
+            if not batch.more:
+                return
+
+__all__ = ["HEARTBEAT_S", "Coordinator", "CoordinatorError"]

@@ -1,0 +1,109 @@
+"""Sequential asks inside an actor: a job is a generator that yields :class:`Ask` and is resumed with the answer.
+
+**Why.** A thespian actor must not block in a handler, yet the coordinator's work is a sequence of
+asks (start a runtime, acquire the lease, open, drain, ack …) with durable writes in between. Written
+as callbacks it would be a tangle of half-states; written as a generator it reads as the protocol
+does, and the actor stays responsive: while a job waits, other messages are queued as jobs of their
+own (one job at a time, so two jobs never interleave their reads and writes of the session record).
+
+An answer is matched by its sender (the address asked); an ask that is not answered within its
+timeout resumes the job with :class:`TimedOut`. A job that raises crashes the worker — let it crash:
+the supervisor restarts the coordinator and recovery reads the durable record back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+log = logging.getLogger("ouroactors.coordinator")
+
+ASK_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Ask:
+    address: Any
+    message: Any
+    timeout_s: float = ASK_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """Nothing answered ``message`` within its timeout."""
+
+    message: Any
+
+
+@dataclass(frozen=True)
+class _AskTimer:
+    token: int
+
+
+Job = Generator[Ask, Any, None]
+
+
+class Jobs:
+    """One running job and a queue of those waiting; the owning actor feeds it answers and timers."""
+
+    def __init__(self, send: Callable[[Any, Any], None], wakeup: Callable[[timedelta, Any], None]) -> None:
+        self._send = send
+        self._wakeup = wakeup
+        self._queue: deque[Callable[[], Job]] = deque()
+        self._job: Job | None = None
+        self._asked: Ask | None = None
+        self._token = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._job is not None
+
+    def submit(self, make: Callable[[], Job]) -> None:
+        """Run ``make()`` now if idle, else after the jobs queued before it."""
+        self._queue.append(make)
+        if self._job is None:
+            self._next()
+
+    def offer(self, message: Any, sender: Any) -> bool:
+        """An answer (or an ask timer): resume the job waiting for it; False if nothing waits for it."""
+        if isinstance(message, _AskTimer):
+            if self._asked is None or message.token != self._token:
+                return True  # a timer of an ask answered long ago
+            self._resume(TimedOut(self._asked.message))
+            return True
+        if self._asked is None or sender != self._asked.address:
+            return False
+        self._resume(message)
+        return True
+
+    def timer_payload(self, payload: Any) -> bool:
+        return isinstance(payload, _AskTimer)
+
+    def _next(self) -> None:
+        while self._job is None and self._queue:
+            self._job = self._queue.popleft()()
+            self._resume(None)
+
+    def _resume(self, value: Any) -> None:
+        assert self._job is not None
+        self._asked = None
+        try:
+            ask = self._job.send(value)
+        except StopIteration:
+            self._job = None
+            self._next()
+            return
+        except BaseException:
+            self._job = None
+            raise
+        self._token += 1
+        self._asked = ask
+        self._send(ask.address, ask.message)
+        self._wakeup(timedelta(seconds=ask.timeout_s), _AskTimer(self._token))
+
+
+__all__ = ["ASK_TIMEOUT_S", "Ask", "Job", "Jobs", "TimedOut"]

@@ -1,0 +1,156 @@
+"""The coordinator's commands from users: a message (a checked resume event), steering, suspend/cancel/resume.
+
+A mixin of :class:`~.actor.Coordinator`, kept apart so each module stays small: every command is a
+job (:mod:`.calls`) run between the coordinator's other jobs, never interleaved with a publication.
+A user message goes through :meth:`~.store.SessionStore.resume` — :func:`~.resume.check` decides
+and the store applies it or records the rejection in one transaction — before any runtime starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from ...authorities.storage.commit import Committed, Outcome
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
+from ..execution.messages import SteerTurn
+from .calls import Ask, Job
+from .messages import ControlSession, Done, Rejected, SendMessage, SteerSession
+from .resume import Kind, ResumeEvent, verified_principal
+from .views import view_of
+from .workflow import Event, State, is_terminal
+
+if TYPE_CHECKING:
+    from ..execution.messages import Opened
+    from .record import SessionRecord
+    from .store import SessionStore
+
+
+class CoordinatorError(OuroactorsError):
+    """A command this session cannot take in its state (nothing changed)."""
+
+
+def value_of(outcome: Outcome[Any], what: str) -> Any:
+    """The committed value; a rejection or an unknown outcome stops this coordinator (recovery reads back)."""
+    if isinstance(outcome, Committed):
+        return outcome.value
+    if outcome.kind == "commit_outcome_unknown":
+        raise CommitOutcomeUnknown(f"{what}: {outcome.reason}")
+    raise CommitRejected(f"{what}: {outcome.reason}")
+
+
+class Commands:
+    """The user commands of a coordinator (see the module docstring)."""
+
+    if TYPE_CHECKING:  # what the coordinator provides
+        session_id: str
+        incarnation: str
+        store: SessionStore
+        attached: Any
+        record: SessionRecord | None
+
+        def send(self, address: Any, message: Any) -> None: ...
+        def stop(self, reason: Any = None) -> None: ...
+        def _read(self) -> SessionRecord: ...
+        def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
+        def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
+        def _pending_prompt(self, record: SessionRecord) -> str | None: ...
+        def _start_runtime(self, start: int) -> Generator[Ask, Any, Opened]: ...
+        def _send_text(self, text: str) -> Generator[Ask, Any, Any]: ...
+        def _close_runtime(self) -> Job: ...
+        def _publish(self) -> Job: ...
+        def _recover(self) -> Job: ...
+
+    # -- commands -------------------------------------------------------------------------------------------
+
+    def _command(self, reply_to: Any, request: Any) -> Job:
+        try:
+            if isinstance(request, SendMessage):
+                answer = yield from self._message(request)
+            elif isinstance(request, SteerSession):
+                answer = yield from self._steer(request)
+            elif isinstance(request, ControlSession):
+                answer = yield from self._control(request)
+            else:
+                answer = CoordinatorError(f"a coordinator takes no {type(request).__name__}")
+        except CoordinatorError as exc:
+            answer = exc
+        except Exception as exc:  # tell the caller, then crash: recovery reads the record back
+            self.send(reply_to, exc)
+            raise
+        self.send(reply_to, answer)
+
+    def _message(self, request: SendMessage) -> Generator[Ask, Any, Any]:
+        record = self._read()
+        expected = record.state_version if request.expected_version is None else request.expected_version
+        event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
+                            channel=request.channel, tenant=record.tenant, actor=request.principal,
+                            expected_version=expected, payload={"text": request.text})
+        # The channel vouches for the principal: on the local channel, whoever holds the system's secret.
+        applied = value_of(self.store.resume(self.session_id, event, verified_principal(request.principal),
+                                           coordinator=self.incarnation), "resume")
+        if not applied.accepted:
+            rejection = applied.rejection
+            return Rejected(self.session_id, rejection.code if rejection else "refused",
+                            rejection.detail if rejection else "")
+        record = self.record = applied.record
+        try:
+            opened = yield from self._start_runtime(record.committed_cursor)
+        except CoordinatorError as exc:
+            self._transition(record, Event.FAIL, reason=f"no runtime for the turn: {exc}")
+            raise
+        record = self._attach(record, opened)
+        accepted = yield from self._send_text(request.text)
+        return Done(view_of(record, 0), f"turn started: {accepted!r}")
+
+    def _steer(self, request: SteerSession) -> Generator[Ask, Any, Any]:
+        record = self._read()
+        if request.principal != record.principal:
+            raise CoordinatorError(f"{request.principal!r} may not steer session {self.session_id!r}")
+        if self.attached is None:
+            raise CoordinatorError(f"session {self.session_id!r} is {record.state.value}: no turn to steer")
+        answer = yield Ask(self.attached.address, SteerTurn(request.text))
+        if isinstance(answer, BaseException):
+            raise CoordinatorError(str(answer))
+        return Done(view_of(record, 0), "steered")
+
+    def _control(self, request: ControlSession) -> Generator[Ask, Any, Any]:
+        record = self._read()
+        if request.principal != record.principal:
+            raise CoordinatorError(f"{request.principal!r} may not {request.action} session {self.session_id!r}")
+        if request.action == "resume":
+            if record.state is State.PARKED:
+                self._transition(record, Event.RETRY, reason=None)
+                yield from self._recover()
+                return Done(view_of(self._read(), 0), "recovery retried")
+            if record.state is not State.SUSPENDED:
+                raise CoordinatorError(f"session is {record.state.value}: only a suspended or parked one resumes")
+            last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
+            text = self._pending_prompt(record)
+            settled = bool(last) and last[-1].kind == "turn_settled" and last[-1].data.get("status") != "interrupted"
+            if text is None or settled:
+                raise CoordinatorError("nothing to resume: the last turn settled; send a message")
+            record = self._transition(record, Event.RESUME)
+            opened = yield from self._start_runtime(record.committed_cursor)
+            record = self._attach(record, opened)
+            yield from self._send_text(text)
+            return Done(view_of(record, 0), "resumed: the interrupted turn runs again")
+        if is_terminal(record.state):
+            raise CoordinatorError(f"session is {record.state.value} already")
+        if request.action == "suspend" and record.state is not State.RUNNING:
+            raise CoordinatorError(f"session is {record.state.value}: only a running one is suspended")
+        if self.attached is not None:
+            yield from self._publish()
+            yield from self._close_runtime()
+        record = self._read()
+        if request.action == "suspend":
+            if record.state is State.RUNNING:
+                record = self._transition(record, Event.SUSPEND)
+            return Done(view_of(record, 0), "suspended")
+        record = self._transition(record, Event.CANCEL, reason=f"cancelled by {request.principal}")
+        self.stop()
+        return Done(view_of(record, 0), "cancelled")
+
+
+
+__all__ = ["Commands", "CoordinatorError", "value_of"]

@@ -1,0 +1,48 @@
+"""A session's configuration table, kept durably beside its record (``session_resume``: ``session/config``).
+
+Recovery must start a replacement runtime with the very configuration the session was created
+with, from durable state alone (a coordinator restarted by the boot sweep knows only the session
+id). :class:`~.record.SessionRecord` pins versions but does not hold the table, so it is stored
+here, once, before the record is created; it never changes afterwards (a changed configuration is a
+new session). The key cannot collide with the store's own (``/s/``, ``/r/``, ``/n`` in :mod:`.keys`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from ...authorities.storage.commit import Outcome, write
+from .record import check_id
+from .store import SessionStore
+
+MAX_CONFIG_BYTES = 32_000
+
+
+def config_key(session_id: str) -> bytes:
+    return check_id(session_id, "session_id").encode() + b"/config"
+
+
+def put_config(store: SessionStore, session_id: str, config: dict[str, Any]) -> Outcome[None]:
+    body = msgpack.packb(config, use_bin_type=True)
+    if len(body) > MAX_CONFIG_BYTES:
+        raise ValueError(f"session {session_id!r}: config is {len(body)} bytes, at most {MAX_CONFIG_BYTES}")
+    key = config_key(session_id)
+
+    def run(txn: Any) -> None:
+        txn.put(key, body, db=store.resumes)
+
+    return write(store.env, run, fence=store.fence)
+
+
+def get_config(store: SessionStore, session_id: str) -> dict[str, Any] | None:
+    with store.env.begin(db=store.resumes) as txn:
+        raw = txn.get(config_key(session_id))
+    if raw is None:
+        return None
+    value = msgpack.unpackb(bytes(raw), raw=False)
+    return value if isinstance(value, dict) else None
+
+
+__all__ = ["config_key", "get_config", "put_config"]

@@ -1,0 +1,244 @@
+"""The session directory (``agent/sessions``): creates sessions, serves reads, routes commands, sweeps at boot.
+
+It sits after ``coordinator`` in the agent tree (rest_for_one), so whenever the coordinator subtree
+restarts — and at every boot — the directory restarts after it and runs the **recovery sweep**: every
+non-terminal session of this node (:meth:`~.store.SessionStore.list_recoverable`, a small projection)
+gets a coordinator child, which then adopts, replaces or parks (:mod:`.actor`). If the directory
+alone restarted, coordinators are still running: it asks each running child which session it
+serves (:class:`~.messages.WhichSession`) and starts only the missing ones, so a session never has
+two coordinators racing on its record (the store's claim would stop one, but racing is waste).
+
+Reads (``list``, ``show``, ``events``) are answered from the durable store here, so a reader never
+depends on a coordinator being up, and an event is readable only once its checkpoint committed
+(commit before publish). ``events`` with ``wait_s`` is a long poll: the request is held and the log
+re-read every :data:`FOLLOW_TICK_S` until something is committed or the wait ends.
+
+Commands for one session go to its coordinator wrapped in :class:`~.messages.ForSession`; the
+coordinator answers the caller directly. The coordinator's address is looked up from its supervisor
+on each command (a restarted coordinator has a new address; its child key stays).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import WakeupMessage
+
+from ...core.errors import OuroactorsError
+from ...supervision.protocol import AdminCall
+from ...supervision.worker import Worker
+from ..execution.config import parse_session_config
+from .calls import Ask, Job, Jobs, TimedOut
+from .configs import get_config, put_config
+from .errors import SessionExists, UnknownSession
+from .messages import (
+    COMMANDS,
+    REQUESTS,
+    EventsRead,
+    ForSession,
+    ListSessions,
+    NewSession,
+    ReadEvents,
+    Serving,
+    ShowSession,
+    WhichSession,
+)
+from .record import PinnedVersions, SessionRecord
+from .store import SessionStore
+from .views import view_of
+from .workflow import State, is_terminal
+
+log = logging.getLogger("ouroactors.coordinator")
+
+FOLLOW_TICK_S = 0.02
+_FOLLOW = "directory:follow"
+
+
+class DirectoryError(OuroactorsError):
+    """A request the directory refuses (unknown session, terminal session, bad configuration)."""
+
+
+@dataclass
+class _Follower:
+    request: ReadEvents
+    sender: Any
+    deadline: float
+
+
+class Sessions(Worker):
+    """The session directory; see the module docstring."""
+
+    protocol = REQUESTS
+    refusals = (DirectoryError, SessionExists, UnknownSession, ValueError)
+
+    def on_start(self) -> None:
+        assert self.context is not None
+        for name in ("storage", "coordinator"):
+            if name not in self.authorities:
+                raise OuroactorsError(f"{self.path}: no {name!r} before the session directory in the tree")
+        self.node = self.context.node
+        self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
+        self.jobs = Jobs(self.send, self.wakeupAfter)
+        self.keys: dict[str, str] = {}  # session id -> its coordinator's child key
+        self.followers: list[_Follower] = []
+        self.swept: list[str] = []
+        self.jobs.submit(self._sweep)
+
+    def _coordinators(self, call: AdminCall) -> Ask:
+        return Ask(self.authorities["coordinator"].address, call, 30.0)
+
+    # -- dispatch -----------------------------------------------------------------------------------------
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if isinstance(message, WakeupMessage):
+            if message.payload == _FOLLOW:
+                self._serve_followers()
+            else:
+                self.jobs.offer(message.payload, None)
+            return None
+        if type(message) in COMMANDS:
+            self.jobs.submit(lambda: self._forward(message, sender))
+            return None
+        if isinstance(message, NewSession):
+            self.jobs.submit(lambda: self._new(message, sender))
+            return None
+        if isinstance(message, ListSessions | ShowSession | ReadEvents):
+            return super().on_message(message, sender)
+        if self.jobs.offer(message, sender):
+            return None
+        return super().on_message(message, sender)
+
+    # -- the sweep ------------------------------------------------------------------------------------------
+
+    def _sweep(self) -> Job:
+        children = yield self._coordinators(AdminCall("which_children"))
+        if isinstance(children, BaseException | TimedOut):
+            raise OuroactorsError(f"the coordinator supervisor did not list its children: {children!r}")
+        for child in children:
+            if child.status == "running" and child.address is not None:
+                serving = yield Ask(child.address, WhichSession(), 5.0)
+                if isinstance(serving, Serving):
+                    self.keys[serving.session_id] = child.id
+        sweep = self.store.list_recoverable(self.node)
+        for corrupt in sweep.corrupt:
+            log.error("%s: session %r: its recoverable projection is corrupt (quarantined); not started",
+                      self.path, corrupt)
+        for found in sweep.sessions:
+            if found.session_id not in self.keys:
+                yield from self._start(found.session_id)
+                self.swept.append(found.session_id)
+        log.info("%s: recovery sweep started %d coordinator(s)", self.path, len(self.swept))
+
+    def _start(self, session_id: str) -> Generator[Ask, Any, Any]:
+        info = yield self._coordinators(AdminCall("start_child", extra_args=(session_id,)))
+        if isinstance(info, BaseException | TimedOut):
+            raise DirectoryError(f"could not start the coordinator of {session_id!r}: {info}")
+        self.keys[session_id] = info.id
+        return info
+
+    # -- creation and commands ----------------------------------------------------------------------------
+
+    def _new(self, request: NewSession, sender: Any) -> Job:
+        try:
+            if not isinstance(request.config, dict):
+                raise DirectoryError(f"session {request.session_id!r}: config is a table (dict), "
+                                     f"not {type(request.config).__name__}")
+            config = parse_session_config(request.config, f"session {request.session_id}")
+            pins = config.pins
+            record = SessionRecord(
+                session_id=request.session_id, node=self.node, state=State.SUSPENDED, state_version=0, revision=0,
+                pinned=PinnedVersions(prompt=pins.prompt, model=pins.model, tools=pins.tool_set,
+                                      workflow=pins.workflow, policy=pins.policy),
+                principal=request.principal, tenant=request.tenant, channels=(request.channel,))
+            if self.store.get(request.session_id) is not None:
+                raise SessionExists(request.session_id)
+            put = put_config(self.store, request.session_id, dict(request.config))
+            if put.kind != "committed":
+                raise DirectoryError(f"session {request.session_id!r}: its configuration was not stored: {put}")
+            created = self.store.create(record)
+            if created.kind != "committed":
+                raise DirectoryError(f"session {request.session_id!r} was not created: {created}")
+            yield from self._start(request.session_id)
+            self.send(sender, view_of(created.value))  # type: ignore[union-attr]
+        except (OuroactorsError, ValueError) as exc:
+            self.send(sender, exc)
+
+    def _forward(self, request: Any, sender: Any) -> Job:
+        record = self.store.get(request.session_id)
+        if record is None:
+            self.send(sender, UnknownSession(request.session_id))
+            return
+        if is_terminal(record.state):
+            self.send(sender, DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
+            return
+        key = self.keys.get(request.session_id)
+        if key is None:
+            yield from self._start(request.session_id)
+            key = self.keys[request.session_id]
+        info = yield self._coordinators(AdminCall("which_child", key))
+        address = getattr(info, "address", None)
+        if address is None or getattr(info, "status", None) != "running":
+            self.send(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running now "
+                                             f"({getattr(info, 'status', info)!r}); try again"))
+            return
+        self.send(address, ForSession(sender, request))
+
+    # -- reads ----------------------------------------------------------------------------------------------
+
+    def _record(self, session_id: str) -> SessionRecord:
+        record = self.store.get(session_id)
+        if record is None:
+            raise UnknownSession(session_id)
+        return record
+
+    def handle_ShowSession(self, message: ShowSession, sender: Any) -> Any:
+        return view_of(self._record(message.session_id), len(self.store.rejections(message.session_id)))
+
+    def handle_ListSessions(self, message: ListSessions, sender: Any) -> Any:
+        if not message.all:
+            found = self.store.list_recoverable(self.node).sessions
+            records = [self.store.get(r.session_id) for r in found]
+        else:
+            with self.store.env.begin(db=self.store.sessions) as txn:
+                ids = [bytes(key).decode() for key, _ in txn.cursor()]
+            records = [self.store.get(i) for i in ids]
+        return tuple(view_of(r) for r in records if r is not None)
+
+    def handle_ReadEvents(self, message: ReadEvents, sender: Any) -> Any:
+        answer = self._events(message)
+        if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
+            return answer
+        self.followers.append(_Follower(message, sender, time.monotonic() + message.wait_s))
+        if len(self.followers) == 1:
+            self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
+        return None
+
+    def _events(self, message: ReadEvents) -> EventsRead:
+        record = self._record(message.session_id)
+        events = self.store.events(message.session_id, message.after, message.limit)
+        return EventsRead(tuple(events), record.committed_cursor, record.state.value)
+
+    def _serve_followers(self) -> None:
+        now = time.monotonic()
+        waiting: list[_Follower] = []
+        for follower in self.followers:
+            try:
+                answer = self._events(follower.request)
+            except UnknownSession as exc:
+                self.send(follower.sender, exc)
+                continue
+            if answer.events or now >= follower.deadline or is_terminal(State(answer.state)):
+                self.send(follower.sender, answer)
+            else:
+                waiting.append(follower)
+        self.followers = waiting
+        if waiting:
+            self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
+
+
+__all__ = ["DirectoryError", "Sessions", "get_config"]

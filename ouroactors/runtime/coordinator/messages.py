@@ -1,0 +1,176 @@
+"""What a user surface (``ouroactors.sessions``, the CLI) may ask the session directory and the coordinators.
+
+Every request goes to the directory (``agent/sessions``, :mod:`.directory`): reads (``list``, ``show``,
+``events``) it answers from the durable store itself, so they work whatever state a coordinator is in;
+commands for one session (send, steer, cancel …) it forwards to that session's coordinator wrapped in
+:class:`ForSession`, and the coordinator answers the original caller directly.
+
+Requests are checked at the door (:mod:`ouroactors.core.boundary`): a malformed one is answered
+:class:`~ouroactors.core.errors.BadRequest` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from ...core.boundary import Address, Data, Name, Range, Size
+
+Cursor = Annotated[int, Range(0, 2**62)]
+Prompt = Annotated[str, Size(1, 200_000)]
+WaitSeconds = Annotated[float, Range(0.0, 60.0)]
+Version = Annotated[int, Range(0, 2**62)]
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """Create a logical session (state ``suspended``, version 0) and start its coordinator.
+
+    ``config`` is the session's table (:mod:`ouroactors.runtime.execution.config`); ``principal``
+    is who owns it — the channel (the local CLI, the Python API in this process) vouches for it.
+    """
+
+    session_id: Name
+    config: Annotated[Any, Data(32_000)]
+    principal: Name
+    channel: Name = "local"
+    tenant: Name = "local"
+
+
+@dataclass(frozen=True)
+class ListSessions:
+    """Every session of this node that is not terminal, and (``all``) the terminal ones too."""
+
+    all: bool = False
+
+
+@dataclass(frozen=True)
+class ShowSession:
+    session_id: Name
+
+
+@dataclass(frozen=True)
+class ReadEvents:
+    """Committed events with cursor > ``after`` (at most ``limit``), from the durable log.
+
+    With ``wait_s`` > 0 and nothing to read yet, the answer is held until an event is committed or
+    ``wait_s`` passed (a long poll: how ``events --follow`` waits without spinning).
+    """
+
+    session_id: Name
+    after: Cursor = 0
+    limit: Annotated[int, Range(1, 4096)] = 256
+    wait_s: WaitSeconds = 0.0
+
+
+@dataclass(frozen=True)
+class SendMessage:
+    """A user message: a resume event bound to the principal, the channel and the expected state version.
+
+    ``expected_version`` None: the session's current one, read by the coordinator (a caller that
+    wants the stale check names the version it saw). ``event_id`` is the idempotency key: the same
+    id twice is refused as a duplicate, never acted on twice.
+    """
+
+    session_id: Name
+    text: Prompt
+    principal: Name
+    event_id: Name
+    channel: Name = "local"
+    expected_version: Version | None = None
+
+
+@dataclass(frozen=True)
+class SteerSession:
+    """Add a message to the running turn (delivered before its next model call)."""
+
+    session_id: Name
+    text: Prompt
+    principal: Name
+
+
+@dataclass(frozen=True)
+class ControlSession:
+    """``cancel`` (any non-terminal state), ``suspend`` (a running one) or ``resume`` (suspended or parked)."""
+
+    session_id: Name
+    action: Annotated[str, Size(1, 16)]
+    principal: Name
+
+    def check(self) -> None:
+        from ...core.errors import BadRequest
+
+        if self.action not in ("cancel", "suspend", "resume"):
+            raise BadRequest("ControlSession", "action", f"one of cancel, suspend, resume; not {self.action!r}")
+
+
+@dataclass(frozen=True)
+class WhichSession:
+    """The directory asks a running coordinator which session it serves (after a restart of the directory)."""
+
+
+@dataclass(frozen=True)
+class Serving:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class ForSession:
+    """The directory → a coordinator: ``request`` from ``reply_to`` (answer it there)."""
+
+    reply_to: Address
+    request: Any
+
+
+# -- answers ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session as a user sees it (from its durable record)."""
+
+    session_id: str
+    state: str
+    state_version: int
+    revision: int
+    committed_cursor: int
+    runtime_id: str | None
+    generation: int | None
+    reason: str | None
+    principal: str
+    updated_ns: int
+    rejections: int = 0
+
+
+@dataclass(frozen=True)
+class EventsRead:
+    events: tuple[Any, ...]  # PublishedEvent records, in cursor order
+    committed: int  # the session's committed cursor when read
+    state: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """A command was taken; ``view`` is the session after it (durable), ``detail`` what happened."""
+
+    view: SessionView
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A resume event was refused and recorded (``code`` from :class:`~.resume.Code`)."""
+
+    session_id: str
+    code: str
+    detail: str
+
+
+REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, SendMessage, SteerSession, ControlSession)
+COMMANDS = (SendMessage, SteerSession, ControlSession)
+
+__all__ = [
+    "COMMANDS", "REQUESTS", "ControlSession", "Done", "EventsRead", "ForSession",
+    "ListSessions", "NewSession", "ReadEvents", "Rejected", "SendMessage", "SessionView", "ShowSession",
+    "SteerSession",
+]

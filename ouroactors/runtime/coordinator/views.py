@@ -1,0 +1,18 @@
+"""How a session record is shown to a user (:class:`~.messages.SessionView`), in one place."""
+
+from __future__ import annotations
+
+from .messages import SessionView
+from .record import SessionRecord
+
+
+def view_of(record: SessionRecord, rejections: int = 0) -> SessionView:
+    runtime = record.runtime
+    return SessionView(session_id=record.session_id, state=record.state.value, state_version=record.state_version,
+                       revision=record.revision, committed_cursor=record.committed_cursor,
+                       runtime_id=runtime.runtime_id if runtime else None,
+                       generation=runtime.generation if runtime else None, reason=record.reason,
+                       principal=record.principal, updated_ns=record.updated_ns, rejections=rejections)
+
+
+__all__ = ["view_of"]

@@ -1,0 +1,192 @@
+"""Durable agent sessions from Python, over a running system with the agent tree.
+
+::
+
+    from ouroactors import ActorSystem
+    from ouroactors.sessions import Sessions
+
+    system = ActorSystem.connect(".ouroactors")          # or the system your program started
+    sessions = Sessions(system)
+    sessions.new("s1", {"workspace": "/srv/repo", "sandbox": {"mode": "bwrap"}})
+    sessions.send("s1", "tidy the notes")
+    for event in sessions.events("s1", after=0, follow=True, idle_timeout=30):
+        print(event.cursor, event.kind, event.data)
+
+Everything goes to the session directory (``agent/sessions``): reads come from the durable log, so
+``events(after=C)`` resumes from any cursor with no gap and no duplicate, across coordinator and
+runtime restarts — an event is there only once its checkpoint committed. Commands are resume
+events checked by the coordinator against the session's state version: a stale one is refused
+(:class:`SessionRejected`) and the rejection is recorded (``show(...).rejections``).
+
+Approvals are answered through the grants authority as the operator whose credentials are in the
+data dir (the authority verifies them); a name typed by a caller proves nothing.
+"""
+
+from __future__ import annotations
+
+import builtins
+import getpass
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .authorities.asking import ask_authority
+from .core.errors import OuroactorsError
+from .runtime.coordinator.messages import (
+    ControlSession,
+    Done,
+    EventsRead,
+    ListSessions,
+    NewSession,
+    ReadEvents,
+    Rejected,
+    SendMessage,
+    SessionView,
+    ShowSession,
+    SteerSession,
+)
+from .runtime.coordinator.record import PublishedEvent
+
+DIRECTORY = "agent/sessions"
+GRANTS = "agent/grants"
+ASK_TIMEOUT_S = 60.0
+FOLLOW_WAIT_S = 5.0
+
+__all__ = ["PublishedEvent", "SessionRejected", "SessionView", "Sessions", "local_principal"]
+
+
+class SessionRejected(OuroactorsError):
+    """A resume event (a message) was refused by the session's checks and recorded; nothing moved."""
+
+    def __init__(self, session_id: str, code: str, detail: str) -> None:
+        self.session_id, self.code, self.detail = session_id, code, detail
+        super().__init__(f"session {session_id!r} refused the event ({code}): {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.session_id, self.code, self.detail))
+
+
+def local_principal() -> str:
+    """Who the local channel vouches for: the OS user running this process."""
+    return f"user:{getpass.getuser()}"
+
+
+class Sessions:
+    """The session API over ``system`` (an :class:`~ouroactors.ActorSystem` started or connected)."""
+
+    def __init__(self, system: Any, *, principal: str | None = None, directory: str = DIRECTORY,
+                 data_dir: str | Path | None = None) -> None:
+        self.system = system
+        self.principal = principal or local_principal()
+        self.directory = directory
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(system.data_dir)
+
+    def _ask(self, message: Any, timeout: float = ASK_TIMEOUT_S) -> Any:
+        return self.system.ask(self.directory, message, timeout)
+
+    # -- sessions -------------------------------------------------------------------------------------------
+
+    def new(self, session_id: str | None = None, config: dict[str, Any] | None = None) -> SessionView:
+        """Create a session (suspended, version 0) and start its coordinator."""
+        sid = session_id or f"s-{uuid.uuid4().hex[:12]}"
+        view: SessionView = self._ask(NewSession(sid, dict(config or {}), self.principal))
+        return view
+
+    def list(self, *, all: bool = False) -> list[SessionView]:
+        return list(self._ask(ListSessions(all)))
+
+    def show(self, session_id: str) -> SessionView:
+        view: SessionView = self._ask(ShowSession(session_id))
+        return view
+
+    def send(self, session_id: str, text: str, *, expected_version: int | None = None,
+             event_id: str | None = None) -> Done:
+        """Start a turn with ``text`` (the session must be suspended); :class:`SessionRejected` if refused."""
+        answer = self._ask(SendMessage(session_id, text, self.principal, event_id or f"m-{uuid.uuid4().hex}",
+                                       expected_version=expected_version))
+        return self._done(answer)
+
+    def steer(self, session_id: str, text: str) -> Done:
+        return self._done(self._ask(SteerSession(session_id, text, self.principal)))
+
+    def cancel(self, session_id: str) -> Done:
+        return self._done(self._ask(ControlSession(session_id, "cancel", self.principal)))
+
+    def suspend(self, session_id: str) -> Done:
+        return self._done(self._ask(ControlSession(session_id, "suspend", self.principal)))
+
+    def resume(self, session_id: str) -> Done:
+        return self._done(self._ask(ControlSession(session_id, "resume", self.principal)))
+
+    @staticmethod
+    def _done(answer: Any) -> Done:
+        if isinstance(answer, Rejected):
+            raise SessionRejected(answer.session_id, answer.code, answer.detail)
+        if not isinstance(answer, Done):
+            raise OuroactorsError(f"unexpected answer {answer!r}")
+        return answer
+
+    # -- events ---------------------------------------------------------------------------------------------
+
+    def read(self, session_id: str, after: int = 0, limit: int = 256, wait_s: float = 0.0) -> EventsRead:
+        answer: EventsRead = self._ask(ReadEvents(session_id, after, limit, wait_s), timeout=wait_s + ASK_TIMEOUT_S)
+        return answer
+
+    def events(self, session_id: str, after: int = 0, *, follow: bool = False,
+               idle_timeout: float | None = None, until: str | None = None) -> Iterator[PublishedEvent]:
+        """The committed events after cursor ``after``, in order, each once.
+
+        Without ``follow`` it ends at the last committed event. With ``follow`` it waits for more
+        and ends when the session is terminal and drained, when an event of kind ``until`` was
+        yielded, or after ``idle_timeout`` seconds without a new event (None: never).
+        """
+        cursor = after
+        quiet_since = time.monotonic()
+        while True:
+            wait = FOLLOW_WAIT_S if follow else 0.0
+            if follow and idle_timeout is not None:
+                wait = max(0.0, min(wait, idle_timeout - (time.monotonic() - quiet_since)))
+            batch = self.read(session_id, cursor, 256, wait)
+            for event in batch.events:
+                if event.cursor != cursor + 1:  # the log is contiguous; anything else is a bug worth stopping on
+                    raise OuroactorsError(f"session {session_id!r}: event {event.cursor} after {cursor}: a gap")
+                cursor = event.cursor
+                yield event
+                if until is not None and event.kind == until:
+                    return
+            if batch.events:
+                quiet_since = time.monotonic()
+                continue
+            if not follow or batch.state in ("completed", "failed", "cancelled"):
+                return
+            if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
+                return
+
+    # -- approvals (the operator path) --------------------------------------------------------------------
+
+    def approvals(self, session_id: str, status: str | None = "pending") -> builtins.list[Any]:
+        from .authorities.grants.actor import ListApprovals
+
+        return list(ask_authority(self.system, GRANTS, ListApprovals(status, session_id)))
+
+    def approve(self, session_id: str, approval_id: str, reason: str | None = None) -> Any:
+        return self._answer(session_id, approval_id, True, reason)
+
+    def deny(self, session_id: str, approval_id: str, reason: str | None = None) -> Any:
+        return self._answer(session_id, approval_id, False, reason)
+
+    def _answer(self, session_id: str, approval_id: str, approve: bool, reason: str | None) -> Any:
+        from .authorities.grants.actor import AnswerApproval, ListApprovals
+        from .authorities.grants.operators import read_credentials
+
+        name, token = read_credentials(self.data_dir)  # the verified identity: grants checks the token
+        found = [a for a in ask_authority(self.system, GRANTS, ListApprovals(None, session_id))
+                 if a.approval_id == approval_id]
+        if not found:
+            raise OuroactorsError(f"session {session_id!r} has no approval {approval_id!r}")
+        approval = found[0]  # answered for exactly the call and state version it was asked for
+        return ask_authority(self.system, GRANTS, AnswerApproval(approval_id, approve, name, token,
+                                                                 approval.call_digest, approval.state_version,
+                                                                 reason))

@@ -1,0 +1,71 @@
+"""The agent tree with real coordinators, and waits on durable facts (no sleeps as synchronisation)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ouroactors import supervisor, worker
+
+RULES = {"user": ["allow:Read(**)", "allow:Edit(**)", "allow:Bash(grep *)"]}
+T = TypeVar("T")
+
+
+def agent_tree(root: str, rules: dict[str, list[str]] = RULES) -> Any:
+    """storage, ledger, grants, workspace, execution, coordinator, sessions — agent.toml's order."""
+    return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": rules}),
+        worker("workspace", "ouroactors.authorities.workspace.actor:Workspace", kwargs={"allowed_roots": [root]}),
+        supervisor("execution", [worker("runtime", "ouroactors.runtime.execution.runtime:Runtime",
+                                        restart="transient")], strategy="simple_one_for_one", intensity=10),
+        supervisor("coordinator", [worker("session", "ouroactors.runtime.coordinator.actor:Coordinator",
+                                          restart="transient")], strategy="simple_one_for_one", intensity=10),
+        worker("sessions", "ouroactors.runtime.coordinator.directory:Sessions"),
+    ])
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30.0, every: float = 0.05) -> T:
+    """Poll ``probe`` (a read of another process's durable state) until it answers, with a deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except Exception as exc:  # the actor asked may be restarting: ask again until the deadline
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every)  # polling with a deadline, not synchronising on time
+    raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+
+
+def slow_script(path: Path, words: int = 40, pace_ms: int = 100) -> Path:
+    """A scripted turn that streams ``words`` text chunks ``pace_ms`` apart (time to kill something mid-turn)."""
+    chunks = ", ".join(f'{{ kind = "text", text = "w{i} " }}' for i in range(words))
+    path.write_text(f"[[turns]]\npace_ms = {pace_ms}\nevents = [{chunks}]\n")
+    return path
+
+
+def journal_kinds(data_dir: Any, session: str) -> list[str]:
+    """The journal's record kinds, read in another process (this one starts systems: it must not hold LMDB)."""
+    code = ("from ouroactors.authorities.storage.env import StorageConfig, open_env; "
+            "from ouroactors.runtime.execution.reading import records; "
+            f"env = open_env(StorageConfig.under({str(data_dir)!r})); "
+            f"print(' '.join(r.kind for r in records(env, {session!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {"sandbox": {"mode": "none"}, **extra}
+    if ws is not None:
+        config["workspace"] = str(ws)
+    return config
