@@ -167,3 +167,33 @@ def test_interrupt_cancels_the_running_turn(session, tmp_path):
     events = reader.until("turn_settled")
     assert time.monotonic() - started < 5
     assert events[-1].data["status"] == "interrupted", events[-1].data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("approve", [True, False])
+def test_ask_parks_the_call_on_a_durable_approval_until_an_operator_answers(actor_system, tmp_path, approve):
+    from ouroactors.authorities.grants.messages import AnswerApproval, ListApprovals
+    from ouroactors.authorities.grants.operators import read_credentials
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "NOTES.md").write_text("- [ ] try the demo\n")
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": ["allow:Read(**)", "allow:Bash(grep *)"]}))
+    path, lease = runtime_with_lease(actor_system, ws, "s1")
+    actor_system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
+    actor_system.ask(path, SendText("please"))
+    reader = Reader(actor_system, path)
+    asked = [e for e in reader.until("approval_needed") if e.kind == "approval_needed"]
+    assert asked[0].data["tool"] == "edit"
+    assert (ws / "NOTES.md").read_text() == "- [ ] try the demo\n"  # parked: nothing ran
+    pending = ask_authority(actor_system, "agent/grants", ListApprovals(status="pending", session_id="s1"))
+    assert len(pending) == 1 and pending[0].arguments["path"] == "NOTES.md"
+    who, token = read_credentials(str(actor_system.data_dir))
+    ask_authority(actor_system, "agent/grants", AnswerApproval(pending[0].approval_id, approve, who, token,
+                                                              pending[0].call_digest, pending[0].state_version))
+    events = reader.until("turn_settled")
+    result = next(e.data for e in events if e.kind == "tool_result" and e.data["call_id"] == "call_demo_edit")
+    assert result["status"] == ("ok" if approve else "denied")
+    assert ("- [x] try the demo" in (ws / "NOTES.md").read_text()) is approve
+    entry = ask_authority(actor_system, "agent/ledger", GetEntry("s1/t1/call_demo_edit"))
+    assert entry.status is (Status.OK if approve else Status.DENIED)

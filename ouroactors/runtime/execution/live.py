@@ -67,12 +67,14 @@ class ActorGrants:
 
     def __init__(self, send: Callable[[Any], None], session: str, make_decide: Callable[[Request, str | None], Any],
                  make_approval: Callable[[str, str, dict[str, Any], str], Any] | None = None,
-                 make_wait: Callable[[str], Any] | None = None) -> None:
+                 make_wait: Callable[[str], Any] | None = None,
+                 make_consume: Callable[[str, str, str, int], Any] | None = None) -> None:
         self._send = send
         self.session = session
         self._make_decide = make_decide
         self._make_approval = make_approval
         self._make_wait = make_wait
+        self._make_consume = make_consume
         self._lock = trio.Lock()
         self._waiting: trio.Event | None = None
         self._answer: Any = None
@@ -92,7 +94,9 @@ class ActorGrants:
             with trio.fail_after(timeout):
                 await self._waiting.wait()
             answer, self._waiting = self._answer, None
-        if isinstance(answer, BaseException) and not isinstance(answer, StaleGeneration):
+        if isinstance(answer, StaleGeneration):
+            return answer
+        if isinstance(answer, BaseException):
             raise answer
         return answer
 
@@ -105,18 +109,24 @@ class ActorGrants:
         return answer
 
     async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
-        if self._make_approval is None or self._make_wait is None:
+        """Request a durable approval, wait for its answer, and consume it (once) if it was approved."""
+        if self._make_approval is None or self._make_wait is None or self._make_consume is None:
             return False, "this runtime cannot wait for approvals"
         requested = await self._ask(self._make_approval(session, tool, arguments, call_id))
         approval_id = getattr(requested, "approval_id", None)
         if approval_id is None:
             return False, f"the approval could not be requested: {requested!r}"
-        timeout = float(getattr(requested, "deadline_s", 0) or 0) or 7 * 24 * 3600.0
-        answered = await self._ask(self._make_wait(approval_id), timeout=timeout + GRANTS_ANSWER_TIMEOUT_S)
-        status = str(getattr(answered, "status", "unknown"))
-        status = getattr(getattr(answered, "status", None), "value", status)
-        reason = getattr(answered, "reason", None) or status
-        return status == "approved", f"approval {approval_id}: {reason}"
+        waited_s = max(0.0, (requested.deadline_ns - requested.requested_ns) / 1e9)
+        answered = await self._ask(self._make_wait(approval_id), timeout=waited_s + GRANTS_ANSWER_TIMEOUT_S)
+        status = getattr(answered, "status", "unknown")
+        why = f"approval {approval_id} {status}" + (f" by {answered.answered_by}" if answered.answered_by else "")
+        if answered.reason:
+            why += f": {answered.reason}"
+        if status != "approved":
+            return False, why
+        used = await self._ask(self._make_consume(approval_id, session, answered.call_digest,
+                                                  answered.state_version))
+        return getattr(used, "status", None) == "consumed", why
 
 
 __all__ = ["ActorGrants", "CursorError", "OutputChannel"]

@@ -29,7 +29,7 @@ from typing import Any
 
 import msgpack
 
-from ...authorities.grants.messages import Decide, RequestApproval, WaitApproval
+from ...authorities.grants.messages import ConsumeApproval, Decide, RequestApproval, WaitApproval
 from ...authorities.grants.rules import Request
 from ...authorities.ledger.direct import LedgerWriter
 from ...authorities.storage.env import db
@@ -154,7 +154,7 @@ class Runtime(Worker):
         def request_approval(session: str, tool: str, arguments: dict[str, Any], call_id: str) -> RequestApproval:
             return RequestApproval(session, tool, arguments, 0)
 
-        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval)
+        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval, ConsumeApproval)
         settings = EffectSettings(
             session=message.session_id, root=root, sandbox_mode=SandboxMode(config.sandbox.mode),
             data_dir=self.context.data_dir,
