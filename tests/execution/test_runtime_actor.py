@@ -114,6 +114,9 @@ def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(sessi
         system.ask(path, SteerTurn("late"))
 
     assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]
+    logged = [e.kind for e in system.events.all() if e.path == path]
+    for kind in ("runtime_opened", "turn_started", "turn_settled"):
+        assert kind in logged, logged
 
 
 def journal_verdict(data_dir: Any, session: str) -> list[str]:

@@ -220,6 +220,7 @@ class Runtime(Worker):
     async def _turn(self, live: _Live, text: str) -> None:
         """One turn in the trio thread; an exception crashes the runtime (through a message to itself)."""
         try:
+            self.events.write("turn_started", None, {"session": live.session, "turn": live.loop.turns + 1})
             outcome = await live.loop.run_turn(text)
             self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
                                                      "status": outcome.status, "reason": outcome.reason})
