@@ -31,7 +31,9 @@ is the adoption case), whereas a runtime's death must — so the runtime owns it
 
 **Liveness.** Thespian does not tell an actor that a non-child died, so while attached the
 coordinator asks the execution supervisor every :data:`HEARTBEAT_S` about the runtime's child: a
-new generation or another status means the runtime is gone, and recovery runs.
+new generation or another status means the runtime is gone, and recovery runs. An **adopted**
+runtime still pushes ``OutputReady`` to the incarnation that opened it (its subscriber is fixed at
+open), so the adopter drains it every :data:`ADOPTED_POLL_S` instead, until the turn settles.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ log = logging.getLogger("ouroactors.coordinator")
 HEARTBEAT_S = 1.0
 DRAIN_LIMIT = 256
 _HEARTBEAT = "coordinator:heartbeat"
+_POLL = "coordinator:poll"
+ADOPTED_POLL_S = 0.1
 UNSETTLED = ("started", "ambiguous")
 
 
@@ -89,6 +93,7 @@ class _Attached:
     generation: int
     capability: Any = None
     lease_id: str | None = None
+    adopted: bool = False  # opened by an earlier incarnation: its OutputReady goes there, so drain by polling
 
 
 class Coordinator(Commands, Worker):
@@ -119,6 +124,10 @@ class Coordinator(Commands, Worker):
                 self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
                 if self.attached is not None and not self.jobs.busy:
                     self.jobs.submit(self._heartbeat)
+            elif message.payload == _POLL:
+                if self.attached is not None and self.attached.adopted:
+                    self.wakeupAfter(timedelta(seconds=ADOPTED_POLL_S), payload=_POLL)
+                    self._want_publish()
             else:
                 self.jobs.offer(message.payload, None)
             return None
@@ -189,8 +198,10 @@ class Coordinator(Commands, Worker):
             record = self._transition(record, event, **changes)
         if decision.action is recovery.Action.ADOPT:
             assert found is not None and record.runtime is not None
-            self.attached = _Attached(found[0], found[1], record.runtime.runtime_id, record.runtime.generation)
+            self.attached = _Attached(found[0], found[1], record.runtime.runtime_id, record.runtime.generation,
+                                      adopted=True)
             self._want_publish()  # drain whatever lies beyond the committed cursor
+            self.wakeupAfter(timedelta(seconds=ADOPTED_POLL_S), payload=_POLL)
         elif decision.action is recovery.Action.REPLACE:
             yield from self._replace(record, decision, found)
 

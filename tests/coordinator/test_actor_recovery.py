@@ -1,0 +1,72 @@
+"""Recovery adopts before it repeats, on real processes: SIGKILL the coordinator, then the runtime, mid-turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.sessions import Sessions
+
+from .actor_support import agent_tree, journal_kinds, session_config, slow_script, wait_for
+
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+
+
+@pytest.fixture
+def agent(actor_system, tmp_path):
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    config = session_config(None, model={"kind": "scripted", "script": str(slow_script(tmp_path / "slow.toml"))})
+    return actor_system, Sessions(actor_system), config
+
+
+def child_path(system, supervisor: str) -> str:
+    running = [c for c in system.which_children(supervisor) if c.status == "running"]
+    assert len(running) == 1, running
+    return f"{supervisor}/{running[0].id}"
+
+
+def committed_at_least(sessions: Sessions, session: str, n: int):
+    return lambda: (view := sessions.show(session)).committed_cursor >= n and view
+
+
+def test_a_killed_coordinator_is_replaced_and_reattaches_to_the_same_runtime(agent):
+    system, sessions, config = agent
+    sessions.new("s1", config)
+    sessions.send("s1", "talk slowly")
+    before = wait_for("some output committed", committed_at_least(sessions, "s1", 4))
+    coordinator = child_path(system, "agent/coordinator")
+    old_pid = system.kill(coordinator)
+
+    def reattached():
+        view = sessions.show("s1")
+        return system.pid_of(coordinator) != old_pid and view.committed_cursor > before.committed_cursor and view
+    after = wait_for("a new coordinator publishing again", reattached)
+    assert after.runtime_id == before.runtime_id and after.generation == before.generation  # adopted, not replaced
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.cursor for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
+    assert [e.kind for e in events].count("turn_started") == 1 and events[-1].data["status"] == "completed"
+    assert {e.generation for e in events} == {before.generation}
+    kinds = journal_kinds(system.data_dir, "s1")
+    assert kinds.count("model_call") == 1 and kinds.count("turn_started") == 1  # the model was not asked again
+    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+
+
+def test_a_killed_runtime_is_replaced_from_the_checkpoint(agent):
+    system, sessions, config = agent
+    sessions.new("s1", config)
+    sessions.send("s1", "talk slowly")
+    before = wait_for("some output committed", committed_at_least(sessions, "s1", 4))
+    system.kill(child_path(system, "agent/execution"))
+
+    def replaced():
+        view = sessions.show("s1")
+        return view.runtime_id not in (None, before.runtime_id) and view
+    after = wait_for("a replacement runtime attached", replaced)
+    assert after.generation > before.generation and after.state == "running"
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.cursor for e in events] == list(range(1, len(events) + 1))  # the replacement continued the cursor
+    kinds = [e.kind for e in events]
+    assert kinds.count("turn_started") == 2 and kinds[-1] == "turn_settled"  # the lost turn ran again, once
+    generations = [e.generation for e in events]
+    assert generations == sorted(generations) and generations[-1] == after.generation
+    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    assert [e.cursor for e in sessions.events("s1")] == [e.cursor for e in events]
