@@ -226,11 +226,13 @@ class Worker(Actor):
                 self.send(sender, StaleGeneration(self.path, expected, message.generation))
                 return
             message = message.payload
-        elif self.stamped_only and type(message) in self.protocol and type(message) not in self.reads:
+        elif self.stamped_only and isinstance(message, self.protocol) and type(message) not in self.reads:
             self.send(sender, StampRequired(self.path, self.generation))
             return
-        if type(message) in self.protocol:
-            try:
+        if self.protocol and isinstance(message, self.protocol):
+            try:  # a subclass would reach a handler by the MRO without its own annotations checked
+                if type(message) not in self.protocol:
+                    raise BadRequest(type(message).__name__, "", "is a subclass of a request type, not one")
                 message = check_message(message)
             except BadRequest as bad:
                 self.send(sender, bad)
