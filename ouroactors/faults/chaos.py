@@ -21,9 +21,16 @@ names per seed, a workspace root per run), the plan is armed before and disarmed
 a tree that ended by escalation is started again, and every unsettled entry is recovered and
 reconciled before the checks. On the multiproc base kills are real SIGKILLs of real processes;
 on the simple base the system is simulated (one process on virtual time) and a kill ends one
-actor as a SIGKILL ends its process: the same draws, the supervisor sees ``killed``, and a seed
-replays byte for byte (:mod:`ouroactors.system._simulation`). Only ``exit`` rules (``os._exit``
-of the process) need the multiproc base.
+actor as a SIGKILL ends its process: the supervisor sees ``killed``, and a seed replays byte for
+byte (:mod:`ouroactors.system._simulation`). Only ``exit`` rules (``os._exit`` of the process) need
+the multiproc base.
+
+**Simulated seeds kill more.** The simulated recording is deterministic, so its hit counts aim the
+kills (every drawn kill lands), and every simulated seed adds one death at a crash site drawn
+uniformly among all the recording's hits (``plan_for_seed(deaths=1)``, a stream of its own: the
+other rules are the seed's usual draws). A death costs a simulated system no process, and a
+restart bug only shows when something dies mid-effect: the planted restart-bug ledger
+(``tests/faults/planted_restart.py``) is caught by about a quarter of the seeds or more this way.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from .world import World
 STORAGE_POINTS = ("storage.before_commit", "storage.after_commit")
 MAX_RULES = 3
 FRESH_EVERY = 50  # seeds per simulated system (see Campaign.fresh_every)
+DEATHS = 1  # simulated deaths added to every simulated seed's plan (see plan_for_seed)
 
 
 class PlanWarning(UserWarning):
@@ -84,7 +92,7 @@ def _weight(point: str) -> int:
 
 def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, str], *,
                   kill_targets: Sequence[str] = (), kills: bool = True, max_rules: int = MAX_RULES,
-                  hits: Mapping[str, int] | None = None) -> FaultPlan:
+                  hits: Mapping[str, int] | None = None, deaths: int = 0) -> FaultPlan:
     """The fault plan of ``seed``: 1 to ``max_rules`` rules of kill, storage fault or delay.
 
     Deterministic: the same seed, points and targets give the same plan (points and targets are
@@ -95,6 +103,11 @@ def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, st
     kill's point is drawn among the points reached and its ``nth`` among their hits, instead of
     1–8 blindly. Only a deterministic recording may be passed (the simulated base's): on
     multiproc the counts of timer-driven points vary between runs, and the plan must not.
+
+    ``deaths`` (needs ``hits``) appends that many more kills, each at a crash site drawn uniformly
+    among every hit of the recording — the death of whichever actor reaches it — from a stream of
+    its own: the rules before them are exactly the plan without deaths. The simulated base draws
+    one per seed: a death costs it no process, and deaths are the faults restart bugs hide behind.
     """
     seed = parse_seed(seed)
     points = sorted(set(known_points))
@@ -133,6 +146,13 @@ def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, st
             point = rng.choices(points, weights=point_weights)[0]
             rules.append(FaultRule(point, FaultAction.DELAY, probability=round(rng.uniform(0.1, 0.5), 3),
                                    seed=rng.randrange(2**31), delay_s=round(rng.uniform(0.001, 0.03), 4)))
+    if deaths:
+        if not reached or hits is None:
+            raise ValueError("deaths: need the hits of a recording that reached some point")
+        fate = random.Random(f"{seed}:deaths")  # its own stream: the plan's other draws stay as they are
+        for _ in range(deaths):
+            point = fate.choices(reached, weights=[hits[p] for p in reached])[0]
+            rules.append(FaultRule(point, FaultAction.KILL, nth=fate.randint(1, hits[point]), times=1))
     return FaultPlan(tuple(rules))
 
 
@@ -311,8 +331,9 @@ class Campaign:
         return self.bench.worker_paths()
 
     def plan(self, seed: int) -> FaultPlan:
+        hits = self.hits()
         return plan_for_seed(seed, self.points(), kill_targets=self.kill_targets(), kills=self.kills,
-                             hits=self.hits())
+                             hits=hits, deaths=DEATHS if hits is not None and self.kills else 0)
 
     def run_seed(self, seed: int, plan: FaultPlan | None = None) -> SeedResult:
         """Run one seed (or an explicit ``plan``) and check it; a harness failure is an error, not ok."""
@@ -356,11 +377,14 @@ class Campaign:
         self._fresh_count += 1
         old = self.bench
         where = None if data_dir is None else Path(data_dir) / f"fresh{self._fresh_count}"
-        fresh = Bench(tree, config, base=base, data_dir=where, world=old.world, grant=grant)
-        fresh._own_world, old._own_world = old._own_world, False  # the world outlives the old system
+        owned, old._own_world = old._own_world, False  # the world outlives the old system
         old.close()
+        fresh = Bench(tree, config, base=base, data_dir=where, world=old.world, grant=grant)
         self.bench = fresh
-        fresh.start()
+        try:
+            fresh.start()  # a world it was given: started already, not started again
+        finally:
+            fresh._own_world = owned  # ... and stopped with this one (by the campaign's exit at the latest)
         self._seeds_on_bench = 1
 
 

@@ -51,3 +51,15 @@ def test_a_campaign_on_the_simple_base_kills_simulated_and_finds_no_violation(tm
     assert campaign.stats.firings > 0 and campaign.stats.kills >= 5
     killed = {path for r in results if r.run for path in r.run.killed}
     assert {"agent/ledger", "agent/storage"} & killed  # the authorities die too, and recover
+
+
+def test_a_long_simulated_campaign_goes_on_with_a_fresh_system_on_the_same_world(tmp_path):
+    with Campaign(workload_tree(), CONFIG, base="simple", data_dir=tmp_path) as campaign:
+        campaign.fresh_every = 3
+        world = campaign.bench.world
+        results = list(campaign.run(range(7)))
+        assert campaign.bench.world is world and world.running
+    assert [r.error for r in results if r.error] == [] and len(results) == 7
+    assert [(r.seed, str(v)) for r in results for v in r.violations] == []
+    assert (tmp_path / "fresh1" / "system" / "events.jsonl").exists() and (tmp_path / "fresh2").is_dir()
+    assert not world.running  # stopped with the campaign

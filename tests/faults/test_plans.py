@@ -45,9 +45,35 @@ def test_plans_only_use_given_points_and_targets():
                 assert rule.point == "storage.before_commit"  # after the commit, only "unknown" is honest
 
 
-def test_no_kills_on_the_simple_base():
+def test_no_kills_when_kills_are_off():
     for seed in range(100):
         assert all(r.action is not FaultAction.KILL for r in plan_for_seed(seed, POINTS, kills=False).rules)
+
+
+HITS = {"message.agent/ledger": 8, "storage.after_commit": 16, "storage.before_commit": 16}  # a recording's
+
+
+def test_recorded_hits_aim_every_kill_at_a_hit_that_happens():
+    for seed in range(200):
+        for rule in plan_for_seed(seed, POINTS, kill_targets=TARGETS, hits=HITS).rules:
+            if rule.action is FaultAction.KILL:
+                assert rule.point in HITS and 1 <= (rule.nth or 0) <= HITS[rule.point], rule
+
+
+def test_a_simulated_seed_adds_deaths_from_a_stream_of_their_own():
+    for seed in range(200):
+        plain = plan_for_seed(seed, POINTS, kill_targets=TARGETS, hits=HITS)
+        dying = plan_for_seed(seed, POINTS, kill_targets=TARGETS, hits=HITS, deaths=1)
+        assert dying == plan_for_seed(seed, POINTS, kill_targets=TARGETS, hits=HITS, deaths=1)  # deterministic
+        assert dying.rules[:-1] == plain.rules  # the seed's other draws are untouched
+        death = dying.rules[-1]
+        assert death.action is FaultAction.KILL and death.target is None and death.times == 1
+        assert death.point in HITS and 1 <= (death.nth or 0) <= HITS[death.point]
+    sites = {(p.rules[-1].point, p.rules[-1].nth)
+             for p in (plan_for_seed(s, POINTS, hits=HITS, deaths=1) for s in range(400))}
+    assert len(sites) > 30  # spread over the recording's hits, not stuck on a few
+    with pytest.raises(ValueError, match="deaths: need the hits"):
+        plan_for_seed(1, POINTS, deaths=1)
 
 
 def test_plans_round_trip_through_toml(tmp_path):
