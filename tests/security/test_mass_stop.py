@@ -1,6 +1,7 @@
 """Stopping a supervisor of a thousand children returns, five times in a row, under load.
 
-Before: ``stop_tree`` of 500–1000 dynamic children did not return within 60 s on a busy machine.
+Before: ``stop_tree`` of 500–1000 dynamic children never returned on a busy machine (the bench
+gave up after 60 s; the supervisor process was still alive minutes later).
 The supervisor's own stop finished (some children killed after their shutdown time), but thespian
 then waited, with no deadline, for exit notices of children whose notices it had lost, and its
 fallback only ever cleared the last child of its list; the supervisor process lived on and the
@@ -15,6 +16,7 @@ admin calls the stop job must defer) and telling its children. ``OUROACTORS_MASS
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -25,11 +27,14 @@ import pytest
 
 from ouroactors import ActorSystem, supervisor, worker
 from ouroactors.examples.workers import Echo
+from ouroactors.supervision.termination import KILL_GRACE_S, STOP_WINDOW
 from tests.actor.helpers import pid_alive, wait_until
 
 N = int(os.environ.get("OUROACTORS_MASS_STOP_N", "1000"))
 ROUNDS = int(os.environ.get("OUROACTORS_MASS_STOP_ROUNDS", "5"))
-STOP_LIMIT_S = 60.0
+# The deadline the design promises: a window of children at a time, each window at most its
+# shutdown time (5 s) plus the kill grace (5 s); plus a margin for the tree host and thespian.
+STOP_LIMIT_S = math.ceil(N / STOP_WINDOW) * (5.0 + KILL_GRACE_S) + 30.0
 
 
 # Another terminal keeping the tree busy: thespian's outside handle is not thread-safe (answers
