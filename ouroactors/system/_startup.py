@@ -5,9 +5,10 @@ binds it, and under load another process took it in between (EADDRINUSE, then th
 ``InvalidActorAddress ... not a valid ActorSystem admin`` five seconds later). So the port is
 *reserved* until the admin has bound it: a socket bound to it with ``SO_REUSEADDR`` and not
 listening keeps every other bind (and the kernel's choice of ephemeral ports) off it, while the
-admin, which binds with ``SO_REUSEADDR`` too, can still take it. A port chosen for the caller that
-is lost anyway is replaced by another and the start retried; a port the caller named is refused
-at once with a clear :class:`ActorSystemError`.
+admin, which binds with ``SO_REUSEADDR`` too, can still take it. A chosen port taken before it
+could be reserved is replaced by another; a port the caller named is refused at once; and
+thespian's ``InvalidActorAddress`` becomes a clear :class:`ActorSystemError` (never a retry: an
+admin that was only slow could still come up on the first port).
 
 Also here, the other checks a start makes before anything forks: a convention address that parses
 and answers, and a data dir created private (0700) whatever the umask.
@@ -62,7 +63,7 @@ def start_admin(host: str, port: int | None, start: Callable[[int], Any]) -> tup
     """Run ``start(port)`` (which makes thespian fork its admin) on a reserved port; retry on a
     chosen port that was lost. Returns what ``start`` returned and the port used."""
     explicit = port is not None
-    for attempt in range(1 if explicit else ATTEMPTS):
+    for _ in range(1 if explicit else ATTEMPTS):
         chosen = port if port is not None else free_port(host)
         try:
             held = reserve(host, chosen)
@@ -74,11 +75,12 @@ def start_admin(host: str, port: int | None, start: Callable[[int], Any]) -> tup
         try:
             return start(chosen), chosen
         except (InvalidActorAddress, ActorSystemException, OSError) as exc:
-            if explicit or attempt + 1 == ATTEMPTS:
-                raise ActorSystemError(
-                    f"the actor system's admin did not start on {host}:{chosen}: {exc} "
-                    "(is something else bound to that port?)"
-                ) from None
+            # Not a lost race (the port was held until the admin bound it), and an admin that was
+            # merely slow may still come up on it: never start a second one elsewhere.
+            raise ActorSystemError(
+                f"the actor system's admin did not start on {host}:{chosen}: {exc} "
+                "(is something else bound to that port, or is the machine overloaded?)"
+            ) from None
         finally:
             with contextlib.suppress(ValueError):
                 _patches.reserved_sockets.remove(held)

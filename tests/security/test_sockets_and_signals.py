@@ -121,9 +121,9 @@ def test_thespian_refusing_the_admin_becomes_an_actor_system_error():
 
     with pytest.raises(ActorSystemError, match=r"did not start on 127\.0\.0\.1"):
         _startup.start_admin("127.0.0.1", None, refuse)
-    assert len(attempts) == _startup.ATTEMPTS and len(set(attempts)) > 1  # a fresh port each time
-    assert _patches.reserved_sockets == []  # every reservation released
+    assert len(attempts) == 1  # no second admin elsewhere: a slow first one could still come up
+    assert _patches.reserved_sockets == []  # the reservation released
     attempts.clear()
     with pytest.raises(ActorSystemError, match="is something else bound"):
         _startup.start_admin("127.0.0.1", _startup.free_port(), refuse)
-    assert len(attempts) == 1  # a port the caller named is not replaced
+    assert len(attempts) == 1
