@@ -87,7 +87,7 @@ def actor_bind_host(bind_host: str) -> str:
     0.0.0.0 (which the kernel routes to loopback) and stay on 127.0.0.1. A specific address is
     what actors advertise to other nodes, so they must listen on it (that one address only).
     """
-    if bind_host in ("", "0.0.0.0", "127.0.0.1", "localhost") or bind_host.startswith("127."):
+    if bind_host in ("", "0.0.0.0", "127.0.0.1", "localhost"):
         return "127.0.0.1"
     return bind_host
 
