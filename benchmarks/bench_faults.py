@@ -204,7 +204,7 @@ def run(quick: bool) -> list[Row]:
                         100 * share, 100 * calm_share, "≥ 25 %", lambda o, _r: o >= 25.0,
                         "baseline: the same seeds drawn without kills (the simple base before)"))
         rows.append(Row("chaos", "planted restart bug: simulated seeds/min (4 sessions × 2 effects)", "/min",
-                        planted_rate, None, "≥ 1,000/min", lambda o, _r: o >= 1000,
+                        planted_rate, None, "report", None,
                         f"{deaths} simulated deaths in {planted_seeds} seeds"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
