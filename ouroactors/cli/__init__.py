@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sandbox": ("sandbox", "The command sandbox (bubblewrap)."),
     "start-child": ("control", "Start a dynamic child of a simple_one_for_one supervisor with extra string ARGS."),
     "status": ("inspect", "One line per tree, and children counted by status."),
+    "session": ("session", "Durable agent sessions: create, message, follow their committed events, control them."),
     "stop": ("control", "Stop the system serving DATA_DIR: trees in reverse order, then every process."),
     "storage": ("authorities", "The storage authority (the node's LMDB environment)."),
     "terminate": ("control", "Terminate the child at PATH (OTP terminate_child); its spec is kept unless temporary."),

@@ -31,9 +31,15 @@ is the adoption case), whereas a runtime's death must — so the runtime owns it
 
 **Liveness.** Thespian does not tell an actor that a non-child died, so while attached the
 coordinator asks the execution supervisor every :data:`HEARTBEAT_S` about the runtime's child: a
-new generation or another status means the runtime is gone, and recovery runs. An **adopted**
-runtime still pushes ``OutputReady`` to the incarnation that opened it (its subscriber is fixed at
-open), so the adopter drains it every :data:`ADOPTED_POLL_S` instead, until the turn settles.
+new generation or another status means the runtime is gone, and recovery runs.
+
+**Drained by polling, not pushed.** The runtime can push ``OutputReady`` to a subscriber, but it
+sends the push from its trio thread, concurrently with its actor thread's answers; measured here,
+that loses the runtime's later answers to the coordinator in about half of the runs (the turn
+settles, every further ``DrainOutput`` to it times out, other askers are still answered). Until
+the push is sent from the actor thread, the coordinator opens runtimes with no subscriber
+(:data:`PUSH` False) and drains every :data:`POLL_S` while attached — which is also what an
+adopted runtime needs, since its subscriber is the dead incarnation that opened it.
 """
 
 from __future__ import annotations
@@ -79,9 +85,11 @@ log = logging.getLogger("ouroactors.coordinator")
 
 HEARTBEAT_S = 1.0
 DRAIN_LIMIT = 256
+DRAIN_TIMEOUT_S = 2.0
 _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
-ADOPTED_POLL_S = 0.1
+POLL_S = 0.05
+PUSH = False  # see "Drained by polling" in the module docstring
 UNSETTLED = ("started", "ambiguous")
 
 
@@ -93,7 +101,7 @@ class _Attached:
     generation: int
     capability: Any = None
     lease_id: str | None = None
-    adopted: bool = False  # opened by an earlier incarnation: its OutputReady goes there, so drain by polling
+    adopted: bool = False  # opened by an earlier incarnation: its OutputReady goes there
 
 
 class Coordinator(Commands, Worker):
@@ -113,6 +121,7 @@ class Coordinator(Commands, Worker):
         self.attached: _Attached | None = None
         self.record: SessionRecord | None = None
         self.output_waiting = False
+        self.polling = False
         self.jobs.submit(self._recover)
         self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
 
@@ -125,8 +134,9 @@ class Coordinator(Commands, Worker):
                 if self.attached is not None and not self.jobs.busy:
                     self.jobs.submit(self._heartbeat)
             elif message.payload == _POLL:
-                if self.attached is not None and self.attached.adopted:
-                    self.wakeupAfter(timedelta(seconds=ADOPTED_POLL_S), payload=_POLL)
+                self.polling = False
+                if self.attached is not None:
+                    self._poll()
                     self._want_publish()
             else:
                 self.jobs.offer(message.payload, None)
@@ -144,6 +154,12 @@ class Coordinator(Commands, Worker):
             return None
         log.debug("%s: unexpected %s from %s", self.path, type(message).__name__, sender)
         return None
+
+    def _poll(self) -> None:
+        """Drain again in :data:`POLL_S` (one timer at a time; it stops when no runtime is attached)."""
+        if not self.polling:
+            self.polling = True
+            self.wakeupAfter(timedelta(seconds=POLL_S), payload=_POLL)
 
     def _want_publish(self) -> None:
         if not self.output_waiting:
@@ -201,7 +217,7 @@ class Coordinator(Commands, Worker):
             self.attached = _Attached(found[0], found[1], record.runtime.runtime_id, record.runtime.generation,
                                       adopted=True)
             self._want_publish()  # drain whatever lies beyond the committed cursor
-            self.wakeupAfter(timedelta(seconds=ADOPTED_POLL_S), payload=_POLL)
+            self._poll()
         elif decision.action is recovery.Action.REPLACE:
             yield from self._replace(record, decision, found)
 
@@ -256,12 +272,16 @@ class Coordinator(Commands, Worker):
         text = accepted.payload.get("text")
         return text if isinstance(text, str) else None
 
-    def _heartbeat(self) -> Job:
+    def _heartbeat(self, drain: bool = True) -> Job:
+        """Is the runtime's child still the one attached? Then drain once more (a lost push or answer is
+        found here within a heartbeat); else recovery."""
         attached = self.attached
         if attached is None:
             return
         info = yield self._execution(AdminCall("which_child", attached.key), 10.0)
         if getattr(info, "generation", None) == attached.generation and getattr(info, "status", None) == "running":
+            if drain:
+                yield from self._publish()
             return
         log.warning("%s: runtime %s (generation %s) is gone: %r", self.path, attached.runtime_id,
                     attached.generation, info)
@@ -287,11 +307,12 @@ class Coordinator(Commands, Worker):
                 raise CoordinatorError(f"workspace lease refused: {granted}")
             attached.lease_id, attached.capability = granted.lease.lease_id, granted.capability
             lease_id = granted.lease.lease_id
-        opened = yield Ask(info.address, OpenSession(self.session_id, config, lease_id, self.myAddress, start=start),
-                           30.0)
+        subscriber = self.myAddress if PUSH else None
+        opened = yield Ask(info.address, OpenSession(self.session_id, config, lease_id, subscriber, start=start), 30.0)
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id
+        self._poll()
         return opened
 
     def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord:
@@ -330,10 +351,11 @@ class Coordinator(Commands, Worker):
         self.output_waiting = False
         while self.attached is not None:
             record = self._read()
-            batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor, limit=DRAIN_LIMIT))
+            batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor, limit=DRAIN_LIMIT),
+                              DRAIN_TIMEOUT_S)
             if not isinstance(batch, Batch):
                 log.warning("%s: drain answered %r: checking the runtime", self.path, batch)
-                yield from self._heartbeat()
+                yield from self._heartbeat(drain=False)
                 return
             step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
             if step_plan.empty:

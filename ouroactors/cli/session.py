@@ -1,0 +1,199 @@
+"""``ouroactors session …``: durable agent sessions on a running system with the agent tree.
+
+The same operations as :mod:`ouroactors.sessions` (which this wraps). ``events`` prints committed
+events only — each line is part of the session's durable history — so ``--after C`` resumes exactly
+after cursor C whatever restarted in between, and ``--follow`` waits for more without polling faster
+than the directory's long poll. Approvals are answered as the operator whose credentials are in the
+data dir (grants verifies them).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from ..core.errors import OuroactorsError
+from . import main
+from .common import connect, console, data_dir_option, reports_errors
+
+
+def _sessions(data_dir: str) -> Any:
+    from ..sessions import Sessions
+
+    return Sessions(connect(data_dir), data_dir=data_dir)
+
+
+def _config(config_file: str | None, workspace: str | None, sandbox: str | None, script: str | None
+            ) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            config = tomllib.loads(Path(config_file).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise click.BadParameter(f"{config_file}: {exc}", param_hint="--config") from None
+    if workspace is not None:
+        config["workspace"] = str(Path(workspace).resolve())
+    if sandbox is not None:
+        config.setdefault("sandbox", {})["mode"] = sandbox
+    if script is not None:
+        config["model"] = {"kind": "scripted", "script": str(Path(script).resolve())}
+    return config
+
+
+def _print_view(view: Any) -> None:
+    runtime = f"{view.runtime_id} (generation {view.generation})" if view.runtime_id else "-"
+    rows = [("session", view.session_id), ("state", view.state), ("state version", str(view.state_version)),
+            ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
+            ("principal", view.principal), ("rejected events", str(view.rejections))]
+    for key, value in rows:
+        console.print(f"{key:>17}: {value}", markup=False, highlight=False)
+
+
+@main.group()
+def session() -> None:
+    """Durable agent sessions: create, message, follow their committed events, control them."""
+
+
+@session.command("new")
+@data_dir_option
+@click.argument("session_id", required=False)
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="the session's TOML table (model, tools, sandbox, workspace, limits, pins)")
+@click.option("--workspace", type=click.Path(file_okay=False, exists=True), default=None)
+@click.option("--sandbox", type=click.Choice(["bwrap", "none"]), default=None)
+@click.option("--script", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="a scripted model's turns (default: the embedded demo script)")
+@reports_errors
+def session_new(data_dir: str, session_id: str | None, config_file: str | None, workspace: str | None,
+                sandbox: str | None, script: str | None) -> None:
+    """Create a session (suspended until its first message) and start its coordinator."""
+    view = _sessions(data_dir).new(session_id, _config(config_file, workspace, sandbox, script))
+    console.print(view.session_id, markup=False, highlight=False)
+
+
+@session.command("list")
+@data_dir_option
+@click.option("--all", "show_all", is_flag=True, help="terminal sessions too")
+@reports_errors
+def session_list(data_dir: str, show_all: bool) -> None:
+    """Sessions of this node (not terminal unless --all)."""
+    table = Table()
+    for column in ("session", "state", "version", "cursor", "runtime", "updated", "reason"):
+        table.add_column(column)
+    for view in _sessions(data_dir).list(all=show_all):
+        updated = datetime.fromtimestamp(view.updated_ns / 1e9).strftime("%H:%M:%S")
+        table.add_row(view.session_id, view.state, str(view.state_version), str(view.committed_cursor),
+                      (view.runtime_id or "-")[:12], updated, view.reason or "-")
+    console.print(table)
+
+
+@session.command("show")
+@data_dir_option
+@click.argument("session_id")
+@reports_errors
+def session_show(data_dir: str, session_id: str) -> None:
+    """A session's durable state: workflow state, version, cursor, runtime, reason."""
+    _print_view(_sessions(data_dir).show(session_id))
+
+
+@session.command("send")
+@data_dir_option
+@click.argument("session_id")
+@click.argument("text")
+@click.option("--expected-version", type=click.IntRange(0), default=None,
+              help="refuse unless the session is still at this state version")
+@reports_errors
+def session_send(data_dir: str, session_id: str, text: str, expected_version: int | None) -> None:
+    """Send a message: it starts the next turn (the session must be suspended)."""
+    done = _sessions(data_dir).send(session_id, text, expected_version=expected_version)
+    console.print(f"{session_id}: {done.view.state} (version {done.view.state_version})", markup=False)
+
+
+@session.command("steer")
+@data_dir_option
+@click.argument("session_id")
+@click.argument("text")
+@reports_errors
+def session_steer(data_dir: str, session_id: str, text: str) -> None:
+    """Add a message to the running turn (delivered before its next model call)."""
+    _sessions(data_dir).steer(session_id, text)
+    console.print(f"{session_id}: steered", markup=False)
+
+
+@session.command("events")
+@data_dir_option
+@click.argument("session_id")
+@click.option("--after", type=click.IntRange(0), default=0, show_default=True, help="start after this cursor")
+@click.option("--follow", is_flag=True, help="wait for more until the session ends (or --until, --idle)")
+@click.option("--until", default=None, help="with --follow: stop after an event of this kind (e.g. turn_settled)")
+@click.option("--idle", type=click.FloatRange(0), default=None, help="with --follow: stop after this many seconds "
+              "without an event")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+@reports_errors
+def session_events(data_dir: str, session_id: str, after: int, follow: bool, until: str | None,
+                   idle: float | None, as_json: bool) -> None:
+    """Committed events after --after, in cursor order, each once."""
+    for event in _sessions(data_dir).events(session_id, after, follow=follow, idle_timeout=idle, until=until):
+        if as_json:
+            click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
+                                   "generation": event.generation, "data": event.data}, default=repr))
+        else:
+            text = event.data.get("text") or event.data.get("status") or event.data.get("name") or ""
+            click.echo(f"{event.cursor:>6} {event.kind:<14} {text}")
+
+
+def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, reason: str | None) -> None:
+    answered = _sessions(data_dir).approve(session_id, approval_id, reason) if approve else \
+        _sessions(data_dir).deny(session_id, approval_id, reason)
+    console.print(f"{approval_id}: {answered.status} by {answered.answered_by}", markup=False)
+
+
+@session.command("approve")
+@data_dir_option
+@click.argument("session_id")
+@click.argument("approval_id")
+@click.option("--reason", default=None)
+@reports_errors
+def session_approve(data_dir: str, session_id: str, approval_id: str, reason: str | None) -> None:
+    """Approve the session's pending approval APPROVAL_ID as the data dir's operator."""
+    _answer(data_dir, session_id, approval_id, True, reason)
+
+
+@session.command("deny")
+@data_dir_option
+@click.argument("session_id")
+@click.argument("approval_id")
+@click.option("--reason", default=None)
+@reports_errors
+def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str | None) -> None:
+    """Deny the session's pending approval APPROVAL_ID as the data dir's operator."""
+    _answer(data_dir, session_id, approval_id, False, reason)
+
+
+def _control(data_dir: str, session_id: str, action: str) -> None:
+    api = _sessions(data_dir)
+    done = getattr(api, action)(session_id)
+    console.print(f"{session_id}: {done.detail} ({done.view.state}, version {done.view.state_version})",
+                  markup=False)
+
+
+for _action, _help in (("cancel", "Cancel the session: its runtime is stopped; the session is history."),
+                       ("suspend", "Suspend a running session: its runtime is stopped; resume runs the turn again."),
+                       ("resume", "Resume a suspended session's interrupted turn, or retry a parked recovery.")):
+    def _make(action: str, help_text: str) -> None:
+        @session.command(action, help=help_text)
+        @data_dir_option
+        @click.argument("session_id")
+        @reports_errors
+        def command(data_dir: str, session_id: str) -> None:
+            _control(data_dir, session_id, action)
+
+    _make(_action, _help)
+
+__all__ = ["OuroactorsError", "session"]

@@ -1,0 +1,56 @@
+"""A user's view of sessions on the served agent tree: new, send, follow the committed events, resume --after."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from .cli_helpers import Served, cli
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+
+
+def lines(result) -> list[dict]:
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
+    served = Served(tmp_path, str(REPO / "supervision_trees" / "agent.toml"))
+    try:
+        created = cli("session", "new", "s1", "--sandbox", "none", cwd=tmp_path)
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.strip() == "s1"
+        assert cli("session", "send", "s1", "tidy the notes", cwd=tmp_path).returncode == 0
+
+        followed = lines(cli("session", "events", "s1", "--follow", "--until", "turn_settled", "--idle", "30",
+                             "--json", cwd=tmp_path))
+        assert [e["cursor"] for e in followed] == list(range(1, len(followed) + 1))
+        assert followed[0]["kind"] == "turn_started" and followed[-1]["kind"] == "turn_settled"
+
+        tail = lines(cli("session", "events", "s1", "--after", "3", "--json", cwd=tmp_path))
+        assert tail == followed[3:]  # from any cursor: the same events, no gap, no duplicate
+
+        shown = cli("session", "show", "s1", cwd=tmp_path)
+        assert shown.returncode == 0 and "suspended" in shown.stdout, shown.stdout
+        stale = cli("session", "send", "s1", "again", "--expected-version", "0", cwd=tmp_path)
+        assert stale.returncode == 2 and "stale" in stale.stderr, stale.stderr
+        assert "rejected events: 1" in cli("session", "show", "s1", cwd=tmp_path).stdout
+        listed = cli("session", "list", cwd=tmp_path)
+        assert listed.returncode == 0 and "s1" in listed.stdout
+
+        cancelled = cli("session", "cancel", "s1", cwd=tmp_path)
+        assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout, cancelled.stderr
+        assert "s1" not in cli("session", "list", cwd=tmp_path).stdout
+        assert "s1" in cli("session", "list", "--all", cwd=tmp_path).stdout
+        again = cli("session", "send", "s1", "more", cwd=tmp_path)
+        assert again.returncode == 2 and "cancelled" in again.stderr
+
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.finish()[0] == 0
+    finally:
+        served.kill()
