@@ -56,6 +56,10 @@ from .workflow import State, is_terminal
 log = logging.getLogger("ouroactors.coordinator")
 
 FOLLOW_TICK_S = 0.02
+# The node a session record names. The system's node name is its admin address, which changes at every start,
+# so it cannot find "this node's sessions" after a restart; the LMDB environment, however, is the node's own (one
+# per data dir, never shared between nodes), so every session in it is this node's: one stable name suffices.
+STORE_NODE = "local"
 _FOLLOW = "directory:follow"
 
 
@@ -81,7 +85,7 @@ class Sessions(Worker):
         for name in ("storage", "coordinator"):
             if name not in self.authorities:
                 raise OuroactorsError(f"{self.path}: no {name!r} before the session directory in the tree")
-        self.node = self.context.node
+        self.node = STORE_NODE
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
         self.jobs = Jobs(self.send, self.wakeupAfter)
         self.keys: dict[str, str] = {}  # session id -> its coordinator's child key
