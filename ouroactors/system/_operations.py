@@ -29,6 +29,7 @@ class Operations:
         def resolve(self, path: str, timeout: float = 10.0) -> Any: ...
         def trees(self) -> list[TreeInfo]: ...
         def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]: ...
+        def _acting(self) -> None: ...
 
     # -- OTP admin API --------------------------------------------------------------------------------
 
@@ -41,15 +42,19 @@ class Operations:
             call = AdminCall("start_child", spec=spec_or_args)
         else:
             call = AdminCall("start_child", extra_args=tuple(spec_or_args))
+        self._acting()
         return self._admin(supervisor_path, call, timeout)
 
     def terminate_child(self, supervisor_path: str, child_id: str, timeout: float = 60.0) -> None:
+        self._acting()
         self._admin(supervisor_path, AdminCall("terminate_child", child_id), timeout)
 
     def restart_child(self, supervisor_path: str, child_id: str, timeout: float = 30.0) -> ChildInfo:
+        self._acting()
         return self._admin(supervisor_path, AdminCall("restart_child", child_id), timeout)
 
     def delete_child(self, supervisor_path: str, child_id: str) -> None:
+        self._acting()
         self._admin(supervisor_path, AdminCall("delete_child", child_id))
 
     def which_children(self, supervisor_path: str) -> list[ChildInfo]:
@@ -75,6 +80,7 @@ class Operations:
         if self.base != "multiproc":
             raise ActorSystemError("kill needs real processes: start the system on the multiproc base")
         pid = self.pid_of(path)
+        self._acting()
         os.kill(pid, signal.SIGKILL)
         return pid
 
@@ -91,6 +97,7 @@ class Operations:
         else:
             paths = [t.name for t in self.trees() if t.status == "running"]
             paths += [p for p, info in self.walk() if info.status == "running"]
+        self._acting()
         for target in paths:
             self._call(self.resolve(target), ArmFaults(plan), 10.0, target)
         return paths

@@ -57,6 +57,24 @@ BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
 
 
+_USER_THESPLOG = os.environ.get("THESPLOG_FILE")  # a file the user chose wins over every system's own
+
+
+def _log_thespian_into(directory: Path) -> None:
+    """Thespian's own log goes into this system's data dir (unless the user named a file).
+
+    Thespian reads ``THESPLOG_FILE`` once per process and caches it, and the admin is forked from this
+    process: setting the variable only when unset made every later system of a process log into the
+    first system's data dir. Each system now sets it, and the cached path is forgotten.
+    """
+    from thespian.system import utilis
+
+    os.environ["THESPLOG_FILE"] = _USER_THESPLOG or str(directory / "thespian.log")
+    os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+    utilis._thesplog_file = None
+    utilis._thesplog_old_file = None
+
+
 class ActorRef:
     """A resolved actor address; asks go straight to it (no path lookup per ask)."""
 
@@ -97,6 +115,7 @@ class ActorSystem(Operations, Answers):
         self.simulation: _simulation.Simulation | None = None  # set when started with simulated=True
         self._log_handler: Any = None  # the simple base's log file, when the process configured none
         self._closed = False
+        self._action_mark = 0  # events before this index happened before this handle's last action
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -165,8 +184,7 @@ class ActorSystem(Operations, Answers):
             _patches.install()
             os.environ["OUROACTORS_BIND_HOST"] = bind_host
             os.environ["THESPIAN_BASE_IPADDR"] = bind_host
-            os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
-            os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+            _log_thespian_into(directory)
             _frames.reset_counter(directory)
 
             def start_on(chosen: int) -> Any:
@@ -261,8 +279,7 @@ class ActorSystem(Operations, Answers):
             _frames.register(found.admin_port, secret, directory / _frames.COUNTER_FILE)
         os.environ["OUROACTORS_BIND_HOST"] = found.bind_host
         os.environ["THESPIAN_BASE_IPADDR"] = found.bind_host
-        os.environ.setdefault("THESPLOG_FILE", str(directory / "thespian.log"))
-        os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+        _log_thespian_into(directory)
         thespian = ThespianSystem(BASES["multiproc"], {"Admin Port": found.admin_port}, transientUnique=True)
         context = SystemContext(
             name=found.name, base=found.base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
@@ -345,18 +362,33 @@ class ActorSystem(Operations, Answers):
     # -- events ---------------------------------------------------------------------------------------
 
     def wait_for(self, kind: str | None = None, path: str | None = None, timeout: float = 10.0,
-                 predicate: Callable[[Event], bool] | None = None, after: int = 0) -> Event:
-        """Wait for the first event (from index ``after``) of ``kind`` at ``path`` matching ``predicate``."""
+                 predicate: Callable[[Event], bool] | None = None, after: int | None = None) -> Event:
+        """Wait for the first event of ``kind`` at ``path`` matching ``predicate``.
+
+        By default only events logged **after this handle's last action** count: ``start_tree``,
+        ``stop_tree``, ``start_child``, ``terminate_child``, ``restart_child``, ``delete_child``, ``kill``
+        and ``arm_faults`` each take a :meth:`mark` before they act. So ``kill(path)`` then
+        ``wait_for("started", path)`` waits for the *restart*, not the start logged long before. An ask or a
+        tell is not an action here (marking every ask would cost every ask a read of the log): to wait for
+        what an ask causes, take ``m = system.mark()`` before it and pass ``after=m``. ``after=0`` searches
+        the whole log of this run.
+        """
 
         def matches(event: Event) -> bool:
             return ((kind is None or event.kind == kind) and (path is None or event.path == path)
                     and (predicate is None or predicate(event)))
 
-        return self.events.wait_for(matches, timeout, after=after, idle=self._idle)
+        start = self._action_mark if after is None else after
+        return self.events.wait_for(matches, timeout, after=start, idle=self._idle)
 
     def mark(self) -> int:
         """The number of events seen so far: pass it as ``after`` to wait only for newer ones."""
-        return len(self.events.all())
+        self.events.poll()
+        return len(self.events.seen)
+
+    def _acting(self) -> None:
+        """Called by every action before it acts: :meth:`wait_for` then looks only at what follows."""
+        self._action_mark = self.mark()
 
     def run_for(self, seconds: float) -> None:
         """Let the system run for ``seconds``: on multiproc, wait; the in-process base only runs while
@@ -377,12 +409,14 @@ class ActorSystem(Operations, Answers):
         """Start a tree (its root is ``spec``, a supervisor spec); wait until it is up."""
         if not spec.is_supervisor:
             raise ActorSystemError(f"a tree's root must be a supervisor spec, not a {spec.type.value}")
+        self._acting()
         result = self._call(self._host, StartTree(spec, self.context), timeout, spec.id)
         assert isinstance(result, TreeInfo)
         return result
 
     def stop_tree(self, name: str, reason: str | None = None, timeout: float = 60.0) -> TreeInfo:
         """Terminate a tree politely (children in reverse start order); wait until it is gone."""
+        self._acting()
         return self._call(self._host, StopTree(name, reasons.shutdown(reason)), timeout, name)
 
     def trees(self) -> list[TreeInfo]:
