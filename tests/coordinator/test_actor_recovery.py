@@ -70,3 +70,23 @@ def test_a_killed_runtime_is_replaced_from_the_checkpoint(agent):
     assert generations == sorted(generations) and generations[-1] == after.generation
     assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
     assert [e.cursor for e in sessions.events("s1")] == [e.cursor for e in events]
+
+
+def test_a_replacement_reclaims_the_workspace_reservation_with_its_capability(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    script = slow_script(tmp_path / "slow.toml")
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "talk slowly")
+    before = wait_for("some output committed", committed_at_least(sessions, "s1", 4))
+    actor_system.kill(child_path(actor_system, "agent/execution"))
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=40))
+    assert [e.cursor for e in events] == list(range(1, len(events) + 1))
+    assert events[-1].data["status"] == "completed" and max(e.generation for e in events) > before.generation
+    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    # The workspace is free again for the next turn: the reclaimed lease was released, not left reserved.
+    sessions.send("s1", "again")
+    assert list(sessions.events("s1", after=events[-1].cursor, follow=True, until="turn_settled",
+                                idle_timeout=40))[-1].data["status"] == "completed"

@@ -54,30 +54,26 @@ from typing import Any
 from thespian.actors import WakeupMessage
 
 from ...authorities.ledger.messages import ListEntries
-from ...authorities.workspace.messages import Acquire, Release
 from ...core.errors import CommitOutcomeUnknown, OuroactorsError
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
 from ..execution.messages import (
     AckOutput,
-    CloseSession,
     DrainOutput,
-    Opened,
-    OpenSession,
     OutputReady,
     RuntimeStatus,
     RuntimeStatusRequest,
-    SendText,
 )
 from ..execution.output import Batch
 from . import recovery
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
-from .configs import get_config
+from .configs import get_lease
 from .messages import ForSession, Serving, WhichSession
 from .publication import Abandon, Reconcile, after_commit, plan
-from .record import SessionRecord, WorkspaceLease, check_id
+from .record import SessionRecord, check_id
 from .resume import Kind
+from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
 from .workflow import Event, State, is_terminal
 
@@ -89,22 +85,10 @@ DRAIN_TIMEOUT_S = 2.0
 _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
 POLL_S = 0.05
-PUSH = False  # see "Drained by polling" in the module docstring
 UNSETTLED = ("started", "ambiguous")
 
 
-@dataclasses.dataclass
-class _Attached:
-    address: Any
-    key: str
-    runtime_id: str
-    generation: int
-    capability: Any = None
-    lease_id: str | None = None
-    adopted: bool = False  # opened by an earlier incarnation: its OutputReady goes there
-
-
-class Coordinator(Commands, Worker):
+class Coordinator(RuntimeLink, Commands, Worker):
     """One logical session; see the module docstring."""
 
     # ForSession comes only from the directory, which checked the request inside it at its own door.
@@ -144,6 +128,8 @@ class Coordinator(Commands, Worker):
         if isinstance(message, OutputReady):
             if self.attached is not None and message.runtime_id == self.attached.runtime_id:
                 self._want_publish()
+            return None
+        if isinstance(message, _Nap):
             return None
         if isinstance(message, WhichSession):
             return Serving(self.session_id)
@@ -205,8 +191,9 @@ class Coordinator(Commands, Worker):
             effects = yield from self._unsettled()
         reservation = recovery.Reservation.NONE
         if record.workspace is not None and not probe.answered:
-            # The lease's capability is not in the durable record: the reservation cannot be proven ours.
-            reservation = recovery.Reservation.NOT_RECLAIMABLE
+            lease = get_lease(self.store, self.session_id)
+            proof = lease is not None and lease.get("lease_id") == record.workspace.lease_id and lease.get("capability")
+            reservation = recovery.Reservation.RECLAIMABLE if proof else recovery.Reservation.NOT_RECLAIMABLE
         decision = recovery.decide(record, commit=recovery.Commit.SETTLED, effects=effects, probe=probe,
                                    reservation=reservation)
         log.info("%s: recovery of %s: %s %s", self.path, self.session_id, decision.action.value, decision.detail)
@@ -247,14 +234,16 @@ class Coordinator(Commands, Worker):
         if self.attached is not None:  # the supervisor may have restarted the lost runtime: it is a stray now
             yield self._execution(AdminCall("terminate_child", self.attached.key))
             self.attached = None
+        reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
         try:
-            opened = yield from self._start_runtime(record.committed_cursor)
+            opened = yield from self._start_runtime(record.committed_cursor, reclaim)
         except OuroactorsError as exc:
-            self._transition(record, Event.PARK, reason=f"replacement refused: {exc}")
+            self._transition(record, Event.PARK, reason=f"{recovery.ParkReason.RESERVATION_NOT_RECLAIMABLE.value}: "
+                                                        f"replacement refused: {exc}")
             return
         event, changes = recovery.attaching(dataclasses.replace(decision, generation=opened.generation),
                                             opened.runtime_id)
-        record = self._transition(record, event, **changes)
+        record = self._transition(record, event, workspace=self._workspace(), **changes)
         text = self._pending_prompt(record)
         if text is None:
             yield from self._close_runtime()
@@ -286,63 +275,6 @@ class Coordinator(Commands, Worker):
         log.warning("%s: runtime %s (generation %s) is gone: %r", self.path, attached.runtime_id,
                     attached.generation, info)
         yield from self._recover()
-
-    # -- the runtime ----------------------------------------------------------------------------------------
-
-    def _start_runtime(self, start: int) -> Generator[Ask, Any, Opened]:
-        """Start a runtime child, lease the workspace for it (it is the owner), open it at cursor ``start``."""
-        config = get_config(self.store, self.session_id)
-        if config is None:
-            raise CoordinatorError(f"session {self.session_id!r} has no stored configuration")
-        info = yield self._execution(AdminCall("start_child"))
-        if isinstance(info, BaseException | TimedOut):
-            raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
-        self.attached = attached = _Attached(info.address, info.id, "", info.generation)
-        lease_id = None
-        if config.get("workspace"):
-            granted = yield self._authority("workspace", Acquire(
-                config["workspace"], "exclusive", self.session_id, owner=info.address,
-                request_id=f"{self.session_id}.g{info.generation}"))
-            if isinstance(granted, BaseException | TimedOut):
-                raise CoordinatorError(f"workspace lease refused: {granted}")
-            attached.lease_id, attached.capability = granted.lease.lease_id, granted.capability
-            lease_id = granted.lease.lease_id
-        subscriber = self.myAddress if PUSH else None
-        opened = yield Ask(info.address, OpenSession(self.session_id, config, lease_id, subscriber, start=start), 30.0)
-        if not isinstance(opened, Opened):
-            raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
-        attached.runtime_id = opened.runtime_id
-        self._poll()
-        return opened
-
-    def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord:
-        """Name the runtime just opened in the record (a new generation, above every earlier one)."""
-        from .record import RuntimeAttachment
-
-        workspace = None
-        if self.attached is not None and self.attached.lease_id is not None:
-            config = get_config(self.store, self.session_id) or {}
-            workspace = WorkspaceLease(lease_id=self.attached.lease_id, root=str(config.get("workspace")),
-                                       fencing_token=0)
-        attachment = RuntimeAttachment(runtime_id=opened.runtime_id, generation=int(opened.generation or 0))
-        self.record = value_of(self.store.update(
-            self.session_id, record.revision,
-            lambda r: r.model_copy(update={"runtime": attachment, "last_generation": attachment.generation,
-                                           "workspace": workspace}),
-            coordinator=self.incarnation), "attach")
-        return self.record
-
-    def _send_text(self, text: str) -> Generator[Ask, Any, Any]:
-        assert self.attached is not None
-        return (yield Ask(self.attached.address, SendText(text)))
-
-    def _close_runtime(self) -> Job:
-        attached, self.attached = self.attached, None
-        if attached is None:
-            return
-        yield Ask(attached.address, CloseSession(), 10.0)
-        if attached.lease_id is not None:
-            yield self._authority("workspace", Release(attached.lease_id, attached.capability))
 
     # -- publication ----------------------------------------------------------------------------------------
 

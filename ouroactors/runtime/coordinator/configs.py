@@ -20,6 +20,33 @@ from .store import SessionStore
 MAX_CONFIG_BYTES = 32_000
 
 
+def lease_key(session_id: str) -> bytes:
+    return check_id(session_id, "session_id").encode() + b"/lease"
+
+
+def put_lease(store: SessionStore, session_id: str, lease: dict[str, Any]) -> Outcome[None]:
+    """Keep the workspace lease of the session's runtime (id, root, mode and its one-time capability).
+
+    The capability is the proof a recovering coordinator presents to reclaim the reservation the
+    lease becomes when its owner (the runtime) dies; it lives here, beside the record, in the
+    node's private environment (0600, like the operator credentials).
+    """
+    body = msgpack.packb(lease, use_bin_type=True)
+    key = lease_key(session_id)
+
+    def run(txn: Any) -> None:
+        txn.put(key, body, db=store.resumes)
+
+    return write(store.env, run, fence=store.fence)
+
+
+def get_lease(store: SessionStore, session_id: str) -> dict[str, Any] | None:
+    with store.env.begin(db=store.resumes) as txn:
+        raw = txn.get(lease_key(session_id))
+    value = None if raw is None else msgpack.unpackb(bytes(raw), raw=False)
+    return value if isinstance(value, dict) else None
+
+
 def config_key(session_id: str) -> bytes:
     return check_id(session_id, "session_id").encode() + b"/config"
 
@@ -45,4 +72,4 @@ def get_config(store: SessionStore, session_id: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-__all__ = ["config_key", "get_config", "put_config"]
+__all__ = ["config_key", "get_config", "get_lease", "lease_key", "put_config", "put_lease"]

@@ -1,0 +1,146 @@
+"""The coordinator's link to its runtime: start one, lease (or reclaim) the workspace for it, open, attach, close.
+
+A mixin of :class:`~.actor.Coordinator`. The runtime is a child of ``agent/execution``, started by
+asking that supervisor (``AdminCall("start_child")``), never by the coordinator itself: this process
+holds the node's LMDB environment and must not fork. The runtime is the workspace lease's owner, so
+its death — not the coordinator's — turns the lease into a reservation; the lease's capability is
+kept durably (:func:`.configs.put_lease`) so a replacement can reclaim it (:meth:`RuntimeLink._reclaim`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from ...authorities.workspace.leases import NotReservationOwner
+from ...authorities.workspace.messages import Acquire, Reclaim, Release
+from ...supervision.protocol import AdminCall
+from ..execution.messages import CloseSession, Opened, OpenSession, SendText
+from .calls import Ask, Job, TimedOut
+from .commands import CoordinatorError, value_of
+from .configs import get_config, get_lease, put_lease
+from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
+
+if TYPE_CHECKING:
+    from .store import SessionStore
+
+PUSH = False  # see "Drained by polling" in the actor's module docstring
+RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
+NAP_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class _Nap:
+    """Asked of the coordinator itself and never answered: a job's pause (the ask's timeout resumes it)."""
+
+
+@dataclasses.dataclass
+class _Attached:
+    address: Any
+    key: str
+    runtime_id: str
+    generation: int
+    capability: Any = None
+    lease_id: str | None = None
+    adopted: bool = False  # opened by an earlier incarnation: its OutputReady goes there
+    token: int = 0  # the lease's fencing token
+
+
+class RuntimeLink:
+    """See the module docstring."""
+
+    if TYPE_CHECKING:  # what the coordinator provides
+        session_id: str
+        incarnation: str
+        store: SessionStore
+        attached: _Attached | None
+        record: SessionRecord | None
+        myAddress: Any
+
+        def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
+        def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask: ...
+        def _poll(self) -> None: ...
+
+    def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None) -> Generator[Ask, Any, Opened]:
+        """Start a runtime child, lease the workspace for it (it is the owner), open it at cursor ``start``.
+
+        ``reclaim``: the lost runtime's lease (:func:`.configs.get_lease`); its reservation is reclaimed
+        with its capability instead of acquiring anew.
+        """
+        config = get_config(self.store, self.session_id)
+        if config is None:
+            raise CoordinatorError(f"session {self.session_id!r} has no stored configuration")
+        info = yield self._execution(AdminCall("start_child"))
+        if isinstance(info, BaseException | TimedOut):
+            raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
+        self.attached = attached = _Attached(info.address, info.id, "", info.generation)
+        if config.get("workspace"):
+            request_id = f"{self.session_id}.g{info.generation}"
+            if reclaim is not None:
+                granted = yield from self._reclaim(reclaim, info.address, request_id)
+            else:
+                granted = yield self._authority("workspace", Acquire(
+                    config["workspace"], "exclusive", self.session_id, owner=info.address, request_id=request_id))
+            if isinstance(granted, BaseException | TimedOut):
+                raise CoordinatorError(f"workspace lease refused: {granted}")
+            lease = granted.lease
+            attached.lease_id, attached.capability, attached.token = lease.lease_id, granted.capability, \
+                lease.fencing_token
+            value_of(put_lease(self.store, self.session_id, {
+                "lease_id": lease.lease_id, "root": lease.root, "mode": lease.mode,
+                "capability": granted.capability, "fencing_token": lease.fencing_token}), "lease")
+        subscriber = self.myAddress if PUSH else None
+        opened = yield Ask(info.address, OpenSession(self.session_id, config, attached.lease_id, subscriber,
+                                                     start=start), 30.0)
+        if not isinstance(opened, Opened):
+            raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
+        attached.runtime_id = opened.runtime_id
+        self._poll()
+        return opened
+
+    def _reclaim(self, lease: dict[str, Any], owner: Any, request_id: str) -> Generator[Ask, Any, Any]:
+        """Reclaim the reservation with its capability; the workspace reserves a dead owner's lease only once
+        it stopped answering its pings, so a refusal is retried for :data:`RECLAIM_WAIT_S`."""
+        answer: Any = None
+        for _ in range(int(RECLAIM_WAIT_S / NAP_S)):
+            answer = yield self._authority("workspace", Reclaim(self.session_id, lease["root"], lease["mode"],
+                                                                lease["capability"], owner=owner,
+                                                                request_id=request_id))
+            if not isinstance(answer, NotReservationOwner):
+                return answer
+            yield Ask(self.myAddress, _Nap(), NAP_S)  # answered by nobody: resumes after NAP_S
+        return answer
+
+    def _workspace(self) -> WorkspaceLease | None:
+        attached = self.attached
+        if attached is None or attached.lease_id is None:
+            return None
+        lease = get_lease(self.store, self.session_id) or {}
+        return WorkspaceLease(lease_id=attached.lease_id, root=str(lease.get("root")), fencing_token=attached.token)
+
+    def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord:
+        """Name the runtime just opened in the record (a new generation, above every earlier one)."""
+        attachment = RuntimeAttachment(runtime_id=opened.runtime_id, generation=int(opened.generation or 0))
+        workspace = self._workspace()
+        self.record = value_of(self.store.update(
+            self.session_id, record.revision,
+            lambda r: r.model_copy(update={"runtime": attachment, "last_generation": attachment.generation,
+                                           "workspace": workspace}),
+            coordinator=self.incarnation), "attach")
+        return self.record
+
+    def _send_text(self, text: str) -> Generator[Ask, Any, Any]:
+        assert self.attached is not None
+        return (yield Ask(self.attached.address, SendText(text)))
+
+    def _close_runtime(self) -> Job:
+        attached, self.attached = self.attached, None
+        if attached is None:
+            return
+        yield Ask(attached.address, CloseSession(), 10.0)
+        if attached.lease_id is not None:
+            yield self._authority("workspace", Release(attached.lease_id, attached.capability))
+
+
+__all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "RuntimeLink"]
