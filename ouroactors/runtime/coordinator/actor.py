@@ -55,6 +55,7 @@ from thespian.actors import WakeupMessage
 
 from ...authorities.ledger.messages import ListEntries
 from ...core.errors import CommitOutcomeUnknown, OuroactorsError
+from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
 from ..execution.messages import (
@@ -68,7 +69,7 @@ from ..execution.output import Batch
 from . import recovery
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
-from .configs import get_lease
+from .configs import get_lease, get_runtime
 from .messages import ForSession, Serving, WhichSession
 from .publication import Abandon, Reconcile, after_commit, plan
 from .record import SessionRecord, check_id
@@ -206,16 +207,24 @@ class Coordinator(RuntimeLink, Commands, Worker):
             self._want_publish()  # drain whatever lies beyond the committed cursor
             self._poll()
         elif decision.action is recovery.Action.REPLACE:
-            yield from self._replace(record, decision, found)
+            yield from self._replace(record, decision)
+        elif decision.action is recovery.Action.IDLE:
+            yield from self._stop_stray()
 
     def _probe(self, record: SessionRecord) -> Generator[Ask, Any, tuple[recovery.Probe, tuple[Any, str] | None]]:
         """What answers at the runtime the record expects: the execution child of its generation, then its status."""
         if record.runtime is None:
             return recovery.Probe(), None
-        children = yield self._execution(AdminCall("which_children"))
-        if isinstance(children, BaseException | TimedOut):
-            raise OuroactorsError(f"the execution supervisor did not list its children: {children!r}")
-        match = next((c for c in children if c.generation == record.runtime.generation), None)
+        where = get_runtime(self.store, self.session_id)
+        if where is not None and where.get("generation") == record.runtime.generation:
+            match = yield self._execution(AdminCall("which_child", where["key"]), 10.0)
+            if isinstance(match, BaseException | TimedOut) or match.generation != record.runtime.generation:
+                return recovery.Probe(), None
+        else:  # no location kept: look among all runtimes of the node
+            children = yield self._execution(AdminCall("which_children"))
+            if isinstance(children, BaseException | TimedOut):
+                raise OuroactorsError(f"the execution supervisor did not list its children: {children!r}")
+            match = next((c for c in children if c.generation == record.runtime.generation), None)
         if match is None or match.status != "running" or match.address is None:
             return recovery.Probe(), None
         status = yield Ask(match.address, RuntimeStatusRequest(), 5.0)
@@ -230,10 +239,14 @@ class Coordinator(RuntimeLink, Commands, Worker):
         return tuple(recovery.Effect(e.effect_id, e.status.value, False)
                      for e in entries if e.status.value in UNSETTLED)
 
-    def _replace(self, record: SessionRecord, decision: recovery.Decision, old: tuple[Any, str] | None) -> Job:
-        if self.attached is not None:  # the supervisor may have restarted the lost runtime: it is a stray now
-            yield self._execution(AdminCall("terminate_child", self.attached.key))
-            self.attached = None
+    def _replace(self, record: SessionRecord, decision: recovery.Decision) -> Job:
+        lost = get_runtime(self.store, self.session_id)
+        if lost is not None:  # the supervisor may have restarted the lost runtime: that incarnation is a stray
+            info = yield self._execution(AdminCall("which_child", lost["key"]), 10.0)
+            # A key is reused only by a later system (dynamic keys count from 1 again): same node epoch, same child.
+            if getattr(info, "generation", None) and epoch_of(info.generation) == epoch_of(lost["generation"]):
+                yield self._execution(AdminCall("terminate_child", lost["key"]))
+        self.attached = None
         reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
         try:
             opened = yield from self._start_runtime(record.committed_cursor, reclaim)

@@ -47,6 +47,33 @@ def get_lease(store: SessionStore, session_id: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def runtime_key(session_id: str) -> bytes:
+    return check_id(session_id, "session_id").encode() + b"/runtime"
+
+
+def put_runtime(store: SessionStore, session_id: str, key: str, generation: int) -> Outcome[None]:
+    """Where the session's latest runtime lives (its child key under ``agent/execution``, its generation).
+
+    The record names the runtime by id and generation; this says where to ask, so recovery probes
+    one child (``which_child``) rather than listing every runtime of the node, and finds a runtime
+    left open when a coordinator died between a turn's last checkpoint and closing it.
+    """
+    body = msgpack.packb({"key": key, "generation": generation}, use_bin_type=True)
+    where = runtime_key(session_id)
+
+    def run(txn: Any) -> None:
+        txn.put(where, body, db=store.resumes)
+
+    return write(store.env, run, fence=store.fence)
+
+
+def get_runtime(store: SessionStore, session_id: str) -> dict[str, Any] | None:
+    with store.env.begin(db=store.resumes) as txn:
+        raw = txn.get(runtime_key(session_id))
+    value = None if raw is None else msgpack.unpackb(bytes(raw), raw=False)
+    return value if isinstance(value, dict) else None
+
+
 def config_key(session_id: str) -> bytes:
     return check_id(session_id, "session_id").encode() + b"/config"
 
@@ -72,4 +99,5 @@ def get_config(store: SessionStore, session_id: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-__all__ = ["config_key", "get_config", "get_lease", "lease_key", "put_config", "put_lease"]
+__all__ = ["config_key", "get_config", "get_lease", "get_runtime", "lease_key", "put_config", "put_lease",
+           "put_runtime", "runtime_key"]

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.workspace.leases import NotReservationOwner
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...supervision.protocol import AdminCall
-from ..execution.messages import CloseSession, Opened, OpenSession, SendText
+from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
 from .calls import Ask, Job, TimedOut
 from .commands import CoordinatorError, value_of
-from .configs import get_config, get_lease, put_lease
+from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class RuntimeLink:
         info = yield self._execution(AdminCall("start_child"))
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
+        value_of(put_runtime(self.store, self.session_id, info.id, info.generation), "runtime location")
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
         if config.get("workspace"):
             request_id = f"{self.session_id}.g{info.generation}"
@@ -111,6 +112,23 @@ class RuntimeLink:
                 return answer
             yield Ask(self.myAddress, _Nap(), NAP_S)  # answered by nobody: resumes after NAP_S
         return answer
+
+    def _stop_stray(self) -> Job:
+        """A session that holds no runtime may still have one open: its coordinator died after the turn's last
+        checkpoint and before closing it. Close it and release its lease, so the next turn can lease the root."""
+        where = get_runtime(self.store, self.session_id)
+        if where is None:
+            return
+        info = yield self._execution(AdminCall("which_child", where["key"]), 10.0)
+        if getattr(info, "status", None) != "running" or getattr(info, "generation", None) != where["generation"]:
+            return
+        status = yield Ask(info.address, RuntimeStatusRequest(), 5.0)
+        if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id or not status.open:
+            return
+        yield Ask(info.address, CloseSession(), 10.0)
+        lease = get_lease(self.store, self.session_id)
+        if lease is not None and lease.get("capability"):
+            yield self._authority("workspace", Release(lease["lease_id"], lease["capability"]))
 
     def _workspace(self) -> WorkspaceLease | None:
         attached = self.attached
