@@ -171,7 +171,7 @@ def _summary(stats: Any, tree_file: str, workload: str, base: str) -> Table:
     table.add_row("schedules (seeds) run", str(stats.seeds))
     table.add_row("schedules per minute", f"{stats.per_minute:.0f}")
     table.add_row("fault firings", str(stats.firings))
-    table.add_row("processes killed", str(stats.kills))
+    table.add_row("processes killed" if base == "multiproc" else "actors killed (simulated deaths)", str(stats.kills))
     table.add_row("tree escalations", str(stats.escalations))
     table.add_row("effects by final status", _counts(stats.statuses))
     table.add_row("effects by driver outcome", _counts(stats.outcomes))
