@@ -171,13 +171,18 @@ class Sessions:
 
         return list(ask_authority(self.system, GRANTS, ListApprovals(status, session_id)))
 
-    def approve(self, session_id: str, approval_id: str, reason: str | None = None) -> Any:
-        return self._answer(session_id, approval_id, True, reason)
+    def approve(self, session_id: str, approval_id: str, reason: str | None = None, *,
+                expected_version: int | None = None) -> Any:
+        """Approve as the data dir's operator. ``expected_version``: the state version the operator saw when
+        deciding (default: the approval's own); an answer for another version is refused and recorded."""
+        return self._answer(session_id, approval_id, True, reason, expected_version)
 
-    def deny(self, session_id: str, approval_id: str, reason: str | None = None) -> Any:
-        return self._answer(session_id, approval_id, False, reason)
+    def deny(self, session_id: str, approval_id: str, reason: str | None = None, *,
+             expected_version: int | None = None) -> Any:
+        return self._answer(session_id, approval_id, False, reason, expected_version)
 
-    def _answer(self, session_id: str, approval_id: str, approve: bool, reason: str | None) -> Any:
+    def _answer(self, session_id: str, approval_id: str, approve: bool, reason: str | None,
+                expected_version: int | None) -> Any:
         from .authorities.grants.actor import AnswerApproval, ListApprovals
         from .authorities.grants.operators import read_credentials
 
@@ -186,7 +191,7 @@ class Sessions:
                  if a.approval_id == approval_id]
         if not found:
             raise OuroactorsError(f"session {session_id!r} has no approval {approval_id!r}")
-        approval = found[0]  # answered for exactly the call and state version it was asked for
+        approval = found[0]  # answered for exactly the call it was asked for, at the version the operator saw
+        version = approval.state_version if expected_version is None else expected_version
         return ask_authority(self.system, GRANTS, AnswerApproval(approval_id, approve, name, token,
-                                                                 approval.call_digest, approval.state_version,
-                                                                 reason))
+                                                                 approval.call_digest, version, reason))
