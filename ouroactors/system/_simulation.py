@@ -29,8 +29,9 @@ that ends one *actor* the way a SIGKILL ends its process on multiproc:
   it passes every ``except Exception`` (the worker shell sends no crash report, nothing after the
   point runs), and is caught where the base delivers the message. Whatever the unwinding itself
   would send or schedule (an ``except BaseException`` that answers before re-raising) is dropped:
-  a dead process says nothing; what it sent before the point stays sent. A kill aimed at another actor
-  (a rule's ``target``) ends that one at once, between its messages, as another process would be;
+  a dead process says nothing; what it sent before the point stays sent. A kill aimed at another
+  actor (a rule's ``target``) ends that one at once, between its messages, as another process
+  would be;
 * its instance is dropped and its parent gets ``ChildActorExited`` with no report before it, so
   its supervisor sees ``killed``, exactly as on multiproc, and restarts it per its strategy;
 * the message it was handling is not retried, messages queued to it are discarded by the base
@@ -48,7 +49,8 @@ from under their open read transactions, so the handle stays open and nothing ab
 What must not survive the actor is its transactions: the unwinding aborts them (``storage.commit.
 write`` aborts on any ``BaseException``; ``with env.begin()`` does on exit), and the death is
 caught without keeping the traceback, so any transaction object still referenced only from the
-dead frames is freed at once (py-lmdb aborts on dealloc). What a restarted process would see is
+dead frames is freed at once (py-lmdb aborts on dealloc; one kept on the instance goes with the
+dropped instance, at the latest at the next garbage collection). What a restarted process would see is
 then exactly what it sees here: every committed transaction, nothing uncommitted. Its restart runs
 its recovery as after a real death: a new storage instance publishes a new generation (fencing
 writers bound to the old one, and rest_for_one restarts them), a new ledger turns what is still
