@@ -148,9 +148,15 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
             click.echo(f"{event.cursor:>6} {event.kind:<14} {text}")
 
 
-def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, reason: str | None) -> None:
-    answered = _sessions(data_dir).approve(session_id, approval_id, reason) if approve else \
-        _sessions(data_dir).deny(session_id, approval_id, reason)
+version_option = click.option("--expected-version", type=click.IntRange(0), default=None,
+                              help="the state version you decided at (refused, and recorded, if it moved on)")
+
+
+def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, reason: str | None,
+            expected_version: int | None) -> None:
+    api = _sessions(data_dir)
+    answer = api.approve if approve else api.deny
+    answered = answer(session_id, approval_id, reason, expected_version=expected_version)
     console.print(f"{approval_id}: {answered.status} by {answered.answered_by}", markup=False)
 
 
@@ -159,10 +165,12 @@ def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, rea
 @click.argument("session_id")
 @click.argument("approval_id")
 @click.option("--reason", default=None)
+@version_option
 @reports_errors
-def session_approve(data_dir: str, session_id: str, approval_id: str, reason: str | None) -> None:
+def session_approve(data_dir: str, session_id: str, approval_id: str, reason: str | None,
+                   expected_version: int | None) -> None:
     """Approve the session's pending approval APPROVAL_ID as the data dir's operator."""
-    _answer(data_dir, session_id, approval_id, True, reason)
+    _answer(data_dir, session_id, approval_id, True, reason, expected_version)
 
 
 @session.command("deny")
@@ -170,10 +178,12 @@ def session_approve(data_dir: str, session_id: str, approval_id: str, reason: st
 @click.argument("session_id")
 @click.argument("approval_id")
 @click.option("--reason", default=None)
+@version_option
 @reports_errors
-def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str | None) -> None:
+def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str | None,
+                   expected_version: int | None) -> None:
     """Deny the session's pending approval APPROVAL_ID as the data dir's operator."""
-    _answer(data_dir, session_id, approval_id, False, reason)
+    _answer(data_dir, session_id, approval_id, False, reason, expected_version)
 
 
 def _control(data_dir: str, session_id: str, action: str) -> None:
