@@ -57,3 +57,19 @@ def test_a_runtime_lost_in_the_middle_of_an_effect_parks_the_session_with_the_re
     assert parked.reason is not None and parked.reason.startswith("ambiguous_effect"), parked.reason
     assert "s1/t1/call_sleep" in parked.reason and parked.runtime_id is None
     assert not any(e.kind == "tool_result" for e in sessions.events("s1"))  # nothing is guessed
+
+
+def test_a_restarted_directory_finds_the_running_coordinators_and_starts_no_second_one(actor_system, tmp_path):
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("a", session_config(None))
+    sessions.new("b", session_config(None))
+    old = actor_system.kill("agent/sessions")
+    wait_for("the directory back", lambda: actor_system.pid_of("agent/sessions") != old
+             and actor_system.child_info("agent/sessions").status == "running")
+    assert {v.session_id for v in sessions.list()} == {"a", "b"}
+    assert len([c for c in actor_system.which_children("agent/coordinator") if c.status == "running"]) == 2
+    sessions.send("b", "hello")  # routed to the coordinator that kept running
+    events = list(sessions.events("b", follow=True, until="turn_settled", idle_timeout=30))
+    assert events[-1].kind == "turn_settled"
+    assert len([c for c in actor_system.which_children("agent/coordinator") if c.status == "running"]) == 2
