@@ -70,6 +70,7 @@ def _start_load(system: ActorSystem, name: str, children: list[str], stop_file: 
 
 @pytest.mark.slow
 @pytest.mark.multiproc
+@pytest.mark.timeout(ROUNDS * (N * 0.3 + STOP_LIMIT_S) + 120)  # starting 1000 children alone can take minutes
 def test_stop_tree_of_a_thousand_children_returns_five_times_in_a_row_under_load(actor_system: ActorSystem,
                                                                                 tmp_path: Path) -> None:
     durations: list[float] = []
