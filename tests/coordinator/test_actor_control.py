@@ -27,7 +27,8 @@ def test_suspend_stops_the_runtime_and_resume_runs_the_interrupted_turn_again(ta
     system, sessions = talking
     done = sessions.suspend("s1")
     assert done.view.state == "suspended" and done.view.runtime_id is None
-    assert not [c for c in system.which_children("agent/execution") if c.status == "running"]  # no process held
+    wait_for("the runtime gone", lambda: not [c for c in system.which_children("agent/execution")
+                                               if c.status == "running"])  # a suspended session holds no process
     cut = sessions.show("s1").committed_cursor
     assert "turn_settled" not in [e.kind for e in sessions.events("s1")]
     with pytest.raises(OuroactorsError, match="no turn to steer"):
@@ -49,7 +50,8 @@ def test_steer_reaches_the_running_turn_and_cancel_ends_the_session(talking):
     assert done.view.state == "cancelled" and done.view.reason == f"cancelled by {sessions.principal}"
     wait_for("the coordinator gone", lambda: not [c for c in system.which_children("agent/coordinator")
                                                     if c.status == "running"])
-    assert not [c for c in system.which_children("agent/execution") if c.status == "running"]
+    wait_for("the runtime gone", lambda: not [c for c in system.which_children("agent/execution")
+                                               if c.status == "running"])
     with pytest.raises(OuroactorsError, match="cancelled"):
         sessions.send("s1", "more")
     assert sessions.list() == [] and [v.state for v in sessions.list(all=True)] == ["cancelled"]
