@@ -30,6 +30,7 @@ class Operations:
         def trees(self) -> list[TreeInfo]: ...
         def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]: ...
         def _acting(self) -> None: ...
+        simulation: Any
 
     # -- OTP admin API --------------------------------------------------------------------------------
 
@@ -76,7 +77,14 @@ class Operations:
     # -- fault injection ------------------------------------------------------------------------------
 
     def kill(self, path: str) -> int:
-        """SIGKILL the process of the actor at ``path``; returns the pid killed."""
+        """SIGKILL the process of the actor at ``path``; returns the pid killed.
+
+        On a simulated system the kill is the simulated death of that actor (its supervisor sees ``killed``,
+        its memory is lost, LMDB keeps what was committed); the number returned is then its incarnation.
+        """
+        if self.simulation is not None:
+            self._acting()
+            return self.simulation.kill(path)
         if self.base != "multiproc":
             raise ActorSystemError("kill needs real processes: start the system on the multiproc base")
         pid = self.pid_of(path)
@@ -110,8 +118,10 @@ class Operations:
         rules = []
         for rule in plan.rules:
             if rule.action is FaultAction.KILL and rule.target is not None:
-                pid = self.pid_of(rule.target)
-                rule = with_kill_target(rule, pid)
+                if self.simulation is not None:  # an incarnation stands in for pid + start time
+                    rule = dataclasses.replace(rule, target_pid=self.simulation.incarnation_of(rule.target))
+                else:
+                    rule = with_kill_target(rule, self.pid_of(rule.target))
             rules.append(rule)
         return dataclasses.replace(plan, rules=tuple(rules))
 

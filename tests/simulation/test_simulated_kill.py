@@ -129,3 +129,12 @@ def test_a_dying_actor_sends_nothing_more_but_what_it_sent_before_stays_sent(sim
     simulated.arm_faults(None, None)
     assert exits(simulated, mark, "t/talker") == ["killed"]
     assert actors.HEARD[-3:] == ["before one", "after one", "before two"]  # no "after two"
+
+
+def test_the_handles_kill_is_a_simulated_death_on_a_simulated_system(simulated: ActorSystem) -> None:
+    simulated.start_tree(supervisor("app", [worker("counter", COUNTER)], intensity=5))
+    first = simulated.wait_for("started", "app/counter")
+    simulated.kill("app/counter")  # the same call as on multiproc; no real signal is sent
+    again = simulated.wait_for("started", "app/counter")  # waits after the kill: the restart
+    assert again.generation != first.generation
+    assert exits(simulated, 0, "app/counter") == ["killed"]
