@@ -1,0 +1,155 @@
+"""Runtime benchmark: what one tool call costs inside a live session, against the bare tool and two raw commits.
+
+    python -m benchmarks.bench_runtime [--quick] [--json FILE]
+
+A real multiproc system runs the agent authorities and one session runtime. A scripted model makes N model calls,
+each asking for one ``shell`` call of ``true`` (then a final answer), so the turn is N steps of: model call →
+grants decision → ledger start (synced commit) → the tool → ledger settlement (synced commit) → journal. The
+per-step time is read from the session's own journal (``turn_settled.at − turn_started.at``, divided by N — the
+turn's final text answer is charged to the steps), so no polling from outside is counted.
+
+Baseline, same run and same filesystem: the bare tool (the same ``sandbox.run`` of ``true`` in the same mode) plus
+two raw synced LMDB put commits — the physical floor of a recorded effect. Goal (issue 13): ≤ 1.5×. The row
+"steps without a tool" (the model answers with text only, N turns) shows what the loop and journal cost alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from ouroactors import ActorSystem, supervisor, worker
+from ouroactors.authorities.asking import ask_authority
+from ouroactors.authorities.workspace.messages import Acquire
+from ouroactors.runtime import sandbox
+from ouroactors.runtime.execution.messages import AckOutput, DrainOutput, OpenSession, SendText
+
+from ._common import Row, Stat, bench_main, progress
+
+
+def _tree(root: str) -> Any:
+    rules = {"user": ["allow:Bash(true)"]}
+    return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": rules}),
+        worker("workspace", "ouroactors.authorities.workspace.actor:Workspace", kwargs={"allowed_roots": [root]}),
+        supervisor("execution", [worker("runtime", "ouroactors.runtime.execution.runtime:Runtime",
+                                        restart="transient")], strategy="simple_one_for_one", intensity=10),
+    ])
+
+
+def _drain_until_settled(system: ActorSystem, path: str, cursor: int, timeout: float = 300.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batch = system.ask(path, DrainOutput(after=cursor, limit=4096), timeout=30)
+        if batch.events:
+            cursor = batch.events[-1].cursor
+            system.ask(path, AckOutput(cursor), timeout=30)
+            if any(e.kind == "turn_settled" for e in batch.events):
+                return cursor
+        else:
+            time.sleep(0.01)  # polling the runtime's output; the timing comes from the journal, not from here
+    raise TimeoutError("the benchmark turn did not settle")
+
+
+def _turn_times(data_dir: Path, session: str) -> list[float]:
+    """(settled − started) per turn, in ms, read from the journal in another process (this one runs systems)."""
+    code = ("from ouroactors.authorities.storage.env import StorageConfig, open_env\n"
+            "from ouroactors.runtime.execution.reading import records\n"
+            f"env = open_env(StorageConfig.under({str(data_dir)!r}))\n"
+            "start = {}\n"
+            f"for r in records(env, {session!r}):\n"
+            "    if r.kind == 'turn_started': start[r.turn] = r.at\n"
+            "    elif r.kind == 'turn_settled': print((r.at - start[r.turn]) / 1e6)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return [float(x) for x in out.stdout.split()]
+
+
+def _session_steps(mode: str, steps: int, tool: bool, rounds: int) -> Stat:
+    """Per-step ms over ``rounds`` turns of ``steps`` steps each, in one session."""
+    base = Path(tempfile.mkdtemp(prefix="bench-runtime-"))
+    ws = base / "ws"
+    ws.mkdir()
+    script = base / "script.toml"
+    system = ActorSystem.start("multiproc", base / "data")
+    try:
+        system.start_tree(_tree(str(base)))
+        path = f"agent/execution/{system.start_child('agent/execution', ()).id}"
+        lease = ask_authority(system, "agent/workspace", Acquire(str(ws), "exclusive", "bench",
+                                                                 owner=system.resolve(path))).lease
+        # One script for every round: each round's turn k answers the request holding k assistant messages, so
+        # the script holds all rounds' turns one after the other.
+        one = [] if not tool else [f'[[turns]]\nevents = [{{ kind = "tool_call", id = "r{{r}}c{i}", name = "shell", '
+                                   f'arguments = {{ command = "true" }} }}]\n' for i in range(steps)]
+        parts = []
+        for r in range(rounds):
+            parts += [t.replace("{r}", str(r)) for t in one]
+            parts.append('[[turns]]\nevents = [{ kind = "text", text = "done" }]\n')
+        script.write_text("\n".join(parts))
+        config = {"workspace": str(ws), "sandbox": {"mode": mode},
+                  "model": {"kind": "scripted", "script": str(script)}}
+        system.ask(path, OpenSession("bench", config, lease.lease_id), timeout=30)
+        cursor = 0
+        for _ in range(rounds):
+            system.ask(path, SendText("go"), timeout=30)
+            cursor = _drain_until_settled(system, path, cursor)
+        times = _turn_times(system.data_dir, "bench")
+    finally:
+        system.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
+    return Stat([t / max(steps, 1) for t in times])  # the final answer's model call is counted in the steps
+
+
+def _floor(mode: str, samples: int) -> tuple[Stat, Stat]:
+    """The bare tool (same sandbox mode) alone, and plus two raw synced LMDB commits, in ms."""
+    base = Path(tempfile.mkdtemp(prefix="bench-floor-"))
+    ws = base / "ws"
+    ws.mkdir()
+    env = lmdb.open(str(base / "lmdb"), map_size=1 << 26, sync=True, metasync=True)
+    bare, floor = Stat(), Stat()
+    try:
+        for i in range(samples):
+            started = time.perf_counter()
+            sandbox.run(["true"], mode=sandbox.SandboxMode(mode), workspace=str(ws), leased_root=str(ws))
+            ran = time.perf_counter()
+            for j in range(2):
+                with env.begin(write=True) as txn:
+                    txn.put(f"k{i}-{j}".encode(), os.urandom(300))
+            done = time.perf_counter()
+            bare.samples.append((ran - started) * 1e3)
+            floor.samples.append((done - started) * 1e3)
+    finally:
+        env.close()
+        shutil.rmtree(base, ignore_errors=True)
+    return bare, floor
+
+
+def run(quick: bool) -> list[Row]:
+    steps, rounds, samples = (5, 3, 30) if quick else (10, 6, 100)
+    modes = ["none"] + (["bwrap"] if sandbox.probe_cached().available else [])
+    rows: list[Row] = []
+    for mode in modes:
+        progress(f"floor: bare `true` ({mode}) + 2 synced commits")
+        bare, floor = _floor(mode, samples)
+        progress(f"session: {rounds} turns of {steps} tool calls ({mode})")
+        ours = _session_steps(mode, steps, True, rounds)
+        rows.append(Row("tool call", f"one step: model → grants → start → `true` ({mode}) → settle → journal", "ms",
+                        ours, floor, "≤ 1.5×", lambda _o, r: r <= 1.5,
+                        note=f"bare tool alone p50 {bare.p50:.2f} ms"))
+    progress(f"session: {rounds * 3} text-only turns (loop and journal alone)")
+    text_only = _session_steps("none", 0, False, rounds * 3)
+    rows.append(Row("loop", "one model call, text only (no tool)", "ms", text_only, None))
+    return rows
+
+
+if __name__ == "__main__":
+    bench_main(run, "ouroactors runtime: the cost of one tool call in a live session", __doc__)
