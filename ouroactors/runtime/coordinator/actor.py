@@ -54,7 +54,7 @@ from typing import Any
 from thespian.actors import WakeupMessage
 
 from ...authorities.ledger.messages import ListEntries
-from ...core.errors import CommitOutcomeUnknown, OuroactorsError
+from ...core.errors import CommitOutcomeUnknown, CorruptRecord, OuroactorsError
 from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
@@ -71,7 +71,7 @@ from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
 from .messages import ForSession, Serving, WhichSession
-from .publication import Abandon, Reconcile, after_commit, plan
+from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .record import SessionRecord, check_id
 from .resume import Kind
 from .runtimes import RuntimeLink, _Attached, _Nap
@@ -177,7 +177,12 @@ class Coordinator(RuntimeLink, Commands, Worker):
     # -- recovery -------------------------------------------------------------------------------------------
 
     def _recover(self) -> Job:
-        record = self.store.get(self.session_id)
+        try:
+            record = self.store.get(self.session_id)
+        except CorruptRecord as exc:  # quarantined and reported by the store; restarting would only loop
+            log.error("%s: session %r does not decode (%s): not coordinated", self.path, self.session_id, exc)
+            self.stop()
+            return
         if record is None:
             log.warning("%s: no session %r: nothing to coordinate", self.path, self.session_id)
             self.stop()
@@ -302,7 +307,13 @@ class Coordinator(RuntimeLink, Commands, Worker):
                 log.warning("%s: drain answered %r: checking the runtime", self.path, batch)
                 yield from self._heartbeat(drain=False)
                 return
-            step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
+            try:
+                step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
+            except CursorError as exc:  # retrying cannot help (a crash loop would escalate): park, visibly
+                yield from self._close_runtime()
+                record = self._transition(record, Event.RUNTIME_LOST)
+                self._transition(record, Event.PARK, reason=f"cursor: {exc}")
+                return
             if step_plan.empty:
                 return
             settled = any(e.kind == "turn_settled" for e in step_plan.events)
