@@ -22,25 +22,31 @@ inside the system never kills the driver: it plays the part of the session runti
 honest record (:class:`DriverRecord`) of every answer it got, which the checkers compare with the
 durable state afterwards.
 
-**Honesty rules** (what the runtime must do, and what the checkers hold it to):
+**Honesty rules.** The decisions are the runtime's own: :mod:`ouroactors.runtime.execution.honesty`
+(one table, used by the live runtime's effect path too). A tool runs only on a ``created`` start;
+an ``existing`` one is never run again (``ambiguous``: recovery and its reconciler own it);
+``StaleGeneration`` for ``grants`` decides again (bounded); a world answer that is no answer
+(timeout, transport error) is ``unknown`` and is **never** settled — left ``started``, ambiguous
+after recovery; only a definite refusal by the world (HTTP 409, nothing created) is ``failed``;
+``deny`` is ``record_denied`` and never runs. Where the table says *stop* (a stale stamp of
+another authority, a commit outcome unknown) the runtime crashes; this driver gives the effect up.
 
-* An effect runs only after the ledger answered ``created`` for its start — or ``existing`` with
-  status ``started`` *and* the world has no record of the key (our own earlier ask was committed
-  but its answer lost; this driver never ran it).
-* ``existing`` with status ``ambiguous`` is left alone: recovery and its reconciler own it.
-* Any error or timeout while recording a start: the effect is not run; the start is asked again
-  (same id, same fingerprint: idempotent) until the ledger answers or the deadline passes.
-* The effect call timed out or failed in transport: it may have run, so it is **never** settled
-  as failed; the entry is left ``started`` (ambiguous after recovery, for the reconciler).
-* Only a definite refusal by the world (HTTP 409, nothing created) is settled ``failed``.
-* The grant: an answer lost (timeout, crash, restart) → ask again; ``deny`` → ``record_denied``,
-  the effect never runs; ``ask`` (nobody answers approvals here; also the authority's answer for an
-  allow it could not record) → ask again until the deadline, then give the effect up unrecorded.
+**Transport rules** (only because this driver is outside the tree and talks by messages; the
+runtime's ledger writes are direct, so it never needs them):
+
+* Any error or timeout while recording a start: the start is asked again (same id, same
+  fingerprint: idempotent) until the ledger answers or the deadline passes; nothing runs meanwhile.
+* ``existing`` with status ``started`` for an effect this driver never called: our own earlier
+  ask was committed but its answer lost. The world is asked for the key: seen → settled ``ok``
+  with the world's record as evidence; not seen → the effect is run (this driver never ran it).
+* The grant: an answer lost (timeout, crash, restart) → ask again; ``ask`` (nobody answers
+  approvals here; also the authority's answer for an allow it could not record) → ask again until
+  the deadline, then give the effect up unrecorded.
 * Every request to an authority is stamped with the generation the driver is bound to; a
   ``StaleGeneration`` answer re-binds (looks the generation up again) and asks again.
-* A start whose grant was decided under a grants generation that has gone since is refused by the
-  ledger's transaction (``StaleGeneration`` for ``grants``, nothing recorded, nothing run): the
-  driver decides again under the current generation (:data:`REDECIDE_TRIES` times at most).
+
+:mod:`.runtime_driver` drives real sessions of the real runtime instead (``WorkloadConfig(driver=
+"runtime")``): there the runtime applies the table itself and this module's driver is not used.
 
 **Interleaving.** Sessions are generators stepped round-robin by one thread: each step is one
 request. The interleaving is therefore the same on every run of the same workload, so a fault
@@ -63,7 +69,7 @@ from typing import Any
 import httpx
 
 from ..authorities.grants.actor import Decide
-from ..authorities.grants.rules import Decision, Effect, Request, Verdict
+from ..authorities.grants.rules import Effect, Request, Verdict
 from ..authorities.ledger.actor import (
     LedgerAnswer,
     RecordBatch,
@@ -92,6 +98,18 @@ from ..core.errors import (
     OuroactorsError,
     StaleGeneration,
 )
+from ..runtime.execution.honesty import (
+    REDECIDE_TRIES,
+    Admission,
+    RecordAction,
+    StartAction,
+    StartStep,
+    ToolAction,
+    on_record_answer,
+    on_start_answer,
+    on_tool_outcome,
+    on_verdict,
+)
 from ..supervision.worker import Worker
 from ..system.handle import ActorSystem
 from ._asking import isolated
@@ -107,6 +125,8 @@ def grant_rules(world_host: str) -> list[str]:
     """The node rules a grants authority needs for this workload: the world's host is allowed
     (the effect is an HTTP call to it), :data:`DENIED_HOST` is denied (``deny_every``)."""
     return [f"allow:WebFetch(domain:{world_host})", f"deny:WebFetch(domain:{DENIED_HOST})"]
+
+DRIVERS = ("synthetic", "runtime")
 
 # Errors after which nothing is known for sure: ask again (requests are idempotent).
 TRANSIENT = (ActorCrashed, AskTimeout, ChildRestarting, CommitOutcomeUnknown, CommitRejected, NoSuchActor)
@@ -204,8 +224,14 @@ class WorkloadConfig:
     effect_timeout: float = 1.0  # seconds the driver waits for the world
     op_deadline: float = 15.0  # give up one request after retrying this long (the tree never came back)
     lease_wait: float = 15.0  # give up waiting for a conflicting lease after this long
+    # Who plays the sessions: "synthetic" — this module's Driver, against the bare authorities; "runtime" —
+    # real sessions of the real runtime (:mod:`.runtime_driver`; multiproc only, the tree needs an execution
+    # supervisor of runtimes: ``runner.workload_tree(runtime=True)``).
+    driver: str = "synthetic"
 
     def __post_init__(self) -> None:
+        if self.driver not in DRIVERS:
+            raise ValueError(f"driver: {self.driver!r}; allowed: {', '.join(map(repr, DRIVERS))}")
         for name in ("sessions", "effects"):
             value = getattr(self, name)
             if type(value) is not int or not 1 <= value <= 1000:
@@ -307,6 +333,7 @@ class DriverRecord:
     lease_snapshots: list[list[Lease]] = field(default_factory=list)
     rebinds: int = 0
     stale_answers: int = 0
+    kills: list[str] = field(default_factory=list)  # what the driver itself killed (the runtime workload)
     errors: list[str] = field(default_factory=list)
     started_ns: int = 0
     ended_ns: int = 0
@@ -624,9 +651,10 @@ class Driver:
                 record.grant_answers.append(f"error:{type(answer).__name__}")
                 return f"no grant ({_describe(answer)})"
             record.grant_answers.append(verdict.decision.value)
-            if verdict.decision is not Decision.ASK:
+            if on_verdict(verdict.decision) is not Admission.APPROVAL:
                 rule = str(verdict.rule) if verdict.rule is not None else "grants"
-                return GrantDecision(verdict.decision is Decision.ALLOW, verdict.reason[:400], rule=rule[:200],
+                return GrantDecision(on_verdict(verdict.decision) is Admission.START, verdict.reason[:400],
+                                     rule=rule[:200],
                                      generation=self.generations.get(path))  # the stamp it was answered under
             # ask: nobody answers approvals in this workload (a session would wait for an operator).
             # It is also the answer for an allow the authority could not record: ask again.
@@ -637,26 +665,44 @@ class Driver:
     # -- one effect ------------------------------------------------------------------------------------------
 
     def _effect(self, spec: EffectSpec) -> Generator[str, None, None]:
+        """Decide, record the start and act on the ledger's answer by :mod:`~ouroactors.runtime.execution.honesty`'s
+        table (the runtime's own rules); what differs is transport, handled here and in :meth:`_ask`."""
         record = self.record.effects[spec.effect_id]
-        for _ in range(REDECIDE_TRIES):
+        decisions = 0
+        while True:
             admitted = yield from self._admit(spec, record)
-            if not isinstance(admitted, StaleGeneration):
+            if admitted is None:
+                return
+            decision, answer = admitted
+            decisions += 1
+            if not decision.allow:
+                self._denied(record, answer)
+                return
+            step = on_start_answer(answer, decisions)
+            if step.action is not StartAction.REDECIDE:
                 break
             # The grant was decided under a grants generation that is gone: the ledger refused the
             # start (nothing recorded, nothing run). Decide again under the current one.
             self.generations.pop(self.targets.grants or "", None)
-            record.start_answers.append(f"error:StaleGeneration({admitted.authority})")
-        else:
-            record.outcome = f"abandoned: grants changed generation {REDECIDE_TRIES} times in a row"
+            record.start_answers.append(f"error:StaleGeneration({answer.authority})")
+        if step.action is StartAction.NOT_RECORDED and isinstance(answer, StaleGeneration):
+            record.start_answers.append(f"error:StaleGeneration({answer.authority})")
+            record.outcome = f"abandoned: grants changed generation {decisions} times in a row"
             return
-        if admitted is None:
+        if step.action in (StartAction.NOT_RECORDED, StartAction.BROKEN):
+            # The runtime would crash on BROKEN; a driver outside the tree can only stop this effect. The
+            # transient answers were asked again by _ask until its deadline: nothing is known, nothing runs.
+            record.start_answers.append(f"error:{type(answer).__name__}")
+            record.outcome = (f"abandoned: start not recorded ({_describe(answer)})" if answer is not None
+                              else "abandoned: start not recorded")
             return
-        yield from self._run(spec, record, *admitted)
+        assert isinstance(answer, LedgerAnswer)
+        yield from self._run(spec, record, step, answer)
 
     def _admit(self, spec: EffectSpec, record: EffectRecord
-               ) -> Generator[str, None, tuple[GrantDecision, LedgerAnswer] | StaleGeneration | None]:
-        """Decide and record the start: the decision and the ledger's answer, the refusal of a stale
-        grant, or None when the effect is done with here (its ``record.outcome`` says why)."""
+               ) -> Generator[str, None, tuple[GrantDecision, Any] | None]:
+        """Decide and ask the ledger to record the start (or the denial): the decision and the ledger's answer
+        (a LedgerAnswer, a refusal or an error), or None when there is no grant (``record.outcome`` says why)."""
         granted = yield from self._decide(spec, record)
         if isinstance(granted, str):
             record.outcome = f"abandoned: {granted}"  # nothing recorded, nothing run
@@ -677,34 +723,39 @@ class Driver:
 
         result = yield from self._ask(self.targets.ledger, batch)
         answer = result.value[-1] if result.ok and isinstance(result.value, list) else result.error
-        if isinstance(answer, StaleGeneration) and answer.authority == "grants":
-            return answer
-        if not isinstance(answer, LedgerAnswer):
-            record.start_answers.append(f"error:{type(answer).__name__}")
-            record.outcome = (f"abandoned: start not recorded ({_describe(answer)})" if answer is not None
-                              else "abandoned: start not recorded")
-            return None
         return decision, answer
 
-    def _run(self, spec: EffectSpec, record: EffectRecord, decision: GrantDecision,
-             answer: LedgerAnswer) -> Generator[str, None, None]:
-        """Run the effect whose start the ledger answered (unless its entry says not to), then settle."""
+    def _denied(self, record: EffectRecord, answer: Any) -> None:
+        if on_record_answer(answer) is not RecordAction.RECORDED:
+            record.start_answers.append(f"error:{type(answer).__name__}")
+            record.outcome = f"abandoned: denial not recorded ({_describe(answer)})"
+            return
+        entry = answer.entry
+        self._committed(record, answer)
+        record.outcome = "denied" if entry.status is Status.DENIED else f"already-{entry.status.value}"
+
+    @staticmethod
+    def _committed(record: EffectRecord, answer: LedgerAnswer) -> None:
         entry = answer.entry
         record.start_answers.append(f"{answer.answer}:{entry.status.value}")
         record.start_committed = True
         record.start_seq = entry.seq
         record.start_generation = entry.authority.get("ledger")
-        if not decision.allow:
-            record.outcome = "denied" if entry.status is Status.DENIED else f"already-{entry.status.value}"
-            return
-        if answer.answer == "existing":
-            if entry.status is Status.AMBIGUOUS:
-                record.outcome = "left-ambiguous"  # recovery and its reconciler own it now
+
+    def _run(self, spec: EffectSpec, record: EffectRecord, step: StartStep,
+             answer: LedgerAnswer) -> Generator[str, None, None]:
+        """Run the effect if the table says so, then settle what the world told us."""
+        entry = answer.entry
+        self._committed(record, answer)
+        if step.action is StartAction.NOT_AGAIN:
+            if entry.status is not Status.STARTED:
+                # ambiguous: recovery and its reconciler own it; terminal: it is done.
+                ambiguous = entry.status is Status.AMBIGUOUS
+                record.outcome = "left-ambiguous" if ambiguous else f"already-{entry.status.value}"
                 return
-            if entry.terminal:
-                record.outcome = f"already-{entry.status.value}"
-                return
-            # started, and we never ran it: our earlier ask was committed, its answer lost. Check the world.
+            # Transport, not honesty: the runtime never meets an ``existing`` start it has not run (its
+            # writes are direct). This driver does — its own earlier ask committed, the answer lost — and
+            # it knows it never called the world for this key. It asks the world which is true.
             try:
                 seen = self.world.lookup(spec.key)
             except (httpx.HTTPError, WorldError) as exc:
@@ -717,16 +768,17 @@ class Driver:
         record.effect_called = True
         record.effect_called_ns = time.time_ns()
         try:
-            world_answer = self.world.create(spec.key, spec.payload(self.config.effect_timeout * 2),
-                                             timeout=self.config.effect_timeout)
+            world_answer: dict[str, Any] | None = self.world.create(
+                spec.key, spec.payload(self.config.effect_timeout * 2), timeout=self.config.effect_timeout)
+            status = "failed" if world_answer and world_answer.get("refused") else "ok"  # a 409: nothing created
         except (httpx.HTTPError, WorldError) as exc:
-            record.outcome = f"left-started: no answer from the world ({type(exc).__name__})"
-            return  # it may have happened: never settled as failed
+            world_answer, status = None, "unknown"
+            why = type(exc).__name__
         record.effect_answer = world_answer
-        if world_answer.get("refused"):
-            yield from self._settle(spec, record, "failed", {"world": world_answer})
-        else:
-            yield from self._settle(spec, record, "ok", {"world": world_answer})
+        if on_tool_outcome(status) is ToolAction.LEAVE_STARTED:
+            record.outcome = f"left-started: no answer from the world ({why})"
+            return  # it may have happened: never settled as failed
+        yield from self._settle(spec, record, status, {"world": world_answer})
 
     def _settle(self, spec: EffectSpec, record: EffectRecord, status: str,
                 evidence: dict[str, Any]) -> Generator[str, None, None]:
@@ -762,9 +814,6 @@ class Driver:
         )
 
 
-REDECIDE_TRIES = 5  # decisions in a row refused as stale before an effect is given up
-
-
 def _describe(value: Any) -> str:
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
@@ -776,7 +825,7 @@ def is_permission(effect_id: str) -> bool:
 
 
 __all__ = [
-    "DENIED_HOST", "EFFECT_KIND", "PERMISSION_KIND", "Driver", "DriverRecord", "EffectRecord", "EffectSpec", "Grant",
-    "GrantDecision", "LeaseRecord", "SessionOwner", "Targets", "WorkloadConfig", "allow_all", "deny_every",
-    "grant_rules", "is_permission", "session_id",
+    "DENIED_HOST", "DRIVERS", "EFFECT_KIND", "PERMISSION_KIND", "REDECIDE_TRIES", "Driver", "DriverRecord",
+    "EffectRecord", "EffectSpec", "Grant", "GrantDecision", "LeaseRecord", "SessionOwner", "Targets",
+    "WorkloadConfig", "allow_all", "deny_every", "grant_rules", "is_permission", "session_id",
 ]

@@ -1,7 +1,7 @@
 """The live effect port: every tool call goes grants → ledger start → tool → settlement, in that order.
 
-This is the **one** implementation of the effect path's honesty rules (the chaos workload used to carry its own
-copy; DESIGN.md "Ledger"):
+The decisions at each step are :mod:`.honesty`'s table (the one implementation; the chaos workload's
+driver follows the same table); this module is the shell that asks and acts (DESIGN.md "Ledger"):
 
 * **No durable start, no effect.** A tool runs only after the ledger answered ``created`` for its start. An
   ``existing`` entry (the same effect id recorded before — a turn replayed after a restart) is never run again:
@@ -12,7 +12,7 @@ copy; DESIGN.md "Ledger"):
   (``record_denied``) and reported to the model as a tool error; ``ask`` parks the call on a durable approval
   and goes on only when an operator answered it. A start whose decision was made under a grants generation that
   has gone since is refused by the ledger's transaction; the call is decided again (at most
-  :data:`REDECIDE_TRIES` times).
+  :data:`~.honesty.REDECIDE_TRIES` decisions).
 * **Uncertainty stays visible.** A tool that cannot tell whether its effect happened (``unknown``: a request sent
   but no reply) is *not* settled: the entry stays ``started`` and becomes ``ambiguous`` for the reconciler. A
   cancelled tool (interrupt, deadline, runtime stop) is not settled either, for the same reason. Only ``ok`` and
@@ -35,14 +35,23 @@ from typing import Any, Protocol
 import trio
 
 from ...authorities.grants.rules import Decision, Request, Verdict
-from ...authorities.ledger.domain import LedgerError, StartRequest, fingerprint
-from ...authorities.ledger.messages import LedgerAnswer
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError, StaleGeneration
+from ...authorities.ledger.domain import StartRequest, fingerprint
+from ...core.errors import OuroactorsError, StaleGeneration
 from ..sandbox import SandboxMode
+from .honesty import (
+    REDECIDE_TRIES,
+    Admission,
+    RecordAction,
+    StartAction,
+    ToolAction,
+    on_approval,
+    on_record_answer,
+    on_start_answer,
+    on_tool_outcome,
+    on_verdict,
+)
 from .loop import CallContext, ParsedCall, ToolResult
 from .tools import ToolContext, ToolError
-
-REDECIDE_TRIES = 5
 
 
 class EffectPathBroken(OuroactorsError):
@@ -116,6 +125,9 @@ class LiveEffects:
         admitted = await self._admit(tool.name, request, start, args, ctx)
         if isinstance(admitted, ToolResult):
             return admitted
+        if request.domains:  # the hosts grants judged for this call are the ones its network policy admits
+            tool_ctx = tool_ctx.model_copy(update={
+                "network_domains": tuple(dict.fromkeys((*tool_ctx.network_domains, *request.domains)))})
         try:
             outcome = await tool.run(args, tool_ctx)
         except trio.Cancelled:
@@ -125,7 +137,7 @@ class LiveEffects:
                             outcome.error, outcome.error_kind, {**outcome.evidence, "effect_id": effect_id},
                             outcome.boundary.model_dump(mode="python") if outcome.boundary is not None else None)
         ctx.record_result(result)  # staged before the settling commit
-        if outcome.status in ("ok", "failed"):
+        if on_tool_outcome(outcome.status) is ToolAction.SETTLE:  # unknown: left started, never settled failed
             settled = await trio.to_thread.run_sync(
                 lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
                                                    _evidence(outcome.evidence)))
@@ -136,43 +148,45 @@ class LiveEffects:
                      ) -> StartRequest | ToolResult:
         """Decide, park on approval if asked, and record the start; a ToolResult means: do not run."""
         call_id = start.call_id or "?"
-        for _ in range(REDECIDE_TRIES):
+        decisions = 0
+        while True:
             verdict = await self.grants.decide(request, self.settings.root)
+            decisions += 1
             grant = str(verdict.rule) if verdict.rule is not None else f"{verdict.decision.value}: {verdict.reason}"
             decided = start.model_copy(update={"grant": grant[:500], "cause": verdict.reason[:500]})
-            if verdict.decision is Decision.ASK:
+            admission = on_verdict(verdict.decision)
+            if admission is Admission.APPROVAL:
                 ctx.record_approval({"asked": verdict.reason})
                 await ctx.emit("approval_needed", {"tool": tool, "reason": verdict.reason})
                 approved, why = await self.grants.approve(self.settings.session, tool,
                                                           args.model_dump(mode="json"), call_id)
                 ctx.record_approval({"approved": approved, "why": why})
-                if not approved:
+                admission = on_approval(approved)
+                if admission is Admission.DENY:
                     verdict = Verdict(Decision.DENY, f"approval refused: {why}", verdict.rule)
                     decided = decided.model_copy(update={"cause": verdict.reason[:500]})
-            if verdict.decision is Decision.DENY:
+            if admission is Admission.DENY:
                 denied = await trio.to_thread.run_sync(self.ledger.record_denied, decided, verdict.reason)
                 _check_answer(denied, "deny")
                 return ToolResult(call_id, tool, "denied", error=verdict.reason, error_kind="denied")
             answer = await trio.to_thread.run_sync(self.ledger.record_started, decided)
-            if isinstance(answer, StaleGeneration) and answer.authority == "grants":
+            step = on_start_answer(answer, decisions)
+            if step.action is StartAction.REDECIDE:
                 continue  # decided under a grants generation that is gone: decide again
-            _check_answer(answer, "start")
-            if isinstance(answer, CommitRejected | LedgerError):
-                return ToolResult(call_id, tool, "failed", error=f"the ledger did not record the start: {answer}",
-                                  error_kind="not_recorded", evidence={"ran": False})
-            assert isinstance(answer, LedgerAnswer)
-            if answer.answer != "created":
+            if step.action is StartAction.BROKEN:
+                raise EffectPathBroken(f"ledger start: {type(answer).__name__}: {answer}")
+            if step.action is StartAction.NOT_RECORDED:
+                kind = "grants_changing" if isinstance(answer, StaleGeneration) else "not_recorded"
+                return ToolResult(call_id, tool, "failed", error=step.why, error_kind=kind, evidence={"ran": False})
+            if step.action is StartAction.NOT_AGAIN:
                 return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
-                                  error=f"effect {start.effect_id} is already in the ledger as "
-                                        f"{answer.entry.status.value}; it is not run again")
+                                  error=f"effect {start.effect_id} is {step.why}")
             return decided
-        return ToolResult(call_id, tool, "failed", error_kind="grants_changing", evidence={"ran": False},
-                          error=f"grants changed generation {REDECIDE_TRIES} times while deciding; not run")
 
 
 def _check_answer(answer: Any, what: str) -> None:
-    """Stale storage/ledger stamps and unknown commit outcomes end the runtime (see the module docstring)."""
-    if isinstance(answer, StaleGeneration | CommitOutcomeUnknown):
+    """Stale stamps and unknown commit outcomes end the runtime (see the module docstring)."""
+    if on_record_answer(answer) is RecordAction.BROKEN:
         raise EffectPathBroken(f"ledger {what}: {type(answer).__name__}: {answer}")
 
 
