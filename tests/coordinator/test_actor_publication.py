@@ -61,3 +61,28 @@ def test_an_unknown_commit_stops_the_coordinator_and_the_next_one_reconciles(run
     assert view.state_version == old.state_version + 1  # only the turn's completion moved it: adopted, not replaced
     kinds = journal_kinds(system.data_dir, "s1")
     assert kinds.count("model_call") == 1
+
+
+def test_a_coordinator_killed_after_the_last_checkpoint_leaves_no_runtime_open(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = tmp_path / "short.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "hello" }]\n')
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    coordinator = next(c for c in actor_system.which_children("agent/coordinator") if c.status == "running")
+    path = f"agent/coordinator/{coordinator.id}"
+    # The turn's events come in one batch: the coordinator dies right after committing it (the session is
+    # suspended durably) and before it acks and closes the runtime, which is left open holding the lease.
+    actor_system.arm_faults(path, FaultPlan((FaultRule("coordinator.checkpoint_committed", FaultAction.KILL,
+                                                       nth=1),)))
+    sessions.send("s1", "hi")
+    first = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.kind for e in first] == ["turn_started", "text", "turn_settled"]
+    wait_for("no runtime left open", lambda: not [c for c in actor_system.which_children("agent/execution")
+                                                  if c.status == "running"])
+    wait_for("the coordinator back", lambda: actor_system.child_info(path).status == "running")
+    sessions.send("s1", "again")  # the workspace lease was released: the next turn's runtime can lease it
+    second = list(sessions.events("s1", after=3, follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.cursor for e in second] == [4, 5, 6] and second[-1].data["status"] == "completed"
