@@ -83,11 +83,13 @@ def main() -> None:
 @main.command()
 @click.option("--base", type=click.Choice(["multiproc", "simple"]), default="multiproc", show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=".ouroactors/demo", show_default=True)
-def demo(base: str, data_dir: str) -> None:
-    """Boot an example tree and show supervision at work: crash, kill, generation change, shutdown."""
+@click.option("--no-kill", is_flag=True, help="skip the step that SIGKILLs the runtime mid-effect")
+@click.option("--keep", is_flag=True, help="leave the system up (detached) so the printed commands work")
+def demo(base: str, data_dir: str, no_kill: bool, keep: bool) -> None:
+    """Run a durable agent session end to end: approval, SIGKILL mid-effect, recovery, journal, shutdown."""
     from .demo import run_demo
 
-    sys.exit(run_demo(_console(), base, Path(data_dir)))
+    sys.exit(run_demo(_console(), base, Path(data_dir), kill=not no_kill, keep=keep))
 
 
 @main.command()

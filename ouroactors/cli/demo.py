@@ -1,138 +1,179 @@
-"""``ouroactors demo``: a guided run of a real supervision tree on real processes.
+"""``ouroactors demo``: the agent runtime end to end, on real processes, narrated.
 
-Until the agent runtime lands, the demo boots a small rest_for_one tree (an authority, a
-consumer, a worker pair under one_for_all) and shows each OTP behaviour happening for real: a
-crash restarted with its reason, a SIGKILL noticed and repaired, an authority changing generation
-so its consumers restart and stale requests are refused, and a clean shutdown that leaves no
-process behind. Then a small agent tree (storage, ledger, a leaf actor recording effects directly
-into LMDB) shows the write-ahead ledger: an effect is recorded before it runs, and when its runner
-is killed before settling, the entry turns ``ambiguous`` at once — never ``failed``, never lost.
+It boots supervision_trees/agent.toml's tree (storage, ledger, grants, workspace, execution,
+coordinator, sessions) on the multiproc base, creates a git workspace beside the data dir and runs
+one scripted session through the coordinator: the model reads NOTES.md, edits it (no rule covers
+the edit, so it asks; the demo answers as the data dir's verified operator), runs a grep, and then
+a slow shell command during which the demo SIGKILLs the runtime. The coordinator's recovery finds
+the effect ``ambiguous`` in the ledger and parks the session rather than guess; the operator looks
+at the workspace, settles the effect with the real ``ouroactors ledger settle`` command and
+resumes; a replacement runtime finishes the turn from its checkpoint. ``journal verify`` and
+``journal replay`` then check the session's history, and the shutdown leaves no process behind.
+
+Every step says what happened, why it matters and the command that shows it; the commands are
+printed exactly as they run (``--data-dir`` included). With ``--keep`` the system is started
+detached and left up so they work afterwards; ``--no-kill`` skips the SIGKILL step.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from shlex import quote
+from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.table import Table
 
-from ..authorities.ledger.domain import StartRequest, Status, fingerprint
-from ..authorities.ledger.messages import GetEntry, RecordSettled, RecordStarted
-from ..core.errors import ActorCrashed, StaleGeneration
-from ..supervision.specs import supervisor, worker
+from ..core.errors import OuroactorsError
 from ..system.handle import ActorSystem, _group_alive
-from .render import children_table, format_generation
+from ..system.marker import DataDirInUse
+from . import demo_agent as setup
 
-DEMO_TREE = supervisor(
-    "demo",
-    strategy="rest_for_one",
-    intensity=5,
-    period=5,
-    children=[
-        worker("authority", "ouroactors.examples.workers:Authority"),
-        worker("consumer", "ouroactors.examples.workers:Counter"),
-        supervisor("pair", strategy="one_for_all", children=[
-            worker("left", "ouroactors.examples.workers:Echo"),
-            worker("right", "ouroactors.examples.workers:Echo"),
-        ]),
-    ],
-)
-
-EFFECTS_TREE = supervisor("agent", strategy="rest_for_one", children=[
-    worker("storage", "ouroactors.authorities.storage.actor:Storage"),
-    worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
-    worker("runner", "ouroactors.examples.workers:DirectRecorder"),
-])
+T = TypeVar("T")
+STEP_TIMEOUT_S = 20.0
 
 
-def _effect(effect_id: str, command: str) -> StartRequest:
-    arguments = {"command": command}
-    return StartRequest(effect_id=effect_id, kind="shell", idempotency_key=effect_id,
-                        fingerprint=fingerprint("shell", arguments), principal="demo", session_id="demo-session",
-                        turn_id="turn-1", call_id=effect_id, grant=None, cause="ouroactors demo")
+class Narrator:
+    """Prints a step's facts, why they matter, and the command that shows them (exactly as it runs)."""
+
+    def __init__(self, console: Console, data_dir: Path) -> None:
+        self.console, self.data_dir = console, data_dir
+
+    def command(self, *words: str) -> str:
+        return " ".join(["ouroactors", *(quote(w) for w in words), "--data-dir", quote(str(self.data_dir))])
+
+    def step(self, title: str) -> None:
+        if self.console.width <= 160:
+            self.console.rule(f"[bold]{title}")
+        else:  # not a terminal: a rule as wide as the console (100,000 columns when piped) would be noise
+            self.console.print(f"\n── {title} " + "─" * max(3, 76 - len(title)), style="bold", markup=False,
+                               highlight=False)
+
+    def said(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    def why(self, text: str) -> None:
+        self.console.print(f"why it matters: {text}", style="italic dim", markup=False, highlight=False)
+
+    def see(self, *words: str) -> None:
+        self.console.print(f"  see it yourself: {self.command(*words)}", style="cyan", markup=False, highlight=False)
+
+    def skipped(self, what: str, reason: str) -> None:
+        self.console.print(f"SKIPPED {what}: {reason}", style="bold yellow", markup=False, highlight=False)
 
 
-def _show_effects(console: Console, system: ActorSystem, base: str) -> None:
-    """Effects are recorded before they run; a runner killed mid-effect leaves its entry ambiguous."""
-    system.start_tree(EFFECTS_TREE)
-    run = f"demo{system.context.node_epoch}"  # effect ids of their own on every run over the same data dir
-    first_id, second_id = f"{run}-1", f"{run}-2"
-    first = system.ask("agent/runner", RecordStarted(_effect(first_id, "make test")))
-    settled = system.ask("agent/runner", RecordSettled(first_id, "ok", evidence={"exit": 0}))
-    console.print(f"{first_id}: recorded {first.entry.status.value} (seq {first.entry.seq}) before running, "
-                  f"then {settled.entry.status.value} — written by the runner itself, fenced on the ledger's "
-                  "generation inside its LMDB transaction", markup=False)
-    system.ask("agent/runner", RecordStarted(_effect(second_id, "git push")))
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = STEP_TIMEOUT_S) -> T:
+    """Poll another process's durable state until ``probe`` answers, with a deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except OuroactorsError as exc:  # the authority asked may be restarting: ask again until the deadline
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.05)  # polling with a deadline
+    raise OuroactorsError(f"{what}: not within {timeout:g}s (last: {last!r})")
+
+
+def cli(*words: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run an ``ouroactors`` command as printed, in a process of its own (as a user would)."""
+    argv = [sys.executable, "-m", "ouroactors.cli", *words, "--data-dir", str(data_dir)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def show_cli(n: Narrator, done: subprocess.CompletedProcess[str]) -> None:
+    for line in (done.stdout + done.stderr).strip().splitlines():
+        n.said(f"  │ {line}")
+
+
+def run_demo(console: Console, base: str, data_dir: Path, *, kill: bool = True, keep: bool = False) -> int:
     if base != "multiproc":
-        console.print(f"{second_id}: started; killing its runner needs the multiproc base", markup=False)
-        return
-    system.kill("agent/runner")
-    deadline = time.monotonic() + 10.0
-    entry = system.ask("agent/ledger", GetEntry(second_id))
-    while entry.status is Status.STARTED and time.monotonic() < deadline:
-        time.sleep(0.05)  # the ledger checks its watched writers every 0.25 s
-        entry = system.ask("agent/ledger", GetEntry(second_id))
-    console.print(f"{second_id}: its runner was killed mid-effect; the ledger now says {entry.status.value} "
-                  f"({entry.reason}) — not failed: the push may have happened. "
-                  f"`ouroactors ledger settle {second_id} ok|failed --reason …` once someone knows.", markup=False)
-
-
-def run_demo(console: Console, base: str, data_dir: Path) -> int:
-    console.rule("ouroactors demo")
+        console.print(f"the agent demo needs the multiproc base (given: {base!r}): its runtime and coordinator "
+                      "are real processes that the demo SIGKILLs and recovers; the simple base runs everything "
+                      "in this one process", style="red", markup=False, highlight=False)
+        return 2
+    n = Narrator(console, data_dir)
+    n.step("ouroactors demo: a durable agent session, end to end")
     started = time.monotonic()
-    system = ActorSystem.start(base, data_dir)
-    mark = 0
-    console.print(f"system up on {base} in {1000 * (time.monotonic() - started):.0f} ms; data dir {data_dir}")
+    workspace = setup.workspace_for(data_dir)
     try:
-        system.start_tree(DEMO_TREE)
-        console.print(children_table(system, "demo"))
-
-        console.rule("1. a crash is a restart with a reason")
-        system.ask("demo/consumer", "incr")
-        mark = system.mark()
-        try:
-            system.ask("demo/consumer", "crash")
-        except ActorCrashed as exc:
-            console.print(f"caller got: {exc}", markup=False)
-        event = system.wait_for("started", "demo/consumer", after=mark)
-        console.print(f"consumer restarted (generation {format_generation(event.generation)}); its count is back to "
-                      f"{system.ask('demo/consumer', 'get')}; rest_for_one restarted the pair after it too")
-
-        if base == "multiproc":
-            console.rule("2. SIGKILL is noticed and repaired")
-            mark = system.mark()
-            killed_at = time.time_ns()
-            pid = system.kill("demo/pair/left")
-            exited = system.wait_for("exited", "demo/pair/left", after=mark)
-            system.wait_for("started", "demo/pair/right", after=mark)
-            console.print(f"killed pid {pid}; supervisor noticed after {(exited.time_ns - killed_at) / 1e6:.1f} ms "
-                          "(reason killed); one_for_all restarted left and right together")
-
-        console.rule("3. an authority changes generation: its consumers restart")
-        old = system.child_info("demo/authority").generation
-        mark = system.mark()
-        system.ask("demo/authority", "revoke")
-        system.wait_for("started", "demo/consumer", after=mark)
-        new = system.child_info("demo/authority").generation
-        try:
-            system.ask("demo/authority", "decide", stamp=old)
-        except StaleGeneration as exc:
-            console.print(f"request stamped with the old generation refused: {exc}", markup=False)
-        console.print(f"stamped with the new generation: {system.ask('demo/authority', 'decide', stamp=new)}")
-        console.print(children_table(system, "demo"))
-
-        console.rule("4. durable effects: recorded before they run")
-        _show_effects(console, system, base)
+        tree = setup.agent_tree(workspace.resolve())
+        system = ActorSystem.start("multiproc", data_dir, detached=keep)
+    except DataDirInUse as exc:
+        console.print(f"{exc}\na system (a kept demo?) still serves it: {n.command('stop')}", style="red",
+                      markup=False, highlight=False)
+        return 2
+    except OuroactorsError as exc:
+        console.print(str(exc), style="red", markup=False, highlight=False)
+        return 2
+    pgid = system.pgid
+    code = 1
+    try:
+        code = _run(n, system, tree, workspace, kill=kill, keep=keep)
+    except OuroactorsError as exc:
+        console.print(f"the demo stopped: {type(exc).__name__}: {exc}", style="red", markup=False, highlight=False)
+        code = 1
     finally:
-        console.rule("5. shutdown in reverse start order")
-        pgid = system.pgid
-        mark = system.mark()
-        system.shutdown()
-    for event in system.events.all()[mark:]:
-        if event.kind == "terminated":
-            console.print(f"  terminated {event.path}")
+        if not keep or code != 0:
+            _shutdown(n, system)
+    if keep and code == 0:
+        n.step("the system stays up (--keep)")
+        n.said(f"every command above works now; the demo took {time.monotonic() - started:.1f} s")
+        n.said(f"stop it with: {n.command('stop')}")
+        return 0
     if pgid is not None and _group_alive(pgid):
-        console.print("[red]processes were left behind[/red]")
+        console.print("processes were left behind", style="red")
         return 1
-    console.print(f"no process left behind; events in {system.context.events_path}")
+    n.said(f"no process left behind (process group {pgid} is empty); the demo took "
+           f"{time.monotonic() - started:.1f} s")
+    n.said(f"to keep the system up and try the commands: ouroactors demo --keep --data-dir {quote(str(data_dir))}")
+    return code
+
+
+def _shutdown(n: Narrator, system: ActorSystem) -> None:
+    n.step("7. shutdown: every tree stopped in reverse start order, then every process")
+    mark = system.mark()
+    system.shutdown()
+    stopped = [e.path for e in system.events.all()[mark:] if e.kind == "terminated"]
+    n.said(f"terminated {len(stopped)} actors: {', '.join(stopped)}")
+    n.see("events")
+
+
+def _run(n: Narrator, system: ActorSystem, tree: Any, workspace: Path, *, kill: bool, keep: bool) -> int:
+    from ..sessions import Sessions
+    from .demo_steps import Demo
+
+    n.step("1. boot the agent tree")
+    t0 = time.monotonic()
+    system.start_tree(tree)
+    n.said(f"supervision_trees/agent.toml booted on multiproc in {time.monotonic() - t0:.2f} s, one OS process "
+           f"per actor, data dir {system.data_dir}:")
+    table = Table("child", "status", "pid")
+    for path, info in system.walk("agent"):
+        table.add_row(path, info.status, str(info.pid or "-"))
+    n.console.print(table)
+    n.why("storage, ledger, grants and workspace are authorities under rest_for_one: when one restarts, "
+          "everything that depends on it restarts after it with the new generation")
+    n.see("tree")
+    demo = Demo(n, system, Sessions(system), workspace)
+    demo.prepare(kill)
+    demo.session()
+    demo.approval()
+    if kill:
+        demo.kill_and_recover()
+    else:
+        n.skipped("step 5 (SIGKILL mid-effect and recovery)", "--no-kill")
+    demo.finish()
+    demo.journal()
+    demo.close(keep)
     return 0
+
+
+__all__ = ["Narrator", "cli", "run_demo", "show_cli", "wait_for"]
