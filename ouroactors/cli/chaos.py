@@ -33,7 +33,12 @@ WORKLOADS: dict[str, str] = {
     "sessions": "lease a workspace root, then per effect: fence check → grant → record_started → "
                 "the world → record_settled (leases only when the tree has a real workspace)",
     "ledger": "the same without workspace leases: grant → record_started → the world → record_settled",
+    "runtime": "real sessions of the real runtime (multiproc only; the tree needs an execution supervisor of "
+               "runtimes): lease → OpenSession with a scripted model → per turn SendText → the runtime's http "
+               "tool calls the world (grants → record_started → the call → settled) → drain; plus 2 SIGKILLs "
+               "of a runtime or the ledger per seed",
 }
+RUNTIME_KILLS = 2  # the runtime workload's own kills per seed (on top of the seed's plan)
 
 
 def _fail(message: str) -> NoReturn:
@@ -65,6 +70,7 @@ def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | Non
     """Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."""
     from ..faults.chaos import Campaign, parse_seed
     from ..faults.runner import BenchError, tree_targets
+    from ..faults.runtime_driver import RUNTIME_ACTOR, execution_path
     from ..faults.workload import WorkloadConfig
 
     # -- everything is checked before anything starts or is armed ------------------------------------------
@@ -97,13 +103,21 @@ def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | Non
         except ValueError as exc:
             _fail(str(exc))
         seeds = [first]
+    base = base or tree.system.base
+    runtime = workload == "runtime"
+    if runtime and base != "multiproc":
+        _fail(f"--workload runtime needs the multiproc base, not {base!r}: the session runtime runs its turns in "
+              "a thread beside the actor, which the simulated simple base cannot host")
     try:
-        config = WorkloadConfig(sessions=sessions, effects=effects, leases=workload == "sessions",
-                                ask_timeout=ask_timeout, lease_wait=3.0, op_deadline=10.0)
+        config = WorkloadConfig(sessions=sessions, effects=effects, leases=workload != "ledger",
+                                ask_timeout=ask_timeout, lease_wait=3.0, op_deadline=10.0,
+                                driver="runtime" if runtime else "synthetic", kills=RUNTIME_KILLS if runtime else 0)
         tree_targets(tree.tree, sessions)
+        if runtime and execution_path(tree.tree) is None:
+            raise BenchError(f"{tree_file}: --workload runtime needs an execution supervisor whose child template "
+                             f"is the session runtime ({RUNTIME_ACTOR})")
     except (ValueError, BenchError) as exc:
         _fail(str(exc))
-    base = base or tree.system.base
 
     replay = _replay_command(tree_file, workload, sessions, effects, base, tree.system.base, ask_timeout)
     if plan_file is not None:

@@ -52,6 +52,15 @@ from ..supervision.specs import ChildSpec, resolve_actor, supervisor, worker
 from ..system.handle import ActorRef, ActorSystem
 from ._asking import isolated
 from .checks import Observation, Violation, check_all
+from .runtime_driver import (
+    RUNTIME_ACTOR,
+    Kill,
+    RuntimeDriver,
+    RuntimeObservation,
+    execution_path,
+    kills_for_seed,
+    run_prefix,
+)
 from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, Targets, WorkloadConfig, grant_rules
 from .world import World, WorldClient
 
@@ -92,18 +101,27 @@ def _scratch_dir(base: str) -> Path:
 
 def workload_tree(name: str = "agent", *, ledger: str = LEDGER_ACTOR, workspace: bool = True,
                   grants: bool = GRANTS_BY_DEFAULT, intensity: int = 100, period: float = 5.0,
-                  heartbeat_s: float = 0.5, owner_lost_after_s: float = 2.0) -> ChildSpec:
+                  heartbeat_s: float = 0.5, owner_lost_after_s: float = 2.0, runtime: bool = False) -> ChildSpec:
     """storage → ledger (→ grants) (→ workspace) under rest_for_one, in agent.toml's order;
     :func:`prepare_tree` adds the reconciler, the grants rules the workload needs and the
     workspace's allowed root. ``intensity`` is high: chaos kills often, and an escalation
     (possible, and handled) hides what the run would have shown. With ``grants`` the workload asks
-    the grants authority for every effect; without it, the driver's grant callable decides."""
+    the grants authority for every effect; without it, the driver's grant callable decides.
+    ``runtime`` adds agent.toml's ``execution`` with the real session runtime (``simple_one_for_one``
+    of :data:`~.runtime_driver.RUNTIME_ACTOR`, allowed to reach the world on loopback) for
+    ``WorkloadConfig(driver="runtime")``; it needs grants and the workspace."""
+    if runtime and not (grants and workspace):
+        raise BenchError("workload_tree(runtime=True): the runtime needs the grants and workspace authorities")
     children = [worker("storage", STORAGE_ACTOR), worker("ledger", ledger)]
     if grants:
         children.append(worker("grants", GRANTS_ACTOR))
     if workspace:
         children.append(worker("workspace", WORKSPACE_ACTOR,
                                kwargs={"heartbeat_s": heartbeat_s, "owner_lost_after_s": owner_lost_after_s}))
+    if runtime:
+        children.append(supervisor("execution", [worker("runtime", RUNTIME_ACTOR, restart="transient",
+                                                        kwargs={"network_private": ["127.0.0.1/32"]})],
+                                   strategy="simple_one_for_one", intensity=intensity, period=period))
     return supervisor(name, children, strategy="rest_for_one", intensity=intensity, period=period)
 
 
@@ -142,6 +160,9 @@ def prepare_tree(spec: ChildSpec, *, allowed_root: str, world_host: str = "127.0
             rules = dict(node.kwargs.get("rules") or {})
             rules["node"] = list(dict.fromkeys([*rules.get("node", ()), *grant_rules(world_host)]))
             return node.model_copy(update={"kwargs": {**node.kwargs, "rules": rules}})
+        if node.actor == RUNTIME_ACTOR:  # the http tool reaches the world on loopback (a private address)
+            private = list(dict.fromkeys([*node.kwargs.get("network_private", ()), "127.0.0.1/32"]))
+            return node.model_copy(update={"kwargs": {**node.kwargs, "network_private": private}})
         if _is(node, Workspace):
             roots = [*node.kwargs.get("allowed_roots", []), allowed_root]
             return node.model_copy(update={"kwargs": {**node.kwargs, "allowed_roots": roots}})
@@ -234,6 +255,12 @@ class Bench:
                  ready_timeout: float = 30.0) -> None:
         if not tree.is_supervisor:
             raise BenchError("the tree's root must be a supervisor spec")
+        if config.driver == "runtime" and base != "multiproc":
+            raise BenchError(f"the runtime workload needs the multiproc base, not {base!r}: the session runtime "
+                             "runs its turns in a thread beside the actor, which the simulated base cannot host")
+        if config.driver == "runtime" and execution_path(tree) is None:
+            raise BenchError(f"tree {tree.id!r} has no execution supervisor of runtimes ({RUNTIME_ACTOR}): "
+                             "build it with workload_tree(runtime=True)")
         self.config = config
         self.base = base
         self.grant = grant
@@ -246,6 +273,7 @@ class Bench:
         self.tree = prepare_tree(tree, allowed_root=str(self.workspace_base), world_host=self.world.host)
         self.owners = owners_tree(max(config.sessions, 1))
         self.targets = tree_targets(self.tree, config.sessions)
+        self.execution = execution_path(self.tree)
         if grant is not None and self.targets.grants is not None:
             raise BenchError(f"tree {tree.id!r} has a grants authority ({self.targets.grants}): the workload asks "
                              "it for every effect, so a grant callable would be ignored; pass one or the other")
@@ -485,9 +513,14 @@ class Bench:
                 log.debug("%s: %r answered %r; asking again", path, message, exc)
                 time.sleep(0.01)  # restarting: bounded poll
 
-    def run(self, stem: str, plan: FaultPlan | None = None, *, at: Sequence[str] | None = None) -> RunResult:
+    def run(self, stem: str, plan: FaultPlan | None = None, *, at: Sequence[str] | None = None,
+            kills: Sequence[Kill] | None = None) -> RunResult:
         """Drive one workload run with ``plan`` armed in every worker (or those at ``at``); recover;
-        observe; check. The plan is armed right before the driver starts and disarmed after it ends."""
+        observe; check. The plan is armed right before the driver starts and disarmed after it ends.
+        ``kills``: the runtime driver's own SIGKILLs (default: ``config.kills`` of them drawn from ``stem``,
+        so a campaign's seed names its kills as it names its plan)."""
+        if kills is None:
+            kills = kills_for_seed(stem, self.config, count=self.config.kills) if self.config.kills else ()
         system = self.live
         began = time.monotonic()
         escalated = self.ensure_ready()
@@ -505,8 +538,7 @@ class Bench:
             self.arm(plan, at)
         assert self.client is not None
         self._escalations = 0
-        driver = Driver(system, self.targets, self.client, self.config, grant=self.grant,
-                        workspace_root=str(self.workspace_base / run_id), heal=self.heal)
+        driver = self._driver(run_id, kills)
         record = driver.run(run_id)
         escalated = self.ensure_ready() or escalated or self._escalations > 0
         if plan is not None:
@@ -531,13 +563,27 @@ class Bench:
             duration_s=time.monotonic() - began,
         )
 
+    def _driver(self, run_id: str, kills: Sequence[Kill]) -> Driver:
+        """The synthetic driver, or real sessions of the runtime (``config.driver``); kills need the latter."""
+        assert self.client is not None
+        root = str(self.workspace_base / run_id)
+        if self.config.driver == "runtime":
+            assert self.execution is not None
+            return RuntimeDriver(self.live, self.targets, self.client, self.config, execution=self.execution,
+                                 workspace_root=root, script_dir=self.data_dir / "scripts" / run_id, kills=kills,
+                                 heal=self.heal)
+        if kills:
+            raise BenchError("driver kills are a runtime-workload feature (WorkloadConfig(driver='runtime'))")
+        return Driver(self.live, self.targets, self.client, self.config, grant=self.grant, workspace_root=root,
+                      heal=self.heal)
+
     def entries_since(self, first_seq: int) -> list[Any]:
         return list(self._ask(self.targets.ledger, ListEntries(since_seq=first_seq, limit=1_000_000)))
 
     def recover(self, run_id: str, first_seq: int) -> list[str]:
         """Make every unsettled entry of the run ambiguous (a ledger restart) and reconcile."""
         done: list[str] = []
-        prefix = f"{run_id}/"
+        prefix = self._prefix(run_id)
         entries = [e for e in self.entries_since(first_seq) if e.effect_id.startswith(prefix)]
         if any(e.status is Status.STARTED for e in entries):
             parent, _, child = self.targets.ledger.rpartition("/")
@@ -555,14 +601,19 @@ class Bench:
     def observe(self, run_id: str, first_seq: int, record: DriverRecord) -> Observation:
         assert self.client is not None
         leases = self._ask(self.targets.workspace, "leases") if self.targets.workspace else []
-        return Observation(
+        kind = RuntimeObservation if self.config.driver == "runtime" else Observation
+        return kind(
             run_id=run_id, entries=self.entries_since(first_seq), first_seq=first_seq,
-            world_log=self.client.log(prefix=f"{run_id}/"),
+            world_log=self.client.log(prefix=self._prefix(run_id)),
             leases=list(leases) if isinstance(leases, list) else [],
             lease_snapshots=record.lease_snapshots, events=self.events(), driver=record,
             ledger_path=self.targets.ledger, recovered=True,
             world_time=self.live.simulation.clock.at_real if self.live.simulation is not None else None,
         )
+
+    def _prefix(self, run_id: str) -> str:
+        """What the run's effect ids and world keys start with (runtime sessions: ``<run>:``)."""
+        return run_prefix(run_id) if self.config.driver == "runtime" else f"{run_id}/"
 
     def events(self) -> list[Event]:
         return self.live.events.all()

@@ -228,10 +228,16 @@ class WorkloadConfig:
     # real sessions of the real runtime (:mod:`.runtime_driver`; multiproc only, the tree needs an execution
     # supervisor of runtimes: ``runner.workload_tree(runtime=True)``).
     driver: str = "synthetic"
+    kills: int = 0  # runtime driver: SIGKILLs per run (runtime or ledger), drawn from the run's stem
 
     def __post_init__(self) -> None:
         if self.driver not in DRIVERS:
             raise ValueError(f"driver: {self.driver!r}; allowed: {', '.join(map(repr, DRIVERS))}")
+        if type(self.kills) is not int or not 0 <= self.kills <= 100:
+            raise ValueError(f"kills: must be an int in [0, 100], got {self.kills!r}")
+        if self.kills and self.driver != "runtime":
+            raise ValueError(f"kills: the driver's own kills are the runtime driver's (driver='runtime'), "
+                             f"not {self.driver!r}'s: use a fault plan")
         for name in ("sessions", "effects"):
             value = getattr(self, name)
             if type(value) is not int or not 1 <= value <= 1000:

@@ -1,0 +1,141 @@
+"""The runtime workload: real sessions of the real runtime on multiproc, killed, checked by the invariants.
+
+Every effect here is a tool call the session runtime ran (grants → ledger start → http → settlement, by the
+honesty table); the driver only leases, opens sessions, sends turns and drains. What the checkers see is what the
+ledger and the world hold afterwards, so a runtime that ran a call twice, ran one without a committed start,
+settled an unknown outcome as failed, or lost a record fails these tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.faults.runner import BenchError, workload_tree
+from ouroactors.faults.runtime_driver import (
+    Kill,
+    RuntimeDriver,
+    RuntimeWorkloadError,
+    execution_path,
+    kills_for_seed,
+    runtime_effect_id,
+    runtime_session_id,
+)
+from ouroactors.faults.workload import WorkloadConfig
+
+CONFIG = WorkloadConfig(sessions=2, effects=2, refuse_every=3, deny_every=4, driver="runtime", ask_timeout=2.0,
+                        op_deadline=20.0, lease_wait=10.0)
+
+
+# -- configuration and refusals (no system) ---------------------------------------------------------------------
+
+
+def test_config_names_the_driver_and_its_kills():
+    with pytest.raises(ValueError, match="driver: 'real'; allowed: 'synthetic', 'runtime'"):
+        WorkloadConfig(driver="real")
+    with pytest.raises(ValueError, match="kills: the driver's own kills are the runtime driver's"):
+        WorkloadConfig(kills=1)
+    with pytest.raises(ValueError, match=r"kills: must be an int in \[0, 100\]"):
+        WorkloadConfig(driver="runtime", kills=-1)
+
+
+def test_kills_come_from_the_seed_alone():
+    assert kills_for_seed(7, CONFIG) == kills_for_seed(7, CONFIG)
+    drawn = {kills_for_seed(seed, CONFIG, count=3) for seed in range(40)}
+    assert len(drawn) > 20  # seeds differ
+    targets = {k.target for kills in drawn for k in kills}
+    assert targets == {"runtime", "ledger"}
+    for kills in drawn:
+        for kill in kills:
+            assert 0 <= kill.session < CONFIG.sessions and 1 <= kill.turn <= CONFIG.effects
+    with pytest.raises(ValueError, match="kill target: 'storage'"):
+        Kill(0, 1, "storage")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="turn >= 1"):
+        Kill(0, 0, "runtime")
+
+
+def test_the_tree_has_the_runtime_under_execution():
+    tree = workload_tree(runtime=True)
+    assert execution_path(tree) == "agent/execution"
+    assert execution_path(workload_tree()) is None
+    with pytest.raises(BenchError, match="needs the grants and workspace"):
+        workload_tree(runtime=True, grants=False)
+
+
+def test_the_simple_base_is_refused_with_the_reason(tmp_path):
+    from ouroactors.faults.runner import Bench
+
+    with pytest.raises(BenchError, match="needs the multiproc base, not 'simple'.*thread beside the actor"):
+        Bench(workload_tree(runtime=True), CONFIG, base="simple", data_dir=tmp_path)
+    with pytest.raises(BenchError, match="no execution supervisor of runtimes"):
+        Bench(workload_tree(), CONFIG, data_dir=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before anything was made
+
+
+# -- real sessions on real processes ----------------------------------------------------------------------------
+
+
+@pytest.mark.multiproc
+def test_a_crash_free_run_of_real_sessions_ends_as_expected(fault_bench):
+    bench = fault_bench(workload_tree(runtime=True), CONFIG)
+    result = bench.run("clean")
+    assert result.violations == [], [str(v) for v in result.violations]
+    assert result.record.errors == []
+    entries = {e.effect_id: e for e in result.observation.run_entries()}
+    assert len(entries) == 4
+    for effect_id, record in result.record.effects.items():
+        entry = entries[effect_id]
+        assert entry.status.value == record.expected, (effect_id, entry.status, record.outcome)
+        assert entry.idempotency_key == effect_id and entry.kind == "http_request"  # the tool's, keyed by effect
+        if record.expected != "denied":
+            assert entry.settled_by == "runner" and entry.evidence["idempotency_key"] == effect_id
+    assert result.statuses == {"denied": 1, "failed": 1, "ok": 2}
+    sid = runtime_session_id("clean", 0)
+    world = {d["key"] for d in result.observation.world_log if d["event"] == "delivered"}
+    assert runtime_effect_id(sid, 0) in world  # the world saw the runtime's key from the header
+    assert all(lease.released for lease in result.record.leases.values())
+    assert result.recovery == []  # nothing was left started
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_seeded_kills_of_the_runtime_and_the_ledger_break_no_invariant(fault_bench, seed):
+    kills = (*kills_for_seed(seed, CONFIG, count=2), Kill(seed % 2, 2, "runtime", "drained"),
+             Kill((seed + 1) % 2, 1, "ledger", "sent"))
+    bench = fault_bench(workload_tree(runtime=True), CONFIG)
+    result = bench.run(f"seed{seed}", kills=kills)
+    assert result.violations == [], [str(v) for v in result.violations]
+    assert result.record.kills, "no kill fired"
+    assert {k.split(":")[0] for k in result.record.kills} == {"runtime", "ledger"}
+    statuses = {e.effect_id: e.status.value for e in result.observation.run_entries()}
+    for effect_id, record in result.record.effects.items():
+        # every effect ends as the crash-free run would, or visibly unsure (ambiguous), or not at all
+        assert statuses.get(effect_id) in (record.expected, "ambiguous", None), (effect_id, statuses, record)
+    world = [d for d in result.observation.world_log if d["event"] == "delivered"]
+    assert len({d["key"] for d in world}) == len(world)  # a replayed turn never reached the world again
+
+
+@pytest.mark.multiproc
+def test_a_replaced_runtime_replays_the_session_without_running_a_call_again(fault_bench):
+    bench = fault_bench(workload_tree(runtime=True), WorkloadConfig(sessions=1, effects=3, driver="runtime"))
+    result = bench.run("replay", kills=(Kill(0, 3, "runtime", "sent"),))
+    assert result.violations == [], [str(v) for v in result.violations]
+    assert len(result.record.kills) == 1
+    world = [d for d in result.observation.world_log if d["event"] == "delivered"]
+    assert sorted(d["key"] for d in world)[:2] == [runtime_effect_id("replay:s0", 0),
+                                                  runtime_effect_id("replay:s0", 1)]
+    assert all(d["n"] == 1 for d in world)  # turns 1 and 2 were sent again to the new runtime: not run again
+    assert len(result.record.effects) == 3
+
+
+def test_the_driver_refuses_a_tree_without_grants():
+    class _Context:
+        base = "multiproc"
+
+    class _System:
+        context = _Context()
+
+    from ouroactors.faults.workload import Targets
+
+    with pytest.raises(RuntimeWorkloadError, match="needs a grants and a workspace"):
+        RuntimeDriver(_System(), Targets(ledger="agent/ledger"), None, CONFIG,  # type: ignore[arg-type]
+                      execution="agent/execution", workspace_root="/tmp", script_dir="/tmp")
