@@ -120,19 +120,27 @@ def check_message(message: Any) -> Any:
     return rebuilt
 
 
+_FIELDS: dict[type, list[tuple[str, Any]]] = {}
+
+
+def _init_fields(cls: type) -> list[tuple[str, Any]]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        hints = _hints(cls)
+        fields = _FIELDS[cls] = [(f.name, hints[f.name]) for f in dataclasses.fields(cls) if f.init]
+    return fields
+
+
 def _dataclass(value: Any, cls: type, path: str) -> Any:
     if type(value) is not cls:
         raise _Bad(path, f"must be a {cls.__name__}, not {type(value).__name__}", value)
-    hints = _hints(cls)
     fields: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
+    for name, ann in _init_fields(cls):
         try:
-            raw = object.__getattribute__(value, f.name)
+            raw = object.__getattribute__(value, name)
         except AttributeError:
-            raise _Bad(f"{path}.{f.name}", "is missing", None) from None
-        fields[f.name] = _check(raw, hints[f.name], f"{path}.{f.name}")
+            raise _Bad(f"{path}.{name}", "is missing", None) from None
+        fields[name] = _check(raw, ann, f"{path}.{name}")
     try:
         return cls(**fields)
     except _Bad:
@@ -141,46 +149,103 @@ def _dataclass(value: Any, cls: type, path: str) -> Any:
         raise _Bad(path, f"{type(exc).__name__}: {exc}"[:300], None) from None
 
 
-def _check(value: Any, ann: Any, path: str) -> Any:
+@dataclass(frozen=True)
+class _Shape:
+    """An annotation taken apart once (the checks run per message; the typing calls need not)."""
+
+    kind: str
+    ann: Any
+    args: tuple[Any, ...]
+    meta: tuple[Any, ...]
+    size: Size | None
+    bounds: Range | None
+    data: Data
+
+
+_SHAPES: dict[Any, _Shape] = {}
+
+
+def _shape(ann: Any) -> _Shape:
+    original = ann
+    try:
+        cached = _SHAPES.get(ann)
+    except TypeError:  # an unhashable annotation: take it apart every time
+        cached = None
+    if cached is not None:
+        return cached
     meta: tuple[Any, ...] = ()
     if get_origin(ann) is Annotated:
         ann, *extra = get_args(ann)
         meta = tuple(extra)
-    if any(isinstance(m, _AddressMarker) for m in meta):
-        return _address(value, path)
     origin, args = get_origin(ann), get_args(ann)
-    if origin is Union or origin is types.UnionType:
-        return _union(value, args, meta, path)
-    if ann is Any:
-        return _data(value, next((m for m in meta if isinstance(m, Data)), Data()), path)
-    if origin is Literal:
-        if not any(type(value) is type(a) and value == a for a in args):
-            raise _Bad(path, f"must be one of {', '.join(map(repr, args))}", value)
+    if any(isinstance(m, _AddressMarker) for m in meta):
+        kind = "address"
+    elif origin is Union or origin is types.UnionType:
+        kind = "union"
+    elif ann is Any:
+        kind = "any"
+    elif origin is Literal:
+        kind = "literal"
+    elif origin is tuple:
+        kind = "tuple"
+    elif origin is dict:
+        kind = "dict"
+    elif ann in (bool, int, float, str, bytes):
+        kind = ann.__name__
+    elif isinstance(ann, type) and issubclass(ann, Enum):
+        kind = "enum"
+    elif isinstance(ann, type) and dataclasses.is_dataclass(ann):
+        kind = "dataclass"
+    elif isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
+        kind = "model"
+    else:
+        kind = "unknown"
+    shape = _Shape(kind, ann, args, meta, next((m for m in meta if isinstance(m, Size)), None),
+                   next((m for m in meta if isinstance(m, Range)), None),
+                   next((m for m in meta if isinstance(m, Data)), Data()))
+    try:
+        _SHAPES[original] = shape
+    except TypeError:
+        pass
+    return shape
+
+
+def _check(value: Any, ann: Any, path: str) -> Any:
+    shape = _shape(ann)
+    kind = shape.kind
+    if kind == "str":
+        return _str(value, shape.size or Size(), path)
+    if kind in ("int", "float"):
+        return _number(value, shape.ann, shape.bounds, path)
+    if kind == "union":
+        return _union(value, shape.args, shape.meta, path)
+    if kind == "address":
+        return _address(value, path)
+    if kind == "any":
+        return _data(value, shape.data, path)
+    if kind == "literal":
+        if not any(type(value) is type(a) and value == a for a in shape.args):
+            raise _Bad(path, f"must be one of {', '.join(map(repr, shape.args))}", value)
         return value
-    size = next((m for m in meta if isinstance(m, Size)), None)
-    if origin is tuple:
-        return _tuple(value, args, size, path)
-    if origin is dict:
-        return _dict(value, args, size, path)
-    if ann is bool:
+    if kind == "tuple":
+        return _tuple(value, shape.args, shape.size, path)
+    if kind == "dict":
+        return _dict(value, shape.args, shape.size, path)
+    if kind == "bool":
         if type(value) is not bool:
             raise _Bad(path, f"must be True or False, not {type(value).__name__}", value)
         return value
-    if ann is int or ann is float:
-        return _number(value, ann, next((m for m in meta if isinstance(m, Range)), None), path)
-    if ann is str:
-        return _str(value, size or Size(), path)
-    if ann is bytes:
+    if kind == "bytes":
         if type(value) is not bytes:
             raise _Bad(path, f"must be bytes, not {type(value).__name__}", value)
-        _length(len(value), size or Size(0, DEFAULT_BYTES), "bytes", path, value)
+        _length(len(value), shape.size or Size(0, DEFAULT_BYTES), "bytes", path, value)
         return value
-    if isinstance(ann, type) and issubclass(ann, Enum):
-        return _enum(value, ann, path)
-    if isinstance(ann, type) and dataclasses.is_dataclass(ann):
-        return _dataclass(value, ann, path)
-    if isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
-        return _model(value, ann, path)
+    if kind == "enum":
+        return _enum(value, shape.ann, path)
+    if kind == "dataclass":
+        return _dataclass(value, shape.ann, path)
+    if kind == "model":
+        return _model(value, shape.ann, path)
     raise _Bad(path, f"has an annotation the boundary cannot check ({ann!r})", None)  # a bug in the protocol
 
 
