@@ -58,6 +58,7 @@ from .runtime_driver import (
     RuntimeDriver,
     RuntimeObservation,
     execution_path,
+    is_runtime,
     kills_for_seed,
     run_prefix,
 )
@@ -101,7 +102,8 @@ def _scratch_dir(base: str) -> Path:
 
 def workload_tree(name: str = "agent", *, ledger: str = LEDGER_ACTOR, workspace: bool = True,
                   grants: bool = GRANTS_BY_DEFAULT, intensity: int = 100, period: float = 5.0,
-                  heartbeat_s: float = 0.5, owner_lost_after_s: float = 2.0, runtime: bool = False) -> ChildSpec:
+                  heartbeat_s: float = 0.5, owner_lost_after_s: float = 2.0, runtime: bool = False,
+                  runtime_actor: str = RUNTIME_ACTOR) -> ChildSpec:
     """storage → ledger (→ grants) (→ workspace) under rest_for_one, in agent.toml's order;
     :func:`prepare_tree` adds the reconciler, the grants rules the workload needs and the
     workspace's allowed root. ``intensity`` is high: chaos kills often, and an escalation
@@ -119,7 +121,7 @@ def workload_tree(name: str = "agent", *, ledger: str = LEDGER_ACTOR, workspace:
         children.append(worker("workspace", WORKSPACE_ACTOR,
                                kwargs={"heartbeat_s": heartbeat_s, "owner_lost_after_s": owner_lost_after_s}))
     if runtime:
-        children.append(supervisor("execution", [worker("runtime", RUNTIME_ACTOR, restart="transient",
+        children.append(supervisor("execution", [worker("runtime", runtime_actor, restart="transient",
                                                         kwargs={"network_private": ["127.0.0.1/32"]})],
                                    strategy="simple_one_for_one", intensity=intensity, period=period))
     return supervisor(name, children, strategy="rest_for_one", intensity=intensity, period=period)
@@ -160,7 +162,7 @@ def prepare_tree(spec: ChildSpec, *, allowed_root: str, world_host: str = "127.0
             rules = dict(node.kwargs.get("rules") or {})
             rules["node"] = list(dict.fromkeys([*rules.get("node", ()), *grant_rules(world_host)]))
             return node.model_copy(update={"kwargs": {**node.kwargs, "rules": rules}})
-        if node.actor == RUNTIME_ACTOR:  # the http tool reaches the world on loopback (a private address)
+        if is_runtime(node):  # the http tool reaches the world on loopback (a private address)
             private = list(dict.fromkeys([*node.kwargs.get("network_private", ()), "127.0.0.1/32"]))
             return node.model_copy(update={"kwargs": {**node.kwargs, "network_private": private}})
         if _is(node, Workspace):

@@ -301,6 +301,21 @@ class RuntimeDriver(Driver):
         yield "step"
 
 
+def is_runtime(spec: Any) -> bool:
+    """Is ``spec`` a worker whose actor is the session runtime (or a subclass: a planted bug, a variant)?"""
+    if spec.is_supervisor or spec.actor is None:
+        return False
+    if spec.actor == RUNTIME_ACTOR:
+        return True
+    from ..runtime.execution.runtime import Runtime
+    from ..supervision.specs import resolve_actor
+
+    try:
+        return issubclass(resolve_actor(spec.actor), Runtime)
+    except ValueError:
+        return False
+
+
 def execution_path(tree: Any) -> str | None:
     """The path of the supervisor whose child template is a ``Runtime`` (the execution supervisor)."""
 
@@ -308,7 +323,7 @@ def execution_path(tree: Any) -> str | None:
         for child in node.children or ():
             here = f"{path}/{child.id}"
             if child.is_supervisor:
-                if any(not c.is_supervisor and c.actor == RUNTIME_ACTOR for c in child.children or ()):
+                if any(is_runtime(c) for c in child.children or ()):
                     return here
                 found = visit(child, here)
                 if found:

@@ -64,7 +64,7 @@ def test_the_tree_has_the_runtime_under_execution():
 def test_the_simple_base_is_refused_with_the_reason(tmp_path):
     from ouroactors.faults.runner import Bench
 
-    with pytest.raises(BenchError, match="needs the multiproc base, not 'simple'.*thread beside the actor"):
+    with pytest.raises(BenchError, match=r"needs the multiproc base, not 'simple'.*thread beside the actor"):
         Bench(workload_tree(runtime=True), CONFIG, base="simple", data_dir=tmp_path)
     with pytest.raises(BenchError, match="no execution supervisor of runtimes"):
         Bench(workload_tree(), CONFIG, data_dir=tmp_path)
@@ -139,3 +139,20 @@ def test_the_driver_refuses_a_tree_without_grants():
     with pytest.raises(RuntimeWorkloadError, match="needs a grants and a workspace"):
         RuntimeDriver(_System(), Targets(ledger="agent/ledger"), None, CONFIG,  # type: ignore[arg-type]
                       execution="agent/execution", workspace_root="/tmp", script_dir="/tmp")
+
+
+@pytest.mark.slow
+@pytest.mark.multiproc
+def test_a_runtime_that_runs_an_existing_start_again_is_caught(fault_bench):
+    """The attack: a replaced runtime that re-runs the calls the ledger already holds. The table forbids it;
+    the planted runtime ignores the table, and the checkers see the second delivery in the world."""
+    from tests.faults.planted_runtime import PLANTED_RUNTIME
+
+    tree = workload_tree(runtime=True, runtime_actor=PLANTED_RUNTIME)
+    bench = fault_bench(tree, WorkloadConfig(sessions=1, effects=2, driver="runtime"))
+    clean = bench.run("clean")
+    assert clean.violations == []  # without a death nothing is replayed: the bug does not show
+    result = bench.run("planted", kills=(Kill(0, 2, "runtime", "sent"),))
+    found = {v.invariant for v in result.violations}
+    assert "double-settlement" in found, [str(v) for v in result.violations]
+    assert any("reached the world 2 times" in str(v) for v in result.violations)
