@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ouroactors.system.handle import _group_alive
+from ouroactors.system.marker import read_marker
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from ouroactors.cli import main; main()"]
@@ -21,20 +24,69 @@ def run_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Completed
                           env={**os.environ, "COLUMNS": "120"})
 
 
+def _printed_pgid(stdout: str) -> int:
+    match = re.search(r"process group (\d+) is empty", stdout)
+    assert match, stdout
+    return int(match.group(1))
+
+
 @pytest.mark.multiproc
-def test_demo_runs_and_leaves_nothing(tmp_path):
+@pytest.mark.slow
+def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     result = run_cli("demo", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "no process left behind" in result.stdout
-    assert "request stamped with the old generation refused" in result.stdout
-    assert "-1: recorded started (seq 1) before running" in result.stdout
-    assert "the ledger now says ambiguous" in result.stdout
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "supervision_trees/agent.toml booted on multiproc" in out
+    assert re.search(r"sandbox: (bwrap|none) — ", out), out  # bwrap if it works here, else the explicit none
+    assert re.search(r"approval_needed +edit \(call_demo_edit\): no rule", out), out
+    assert "approved by operator:" in out
+    assert re.search(r"ledger: demo-\d+/t1/call_demo_slow is ambiguous", out), out
+    assert "coordinator: session parked — ambiguous_effect" in out
+    assert "settled by operator:" in out and "recovery retried" in out
+    assert "completed: the model answered" in out and "chain ok" in out
+    assert re.search(r"\d+ of \d+ turns verified", out), out  # replay's verdict, shown whatever it is
+    assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir
+    assert "no process left behind" in out and not _group_alive(_printed_pgid(out))
 
 
-def test_demo_on_simple_base(tmp_path):
+def _printed_commands(stdout: str) -> list[list[str]]:
+    lines = [line.split("see it yourself: ", 1)[1] for line in stdout.splitlines() if "see it yourself: " in line]
+    return [shlex.split(line) for line in dict.fromkeys(lines)]
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_demo_no_kill_keep_leaves_a_system_the_printed_commands_reach(tmp_path):
+    data = tmp_path / "d"
+    result = run_cli("demo", "--no-kill", "--keep", "--data-dir", str(data), cwd=tmp_path)
+    found = read_marker(data)
+    try:
+        out = result.stdout
+        assert result.returncode == 0, out + result.stderr
+        assert "SKIPPED step 5 (SIGKILL mid-effect and recovery): --no-kill" in out
+        assert "approved by operator:" in out and "chain ok" in out
+        assert "replay ok: every request and conversation digest matches" in out
+        assert out.rstrip().endswith(f"stop it with: ouroactors stop --data-dir {data}")
+        assert found is not None and _group_alive(found.admin_pgid)  # --keep: still up after the demo exited
+        commands = _printed_commands(out)
+        assert len(commands) >= 5
+        for words in commands:  # every command the demo printed runs as printed
+            assert words[0] == "ouroactors"
+            ran = run_cli(*words[1:], cwd=tmp_path)
+            assert ran.returncode == 0, f"{' '.join(words)}: {ran.stdout}{ran.stderr}"
+        stopped = run_cli("stop", "--data-dir", str(data), cwd=tmp_path)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert not _group_alive(found.admin_pgid)
+    finally:
+        if found is not None and _group_alive(found.admin_pgid) and found.admin_pgid != os.getpgid(0):
+            os.killpg(found.admin_pgid, signal.SIGKILL)
+
+
+def test_demo_refuses_the_simple_base_saying_why(tmp_path):
     result = run_cli("demo", "--base", "simple", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "-1: recorded started (seq 1) before running" in result.stdout
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "the agent demo needs the multiproc base (given: 'simple')" in result.stdout
+    assert not (tmp_path / "d").exists()  # refused before anything was created
 
 
 def test_check_accepts_the_shipped_example(tmp_path):
