@@ -102,10 +102,13 @@ class Sessions:
         return view
 
     def send(self, session_id: str, text: str, *, expected_version: int | None = None,
-             event_id: str | None = None) -> Done:
-        """Start a turn with ``text`` (the session must be suspended); :class:`SessionRejected` if refused."""
+             event_id: str | None = None, last: bool = False) -> Done:
+        """Start a turn with ``text`` (the session must be suspended); :class:`SessionRejected` if refused.
+
+        ``last``: the session completes when this turn settles (instead of waiting for the next message).
+        """
         answer = self._ask(SendMessage(session_id, text, self.principal, event_id or f"m-{uuid.uuid4().hex}",
-                                       expected_version=expected_version))
+                                       expected_version=expected_version, last=last))
         return self._done(answer)
 
     def steer(self, session_id: str, text: str) -> Done:

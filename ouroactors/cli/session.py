@@ -108,10 +108,11 @@ def session_show(data_dir: str, session_id: str) -> None:
 @click.argument("text")
 @click.option("--expected-version", type=click.IntRange(0), default=None,
               help="refuse unless the session is still at this state version")
+@click.option("--last", is_flag=True, help="the session completes when this turn settles")
 @reports_errors
-def session_send(data_dir: str, session_id: str, text: str, expected_version: int | None) -> None:
+def session_send(data_dir: str, session_id: str, text: str, expected_version: int | None, last: bool) -> None:
     """Send a message: it starts the next turn (the session must be suspended)."""
-    done = _sessions(data_dir).send(session_id, text, expected_version=expected_version)
+    done = _sessions(data_dir).send(session_id, text, expected_version=expected_version, last=last)
     console.print(f"{session_id}: {done.view.state} (version {done.view.state_version})", markup=False)
 
 

@@ -46,3 +46,16 @@ def test_a_stale_message_does_not_resume_and_is_recorded(agent):
     assert refused.value.code == "stale"
     view = sessions.show("s2")
     assert (view.state, view.state_version, view.rejections) == ("suspended", 0, 1)
+
+
+def test_a_last_message_completes_the_session_when_its_turn_settles(agent):
+    system, sessions, ws = agent
+    sessions.new("s3", session_config(ws))
+    sessions.send("s3", "finish up", last=True)
+    events = list(sessions.events("s3", follow=True, idle_timeout=30))  # ends by itself: the session is terminal
+    assert events[-1].kind == "turn_settled"
+    view = sessions.show("s3")
+    assert view.state == "completed" and view.runtime_id is None
+    wait_for("the coordinator ended", lambda: not [c for c in system.which_children("agent/coordinator")
+                                                   if c.status == "running"])
+    assert sessions.list() == []

@@ -269,6 +269,11 @@ class Coordinator(RuntimeLink, Commands, Worker):
             return
         yield from self._send_text(text)
 
+    def _last_turn(self, record: SessionRecord) -> bool:
+        """Was the running turn started by a message marked ``last``? (kept with the accepted event: durable)"""
+        accepted = self.store.accepted(self.session_id, record.resumed_by) if record.resumed_by else None
+        return bool(accepted is not None and accepted.kind == Kind.MESSAGE.value and accepted.payload.get("last"))
+
     def _pending_prompt(self, record: SessionRecord) -> str | None:
         """The message whose turn had not settled when the runtime was lost (kept with its resume event)."""
         if record.resumed_by is None:
@@ -317,8 +322,9 @@ class Coordinator(RuntimeLink, Commands, Worker):
             if step_plan.empty:
                 return
             settled = any(e.kind == "turn_settled" for e in step_plan.events)
+            then = (Event.COMPLETE if self._last_turn(record) else Event.TURN_COMPLETE) if settled else None
             outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
-                                            then=Event.TURN_COMPLETE if settled else None)
+                                            then=then)
             step = after_commit(step_plan, outcome)
             if isinstance(step, Reconcile):
                 raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
@@ -330,6 +336,8 @@ class Coordinator(RuntimeLink, Commands, Worker):
             yield Ask(self.attached.address, AckOutput(step.ack))
             if settled:
                 yield from self._close_runtime()
+                if then is Event.COMPLETE:
+                    self.stop()  # the session is history: a transient child that ends normally is not restarted
                 return
             if not batch.more:
                 return

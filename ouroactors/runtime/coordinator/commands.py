@@ -85,7 +85,7 @@ class Commands:
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
                             channel=request.channel, tenant=record.tenant, actor=request.principal,
-                            expected_version=expected, payload={"text": request.text})
+                            expected_version=expected, payload={"text": request.text, "last": request.last})
         # The channel vouches for the principal: on the local channel, whoever holds the system's secret.
         applied = value_of(self.store.resume(self.session_id, event, verified_principal(request.principal),
                                            coordinator=self.incarnation), "resume")

@@ -69,7 +69,8 @@ class SendMessage:
 
     ``expected_version`` None: the session's current one, read by the coordinator (a caller that
     wants the stale check names the version it saw). ``event_id`` is the idempotency key: the same
-    id twice is refused as a duplicate, never acted on twice.
+    id twice is refused as a duplicate, never acted on twice. ``last``: the session is ``completed``
+    (not ``suspended``) when this turn settles, in the same transaction as the turn's last checkpoint.
     """
 
     session_id: Name
@@ -78,6 +79,7 @@ class SendMessage:
     event_id: Name
     channel: Name = "local"
     expected_version: Version | None = None
+    last: bool = False  # the session completes when this turn settles (kept with the accepted event)
 
 
 @dataclass(frozen=True)
