@@ -65,7 +65,7 @@ class Demo:
     def prepare(self, kill: bool) -> None:
         n = self.n
         self.kill = kill
-        n.step("2. a git workspace beside the data dir")
+        n.step("2. a workspace beside the data dir")
         ws = setup.prepare_workspace(self.workspace)
         self.workspace = ws.path
         n.said(f"workspace {ws.path} with a fresh NOTES.md" + (" committed to git" if ws.git else
@@ -229,9 +229,9 @@ class Demo:
             n.said(f"$ {n.command(*words)}   (exit {done.returncode})")
             show_cli(n, done)
             if words[1] == "replay" and done.returncode == 1 and self.recovered:
-                n.said("  ↳ a finding, not hidden: replay does not yet follow a turn that a replacement runtime re-ran "
-                       "after recovery (the re-asked approval is not in the recording it compares with); "
-                       "`ouroactors demo --no-kill` replays clean")
+                n.said("  ↳ a finding, shown as it is: replay diverges in the turn the replacement runtime re-ran "
+                       "after recovery (where the edit's approval was asked again); the same session without the kill "
+                       "replays clean (ouroactors demo --no-kill)")
             elif done.returncode not in (0, 3):
                 raise OuroactorsError(f"{n.command(*words)} exited {done.returncode}")
         n.why("every record is chained to the one before and the ledger keeps the journal hashes it saw: a "
