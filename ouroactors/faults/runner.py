@@ -57,6 +57,7 @@ from .runtime_driver import (
     Kill,
     RuntimeDriver,
     RuntimeObservation,
+    check_runtime_run,
     execution_path,
     is_runtime,
     kills_for_seed,
@@ -549,7 +550,7 @@ class Bench:
         recovery = self.recover(run_id, first_seq)
         observation = self.observe(run_id, first_seq, record)
         self._next_seq = max((e.seq for e in observation.entries), default=first_seq - 1) + 1
-        violations = check_all(observation)
+        violations = check_runtime_run(observation) if self.config.driver == "runtime" else check_all(observation)
         statuses: dict[str, int] = {}
         for entry in observation.run_entries():
             if entry.kind == EFFECT_KIND:

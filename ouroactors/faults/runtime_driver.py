@@ -46,7 +46,7 @@ from ..runtime.execution.errors import Busy, NotOpen
 from ..runtime.execution.messages import AckOutput, CloseSession, DrainOutput, OpenSession, SendText
 from ..system.handle import ActorSystem
 from ._asking import isolated
-from .checks import Observation
+from .checks import CHECKS, Observation, Violation, check_all, generation_windows
 from .workload import (
     _WAIT,
     DENIED_HOST,
@@ -111,6 +111,51 @@ class RuntimeObservation(Observation):
     def run_entries(self) -> list[Any]:
         prefix = run_prefix(self.run_id)
         return [e for e in self.entries if e.effect_id.startswith(prefix)]
+
+
+def stale_generation_direct(obs: Observation) -> list[Violation]:
+    """Invariant 6 for a **direct** writer (the runtime's :class:`~ouroactors.authorities.ledger.LedgerWriter`).
+
+    :func:`.checks.stale_generation` ends a ledger generation's window at its actor's exit: right for requests
+    the ledger actor acts on. A direct writer is fenced by its transaction instead (``ledger/direct.py``): its
+    stamp stays good until the *next* generation's recovery transaction commits, which turns every start
+    committed before it ``ambiguous`` and makes every later one ``StaleGeneration``. So a start committed a few
+    ms after a killed ledger's exit, before its successor started, is what the design promises, not a stale act
+    (the runtime workload meets it whenever a ledger dies mid-turn). The window here ends at the successor's
+    ``started`` event (after its recovery); an older stamp recorded after a newer one is still a violation.
+    """
+    out: list[Violation] = []
+    windows = generation_windows(obs.events, obs.ledger_path)
+    if not windows:
+        return out
+    starts = sorted(w.start_ns for w in windows.values() if w.start_ns is not None)
+    highest: tuple[int, str] | None = None
+    for entry in obs.run_entries():
+        stamp = entry.authority.get("ledger")
+        if stamp is None:
+            continue
+        window = windows.get(stamp)
+        if window is None:
+            out.append(Violation("stale-generation", entry.effect_id,
+                                 f"stamped with ledger generation {stamp}, which {obs.ledger_path} never had"))
+            continue
+        successor = next((t for t in starts if window.start_ns is not None and t > window.start_ns), None)
+        if successor is not None and entry.started_ns >= successor:
+            out.append(Violation("stale-generation", entry.effect_id,
+                                 f"recorded {(entry.started_ns - successor) / 1e6:.3f} ms after the generation "
+                                 f"that followed {stamp} (its stamp) had started: the fence should have refused it"))
+        if highest is not None and stamp < highest[0]:
+            out.append(Violation("stale-generation", entry.effect_id,
+                                 f"stamped with generation {stamp}, recorded after {highest[1]} which was "
+                                 f"stamped {highest[0]}: an older generation acted after a newer one"))
+        if highest is None or stamp > highest[0]:
+            highest = (stamp, entry.effect_id)
+    return out
+
+
+def check_runtime_run(obs: Observation) -> list[Violation]:
+    """Every invariant of :mod:`.checks`, with invariant 6 judged as the direct writer's fence defines it."""
+    return [*check_all(obs, [name for name in CHECKS if name != "stale-generation"]), *stale_generation_direct(obs)]
 
 
 def runtime_effect_id(sid: str, index: int) -> str:
@@ -334,16 +379,7 @@ def execution_path(tree: Any) -> str | None:
 
 
 __all__ = [
-    "KILL_MOMENTS",
-    "KILL_TARGETS",
-    "RUNTIME_ACTOR",
-    "Kill",
-    "RuntimeDriver",
-    "RuntimeObservation",
-    "RuntimeWorkloadError",
-    "execution_path",
-    "kills_for_seed",
-    "run_prefix",
-    "runtime_effect_id",
-    "runtime_session_id",
+    "KILL_MOMENTS", "KILL_TARGETS", "RUNTIME_ACTOR", "Kill", "RuntimeDriver", "RuntimeObservation",
+    "RuntimeWorkloadError", "check_runtime_run", "execution_path", "is_runtime", "kills_for_seed", "run_prefix",
+    "runtime_effect_id", "runtime_session_id", "stale_generation_direct",
 ]

@@ -156,3 +156,43 @@ def test_a_runtime_that_runs_an_existing_start_again_is_caught(fault_bench):
     found = {v.invariant for v in result.violations}
     assert "double-settlement" in found, [str(v) for v in result.violations]
     assert any("reached the world 2 times" in str(v) for v in result.violations)
+
+
+# -- invariant 6 for the runtime's direct writer (pure) -------------------------------------------------------------
+
+
+def _entry(effect_id: str, stamp: int, started_ns: int):
+    from ouroactors.authorities.ledger.domain import Entry, Status
+
+    return Entry(seq=1, effect_id=effect_id, kind="http_request", idempotency_key=effect_id, fingerprint="f",
+                 principal="s", session_id="r:s0", turn_id="t1", call_id="e0", authority={"ledger": stamp},
+                 grant=None, cause=None, status=Status.AMBIGUOUS, node="n", started_ns=started_ns)
+
+
+def _ledger_events():
+    from ouroactors.supervision.events import Event
+
+    return [Event("started", "agent/ledger", "agent", "ledger", 10, 1, "n", {"generation": 1}),
+            Event("exited", "agent/ledger", "agent", "ledger", 100, 1, "n", {"generation": 1}),
+            Event("started", "agent/ledger", "agent", "ledger", 200, 1, "n", {"generation": 2})]
+
+
+def test_a_direct_start_between_a_ledger_death_and_its_successor_is_fenced_as_designed():
+    """The writer's fence is the successor's recovery transaction (ledger/direct.py): a start committed after
+    the old ledger died but before the new one started is recovered by it, not a stale act. The actor-path
+    checker calls it stale; the direct-writer checker does not — and still flags one after the successor."""
+    from ouroactors.faults.checks import stale_generation
+    from ouroactors.faults.runtime_driver import RuntimeObservation, stale_generation_direct
+
+    between = RuntimeObservation("r", [_entry("r:s0/t1/e0", 1, 150)], 1, [], events=_ledger_events())
+    assert stale_generation_direct(between) == []
+    assert [v.invariant for v in stale_generation(between)] == ["stale-generation"]  # the actor-path reading
+    after = RuntimeObservation("r", [_entry("r:s0/t1/e0", 1, 250)], 1, [], events=_ledger_events())
+    [violation] = stale_generation_direct(after)
+    assert "the fence should have refused it" in violation.message
+    backwards = RuntimeObservation("r", [_entry("r:s0/t1/e0", 2, 210), _entry("r:s0/t2/e1", 1, 220)], 1, [],
+                                   events=_ledger_events())
+    assert any("an older generation acted after a newer one" in v.message
+               for v in stale_generation_direct(backwards))
+    unknown = RuntimeObservation("r", [_entry("r:s0/t1/e0", 7, 50)], 1, [], events=_ledger_events())
+    assert "never had" in stale_generation_direct(unknown)[0].message
