@@ -43,6 +43,7 @@ class Demo:
         self.cursor = 0
         self.kill = True
         self.recovered = False  # a replacement runtime re-ran the interrupted turn
+        self.final = ""  # the session's state once its turn settled
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -96,8 +97,9 @@ class Demo:
                 n.said(f"closed {old.session_id}, left {old.state} by an earlier demo run (it held the workspace)")
         view = self.sessions.new(self.sid, self.config)
         n.said(f"session {view.session_id} created ({view.state}, version {view.state_version}) by "
-               f"{view.principal}; sending a message; its committed events:")
-        self.sessions.send(self.sid, "please tick off 'try the demo' in NOTES.md")
+               f"{view.principal}; sending it one message, marked last (the session completes when its turn "
+               "settles); the committed events:")
+        self.sessions.send(self.sid, "please tick off 'try the demo' in NOTES.md", last=True)
         self.follow(lambda e: e.kind in ("approval_needed", "turn_settled"))
         n.why("an event is published only after its checkpoint committed to LMDB: a subscriber that reconnects "
               "with --after resumes with no gap and no duplicate, whatever crashes in between")
@@ -215,7 +217,8 @@ class Demo:
             while self.follow(lambda e: e.kind in ("turn_settled", "approval_needed")).kind == "approval_needed":
                 self.reapprove()
         view = self.state("suspended", "parked", *TERMINAL)
-        n.step("the turn is done")
+        self.final = view.state
+        n.step("the session is finished")
         n.said(f"session {self.sid}: {view.state} after {view.committed_cursor} committed events; NOTES.md now:")
         for line in (self.workspace / "NOTES.md").read_text().splitlines():
             n.said(f"  │ {line}")
@@ -238,13 +241,11 @@ class Demo:
               "changed or dropped record is named; replay re-runs the loop on the recording and compares digests")
 
     def close(self, keep: bool) -> None:
-        if keep:
-            self.n.said(f"session {self.sid} stays {self.sessions.show(self.sid).state}: "
-                        f"{self.n.command('session', 'send', self.sid, 'hello again')}")
+        if self.final in TERMINAL or keep:
             return
         self.sessions.cancel(self.sid)  # terminal: the next boot's recovery sweep has nothing to resume
-        self.n.said(f"session {self.sid} closed (cancelled: the coordinator has no 'complete' command yet), so "
-                    "the next boot's recovery sweep has nothing to resume")
+        self.n.said(f"session {self.sid} was left {self.final} although its message was marked last: cancelled, "
+                    "so the next boot's recovery sweep has nothing to resume")
 
 
 __all__ = ["Demo", "summary"]

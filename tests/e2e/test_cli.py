@@ -44,6 +44,7 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     assert "coordinator: session parked — ambiguous_effect" in out
     assert "settled by operator:" in out and "recovery retried" in out
     assert "completed: the model answered" in out and "chain ok" in out
+    assert re.search(r"session demo-\d+: completed after \d+ committed events", out), out  # sent with last=True
     assert re.search(r"\d+ of \d+ turns verified", out), out  # replay's verdict, shown whatever it is
     assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir
     assert "no process left behind" in out and not _group_alive(_printed_pgid(out))
@@ -65,6 +66,7 @@ def test_demo_no_kill_keep_leaves_a_system_the_printed_commands_reach(tmp_path):
         assert result.returncode == 0, out + result.stderr
         assert "SKIPPED step 5 (SIGKILL mid-effect and recovery): --no-kill" in out
         assert "approved by operator:" in out and "chain ok" in out
+        assert re.search(r"session demo-\d+: completed after \d+ committed events", out), out
         assert "replay ok: every request and conversation digest matches" in out
         assert out.rstrip().endswith(f"stop it with: ouroactors stop --data-dir {data}")
         assert found is not None and _group_alive(found.admin_pgid)  # --keep: still up after the demo exited
