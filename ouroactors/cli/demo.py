@@ -7,8 +7,12 @@ the edit, so it asks; the demo answers as the data dir's verified operator), run
 a slow shell command during which the demo SIGKILLs the runtime. The coordinator's recovery finds
 the effect ``ambiguous`` in the ledger and parks the session rather than guess; the operator looks
 at the workspace, settles the effect with the real ``ouroactors ledger settle`` command and
-resumes; a replacement runtime finishes the turn from its checkpoint. ``journal verify`` and
-``journal replay`` then check the session's history, and the shutdown leaves no process behind.
+resumes; a replacement runtime re-runs the interrupted turn (the ledger runs no recorded effect
+twice) and, the message having been sent as the last one, the session completes. ``journal
+verify`` and ``journal replay`` then check its history, and the shutdown leaves no process behind.
+
+``--base simple`` is refused (exit 2): the runtime and coordinator must be real processes to be
+killed and recovered, and the simple base runs every actor in this one process.
 
 Every step says what happened, why it matters and the command that shows it; the commands are
 printed exactly as they run (``--data-dir`` included). With ``--keep`` the system is started
