@@ -41,6 +41,7 @@ from thespian.actors import (
     ActorExitRequest,
     ChildActorExited,
     PoisonMessage,
+    ThespianWatch,
     WakeupMessage,
 )
 
@@ -99,6 +100,10 @@ class Worker(Actor):
     protocol: tuple[type, ...] = ()  # request types checked at the door before dispatch
     stamped_only = False  # protocol requests must carry the generation stamp …
     reads: tuple[type, ...] = ()  # … except these, which change nothing
+    # File descriptors this worker's loop also waits on (thespian's ThespianWatch; multiproc bases): when one is
+    # readable the worker gets a ``WatchMessage``. A thread beside the actor uses this to hand work to the actor's
+    # own thread — sends from other threads are not reliable in thespian's TCP transport.
+    watched_fds: tuple[int, ...] = ()
     authorities: dict[str, AuthorityEntry]
     context: SystemContext | None = None
 
@@ -183,17 +188,19 @@ class Worker(Actor):
     _key = ""
     _incarnation = 0
 
-    def receiveMessage(self, message: Any, sender: Any) -> None:
+    def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, ActorExitRequest):
-            return  # our process is being ended (by the supervisor, or the system shutting down)
+            return None  # our process is being ended (by the supervisor, or the system shutting down)
         if isinstance(message, WakeupMessage) and message.payload == _SELF_EXIT:
             self.send(self.myAddress, ActorExitRequest())
-            return
+            return None
         faults.acting_as(self.path)  # one store; tells actors apart where they share a process
         try:
             self._handle_message(message, sender)
         except Exception as exc:  # the first exception ends the worker: no retry, no poison
             self._crash(exc, sender)
+        # thespian resets the watch list after every message: name the descriptors again each time
+        return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
 
     def _handle_message(self, message: Any, sender: Any) -> None:
         if isinstance(message, StartChild):

@@ -47,9 +47,11 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30.0, ev
 
 
 def slow_script(path: Path, words: int = 40, pace_ms: int = 100) -> Path:
-    """A scripted turn that streams ``words`` text chunks ``pace_ms`` apart (time to kill something mid-turn)."""
+    """A scripted turn that streams ``words`` text chunks ``pace_ms`` apart (time to kill something mid-turn),
+    then a short answer for the session's next turn (a runtime continues the conversation from the journal)."""
     chunks = ", ".join(f'{{ kind = "text", text = "w{i} " }}' for i in range(words))
-    path.write_text(f"[[turns]]\npace_ms = {pace_ms}\nevents = [{chunks}]\n")
+    path.write_text(f"[[turns]]\npace_ms = {pace_ms}\nevents = [{chunks}]\n\n"
+                    '[[turns]]\nevents = [{ kind = "text", text = "next" }]\n')
     return path
 
 

@@ -67,7 +67,9 @@ def test_a_coordinator_killed_after_the_last_checkpoint_leaves_no_runtime_open(a
     ws = tmp_path / "ws"
     ws.mkdir()
     script = tmp_path / "short.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "hello" }]\n')
+    # two turns: the second turn's runtime continues the conversation from the journal (one answer per turn)
+    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "hello" }]\n\n'
+                      '[[turns]]\nevents = [{ kind = "text", text = "again" }]\n')
     actor_system.start_tree(agent_tree(str(tmp_path)))
     sessions = Sessions(actor_system)
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))

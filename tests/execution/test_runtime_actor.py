@@ -85,9 +85,13 @@ def session(actor_system, tmp_path):
 def runtime_with_lease(system, ws: Path, session: str) -> tuple[str, Any]:
     """Start a runtime and lease ``ws`` for ``session`` with the runtime as the owner the workspace watches."""
     path = f"agent/execution/{system.start_child('agent/execution', ()).id}"
-    lease = ask_authority(system, "agent/workspace",
-                          Acquire(str(ws), "exclusive", session, owner=system.resolve(path))).lease
-    return path, lease
+    granted = ask_authority(system, "agent/workspace",
+                            Acquire(str(ws), "exclusive", session, owner=system.resolve(path)))
+    CAPABILITIES[granted.lease.lease_id] = granted.capability
+    return path, granted.lease
+
+
+CAPABILITIES: dict[str, bytes] = {}  # lease id -> the capability its grant carried (to release it)
 
 
 def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(session):
@@ -200,3 +204,30 @@ def test_ask_parks_the_call_on_a_durable_approval_until_an_operator_answers(acto
     assert ("- [x] try the demo" in (ws / "NOTES.md").read_text()) is approve
     entry = ask_authority(actor_system, "agent/ledger", GetEntry("s1/t1/call_demo_edit"))
     assert entry.status is (Status.OK if approve else Status.DENIED)
+
+
+def test_a_new_runtime_continues_the_session_from_its_journal(session, tmp_path):
+    from ouroactors.runtime.execution.messages import CloseSession
+
+    system, path, ws, lease = session
+    script = tmp_path / "two.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "first answer" }]\n\n'
+                      '[[turns]]\nevents = [{ kind = "text", text = "second answer" }]\n')
+    config = {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(script)}}
+    system.ask(path, OpenSession("s1", config, lease.lease_id))
+    system.ask(path, SendText("one"))
+    Reader(system, path).until("turn_settled")
+    system.ask(path, CloseSession())
+    # A replacement runtime (as after a crash, or the next turn of a suspended session) holding a new lease.
+    again = f"agent/execution/{system.start_child('agent/execution', ()).id}"
+    from ouroactors.authorities.workspace.messages import Release
+
+    ask_authority(system, "agent/workspace", Release(lease.lease_id, CAPABILITIES[lease.lease_id]))
+    lease2 = ask_authority(system, "agent/workspace",
+                           Acquire(str(ws), "exclusive", "s1", owner=system.resolve(again))).lease
+    system.ask(again, OpenSession("s1", config, lease2.lease_id))
+    assert system.ask(again, SendText("two")).turn == 2  # turn numbers (and so effect ids) never repeat
+    events = Reader(system, again).until("turn_settled")
+    text = "".join(e.data["text"] for e in events if e.kind == "text")
+    assert text == "second answer"  # the model saw the first turn: the conversation was restored
+    assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]

@@ -10,9 +10,12 @@ in a daemon thread (not a fresh ``trio.run`` per turn: a turn must keep running 
   (``trio.from_thread.run_sync`` with the loop's token) and returns its result. Everything the turn loop
   shares with the actor (the output buffer, the steering queue, the cancel scope) is touched only inside
   the loop's thread, so there are no locks; each call is short (no awaiting), so the actor is never held up.
-* trio → actor: the loop never touches thespian. When it has something for the actor (an output batch waiting,
-  a turn settled) it calls a notify function given at construction, which the runtime implements as
-  ``self.send(self.myAddress, …)`` — a send from another thread, which works on every base we use.
+* trio → actor: the loop never touches thespian. What it has for the actor (a message to send, a turn that
+  failed) goes into an :class:`Outbox`: a queue plus a pipe whose read end the actor's loop watches
+  (thespian's ``ThespianWatch``), so the actor wakes at once and performs the sends **on its own thread**.
+  Sending from the trio thread directly looked fine in small tests and lost replies under load (measured: the
+  runtime's later answers to its coordinator vanished in 3 of 6 runs): thespian's TCP transport is not safe to
+  drive from two threads.
 
 No busy polling anywhere: the loop sleeps in trio until an activity, a call or a cancellation wakes it.
 :meth:`TrioThread.stop` cancels everything still running (activities see ``trio.Cancelled`` and kill their
@@ -21,6 +24,8 @@ subprocess groups) and joins the thread with a deadline.
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -30,6 +35,45 @@ import trio
 T = TypeVar("T")
 
 STOP_DEADLINE_S = 5.0
+
+
+class Outbox:
+    """Messages from the trio thread for the actor's thread to send; the pipe wakes the actor's loop."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+        self.read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self._write_fd, False)
+
+    def post(self, address: Any, message: Any) -> None:
+        """From any thread: queue ``message`` for ``address`` and wake the actor."""
+        self._queue.put((address, message))
+        try:
+            os.write(self._write_fd, b"!")
+        except BlockingIOError:
+            pass  # the pipe is full of wake-ups already: the actor is awake and will drain the queue
+
+    def take(self) -> list[tuple[Any, Any]]:
+        """On the actor's thread, when the pipe is readable: everything queued so far."""
+        try:
+            while os.read(self.read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        taken = []
+        while True:
+            try:
+                taken.append(self._queue.get_nowait())
+            except queue.Empty:
+                return taken
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self._write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class TrioThread:
@@ -79,6 +123,13 @@ class TrioThread:
             raise RuntimeError(f"the trio loop has ended ({self._error!r})")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
+    def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run ``await fn(*args)`` in the loop and wait for its result (for short, bounded work such as a replay
+        at open; a turn is started with :meth:`start` instead, so the actor stays free while it runs)."""
+        if not self.alive or self._token is None:
+            raise RuntimeError(f"the trio loop has ended ({self._error!r})")
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
     def start(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Start ``await fn(*args)`` as a task of the loop's nursery."""
         def spawn() -> None:
@@ -98,4 +149,4 @@ class TrioThread:
         return not self._thread.is_alive()
 
 
-__all__ = ["TrioThread"]
+__all__ = ["Outbox", "TrioThread"]

@@ -108,12 +108,22 @@ class _Tape:
     def __init__(self, records: list[StoredRecord]) -> None:
         self.records = records
         self.pos = 0
+        self.focus(0, len(records) - 1)
+
+    def focus(self, first: int, last: int) -> None:
+        """Index the records of one turn (positions ``first..last``) for the ports to answer from.
+
+        Per turn, not over the whole journal: a turn a crash cut short is run again by the replacement runtime
+        under the same turn number and call ids (so its effects are found in the ledger, not repeated), and the
+        abandoned attempt's records must not answer for the attempt that settled.
+        """
+        self.pos = first
         self.model: dict[tuple[int | None, int], dict[str, Any]] = {}
         self.results: dict[tuple[int | None, str], dict[str, Any]] = {}
         self.approvals: dict[tuple[int | None, str], list[dict[str, Any]]] = {}
         self.calls: dict[tuple[int | None, str], dict[str, Any]] = {}
         self.controls: dict[tuple[int | None, int], list[Control]] = {}
-        for r in records:
+        for r in self.records[first:last + 1]:
             f = r.fields
             if r.kind == "model_result":
                 self.model[(r.turn, f["index"])] = f
@@ -348,7 +358,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     states.append(loop.state())
     verified = 0
     for first, last in spans:
-        tape.pos = first
+        tape.focus(first, last)
         prompt = next((r.fields["text"] for r in usable[first:last] if r.kind == "prompt"), None)
         if prompt is None:
             return report(verified, boundary=Boundary("no_prompt", usable[first].seq))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+from thespian.actors import WatchMessage
 
 from ...authorities.grants.messages import ConsumeApproval, Decide, RequestApproval, WaitApproval
 from ...authorities.grants.rules import Request
@@ -39,7 +40,8 @@ from ...supervision.events import EventWriter
 from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
 from ..sandbox import SandboxMode
-from .bridge import TrioThread
+from . import reading
+from .bridge import Outbox, TrioThread
 from .config import SessionConfig, parse_session_config
 from .effects import EffectSettings, LiveEffects
 from .errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen, RuntimeRefusal
@@ -66,10 +68,15 @@ from .messages import (
 from .output import DEFAULT_CAPACITY, OutputBuffer
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import ProviderConfigError, ScriptFileError, make_provider
+from .replay import replay_session
 
 
 class LeaseRefused(RuntimeRefusal):
     """The lease named at open is not this session's live lease on the configured workspace."""
+
+
+class JournalRefused(RuntimeRefusal):
+    """The session's journal cannot be continued by this runtime (it diverges from what this loop derives)."""
 
 
 @dataclass(frozen=True)
@@ -109,26 +116,34 @@ class Runtime(Worker):
         self.network_private = tuple(network_private)
         self.ledger = LedgerWriter.for_worker(self)  # a leaf: this process creates no actor children
         self.trio = TrioThread(f"runtime:{self.path}")
+        self.outbox = Outbox()  # the trio side's sends, performed on this actor's thread (see .bridge)
+        self.watched_fds = (self.outbox.read_fd,)
         self.events = EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node)
         self.live: _Live | None = None
 
     def on_stop(self, reason: Any) -> None:
         if hasattr(self, "trio"):
             self.trio.stop()
+        if hasattr(self, "outbox"):
+            self.outbox.close()
         if hasattr(self, "events"):
             self.events.close()
 
     # -- dispatch: requests by type, everything else is an answer from grants --------------------------------
 
     def on_message(self, message: Any, sender: Any) -> Any:
-        if isinstance(message, (*REQUESTS, _TurnFailed)):
+        if isinstance(message, WatchMessage):
+            for address, outgoing in self.outbox.take():
+                if isinstance(outgoing, _TurnFailed):
+                    raise RuntimeError(f"a turn of session {self.live.session if self.live else '?'} failed: "
+                                       f"{outgoing.detail}")
+                self.send(address, outgoing)
+            return None
+        if isinstance(message, REQUESTS):
             return super().on_message(message, sender)
         if self.live is not None and self.trio.call(self.live.grants.answer, message):
             return None
         return super().on_message(message, sender)
-
-    def handle__TurnFailed(self, message: _TurnFailed, sender: Any) -> None:
-        raise RuntimeError(f"a turn of session {self.live.session if self.live else '?'} failed: {message.detail}")
 
     # -- the session ------------------------------------------------------------------------------------------
 
@@ -146,7 +161,7 @@ class Runtime(Worker):
             raise OuroactorsError(f"{self.path}: no grants authority before this runtime in the tree")
 
         def send_grants(payload: Any) -> None:
-            self.send(grants_entry.address, Stamped(grants_entry.generation, payload))
+            self.outbox.post(grants_entry.address, Stamped(grants_entry.generation, payload))
 
         def decide(request: Request, root: str | None) -> Decide:
             return Decide(request, root)
@@ -169,19 +184,39 @@ class Runtime(Worker):
 
         def notify(produced: int) -> None:
             if subscriber is not None:
-                self.send(subscriber, OutputReady(session, self.runtime_id, produced))
+                self.outbox.post(subscriber, OutputReady(session, self.runtime_id, produced))
 
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
         ports = Ports(model=ProviderModel(provider), effects=effects,
                       journal=JournalWriter(Journal(self.ledger.env, session)), clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
         loop = SessionLoop(session, config, ports)
+        self._restore(loop, session)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})
         return Opened(session, self.runtime_id, self.generation, channel.buffer.produced)
+
+    def _restore(self, loop: SessionLoop, session: str) -> None:
+        """Continue a session that already has a journal: the conversation after its last verified turn.
+
+        A runtime is started per turn and after a crash, so it must not begin with an empty conversation (turn
+        numbers would repeat, and with them effect ids). The journal is re-derived through the loop (replay: no
+        tool, no write); a journal that diverges from this code cannot be continued honestly and is refused.
+        """
+        if reading.head(self.ledger.env, session) is None:
+            return
+        report = self.trio.run(replay_session, self.ledger.env, session)
+        if report.divergence is not None:
+            d = report.divergence
+            raise JournalRefused(f"session {session!r}: its journal diverges from this runtime at seq {d.seq} "
+                                 f"({d.field}); it cannot be continued — see `ouroactors journal replay {session}`")
+        if report.state is not None:
+            loop.restore(report.state)
+        self.events.write("runtime_restored", None, {"session": session, "turns": report.verified_turns,
+                                                     "boundary": report.boundary.reason if report.boundary else None})
 
     def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None:
         """The canonical root of the session's live lease, checked in the workspace's durable records."""
@@ -271,4 +306,4 @@ class Runtime(Worker):
                              produced, acked)
 
 
-__all__ = ["LeaseRefused", "Runtime"]
+__all__ = ["JournalRefused", "LeaseRefused", "Runtime"]
