@@ -69,6 +69,7 @@ class GrantsPort(Protocol):
 
 
 class LedgerPort(Protocol):
+    def get(self, effect_id: str) -> Any: ...
     def record_started(self, request: StartRequest) -> Any: ...
     def record_denied(self, request: StartRequest, reason: str) -> Any: ...
     def record_settled(self, effect_id: str, status: str, reason: str | None = None,
@@ -148,6 +149,9 @@ class LiveEffects:
                      ) -> StartRequest | ToolResult:
         """Decide, park on approval if asked, and record the start; a ToolResult means: do not run."""
         call_id = start.call_id or "?"
+        known = await trio.to_thread.run_sync(self.ledger.get, start.effect_id)
+        if known is not None:  # a turn re-run after a crash: this effect is recorded already — never decide
+            return _already(call_id, tool, start.effect_id, known.status.value)  # (nor ask an operator) again
         decisions = 0
         while True:
             verdict = await self.grants.decide(request, self.settings.root)
@@ -182,6 +186,11 @@ class LiveEffects:
                 return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
                                   error=f"effect {start.effect_id} is {step.why}")
             return decided
+
+
+def _already(call_id: str, tool: str, effect_id: str, status: str) -> ToolResult:
+    return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
+                      error=f"effect {effect_id} is already in the ledger as {status}; it is not run again")
 
 
 def _check_answer(answer: Any, what: str) -> None:
