@@ -21,11 +21,15 @@ from .reasons import ExitKind, ExitReason
 from .signals import Command, Kill, RequestStop
 from .specs import RestartType
 
-# Children being stopped at once. Each costs up to three transmits in the supervisor's process
-# (the request, the exit request after its report, thespian's own exit notice on SIGCHLD), and
-# thespian's send queue turns send-only at 950 and drops past 1,050: 100 keeps well clear of it
-# with room for the mailbox traffic of a busy supervisor.
-STOP_WINDOW = 100
+# Children being stopped at once. Each costs up to four transmits in the supervisor's process
+# (the request, the exit request after its report, thespian's own exit notice on SIGCHLD, a dead
+# letter for a request a killed child never read), and thespian's send queue turns send-only at
+# 950 (for up to 5 minutes) and drops past 1,050. The supervisor's loop also slows with every open
+# child socket (about 30 ms per child stopped at N=1000 on 2 busy cores, raw thespian alike), and
+# a window must be stopped well within one shutdown time or its children are killed and the next
+# window's requests pile up behind theirs: with 100, a stop of 1000 under load did exactly that
+# and wedged in send-only mode. 25 keeps the pipeline full and far from both limits.
+STOP_WINDOW = 25
 KILL_GRACE_S = 5.0  # after a kill, how long an exit notice may take before the child is taken as killed
 _EARLY_S = 0.001  # a timer may fire this much before its deadline (clock granularity)
 
