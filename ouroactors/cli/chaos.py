@@ -110,7 +110,7 @@ def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | Non
               "a thread beside the actor, which the simulated simple base cannot host")
     try:
         config = WorkloadConfig(sessions=sessions, effects=effects, leases=workload != "ledger",
-                                ask_timeout=ask_timeout, lease_wait=3.0, op_deadline=10.0,
+                                ask_timeout=ask_timeout, lease_wait=15.0 if runtime else 3.0, op_deadline=10.0,
                                 driver="runtime" if runtime else "synthetic", kills=RUNTIME_KILLS if runtime else 0)
         tree_targets(tree.tree, sessions)
         if runtime and execution_path(tree.tree) is None:

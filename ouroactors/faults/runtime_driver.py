@@ -14,14 +14,19 @@ invariant checkers test the code users run. Per session:
 3. each turn: ``SendText`` then ``DrainOutput``/``AckOutput`` until ``turn_settled``.
 
 **A runtime that died** (killed, or gone with its supervisor when the ledger restarted under rest_for_one) is
-replaced: a new child, ``OpenSession`` again, and the session's turns are sent again from the first. The scripted
-model answers by conversation length, so a replayed turn makes the same call with the same effect id; the ledger
-answers ``existing`` and the runtime does not run it again (the table's ``NOT_AGAIN``). A start committed before a
+replaced: a new child and ``OpenSession`` again. The new runtime continues the session from its journal (the
+turns it verified; :class:`~ouroactors.runtime.execution.messages.RuntimeStatus` says how many), and the driver
+sends the turns after those again. The scripted model answers by conversation length, so a re-sent turn makes the
+same call under the same turn number, hence the same effect id: the ledger holds it and the runtime does not run it
+again (the table's ``NOT_AGAIN``). A start committed before a
 death and never settled stays ``started``; recovery makes it ``ambiguous`` and the world's reconciler settles what
 the world proves. That is exactly what the checkers look at: the ledger and the world afterwards.
 
 **Kills** are the driver's own (:class:`Kill`): a SIGKILL of the session's runtime or of the ledger process, by
-pid, at a named moment of a turn (right after ``SendText`` was accepted, or after the first output was drained).
+pid, at a named moment of a turn: right after ``SendText`` was accepted, after the first output was drained, or
+after the call's result was drained (the scripted model then waits :data:`RESULT_PACE_MS` before its closing
+words, so the kill lands while the call is settled in the ledger and its turn is not yet journaled: the case a
+replacement runtime must not run again).
 A plan armed in the static workers (:meth:`~.runner.Bench.run`'s ``plan``) applies too; a runtime is started after
 arming, so it is never armed itself. :func:`kills_for_seed` draws a schedule from a seed.
 
@@ -43,7 +48,15 @@ from ..core import clock
 from ..core.errors import OuroactorsError
 from ..core.procs import pid_alive
 from ..runtime.execution.errors import Busy, NotOpen
-from ..runtime.execution.messages import AckOutput, CloseSession, DrainOutput, OpenSession, SendText
+from ..runtime.execution.messages import (
+    AckOutput,
+    CloseSession,
+    DrainOutput,
+    InterruptTurn,
+    OpenSession,
+    RuntimeStatusRequest,
+    SendText,
+)
 from ..system.handle import ActorSystem
 from ._asking import isolated
 from .checks import CHECKS, Observation, Violation, check_all, generation_windows
@@ -61,7 +74,8 @@ from .world import WorldClient
 
 RUNTIME_ACTOR = "ouroactors.runtime.execution.runtime:Runtime"
 KILL_TARGETS = ("runtime", "ledger")
-KILL_MOMENTS = ("sent", "drained")
+RESULT_PACE_MS = 300
+KILL_MOMENTS = ("sent", "drained", "result")  # after SendText; after the first output; after the call's result
 
 
 class RuntimeWorkloadError(OuroactorsError):
@@ -75,7 +89,7 @@ class Kill:
     session: int
     turn: int  # 1-based
     target: Literal["runtime", "ledger"]
-    moment: Literal["sent", "drained"] = "sent"
+    moment: Literal["sent", "drained", "result"] = "sent"
 
     def __post_init__(self) -> None:
         if self.target not in KILL_TARGETS:
@@ -153,9 +167,29 @@ def stale_generation_direct(obs: Observation) -> list[Violation]:
     return out
 
 
+def call_delivered_once(obs: Observation) -> list[Violation]:
+    """Invariant 2 across effect ids: one model call (``<session>/t<n>/<call>``) reaches the world under one id.
+
+    The world dedups by key, and the key is the effect id, which holds the turn number: a runtime that re-ran a
+    crashed turn's call under a *new* turn number would deliver it again under another key, unseen by
+    :func:`.checks.double_settlement`. Here deliveries are grouped by session and call id.
+    """
+    calls: dict[tuple[str, str], set[str]] = {}
+    for key in obs.deliveries():
+        session, _, rest = key.partition("/")
+        _turn, _, call = rest.partition("/")
+        if call:
+            calls.setdefault((session, call), set()).add(key)
+    return [Violation("double-settlement", f"{session}/{call}",
+                      f"one model call reached the world under {len(keys)} effect ids: {sorted(keys)}")
+            for (session, call), keys in sorted(calls.items()) if len(keys) > 1]
+
+
 def check_runtime_run(obs: Observation) -> list[Violation]:
-    """Every invariant of :mod:`.checks`, with invariant 6 judged as the direct writer's fence defines it."""
-    return [*check_all(obs, [name for name in CHECKS if name != "stale-generation"]), *stale_generation_direct(obs)]
+    """Every invariant of :mod:`.checks`, with invariant 6 judged as the direct writer's fence defines it, and
+    invariant 2 also across effect ids (:func:`call_delivered_once`)."""
+    return [*check_all(obs, [name for name in CHECKS if name != "stale-generation"]), *stale_generation_direct(obs),
+            *call_delivered_once(obs)]
 
 
 def runtime_effect_id(sid: str, index: int) -> str:
@@ -231,7 +265,12 @@ class RuntimeDriver(Driver):
             payload = spec.payload(self.config.effect_timeout * 2)
             turns.append({"events": [{"kind": "tool_call", "id": f"e{k}", "name": "http", "arguments": {
                 "method": "POST", "url": f"{base}/items", "json_body": {"payload": payload}}}]})
-            turns.append({"events": [{"kind": "text", "text": f"effect {k} done"}]})
+            done: dict[str, Any] = {"events": [{"kind": "text", "text": f"effect {k} done"}]}
+            if any(kill.moment == "result" and kill.turn == k + 1 and runtime_session_id(self.record.run_id,
+                                                                                          kill.session) == sid
+                   for kill in self.kills):
+                done["pace_ms"] = RESULT_PACE_MS  # the turn stays open after the call's result: the kill lands there
+            turns.append(done)
         path = self.script_dir / f"{sid.replace('/', '_')}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"name": sid, "turns": turns}))
@@ -263,11 +302,13 @@ class RuntimeDriver(Driver):
                 path = f"{self.execution}/{child.id}"
                 system.ask(path, OpenSession(state.sid, state.config, holder["lease_id"]),
                            timeout=max(self.config.ask_timeout, 10.0))
+                # A new runtime continues the session from its journal: the turns it verified are done.
+                status = system.ask(path, RuntimeStatusRequest(), timeout=self.config.ask_timeout)
         except OuroactorsError as exc:
             self.record.errors.append(f"{state.sid}: open: {type(exc).__name__}: {exc}"[:300])
             yield _WAIT
             return True  # asked again by _reach until its deadline
-        state.path, state.turns, state.cursor = path, 0, 0
+        state.path, state.turns, state.cursor = path, int(status.turn), 0
         state.opened += 1
         yield "step"
         return True
@@ -285,7 +326,7 @@ class RuntimeDriver(Driver):
             return False
         self._maybe_kill(state, turn, "sent", replay)
         deadline = clock.monotonic() + self.config.op_deadline
-        drained = False
+        drained = observed = asked = False
         while True:
             try:
                 with isolated(self.system) as system:
@@ -295,15 +336,33 @@ class RuntimeDriver(Driver):
                         system.ask(path, AckOutput(state.cursor), timeout=self.config.ask_timeout)
             except OuroactorsError:
                 return False
-            settled = False
+            settled = result = False
             for event in batch.events:
-                if event.kind == "tool_result" and not replay:
-                    self._observe(state, turn, event.data)
+                if event.kind == "tool_result":
+                    observed = result = True
+                    if not replay:
+                        self._observe(state, turn, event.data)
+                elif event.kind == "approval_needed" and not asked:
+                    # Nobody answers approvals in this workload: the call cannot run. Interrupt the parked turn
+                    # (nothing was started) and go on; a replay of this turn asks, and is interrupted, again.
+                    asked = True
+                    self._note(state, turn, replay, "abandoned: asked for approval (nobody answers here)")
+                    try:
+                        with isolated(self.system) as system:
+                            system.ask(path, InterruptTurn(), timeout=self.config.ask_timeout)
+                    except OuroactorsError:
+                        return False
                 settled = settled or event.kind == "turn_settled"
             if batch.events and not drained:
                 drained = True
                 self._maybe_kill(state, turn, "drained", replay)
+            if result:
+                self._maybe_kill(state, turn, "result", replay)
             if settled:
+                if not (observed or asked or replay):
+                    # The turn settled without running its call (its runtime is failing: a stale stamp crashes
+                    # it right after): the session goes on on a fresh runtime, as recovery would go on.
+                    return False
                 state.turns = turn
                 return True
             if clock.monotonic() > deadline:
@@ -317,6 +376,11 @@ class RuntimeDriver(Driver):
         status, kind = data.get("status"), data.get("error_kind")
         record.start_answers.append(f"tool:{status}:{kind}" if kind else f"tool:{status}")
         record.outcome = {"ok": "settled-ok", "denied": "denied"}.get(str(status), f"tool-{status}:{kind}")
+
+    def _note(self, state: _Session, turn: int, replay: bool, outcome: str) -> None:
+        record = self.record.effects.get(runtime_effect_id(state.sid, turn - 1))
+        if record is not None and not replay:
+            record.outcome = outcome
 
     def _maybe_kill(self, state: _Session, turn: int, moment: str, replay: bool) -> None:
         if replay:
@@ -380,6 +444,6 @@ def execution_path(tree: Any) -> str | None:
 
 __all__ = [
     "KILL_MOMENTS", "KILL_TARGETS", "RUNTIME_ACTOR", "Kill", "RuntimeDriver", "RuntimeObservation",
-    "RuntimeWorkloadError", "check_runtime_run", "execution_path", "is_runtime", "kills_for_seed", "run_prefix",
-    "runtime_effect_id", "runtime_session_id", "stale_generation_direct",
+    "RuntimeWorkloadError", "call_delivered_once", "check_runtime_run", "execution_path", "is_runtime",
+    "kills_for_seed", "run_prefix", "runtime_effect_id", "runtime_session_id", "stale_generation_direct",
 ]

@@ -1,7 +1,8 @@
 """TEST-ONLY: a session runtime with a planted honesty bug, for proving the runtime workload catches it.
 
 :class:`RunsExistingStarts` is the real runtime, except that its effect path treats an ``existing`` start like a
-``created`` one: a call the ledger already holds (a turn sent again to a replaced runtime) is run again. The
+``created`` one (and skips the look-up that reports a known effect first): a call the ledger already holds (a
+turn sent again to a replaced runtime) is run again. The
 http tool sends the same idempotency key, so the world logs a second delivery of the key — invariant 2 ("no
 effect delivered twice") broken on purpose. The patch is made in the runtime's own process, at its start.
 """
@@ -27,3 +28,4 @@ class RunsExistingStarts(Runtime):
     def on_start(self, *args: Any, **kwargs: Any) -> None:
         effects.on_start_answer = _runs_existing  # type: ignore[assignment]  # this process only
         super().on_start(*args, **kwargs)
+        self.ledger.get = lambda effect_id: None  # type: ignore[method-assign]  # and skip the "known" check

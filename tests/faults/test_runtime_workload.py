@@ -115,16 +115,19 @@ def test_seeded_kills_of_the_runtime_and_the_ledger_break_no_invariant(fault_ben
 
 
 @pytest.mark.multiproc
-def test_a_replaced_runtime_replays_the_session_without_running_a_call_again(fault_bench):
+def test_a_replaced_runtime_does_not_run_a_settled_call_of_an_unfinished_turn_again(fault_bench):
+    """Killed after turn 2's call was settled but before the turn was journaled: the new runtime continues from
+    turn 1, turn 2 is sent again, its call has the same effect id, and the ledger's record stops it."""
     bench = fault_bench(workload_tree(runtime=True), WorkloadConfig(sessions=1, effects=3, driver="runtime"))
-    result = bench.run("replay", kills=(Kill(0, 3, "runtime", "sent"),))
+    result = bench.run("resend", kills=(Kill(0, 2, "runtime", "result"),))
     assert result.violations == [], [str(v) for v in result.violations]
     assert len(result.record.kills) == 1
     world = [d for d in result.observation.world_log if d["event"] == "delivered"]
-    assert sorted(d["key"] for d in world)[:2] == [runtime_effect_id("replay:s0", 0),
-                                                  runtime_effect_id("replay:s0", 1)]
-    assert all(d["n"] == 1 for d in world)  # turns 1 and 2 were sent again to the new runtime: not run again
-    assert len(result.record.effects) == 3
+    assert sorted(d["key"] for d in world) == [runtime_effect_id("resend:s0", k) for k in range(3)]
+    assert all(d["n"] == 1 for d in world)  # turn 2 was sent again to the new runtime: its call did not run again
+    second = result.record.effects[runtime_effect_id("resend:s0", 1)]
+    assert second.start_answers == ["tool:ok", "tool:failed"]  # ran once; then told it is in the ledger already
+    assert result.statuses == {"ok": 3}
 
 
 def test_the_driver_refuses_a_tree_without_grants():
@@ -151,8 +154,8 @@ def test_a_runtime_that_runs_an_existing_start_again_is_caught(fault_bench):
     tree = workload_tree(runtime=True, runtime_actor=PLANTED_RUNTIME)
     bench = fault_bench(tree, WorkloadConfig(sessions=1, effects=2, driver="runtime"))
     clean = bench.run("clean")
-    assert clean.violations == []  # without a death nothing is replayed: the bug does not show
-    result = bench.run("planted", kills=(Kill(0, 2, "runtime", "sent"),))
+    assert clean.violations == []  # without a death nothing is re-sent: the bug does not show
+    result = bench.run("planted", kills=(Kill(0, 2, "runtime", "result"),))
     found = {v.invariant for v in result.violations}
     assert "double-settlement" in found, [str(v) for v in result.violations]
     assert any("reached the world 2 times" in str(v) for v in result.violations)
