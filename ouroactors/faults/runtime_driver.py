@@ -254,6 +254,10 @@ class RuntimeDriver(Driver):
                     if record.outcome == "pending":
                         record.outcome = "abandoned: the session could not reach this turn"
                 break
+        for k in range(len(specs)):
+            record = self.record.effects[runtime_effect_id(sid, k)]
+            if record.outcome == "pending":  # a runtime settled its turn (journaled) and died before we drained it
+                record.outcome = "unseen: its turn was settled by a runtime that died (continued from the journal)"
         yield from self._close(state)
         if holder:
             yield from self._release(lease, index, holder)
