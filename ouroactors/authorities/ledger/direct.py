@@ -47,7 +47,7 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ...core import clock, faults
 from ...core.errors import CommitRejected, StaleGeneration
@@ -66,7 +66,7 @@ from .messages import (
 )
 from .store import LedgerStore, Op, Settle, Stamp, WriterRecord
 
-__all__ = ["LedgerWriter", "NoLedger"]
+__all__ = ["LedgerWriter", "NoLedger", "Rider"]
 
 Request = RecordStarted | RecordDenied | RecordSettled | OperatorSettle
 Answer = Any  # LedgerAnswer | LedgerError | StaleGeneration | CommitRejected | CommitOutcomeUnknown
@@ -76,9 +76,21 @@ class NoLedger(LedgerError):
     """The data dir has no recovered ledger yet: there is no generation to be bound to."""
 
 
+class Rider(Protocol):
+    """Records that ride in a ledger transaction (a session's journal): put inside it, told its outcome.
+
+    ``put_staged`` must never raise and must not spoil the transaction (the journal puts its records in a nested
+    transaction): a failed journal append never refuses an effect — the ledger is the gate.
+    """
+
+    def put_staged(self, txn: Any, *, isolate: bool = False) -> Any: ...
+    def settle_staged(self, batch: Any, outcome: Any) -> None: ...
+
+
 @dataclass
 class _Job:
     ops: list[Op]
+    riders: Sequence[Rider] = ()
     answers: list[Answer] = field(default_factory=list)
     done: bool = False
     error: BaseException | None = None
@@ -137,17 +149,18 @@ class LedgerWriter:
 
     # -- the protocol, as calls -------------------------------------------------------------------------
 
-    def record_started(self, request: Any) -> Answer:
-        return self.submit([RecordStarted(request)])[0]
+    def record_started(self, request: Any, riders: Sequence[Rider] = ()) -> Answer:
+        return self.submit([RecordStarted(request)], riders)[0]
 
-    def record_denied(self, request: Any, reason: str) -> Answer:
-        return self.submit([RecordDenied(request, reason)])[0]
+    def record_denied(self, request: Any, reason: str, riders: Sequence[Rider] = ()) -> Answer:
+        return self.submit([RecordDenied(request, reason)], riders)[0]
 
     def record_settled(self, effect_id: str, status: str, reason: str | None = None,
-                       evidence: dict[str, Any] | None = None, by: str = "runner") -> Answer:
-        return self.submit([RecordSettled(effect_id, status, reason, evidence, by)])[0]
+                       evidence: dict[str, Any] | None = None, by: str = "runner",
+                       riders: Sequence[Rider] = ()) -> Answer:
+        return self.submit([RecordSettled(effect_id, status, reason, evidence, by)], riders)[0]
 
-    def submit(self, requests: Sequence[Request]) -> list[Answer]:
+    def submit(self, requests: Sequence[Request], riders: Sequence[Rider] = ()) -> list[Answer]:
         """Record ``requests`` (in order, in one transaction with whatever other threads queued).
 
         A malformed request is answered with its :class:`LedgerError` and written by nobody; the
@@ -163,16 +176,16 @@ class LedgerWriter:
             except LedgerError as exc:
                 answers[index] = exc
         if ops:
-            for index, answer in zip(where, self._commit(ops), strict=True):
+            for index, answer in zip(where, self._commit(ops, riders), strict=True):
                 answers[index] = answer
         return answers
 
     # -- group commit -------------------------------------------------------------------------------
 
-    def _commit(self, ops: list[Op]) -> list[Answer]:
+    def _commit(self, ops: list[Op], riders: Sequence[Rider] = ()) -> list[Answer]:
         if faults.armed() is not None and any(isinstance(op, Settle) for op in ops):
             faults.point(SETTLE_RECEIVED)
-        job = _Job(ops)
+        job = _Job(ops, riders)
         with self._lock:
             if self._dead is not None:
                 raise EnvironmentDead(self._dead)
@@ -195,8 +208,15 @@ class LedgerWriter:
 
     def _lead(self, batch: list[_Job]) -> None:
         ops = [op for job in batch for op in job.ops]
+        riders = list(dict.fromkeys(r for job in batch for r in job.riders))  # one put each per transaction
+        put: list[tuple[Rider, Any]] = []
+
+        def ride(txn: Any) -> None:
+            put.clear()  # the transaction's own attempt: only what it put is settled with its outcome
+            put.extend((rider, rider.put_staged(txn, isolate=True)) for rider in riders)
+
         try:
-            outcome = self._store.apply(ops, stamp=self.stamp, writer=self.writer_id)
+            outcome = self._store.apply(ops, stamp=self.stamp, writer=self.writer_id, ride=ride if riders else None)
         except StaleGeneration as stale:
             self._finish(batch, [stale] * len(ops))
             return
@@ -211,6 +231,8 @@ class LedgerWriter:
             self.records += len(ops)
         elif not isinstance(outcome, Rejected) and env_panicked(self.env):
             self._dead = f"the environment panicked: {outcome.reason}; this process must exit"
+        for rider, staged in put:
+            rider.settle_staged(staged, outcome)
         self._finish(batch, answers_for(ops, outcome))
 
     @staticmethod

@@ -33,7 +33,7 @@ would let the same effect id be recorded — and the effect run — again).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -123,18 +123,22 @@ class LedgerStore:
 
     # -- writes -------------------------------------------------------------------------------------
 
-    def apply(self, ops: list[Op], *, stamp: Stamp | None = None, writer: bytes | None = None
-              ) -> Outcome[list[OpResult]]:
+    def apply(self, ops: list[Op], *, stamp: Stamp | None = None, writer: bytes | None = None,
+              ride: Callable[[lmdb.Transaction], None] | None = None) -> Outcome[list[OpResult]]:
         """Decide and write ``ops`` in one fenced transaction.
 
         The ledger itself is fenced on its storage generation; a direct writer passes its ``stamp``
         instead (a gone generation raises :class:`StaleGeneration`, nothing written) and, when
-        watched, its ``writer`` id, which indexes its unsettled starts in ``ledger_runs``.
+        watched, its ``writer`` id, which indexes its unsettled starts in ``ledger_runs``. ``ride`` puts
+        other records into the same transaction after the ledger's own (a session's journal): one commit for both.
         """
         def run(txn: lmdb.Transaction) -> list[OpResult]:
             if stamp is not None:
                 self._check_stamp(txn, stamp)
-            return [self._apply_one(txn, op, writer) for op in ops]
+            results = [self._apply_one(txn, op, writer) for op in ops]
+            if ride is not None:
+                ride(txn)
+            return results
 
         return write(self.env, run, fence=self.fence if stamp is None else None)
 

@@ -28,7 +28,7 @@ commits what its threads queued together).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -70,10 +70,11 @@ class GrantsPort(Protocol):
 
 class LedgerPort(Protocol):
     def get(self, effect_id: str) -> Any: ...
-    def record_started(self, request: StartRequest) -> Any: ...
-    def record_denied(self, request: StartRequest, reason: str) -> Any: ...
+    def record_started(self, request: StartRequest, riders: Sequence[Any] = ()) -> Any: ...
+    def record_denied(self, request: StartRequest, reason: str, riders: Sequence[Any] = ()) -> Any: ...
     def record_settled(self, effect_id: str, status: str, reason: str | None = None,
-                       evidence: dict[str, Any] | None = None, by: str = "runner") -> Any: ...
+                       evidence: dict[str, Any] | None = None, by: str = "runner",
+                       riders: Sequence[Any] = ()) -> Any: ...
 
 
 @dataclass
@@ -98,11 +99,21 @@ class LiveEffects:
     """:class:`~.loop.EffectPort` for a live session (see the module docstring for the rules)."""
 
     def __init__(self, settings: EffectSettings, grants: GrantsPort, ledger: LedgerPort,
-                 on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None, journal: Any = None) -> None:
         self.settings = settings
         self.grants = grants
         self.ledger = ledger
         self.on_event = on_event or (lambda kind, fields: None)
+        # The session's journal rides in the ledger's start and settle transactions (its staged records are put
+        # inside them): a tool call costs those two synced commits and no commit of the journal's own.
+        self.journal = journal
+        self._riders: tuple[Any, ...] = (journal,) if journal is not None else ()
+
+    def _evidence(self, evidence: dict[str, Any]) -> dict[str, Any]:
+        """The tool's plain evidence, plus the journal head committed so far (an anchor kept outside it)."""
+        plain = {k: v for k, v in evidence.items() if isinstance(v, str | int | float | bool) or v is None}
+        anchor = self.journal.anchor_evidence() if self.journal is not None else None
+        return {**plain, **(anchor or {})}
 
     async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
         tool, args = call.payload
@@ -141,7 +152,7 @@ class LiveEffects:
         if on_tool_outcome(outcome.status) is ToolAction.SETTLE:  # unknown: left started, never settled failed
             settled = await trio.to_thread.run_sync(
                 lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
-                                                   _evidence(outcome.evidence)))
+                                                   self._evidence(outcome.evidence), riders=self._riders))
             _check_answer(settled, "settle")
         return result
 
@@ -170,10 +181,11 @@ class LiveEffects:
                     verdict = Verdict(Decision.DENY, f"approval refused: {why}", verdict.rule)
                     decided = decided.model_copy(update={"cause": verdict.reason[:500]})
             if admission is Admission.DENY:
-                denied = await trio.to_thread.run_sync(self.ledger.record_denied, decided, verdict.reason)
+                denied = await trio.to_thread.run_sync(self.ledger.record_denied, decided, verdict.reason,
+                                                       self._riders)
                 _check_answer(denied, "deny")
                 return ToolResult(call_id, tool, "denied", error=verdict.reason, error_kind="denied")
-            answer = await trio.to_thread.run_sync(self.ledger.record_started, decided)
+            answer = await trio.to_thread.run_sync(self.ledger.record_started, decided, self._riders)
             step = on_start_answer(answer, decisions)
             if step.action is StartAction.REDECIDE:
                 continue  # decided under a grants generation that is gone: decide again
@@ -197,10 +209,6 @@ def _check_answer(answer: Any, what: str) -> None:
     """Stale stamps and unknown commit outcomes end the runtime (see the module docstring)."""
     if on_record_answer(answer) is RecordAction.BROKEN:
         raise EffectPathBroken(f"ledger {what}: {type(answer).__name__}: {answer}")
-
-
-def _evidence(evidence: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in evidence.items() if isinstance(v, str | int | float | bool) or v is None}
 
 
 def _refused(call_id: str, name: str, refused: ToolError) -> ToolResult:

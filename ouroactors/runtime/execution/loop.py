@@ -216,11 +216,15 @@ class SessionLoop:
     """One session's conversation and its turns. Not thread-safe: it lives in the runtime's trio loop."""
 
     def __init__(self, session: str, config: SessionConfig, ports: Ports, *, deadlines: bool = True,
-                 flush_before_tools: bool = True) -> None:
+                 flush_before_tools: bool = True, flush_before_model: bool = True) -> None:
         self.session = session
         # True: commit the model's result and the tool_call records before any tool runs. An effect port that
         # puts staged records into its ledger-start transaction (Journal.put_staged) makes this a commit saved.
         self.flush_before_tools = flush_before_tools
+        # True: commit the model_call record before the model is called. False: it rides in the next commit (the
+        # effect port's start, or the turn's settlement) — a call the process died in the middle of is then not in
+        # the journal, but nothing was acted on from it: the ledger, not the journal, is the gate for effects.
+        self.flush_before_model = flush_before_model
         self.config = config
         self.ports = ports
         self.deadlines = deadlines  # replay turns them off: recorded outcomes stand in for what timed out
@@ -294,7 +298,8 @@ class SessionLoop:
                                           self.ports.catalog.specs(), limits.max_output_tokens)
             self._record("model_call", turn, {"index": calls, "request_digest": self._digests.request(request),
                                               "messages": len(request.messages)})
-            self.ports.journal.flush()
+            if self.flush_before_model:
+                self.ports.journal.flush()
             try:
                 chunks, tool_calls, usage, finish = await self._stream(request, turn, calls, deadline_ns)
             except ModelError as exc:

@@ -176,8 +176,9 @@ class Runtime(Worker):
             authority={name: entry.generation for name, entry in self.authorities.items()
                        if entry.generation is not None},
             network_private=self.network_private)
+        journal = Journal(self.ledger.env, message.session_id)
         effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
-            kind, None, {"session": message.session_id, **fields}))
+            kind, None, {"session": message.session_id, **fields}), journal=journal)
         steering = SteeringQueue()
         subscriber = message.subscriber
         session = message.session_id
@@ -188,9 +189,11 @@ class Runtime(Worker):
 
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
         ports = Ports(model=ProviderModel(provider), effects=effects,
-                      journal=JournalWriter(Journal(self.ledger.env, session)), clock=SystemClock(),
+                      journal=JournalWriter(journal), clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
-        loop = SessionLoop(session, config, ports)
+        # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
+        # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
+        loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
         self._restore(loop, session)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
