@@ -114,6 +114,9 @@ def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(sessi
     for call in ("call_demo_read", "call_demo_edit", "call_demo_shell"):
         entry = ask_authority(system, "agent/ledger", GetEntry(f"s1/t1/{call}"))
         assert entry.status is Status.OK and entry.session_id == "s1"
+        # decided in the runtime with grants' own policy, and recorded in the start's transaction
+        permission = ask_authority(system, "agent/ledger", GetEntry(entry.grant.split(":")[0]))
+        assert permission.kind == "permission" and permission.status is Status.OK
     with pytest.raises(NoActiveTurn):
         system.ask(path, SteerTurn("late"))
 

@@ -39,7 +39,7 @@ from ...core import clock, faults
 from ...core.codec import CodecError, digest_of
 from ...core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected, StaleGeneration
 from ...supervision.worker import Worker
-from ..ledger.domain import DEFAULT_KINDS, LedgerError, StartRequest, Status, fingerprint
+from ..ledger.domain import DEFAULT_KINDS, LedgerError, Status
 from ..ledger.store import LedgerStore, Start
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected, write
@@ -47,6 +47,7 @@ from ..storage.env import db, open_env
 from ..workspace.leases import lease_from_record
 from . import approvals as book
 from .approvals import Approval, ApprovalRefused, Refusal
+from .inline import POLICY_KEY, Policy, effective_rules, permission_entry, policy_record
 from .messages import (
     PROTOCOL,
     READS,
@@ -107,9 +108,12 @@ class Grants(Worker):
         self.answerers = tuple(answerers) if answerers else (local,)
         self.waiters: dict[str, list[Any]] = {}
         self.postures, self.stored_rules, self.approvals = self._load()
-        for scope, texts in (rules or {}).items():  # configured user/workspace rules join the stored ones
-            if scope != "node":
-                self.stored_rules[scope] = tuple(dict.fromkeys((*self.stored_rules.get(scope, ()), *texts)))
+        configured = {scope: tuple(texts) for scope, texts in (rules or {}).items() if scope != "node"}
+        for scope, texts in configured.items():  # configured user/workspace rules join the stored ones
+            self.stored_rules[scope] = tuple(dict.fromkeys((*self.stored_rules.get(scope, ()), *texts)))
+        # What only the configuration knows, durable for runtimes that decide inline (see .inline); written before
+        # the generation is published, so every consumer started under this generation finds it.
+        self._commit(policy=Policy(tuple((rules or {}).get("node", ())), configured, self.protected))
         now = clock.time_ns()
         orphans = [x for a in self.approvals.values() if (x := book.deny_orphan(a, now, ORPHANED)) is not None]
         if orphans:
@@ -153,8 +157,11 @@ class Grants(Worker):
         return postures, stored, found
 
     def _commit(self, *, approvals: list[Approval] = (), postures: dict[str, str] | None = None,  # type: ignore[assignment]
-                rules: dict[str, tuple[str, ...]] | None = None, forget: list[str] = ()) -> None:  # type: ignore[assignment]
+                rules: dict[str, tuple[str, ...]] | None = None, forget: list[str] = (),  # type: ignore[assignment]
+                policy: Policy | None = None) -> None:
         def put(txn: lmdb.Transaction) -> None:
+            if policy is not None:
+                txn.put(POLICY_KEY, policy_record(policy), db=self.grants_db)
             for approval_id in forget:
                 txn.delete(f"approval/{approval_id}".encode(), db=self.grants_db)
             for approval in approvals:
@@ -181,13 +188,7 @@ class Grants(Worker):
 
     def _rules(self, session_id: str) -> tuple[Rule, ...]:
         """Node rules, the stored user and workspace rules, and the session rules of this session only."""
-        out = list(self.node_rules)
-        for key, texts in self.stored_rules.items():
-            scope, _, owner = key.partition("/")
-            if scope == Scope.SESSION.value and owner != session_id:
-                continue
-            out.extend(parse_rules(texts, Scope(scope)))
-        return tuple(out)
+        return effective_rules(self.node_rules, self.stored_rules, session_id)
 
     def handle_Decide(self, message: Decide, sender: Any) -> Judged:
         """Every decision is offered to the ledger before it is answered (see :class:`Judged`)."""
@@ -229,15 +230,7 @@ class Grants(Worker):
     def _record(self, request: Request, verdict: Verdict) -> str | None:
         """The decision as a ledger entry of kind ``permission``; why not, if it could not be recorded."""
         try:
-            arguments = {"tool": request.tool, "effect": request.effect.value, "paths": list(request.paths),
-                         "command": request.command, "domains": list(request.domains)}
-            effect_id = f"permission-{uuid.uuid4().hex}"
-            entry = StartRequest(effect_id=effect_id, kind="permission", idempotency_key=effect_id,
-                                 fingerprint=fingerprint("permission", arguments), principal=request.principal,
-                                 session_id=request.principal, turn_id=None, call_id=None,
-                                 grant=str(verdict.rule)[:500] if verdict.rule else None,
-                                 authority={"grants": self.generation or 0},
-                                 cause=f"{verdict.decision.value}: {verdict.reason}"[:500])
+            entry = permission_entry(request, verdict, self.generation or 0)
             status = Status.OK if verdict.decision is Decision.ALLOW else Status.DENIED
             outcome = self.ledger.apply([Start(entry, status, verdict.decision.value)])
         except Exception as exc:

@@ -58,6 +58,7 @@ from .domain import DEFAULT_KINDS, LedgerError
 from .messages import (
     SETTLE_RECEIVED,
     OperatorSettle,
+    RecordDecision,
     RecordDenied,
     RecordSettled,
     RecordStarted,
@@ -68,7 +69,7 @@ from .store import LedgerStore, Op, Settle, Stamp, WriterRecord
 
 __all__ = ["LedgerWriter", "NoLedger", "Rider"]
 
-Request = RecordStarted | RecordDenied | RecordSettled | OperatorSettle
+Request = RecordStarted | RecordDenied | RecordDecision | RecordSettled | OperatorSettle
 Answer = Any  # LedgerAnswer | LedgerError | StaleGeneration | CommitRejected | CommitOutcomeUnknown
 
 

@@ -56,6 +56,23 @@ class RecordStarted:
 
 
 @dataclass(frozen=True, repr=False)
+class RecordDecision:
+    """A grants decision as a ``permission`` entry, written already settled (``ok`` allowed, ``denied`` not).
+
+    Written by a direct writer that decided with the grants authority's own code and durable policy
+    (:mod:`ouroactors.authorities.grants.inline`), in the same transaction as the effect's start it admits.
+    Only ``permission`` entries may be written this way: no effect is ever recorded as done without running.
+    """
+
+    request: StartRequest
+    allowed: bool
+    reason: Text
+
+    def __repr__(self) -> str:
+        return f"RecordDecision({_effect_of(self.request)}, allowed={self.allowed})"
+
+
+@dataclass(frozen=True, repr=False)
 class RecordDenied:
     request: StartRequest
     reason: Text
@@ -164,6 +181,10 @@ def _to_op(item: Any, operators: dict[str, str] | None = None) -> Op:
         if not isinstance(item.reason, str):
             raise LedgerError(f"RecordDenied.reason must be a string, not {type(item.reason).__name__}")
         return Start(item.request, Status.DENIED, item.reason)
+    if isinstance(item, RecordDecision):
+        if not isinstance(item.request, StartRequest) or item.request.kind != "permission":
+            raise LedgerError("RecordDecision records a StartRequest of kind 'permission' only")
+        return Start(item.request, Status.OK if item.allowed is True else Status.DENIED, str(item.reason)[:500])
     if isinstance(item, RecordSettled):
         return Settle(item.effect_id, item.status, item.reason, item.evidence, item.by)
     if isinstance(item, OperatorSettle):

@@ -34,8 +34,10 @@ from typing import Any, Protocol
 
 import trio
 
+from ...authorities.grants.inline import InlineGrants, NoPolicy, permission_entry
 from ...authorities.grants.rules import Decision, Request, Verdict
 from ...authorities.ledger.domain import StartRequest, fingerprint
+from ...authorities.ledger.messages import RecordDecision, RecordDenied, RecordStarted
 from ...core.errors import OuroactorsError, StaleGeneration
 from ..sandbox import SandboxMode
 from .honesty import (
@@ -70,6 +72,7 @@ class GrantsPort(Protocol):
 
 class LedgerPort(Protocol):
     def get(self, effect_id: str) -> Any: ...
+    def submit(self, requests: Sequence[Any], riders: Sequence[Any] = ()) -> list[Any]: ...
     def record_started(self, request: StartRequest, riders: Sequence[Any] = ()) -> Any: ...
     def record_denied(self, request: StartRequest, reason: str, riders: Sequence[Any] = ()) -> Any: ...
     def record_settled(self, effect_id: str, status: str, reason: str | None = None,
@@ -99,8 +102,10 @@ class LiveEffects:
     """:class:`~.loop.EffectPort` for a live session (see the module docstring for the rules)."""
 
     def __init__(self, settings: EffectSettings, grants: GrantsPort, ledger: LedgerPort,
-                 on_event: Callable[[str, dict[str, Any]], None] | None = None, journal: Any = None) -> None:
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None, journal: Any = None,
+                 inline: InlineGrants | None = None) -> None:
         self.settings = settings
+        self.inline = inline
         self.grants = grants
         self.ledger = ledger
         self.on_event = on_event or (lambda kind, fields: None)
@@ -108,6 +113,24 @@ class LiveEffects:
         # inside them): a tool call costs those two synced commits and no commit of the journal's own.
         self.journal = journal
         self._riders: tuple[Any, ...] = (journal,) if journal is not None else ()
+
+    async def _decide(self, request: Request) -> tuple[Verdict, list[Any]]:
+        """The verdict, and the records that make it durable (to ride in the start's transaction).
+
+        Inline (:class:`~ouroactors.authorities.grants.inline.InlineGrants`): the grants authority's own function
+        on its durable policy, recorded with the start — no message, no commit of its own. Otherwise the authority
+        is asked and records the decision itself.
+        """
+        if self.inline is not None:
+            try:
+                verdict = self.inline.decide(request, self.settings.root)
+            except NoPolicy:
+                self.inline = None  # an authority that publishes no policy: ask it from now on
+            else:
+                entry = permission_entry(request, verdict, self.settings.authority.get("grants", 0))
+                allowed = verdict.decision is Decision.ALLOW
+                return verdict, [RecordDecision(entry, allowed, f"{verdict.decision.value}: {verdict.reason}"[:500])]
+        return await self.grants.decide(request, self.settings.root), []
 
     def _evidence(self, evidence: dict[str, Any]) -> dict[str, Any]:
         """The tool's plain evidence, plus the journal head committed so far (an anchor kept outside it)."""
@@ -165,12 +188,18 @@ class LiveEffects:
             return _already(call_id, tool, start.effect_id, known.status.value)  # (nor ask an operator) again
         decisions = 0
         while True:
-            verdict = await self.grants.decide(request, self.settings.root)
+            verdict, recording = await self._decide(request)
             decisions += 1
             grant = str(verdict.rule) if verdict.rule is not None else f"{verdict.decision.value}: {verdict.reason}"
+            if recording:  # the start names the permission entry that admitted it
+                grant = f"{recording[0].request.effect_id}: {grant}"
             decided = start.model_copy(update={"grant": grant[:500], "cause": verdict.reason[:500]})
             admission = on_verdict(verdict.decision)
             if admission is Admission.APPROVAL:
+                if recording:  # the ask is recorded before anyone is asked
+                    _check_answer((await trio.to_thread.run_sync(self.ledger.submit, recording, self._riders))[0],
+                                  "decision")
+                    recording = []
                 ctx.record_approval({"asked": verdict.reason})
                 await ctx.emit("approval_needed", {"tool": tool, "reason": verdict.reason})
                 approved, why = await self.grants.approve(self.settings.session, tool,
@@ -181,11 +210,12 @@ class LiveEffects:
                     verdict = Verdict(Decision.DENY, f"approval refused: {why}", verdict.rule)
                     decided = decided.model_copy(update={"cause": verdict.reason[:500]})
             if admission is Admission.DENY:
-                denied = await trio.to_thread.run_sync(self.ledger.record_denied, decided, verdict.reason,
-                                                       self._riders)
-                _check_answer(denied, "deny")
+                answers = await trio.to_thread.run_sync(
+                    self.ledger.submit, [*recording, RecordDenied(decided, verdict.reason)], self._riders)
+                _check_answer(answers[-1], "deny")
                 return ToolResult(call_id, tool, "denied", error=verdict.reason, error_kind="denied")
-            answer = await trio.to_thread.run_sync(self.ledger.record_started, decided, self._riders)
+            answer = (await trio.to_thread.run_sync(
+                self.ledger.submit, [*recording, RecordStarted(decided)], self._riders))[-1]
             step = on_start_answer(answer, decisions)
             if step.action is StartAction.REDECIDE:
                 continue  # decided under a grants generation that is gone: decide again

@@ -30,6 +30,7 @@ from typing import Any
 import msgpack
 from thespian.actors import WatchMessage
 
+from ...authorities.grants.inline import InlineGrants
 from ...authorities.grants.messages import ConsumeApproval, Decide, RequestApproval, WaitApproval
 from ...authorities.grants.rules import Request
 from ...authorities.ledger.direct import LedgerWriter
@@ -178,7 +179,8 @@ class Runtime(Worker):
             network_private=self.network_private)
         journal = Journal(self.ledger.env, message.session_id)
         effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
-            kind, None, {"session": message.session_id, **fields}), journal=journal)
+            kind, None, {"session": message.session_id, **fields}), journal=journal,
+            inline=InlineGrants(self.ledger.env))  # decisions in this process, recorded with the start
         steering = SteeringQueue()
         subscriber = message.subscriber
         session = message.session_id

@@ -1,0 +1,111 @@
+"""Grants decisions in the caller's process: the authority's own code on the authority's durable policy.
+
+A session runtime would otherwise ask the grants actor for every tool call — a message round trip (~1.5 ms here)
+plus a synced commit of the decision in the grants process, before the ledger start's own commit. The decision
+is a pure function (:func:`~.posture.evaluate`) of state that grants keeps durable anyway: postures and stored
+rules in its LMDB database, and — published by the authority at start (:func:`policy_record`) — what only its
+configuration knew: node rules, configured user/workspace rules, protected roots. So a runtime decides **with the
+same function on the same state**, and records the decision as a ``permission`` entry **in the same transaction
+as the effect's start** (:class:`~ouroactors.authorities.ledger.messages.RecordDecision`): one commit, no hop.
+
+Fencing is unchanged: the start's authority snapshot names the grants generation the runtime was started
+against, and the ledger's transaction refuses it if grants has changed generation since (rules revoked, policy
+reloaded) — the runtime is restarted by rest_for_one and decides again under the new generation. ``ask`` still
+goes to the authority: approvals are its objects.
+
+The pieces the actor and the inline decider share live here, so there is one implementation of each:
+:func:`effective_rules` (which rules apply to a session) and :func:`permission_entry` (how a decision is recorded).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import lmdb
+import msgpack
+
+from ..ledger.domain import StartRequest, fingerprint
+from ..storage.env import db
+from .posture import Posture, evaluate
+from .rules import Decision, Request, Rule, Scope, Verdict, parse_rules
+
+POLICY_KEY = b"policy"  # in the grants database: the configuration-only part of the policy
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the grants authority publishes at start for inline deciders."""
+
+    node: tuple[str, ...]
+    configured: dict[str, tuple[str, ...]]  # configured user/workspace rules (joined with the stored ones)
+    protected: tuple[str, ...]
+
+
+def policy_record(policy: Policy) -> bytes:
+    return msgpack.packb({"node": list(policy.node), "configured": {k: list(v) for k, v in policy.configured.items()},
+                          "protected": list(policy.protected)})
+
+
+def effective_rules(node: Sequence[Rule], stored: Mapping[str, Sequence[str]], session_id: str) -> tuple[Rule, ...]:
+    """Node rules, the stored user and workspace rules, and the session rules of this session only."""
+    out = list(node)
+    for key, texts in stored.items():
+        scope, _, owner = key.partition("/")
+        if scope == Scope.SESSION.value and owner != session_id:
+            continue
+        out.extend(parse_rules(texts, Scope(scope)))
+    return tuple(out)
+
+
+def permission_entry(request: Request, verdict: Verdict, generation: int) -> StartRequest:
+    """A decision as the ledger records it: an entry of kind ``permission`` for the session."""
+    arguments = {"tool": request.tool, "effect": request.effect.value, "paths": list(request.paths),
+                 "command": request.command, "domains": list(request.domains)}
+    effect_id = f"permission-{uuid.uuid4().hex}"
+    return StartRequest(effect_id=effect_id, kind="permission", idempotency_key=effect_id,
+                        fingerprint=fingerprint("permission", arguments), principal=request.principal,
+                        session_id=request.principal, turn_id=None, call_id=None,
+                        grant=str(verdict.rule)[:500] if verdict.rule else None,
+                        authority={"grants": generation},
+                        cause=f"{verdict.decision.value}: {verdict.reason}"[:500])
+
+
+class NoPolicy(Exception):
+    """The grants authority has not published its policy in this data dir (an older or absent authority)."""
+
+
+class InlineGrants:
+    """Decides as the grants authority would, reading its durable state (one read transaction per decision)."""
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self.env = env
+        self._db = db(env, b"grants")
+
+    def decide(self, request: Request, root: str | None) -> Verdict:
+        """The verdict for ``request`` (never raises on the engine: an error is ``ask``, as the actor answers)."""
+        session = request.principal
+        with self.env.begin() as txn:
+            raw = txn.get(POLICY_KEY, db=self._db)
+            if raw is None:
+                raise NoPolicy("the grants authority has published no policy here")
+            policy = msgpack.unpackb(bytes(raw), raw=False)
+            posture_raw = txn.get(f"posture/{session}".encode(), db=self._db)
+            stored: dict[str, tuple[str, ...]] = {}
+            for key, value in txn.cursor(db=self._db):
+                kind, _, name = bytes(key).decode().partition("/")
+                if kind == "rules" and name != Scope.SESSION.value:
+                    stored[name] = tuple(msgpack.unpackb(bytes(value), raw=False))
+        for scope, texts in (policy.get("configured") or {}).items():
+            stored[scope] = tuple(dict.fromkeys((*stored.get(scope, ()), *texts)))
+        posture = msgpack.unpackb(bytes(posture_raw), raw=False) if posture_raw is not None else Posture.DEFAULT.value
+        try:
+            rules = effective_rules(parse_rules(policy.get("node") or (), Scope.NODE), stored, session)
+        except Exception as exc:  # a stored rule this code cannot read: ask, never allow
+            return Verdict(Decision.ASK, f"engine error: {type(exc).__name__}: {exc}")
+        return evaluate(request, posture, rules, tuple(policy.get("protected") or ()), root=root)
+
+
+__all__ = ["POLICY_KEY", "InlineGrants", "NoPolicy", "Policy", "effective_rules", "permission_entry",
+           "policy_record"]

@@ -1,0 +1,52 @@
+"""A runtime's inline decision is the grants authority's decision: same function, same durable policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors import supervisor, worker
+from ouroactors.authorities.asking import ask_authority
+from ouroactors.authorities.grants.inline import InlineGrants
+from ouroactors.authorities.grants.messages import AddRules, Decide, SetPosture
+from ouroactors.authorities.grants.rules import Request
+from ouroactors.authorities.storage.env import StorageConfig, open_env
+
+pytestmark = pytest.mark.multiproc
+
+RULES = {"node": ["deny:Bash(rm -rf *)", "ask:Bash(git push *)"],
+         "user": ["allow:Read(**)", "allow:Bash(git *)", "allow:WebFetch(domain:*.example.com)"],
+         "workspace": ["allow:Write(/srv/project/**)"]}
+
+
+def test_inline_decisions_equal_the_authoritys_for_every_request(actor_system, tmp_path):
+    actor_system.start_tree(supervisor("agent", strategy="rest_for_one", children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": RULES}),
+    ]))
+    ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s1"))
+    ask_authority(actor_system, "agent/grants", SetPosture("s2", "plan"))
+    inline = InlineGrants(open_env(StorageConfig.under(actor_system.data_dir)))  # opened after the system started
+    requests = [
+        Request(s, tool, effect, paths, command, domains)
+        for s in ("s1", "s2", "s3")
+        for tool, effect, paths, command, domains in [
+            ("shell", "execute", (), "git status", ()),
+            ("shell", "execute", (), "git push origin main", ()),
+            ("shell", "execute", (), "rm -rf /", ()),
+            ("shell", "execute", (), "make test", ()),  # a session rule: s1 only
+            ("shell", "execute", (), "git -c core.pager='sh -c x' log", ()),
+            ("read", "read", ("/etc/hostname",), None, ()),
+            ("write", "write", ("/srv/project/a.txt",), None, ()),  # plan mode (s2) refuses writes
+            ("write", "write", (str(actor_system.data_dir / "x"),), None, ()),  # the data dir: always refused
+            ("http", "network", (), None, ("api.example.com",)),
+            ("http", "network", (), None, ("evil.test",)),
+        ]
+    ]
+    for request in requests:
+        judged = ask_authority(actor_system, "agent/grants", Decide(request))
+        mine = inline.decide(request, None)
+        assert (mine.decision, mine.reason, mine.rule) == (judged.decision, judged.reason, judged.rule), request
+    decisions = {(r.principal, r.command): inline.decide(r, None).decision.value for r in requests if r.command}
+    assert decisions[("s1", "make test")] == "allow" and decisions[("s3", "make test")] == "ask"
+    assert decisions[("s1", "rm -rf /")] == "deny"
