@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -63,14 +64,23 @@ def restart(data_dir: str, path: str) -> None:
     console.print(f"restarted {path} (pid {info.pid})", markup=False)
 
 
+def _literal(text: str) -> object:
+    """An argument as the value it spells: ``7`` is 7, ``1.5``, ``true``, ``null``, ``"7"``, ``[1, 2]``,
+    ``{"k": 1}`` are JSON; anything that is not JSON (``hello``) stays a string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 @main.command("start-child")
 @data_dir_option
 @click.argument("supervisor_path")
 @click.argument("args", nargs=-1)
 @reports_errors
 def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> None:
-    """Start a dynamic child of a simple_one_for_one supervisor with extra string ARGS."""
-    info = connect(data_dir).start_child(supervisor_path, args)
+    """Start a dynamic child of a simple_one_for_one supervisor with extra ARGS (JSON literals)."""
+    info = connect(data_dir).start_child(supervisor_path, tuple(_literal(a) for a in args))
     console.print(f"started {supervisor_path}/{info.id} (pid {info.pid})", markup=False)
 
 

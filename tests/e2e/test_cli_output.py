@@ -47,3 +47,39 @@ def test_events_of_a_data_dir_that_does_not_exist_is_an_error(tmp_path):
     result = cli("events", "--data-dir", str(tmp_path / "typo"), cwd=tmp_path)
     assert result.returncode == 5
     assert "typo" in result.stderr
+
+
+POOL = """
+[tree]
+id = "example"
+strategy = "one_for_one"
+
+[[tree.children]]
+id = "pool"
+type = "supervisor"
+strategy = "simple_one_for_one"
+
+[[tree.children.children]]
+id = "counter"
+actor = "ouroactors.examples.workers:Counter"
+restart = "transient"
+"""
+
+
+def test_start_child_arguments_are_typed_literals(tmp_path):
+    import sys
+
+    tree_file = write_tree(tmp_path / "pool.toml", POOL)
+    data_dir = tmp_path / "data"
+    served = Served(tmp_path, str(tree_file), "--data-dir", str(data_dir))
+    try:
+        started = cli("start-child", "example/pool", "7", "--data-dir", str(data_dir), cwd=tmp_path)
+        assert started.returncode == 0, started.stdout + started.stderr
+        child = started.stdout.split()[1]  # "started example/pool/counter#1 (pid N)"
+        code = ("from ouroactors import ActorSystem; "
+                f"print(ActorSystem.connect({str(data_dir)!r}).ask({child!r}, 'incr'))")
+        answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert answer.stdout.strip() == "8", answer.stdout + answer.stderr  # 7 is the int 7, not the string "7"
+    finally:
+        assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
+        served.finish()
