@@ -17,6 +17,7 @@ SEEDS = 200
 CONFIG = WorkloadConfig(sessions=2, effects=2, refuse_every=3, ask_timeout=0.4, lease_wait=3.0, op_deadline=10.0)
 
 
+@pytest.mark.slow
 def test_a_200_seed_campaign_finds_no_violation(tmp_path, record_property):
     began = time.monotonic()
     with Campaign(workload_tree(), CONFIG, data_dir=tmp_path) as campaign:
@@ -53,6 +54,7 @@ def test_a_campaign_on_the_simple_base_kills_simulated_and_finds_no_violation(tm
     assert {"agent/ledger", "agent/storage"} & killed  # the authorities die too, and recover
 
 
+@pytest.mark.slow
 def test_a_long_simulated_campaign_goes_on_with_a_fresh_system_on_the_same_world(tmp_path):
     with Campaign(workload_tree(), CONFIG, base="simple", data_dir=tmp_path) as campaign:
         campaign.fresh_every = 3

@@ -12,6 +12,7 @@ from ouroactors.faults.enumerate import CrashRow, CrashSite, enumerate_crashes, 
 pytestmark = pytest.mark.multiproc
 
 
+@pytest.mark.slow
 def test_every_site_is_crashed_at_and_every_invariant_holds(tmp_path, record_property):
     began = time.monotonic()
     rows_seen: list[CrashRow] = []

@@ -117,6 +117,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterato
     assert processes_under(pytester.path) == []
 
 
+@pytest.mark.slow
 def test_passes_on_the_real_ledger(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_real=REAL)
     result = inner.runpytest_subprocess("-rA", "-p", "no:cacheprovider", timeout=120)
@@ -129,6 +130,7 @@ def test_passes_on_the_real_ledger(inner: pytest.Pytester) -> None:
     result.stdout.re_match_lines([r"\s+1\s+app/ledger\s+message\.app/ledger\s+1\s+ok\s"])
 
 
+@pytest.mark.slow
 def test_fails_naming_the_site_on_the_planted_bug_ledger(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_planted=PLANTED)
     result = inner.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
