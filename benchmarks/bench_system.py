@@ -100,8 +100,19 @@ def run(quick: bool) -> list[Row]:
             start = time.perf_counter()
             raw.ask(echo, "x", 10)
             raw_ask.samples.append((time.perf_counter() - start) * 1000.0)
-        rows.append(Row("status", "`ouroactors status` (subprocess, 50 children)", "ms", cli, None, "report", None,
-                        "includes Python start-up and imports"))
+        progress("CLI start-up")
+        bare, version, helped = Stat(), Stat(), Stat()
+        for _ in range(rounds * 2):
+            for stat, argv in ((bare, ["-c", "pass"]), (version, ["-m", "ouroactors.cli", "--version"]),
+                               (helped, ["-m", "ouroactors.cli", "--help"])):
+                start = time.perf_counter()
+                subprocess.run([sys.executable, *argv], capture_output=True, timeout=60, check=True)
+                stat.samples.append((time.perf_counter() - start) * 1000.0)
+        rows.append(Row("cli", "`ouroactors --version`", "ms", version, bare, "≤ 150 ms", lambda o, _r: o <= 150,
+                        "baseline: `python -c pass` (the interpreter alone)"))
+        rows.append(Row("cli", "`ouroactors --help`", "ms", helped, bare, "≤ 150 ms", lambda o, _r: o <= 150))
+        rows.append(Row("status", "`ouroactors status` (subprocess, 50 children)", "ms", cli, bare, "≤ 300 ms",
+                        lambda o, _r: o <= 300, "includes Python start-up and imports; baseline: `python -c pass`"))
         rows.append(Row("status", "connect + trees + walk (in-process)", "ms", inproc, raw_ask, "report", None,
                         "baseline: one raw thespian ask"))
     finally:
