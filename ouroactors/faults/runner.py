@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thespian.actors import ActorSystemFailure
+
 from ..authorities.grants.actor import Grants
 from ..authorities.ledger.actor import Ledger, ListEntries, Reconcile
 from ..authorities.ledger.domain import Status
@@ -509,7 +511,7 @@ class Bench:
                 with isolated(self.live) as system:
                     stamp = system.child_info(path).generation if stamped else None
                     return system.ask(path, message, timeout=timeout, stamp=stamp)
-            except OuroactorsError as exc:
+            except (OuroactorsError, ActorSystemFailure) as exc:  # thespian's: a send to an address just gone
                 if time.monotonic() > deadline:
                     log.warning("%s: no answer to %r within %ss: %r", path, message, self.ready_timeout, exc)
                     raise

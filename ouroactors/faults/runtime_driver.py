@@ -44,10 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from thespian.actors import ActorSystemFailure
+
 from ..core import clock
 from ..core.errors import OuroactorsError
 from ..core.procs import pid_alive
-from ..runtime.execution.errors import Busy, NotOpen
+from ..runtime.execution.errors import Busy
 from ..runtime.execution.messages import (
     AckOutput,
     CloseSession,
@@ -75,6 +77,8 @@ from .world import WorldClient
 RUNTIME_ACTOR = "ouroactors.runtime.execution.runtime:Runtime"
 KILL_TARGETS = ("runtime", "ledger")
 RESULT_PACE_MS = 300
+# What an ask may end with when its target just died: ours, or thespian's own transport failure.
+ASK_FAILURES: tuple[type[BaseException], ...] = (OuroactorsError, ActorSystemFailure)
 KILL_MOMENTS = ("sent", "drained", "result")  # after SendText; after the first output; after the call's result
 
 
@@ -308,7 +312,7 @@ class RuntimeDriver(Driver):
                            timeout=max(self.config.ask_timeout, 10.0))
                 # A new runtime continues the session from its journal: the turns it verified are done.
                 status = system.ask(path, RuntimeStatusRequest(), timeout=self.config.ask_timeout)
-        except OuroactorsError as exc:
+        except ASK_FAILURES as exc:
             self.record.errors.append(f"{state.sid}: open: {type(exc).__name__}: {exc}"[:300])
             yield _WAIT
             return True  # asked again by _reach until its deadline
@@ -326,7 +330,7 @@ class RuntimeDriver(Driver):
                 system.ask(path, SendText(f"do effect {turn - 1}"), timeout=self.config.ask_timeout)
         except Busy:
             pass  # an earlier send was taken, its answer lost: the turn runs
-        except OuroactorsError:
+        except ASK_FAILURES:
             return False
         self._maybe_kill(state, turn, "sent", replay)
         deadline = clock.monotonic() + self.config.op_deadline
@@ -338,7 +342,7 @@ class RuntimeDriver(Driver):
                     if batch.events:
                         state.cursor = batch.events[-1].cursor
                         system.ask(path, AckOutput(state.cursor), timeout=self.config.ask_timeout)
-            except OuroactorsError:
+            except ASK_FAILURES:
                 return False
             settled = result = False
             for event in batch.events:
@@ -354,7 +358,7 @@ class RuntimeDriver(Driver):
                     try:
                         with isolated(self.system) as system:
                             system.ask(path, InterruptTurn(), timeout=self.config.ask_timeout)
-                    except OuroactorsError:
+                    except ASK_FAILURES:
                         return False
                 settled = settled or event.kind == "turn_settled"
             if batch.events and not drained:
@@ -397,7 +401,7 @@ class RuntimeDriver(Driver):
             try:
                 with isolated(self.system) as system:
                     pid = system.pid_of(path) if path else None
-            except OuroactorsError:
+            except ASK_FAILURES:
                 pid = None
             if pid and pid != os.getpid() and pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)  # a process of the system under test, by its pid
@@ -409,7 +413,7 @@ class RuntimeDriver(Driver):
         try:
             with isolated(self.system) as system:
                 system.ask(state.path, CloseSession(), timeout=self.config.ask_timeout)
-        except (NotOpen, OuroactorsError):
+        except ASK_FAILURES:  # NotOpen included: gone already
             pass  # gone already: nothing to close
         yield "step"
 
