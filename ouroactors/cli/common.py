@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from ..core.errors import ActorSystemError, OuroactorsError
+from ..core.errors import ActorCrashed, ActorSystemError, OuroactorsError, StartFailed
 from ..system.handle import ActorSystem
 
 
@@ -45,6 +46,13 @@ def connect(data_dir: str) -> ActorSystem:
         sys.exit(5)
 
 
+def traceback_hint(exc: BaseException, data_dir: str | None) -> str | None:
+    """Where the whole traceback of a crashed actor is: actors' output goes to the data dir's ``admin.out``."""
+    if not isinstance(exc, StartFailed | ActorCrashed) or not data_dir:
+        return None
+    return f"the actor's full traceback is in {os.path.join(data_dir, 'admin.out')}"
+
+
 def reports_errors(func: F) -> F:
     """Turn framework errors into a one-line message and exit code 2."""
 
@@ -54,6 +62,9 @@ def reports_errors(func: F) -> F:
             return func(*args, **kwargs)
         except OuroactorsError as exc:
             err_console.print(f"{type(exc).__name__}: {exc}", style="red", markup=False, highlight=False)
+            hint = traceback_hint(exc, kwargs.get("data_dir"))
+            if hint:
+                err_console.print(hint, markup=False, highlight=False)
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]

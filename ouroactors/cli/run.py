@@ -21,7 +21,7 @@ from ..system.handle import ActorSystem
 from ..system.marker import DataDirInUse
 from ..system.metrics import render
 from . import main
-from .common import console, err_console
+from .common import console, err_console, traceback_hint
 from .render import event_line, tree_table
 
 EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED = 0, 2, 3, 4, 6
@@ -89,6 +89,9 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
         system.start_tree(tree.tree)
     except OuroactorsError as exc:
         err_console.print(f"failed to start: {exc}", style="red", markup=False, highlight=False)
+        hint = traceback_hint(exc, str(system.data_dir))
+        if hint:
+            err_console.print(hint, markup=False, highlight=False)
         system.shutdown()
         sys.exit(EXIT_START_FAILED)
     if detach:

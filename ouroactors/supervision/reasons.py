@@ -36,6 +36,7 @@ class ExitReason:
     exc_type: str | None = None
     message: str | None = None
     traceback_digest: str | None = None
+    where: str | None = None  # a crash: the innermost frame, ``file:line in function`` (the user's code)
 
     @property
     def is_normal_exit(self) -> bool:
@@ -49,14 +50,15 @@ class ExitReason:
         if self.kind is ExitKind.SHUTDOWN and self.info is not None:
             return f"shutdown({self.info})"
         if self.kind is ExitKind.CRASH:
-            return f"crash({self.exc_type}: {self.message} [{self.traceback_digest}])"
+            at = f" at {self.where}" if self.where else ""
+            return f"crash({self.exc_type}: {self.message}{at} [{self.traceback_digest}])"
         if self.kind is ExitKind.KILLED and self.info is not None:
             return f"killed({self.info})"
         return self.kind.value
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.value}
-        for name in ("info", "exc_type", "message", "traceback_digest"):
+        for name in ("info", "exc_type", "message", "traceback_digest", "where"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -70,6 +72,7 @@ class ExitReason:
             exc_type=data.get("exc_type"),
             message=data.get("message"),
             traceback_digest=data.get("traceback_digest"),
+            where=data.get("where"),
         )
 
 
@@ -94,11 +97,14 @@ def crash(exc: BaseException) -> ExitReason:
     """The reason for an unhandled exception; the traceback is reduced to a stable digest."""
     text = "".join(_tb.format_exception(type(exc), exc, exc.__traceback__))
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    frames = _tb.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else None
     return ExitReason(
         ExitKind.CRASH,
         exc_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
         message=str(exc)[:500],
         traceback_digest=digest,
+        where=where,
     )
 
 

@@ -83,3 +83,24 @@ def test_start_child_arguments_are_typed_literals(tmp_path):
     finally:
         assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
         served.finish()
+
+
+FAILING = """
+[tree]
+id = "app"
+strategy = "one_for_one"
+
+[[tree.children]]
+id = "broken"
+actor = "ouroactors.examples.workers:FailingStart"
+"""
+
+
+def test_a_start_failure_names_the_users_file_and_line_and_the_log(tmp_path):
+    tree_file = write_tree(tmp_path / "failing.toml", FAILING)
+    data_dir = tmp_path / "data"
+    result = cli("run", str(tree_file), "--data-dir", str(data_dir), cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    text = " ".join((result.stdout + result.stderr).split())
+    assert "workers.py:" in text and "in on_start" in text  # where the user's code raised
+    assert str(data_dir / "admin.out") in text
