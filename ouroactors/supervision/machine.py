@@ -388,6 +388,8 @@ class SupervisorCore(AdminApi, Termination):
             peer = self.children.get(key)
             if peer is None or peer.status is ChildStatus.RUNNING:
                 continue
+            if key != child.key:
+                peer.restarts += 1  # restarted with the group (or after an authority): a restart of its own too
             failure = yield from self._start(peer)
             if failure is not None:
                 self._schedule_retry(peer)

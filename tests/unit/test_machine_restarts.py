@@ -403,3 +403,10 @@ def test_rest_for_one_a_later_sibling_that_never_starts_escalates_without_touchi
     world.crash("b")
     assert world.touched() == ["c", "b", "c", "c", "b", "a"]  # retries touch only c; escalation stops all
     assert world.exited is not None
+
+
+def test_every_child_a_group_restart_starts_again_counts_a_restart() -> None:
+    world = booted(wk("a"), wk("b"), wk("c"), strategy="rest_for_one")
+    world.crash("b")
+    counts = {key: world.core.children.get(key).restarts for key in "abc"}  # type: ignore[union-attr]
+    assert counts == {"a": 0, "b": 1, "c": 1}
