@@ -8,10 +8,11 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
-from ..core.errors import SimpleOneForOneOnly
+from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOneForOneOnly
 from ..system import marker as markers
 from ..system.handle import _group_alive
 from . import main
@@ -25,13 +26,35 @@ def _split(path: str) -> tuple[str, str]:
     return parent, child
 
 
+def _no_such_child(system: Any, path: str) -> str:
+    """``ChildNotFound`` said only the last id: name the full path and the children that do exist."""
+    parent = path.strip("/").rpartition("/")[0]
+    try:
+        here = sorted(f"{parent}/{c.id}" for c in system.which_children(parent)) if parent else \
+            sorted(t.name for t in system.trees())
+    except OuroactorsError:
+        here = []
+    listed = ", ".join(here) if here else "none"
+    return f"no actor at {path!r}; {'children of ' + parent if parent else 'trees'}: {listed}"
+
+
 @main.command()
 @data_dir_option
 @click.argument("path")
+@click.option("--force", is_flag=True, help="also kill a tree's root (the whole tree ends)")
 @reports_errors
-def kill(data_dir: str, path: str) -> None:
+def kill(data_dir: str, path: str, force: bool) -> None:
     """SIGKILL the process of the actor at PATH (fault injection by hand)."""
-    pid = connect(data_dir).kill(path)
+    if "/" not in path.strip("/") and not force:
+        err_console.print(f"{path!r} is a tree's root: killing it ends the whole tree (its supervisor above is the "
+                          "host, which does not restart trees). Pass --force to do it anyway.", markup=False)
+        sys.exit(2)
+    system = connect(data_dir)
+    try:
+        pid = system.kill(path)
+    except (ChildNotFound, NoSuchActor):
+        err_console.print(_no_such_child(system, path), style="red", markup=False, highlight=False)
+        sys.exit(2)
     console.print(f"killed {path} (pid {pid})", markup=False)
 
 

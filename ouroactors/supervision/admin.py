@@ -75,7 +75,10 @@ class AdminApi:
         else:
             spec = req.spec
             if spec is None:
-                self._reply(req, OuroactorsError("start_child needs a child spec"))
+                self._reply(req, OuroactorsError(
+                    "start_child with arguments only works on a simple_one_for_one supervisor (this one is "
+                    f"{self.flags.strategy.value}): give a whole child spec instead "
+                    "(system.start_child(path, worker('id', 'pkg.mod:Class')) from Python)"))
                 return
             if spec.significant and self.flags.auto_shutdown is AutoShutdown.NEVER:
                 self._reply(req, SpecError([(spec.id, "significant child but auto_shutdown is 'never'")]))

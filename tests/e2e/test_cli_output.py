@@ -104,3 +104,21 @@ def test_a_start_failure_names_the_users_file_and_line_and_the_log(tmp_path):
     text = " ".join((result.stdout + result.stderr).split())
     assert "workers.py:" in text and "in on_start" in text  # where the user's code raised
     assert str(data_dir / "admin.out") in text
+
+
+def test_kill_names_what_exists_and_will_not_kill_a_root_without_force(tmp_path):
+    tree_file = write_tree(tmp_path / "pool.toml", POOL)
+    data_dir = tmp_path / "data"
+    served = Served(tmp_path, str(tree_file), "--data-dir", str(data_dir))
+    try:
+        missing = cli("kill", "example/no-such-child", "--data-dir", str(data_dir), cwd=tmp_path)
+        assert missing.returncode == 2
+        assert "example/no-such-child" in missing.stderr and "example/pool" in missing.stderr
+        root = cli("kill", "example", "--data-dir", str(data_dir), cwd=tmp_path)
+        assert root.returncode == 2 and "--force" in root.stderr
+        assert "tree example: running" in cli("status", "--data-dir", str(data_dir), cwd=tmp_path).stdout
+        plain = cli("start-child", "example", "--data-dir", str(data_dir), cwd=tmp_path)
+        assert plain.returncode == 2 and "simple_one_for_one" in plain.stderr and "child spec" in plain.stderr
+    finally:
+        assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
+        served.finish()
