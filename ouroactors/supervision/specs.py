@@ -302,6 +302,11 @@ def format_location(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecError:
     problems: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
@@ -319,10 +324,12 @@ def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecErro
             if message.startswith("@"):
                 inner, _, message = message[1:].partition(": ")
                 loc = f"{loc}.{inner}" if loc else inner
-        if (loc.endswith(".shutdown") or loc == "shutdown") and (
-            "brutal_kill" in message or "Input should be" in message
-        ):
+        shutdown = (loc.endswith(".shutdown") or loc == "shutdown") and (
+            "brutal_kill" in message or "Input should be" in message)
+        if shutdown:
             message = "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
+        if (shutdown or error["type"] in ("enum", "literal_error")) and "input" in error:
+            message = f"{message}; got {_shown(error['input'])}"  # a closed choice: show what was given
         item = (loc, message)
         if item not in seen:
             seen.add(item)

@@ -129,6 +129,7 @@ def test_unknown_restart_type_names_the_key_path_and_the_allowed_values() -> Non
     assert loc == "children[1].restart"
     for allowed in ("permanent", "transient", "temporary"):
         assert allowed in msg
+    assert msg.endswith("got 'sometimes'")  # the value given, for every closed choice
     assert "children[1].restart" in error_text(tree(w("a"), w("b", restart="sometimes")))
 
 
@@ -136,7 +137,7 @@ def test_unknown_restart_type_names_the_key_path_and_the_allowed_values() -> Non
 def test_bad_shutdown(bad: Any) -> None:
     [(loc, msg)] = problems(tree(w("a", shutdown=bad)))
     assert loc == "children[0].shutdown"
-    assert msg == "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
+    assert msg == f"must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'; got {bad!r}"
 
 
 
