@@ -136,18 +136,29 @@ def approvals() -> None:
 @path_option
 @click.option("--status", type=click.Choice(["pending", "approved", "denied", "expired", "consumed"]), default=None)
 @click.option("--session", default=None)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per approval")
 @reports_errors
-def approvals_list(data_dir: str, actor_path: str | None, status: str | None, session: str | None) -> None:
+def approvals_list(data_dir: str, actor_path: str | None, status: str | None, session: str | None,
+                   as_json: bool) -> None:
     """Approvals, oldest first."""
+    import dataclasses
+
+    from rich.markup import escape
+
     from ..authorities.grants.actor import ListApprovals
 
     rows = ask_authority(connect(data_dir), actor_path or "agent/grants", ListApprovals(status, session))
+    if as_json:
+        for a in rows:
+            click.echo(json.dumps(dataclasses.asdict(a), default=str))
+        return
     table = Table()
     for column in ("approval", "session", "tool", "arguments", "state", "status", "answered by", "refusals"):
         table.add_column(column)
-    for a in rows:
-        table.add_row(a.approval_id, a.session_id, a.tool, _arguments(a.arguments, 120), str(a.state_version),
-                      a.status, a.answered_by or "-", str(len(a.refusals)))
+    for a in rows:  # escaped: an argument such as "- [x] done" is text, not rich markup
+        table.add_row(escape(a.approval_id), escape(a.session_id), escape(a.tool),
+                      escape(_arguments(a.arguments, 120)), str(a.state_version), a.status,
+                      escape(a.answered_by or "-"), str(len(a.refusals)))
     console.print(table)
 
 

@@ -59,6 +59,11 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         sys.exit(EXIT_BAD_INPUT)
     base = base or tree.system.base
+    if detach and metrics_port:
+        err_console.print("--metrics-port serves /metrics from the `run` process, which --detach ends at once: "
+                          "run in the foreground to serve metrics, or read them with `ouroactors metrics`",
+                          style="red", markup=False, highlight=False)
+        sys.exit(EXIT_BAD_INPUT)
     if detach and base != "multiproc":
         err_console.print("--detach needs the multiproc base (the simple base lives in this process)")
         sys.exit(EXIT_BAD_INPUT)

@@ -29,12 +29,15 @@ def test_the_operator_sees_the_canonical_arguments_and_answers_as_itself(tmp_pat
     data = tmp_path / ".ouroactors"
     try:
         client = ActorSystem.connect(data)
-        arguments = {"command": "git push --force origin main", "cwd": "/srv/repo"}
+        arguments = {"command": "git push --force origin main", "cwd": "/srv/repo", "note": "- [x] done"}
         approval = ask_authority(client, "agent/grants", RequestApproval("session-1", "Bash", arguments, 7))
 
         listed = cli("approvals", "list", cwd=tmp_path)
         assert listed.returncode == 0, listed.stderr
         assert "git push --force origin main" in listed.stdout
+        assert "[x] done" in listed.stdout  # text, never read as rich markup
+        [as_json] = [json.loads(line) for line in cli("approvals", "list", "--json", cwd=tmp_path).stdout.splitlines()]
+        assert as_json["approval_id"] == approval.approval_id and as_json["arguments"] == arguments
         shown = json.loads(cli("approvals", "show", approval.approval_id, cwd=tmp_path).stdout)
         assert shown["arguments"] == arguments and shown["call_digest"] == approval.call_digest
         operator, _ = read_credentials(data)

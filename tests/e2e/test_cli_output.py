@@ -122,3 +122,11 @@ def test_kill_names_what_exists_and_will_not_kill_a_root_without_force(tmp_path)
     finally:
         assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
         served.finish()
+
+
+def test_detach_with_a_metrics_port_is_refused_saying_why(tmp_path):
+    tree_file = write_tree(tmp_path / "pool.toml", POOL)
+    result = cli("run", str(tree_file), "--detach", "--metrics-port", "9471", "--data-dir", str(tmp_path / "d"),
+                 cwd=tmp_path)
+    assert result.returncode == 2 and "--metrics-port" in result.stderr and "ouroactors metrics" in result.stderr
+    assert not (tmp_path / "d" / "system.json").exists()  # nothing was started
