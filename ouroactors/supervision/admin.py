@@ -167,4 +167,8 @@ class AdminApi:
         if child is None:
             self._reply(req, ChildNotFound(req.child_id))
         else:
-            self._reply(req, child.spec.model_copy(update={"args": child.args, "id": child.key}))
+            spec = child.spec
+            # OTP answers the shutdown the child will get: the default is made explicit, never left as None.
+            shutdown = spec.shutdown if spec.shutdown is not None else (spec.shutdown_ms if spec.shutdown_ms is not None
+                                                                         else "infinity")
+            self._reply(req, spec.model_copy(update={"args": child.args, "id": child.key, "shutdown": shutdown}))

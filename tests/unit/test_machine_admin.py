@@ -254,8 +254,16 @@ def test_get_childspec() -> None:
     world = booted(wk("a", args=(1, 2), restart="transient"))
     spec = world.admin("get_childspec", "a")
     assert isinstance(spec, ChildSpec)
-    assert spec == wk("a", args=(1, 2), restart="transient")
+    assert spec == wk("a", args=(1, 2), restart="transient", shutdown=5000)  # the default it will use, made explicit
+    assert spec.shutdown == 5000
     assert isinstance(world.admin("get_childspec", "zz"), ChildNotFound)
+
+
+def test_get_childspec_of_a_supervisor_says_infinity() -> None:
+    from ouroactors.supervision.specs import supervisor
+
+    world = booted(supervisor("sub", [wk("x")]))
+    assert world.admin("get_childspec", "sub").shutdown == "infinity"
 
 
 def test_which_child() -> None:
