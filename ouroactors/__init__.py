@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .supervision.specs import supervisor as supervisor
     from .supervision.specs import worker as worker
     from .supervision.supervisor import Supervisor as Supervisor
+    from .supervision.worker import IGNORE as IGNORE
     from .supervision.worker import Worker as Worker
     from .system.handle import ActorRef as ActorRef
     from .system.handle import ActorSystem as ActorSystem
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "worker": (".supervision.specs", "worker"),
     "Supervisor": (".supervision.supervisor", "Supervisor"),
     "Worker": (".supervision.worker", "Worker"),
+    "IGNORE": (".supervision.worker", "IGNORE"),
     "ActorRef": (".system.handle", "ActorRef"),
     "ActorSystem": (".system.handle", "ActorSystem"),
 }
@@ -97,7 +99,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "ActorCrashed", "ActorRef", "ActorSystem", "ActorSystemError", "AlreadyPresent", "AlreadyStarted",
+    "IGNORE", "ActorCrashed", "ActorRef", "ActorSystem", "ActorSystemError", "AlreadyPresent", "AlreadyStarted",
     "AskTimeout", "ChildInfo", "ChildNotFound", "ChildRestarting", "ChildRunning", "ChildSpec", "Event",
     "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor", "OuroactorsError", "SimpleOneForOneOnly",
     "SpecError", "StaleGeneration", "StartFailed", "Supervisor", "SupervisorError", "SupervisorFlags",

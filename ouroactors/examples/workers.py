@@ -61,6 +61,18 @@ class FailingStart(Worker):
         raise RuntimeError("cannot start")
 
 
+class IgnoresStart(Worker):
+    """Answers OTP's ``ignore`` from ``on_start`` when ``ignore`` is true: not started, not a failure."""
+
+    def on_start(self, ignore: bool = True) -> Any:
+        from ..supervision.worker import IGNORE
+
+        return IGNORE if ignore else None
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        return message
+
+
 class FailsWhenFlagged(Worker):
     """Fails to start while the file named by ``flag`` exists (lets a test break restarts)."""
 

@@ -24,7 +24,7 @@ from ..core.errors import (
 )
 from .children import Child, Children, ChildStatus
 from .signals import AdminRequest, Command, Reply
-from .specs import AutoShutdown, ChildSpec, SupervisorFlags
+from .specs import AutoShutdown, ChildSpec, Strategy, SupervisorFlags
 
 if TYPE_CHECKING:
     from .reasons import ExitReason
@@ -98,6 +98,8 @@ class AdminApi:
         failure = yield from self._start(child)
         if failure is None:
             self._reply(req, self.children.info(child, self._now))
+            if child.status is ChildStatus.UNDEFINED and self.flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+                self.children.remove(child.key)  # OTP's ignore: a dynamic child that did not start is not kept
             return
         if forget_on_failure:
             self.children.remove(child.key)

@@ -38,7 +38,7 @@ from .decisions import (
     backoff_reset_after,
     restart_group,
 )
-from .reasons import ExitReason
+from .reasons import ExitKind, ExitReason
 from .signals import (
     AdminRequest,
     AuthorityEntry,
@@ -279,6 +279,9 @@ class SupervisorCore(AdminApi, Termination):
         child.status = ChildStatus.UNDEFINED
         child.pid = child.address = None
         child.started_at = None  # a start that failed never "ran long enough" to reset a backoff
+        if result.reason.kind is ExitKind.IGNORE:  # OTP's ignore: not started, not a failure; the spec stays
+            self._emit("start_ignored", child)
+            return None
         child.last_exit = result.reason
         self._emit("start_failed", child, reason=result.reason.to_json())
         return result.reason

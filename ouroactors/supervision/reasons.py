@@ -20,6 +20,7 @@ class ExitKind(str, Enum):
     SHUTDOWN = "shutdown"
     CRASH = "crash"
     KILLED = "killed"
+    IGNORE = "ignore"  # OTP's ``ignore`` from init: the child was not started, its spec is kept
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ def normal() -> ExitReason:
 
 def shutdown(info: str | None = None) -> ExitReason:
     return SHUTDOWN if info is None else ExitReason(ExitKind.SHUTDOWN, info=info)
+
+
+def ignore() -> ExitReason:
+    """``on_start`` answered :data:`~ouroactors.supervision.worker.IGNORE`: not started, not a failure."""
+    return ExitReason(ExitKind.IGNORE)
 
 
 def killed(info: str | None = None) -> ExitReason:

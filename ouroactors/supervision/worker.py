@@ -84,6 +84,19 @@ _SELF_EXIT_AFTER = timedelta(seconds=10)
 _SELF_EXIT = "ouroactors:self-exit"
 
 
+class _Ignore:
+    """The type of :data:`IGNORE`."""
+
+    def __repr__(self) -> str:
+        return "IGNORE"
+
+    def __reduce__(self) -> str:
+        return "IGNORE"  # one object per process, also after pickling
+
+
+IGNORE = _Ignore()  # returned by ``on_start``: see :meth:`Worker.on_start`
+
+
 def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] | None) -> bool:
     """Placement: every required capability must be present with the same value."""
     return all(capabilities.get(key) == value for key, value in (requirements or {}).items())
@@ -113,8 +126,13 @@ class Worker(Actor):
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
-    def on_start(self, *args: Any, **kwargs: Any) -> None:
-        """Called once with the spec's args and kwargs; raising makes the start fail."""
+    def on_start(self, *args: Any, **kwargs: Any) -> Any:
+        """Called once with the spec's args and kwargs; raising makes the start fail.
+
+        Returning :data:`IGNORE` is OTP's ``ignore``: the child is not started and that is not a failure — its
+        supervisor keeps the spec (status ``undefined``; ``restart_child`` may start it later), and a
+        simple_one_for_one supervisor adds nothing.
+        """
 
     def on_message(self, message: Any, sender: Any) -> Any:
         """Handle one message. The default dispatches to ``handle_<TypeName>`` along the MRO."""
@@ -270,12 +288,17 @@ class Worker(Actor):
         self.context = start.context
         self.authorities = {entry.name: entry for entry in start.snapshot}
         try:
-            self.on_start(*start.args, **start.kwargs)
+            started = self.on_start(*start.args, **start.kwargs)
         except Exception as exc:
             reason = reasons.crash(exc)
             log.error("%s: start failed: %s", start.path, reason, exc_info=True)
             self._state = "done"
             self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
+            self._exit_if_forgotten()
+            return
+        if started is IGNORE:  # OTP's ignore: the supervisor keeps the spec and runs nothing
+            self._state = "done"
+            self.send(sender, ChildStartRefused(start.key, start.incarnation, reasons.ignore()))
             self._exit_if_forgotten()
             return
         self._state = "running"
