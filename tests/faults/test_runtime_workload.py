@@ -199,3 +199,20 @@ def test_a_direct_start_between_a_ledger_death_and_its_successor_is_fenced_as_de
                for v in stale_generation_direct(backwards))
     unknown = RuntimeObservation("r", [_entry("r:s0/t1/e0", 7, 50)], 1, [], events=_ledger_events())
     assert "never had" in stale_generation_direct(unknown)[0].message
+
+
+def test_one_model_call_delivered_under_two_effect_ids_is_a_violation():
+    """A runtime that re-ran a crashed turn's call under a new turn number would use a new key: the world's
+    per-key dedup cannot see it, this check does."""
+    from ouroactors.faults.runtime_checks import RuntimeObservation, call_delivered_once
+
+    def delivered(key: str) -> dict:
+        return {"key": key, "event": "delivered", "created": True, "n": 1, "t_ns": 1}
+
+    once = RuntimeObservation("r", [], 1, [delivered("r:s0/t1/e0"), delivered("r:s0/t2/e1"),
+                                          delivered("r:s1/t1/e0")])
+    assert call_delivered_once(once) == []
+    twice = RuntimeObservation("r", [], 1, [delivered("r:s0/t1/e0"), delivered("r:s0/t2/e0")])
+    [violation] = call_delivered_once(twice)
+    assert violation.invariant == "double-settlement" and violation.subject == "r:s0/e0"
+    assert "under 2 effect ids" in violation.message
