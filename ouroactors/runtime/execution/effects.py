@@ -91,6 +91,9 @@ class EffectSettings:
     authority: dict[str, int]  # the authority snapshot stamped on every start (name -> generation)
     network_domains: tuple[str, ...] = ()
     network_private: tuple[str, ...] = ()
+    # True when the session continues an earlier runtime's journal: a turn may be re-run, so an effect may be in the
+    # ledger already and is looked up before anything is decided. A fresh session has nothing to look up.
+    resumed: bool = False
 
 
 def effect_id_of(session: str, turn: int, call_id: str) -> str:
@@ -183,7 +186,7 @@ class LiveEffects:
                      ) -> StartRequest | ToolResult:
         """Decide, park on approval if asked, and record the start; a ToolResult means: do not run."""
         call_id = start.call_id or "?"
-        known = await trio.to_thread.run_sync(self.ledger.get, start.effect_id)
+        known = await trio.to_thread.run_sync(self.ledger.get, start.effect_id) if self.settings.resumed else None
         if known is not None:  # a turn re-run after a crash: this effect is recorded already — never decide
             return _already(call_id, tool, start.effect_id, known.status.value)  # (nor ask an operator) again
         decisions = 0

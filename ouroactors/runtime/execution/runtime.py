@@ -196,7 +196,7 @@ class Runtime(Worker):
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
         # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
         loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
-        self._restore(loop, session)
+        settings.resumed = self._restore(loop, session)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber)
@@ -204,7 +204,7 @@ class Runtime(Worker):
                                                    "generation": self.generation, "root": root})
         return Opened(session, self.runtime_id, self.generation, channel.buffer.produced)
 
-    def _restore(self, loop: SessionLoop, session: str) -> None:
+    def _restore(self, loop: SessionLoop, session: str) -> bool:
         """Continue a session that already has a journal: the conversation after its last verified turn.
 
         A runtime is started per turn and after a crash, so it must not begin with an empty conversation (turn
@@ -212,7 +212,7 @@ class Runtime(Worker):
         tool, no write); a journal that diverges from this code cannot be continued honestly and is refused.
         """
         if reading.head(self.ledger.env, session) is None:
-            return
+            return False
         report = self.trio.run(replay_session, self.ledger.env, session)
         if report.divergence is not None:
             d = report.divergence
@@ -222,6 +222,7 @@ class Runtime(Worker):
             loop.restore(report.state)
         self.events.write("runtime_restored", None, {"session": session, "turns": report.verified_turns,
                                                      "boundary": report.boundary.reason if report.boundary else None})
+        return True
 
     def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None:
         """The canonical root of the session's live lease, checked in the workspace's durable records."""
