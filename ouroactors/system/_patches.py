@@ -51,6 +51,7 @@ import pickle
 import select
 import signal
 import socket
+import stat
 import sys
 import threading
 import weakref
@@ -106,6 +107,31 @@ def _close_inherited_sockets() -> None:
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
                 sock.close()
+
+
+def _release_stray_sockets() -> None:
+    """In a freshly forked admin: no socket of the creating process may live on in the system.
+
+    :func:`_close_inherited_sockets` closes the ones thespian's transports own; a creating process (a test run,
+    an application) may hold others — an HTTP client's connection, another library's listener. Each remaining
+    socket descriptor is pointed at ``/dev/null`` rather than closed: a Python object of the creator may still
+    own the number and close it later, and a closed number could by then belong to something of ours.
+    """
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for name in names:
+            fd = int(name)
+            if fd == null:
+                continue
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
 
 
 def _admin_port_of(args: tuple[Any, ...]) -> int | None:
@@ -218,6 +244,7 @@ def install() -> None:
 
     def start_admin_watching_creator(adminClass: Any, *args: Any, **kwargs: Any) -> Any:
         _close_inherited_sockets()
+        _release_stray_sockets()
         _frames.adopt(_admin_port_of(args) or -1)
         default_fault_signals()
         _redirect_stdio(admin_settings.get("stdio_path"))
