@@ -47,3 +47,34 @@ def test_a_task_that_raises_ends_the_loop_visibly() -> None:
     loop.start(broken)
     assert loop.stop(5)
     assert loop.error is not None and "boom" in repr(loop.error)
+
+
+def test_to_thread_works_in_a_process_forked_after_trio_used_its_thread_cache() -> None:
+    import os
+
+    from ouroactors.runtime.execution import bridge  # noqa: F401  (registers the fork handler)
+
+    async def use() -> int:
+        return await trio.to_thread.run_sync(lambda: 42)
+
+    assert trio.run(use) == 42  # the parent now has a cached idle worker thread
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: without the reset its first to_thread waits forever for a thread that is gone
+        os.close(read)
+        loop = TrioThread()
+        done = threading.Event()
+
+        async def child() -> None:
+            await trio.to_thread.run_sync(lambda: None)
+            done.set()
+
+        loop.start(child)
+        os.write(write, b"1" if done.wait(5) else b"0")
+        os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)

@@ -34,6 +34,22 @@ import trio
 
 T = TypeVar("T")
 
+
+def reset_trio_thread_cache() -> None:
+    """Forget the worker threads trio cached in the parent: they do not exist after ``fork``.
+
+    trio (0.22) keeps idle ``to_thread`` workers in a process-wide cache and registers no fork handler, so in a
+    forked child the first ``trio.to_thread.run_sync`` hands its job to a thread that is gone and waits forever
+    (measured: a runtime forked from a process that had used ``to_thread`` hung at its first ledger commit). Every
+    actor process is forked; a fresh cache is what a new process would have.
+    """
+    from trio._core import _thread_cache
+
+    _thread_cache.THREAD_CACHE = _thread_cache.ThreadCache()
+
+
+os.register_at_fork(after_in_child=reset_trio_thread_cache)
+
 STOP_DEADLINE_S = 5.0
 
 
@@ -80,6 +96,7 @@ class TrioThread:
     """One trio loop in a daemon thread, with a nursery that tasks can be started in from the actor."""
 
     def __init__(self, name: str = "ouroactors-trio") -> None:
+        reset_trio_thread_cache()  # also when this module was first imported after the fork
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
         self._ready = threading.Event()
