@@ -38,12 +38,43 @@ data_dir_option = click.option(
 )
 
 
-def connect(data_dir: str) -> ActorSystem:
+DEFAULT_DATA_DIR = ".ouroactors"
+
+
+def served_below(data_dir: str) -> list[str]:
+    """The data dirs directly under ``data_dir`` that hold a system marker (``.ouroactors/app``, …)."""
     try:
-        return ActorSystem.connect(data_dir)
+        names = sorted(os.listdir(data_dir))
+    except OSError:
+        return []
+    return [os.path.join(data_dir, n) for n in names if os.path.isfile(os.path.join(data_dir, n, "system.json"))]
+
+
+def resolve_data_dir(data_dir: str) -> str:
+    """``data_dir``, or — for the default with no system of its own — the one served system directly below it.
+
+    A tree that sets its own ``data_dir`` below the default (the README's ``.ouroactors/app``, the demo's
+    ``.ouroactors/demo``) is then found by a second terminal in the same directory without ``--data-dir``.
+    Several below it: the caller's error lists them.
+    """
+    if os.path.normpath(data_dir) != DEFAULT_DATA_DIR or os.path.isfile(os.path.join(data_dir, "system.json")):
+        return data_dir
+    below = served_below(data_dir)
+    return below[0] if len(below) == 1 else data_dir
+
+
+def connect(data_dir: str) -> ActorSystem:
+    """The system serving ``data_dir`` (see :func:`resolve_data_dir`); exit 5 naming why when there is none."""
+    chosen = resolve_data_dir(data_dir)
+    try:
+        return ActorSystem.connect(chosen)
     except ActorSystemError as exc:
-        err_console.print(f"cannot reach a system: {exc}", style="red", markup=False, highlight=False)
-        sys.exit(5)
+        problem = str(exc)
+    below = served_below(data_dir) if chosen == data_dir and os.path.normpath(data_dir) == DEFAULT_DATA_DIR else []
+    if len(below) > 1:
+        problem += f"; systems below it: {', '.join(below)} — choose one with --data-dir"
+    err_console.print(f"cannot reach a system: {problem}", style="red", markup=False, highlight=False)
+    sys.exit(5)
 
 
 def traceback_hint(exc: BaseException, data_dir: str | None) -> str | None:

@@ -16,7 +16,7 @@ from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOne
 from ..system import marker as markers
 from ..system.handle import _group_alive
 from . import main
-from .common import connect, console, data_dir_option, err_console, reports_errors
+from .common import connect, console, data_dir_option, err_console, reports_errors, resolve_data_dir
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -113,6 +113,7 @@ def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> N
 @reports_errors
 def stop(data_dir: str, timeout: float) -> None:
     """Stop the system serving DATA_DIR: trees in reverse order, then every process."""
+    data_dir = resolve_data_dir(data_dir)
     directory = Path(data_dir)
     found = markers.read_marker(directory)
     if found is None or not markers.is_live(found):

@@ -18,7 +18,7 @@ from ..supervision.events import EventReader
 from ..system import marker as markers
 from ..system.metrics import render
 from . import main
-from .common import connect, console, data_dir_option, err_console, reports_errors
+from .common import connect, console, data_dir_option, err_console, reports_errors, resolve_data_dir
 from .render import event_line, tree_table
 
 json_option = click.option("--json", "as_json", is_flag=True, help="one JSON document instead of text")
@@ -81,6 +81,7 @@ def tree(data_dir: str, root: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="raw JSON lines")
 def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
     """The supervision events (reads the event log; works even if the system is gone)."""
+    data_dir = resolve_data_dir(data_dir)
     if not os.path.isdir(data_dir):
         err_console.print(f"no data directory {data_dir!r}: nothing has run there (give --data-dir the directory "
                           "of the system whose events you want)", style="red", markup=False, highlight=False)

@@ -130,3 +130,16 @@ def test_detach_with_a_metrics_port_is_refused_saying_why(tmp_path):
                  cwd=tmp_path)
     assert result.returncode == 2 and "--metrics-port" in result.stderr and "ouroactors metrics" in result.stderr
     assert not (tmp_path / "d" / "system.json").exists()  # nothing was started
+
+
+def test_a_second_terminal_finds_a_system_whose_tree_sets_its_own_data_dir(tmp_path):
+    tree_file = write_tree(tmp_path / "app.toml", '[system]\ndata_dir = ".ouroactors/app"\n' + POOL)
+    served = Served(tmp_path, str(tree_file))  # the README's layout: the tree names a data dir below the default
+    try:
+        status = cli("status", cwd=tmp_path)  # no --data-dir
+        assert status.returncode == 0 and "tree example: running" in status.stdout, status.stdout + status.stderr
+        assert "started" in cli("events", cwd=tmp_path).stdout
+    finally:
+        stopped = cli("stop", cwd=tmp_path)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        served.finish()
