@@ -141,5 +141,8 @@ def test_a_second_terminal_finds_a_system_whose_tree_sets_its_own_data_dir(tmp_p
         assert "started" in cli("events", cwd=tmp_path).stdout
     finally:
         stopped = cli("stop", cwd=tmp_path)
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-        served.finish()
+        if stopped.returncode == 0:
+            served.finish()
+        else:
+            served.kill()  # never leave the system behind, even when the stop under test failed
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
