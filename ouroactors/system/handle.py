@@ -116,6 +116,7 @@ class ActorSystem(Operations, Answers):
         self._log_handler: Any = None  # the simple base's log file, when the process configured none
         self._closed = False
         self._action_mark = 0  # events before this index happened before this handle's last action
+        self._owner_proof: int | None = None  # in-process owner: the event log held open (see marker.verify_processes)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -227,6 +228,9 @@ class ActorSystem(Operations, Answers):
             _logs.release(log_handler)
             raise
         system.stale_marker = stale
+        if base == "simple":  # what `stop` checks before it signals an in-process system's owner
+            system._owner_proof = os.open(context.events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                                          0o600)
         system.marker = marker.Marker(
             base=base, admin_port=port, admin_pid=system.admin_pid, admin_pgid=system.pgid,
             admin_start_ticks=marker.process_start_ticks(system.admin_pid) if system.admin_pid else None,
@@ -336,6 +340,9 @@ class ActorSystem(Operations, Answers):
                 self._thespian._systemBase.transport.close()
             self._sweep()
             marker.remove_marker(self.data_dir, self.marker)
+            if self._owner_proof is not None:
+                os.close(self._owner_proof)
+                self._owner_proof = None
             if self.owner and self.admin_port is not None:
                 _frames.forget(self.admin_port)  # a later system on this port registers its own key
 
