@@ -92,7 +92,16 @@ class SupervisorFlags(BaseModel):
 
 
 class ChildSpec(BaseModel):
-    """One child of a supervisor: a worker, or a supervisor with children of its own."""
+    """One child of a supervisor: a worker, or a supervisor with children of its own.
+
+    ``shutdown`` is OTP's: ``"brutal_kill"`` kills the child at once, without asking (its ``on_stop`` never
+    runs; the expected exit is ``killed``); an integer T asks the child to stop (reason ``shutdown``) and
+    kills it if it has not exited T ms later (a ``shutdown_timeout`` event, the exit ``killed`` reported as a
+    shutdown error); ``"infinity"`` waits for it however long it takes. ``0`` is a timed shutdown with no
+    time, as in OTP, **not** ``brutal_kill``: the child is asked first and killed as soon as the supervisor's
+    0 ms timer fires, so a child that cannot stop at once ends ``killed`` with the timeout's report. Unset:
+    5000 for a worker, ``infinity`` for a supervisor (what ``get_childspec`` answers).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -198,7 +207,8 @@ class ChildSpec(BaseModel):
 
     @property
     def shutdown_ms(self) -> int | None:
-        """Milliseconds to wait after the polite request; 0 means brutal_kill, None infinity."""
+        """Milliseconds to wait after the polite request; None is infinity, and brutal_kill also gives 0
+        (no wait) — tell it from a timed ``0`` with :attr:`brutal_kill`."""
         value = self.shutdown
         if value is None:
             return None if self.type is ChildType.SUPERVISOR else DEFAULT_WORKER_SHUTDOWN_MS
@@ -207,6 +217,11 @@ class ChildSpec(BaseModel):
         if value == "infinity":
             return None
         return int(value)
+
+    @property
+    def brutal_kill(self) -> bool:
+        """Killed without being asked to stop (``shutdown = "brutal_kill"``; a timed ``0`` asks first)."""
+        return self.shutdown == "brutal_kill"
 
     @property
     def start_timeout_s(self) -> float | None:

@@ -52,9 +52,10 @@ def _shutdown_ok(child: Child, why: ExitReason) -> bool:
 
     ``killed`` is expected only from brutal_kill (a kill after the timeout is an error), plain
     ``shutdown`` only from the polite request; a non-permanent child may also end ``normal`` or
-    ``shutdown(info)``.
+    ``shutdown(info)``. A timed ``shutdown = 0`` is no brutal_kill: a ``killed`` after it is the timeout's
+    error, as in OTP.
     """
-    brutal = child.spec.shutdown_ms == 0
+    brutal = child.spec.brutal_kill
     if why.kind is ExitKind.KILLED:
         return brutal
     if why.kind is ExitKind.SHUTDOWN and why.info is None and not brutal:
@@ -137,7 +138,9 @@ class Termination:
             child = queue.popleft()
             wait.pending[child.key] = child.incarnation
             ms = child.spec.shutdown_ms
-            if ms == 0:
+            # brutal_kill alone skips the request: a timed 0 asks, then kills when its 0 ms timer fires
+            # (OTP's ``exit(Pid, shutdown)`` then ``receive ... after 0``), reported as a timeout.
+            if child.spec.brutal_kill:
                 self._out.append(Kill(child.key, child.incarnation))
                 killed.add(child.key)
                 deadlines[child.key] = self._now + KILL_GRACE_S
