@@ -54,6 +54,7 @@ from typing import Any
 from thespian.actors import WakeupMessage
 
 from ...authorities.ledger.messages import ListEntries
+from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CorruptRecord, OuroactorsError
 from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
@@ -87,6 +88,9 @@ _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
 POLL_S = 0.05
 UNSETTLED = ("started", "ambiguous")
+# Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed the session, recovery not yet decided")
+ACKED = faults.register_point("coordinator.acked", "a checkpoint is durable and acked to the runtime")
 
 
 class Coordinator(RuntimeLink, Commands, Worker):
@@ -188,6 +192,7 @@ class Coordinator(RuntimeLink, Commands, Worker):
             self.stop()
             return
         record = self.record = value_of(self.store.claim(self.session_id, record.revision, self.incarnation), "claim")
+        faults.point(CLAIMED)
         if is_terminal(record.state):
             self.stop()
             return
@@ -334,6 +339,7 @@ class Coordinator(RuntimeLink, Commands, Worker):
                 return
             self.record = outcome.value  # type: ignore[union-attr]
             yield Ask(self.attached.address, AckOutput(step.ack))
+            faults.point(ACKED)
             if settled:
                 yield from self._close_runtime()
                 if then is Event.COMPLETE:

@@ -12,6 +12,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ...authorities.storage.commit import Committed, Outcome
+from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
 from ..execution.messages import SteerTurn
 from .calls import Ask, Job
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
     from ..execution.messages import Opened
     from .record import SessionRecord
     from .store import SessionStore
+
+
+# A named boundary for crash enumeration; free unless a plan is armed.
+TEXT_SENT = faults.register_point("coordinator.text_sent", "the turn's text reached the runtime, its sender not told")
 
 
 class CoordinatorError(OuroactorsError):
@@ -101,6 +106,7 @@ class Commands:
             raise
         record = self._attach(record, opened)
         accepted = yield from self._send_text(request.text)
+        faults.point(TEXT_SENT)
         return Done(view_of(record, 0), f"turn started: {accepted!r}")
 
     def _steer(self, request: SteerSession) -> Generator[Ask, Any, Any]:

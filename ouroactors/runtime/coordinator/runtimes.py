@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...authorities.workspace.leases import NotReservationOwner
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
+from ...core import faults
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
 from .calls import Ask, Job, TimedOut
@@ -28,6 +29,12 @@ if TYPE_CHECKING:
 PUSH = False  # see "Drained by polling" in the actor's module docstring
 RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
 NAP_S = 0.5
+# Named boundaries for crash enumeration; free unless a plan is armed.
+RUNTIME_STARTED = faults.register_point("coordinator.runtime_started", "a runtime child started and located, no lease")
+LEASE_KEPT = faults.register_point("coordinator.lease_kept", "the runtime's lease is durable, the runtime not open")
+RUNTIME_OPENED = faults.register_point("coordinator.runtime_opened", "the runtime opened the session, not yet attached")
+ATTACHED = faults.register_point("coordinator.attached", "the record names the runtime, no text sent yet")
+RUNTIME_CLOSED = faults.register_point("coordinator.runtime_closed", "the runtime closed, its lease not yet released")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +82,7 @@ class RuntimeLink:
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
         value_of(put_runtime(self.store, self.session_id, info.id, info.generation), "runtime location")
+        faults.point(RUNTIME_STARTED)
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
         if config.get("workspace"):
             request_id = f"{self.session_id}.g{info.generation}"
@@ -91,12 +99,14 @@ class RuntimeLink:
             value_of(put_lease(self.store, self.session_id, {
                 "lease_id": lease.lease_id, "root": lease.root, "mode": lease.mode,
                 "capability": granted.capability, "fencing_token": lease.fencing_token}), "lease")
+            faults.point(LEASE_KEPT)
         subscriber = self.myAddress if PUSH else None
         opened = yield Ask(info.address, OpenSession(self.session_id, config, attached.lease_id, subscriber,
                                                      start=start), 30.0)
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id
+        faults.point(RUNTIME_OPENED)
         self._poll()
         return opened
 
@@ -146,6 +156,7 @@ class RuntimeLink:
             lambda r: r.model_copy(update={"runtime": attachment, "last_generation": attachment.generation,
                                            "workspace": workspace}),
             coordinator=self.incarnation), "attach")
+        faults.point(ATTACHED)
         return self.record
 
     def _send_text(self, text: str) -> Generator[Ask, Any, Any]:
@@ -157,6 +168,7 @@ class RuntimeLink:
         if attached is None:
             return
         yield Ask(attached.address, CloseSession(), 10.0)
+        faults.point(RUNTIME_CLOSED)
         if attached.lease_id is not None:
             yield self._authority("workspace", Release(attached.lease_id, attached.capability))
 

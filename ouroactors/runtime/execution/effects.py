@@ -38,6 +38,7 @@ from ...authorities.grants.inline import InlineGrants, NoPolicy, permission_entr
 from ...authorities.grants.rules import Decision, Request, Verdict
 from ...authorities.ledger.domain import StartRequest, fingerprint
 from ...authorities.ledger.messages import RecordDecision, RecordDenied, RecordStarted
+from ...core import faults
 from ...core.errors import OuroactorsError, StaleGeneration
 from ..sandbox import SandboxMode
 from .honesty import (
@@ -54,6 +55,11 @@ from .honesty import (
 )
 from .loop import CallContext, ParsedCall, ToolResult
 from .tools import ToolContext, ToolError
+
+# Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+EFFECT_STARTED = faults.register_point("effect.started", "the ledger holds the start, the tool has not run")
+EFFECT_RAN = faults.register_point("effect.ran", "the tool ran, its settlement is not committed")
+EFFECT_SETTLED = faults.register_point("effect.settled", "the settlement is committed, the loop not yet told")
 
 
 class EffectPathBroken(OuroactorsError):
@@ -163,6 +169,7 @@ class LiveEffects:
         admitted = await self._admit(tool.name, request, start, args, ctx)
         if isinstance(admitted, ToolResult):
             return admitted
+        faults.point(EFFECT_STARTED)
         if request.domains:  # the hosts grants judged for this call are the ones its network policy admits
             tool_ctx = tool_ctx.model_copy(update={
                 "network_domains": tuple(dict.fromkeys((*tool_ctx.network_domains, *request.domains)))})
@@ -174,12 +181,14 @@ class LiveEffects:
         result = ToolResult(model_call.id, model_call.name, outcome.status, outcome.output, outcome.truncated,
                             outcome.error, outcome.error_kind, {**outcome.evidence, "effect_id": effect_id},
                             outcome.boundary.model_dump(mode="python") if outcome.boundary is not None else None)
+        faults.point(EFFECT_RAN)
         ctx.record_result(result)  # staged before the settling commit
         if on_tool_outcome(outcome.status) is ToolAction.SETTLE:  # unknown: left started, never settled failed
             settled = await trio.to_thread.run_sync(
                 lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
                                                    self._evidence(outcome.evidence), riders=self._riders))
             _check_answer(settled, "settle")
+            faults.point(EFFECT_SETTLED)
         return result
 
     async def _admit(self, tool: str, request: Request, start: StartRequest, args: Any, ctx: CallContext

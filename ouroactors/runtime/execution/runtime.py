@@ -36,6 +36,7 @@ from ...authorities.grants.rules import Request
 from ...authorities.ledger.direct import LedgerWriter
 from ...authorities.storage.env import db
 from ...authorities.workspace.leases import lease_from_record
+from ...core import faults
 from ...core.errors import OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.protocol import Stamped
@@ -99,6 +100,13 @@ class _Live:
     grants: ActorGrants
     subscriber: Any
     running: bool = False
+
+
+# Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+OPENED = faults.register_point("runtime.opened", "the session is open (journaled), the opener not yet answered")
+TURN_STARTED = faults.register_point("runtime.turn_started", "a turn was accepted, its loop not yet run")
+TURN_SETTLED = faults.register_point("runtime.turn_settled", "a turn settled (journaled, output appended)")
+OUTPUT_ACKED = faults.register_point("runtime.output_acked", "output up to a cursor was acked and dropped")
 
 
 class Runtime(Worker):
@@ -200,6 +208,7 @@ class Runtime(Worker):
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber)
+        faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})
         return Opened(session, self.runtime_id, self.generation, channel.buffer.produced)
@@ -262,7 +271,9 @@ class Runtime(Worker):
         """One turn in the trio thread; an exception crashes the runtime (through a message to itself)."""
         try:
             self.events.write("turn_started", None, {"session": live.session, "turn": live.loop.turns + 1})
+            faults.point(TURN_STARTED)
             outcome = await live.loop.run_turn(text)
+            faults.point(TURN_SETTLED)
             self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
                                                      "status": outcome.status, "reason": outcome.reason})
         except Exception as exc:
@@ -293,7 +304,9 @@ class Runtime(Worker):
 
     def handle_AckOutput(self, message: AckOutput, sender: Any) -> Acked:
         live = self._open()
-        return Acked(message.cursor, self.trio.call(live.channel.ack, message.cursor))
+        dropped = self.trio.call(live.channel.ack, message.cursor)
+        faults.point(OUTPUT_ACKED)
+        return Acked(message.cursor, dropped)
 
     def handle_CloseSession(self, message: CloseSession, sender: Any) -> Closed:
         live = self._open()
