@@ -1,0 +1,249 @@
+"""The session invariants, checked on what a session run left behind (pure: no thespian, no LMDB).
+
+A :class:`SessionHistory` is what was read after (and during) one run of a session: the durable record and
+event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
+events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
+along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
+crash-free run of the same scenario (:class:`Reference`). Four invariants, one function each:
+
+(a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
+    reader got is at or below the committed cursor its read reported, and is the durable log's event at that
+    cursor, unchanged; the log itself holds cursors 1..committed and nothing after.
+(b) :func:`cursor_went_back` — cursors never go back: the committed cursor, state version and revision seen by
+    a client never decrease; each subscriber's stream goes 1, 2, 3… (a repeat is the cursor going back, a hole a
+    gap) across its reconnects.
+(c) :func:`terminal_diverged` — a session that met a crash ends where the crash-free run ended (same state,
+    same status of its last settled turn), or parks visibly with a reason. Anything else (failed where the
+    reference completed, stuck running, parked without a reason) is a violation.
+(d) :func:`resume_twice` — no resume event acted on twice: an event id is accepted at most once, durably and
+    in what the client was answered (a retry of an accepted event must be refused, as a duplicate, or lost with
+    a dying coordinator — never taken again), and a runtime generation starts at most one turn: a runtime is
+    started per turn and after a crash (:mod:`ouroactors.runtime.execution.runtime`), so a second turn in one
+    generation is a resume event (a message, an answered approval) acted on again by the same runtime. (A
+    replacement's re-run of a lost turn is a new generation, and allowed.)
+
+Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
+them like the ledger's. Every check is tested on hand-made histories with a planted violation
+(``tests/faults/test_session_checks.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checks import Violation
+
+TERMINAL = ("completed", "failed", "cancelled")
+PARKED = "parked"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One published event as read (from the durable log, or by a subscriber)."""
+
+    cursor: int
+    kind: str
+    turn: int
+    data: Mapping[str, Any] = field(default_factory=dict)
+    generation: int = 0
+
+    @classmethod
+    def of(cls, event: Any) -> Seen:
+        """From a :class:`~ouroactors.runtime.coordinator.record.PublishedEvent` or a plain dict of its fields."""
+        fields: Mapping[str, Any] = event if isinstance(event, Mapping) else vars(event) if hasattr(event, "__dict__") \
+            else {name: getattr(event, name, None) for name in ("cursor", "kind", "turn", "data", "generation")}
+        get = fields.get
+        return cls(int(get("cursor") or 0), str(get("kind")), int(get("turn", 0) or 0), dict(get("data", {}) or {}),
+                   int(get("generation", 0) or 0))
+
+    def same(self, other: Seen) -> bool:
+        return (self.kind, self.turn, dict(self.data), self.generation) == \
+            (other.kind, other.turn, dict(other.data), other.generation)
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read by a subscriber: events after ``after``; ``committed`` is the cursor the read reported."""
+
+    subscriber: str
+    after: int
+    events: tuple[Seen, ...]
+    committed: int
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class View:
+    """A client's look at the record (``session show``), in the order taken."""
+
+    committed_cursor: int
+    state_version: int
+    revision: int
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Where the crash-free run of the scenario ended."""
+
+    state: str
+    last_settled: str | None  # the status of the last turn_settled event (None: no turn settled)
+
+
+@dataclass
+class SessionHistory:
+    """Everything one run of a session left to check (see the module docstring)."""
+
+    session_id: str
+    state: str
+    committed_cursor: int
+    reason: str | None = None
+    log: list[Seen] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    views: list[View] = field(default_factory=list)
+    accepted: list[Mapping[str, Any]] = field(default_factory=list)  # AcceptedEvent fields
+    rejected: list[Mapping[str, Any]] = field(default_factory=list)  # RejectedEvent fields
+    sent: list[tuple[str, str]] = field(default_factory=list)  # (event id, answer) per attempt: done|rejected:…|error
+    reference: Reference | None = None
+
+    def last_settled(self) -> str | None:
+        settled = [e for e in self.log if e.kind == "turn_settled"]
+        return str(settled[-1].data.get("status")) if settled else None
+
+
+def published_beyond_commit(h: SessionHistory) -> list[Violation]:
+    """(a) see the module docstring."""
+    out: list[Violation] = []
+    durable = {e.cursor: e for e in h.log}
+    cursors = sorted(durable)
+    if cursors != list(range(1, len(cursors) + 1)):
+        out.append(Violation("published-beyond-commit", h.session_id, f"the durable log is not 1..n: {cursors[:20]}"))
+    if cursors and cursors[-1] != h.committed_cursor:
+        out.append(Violation("published-beyond-commit", h.session_id,
+                             f"the log ends at cursor {cursors[-1]}, the record committed {h.committed_cursor}"))
+    for read in h.reads:
+        for event in read.events:
+            where = f"{h.session_id}@{event.cursor}"
+            if event.cursor > read.committed:
+                out.append(Violation("published-beyond-commit", where,
+                                     f"{read.subscriber} got cursor {event.cursor} from a read that reported "
+                                     f"{read.committed} committed"))
+            if event.cursor > h.committed_cursor:
+                out.append(Violation("published-beyond-commit", where,
+                                     f"{read.subscriber} got cursor {event.cursor}; the session committed "
+                                     f"{h.committed_cursor} in the end"))
+            found = durable.get(event.cursor)
+            if found is None:
+                out.append(Violation("published-beyond-commit", where,
+                                     f"{read.subscriber} got {event.kind!r}, which is not in the durable log"))
+            elif not found.same(event):
+                out.append(Violation("published-beyond-commit", where,
+                                     f"{read.subscriber} got {event.kind!r} (turn {event.turn}); the durable log "
+                                     f"holds {found.kind!r} (turn {found.turn}) there"))
+    return out
+
+
+def cursor_went_back(h: SessionHistory) -> list[Violation]:
+    """(b) see the module docstring."""
+    out: list[Violation] = []
+    for name in ("committed_cursor", "state_version", "revision"):
+        last: int | None = None
+        for index, view in enumerate(h.views):
+            value = getattr(view, name)
+            if last is not None and value < last:
+                out.append(Violation("cursor-went-back", h.session_id,
+                                     f"view {index}: {name} {value} after {last}"))
+            last = value if last is None else max(last, value)
+    streams: dict[str, list[Read]] = {}
+    for read in h.reads:
+        streams.setdefault(read.subscriber, []).append(read)
+    for subscriber, reads in streams.items():
+        last_committed = 0
+        position: int | None = None  # the last cursor this subscriber received
+        for read in reads:
+            if read.committed < last_committed:
+                out.append(Violation("cursor-went-back", f"{h.session_id}:{subscriber}",
+                                     f"a read reported {read.committed} committed after {last_committed}"))
+            last_committed = max(last_committed, read.committed)
+            expected = read.after if position is None else position
+            if position is not None and read.after < position:
+                out.append(Violation("cursor-went-back", f"{h.session_id}:{subscriber}",
+                                     f"resumed after {read.after}, having received {position}"))
+            for event in read.events:
+                if event.cursor <= expected:
+                    out.append(Violation("cursor-went-back", f"{h.session_id}:{subscriber}",
+                                         f"received cursor {event.cursor} again (had {expected}): a duplicate"))
+                elif event.cursor != expected + 1:
+                    out.append(Violation("cursor-went-back", f"{h.session_id}:{subscriber}",
+                                         f"received cursor {event.cursor} after {expected}: a gap"))
+                expected = max(expected, event.cursor)
+            position = expected
+    return out
+
+
+def terminal_diverged(h: SessionHistory) -> list[Violation]:
+    """(c) see the module docstring. Without a reference only the parked-needs-a-reason part is checked."""
+    if h.state == PARKED:
+        if not (h.reason or "").strip():
+            return [Violation("terminal-diverged", h.session_id, "parked without a reason")]
+        return []
+    ref = h.reference
+    if ref is None:
+        return []
+    if h.state != ref.state:
+        return [Violation("terminal-diverged", h.session_id,
+                          f"ended {h.state!r} (reason {h.reason!r}); the crash-free run ended {ref.state!r}")]
+    if h.last_settled() != ref.last_settled:
+        return [Violation("terminal-diverged", h.session_id,
+                          f"its last turn settled {h.last_settled()!r}; in the crash-free run {ref.last_settled!r}")]
+    return []
+
+
+def resume_twice(h: SessionHistory) -> list[Violation]:
+    """(d) see the module docstring."""
+    out: list[Violation] = []
+    ids = Counter(str(a.get("event_id")) for a in h.accepted)
+    for event_id, count in sorted(ids.items()):
+        if count > 1:
+            out.append(Violation("resume-twice", f"{h.session_id}/{event_id}", f"accepted {count} times"))
+    taken = Counter(event_id for event_id, answer in h.sent if answer == "done")
+    for event_id, count in sorted(taken.items()):
+        if count > 1:
+            out.append(Violation("resume-twice", f"{h.session_id}/{event_id}",
+                                 f"the client was told {count} times that this event was taken"))
+    starts: dict[int, list[int]] = {}
+    for event in h.log:
+        if event.kind == "turn_started":
+            starts.setdefault(event.generation, []).append(event.turn)
+    for generation, turns in sorted(starts.items()):
+        if len(turns) > 1:
+            out.append(Violation("resume-twice", f"{h.session_id}/g{generation}",
+                                 f"runtime generation {generation} started {len(turns)} turns {turns}: one runtime "
+                                 "serves one turn"))
+    return out
+
+
+SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
+    "published-beyond-commit": published_beyond_commit,
+    "cursor-went-back": cursor_went_back,
+    "terminal-diverged": terminal_diverged,
+    "resume-twice": resume_twice,
+}
+
+
+def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list[Violation]:
+    """Every session invariant (or those named) on ``h``."""
+    chosen: Sequence[str] = list(SESSION_CHECKS) if names is None else list(names)
+    unknown = [n for n in chosen if n not in SESSION_CHECKS]
+    if unknown:
+        raise ValueError(f"session checks: unknown {unknown}; known: {', '.join(SESSION_CHECKS)}")
+    return [v for name in chosen for v in SESSION_CHECKS[name](h)]
+
+
+__all__ = [
+    "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
+    "check_session", "cursor_went_back", "published_beyond_commit", "resume_twice", "terminal_diverged",
+]

@@ -1,0 +1,172 @@
+"""Crash enumeration over the session scenario: every coordinator/runtime boundary the scenario reaches, crashed.
+
+Like :mod:`.enumerate` (the ledger workload's), in three steps, over :mod:`.session_workload`'s runs:
+
+1. **Record**: one crash-free run with a ``delay 0`` rule for every chosen point pattern (:data:`DEFAULT_POINTS`)
+   armed in the static workers, the session's first coordinator and its first runtime (see *Where a fault plan
+   is armed* in :mod:`.session_workload`). Every point reached is a ``fault_fired`` event naming the actor; the
+   hits numbered per (actor, point) are the crash sites. That run is also the reference its crashes are
+   compared with (a delay of 0 changes nothing).
+2. **Enumerate**: per site, a fresh system, the same scenario, ``FaultRule(point, kill, nth=n)`` armed where the
+   recording found the actor — a real SIGKILL of that process the n-th time it reaches the point — and the four
+   session invariants (:mod:`.session_checks`) checked on what the run left.
+3. **Report**: site → ``ok`` / ``VIOLATION`` / ``not reached`` / ``error``, with the terminal state reached.
+
+A session's coordinator and runtime are numbered by their supervisors (``agent/coordinator/1``…) and every run
+is a fresh system running one session, so the recording's actor paths name the same processes in the crash
+runs. Hit counts that depend on timing (how many drains/acks the output needed) may differ between runs: a
+site whose point is not reached n times is reported ``not reached``, never dropped. ``hits="first"`` crashes
+each (actor, point) at its first hit only — every boundary once, the default — and ``"all"`` at every hit.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.faults import FaultAction, FaultPlan, FaultRule
+from .checks import Violation
+from .session_workload import (
+    COORDINATORS,
+    EXECUTION,
+    STATIC,
+    Arming,
+    SessionRun,
+    SessionWorkload,
+    run_session,
+)
+
+# The coordinator/runtime boundaries (coordinator.*, runtime.*, effect.*) and the authorities' points the
+# session's path reaches (the ledger's settle in the runtime's process, grants' approvals, workspace leases).
+DEFAULT_POINTS = ("coordinator.*", "runtime.*", "effect.*", "ledger.*", "grants.*", "workspace.*")
+HITS = ("first", "all")
+
+
+@dataclass(frozen=True, order=True)
+class SessionSite:
+    """The n-th time the actor at ``path`` reached ``point``; ``role``/``armed_at`` say where to arm the kill."""
+
+    path: str
+    point: str
+    nth: int
+    role: str = "static"
+    armed_at: str = ""
+
+    def arming(self) -> Arming:
+        plan = FaultPlan((FaultRule(self.point, FaultAction.KILL, nth=self.nth),))
+        return Arming(plan, self.role, self.armed_at if self.role == "static" else None)
+
+    def __str__(self) -> str:
+        return f"{self.path} @ {self.point} #{self.nth}"
+
+
+@dataclass
+class SessionCrashRow:
+    index: int
+    site: SessionSite
+    outcome: str  # ok | VIOLATION | not reached | error
+    fired: bool = False
+    state: str = ""  # where the session ended
+    reason: str | None = None
+    violations: list[Violation] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class SessionEnumeration:
+    sites: list[SessionSite]
+    rows: list[SessionCrashRow]
+    reference: SessionRun
+    duration_s: float = 0.0
+
+    @property
+    def violations(self) -> list[tuple[SessionSite, Violation]]:
+        return [(row.site, v) for row in self.rows for v in row.violations]
+
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.outcome] = counts.get(row.outcome, 0) + 1
+        return counts
+
+    def table(self) -> list[dict[str, Any]]:
+        return [{"#": row.index, "actor": row.site.path, "point": row.site.point, "hit": row.site.nth,
+                 "fired": row.fired, "outcome": row.outcome, "state": row.state, "reason": row.reason,
+                 "violations": [str(v) for v in row.violations], "error": row.error,
+                 "seconds": round(row.duration_s, 3)} for row in self.rows]
+
+
+def recording_armings(points: Sequence[str]) -> list[Arming]:
+    plan = FaultPlan(tuple(FaultRule(p, FaultAction.DELAY) for p in points))
+    return [*(Arming(plan, "static", path) for path in STATIC), Arming(plan, "coordinator"), Arming(plan, "runtime")]
+
+
+def sites_of(firings: Sequence[dict[str, Any]], *, hits: str = "first") -> list[SessionSite]:
+    """Number the recorded firings per (actor, point): the crash sites in the order reached."""
+    if hits not in HITS:
+        raise ValueError(f"hits: {hits!r}; allowed: {', '.join(HITS)}")
+    counts: dict[tuple[str, str], int] = {}
+    sites = []
+    for firing in firings:
+        key = (firing["path"], firing["point"])
+        counts[key] = counts.get(key, 0) + 1
+        if hits == "first" and counts[key] > 1:
+            continue
+        armed_at = firing.get("armed_at") or firing["path"]
+        role = {COORDINATORS: "coordinator", EXECUTION: "runtime"}.get(armed_at, "static")
+        sites.append(SessionSite(firing["path"], firing["point"], counts[key], role, armed_at))
+    return sites
+
+
+def select(sites: Sequence[SessionSite], points: Sequence[str] | None) -> list[SessionSite]:
+    if not points:
+        return list(sites)
+    return [s for s in sites if any(fnmatch.fnmatchcase(s.point, p) for p in points)]
+
+
+def crash_at(work: Path, site: SessionSite, index: int, reference: SessionRun,
+             config: SessionWorkload | None) -> SessionCrashRow:
+    began = time.monotonic()
+    try:
+        run = run_session(work, f"site{index}", armings=[site.arming()], reference=reference.reference(),
+                          config=config)
+    except Exception as exc:  # the harness failed: reported as such, never as "ok"
+        return SessionCrashRow(index, site, "error", error=f"{type(exc).__name__}: {exc}"[:500],
+                               duration_s=time.monotonic() - began)
+    fired = any(f["point"] == site.point and f["path"] == site.path and f.get("action") == "kill"
+                for f in run.firings)
+    outcome = "VIOLATION" if run.violations else ("ok" if fired else "not reached")
+    return SessionCrashRow(index, site, outcome, fired, run.history.state, run.history.reason, run.violations,
+                           run.errors, time.monotonic() - began)
+
+
+def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAULT_POINTS, hits: str = "first",
+                              only: Sequence[str] | None = None, limit: int | None = None,
+                              config: SessionWorkload | None = None,
+                              on_row: Callable[[SessionCrashRow], None] | None = None) -> SessionEnumeration:
+    """Record the scenario's sites for ``points`` (globs), crash at each (``only``: those matching these
+    globs; ``limit``: the first n), and return the table. A reference that breaks an invariant itself
+    returns at once with no rows."""
+    began = time.monotonic()
+    work = Path(work)
+    reference = run_session(work, "record", armings=recording_armings(points), config=config)
+    if reference.violations:
+        return SessionEnumeration([], [], reference, time.monotonic() - began)
+    chosen = select(sites_of(reference.firings, hits=hits), only)[:limit]
+    rows = []
+    for index, site in enumerate(chosen, start=1):
+        row = crash_at(work, site, index, reference, config)
+        if on_row is not None:
+            on_row(row)
+        rows.append(row)
+    return SessionEnumeration(chosen, rows, reference, time.monotonic() - began)
+
+
+__all__ = ["DEFAULT_POINTS", "HITS", "SessionCrashRow", "SessionEnumeration", "SessionSite", "crash_at",
+           "enumerate_session_crashes", "recording_armings", "select", "sites_of"]

@@ -1,0 +1,256 @@
+"""The session workload: the demo's scenario, driven through real coordinators, then checked by the session invariants.
+
+One run = a fresh multiproc system with ``supervision_trees/agent.toml``'s tree (the demo's workspace root and
+permission rules, :func:`ouroactors.cli.demo_agent.agent_tree`), a fresh workspace beside its data dir, and one
+session driven through :class:`ouroactors.sessions.Sessions` — the path a user takes:
+
+1. ``new`` (suspended, version 0), then ``send`` one message marked ``last`` under a fixed event id. The embedded
+   scripted model reads NOTES.md, edits it (no rule covers the edit: grants asks for an approval), greps it in
+   the shell and says it is done. A ``send`` that fails (its coordinator died mid-command, the ask timed out) is
+   **sent again with the same event id**, as a client would: the coordinator must take it once.
+2. A subscriber follows the committed log with ``read(after=cursor)`` long polls, reconnecting after any error
+   from where it was, and records every batch it got and the committed cursor the batch reported
+   (:class:`~.session_checks.Read`); every ``show`` view is kept too.
+3. The operator answers every pending approval of the session (the re-run of a turn after a recovery asks
+   again: answered again).
+4. The run ends when the session is terminal or parked and its log is drained, or at the deadline. Then the
+   durable record, log and resume events are read (in a child process, :mod:`.session_read`) and the four
+   invariants of :mod:`.session_checks` are checked against the crash-free run's terminal state.
+
+**Where a fault plan is armed** (:class:`Arming`). Static workers (the authorities, the session directory) are
+armed by path before the session exists. The coordinator and runtime of a session are children forked by their
+supervisors, and a plan armed in a supervisor is inherited by what it forks: the workload arms
+``agent/coordinator`` just around ``new`` and ``agent/execution`` just around ``send``, so exactly the session's
+first coordinator and first runtime carry the plan (from their first instruction: nothing is missed) and the
+incarnations that recovery starts later do not — a crash site is a crash of *that* process at the n-th time it
+reaches the point, and what follows is recovery, not a crash loop. ``sandbox = none`` (the demo takes bwrap when
+it works): the run checks the coordinator, not the sandbox, and stays fast.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cli import demo_agent
+from ..core.errors import OuroactorsError
+from ..core.faults import FaultPlan
+from ..sessions import SessionRejected, Sessions
+from ..system.handle import ActorSystem
+from .checks import Violation
+from .session_checks import PARKED, TERMINAL, Read, Reference, Seen, SessionHistory, View, check_session
+from .session_read import read_durable
+
+TEXT = "please tick off 'try the demo' in NOTES.md"
+EVENT_ID = "m-scenario-1"
+COORDINATORS = "agent/coordinator"
+EXECUTION = "agent/execution"
+STATIC = ("agent/storage", "agent/ledger", "agent/grants", "agent/workspace", "agent/sessions")
+ROLES = ("static", "coordinator", "runtime")
+
+
+@dataclass(frozen=True)
+class SessionWorkload:
+    """Timing of one run (small on purpose: every crash site is a whole run)."""
+
+    ask_timeout: float = 8.0  # a command whose coordinator died answers never: retried after this
+    read_wait: float = 0.3  # the subscriber's long poll
+    deadline: float = 60.0  # the session must be terminal or parked within this
+    sandbox: str = "none"
+
+
+@dataclass(frozen=True)
+class Arming:
+    """A plan and where it goes: ``role`` static (at ``path``), coordinator (the session's first) or runtime."""
+
+    plan: FaultPlan
+    role: str
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"arming role: {self.role!r}; allowed: {', '.join(ROLES)}")
+        if self.role == "static" and self.path is None:
+            raise ValueError("arming a static worker needs its path")
+
+
+@dataclass
+class SessionRun:
+    """What one run did and what the checks found."""
+
+    name: str
+    session_id: str
+    history: SessionHistory
+    violations: list[Violation]
+    firings: list[dict[str, Any]] = field(default_factory=list)  # fault_fired events: path (the actor), point
+    errors: list[str] = field(default_factory=list)  # asks that failed along the way (expected under crashes)
+    approvals: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def killed(self) -> list[str]:
+        return [f"{f['path']}@{f['point']}#{f['hit']}" for f in self.firings if f.get("action") == "kill"]
+
+    def reference(self) -> Reference:
+        return Reference(self.history.state, self.history.last_settled())
+
+
+class _Sessions(Sessions):
+    """The Python API with the workload's ask timeout (a command whose coordinator died is never answered)."""
+
+    def __init__(self, system: Any, ask_timeout: float) -> None:
+        super().__init__(system)
+        self.ask_timeout = ask_timeout
+
+    def _ask(self, message: Any, timeout: float = 0.0) -> Any:
+        return self.system.ask(self.directory, message, self.ask_timeout)
+
+
+def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), reference: Reference | None = None,
+                config: SessionWorkload | None = None) -> SessionRun:
+    """One run on a fresh system under ``work/name`` (see the module docstring); the system is shut down after."""
+    config = config or SessionWorkload()
+    base = Path(work) / name
+    data_dir, workspace = base / "data", base / "workspace"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    demo_agent.prepare_workspace(workspace)
+    began = time.monotonic()
+    system = ActorSystem.start("multiproc", data_dir)
+    try:
+        system.start_tree(demo_agent.agent_tree(workspace.resolve()))
+        mark = system.mark()
+        driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings)
+        driver.drive()
+        firings = fault_firings(system, mark)
+        durable = read_durable(str(data_dir), driver.sid)
+    finally:
+        system.shutdown()
+    history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference)
+    return SessionRun(name, driver.sid, history, check_session(history), firings, driver.errors, driver.approvals,
+                      time.monotonic() - began)
+
+
+def fault_firings(system: ActorSystem, mark: int) -> list[dict[str, Any]]:
+    """The ``fault_fired`` events since ``mark``, each named by the actor that reached the point."""
+    system.events.poll()
+    out = []
+    for event in system.events.all()[mark:]:
+        if event.kind == "fault_fired":
+            fields = event.fields
+            out.append({"path": fields.get("actor") or event.path, "armed_at": event.path, "point": fields["point"],
+                        "action": fields.get("action"), "hit": fields.get("hit")})
+    return out
+
+
+def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list[View], sent: list[tuple[str, str]],
+               reference: Reference | None) -> SessionHistory:
+    record = durable.get("record") or {}
+    return SessionHistory(sid, str(record.get("state", "missing")), int(record.get("committed_cursor", 0)),
+                          record.get("reason"), [Seen.of(e) for e in durable.get("events", [])], reads, views,
+                          list(durable.get("accepted", [])), list(durable.get("rejected", [])), sent, reference)
+
+
+class _Driver:
+    def __init__(self, system: ActorSystem, config: SessionWorkload, sid: str, workspace: str,
+                 armings: Sequence[Arming]) -> None:
+        self.system, self.config, self.sid = system, config, sid
+        self.sessions = _Sessions(system, config.ask_timeout)
+        self.session_config = {"workspace": workspace, "sandbox": {"mode": config.sandbox}}
+        self.armings = armings
+        self.reads: list[Read] = []
+        self.views: list[View] = []
+        self.sent: list[tuple[str, str]] = []
+        self.errors: list[str] = []
+        self.approvals = 0
+        self.cursor = 0
+
+    def _arm(self, role: str, path: str | None = None, *, disarm: bool = False) -> None:
+        for arming in self.armings:
+            if arming.role == role:
+                self.system.arm_faults(arming.path if role == "static" else path, None if disarm else arming.plan)
+
+    def _error(self, what: str, exc: BaseException) -> None:
+        self.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:300])
+
+    def drive(self) -> None:
+        self._arm("static")
+        self._arm("coordinator", COORDINATORS)
+        try:
+            self.sessions.new(self.sid, self.session_config)
+        finally:
+            self._arm("coordinator", COORDINATORS, disarm=True)
+        self._arm("runtime", EXECUTION)
+        try:
+            self._send()
+        finally:
+            self._arm("runtime", EXECUTION, disarm=True)
+        self._follow()
+
+    def _send(self) -> None:
+        deadline = time.monotonic() + self.config.deadline / 2
+        while True:
+            try:
+                self.sessions.send(self.sid, TEXT, event_id=EVENT_ID, last=True, expected_version=0)
+                self.sent.append((EVENT_ID, "done"))
+                return
+            except SessionRejected as exc:  # a retry of an accepted event: refused and recorded, as it must be
+                self.sent.append((EVENT_ID, f"rejected:{exc.code}"))
+                self._error("send", exc)
+                return
+            except OuroactorsError as exc:
+                self.sent.append((EVENT_ID, "error"))
+                self._error("send", exc)
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
+
+    def _follow(self) -> None:
+        deadline = time.monotonic() + self.config.deadline
+        asked = time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                batch = self.sessions.read(self.sid, self.cursor, 256, self.config.read_wait)
+            except OuroactorsError as exc:  # the directory restarting: reconnect from where we were
+                self._error("read", exc)
+                time.sleep(0.1)  # back-off before reconnecting
+                continue
+            seen = tuple(Seen.of(e) for e in batch.events)
+            self.reads.append(Read("follower", self.cursor, seen, int(batch.committed), str(batch.state)))
+            if seen:
+                self.cursor = max(self.cursor, seen[-1].cursor)
+            if any(e.kind == "approval_needed" for e in seen) or time.monotonic() - asked > 1.0:
+                asked = time.monotonic()
+                self._approve()
+            self._view()
+            if not seen and (batch.state in TERMINAL or batch.state == PARKED):
+                return
+        self.errors.append(f"{self.sid}: not terminal nor parked within {self.config.deadline}s")
+
+    def _view(self) -> None:
+        try:
+            view = self.sessions.show(self.sid)
+        except OuroactorsError as exc:
+            self._error("show", exc)
+            return
+        self.views.append(View(view.committed_cursor, view.state_version, view.revision, view.state))
+
+    def _approve(self) -> None:
+        try:
+            for approval in self.sessions.approvals(self.sid):
+                self.sessions.approve(self.sid, approval.approval_id, "session workload: the edit is asked for")
+                self.approvals += 1
+        except OuroactorsError as exc:  # grants restarting, or the approval was answered/expired meanwhile
+            self._error("approve", exc)
+
+
+def crash_free(work: Path, config: SessionWorkload | None = None) -> SessionRun:
+    """The reference: the scenario without a fault (its own invariants checked too, (c) against nothing)."""
+    return run_session(work, "reference", config=config)
+
+
+__all__ = ["EVENT_ID", "ROLES", "STATIC", "TEXT", "Arming", "SessionRun", "SessionWorkload", "crash_free",
+           "fault_firings", "history_of", "run_session"]

@@ -1,0 +1,196 @@
+"""The session invariants on hand-made histories: a clean one passes, each planted break is named.
+
+Histories are built by :func:`clean` — the crash-free demo scenario's shape (turn 1: started, a tool call and
+its result, an approval, text, settled) read by one subscriber in two batches — and broken one fact at a time.
+A hypothesis property checks that any split of a clean log into reads, and any reconnect from the last cursor
+received, passes (b), and that dropping or repeating one event in a stream is caught.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ouroactors.faults.session_checks import (
+    SESSION_CHECKS,
+    Read,
+    Reference,
+    Seen,
+    SessionHistory,
+    View,
+    check_session,
+    cursor_went_back,
+    published_beyond_commit,
+    resume_twice,
+    terminal_diverged,
+)
+
+GEN = 5
+KINDS = ("turn_started", "text", "tool_call", "tool_result", "approval_needed", "text", "turn_settled")
+
+
+def log(generation: int = GEN, turn: int = 1, start: int = 1) -> list[Seen]:
+    return [Seen(start + i, kind, turn, {"status": "completed"} if kind == "turn_settled" else {"i": i}, generation)
+            for i, kind in enumerate(KINDS)]
+
+
+def clean(**changes: Any) -> SessionHistory:
+    events = log()
+    reads = [Read("s", 0, tuple(events[:3]), 3, "running"), Read("s", 3, tuple(events[3:]), 7, "completed"),
+             Read("s", 7, (), 7, "completed")]
+    views = [View(0, 0, 1, "suspended"), View(3, 1, 4, "running"), View(7, 2, 7, "completed")]
+    history = SessionHistory("sess", "completed", 7, None, events, reads, views,
+                             [{"event_id": "m1", "kind": "message"}], [], [("m1", "done")],
+                             Reference("completed", "completed"))
+    return dataclasses.replace(history, **changes)
+
+
+def names(violations: list[Any]) -> set[str]:
+    return {v.invariant for v in violations}
+
+
+def test_a_clean_history_passes_every_check() -> None:
+    assert check_session(clean()) == []
+
+
+def test_unknown_check_names_are_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="published-beyond-commit"):
+        check_session(clean(), ["no-such-check"])
+
+
+# -- (a) nothing published beyond the committed cursor ---------------------------------------------------------
+
+def test_a_subscriber_given_an_event_beyond_its_reads_committed_cursor_is_caught() -> None:
+    h = clean()
+    h.reads[0] = dataclasses.replace(h.reads[0], committed=2)  # the batch held cursor 3 while 2 was committed
+    found = published_beyond_commit(h)
+    assert [v.subject for v in found] == ["sess@3"]
+
+
+def test_an_event_published_but_never_committed_is_caught() -> None:
+    ghost = Seen(8, "text", 1, {"i": 99}, GEN)
+    h = clean()
+    h.reads[2] = dataclasses.replace(h.reads[2], events=(ghost,), committed=8)
+    found = published_beyond_commit(h)
+    assert "not in the durable log" in " ".join(v.message for v in found)
+    assert any("committed 7 in the end" in v.message for v in found)
+
+
+def test_an_event_that_differs_from_the_durable_one_at_its_cursor_is_caught() -> None:
+    h = clean()
+    changed = dataclasses.replace(h.reads[0].events[1], kind="tool_result")
+    h.reads[0] = dataclasses.replace(h.reads[0], events=(h.reads[0].events[0], changed, h.reads[0].events[2]))
+    assert [v.subject for v in published_beyond_commit(h)] == ["sess@2"]
+
+
+def test_a_log_that_runs_past_the_records_cursor_is_caught() -> None:
+    assert names(published_beyond_commit(clean(committed_cursor=6))) == {"published-beyond-commit"}
+
+
+# -- (b) cursors never go back -----------------------------------------------------------------------------------
+
+def test_a_committed_cursor_seen_to_decrease_is_caught() -> None:
+    h = clean()
+    h.views.append(View(5, 2, 8, "completed"))
+    found = cursor_went_back(h)
+    assert len(found) == 1 and "committed_cursor 5 after 7" in found[0].message
+
+
+def test_a_state_version_seen_to_decrease_is_caught() -> None:
+    h = clean()
+    h.views.insert(2, View(3, 0, 5, "running"))
+    assert any("state_version 0 after 1" in v.message for v in cursor_went_back(h))
+
+
+def test_an_event_delivered_twice_to_one_subscriber_is_caught() -> None:
+    h = clean()
+    again = h.reads[0].events[-1]
+    h.reads[1] = dataclasses.replace(h.reads[1], after=2, events=(again, *h.reads[1].events))
+    found = cursor_went_back(h)
+    assert any("again" in v.message for v in found) and any("resumed after 2" in v.message for v in found)
+
+
+def test_a_gap_in_a_subscribers_stream_is_caught() -> None:
+    h = clean()
+    h.reads[1] = dataclasses.replace(h.reads[1], events=h.reads[1].events[1:])
+    assert any("a gap" in v.message for v in cursor_went_back(h))
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(0, len(KINDS)), max_size=5), empty=st.lists(st.booleans(), max_size=3),
+       fault=st.sampled_from(["none", "drop", "repeat"]), where=st.integers(0, len(KINDS) - 1))
+def test_any_split_of_a_clean_stream_passes_and_one_dropped_or_repeated_event_is_caught(
+        cuts: list[int], empty: list[bool], fault: str, where: int) -> None:
+    events = log()
+    bounds = sorted({0, len(events), *cuts})
+    stream = [events[a:b] for a, b in itertools.pairwise(bounds)] + [[] for flag in empty if flag]
+    reads, after = [], 0
+    for part in stream:
+        reads.append(Read("s", after, tuple(part), part[-1].cursor if part else after))
+        after = part[-1].cursor if part else after
+    if fault == "drop":
+        flat = [e for e in events if e.cursor != where + 1]
+    elif fault == "repeat":
+        flat = [*events[:where + 1], events[where], *events[where + 1:]]
+    else:
+        flat = events
+    broken = [Read("s", 0, tuple(flat), len(KINDS))]
+    assert cursor_went_back(clean(reads=reads)) == []
+    caught = cursor_went_back(clean(reads=broken))
+    assert (caught == []) == (fault == "none" or (fault == "drop" and where == len(KINDS) - 1))
+
+
+# -- (c) the same terminal state as the crash-free run, or parked with a reason ------------------------------------
+
+def test_a_session_that_failed_where_the_reference_completed_is_caught() -> None:
+    found = terminal_diverged(clean(state="failed", reason="no runtime for the turn"))
+    assert len(found) == 1 and "'failed'" in found[0].message and "'completed'" in found[0].message
+
+
+def test_a_session_stuck_running_is_caught() -> None:
+    assert names(terminal_diverged(clean(state="running"))) == {"terminal-diverged"}
+
+
+def test_parked_with_a_reason_is_visible_and_allowed_but_parked_without_one_is_caught() -> None:
+    assert terminal_diverged(clean(state="parked", reason="ambiguous_effect: sess/t1/call (no reconciler)")) == []
+    assert names(terminal_diverged(clean(state="parked", reason="  "))) == {"terminal-diverged"}
+
+
+def test_a_last_turn_settled_otherwise_than_in_the_reference_is_caught() -> None:
+    events = log()
+    events[-1] = dataclasses.replace(events[-1], data={"status": "interrupted"})
+    found = terminal_diverged(clean(log=events))
+    assert len(found) == 1 and "interrupted" in found[0].message
+
+
+# -- (d) no resume event acted on twice ---------------------------------------------------------------------------
+
+def test_an_event_id_accepted_twice_is_caught() -> None:
+    h = clean(accepted=[{"event_id": "m1", "kind": "message"}, {"event_id": "m1", "kind": "message"}])
+    assert any("accepted 2 times" in v.message for v in resume_twice(h))
+
+
+def test_a_retry_the_client_was_told_was_taken_again_is_caught_and_a_refused_retry_is_fine() -> None:
+    assert resume_twice(clean(sent=[("m1", "error"), ("m1", "rejected:duplicate")])) == []
+    found = resume_twice(clean(sent=[("m1", "error"), ("m1", "done"), ("m1", "done")]))
+    assert len(found) == 1 and "told 2 times" in found[0].message
+
+
+def test_a_second_turn_started_by_one_runtime_is_caught_but_a_replacements_rerun_is_not() -> None:
+    rerun = log() + log(generation=GEN + 1, start=len(KINDS) + 1)  # a replacement re-ran turn 1: allowed
+    assert resume_twice(clean(log=rerun, committed_cursor=len(rerun))) == []
+    answered = log() + log(generation=GEN + 1, turn=2, start=len(KINDS) + 1)  # an answer's turn: a new runtime
+    assert resume_twice(clean(log=answered, committed_cursor=len(answered))) == []
+    twice = log() + log(turn=2, start=len(KINDS) + 1)
+    found = resume_twice(clean(log=twice, committed_cursor=len(twice)))
+    assert len(found) == 1 and "started 2 turns [1, 2]" in found[0].message
+
+
+def test_every_check_is_registered_by_its_invariant_name() -> None:
+    assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
+                                   "resume-twice"}
