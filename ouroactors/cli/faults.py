@@ -128,6 +128,25 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
     sys.exit(_exit_code(report))
 
 
+@faults.command("enumerate-sessions")
+@click.option("--points", "points", multiple=True, metavar="GLOB", help="record these points (default: the "
+              "coordinator/runtime boundaries: coordinator.* runtime.* effect.* ledger.* grants.* workspace.*)")
+@click.option("--only", "only", multiple=True, metavar="GLOB", help="crash only at sites of matching points")
+@click.option("--hits", type=click.Choice(["first", "all"]), default="first", show_default=True,
+              help="crash each (actor, point) at its first hit, or at every hit")
+@click.option("--max-sites", type=int, default=None, help="crash at no more than this many sites")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="where the runs' systems live (default: a temporary directory, removed after)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
+def enumerate_sessions(points: tuple[str, ...], only: tuple[str, ...], hits: str, max_sites: int | None,
+                       data_dir: str | None, as_json: bool) -> None:
+    """Crash the demo's session scenario at every coordinator/runtime boundary, one fresh system per site,
+    and check the session invariants after each (exit 0: none broken, 1: violations, 3: harness error)."""
+    from ..faults.session_cli import run
+
+    sys.exit(run(points, only, hits, max_sites, data_dir, as_json))
+
+
 def _bad(message: str) -> NoReturn:
     err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_BAD_INPUT)

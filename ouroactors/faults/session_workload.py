@@ -180,15 +180,33 @@ class _Driver:
         self._arm("static")
         self._arm("coordinator", COORDINATORS)
         try:
-            self.sessions.new(self.sid, self.session_config)
-        finally:
+            created = self._new()
+        finally:  # before any retry: only the first coordinator carries the plan
             self._arm("coordinator", COORDINATORS, disarm=True)
+        deadline = time.monotonic() + self.config.deadline / 4
+        while not created and time.monotonic() < deadline:
+            time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
+            created = self._new()
         self._arm("runtime", EXECUTION)
         try:
             self._send()
         finally:
             self._arm("runtime", EXECUTION, disarm=True)
         self._follow()
+
+    def _new(self) -> bool:
+        """Create the session; after a failure (its coordinator died starting), True if it exists anyway."""
+        try:
+            self.sessions.new(self.sid, self.session_config)
+            return True
+        except OuroactorsError as exc:
+            self._error("new", exc)
+        try:
+            self.sessions.show(self.sid)
+            return True
+        except OuroactorsError as exc:
+            self._error("show", exc)
+            return False
 
     def _send(self) -> None:
         deadline = time.monotonic() + self.config.deadline / 2

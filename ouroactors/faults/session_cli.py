@@ -1,0 +1,68 @@
+"""``ouroactors faults enumerate-sessions``: crash enumeration over the demo's session scenario.
+
+The command's body, kept beside the enumeration; ``cli/faults.py`` only declares its options and calls :func:`run`
+(lazily: ``ouroactors faults points`` must not pay for the workload). The scenario is fixed (the demo's tree
+and script, one session), so there is no tree file, only which points and hits.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from typing import Any
+
+import click
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+
+
+def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "first", max_sites: int | None = None,
+        data_dir: str | None = None, as_json: bool = False) -> int:
+    """Crash the demo's session scenario at every coordinator/runtime boundary it reaches, one fresh system per
+    site; check the session invariants after each; print each site; the exit code (0: no violation; 1:
+    violations; 2: bad input; 3: a harness error)."""
+    from .session_enumerate import DEFAULT_POINTS, enumerate_session_crashes
+
+    if max_sites is not None and max_sites < 1:
+        click.echo("--max-sites: must be >= 1", err=True)
+        return EXIT_BAD_INPUT
+
+    def out(entry: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(json.dumps(entry, sort_keys=True))
+            return
+        click.echo(f"{entry['#']:>3}  {entry['actor']} @ {entry['point']} #{entry['hit']}  {entry['outcome']}  "
+                   f"(ended {entry['state']}{': ' + entry['reason'] if entry['reason'] else ''}; "
+                   f"{entry['seconds']} s)")
+        for violation in entry["violations"]:
+            click.echo(f"       {violation}")
+        if entry["error"]:
+            click.echo(f"       the harness failed: {entry['error']}")
+
+    def row_out(row: Any) -> None:
+        out({"#": row.index, "actor": row.site.path, "point": row.site.point, "hit": row.site.nth,
+             "outcome": row.outcome, "state": row.state, "reason": row.reason,
+             "violations": [str(v) for v in row.violations], "error": row.error, "seconds": round(row.duration_s, 1)})
+
+    with tempfile.TemporaryDirectory(prefix="ouroactors-session-enum-") as scratch:
+        report = enumerate_session_crashes(data_dir or scratch, points=list(points) or DEFAULT_POINTS, hits=hits,
+                                           only=list(only) or None, limit=max_sites, on_row=row_out)
+    summary = {"sites": len(report.rows), "outcomes": report.summary(), "violations": len(report.violations),
+               "seconds": round(report.duration_s, 1), "reference": report.reference.history.state,
+               "reference_violations": [str(v) for v in report.reference.violations]}
+    if as_json:
+        click.echo(json.dumps({"summary": summary}, sort_keys=True))
+    else:
+        for violation in report.reference.violations:
+            click.echo(f"the crash-free run already violates: {violation}")
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(report.summary().items())) or "no site"
+        click.echo(f"{len(report.rows)} site(s) in {report.duration_s:.1f}s: {counts}; "
+                   f"{len(report.violations)} violation(s)")
+    if report.reference.violations or report.violations:
+        return EXIT_VIOLATION
+    if any(row.outcome == "error" for row in report.rows):
+        return EXIT_HARNESS
+    return EXIT_OK
+
+
+__all__ = ["run"]
