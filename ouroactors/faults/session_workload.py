@@ -57,7 +57,7 @@ ROLES = ("static", "coordinator", "runtime")
 class SessionWorkload:
     """Timing of one run (small on purpose: every crash site is a whole run)."""
 
-    ask_timeout: float = 8.0  # a command whose coordinator died answers never: retried after this
+    ask_timeout: float = 3.0  # a command whose coordinator died answers never: retried after this
     read_wait: float = 0.3  # the subscriber's long poll
     deadline: float = 60.0  # the session must be terminal or parked within this
     sandbox: str = "none"

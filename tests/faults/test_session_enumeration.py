@@ -1,0 +1,86 @@
+"""Crash enumeration over the demo's session scenario on real coordinators and runtimes (multiproc, SIGKILL).
+
+The fast test records the scenario's crash sites and crashes at one boundary of each side (the coordinator's
+checkpoint, the runtime's effect start); the slow one crashes at the first hit of every boundary the scenario
+reaches and prints the table. Both check the four session invariants after every run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ouroactors.core import faults
+from ouroactors.faults.session_enumerate import (
+    DEFAULT_POINTS,
+    SessionCrashRow,
+    enumerate_session_crashes,
+    sites_of,
+)
+
+pytestmark = pytest.mark.multiproc
+
+# Every boundary the scenario must reach (the points registered next to the code they mark).
+BOUNDARIES = {
+    "coordinator.claimed", "coordinator.resume_committed", "coordinator.runtime_started", "coordinator.lease_kept",
+    "coordinator.runtime_opened", "coordinator.attached", "coordinator.text_sent", "coordinator.checkpoint_committed",
+    "coordinator.acked", "coordinator.runtime_closed", "runtime.opened", "runtime.turn_started",
+    "runtime.turn_settled", "runtime.output_acked", "effect.started", "effect.ran", "effect.settled",
+}
+
+
+def table(rows: list[SessionCrashRow]) -> None:
+    for row in rows:
+        print(f"  {row.index:3} {row.site.path:28} {row.site.point:34} #{row.site.nth:<2} {row.outcome:11} "
+              f"{row.state:10} {(row.reason or '')[:70]} {row.duration_s:5.1f}s")
+        for violation in row.violations:
+            print(f"        {violation}")
+
+
+def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_every_invariant(tmp_path):
+    rows: list[SessionCrashRow] = []
+    report = enumerate_session_crashes(tmp_path, only=["coordinator.checkpoint_committed", "effect.started"],
+                                       on_row=rows.append)
+    table(rows)
+    reference = report.reference
+    assert reference.violations == [] and reference.errors == []
+    assert reference.history.state == "completed"
+    reached = {f["point"] for f in reference.firings}
+    assert reached >= BOUNDARIES, f"not reached: {sorted(BOUNDARIES - reached)}"
+    assert set(faults.known_points()) >= BOUNDARIES  # registered where they are
+    assert sorted(row.site.point for row in rows) == ["coordinator.checkpoint_committed", "effect.started"]
+    for row in rows:
+        assert row.fired, f"{row.site}: the kill did not fire"
+        assert row.outcome == "ok", f"{row.site}: {row.outcome} {row.error} {[str(v) for v in row.violations]}"
+        assert row.state in ("completed", "parked")
+
+
+def test_sites_are_numbered_per_actor_and_point_and_placed_where_the_actor_was_armed():
+    firings = [{"path": "agent/coordinator/session#1", "armed_at": "agent/coordinator", "point": "coordinator.acked"},
+               {"path": "agent/execution/runtime#1", "armed_at": "agent/execution", "point": "effect.started"},
+               {"path": "agent/coordinator/session#1", "armed_at": "agent/coordinator", "point": "coordinator.acked"},
+               {"path": "agent/workspace", "armed_at": "agent/workspace", "point": "workspace.lease_recorded"}]
+    every = sites_of(firings, hits="all")
+    assert [(s.point, s.nth, s.role) for s in every] == [
+        ("coordinator.acked", 1, "coordinator"), ("effect.started", 1, "runtime"), ("coordinator.acked", 2,
+                                                                                     "coordinator"),
+        ("workspace.lease_recorded", 1, "static")]
+    assert [s.nth for s in sites_of(firings)] == [1, 1, 1]  # first hits only
+    assert every[3].arming().path == "agent/workspace" and every[0].arming().path is None
+    with pytest.raises(ValueError, match="hits"):
+        sites_of(firings, hits="some")
+
+
+@pytest.mark.slow
+def test_a_crash_at_every_boundary_of_the_demo_scenario_keeps_every_session_invariant(tmp_path):
+    began = time.monotonic()
+    rows: list[SessionCrashRow] = []
+    report = enumerate_session_crashes(tmp_path, points=DEFAULT_POINTS, on_row=rows.append)
+    print(f"\nsession crash enumeration: {len(report.rows)} sites in {time.monotonic() - began:.1f}s; "
+          f"{report.summary()}; {len(report.violations)} violations")
+    table(rows)
+    assert report.reference.violations == []
+    assert {row.site.point for row in rows} >= BOUNDARIES
+    assert [row for row in rows if row.outcome == "error"] == []
+    assert report.violations == []
