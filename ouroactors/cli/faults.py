@@ -138,13 +138,15 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="where the runs' systems live (default: a temporary directory, removed after)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
+@click.option("--sample", type=int, default=None, help="chaos: crash at this many sites drawn from every hit")
+@click.option("--seed", type=int, default=0, show_default=True, help="what --sample draws by")
 def enumerate_sessions(points: tuple[str, ...], only: tuple[str, ...], hits: str, max_sites: int | None,
-                       data_dir: str | None, as_json: bool) -> None:
+                       data_dir: str | None, as_json: bool, sample: int | None, seed: int) -> None:
     """Crash the demo's session scenario at every coordinator/runtime boundary, one fresh system per site,
     and check the session invariants after each (exit 0: none broken, 1: violations, 3: harness error)."""
     from ..faults.session_cli import run
 
-    sys.exit(run(points, only, hits, max_sites, data_dir, as_json))
+    sys.exit(run(points, only, hits, max_sites, data_dir, as_json, sample, seed))
 
 
 def _bad(message: str) -> NoReturn:

@@ -17,15 +17,16 @@ EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
 
 def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "first", max_sites: int | None = None,
-        data_dir: str | None = None, as_json: bool = False) -> int:
+        data_dir: str | None = None, as_json: bool = False, sample: int | None = None, seed: int = 0) -> int:
     """Crash the demo's session scenario at every coordinator/runtime boundary it reaches, one fresh system per
     site; check the session invariants after each; print each site; the exit code (0: no violation; 1:
     violations; 2: bad input; 3: a harness error)."""
     from .session_enumerate import DEFAULT_POINTS, enumerate_session_crashes
 
-    if max_sites is not None and max_sites < 1:
-        click.echo("--max-sites: must be >= 1", err=True)
-        return EXIT_BAD_INPUT
+    for name, value in (("--max-sites", max_sites), ("--sample", sample)):
+        if value is not None and value < 1:
+            click.echo(f"{name}: must be >= 1, got {value}", err=True)
+            return EXIT_BAD_INPUT
 
     def out(entry: dict[str, Any]) -> None:
         if as_json:
@@ -46,9 +47,10 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
 
     with tempfile.TemporaryDirectory(prefix="ouroactors-session-enum-") as scratch:
         report = enumerate_session_crashes(data_dir or scratch, points=list(points) or DEFAULT_POINTS, hits=hits,
-                                           only=list(only) or None, limit=max_sites, on_row=row_out)
+                                           only=list(only) or None, limit=max_sites, on_row=row_out,
+                                           sample_of=sample, seed=seed)
     summary = {"sites": len(report.rows), "outcomes": report.summary(), "violations": len(report.violations),
-               "seconds": round(report.duration_s, 1), "reference": report.reference.history.state,
+               "seconds": round(report.duration_s, 1), "reference": report.reference.history.state, "seed": seed,
                "reference_violations": [str(v) for v in report.reference.violations]}
     if as_json:
         click.echo(json.dumps({"summary": summary}, sort_keys=True))

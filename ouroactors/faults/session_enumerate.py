@@ -17,11 +17,16 @@ is a fresh system running one session, so the recording's actor paths name the s
 runs. Hit counts that depend on timing (how many drains/acks the output needed) may differ between runs: a
 site whose point is not reached n times is reported ``not reached``, never dropped. ``hits="first"`` crashes
 each (actor, point) at its first hit only — every boundary once, the default — and ``"all"`` at every hit.
+
+**Chaos over sessions**: ``sample=k, seed=s`` crashes at ``k`` sites drawn by the seed from every hit (the same
+seed draws the same sites from the same recording), so repeated seeded runs wander over the later hits that the
+first-hit enumeration leaves out.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +135,14 @@ def select(sites: Sequence[SessionSite], points: Sequence[str] | None) -> list[S
     return [s for s in sites if any(fnmatch.fnmatchcase(s.point, p) for p in points)]
 
 
+def sample(sites: Sequence[SessionSite], count: int, seed: int | str) -> list[SessionSite]:
+    """``count`` sites drawn by ``seed`` alone (in the order reached)."""
+    if count < 1:
+        raise ValueError(f"sample: at least 1 site, got {count}")
+    drawn = random.Random(f"session-sites:{seed}").sample(range(len(sites)), min(count, len(sites)))
+    return [sites[i] for i in sorted(drawn)]
+
+
 def crash_at(work: Path, site: SessionSite, index: int, reference: SessionRun,
              config: SessionWorkload | None) -> SessionCrashRow:
     began = time.monotonic()
@@ -148,17 +161,19 @@ def crash_at(work: Path, site: SessionSite, index: int, reference: SessionRun,
 
 def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAULT_POINTS, hits: str = "first",
                               only: Sequence[str] | None = None, limit: int | None = None,
-                              config: SessionWorkload | None = None,
+                              config: SessionWorkload | None = None, sample_of: int | None = None,
+                              seed: int | str = 0,
                               on_row: Callable[[SessionCrashRow], None] | None = None) -> SessionEnumeration:
     """Record the scenario's sites for ``points`` (globs), crash at each (``only``: those matching these
-    globs; ``limit``: the first n), and return the table. A reference that breaks an invariant itself
-    returns at once with no rows."""
+    globs; ``sample_of``: that many drawn by ``seed`` from every hit, see *Chaos*; ``limit``: the first n), and
+    return the table. A reference that breaks an invariant itself returns at once with no rows."""
     began = time.monotonic()
     work = Path(work)
     reference = run_session(work, "record", armings=recording_armings(points), config=config)
     if reference.violations:
         return SessionEnumeration([], [], reference, time.monotonic() - began)
-    chosen = select(sites_of(reference.firings, hits=hits), only)[:limit]
+    chosen = select(sites_of(reference.firings, hits="all" if sample_of else hits), only)
+    chosen = (sample(chosen, sample_of, seed) if sample_of else chosen)[:limit]
     rows = []
     for index, site in enumerate(chosen, start=1):
         row = crash_at(work, site, index, reference, config)
@@ -169,4 +184,4 @@ def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAU
 
 
 __all__ = ["DEFAULT_POINTS", "HITS", "SessionCrashRow", "SessionEnumeration", "SessionSite", "crash_at",
-           "enumerate_session_crashes", "recording_armings", "select", "sites_of"]
+           "enumerate_session_crashes", "recording_armings", "sample", "select", "sites_of"]

@@ -16,6 +16,7 @@ from ouroactors.faults.session_enumerate import (
     DEFAULT_POINTS,
     SessionCrashRow,
     enumerate_session_crashes,
+    sample,
     sites_of,
 )
 
@@ -84,3 +85,14 @@ def test_a_crash_at_every_boundary_of_the_demo_scenario_keeps_every_session_inva
     assert {row.site.point for row in rows} >= BOUNDARIES
     assert [row for row in rows if row.outcome == "error"] == []
     assert report.violations == []
+
+
+def test_a_chaos_sample_is_drawn_by_its_seed_alone_in_the_order_reached():
+    firings = [{"path": "agent/execution/runtime#1", "armed_at": "agent/execution", "point": "effect.started"}] * 9
+    sites = sites_of(firings, hits="all")
+    drawn = sample(sites, 4, seed=7)
+    assert drawn == sample(sites, 4, seed=7) and drawn == sorted(drawn, key=lambda s: s.nth) and len(drawn) == 4
+    assert {tuple(s.nth for s in sample(sites, 4, seed=n)) for n in range(5)} != {tuple(s.nth for s in drawn)}
+    assert len(sample(sites, 50, seed=1)) == 9
+    with pytest.raises(ValueError, match="at least 1"):
+        sample(sites, 0, seed=1)
