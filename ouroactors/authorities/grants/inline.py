@@ -77,11 +77,18 @@ class NoPolicy(Exception):
 
 
 class InlineGrants:
-    """Decides as the grants authority would, reading its durable state (one read transaction per decision)."""
+    """Decides as the grants authority would, reading its durable state (one read transaction per decision).
+
+    Every decision reads the policy, the session's posture and the stored rules afresh — a rule revoked a moment
+    ago is not applied — but only *parsing* them is cached: the parsed rules are reused while the stored bytes
+    (policy and every ``rules/`` value) are byte-for-byte those they were parsed from. Only the ``rules/`` keys are
+    scanned (approvals and postures share the database and grow with use).
+    """
 
     def __init__(self, env: lmdb.Environment) -> None:
         self.env = env
         self._db = db(env, b"grants")
+        self._parsed: tuple[tuple[bytes, tuple[tuple[bytes, bytes], ...], str], _Parsed] | None = None
 
     def decide(self, request: Request, root: str | None) -> Verdict:
         """The verdict for ``request`` (never raises on the engine: an error is ``ask``, as the actor answers)."""
@@ -90,21 +97,48 @@ class InlineGrants:
             raw = txn.get(POLICY_KEY, db=self._db)
             if raw is None:
                 raise NoPolicy("the grants authority has published no policy here")
-            policy = msgpack.unpackb(bytes(raw), raw=False)
             posture_raw = txn.get(f"posture/{session}".encode(), db=self._db)
-            stored: dict[str, tuple[str, ...]] = {}
-            for key, value in txn.cursor(db=self._db):
-                kind, _, name = bytes(key).decode().partition("/")
-                if kind == "rules" and name != Scope.SESSION.value:
-                    stored[name] = tuple(msgpack.unpackb(bytes(value), raw=False))
-        for scope, texts in (policy.get("configured") or {}).items():
-            stored[scope] = tuple(dict.fromkeys((*stored.get(scope, ()), *texts)))
+            stored_raw: list[tuple[bytes, bytes]] = []
+            cursor = txn.cursor(db=self._db)
+            if cursor.set_range(_RULES_PREFIX):
+                for key, value in cursor:
+                    if not bytes(key).startswith(_RULES_PREFIX):
+                        break
+                    stored_raw.append((bytes(key), bytes(value)))
+            state = (bytes(raw), tuple(stored_raw), session)
         posture = msgpack.unpackb(bytes(posture_raw), raw=False) if posture_raw is not None else Posture.DEFAULT.value
-        try:
-            rules = effective_rules(parse_rules(policy.get("node") or (), Scope.NODE), stored, session)
-        except Exception as exc:  # a stored rule this code cannot read: ask, never allow
-            return Verdict(Decision.ASK, f"engine error: {type(exc).__name__}: {exc}")
-        return evaluate(request, posture, rules, tuple(policy.get("protected") or ()), root=root)
+        cached = self._parsed
+        if cached is not None and cached[0] == state:
+            parsed = cached[1]
+        else:
+            parsed = _parse(*state)
+            self._parsed = (state, parsed)
+        if isinstance(parsed, Verdict):
+            return parsed
+        rules, protected = parsed
+        return evaluate(request, posture, rules, protected, root=root)
+
+
+_RULES_PREFIX = b"rules/"
+_Parsed = tuple[tuple[Rule, ...], tuple[str, ...]] | Verdict
+
+
+def _parse(policy_raw: bytes, stored_raw: tuple[tuple[bytes, bytes], ...], session: str) -> _Parsed:
+    """The rules that apply to ``session`` and the protected roots, from the stored bytes; an ``ask`` verdict
+    when a stored rule cannot be read (never allow)."""
+    policy = msgpack.unpackb(policy_raw, raw=False)
+    stored: dict[str, tuple[str, ...]] = {}
+    for key, value in stored_raw:
+        name = key[len(_RULES_PREFIX):].decode()
+        if name != Scope.SESSION.value:
+            stored[name] = tuple(msgpack.unpackb(value, raw=False))
+    for scope, texts in (policy.get("configured") or {}).items():
+        stored[scope] = tuple(dict.fromkeys((*stored.get(scope, ()), *texts)))
+    try:
+        rules = effective_rules(parse_rules(policy.get("node") or (), Scope.NODE), stored, session)
+    except Exception as exc:  # a stored rule this code cannot read: ask, never allow
+        return Verdict(Decision.ASK, f"engine error: {type(exc).__name__}: {exc}")
+    return rules, tuple(policy.get("protected") or ())
 
 
 __all__ = ["POLICY_KEY", "InlineGrants", "NoPolicy", "Policy", "effective_rules", "permission_entry",

@@ -75,8 +75,14 @@ def after_tools(statuses: Sequence[tuple[str, str | None]]) -> Stop | None:
 
 def build_request(model: str, system: Message | None, conversation: Sequence[Message], tools: tuple[ToolSpec, ...],
                   max_output_tokens: int | None) -> ModelRequest:
+    """The request for the next model call, built from values that are already validated models.
+
+    ``model_construct``: validating would re-check every message of the conversation on every call (and copy the
+    tools tuple, which defeats :class:`Digests`' cache) for values the loop built itself from validated parts.
+    """
     messages = (system, *conversation) if system is not None else tuple(conversation)
-    return ModelRequest(model=model, messages=messages, tools=tools, max_tokens=max_output_tokens)
+    return ModelRequest.model_construct(model=model, messages=messages, tools=tuple(tools),
+                                        max_tokens=max_output_tokens)
 
 
 def request_digest(request: ModelRequest) -> str:
@@ -116,6 +122,7 @@ class Digests:
     def forget(self, keep: Sequence[object]) -> None:
         """Drop cached encodings of values no longer in ``keep`` (the loop calls it as turns settle)."""
         alive = {id(v) for v in keep}
+        alive.update(id(x) for v in keep if type(v) is tuple for x in v)  # a tuple's elements (the tool specs)
         self._cache = {k: v for k, v in self._cache.items() if k in alive}
 
     def request(self, request: ModelRequest) -> str:
@@ -124,7 +131,9 @@ class Digests:
         h.update(_array_header(len(request.messages)))
         for message in request.messages:
             h.update(self.packed(message))
-        h.update(self.packed(request.tools))
+        h.update(_array_header(len(request.tools)))  # each spec's bytes cached (the tuple may be a new object)
+        for spec in request.tools:
+            h.update(self.packed(spec))
         h.update(_pack(request.max_tokens, "max_tokens"))
         return h.hexdigest()
 
