@@ -1,4 +1,10 @@
-"""What the CLI commands share: reaching a running system and reporting errors."""
+"""What the CLI commands share: reaching a running system and reporting errors.
+
+Nothing here imports the system handle: :func:`connect` imports it when a command needs the whole handle,
+and :func:`connect_client` gives the read-only commands (``status``, ``tree``) the thin client
+(:mod:`ouroactors.system.client`), which reaches the same system without importing the specs, the
+supervisor and the host actor (most of the start-up cost of a CLI call).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,18 @@ import os
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
 from ..core.errors import ActorCrashed, ActorSystemError, OuroactorsError, StartFailed
-from ..system.handle import ActorSystem
+
+if TYPE_CHECKING:
+    from ..system.client import SystemClient
+    from ..system.handle import ActorSystem
+
+C = TypeVar("C")
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -65,9 +76,22 @@ def resolve_data_dir(data_dir: str) -> str:
 
 def connect(data_dir: str) -> ActorSystem:
     """The system serving ``data_dir`` (see :func:`resolve_data_dir`); exit 5 naming why when there is none."""
+    from ..system.handle import ActorSystem
+
+    return _reach(data_dir, ActorSystem.connect)
+
+
+def connect_client(data_dir: str) -> SystemClient:
+    """As :func:`connect`, but the thin client: enough to look at the trees and ask by path."""
+    from ..system.client import SystemClient
+
+    return _reach(data_dir, SystemClient.attach)
+
+
+def _reach(data_dir: str, attach: Callable[[str], C]) -> C:
     chosen = resolve_data_dir(data_dir)
     try:
-        return ActorSystem.connect(chosen)
+        return attach(chosen)
     except ActorSystemError as exc:
         problem = str(exc)
     below = served_below(data_dir) if chosen == data_dir and os.path.normpath(data_dir) == DEFAULT_DATA_DIR else []

@@ -13,13 +13,10 @@ from typing import Any
 import click
 
 from ..core.generation_text import format_generation
-from ..supervision.children import ChildInfo
-from ..supervision.events import EventReader
+from ..supervision.child_info import ChildInfo
 from ..system import marker as markers
-from ..system.metrics import render
 from . import main
-from .common import connect, console, data_dir_option, err_console, reports_errors, resolve_data_dir
-from .render import event_line, tree_table
+from .common import connect, connect_client, console, data_dir_option, err_console, reports_errors, resolve_data_dir
 
 json_option = click.option("--json", "as_json", is_flag=True, help="one JSON document instead of text")
 
@@ -36,7 +33,7 @@ def _child_json(path: str, info: ChildInfo) -> dict[str, Any]:
 @reports_errors
 def status(data_dir: str, as_json: bool) -> None:
     """One line per tree, and children counted by status."""
-    system = connect(data_dir)
+    system = connect_client(data_dir)  # the thin client: a look needs no specs, supervisor or event log
     found = system.marker
     assert found is not None
     if as_json:
@@ -67,11 +64,13 @@ def status(data_dir: str, as_json: bool) -> None:
 @reports_errors
 def tree(data_dir: str, root: str | None, as_json: bool) -> None:
     """The tree: path, status, pid, generation, restarts, last exit."""
-    system = connect(data_dir)
+    system = connect_client(data_dir)
     if as_json:
         click.echo(json.dumps([_child_json(path, info) for path, info in system.walk(root)], indent=2))
         return
-    console.print(tree_table(system.walk(root)))
+    from .render import print_tree
+
+    print_tree(console, system.walk(root))
 
 
 @main.command()
@@ -81,6 +80,9 @@ def tree(data_dir: str, root: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="raw JSON lines")
 def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
     """The supervision events (reads the event log; works even if the system is gone)."""
+    from ..supervision.events import EventReader
+    from .render import event_line
+
     data_dir = resolve_data_dir(data_dir)
     if not os.path.isdir(data_dir):
         err_console.print(f"no data directory {data_dir!r}: nothing has run there (give --data-dir the directory "
@@ -107,5 +109,7 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
 @reports_errors
 def metrics(data_dir: str) -> None:
     """Supervision metrics in the Prometheus text format."""
+    from ..system.metrics import render
+
     system = connect(data_dir)
     click.echo(render(system.events.all(), system.walk(), system.context.node_epoch), nl=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .child_info import ChildInfo as ChildInfo  # its own module: a reader of rows needs no specs
 from .reasons import ExitReason
 from .specs import ChildSpec, ChildType, RestartType
 
@@ -52,23 +53,6 @@ class Child:
     @property
     def alive(self) -> bool:
         return self.status in (ChildStatus.RUNNING, ChildStatus.TERMINATING)
-
-
-@dataclass(frozen=True)
-class ChildInfo:
-    """One row of ``which_children``: what an operator or a test needs to see."""
-
-    id: str
-    status: str
-    pid: int | None
-    generation: int | None
-    type: str
-    actor: str
-    restarts: int
-    last_exit: str | None
-    address: Any = None
-    retry_in: float | None = None  # seconds until the next restart attempt, while backing off
-    node: str | None = None  # the node (admin address) whose process runs the child
 
 
 @dataclass

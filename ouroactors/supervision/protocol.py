@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .reasons import ExitReason
-from .signals import AuthorityEntry
-from .specs import ChildSpec
+if TYPE_CHECKING:  # annotations only: a CLI that merely asks a running system does not import pydantic specs
+    from .reasons import ExitReason
+    from .signals import AuthorityEntry
+    from .specs import ChildSpec
 
 
 @dataclass(frozen=True)

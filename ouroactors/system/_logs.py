@@ -11,10 +11,27 @@ directory's file instead, until the system shuts down.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+USER_THESPLOG = os.environ.get("THESPLOG_FILE")  # a file the user chose wins over every system's own
+
+
+def log_thespian_into(directory: Path, user_file: str | None = USER_THESPLOG) -> None:
+    """Thespian's own log goes into this system's data dir (unless the user named a file).
+
+    Thespian reads ``THESPLOG_FILE`` once per process and caches it, and the admin is forked from this
+    process: setting the variable only when unset made every later system of a process log into the
+    first system's data dir. Each system now sets it, and the cached path is forgotten.
+    """
+    from thespian.system import utilis
+
+    os.environ["THESPLOG_FILE"] = user_file or str(directory / "thespian.log")
+    os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+    utilis._thesplog_file = None
+    utilis._thesplog_old_file = None
 
 
 def log_defs(path: Path) -> dict[str, Any]:

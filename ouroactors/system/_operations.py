@@ -1,7 +1,8 @@
 """What the handle does to a running system: OTP's supervisor API and fault injection.
 
 Mixed into :class:`~.handle.ActorSystem`: every call is one ask of the supervisor (or of every
-running actor, for fault plans) through the handle's answers (:mod:`._answers`).
+running actor, for fault plans) through the handle's answers (:mod:`._answers`). The read-only calls
+(``which_children``, ``child_info``, paths) are the thin client's (:mod:`.client`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ActorSystemError, NoSuchActor
-from ..supervision.children import ChildInfo
+from ..supervision.child_info import ChildInfo
 from ..supervision.protocol import AdminCall, ArmFaults
 from ..supervision.specs import ChildSpec
 
@@ -29,13 +30,12 @@ class Operations:
         def resolve(self, path: str, timeout: float = 10.0) -> Any: ...
         def trees(self) -> list[TreeInfo]: ...
         def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]: ...
+        def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any: ...
+        def child_info(self, path: str) -> ChildInfo: ...
         def _acting(self) -> None: ...
         simulation: Any
 
     # -- OTP admin API --------------------------------------------------------------------------------
-
-    def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
-        return self._call(self.resolve(supervisor_path), call, timeout, supervisor_path)
 
     def start_child(self, supervisor_path: str, spec_or_args: ChildSpec | tuple[Any, ...] | list[Any] = (),
                     timeout: float = 30.0) -> ChildInfo:
@@ -58,21 +58,11 @@ class Operations:
         self._acting()
         self._admin(supervisor_path, AdminCall("delete_child", child_id))
 
-    def which_children(self, supervisor_path: str) -> list[ChildInfo]:
-        """Children newest first, as OTP's ``which_children``."""
-        return self._admin(supervisor_path, AdminCall("which_children"))
-
     def count_children(self, supervisor_path: str) -> dict[str, int]:
         return self._admin(supervisor_path, AdminCall("count_children"))
 
     def get_childspec(self, supervisor_path: str, child_id: str) -> ChildSpec:
         return self._admin(supervisor_path, AdminCall("get_childspec", child_id))
-
-    def child_info(self, path: str) -> ChildInfo:
-        parent, _, child_id = path.strip("/").rpartition("/")
-        if not parent:
-            raise NoSuchActor(f"{path!r} is a tree root; use trees()")
-        return self._admin(parent, AdminCall("which_child", child_id))
 
     # -- fault injection ------------------------------------------------------------------------------
 

@@ -157,9 +157,17 @@ _TRAMPOLINE_SOURCE = (
     + "".join(f"    _{i} = None\n" for i in range(2100))
     + "    return fn(*args, **kwargs)\n"
 )
-_namespace: dict[str, Any] = {}
-exec(compile(_TRAMPOLINE_SOURCE, "<ouroactors-trampoline>", "exec"), _namespace)  # generated code, no input
-enter_on_fresh_chunk = _namespace["enter_on_fresh_chunk"]
+_trampolines: dict[str, Any] = {}
+
+
+def trampoline() -> Any:
+    """``enter_on_fresh_chunk``, compiled on first use (~10 ms: every CLI call used to pay it at import).
+
+    The admin compiles it before it forks anything, so every actor inherits it compiled.
+    """
+    if "enter_on_fresh_chunk" not in _trampolines:
+        exec(compile(_TRAMPOLINE_SOURCE, "<ouroactors-trampoline>", "exec"), _trampolines)  # generated, no input
+    return _trampolines["enter_on_fresh_chunk"]
 
 
 def _expected_parent() -> int | None:
@@ -226,7 +234,7 @@ def install() -> None:
     def start_child_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
         set_parent_death_signal(_expected_parent())
         default_fault_signals()
-        return enter_on_fresh_chunk(original_start_child, args, kwargs)
+        return trampoline()(original_start_child, args, kwargs)
 
     multiprocCommon.startChild = start_child_with_parent_death_signal
 
@@ -246,6 +254,7 @@ def install() -> None:
         _close_inherited_sockets()
         _release_stray_sockets()
         _frames.adopt(_admin_port_of(args) or -1)
+        trampoline()  # compiled once here, inherited by every actor the admin forks
         default_fault_signals()
         _redirect_stdio(admin_settings.get("stdio_path"))
         creator_fd: int | None = None

@@ -34,83 +34,43 @@ from typing import Any
 from thespian.actors import ActorSystem as ThespianSystem
 
 from ..core import clock
-from ..core.errors import (
-    ActorSystemError,
-    ChildRestarting,
-    NoSuchActor,
-    OuroactorsError,
-)
+from ..core.errors import ActorSystemError, OuroactorsError
 from ..supervision import reasons
-from ..supervision.children import ChildInfo
 from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
-from ..supervision.protocol import AdminCall, Stamped, SystemContext
+from ..supervision.protocol import SystemContext
 from ..supervision.specs import ChildSpec
 from . import _frames, _logs, _patches, _secret, _simulation, _startup, marker
-from ._answers import Answers
 from ._operations import Operations
 from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
 from ._startup import make_private_dir, parse_address, refuse_unreachable
-from .host import HOST_NAME, Configure, ListTrees, StartTree, StopTree, TreeHost, TreeInfo
+from .client import ActorRef as ActorRef  # re-exported: ouroactors.ActorRef
+from .client import SystemClient, attach_endpoint
+from .host import Configure, StartTree, StopTree, TreeHost, TreeInfo
 
 BASES = {"multiproc": "multiprocTCPBase", "simple": "simpleSystemBase"}
 LOOPBACK = "127.0.0.1"
 
 
-_USER_THESPLOG = os.environ.get("THESPLOG_FILE")  # a file the user chose wins over every system's own
+_USER_THESPLOG = _logs.USER_THESPLOG  # a file the user chose wins over every system's own
 
 
 def _log_thespian_into(directory: Path) -> None:
-    """Thespian's own log goes into this system's data dir (unless the user named a file).
-
-    Thespian reads ``THESPLOG_FILE`` once per process and caches it, and the admin is forked from this
-    process: setting the variable only when unset made every later system of a process log into the
-    first system's data dir. Each system now sets it, and the cached path is forgotten.
-    """
-    from thespian.system import utilis
-
-    os.environ["THESPLOG_FILE"] = _USER_THESPLOG or str(directory / "thespian.log")
-    os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
-    utilis._thesplog_file = None
-    utilis._thesplog_old_file = None
+    """Thespian's own log goes into this system's data dir (see :func:`._logs.log_thespian_into`)."""
+    _logs.log_thespian_into(directory, _USER_THESPLOG)
 
 
-class ActorRef:
-    """A resolved actor address; asks go straight to it (no path lookup per ask)."""
-
-    def __init__(self, system: ActorSystem, path: str, address: Any) -> None:
-        self.system = system
-        self.path = path
-        self.address = address
-
-    def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        payload = Stamped(stamp, message) if stamp is not None else message
-        return self.system._unwrap(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
-
-    def tell(self, message: Any) -> None:
-        self.system._endpoint.tell(self.address, message)
-
-
-class ActorSystem(Operations, Answers):
+class ActorSystem(Operations, SystemClient):
     """A running ouroactors system. Create it with :meth:`start`."""
 
     def __init__(self, thespian: Any, base: str, data_dir: Path, context: SystemContext,
                  port: int | None, *, owner: bool, pgid: int | None = None) -> None:
-        self._thespian = thespian
-        self._asker: Any = None  # a fresh endpoint once an ask timed out (see _ask_raw)
-        self.base = base
-        self.data_dir = data_dir
+        super().__init__(thespian, base, data_dir, port, pgid=pgid, host_class=TreeHost)
         self.context = context
-        self.admin_port = port
         self.owner = owner
         self.events = EventReader(context.events_path)
-        self._host = thespian.createActor(TreeHost, globalName=HOST_NAME)
-        self.pgid = pgid
-        self.admin_pid: int | None = None
         if base == "multiproc" and pgid is None:
             self.admin_pid, self.pgid = self._call(self._host, "admin", 10.0, "host")
-        self._addresses: dict[str, Any] = {}
-        self.marker: marker.Marker | None = None
         self.stale_marker: marker.Marker | None = None
         self.simulation: _simulation.Simulation | None = None  # set when started with simulated=True
         self._log_handler: Any = None  # the simple base's log file, when the process configured none
@@ -264,27 +224,7 @@ class ActorSystem(Operations, Answers):
         explicit :meth:`shutdown` stops it.
         """
         directory = Path(data_dir)
-        found = marker.read_marker(directory)
-        if found is None:
-            raise ActorSystemError(f"no system marker in {directory}: is a system running with this data dir?")
-        if not marker.is_live(found):
-            raise ActorSystemError(
-                f"{directory}: the system started by pid {found.owner_pid} is gone (stale marker); "
-                "the next start on this data dir cleans it up"
-            )
-        if found.base != "multiproc":
-            raise ActorSystemError(
-                f"the system in {directory} runs on the in-process simple base (pid {found.owner_pid}); "
-                "it cannot be reached from another process"
-            )
-        _patches.install()
-        secret = _secret.read_secret_file(directory / _secret.SECRET_NAME)
-        if found.admin_port is not None:
-            _frames.register(found.admin_port, secret, directory / _frames.COUNTER_FILE)
-        os.environ["OUROACTORS_BIND_HOST"] = found.bind_host
-        os.environ["THESPIAN_BASE_IPADDR"] = found.bind_host
-        _log_thespian_into(directory)
-        thespian = ThespianSystem(BASES["multiproc"], {"Admin Port": found.admin_port}, transientUnique=True)
+        found, thespian = attach_endpoint(directory)
         context = SystemContext(
             name=found.name, base=found.base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
             node_epoch=found.node_epoch, origin_ns=found.origin_ns,
@@ -300,22 +240,6 @@ class ActorSystem(Operations, Answers):
     def __exit__(self, *exc: object) -> None:
         if self.owner:
             self.shutdown()
-
-    def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]:
-        """Every child of every running tree (or of ``root``), depth first, in start order."""
-        out: list[tuple[str, ChildInfo]] = []
-
-        def visit(path: str) -> None:
-            for child in reversed(self.which_children(path)):  # OTP order is newest first
-                child_path = f"{path}/{child.id}"
-                out.append((child_path, child))
-                if child.type == "supervisor" and child.status == "running":
-                    visit(child_path)
-
-        names = [root] if root else [t.name for t in self.trees() if t.status == "running"]
-        for name in names:
-            visit(name)
-        return out
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop every tree in reverse start order, shut thespian down, sweep what is left."""
@@ -349,12 +273,6 @@ class ActorSystem(Operations, Answers):
     def dropped_frames(self) -> dict[str, int]:
         """Inbound frames the processes of this system dropped unread, by reason (see :mod:`._frames`)."""
         return _frames.dropped(self.data_dir)
-
-    def admin_alive(self) -> bool:
-        """Whether the admin process of a multiproc system still runs (always True in-process)."""
-        if self.base != "multiproc" or self.admin_pid is None:
-            return True
-        return marker.process_start_ticks(self.admin_pid) is not None
 
     def _sweep(self) -> None:
         """Kill anything still in the system's process group (the admin called setsid)."""
@@ -426,65 +344,6 @@ class ActorSystem(Operations, Answers):
         self._acting()
         return self._call(self._host, StopTree(name, reasons.shutdown(reason)), timeout, name)
 
-    def trees(self) -> list[TreeInfo]:
-        return self._call(self._host, ListTrees(), 10.0, "host")
-
-    # -- addressing -----------------------------------------------------------------------------------
-
-    def resolve(self, path: str, timeout: float = 10.0) -> Any:
-        """The current address of the actor at ``path`` (``root/child/grandchild``)."""
-        parts = [p for p in path.strip("/").split("/") if p]
-        if not parts:
-            raise NoSuchActor("empty path")
-        tree = next((t for t in self.trees() if t.name == parts[0]), None)
-        if tree is None or tree.status != "running":
-            raise NoSuchActor(f"no running tree named {parts[0]!r}")
-        address = tree.address
-        for depth, part in enumerate(parts[1:], start=1):
-            info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
-            here = "/".join(parts[: depth + 1])
-            if info.status == "restarting":
-                due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
-                raise ChildRestarting(here, due)
-            if info.status != "running":
-                raise NoSuchActor(f"{here} is {info.status}")
-            address = info.address
-        return address
-
-    def ref(self, path: str) -> ActorRef:
-        return ActorRef(self, path, self.resolve(path))
-
-    def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        """Ask the actor at ``path``; errors it answers with are raised here.
-
-        Addresses are cached per path. An ask to a gone actor comes back empty at once (a dead
-        letter: the message was not handled), unlike a live actor that does not answer, which
-        takes the whole timeout; so a fast empty answer re-resolves the path and asks the new
-        incarnation once. Any error also drops the cached address.
-        """
-        payload = Stamped(stamp, message) if stamp is not None else message
-        address = self._address_of(path)
-        started = time.monotonic()
-        answer = self._ask_raw(address, payload, timeout)
-        if answer is None and time.monotonic() - started < timeout / 2:
-            self._addresses.pop(path, None)
-            fresh = self._address_of(path)
-            if fresh != address:
-                answer = self._ask_raw(fresh, payload, timeout)
-        try:
-            return self._unwrap(answer, path, timeout)
-        except OuroactorsError:
-            self._addresses.pop(path, None)
-            raise
-
-    def tell(self, path: str, message: Any) -> None:
-        self._endpoint.tell(self._address_of(path), message)
-
-    def _address_of(self, path: str) -> Any:
-        address = self._addresses.get(path)
-        if address is None:
-            address = self._addresses[path] = self.resolve(path)
-        return address
 
 
 def _group_alive(pgid: int) -> bool:

@@ -24,48 +24,11 @@ from ..supervision.protocol import (
     Ok,
     StartChild,
     StopRequest,
-    SystemContext,
 )
 from ..supervision.reasons import ExitReason, killed
-from ..supervision.specs import ChildSpec
 from ..supervision.supervisor import thespian_class_path
-
-HOST_NAME = "ouroactors-host"
-
-
-@dataclass(frozen=True)
-class Configure:
-    """Sent once by the handle that started the system: where events go."""
-
-    context: SystemContext
-    convention: bool = False
-
-
-@dataclass(frozen=True)
-class StartTree:
-    spec: ChildSpec
-    context: SystemContext
-
-
-@dataclass(frozen=True)
-class StopTree:
-    name: str
-    reason: ExitReason
-
-
-@dataclass(frozen=True)
-class ListTrees:
-    pass
-
-
-@dataclass(frozen=True)
-class TreeInfo:
-    name: str
-    address: Any
-    pid: int | None
-    generation: int
-    status: str  # starting | running | stopping | ended
-    exit_reason: str | None = None
+from .host_protocol import HOST_NAME as HOST_NAME
+from .host_protocol import Configure, ListTrees, StartTree, StopTree, TreeInfo
 
 
 @dataclass

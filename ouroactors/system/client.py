@@ -1,0 +1,209 @@
+"""A thin client of a running system: the trees, their children, asks by path — nothing that starts one.
+
+:class:`SystemClient` is what ``ouroactors status`` and ``tree`` need: it attaches to the system serving a
+data dir (its marker names the admin port), asks the tree host which trees run and each supervisor which
+children it has, and resolves paths for asks. It imports thespian's multiproc endpoint, the frame patches
+and the small dataclasses of the answers — and not the pydantic specs, the supervisor, the host actor or the
+event log: those are what made every such call pay ~0.2 s of imports before it asked anything. The tree
+host is named to thespian by its class *path* (:data:`~.host_protocol.HOST_CLASS`), so the admin, which
+already runs it, answers its address without this process importing the class.
+
+:class:`~.handle.ActorSystem` is a client too (it inherits every query here) and adds what owns a system:
+starting, stopping, the event log, the OTP admin calls that change a tree, fault injection.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError
+from ..supervision.child_info import ChildInfo
+from ..supervision.protocol import AdminCall, Stamped
+from . import marker
+from ._answers import Answers
+from .host_protocol import HOST_CLASS, HOST_NAME, ListTrees, TreeInfo
+
+MULTIPROC = "multiprocTCPBase"
+
+
+class ActorRef:
+    """A resolved actor address; asks go straight to it (no path lookup per ask)."""
+
+    def __init__(self, system: SystemClient, path: str, address: Any) -> None:
+        self.system = system
+        self.path = path
+        self.address = address
+
+    def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
+        payload = Stamped(stamp, message) if stamp is not None else message
+        return self.system._unwrap(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
+
+    def tell(self, message: Any) -> None:
+        self.system._endpoint.tell(self.address, message)
+
+
+def attach_endpoint(directory: Path) -> tuple[marker.Marker, Any]:
+    """The live multiproc system serving ``directory``: its marker and a thespian endpoint to its admin.
+
+    Refused with :class:`ActorSystemError` naming why: no marker, a stale one, an in-process system.
+    Frames to the admin are authenticated with the data dir's secret, registered here for its port.
+    """
+    from thespian.actors import ActorSystem as ThespianSystem
+
+    from . import _frames, _logs, _patches, _secret
+
+    found = marker.read_marker(directory)
+    if found is None:
+        raise ActorSystemError(f"no system marker in {directory}: is a system running with this data dir?")
+    if not marker.is_live(found):
+        raise ActorSystemError(
+            f"{directory}: the system started by pid {found.owner_pid} is gone (stale marker); "
+            "the next start on this data dir cleans it up"
+        )
+    if found.base != "multiproc":
+        raise ActorSystemError(
+            f"the system in {directory} runs on the in-process simple base (pid {found.owner_pid}); "
+            "it cannot be reached from another process"
+        )
+    _patches.install()
+    secret = _secret.read_secret_file(directory / _secret.SECRET_NAME)
+    if found.admin_port is not None:
+        _frames.register(found.admin_port, secret, directory / _frames.COUNTER_FILE)
+    os.environ["OUROACTORS_BIND_HOST"] = found.bind_host
+    os.environ["THESPIAN_BASE_IPADDR"] = found.bind_host
+    _logs.log_thespian_into(directory)
+    return found, ThespianSystem(MULTIPROC, {"Admin Port": found.admin_port}, transientUnique=True)
+
+
+class SystemClient(Answers):
+    """Queries of a running system: trees, children, paths, asks and tells. Create it with :meth:`attach`."""
+
+    def __init__(self, thespian: Any, base: str, data_dir: Path, port: int | None, *, pgid: int | None = None,
+                 host_class: Any = HOST_CLASS) -> None:
+        self._thespian = thespian
+        self._asker: Any = None  # a fresh endpoint once an ask timed out (see _answers)
+        self.base = base
+        self.data_dir = data_dir
+        self.admin_port = port
+        self.pgid = pgid
+        self.admin_pid: int | None = None
+        self.marker: marker.Marker | None = None
+        self._addresses: dict[str, Any] = {}
+        self._host = thespian.createActor(host_class, globalName=HOST_NAME)
+
+    @classmethod
+    def attach(cls, data_dir: str | os.PathLike[str]) -> SystemClient:
+        """A client of the live system serving ``data_dir`` (started by another process)."""
+        directory = Path(data_dir)
+        found, thespian = attach_endpoint(directory)
+        client = cls(thespian, found.base, directory, found.admin_port, pgid=found.admin_pgid)
+        client.admin_pid, client.marker = found.admin_pid, found
+        return client
+
+    def close(self) -> None:
+        """Close this process's endpoints; the system runs on (only its owner or ``stop`` ends it)."""
+        import contextlib
+
+        self._close_endpoints()
+        with contextlib.suppress(Exception):
+            self._thespian._systemBase.transport.close()
+
+    def admin_alive(self) -> bool:
+        """Whether the admin process of a multiproc system still runs (always True in-process)."""
+        if self.base != "multiproc" or self.admin_pid is None:
+            return True
+        return marker.process_start_ticks(self.admin_pid) is not None
+
+    # -- the shape of the system ----------------------------------------------------------------------
+
+    def trees(self) -> list[TreeInfo]:
+        return self._call(self._host, ListTrees(), 10.0, "host")
+
+    def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
+        return self._call(self.resolve(supervisor_path), call, timeout, supervisor_path)
+
+    def which_children(self, supervisor_path: str) -> list[ChildInfo]:
+        """Children newest first, as OTP's ``which_children``."""
+        return self._admin(supervisor_path, AdminCall("which_children"))
+
+    def child_info(self, path: str) -> ChildInfo:
+        parent, _, child_id = path.strip("/").rpartition("/")
+        if not parent:
+            raise NoSuchActor(f"{path!r} is a tree root; use trees()")
+        return self._admin(parent, AdminCall("which_child", child_id))
+
+    def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]:
+        """Every child of every running tree (or of ``root``), depth first, in start order."""
+        out: list[tuple[str, ChildInfo]] = []
+
+        def visit(path: str) -> None:
+            for child in reversed(self.which_children(path)):  # OTP order is newest first
+                child_path = f"{path}/{child.id}"
+                out.append((child_path, child))
+                if child.type == "supervisor" and child.status == "running":
+                    visit(child_path)
+
+        names = [root] if root else [t.name for t in self.trees() if t.status == "running"]
+        for name in names:
+            visit(name)
+        return out
+
+    # -- addressing -----------------------------------------------------------------------------------
+
+    def resolve(self, path: str, timeout: float = 10.0) -> Any:
+        """The current address of the actor at ``path`` (``root/child/grandchild``)."""
+        parts = [p for p in path.strip("/").split("/") if p]
+        if not parts:
+            raise NoSuchActor("empty path")
+        tree = next((t for t in self.trees() if t.name == parts[0]), None)
+        if tree is None or tree.status != "running":
+            raise NoSuchActor(f"no running tree named {parts[0]!r}")
+        address = tree.address
+        for depth, part in enumerate(parts[1:], start=1):
+            info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
+            here = "/".join(parts[: depth + 1])
+            if info.status == "restarting":
+                due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
+                raise ChildRestarting(here, due)
+            if info.status != "running":
+                raise NoSuchActor(f"{here} is {info.status}")
+            address = info.address
+        return address
+
+    def ref(self, path: str) -> ActorRef:
+        return ActorRef(self, path, self.resolve(path))
+
+    def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
+        """Ask the actor at ``path``; errors it answers with are raised here.
+
+        Addresses are cached per path. An ask to a gone actor comes back empty at once (a dead
+        letter: the message was not handled), unlike a live actor that does not answer, which
+        takes the whole timeout; so a fast empty answer re-resolves the path and asks the new
+        incarnation once. Any error also drops the cached address.
+        """
+        payload = Stamped(stamp, message) if stamp is not None else message
+        address = self._address_of(path)
+        started = time.monotonic()
+        answer = self._ask_raw(address, payload, timeout)
+        if answer is None and time.monotonic() - started < timeout / 2:
+            self._addresses.pop(path, None)
+            fresh = self._address_of(path)
+            if fresh != address:
+                answer = self._ask_raw(fresh, payload, timeout)
+        try:
+            return self._unwrap(answer, path, timeout)
+        except OuroactorsError:
+            self._addresses.pop(path, None)
+            raise
+
+    def tell(self, path: str, message: Any) -> None:
+        self._endpoint.tell(self._address_of(path), message)
+
+    def _address_of(self, path: str) -> Any:
+        address = self._addresses.get(path)
+        if address is None:
+            address = self._addresses[path] = self.resolve(path)
+        return address
