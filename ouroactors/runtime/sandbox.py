@@ -65,7 +65,7 @@ from .sandbox_fs import ViewEntry, check_run_paths, system_view, under, view_arg
 from .sandbox_fs import WorkspaceRefused as WorkspaceRefused
 from .sandbox_fs import canonical_dir as canonical_dir
 from .sandbox_netpolicy import NetworkPolicy as NetworkPolicy
-from .sandbox_proc import supervise
+from .sandbox_proc import Capture, supervise
 
 FailureKind = Literal["not_installed", "no_user_namespaces", "uid_map_refused", "mount_refused", "other"]
 
@@ -340,11 +340,50 @@ def describe(p: Probe) -> str:
     return "\n".join(lines)
 
 
-def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_network: bool = False,
-        timeout: float = 60, env: Mapping[str, str] | None = None, probe: Probe | None = None,
-        extra_ro: tuple[str, ...] = (), output_limit: int = OUTPUT_LIMIT, network: NetworkPolicy | None = None,
-        leased_root: str | None = None, data_dir: str | None = None) -> Result:
-    """Run ``command`` under ``mode``; the result carries the boundary that applied (see the module doc)."""
+@dataclass
+class Plan:
+    """One command, decided and ready to spawn: what :func:`run` and :func:`.sandbox_trio.run_async` share.
+
+    Every containment decision (the probe, the argv, the environment, the boundary, the lease root, the proxy) is
+    made here, once; the two runners differ only in how they wait (a selector loop in the calling thread, or trio).
+    """
+
+    command: tuple[str, ...]
+    mode: SandboxMode
+    argv: list[str]
+    cwd: str
+    env: dict[str, str] | None
+    boundary: Boundary
+    proxy: NetProxy | None
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the command in its own session (its pid is its process group id); the plan's proxy, if any, is the
+        caller's to close (:meth:`close`), also when this raises."""
+        try:
+            return subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, cwd=self.cwd, env=self.env, start_new_session=True,
+                                    close_fds=True)
+        except OSError as exc:
+            if self.mode is SandboxMode.BWRAP:
+                raise SandboxUnavailable("not_installed", f"{self.argv[0]}: {exc}") from exc
+            raise SandboxError(f"could not start {self.command[0]!r}: {exc}") from exc
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+
+    def result(self, proc: subprocess.Popen[bytes], out: Capture, err: Capture, timed_out: bool, notes: list[str],
+               started: float) -> Result:
+        refused = tuple(self.proxy.refusals) if self.proxy is not None else ()
+        return Result(proc.returncode, bytes(out.data), bytes(err.data), out.truncated, err.truncated, self.boundary,
+                      timed_out, time.monotonic() - started, tuple(self.argv), tuple(notes), refused)
+
+
+def plan(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_network: bool = False,
+         timeout: float = 60, env: Mapping[str, str] | None = None, probe: Probe | None = None,
+         extra_ro: tuple[str, ...] = (), network: NetworkPolicy | None = None, leased_root: str | None = None,
+         data_dir: str | None = None) -> Plan:
+    """Decide how ``command`` runs under ``mode`` (see the module doc); raises before anything starts."""
     mode = SandboxMode(mode)  # fail closed on strings that are not a mode
     if not command or not timeout > 0:
         raise SandboxError(f"need a command and a positive timeout (got {list(command)!r}, {timeout!r})")
@@ -352,46 +391,45 @@ def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_netw
         raise SandboxError(f"network must be a NetworkPolicy, got {type(network).__name__}")
     ws = check_run_paths(workspace, leased_root=leased_root, data_dir=data_dir, extra_ro=extra_ro)
     granted = allow_network or network is not None
-    proxy: NetProxy | None = None
-    if mode is SandboxMode.BWRAP:
-        found = probe if probe is not None else probe_cached()
-        if not found.available or found.path is None:
-            raise SandboxUnavailable(found.failure_kind or "other", found.detail)
-        policy = network or NetworkPolicy()
-        view = system_view()
-        data = os.path.realpath(data_dir) if data_dir is not None else None
-        if data is not None and any(e.kind == "bind" and under(data, e.path) for e in view):
-            raise SandboxError(f"the data dir {data_dir!r} lies inside the read-only view (the toolchain?): "
-                               "it would be visible to the command")
-        proxy = NetProxy(policy) if granted else None
-        try:
-            argv = build_argv(command, workspace=ws, allow_network=granted, extra_ro=extra_ro, env=env,
-                              bwrap=found.path, proxy_dir=proxy.directory if proxy else None, view=view)
-        except BaseException:
-            if proxy is not None:
-                proxy.close()
-            raise
-        boundary = bwrap_boundary(workspace=ws, allow_network=granted, extra_ro=extra_ro, version=found.version,
-                                  env_keys=len(env or {}), network=policy, view=view, leased_root=leased_root)
-        child_env: dict[str, str] | None = {}  # bwrap sets the command's environment itself
-    else:
-        argv, boundary, child_env = list(command), NONE_BOUNDARY, sandbox_env(ws, env)
+    if mode is not SandboxMode.BWRAP:
+        boundary = NONE_BOUNDARY
         if network is not None:  # honest: a grant asked for, nothing to enforce it with
             boundary = replace(boundary, notes=(*boundary.notes, f"requested {network.describe()} is NOT enforced "
                                                                   "unsandboxed: the host's network is reachable"))
+        return Plan(tuple(command), mode, list(command), ws, sandbox_env(ws, env), boundary, None)
+    found = probe if probe is not None else probe_cached()
+    if not found.available or found.path is None:
+        raise SandboxUnavailable(found.failure_kind or "other", found.detail)
+    policy = network or NetworkPolicy()
+    view = system_view()
+    data = os.path.realpath(data_dir) if data_dir is not None else None
+    if data is not None and any(e.kind == "bind" and under(data, e.path) for e in view):
+        raise SandboxError(f"the data dir {data_dir!r} lies inside the read-only view (the toolchain?): "
+                           "it would be visible to the command")
+    proxy = NetProxy(policy) if granted else None
     try:
-        started = time.monotonic()
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=ws, env=child_env, start_new_session=True, close_fds=True)
-        except OSError as exc:
-            if mode is SandboxMode.BWRAP:
-                raise SandboxUnavailable("not_installed", f"{argv[0]}: {exc}") from exc
-            raise SandboxError(f"could not start {command[0]!r}: {exc}") from exc
-        out, err, timed_out, notes = supervise(proc, timeout, output_limit)
-    finally:
+        argv = build_argv(command, workspace=ws, allow_network=granted, extra_ro=extra_ro, env=env,
+                          bwrap=found.path, proxy_dir=proxy.directory if proxy else None, view=view)
+    except BaseException:
         if proxy is not None:
             proxy.close()
-    refused = tuple(proxy.refusals) if proxy is not None else ()
-    return Result(proc.returncode, bytes(out.data), bytes(err.data), out.truncated, err.truncated, boundary,
-                  timed_out, time.monotonic() - started, tuple(argv), tuple(notes), refused)
+        raise
+    boundary = bwrap_boundary(workspace=ws, allow_network=granted, extra_ro=extra_ro, version=found.version,
+                              env_keys=len(env or {}), network=policy, view=view, leased_root=leased_root)
+    return Plan(tuple(command), mode, argv, ws, {}, boundary, proxy)  # bwrap sets the command's environment itself
+
+
+def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_network: bool = False,
+        timeout: float = 60, env: Mapping[str, str] | None = None, probe: Probe | None = None,
+        extra_ro: tuple[str, ...] = (), output_limit: int = OUTPUT_LIMIT, network: NetworkPolicy | None = None,
+        leased_root: str | None = None, data_dir: str | None = None) -> Result:
+    """Run ``command`` under ``mode``; the result carries the boundary that applied (see the module doc)."""
+    p = plan(command, mode=mode, workspace=workspace, allow_network=allow_network, timeout=timeout, env=env,
+             probe=probe, extra_ro=extra_ro, network=network, leased_root=leased_root, data_dir=data_dir)
+    try:
+        started = time.monotonic()
+        proc = p.spawn()
+        out, err, timed_out, notes = supervise(proc, timeout, output_limit)
+    finally:
+        p.close()
+    return p.result(proc, out, err, timed_out, notes, started)

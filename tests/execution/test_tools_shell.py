@@ -200,3 +200,20 @@ def test_an_unexpected_sandbox_failure_is_unknown_not_a_crash(tmp_path: Path, mo
     out = call("shell", context(root), command="true")
     assert out.status == "unknown" and out.error_kind == "sandbox_error"
     assert "proxy socket vanished" in (out.error or "")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_trio_runner_runs_the_sandbox_plan_of_the_blocking_one(tmp_path: Path, mode: SandboxMode) -> None:
+    """One set of containment decisions: the runner the tool uses (trio) and sandbox.run give the same argv, the
+    same boundary and the same output for the same command."""
+    from ouroactors.runtime import sandbox, sandbox_trio
+
+    root, _ = lease(tmp_path)
+    command = ["/bin/sh", "-c", "pwd; echo err >&2; exit 3"]
+    blocking = sandbox.run(command, mode=mode, workspace=root, leased_root=root, timeout=30)
+    awaited = trio.run(lambda: sandbox_trio.run_async(command, mode=mode, workspace=root, leased_root=root,
+                                                      timeout=30))
+    assert awaited.argv == blocking.argv and awaited.boundary == blocking.boundary
+    assert (awaited.returncode, awaited.stdout, awaited.stderr) == (blocking.returncode, blocking.stdout,
+                                                                    blocking.stderr)
+    assert awaited.returncode == 3 and awaited.stderr == b"err\n" and awaited.stdout.strip()
