@@ -19,7 +19,13 @@ events checked by the coordinator against the session's state version: a stale o
 (:class:`SessionRejected`) and the rejection is recorded (``show(...).rejections``).
 
 Approvals are answered through the grants authority as the operator whose credentials are in the
-data dir (the authority verifies them); a name typed by a caller proves nothing.
+data dir (the authority verifies them); a name typed by a caller proves nothing. The session's
+coordinator is then told (a nudge): it reads the answer from the authority and resumes the session
+if the answer is for the state version the session waits at.
+
+**Waits.** A session waiting on an approval, a timer or an external job holds no runtime; it resumes
+from durable state, across restarts. ``wait(s, text, seconds=…)`` / ``wait(s, text, job=…)`` make a
+suspended session wait; ``complete_job(s, job, result)`` ends a job wait (a checked resume event).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from typing import Any
 from .authorities.asking import ask_authority
 from .core.errors import OuroactorsError
 from .runtime.coordinator.messages import (
+    ApprovalAnswered,
+    CompleteJob,
     ControlSession,
     Done,
     EventsRead,
@@ -46,6 +54,7 @@ from .runtime.coordinator.messages import (
     SessionView,
     ShowSession,
     SteerSession,
+    WaitSession,
 )
 from .runtime.coordinator.record import PublishedEvent
 
@@ -123,6 +132,19 @@ class Sessions:
     def resume(self, session_id: str) -> Done:
         return self._done(self._ask(ControlSession(session_id, "resume", self.principal)))
 
+    def wait(self, session_id: str, text: str, *, seconds: float | None = None, job: str | None = None) -> Done:
+        """Make a suspended session wait on a timer (``seconds``) or an external ``job``; when the wait ends its
+        next turn starts with ``text`` (a job's result appended). The wait is durable: no runtime runs meanwhile."""
+        return self._done(self._ask(WaitSession(session_id, text, self.principal, seconds=seconds, job_id=job)))
+
+    def complete_job(self, session_id: str, job_id: str, result: Any = None, *, event_id: str | None = None,
+                     expected_version: int | None = None) -> Done:
+        """The external job the session waits on completed: a resume event (``event_id`` its idempotency key;
+        :class:`SessionRejected` if it is a duplicate, stale or for no pending job — the rejection is recorded)."""
+        return self._done(self._ask(CompleteJob(session_id, job_id, self.principal,
+                                                event_id or f"j-{uuid.uuid4().hex}", result,
+                                                expected_version=expected_version)))
+
     @staticmethod
     def _done(answer: Any) -> Done:
         if isinstance(answer, Rejected):
@@ -196,5 +218,9 @@ class Sessions:
             raise OuroactorsError(f"session {session_id!r} has no approval {approval_id!r}")
         approval = found[0]  # answered for exactly the call it was asked for, at the version the operator saw
         version = approval.state_version if expected_version is None else expected_version
-        return ask_authority(self.system, GRANTS, AnswerApproval(approval_id, approve, name, token,
-                                                                 approval.call_digest, version, reason))
+        answered = ask_authority(self.system, GRANTS, AnswerApproval(approval_id, approve, name, token,
+                                                                     approval.call_digest, version, reason))
+        nudged = self._ask(ApprovalAnswered(session_id, approval_id))  # the coordinator checks it as a resume event
+        if isinstance(nudged, Rejected):
+            raise SessionRejected(nudged.session_id, nudged.code, nudged.detail)
+        return answered

@@ -50,7 +50,8 @@ def _print_view(view: Any) -> None:
     runtime = f"{view.runtime_id} (generation {view.generation})" if view.runtime_id else "-"
     rows = [("session", view.session_id), ("state", view.state), ("state version", str(view.state_version)),
             ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
-            ("principal", view.principal), ("rejected events", str(view.rejections))]
+            ("principal", view.principal), ("rejected events", str(view.rejections)),
+            ("waits on", ", ".join(view.waits) or "-")]
     for key, value in rows:
         console.print(f"{key:>17}: {value}", markup=False, highlight=False)
 
@@ -185,6 +186,45 @@ def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str |
                    expected_version: int | None) -> None:
     """Deny the session's pending approval APPROVAL_ID as the data dir's operator."""
     _answer(data_dir, session_id, approval_id, False, reason, expected_version)
+
+
+@session.command("wait")
+@data_dir_option
+@click.argument("session_id")
+@click.argument("text")
+@click.option("--seconds", type=click.FloatRange(0), default=None, help="wait on a durable timer this long")
+@click.option("--job", "job_id", default=None, help="wait until this external job is completed (complete-job)")
+@reports_errors
+def session_wait(data_dir: str, session_id: str, text: str, seconds: float | None, job_id: str | None) -> None:
+    """Make a suspended session wait on a timer or an external job; its next turn then starts with TEXT.
+
+    The wait is durable: no runtime runs meanwhile, and it survives restarts."""
+    if (seconds is None) == (job_id is None):
+        raise click.UsageError("give exactly one of --seconds or --job")
+    done = _sessions(data_dir).wait(session_id, text, seconds=seconds, job=job_id)
+    console.print(f"{session_id}: {done.detail} ({done.view.state}, version {done.view.state_version})",
+                  markup=False)
+
+
+@session.command("complete-job")
+@data_dir_option
+@click.argument("session_id")
+@click.argument("job_id")
+@click.option("--result", default=None, help="the job's result, as JSON")
+@click.option("--event-id", default=None, help="idempotency key: the same id twice is refused as a duplicate")
+@version_option
+@reports_errors
+def session_complete_job(data_dir: str, session_id: str, job_id: str, result: str | None, event_id: str | None,
+                         expected_version: int | None) -> None:
+    """Complete the external job JOB_ID the session waits on: a checked resume event; the next turn runs."""
+    try:
+        value = json.loads(result) if result is not None else None
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from None
+    done = _sessions(data_dir).complete_job(session_id, job_id, value, event_id=event_id,
+                                            expected_version=expected_version)
+    console.print(f"{session_id}: {done.detail} ({done.view.state}, version {done.view.state_version})",
+                  markup=False)
 
 
 def _control(data_dir: str, session_id: str, action: str) -> None:

@@ -1,22 +1,32 @@
-"""An approval asked in the middle of a turn, answered through the verified operator path: a stale answer
-(another state version) is refused and recorded and resumes nothing; the fresh one lets the call run."""
+"""An approval asked in the middle of a turn is a durable wait of the coordinator: the runtime's process goes
+away, the approval carries the session's state version, a stale answer (another version) is refused and recorded
+and resumes nothing, a coordinator killed meanwhile changes nothing, and the fresh answer resumes the session from
+durable state with a new runtime whose call finds its approval (the operator is not asked twice)."""
 
 from __future__ import annotations
 
 import pytest
 
+from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.approvals import ApprovalRefused
-from ouroactors.sessions import Sessions
+from ouroactors.authorities.grants.messages import RequestApproval
+from ouroactors.sessions import GRANTS, SessionRejected, Sessions
 
 from .actor_support import RULES, agent_tree, session_config, wait_for
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 
-def test_a_stale_approval_does_not_resume_and_a_fresh_one_does(actor_system, tmp_path):
+def runtimes(system) -> list:
+    return [c for c in system.which_children("agent/execution") if c.status == "running"]
+
+
+def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_once(actor_system, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     script = tmp_path / "ask.toml"
+    # The turn the wait interrupted is left unsettled and re-run from the checkpoint: the scripted model is asked the
+    # same request again and answers with the same call, which finds its approval answered.
     script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_touch", name = "shell", '
                       'arguments = { command = "touch approved.txt" } }]\n'
                       '[[turns]]\nevents = [{ kind = "text", text = "done" }]\n')
@@ -24,15 +34,36 @@ def test_a_stale_approval_does_not_resume_and_a_fresh_one_does(actor_system, tmp
     sessions = Sessions(actor_system)
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "touch it")
-    wait_for("the approval asked and published",
-             lambda: any(e.kind == "approval_needed" for e in sessions.events("s1")))
-    [pending] = sessions.approvals("s1")
+    [pending] = wait_for("the approval asked", lambda: sessions.approvals("s1"))
+    view = sessions.show("s1")
+    assert view.state == "waiting:approval" and view.runtime_id is None
+    assert pending.state_version == view.state_version  # the session's real version, not 0
+    wait_for("the runtime's process gone", lambda: not runtimes(actor_system))
+
+    # At the authority: an answer for an old version is refused and recorded on the approval.
     with pytest.raises(ApprovalRefused, match="state version"):
-        sessions.approve("s1", pending.approval_id, expected_version=pending.state_version + 1)
-    [still] = sessions.approvals("s1")
-    assert still.status == "pending" and len(still.refusals) == 1  # refused, recorded, nothing resumed
-    assert not (ws / "approved.txt").exists() and sessions.show("s1").state == "running"
+        sessions.approve("s1", pending.approval_id, expected_version=pending.state_version - 1)
+    # At the coordinator: an approval of the same call asked at an old version, validly answered there, is a
+    # stale resume event: rejected and recorded in the session.
+    old = ask_authority(actor_system, GRANTS, RequestApproval("s1", pending.tool, pending.arguments,
+                                                              view.state_version - 1))
+    with pytest.raises(SessionRejected, match="stale"):
+        sessions.approve("s1", old.approval_id, "an old question")
+    after = sessions.show("s1")
+    assert (after.state, after.state_version, after.rejections) == ("waiting:approval", view.state_version, 1)
+    assert not (ws / "approved.txt").exists() and not runtimes(actor_system)
+
+    # A coordinator killed while the session waits: the new one picks the wait up from the record.
+    [coordinator] = [c for c in actor_system.which_children("agent/coordinator") if c.status == "running"]
+    path = f"agent/coordinator/{coordinator.id}"
+    old_pid = actor_system.kill(path)
+    wait_for("a new coordinator", lambda: actor_system.pid_of(path) not in (None, old_pid))
+
     assert sessions.approve("s1", pending.approval_id, "looks fine").status == "approved"
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
     assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["ok"]
     assert (ws / "approved.txt").exists() and events[-1].data["status"] == "completed"
+    assert [e.kind for e in events].count("turn_started") == 2  # the interrupted turn ran again, once
+    used = {a.approval_id: a.status for a in sessions.approvals("s1", None)}
+    assert used == {pending.approval_id: "consumed", old.approval_id: "approved"}  # not asked twice
+    assert wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v).rejections == 1

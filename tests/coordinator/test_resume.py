@@ -129,6 +129,24 @@ def test_jobs_complete_through_a_resume_event() -> None:
     assert check(record, done, system_actor(), seen=False, now_ns=0) == Accept(Event.JOB_COMPLETED, record.waits[0])
 
 
+def test_the_principal_completes_the_job_it_waits_on_and_nobody_else_does() -> None:
+    record = new_record(state=State.WAITING_JOB, state_version=4)
+    done = ResumeEvent(event_id="j1", kind=Kind.JOB, session_id="s1", channel="cli", tenant="t", actor="alice",
+                       expected_version=4, wait_id="w1")
+    assert check(record, done, verified_principal("alice"), seen=False, now_ns=0) == \
+        Accept(Event.JOB_COMPLETED, record.waits[0])
+    mallory = ResumeEvent(**{**done.__dict__, "actor": "mallory"})
+    assert refused(check(record, mallory, verified_principal("mallory"), seen=False, now_ns=0)) is Code.AUTHORITY
+    assert refused(check(record, done, verified_principal("alice"), seen=True, now_ns=0)) is Code.DUPLICATE
+
+
+def test_an_approval_the_authority_closed_itself_resumes_but_never_approves() -> None:
+    expired = approval(actor=system_actor().name, payload={"status": "expired"})
+    assert check(waiting(), expired, system_actor(), seen=False, now_ns=0) == Accept(Event.APPROVAL_ANSWERED, APPROVAL)
+    forged = approval(actor=system_actor().name, payload={"status": "approved"})
+    assert refused(check(waiting(), forged, system_actor(), seen=False, now_ns=0)) is Code.AUTHORITY
+
+
 def test_bad_events_are_refused_at_construction() -> None:
     with pytest.raises(ValueError, match="event_id"):
         approval(event_id="a/b")

@@ -74,9 +74,9 @@ from .configs import get_lease, get_runtime
 from .messages import ForSession, Serving, WhichSession
 from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .record import SessionRecord, check_id
-from .resume import Kind
 from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
+from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
 from .workflow import Event, State, is_terminal
 
 log = logging.getLogger("ouroactors.coordinator")
@@ -93,7 +93,7 @@ CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed t
 ACKED = faults.register_point("coordinator.acked", "a checkpoint is durable and acked to the runtime")
 
 
-class Coordinator(RuntimeLink, Commands, Worker):
+class Coordinator(Waits, RuntimeLink, Commands, Worker):
     """One logical session; see the module docstring."""
 
     # ForSession comes only from the directory, which checked the request inside it at its own door.
@@ -111,6 +111,8 @@ class Coordinator(RuntimeLink, Commands, Worker):
         self.record: SessionRecord | None = None
         self.output_waiting = False
         self.polling = False
+        self.answered_asks: list[str] = []  # call digests of answered approvals the runtime decides by (.waits)
+        self.beats = 0
         self.jobs.submit(self._recover)
         self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
 
@@ -120,8 +122,13 @@ class Coordinator(RuntimeLink, Commands, Worker):
         if isinstance(message, WakeupMessage):
             if message.payload == _HEARTBEAT:
                 self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
+                self.beats += 1
                 if self.attached is not None and not self.jobs.busy:
                     self.jobs.submit(self._heartbeat)
+                elif self.attached is None and not self.jobs.busy and self._wait_due_a_look():
+                    self.jobs.submit(self._check_waits)
+            elif message.payload == TIMER_WAKEUP:
+                self.jobs.submit(self._check_waits)
             elif message.payload == _POLL:
                 self.polling = False
                 if self.attached is not None:
@@ -145,6 +152,14 @@ class Coordinator(RuntimeLink, Commands, Worker):
             return None
         log.debug("%s: unexpected %s from %s", self.path, type(message).__name__, sender)
         return None
+
+    def _wait_due_a_look(self) -> bool:
+        """A timer at every heartbeat (a simulated clock may jump); an approval's answer every APPROVAL_POLL_S
+        (the operator path nudges at once: this only finds a lost nudge or an answer grants gave itself)."""
+        state = self.record.state if self.record is not None else None
+        if state is State.WAITING_TIMER:
+            return True
+        return state is State.WAITING_APPROVAL and self.beats % max(1, round(APPROVAL_POLL_S / HEARTBEAT_S)) == 0
 
     def _poll(self) -> None:
         """Drain again in :data:`POLL_S` (one timer at a time; it stops when no runtime is attached)."""
@@ -214,12 +229,14 @@ class Coordinator(RuntimeLink, Commands, Worker):
             assert found is not None and record.runtime is not None
             self.attached = _Attached(found[0], found[1], record.runtime.runtime_id, record.runtime.generation,
                                       adopted=True)
+            self.answered_asks = [d for _, d in self._turn_context(record).approvals]
             self._want_publish()  # drain whatever lies beyond the committed cursor
             self._poll()
         elif decision.action is recovery.Action.REPLACE:
             yield from self._replace(record, decision)
         elif decision.action is recovery.Action.IDLE:
             yield from self._stop_stray()
+            yield from self._check_waits()  # a wait goes on where the record says it is (see .waits)
 
     def _probe(self, record: SessionRecord) -> Generator[Ask, Any, tuple[recovery.Probe, tuple[Any, str] | None]]:
         """What answers at the runtime the record expects: the execution child of its generation, then its status."""
@@ -258,8 +275,10 @@ class Coordinator(RuntimeLink, Commands, Worker):
                 yield self._execution(AdminCall("terminate_child", lost["key"]))
         self.attached = None
         reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
+        context = self._turn_context(record)
         try:
-            opened = yield from self._start_runtime(record.committed_cursor, reclaim)
+            opened = yield from self._start_runtime(record.committed_cursor, reclaim,
+                                                    answered=tuple(a for a, _ in context.approvals))
         except OuroactorsError as exc:
             self._transition(record, Event.PARK, reason=f"{recovery.ParkReason.RESERVATION_NOT_RECLAIMABLE.value}: "
                                                         f"replacement refused: {exc}")
@@ -267,27 +286,13 @@ class Coordinator(RuntimeLink, Commands, Worker):
         event, changes = recovery.attaching(dataclasses.replace(decision, generation=opened.generation),
                                             opened.runtime_id)
         record = self._transition(record, event, workspace=self._workspace(), **changes)
-        text = self._pending_prompt(record)
+        self.answered_asks = [d for _, d in context.approvals]
+        text = context.text
         if text is None:
             yield from self._close_runtime()
             self._transition(record, Event.TURN_COMPLETE)
             return
         yield from self._send_text(text)
-
-    def _last_turn(self, record: SessionRecord) -> bool:
-        """Was the running turn started by a message marked ``last``? (kept with the accepted event: durable)"""
-        accepted = self.store.accepted(self.session_id, record.resumed_by) if record.resumed_by else None
-        return bool(accepted is not None and accepted.kind == Kind.MESSAGE.value and accepted.payload.get("last"))
-
-    def _pending_prompt(self, record: SessionRecord) -> str | None:
-        """The message whose turn had not settled when the runtime was lost (kept with its resume event)."""
-        if record.resumed_by is None:
-            return None
-        accepted = self.store.accepted(self.session_id, record.resumed_by)
-        if accepted is None or accepted.kind != Kind.MESSAGE.value:
-            return None
-        text = accepted.payload.get("text")
-        return text if isinstance(text, str) else None
 
     def _heartbeat(self, drain: bool = True) -> Job:
         """Is the runtime's child still the one attached? Then drain once more (a lost push or answer is
@@ -328,8 +333,17 @@ class Coordinator(RuntimeLink, Commands, Worker):
                 return
             settled = any(e.kind == "turn_settled" for e in step_plan.events)
             then = (Event.COMPLETE if self._last_turn(record) else Event.TURN_COMPLETE) if settled else None
+            changes: dict[str, Any] = {}
+            asks_left = self.answered_asks
+            if not settled and record.state is State.RUNNING:
+                wait, asks_left = self._approval_wait(record, step_plan.events)
+                if wait is not None:  # asked before the event is visible (idempotent: a re-drain finds it)
+                    if (yield from self._asked(record, wait)) is None:
+                        log.warning("%s: grants did not take the approval request; drained again later", self.path)
+                        return
+                    then, changes = Event.WAIT_APPROVAL, {"waits": (wait,)}
             outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
-                                            then=then)
+                                            then=then, **changes)
             step = after_commit(step_plan, outcome)
             if isinstance(step, Reconcile):
                 raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
@@ -338,12 +352,17 @@ class Coordinator(RuntimeLink, Commands, Worker):
                           step.reason)
                 return
             self.record = outcome.value  # type: ignore[union-attr]
+            self.answered_asks = asks_left
             yield Ask(self.attached.address, AckOutput(step.ack))
             faults.point(ACKED)
             if settled:
                 yield from self._close_runtime()
                 if then is Event.COMPLETE:
                     self.stop()  # the session is history: a transient child that ends normally is not restarted
+                return
+            if then is Event.WAIT_APPROVAL:  # durable now: the runtime goes away, its turn unsettled (re-run later)
+                yield from self._close_runtime(settle=False)
+                yield from self._check_waits()
                 return
             if not batch.more:
                 return

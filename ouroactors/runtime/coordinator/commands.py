@@ -16,7 +16,16 @@ from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
 from ..execution.messages import SteerTurn
 from .calls import Ask, Job
-from .messages import ControlSession, Done, Rejected, SendMessage, SteerSession
+from .messages import (
+    ApprovalAnswered,
+    CompleteJob,
+    ControlSession,
+    Done,
+    Rejected,
+    SendMessage,
+    SteerSession,
+    WaitSession,
+)
 from .resume import Kind, ResumeEvent, verified_principal
 from .views import view_of
 from .workflow import Event, State, is_terminal
@@ -60,11 +69,13 @@ class Commands:
         def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
         def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
         def _pending_prompt(self, record: SessionRecord) -> str | None: ...
-        def _start_runtime(self, start: int) -> Generator[Ask, Any, Opened]: ...
+        def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
+                           answered: tuple[str, ...] = ()) -> Generator[Ask, Any, Opened]: ...
         def _send_text(self, text: str) -> Generator[Ask, Any, Any]: ...
-        def _close_runtime(self) -> Job: ...
+        def _close_runtime(self, settle: bool = True) -> Job: ...
         def _publish(self) -> Job: ...
         def _recover(self) -> Job: ...
+        def _wait_command(self, request: Any) -> Generator[Ask, Any, Any]: ...
 
     # -- commands -------------------------------------------------------------------------------------------
 
@@ -76,6 +87,8 @@ class Commands:
                 answer = yield from self._steer(request)
             elif isinstance(request, ControlSession):
                 answer = yield from self._control(request)
+            elif isinstance(request, WaitSession | CompleteJob | ApprovalAnswered):
+                answer = yield from self._wait_command(request)
             else:
                 answer = CoordinatorError(f"a coordinator takes no {type(request).__name__}")
         except CoordinatorError as exc:

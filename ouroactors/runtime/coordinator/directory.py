@@ -223,8 +223,8 @@ class Sessions(Worker):
         return None
 
     def _events(self, message: ReadEvents) -> EventsRead:
-        record = self._record(message.session_id)
         events = self.store.events(message.session_id, message.after, message.limit)
+        record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
         return EventsRead(tuple(events), record.committed_cursor, record.state.value)
 
     def _serve_followers(self) -> None:

@@ -107,6 +107,47 @@ class ControlSession:
 
 
 @dataclass(frozen=True)
+class WaitSession:
+    """Make a suspended session wait — on a timer (``seconds`` from now) or an external job (``job_id``) — and
+    start its next turn with ``text`` when the wait completes (for a job, its result is appended)."""
+
+    session_id: Name
+    text: Annotated[str, Size(1, 8000)]
+    principal: Name
+    seconds: Annotated[float, Range(0.0, 366 * 86400.0)] | None = None
+    job_id: Name | None = None
+
+    def check(self) -> None:
+        from ...core.errors import BadRequest
+
+        if (self.seconds is None) == (self.job_id is None):
+            raise BadRequest("WaitSession", "seconds", "exactly one of seconds (a timer) or job_id (a job)")
+
+
+@dataclass(frozen=True)
+class CompleteJob:
+    """The external job a session waits on completed: a resume event (``event_id`` its idempotency key),
+    checked like a message — the principal, the channel and (when given) the expected state version."""
+
+    session_id: Name
+    job_id: Name
+    principal: Name
+    event_id: Name
+    result: Annotated[Any, Data(16_000)] = None
+    channel: Name = "local"
+    expected_version: Version | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalAnswered:
+    """The grants authority has an answer for ``approval_id`` (a nudge: the coordinator reads the answer there,
+    where the operator's credentials were verified, and checks it as a resume event)."""
+
+    session_id: Name
+    approval_id: Name
+
+
+@dataclass(frozen=True)
 class WhichSession:
     """The directory asks a running coordinator which session it serves (after a restart of the directory)."""
 
@@ -142,6 +183,7 @@ class SessionView:
     principal: str
     updated_ns: int
     rejections: int = 0
+    waits: tuple[str, ...] = ()  # what a waiting session waits on ("timer timer.v3 due_ns=…", "approval …")
 
 
 @dataclass(frozen=True)
@@ -168,11 +210,12 @@ class Rejected:
     detail: str
 
 
-REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, SendMessage, SteerSession, ControlSession)
-COMMANDS = (SendMessage, SteerSession, ControlSession)
+REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, SendMessage, SteerSession, ControlSession,
+            WaitSession, CompleteJob, ApprovalAnswered)
+COMMANDS = (SendMessage, SteerSession, ControlSession, WaitSession, CompleteJob, ApprovalAnswered)
 
 __all__ = [
-    "COMMANDS", "REQUESTS", "ControlSession", "Done", "EventsRead", "ForSession",
+    "COMMANDS", "REQUESTS", "ApprovalAnswered", "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession",
     "ListSessions", "NewSession", "ReadEvents", "Rejected", "SendMessage", "SessionView", "ShowSession",
-    "SteerSession",
+    "SteerSession", "WaitSession",
 ]

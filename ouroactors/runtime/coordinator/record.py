@@ -47,6 +47,7 @@ __all__ = [
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
 WAIT_KINDS = ("approval", "timer", "external_job")
 MAX_WAITS = 64
+MAX_WAIT_TEXT = 8000
 
 
 def check_id(value: str, what: str) -> str:
@@ -91,7 +92,9 @@ class PendingWait(Record):
     ``wait_id`` is the approval id, the timer id or the job id; ``due_ns`` (wall clock of
     :mod:`ouroactors.core.clock`) is set for timers, and for approvals/jobs that expire;
     ``authorized`` names who may answer it (verified actor names; empty: any verified operator);
-    ``proposal_digest`` binds an approval to the exact proposal it was asked for.
+    ``proposal_digest`` binds an approval to the exact proposal it was asked for, and ``call`` keeps that
+    proposal (tool, arguments, call id) so a coordinator that restarts can still ask for it; ``text`` is
+    the message the turn after a timer or a job starts with (see :mod:`.waits`).
     """
 
     SCHEMA: ClassVar[str] = "coordinator.wait"
@@ -101,6 +104,8 @@ class PendingWait(Record):
     due_ns: int | None = Field(default=None, ge=0)
     authorized: tuple[str, ...] = ()
     proposal_digest: str | None = None
+    call: dict[str, Any] | None = None
+    text: str | None = Field(default=None, max_length=MAX_WAIT_TEXT)
 
     @field_validator("kind")
     @classmethod

@@ -21,7 +21,9 @@ The checks, in this order (the first failing one is the answer):
 6. **ordering** — the wait it answers must be pending (an unknown or already-settled wait id is
    refused), a timer must be due, an approval must answer the proposal it was issued for;
 7. **authority** — the actor may answer this wait (named in ``authorized``, or any operator when it
-   names nobody; a message only from the session's principal; timers and jobs only from the system).
+   names nobody; a message only from the session's principal; timers only from the system; a job from
+   the system or the session's principal, who made the session wait on it). An approval the grants
+   authority closed itself (deadline passed, orphan denied) comes from the system and admits nothing.
 """
 
 from __future__ import annotations
@@ -181,10 +183,15 @@ def _check_wait(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor,
             and event.proposal_digest != wait.proposal_digest:
         return Refuse(Code.STALE, "the answer is for another proposal than the one pending: ask again")
     if event.kind is Kind.APPROVAL:
+        if actor.kind is ActorKind.SYSTEM and event.payload.get("status") != "approved":
+            return Accept(transition, wait)  # the deadline passed (or the authority denied an orphan): nothing admitted
         if actor.kind is not ActorKind.OPERATOR:
             return Refuse(Code.AUTHORITY, f"{actor.name!r} is not a verified operator")
         if wait.authorized and actor.name not in wait.authorized:
             return Refuse(Code.AUTHORITY, f"operator {actor.name!r} may not answer approval {wait.wait_id!r}")
+    elif event.kind is Kind.JOB and actor.kind is ActorKind.PRINCIPAL and actor.name == record.principal \
+            and not wait.authorized:
+        return Accept(transition, wait)  # the session's owner reports the job it made the session wait on
     elif actor.kind is not ActorKind.SYSTEM or (wait.authorized and actor.name not in wait.authorized):
         return Refuse(Code.AUTHORITY, f"{actor.name!r} may not complete {wait_kind} {wait.wait_id!r}")
     return Accept(transition, wait)

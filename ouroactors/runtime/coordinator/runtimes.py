@@ -63,18 +63,23 @@ class RuntimeLink:
         store: SessionStore
         attached: _Attached | None
         record: SessionRecord | None
+        answered_asks: list[str]
         myAddress: Any
 
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask: ...
         def _poll(self) -> None: ...
 
-    def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None) -> Generator[Ask, Any, Opened]:
+    def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
+                       answered: tuple[str, ...] = ()) -> Generator[Ask, Any, Opened]:
         """Start a runtime child, lease the workspace for it (it is the owner), open it at cursor ``start``.
 
         ``reclaim``: the lost runtime's lease (:func:`.configs.get_lease`); its reservation is reclaimed
-        with its capability instead of acquiring anew.
+        with its capability instead of acquiring anew. The runtime runs under the record's state version
+        and parks its approvals on the coordinator (:mod:`.waits`); ``answered``: the approvals answered
+        since its turn began.
         """
+        self.answered_asks = []  # a new runtime: no answered ask is pending in it yet (see .waits)
         config = get_config(self.store, self.session_id)
         if config is None:
             raise CoordinatorError(f"session {self.session_id!r} has no stored configuration")
@@ -101,8 +106,10 @@ class RuntimeLink:
                 "capability": granted.capability, "fencing_token": lease.fencing_token}), "lease")
             faults.point(LEASE_KEPT)
         subscriber = self.myAddress if PUSH else None
+        version = self.record.state_version if self.record is not None else 0
         opened = yield Ask(info.address, OpenSession(self.session_id, config, attached.lease_id, subscriber,
-                                                     start=start), 30.0)
+                                                     start=start, state_version=version, park_approvals=True,
+                                                     answered=answered), 30.0)
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id
@@ -163,11 +170,13 @@ class RuntimeLink:
         assert self.attached is not None
         return (yield Ask(self.attached.address, SendText(text)))
 
-    def _close_runtime(self) -> Job:
+    def _close_runtime(self, settle: bool = True) -> Job:
+        """Close the attached runtime and release its lease; ``settle`` False leaves a running turn unsettled
+        (to be re-run from the checkpoint when the session resumes: see :mod:`.waits`)."""
         attached, self.attached = self.attached, None
         if attached is None:
             return
-        yield Ask(attached.address, CloseSession(), 10.0)
+        yield Ask(attached.address, CloseSession(settle), 10.0)
         faults.point(RUNTIME_CLOSED)
         if attached.lease_id is not None:
             yield self._authority("workspace", Release(attached.lease_id, attached.capability))

@@ -39,10 +39,12 @@ def next_due(waits: Iterable[PendingWait]) -> int | None:
 
 
 def timer_event(record: SessionRecord, wait: PendingWait) -> ResumeEvent:
-    """The resume event a due timer fires: bound to the session, its first channel and its current version."""
+    """The resume event a due timer fires: bound to the session, its first channel and its current version
+    (the text the next turn starts with rides in its payload, kept with the accepted event)."""
     return ResumeEvent(event_id=f"timer.{wait.wait_id}.v{record.state_version}", kind=Kind.TIMER,
                        session_id=record.session_id, channel=record.channels[0], tenant=record.tenant,
-                       actor=system_actor().name, expected_version=record.state_version, wait_id=wait.wait_id)
+                       actor=system_actor().name, expected_version=record.state_version, wait_id=wait.wait_id,
+                       payload={"text": wait.text} if wait.text is not None else {})
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ def view_of(record: SessionRecord, rejections: int = 0) -> SessionView:
                        revision=record.revision, committed_cursor=record.committed_cursor,
                        runtime_id=runtime.runtime_id if runtime else None,
                        generation=runtime.generation if runtime else None, reason=record.reason,
-                       principal=record.principal, updated_ns=record.updated_ns, rejections=rejections)
+                       principal=record.principal, updated_ns=record.updated_ns, rejections=rejections,
+                       waits=tuple(f"{w.kind} {w.wait_id}" + (f" due_ns={w.due_ns}" if w.due_ns is not None else "")
+                                   for w in record.waits))
 
 
 __all__ = ["view_of"]

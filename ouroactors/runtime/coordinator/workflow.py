@@ -96,6 +96,8 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (S.SUSPENDED, E.RESUME): S.RUNNING,
     (S.RUNNING, E.TURN_COMPLETE): S.SUSPENDED,
     (S.RUNNING, E.SUSPEND): S.SUSPENDED,
+    (S.SUSPENDED, E.WAIT_TIMER): S.WAITING_TIMER,  # between turns: the next one starts when the timer fires
+    (S.SUSPENDED, E.WAIT_JOB): S.WAITING_JOB,  # … or when the external job completes (see .waits)
     (S.RUNNING, E.WAIT_APPROVAL): S.WAITING_APPROVAL,
     (S.RUNNING, E.WAIT_TIMER): S.WAITING_TIMER,
     (S.RUNNING, E.WAIT_JOB): S.WAITING_JOB,

@@ -213,7 +213,8 @@ class LiveEffects:
                                   "decision")
                     recording = []
                 ctx.record_approval({"asked": verdict.reason})
-                await ctx.emit("approval_needed", {"tool": tool, "reason": verdict.reason})
+                await ctx.emit("approval_needed", {"tool": tool, "reason": verdict.reason, "call_id": call_id,
+                                                   "arguments": args.model_dump(mode="json")})
                 approved, why = await self.grants.approve(self.settings.session, tool,
                                                           args.model_dump(mode="json"), call_id)
                 ctx.record_approval({"approved": approved, "why": why})

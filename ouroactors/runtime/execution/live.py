@@ -15,6 +15,7 @@ from typing import Any
 import trio
 
 from ...authorities.grants.rules import Request, Verdict
+from ...core.codec import digest_of
 from ...core.errors import StaleGeneration
 from .errors import CursorError
 from .output import Batch, OutputBuffer
@@ -68,8 +69,11 @@ class ActorGrants:
     def __init__(self, send: Callable[[Any], None], session: str, make_decide: Callable[[Request, str | None], Any],
                  make_approval: Callable[[str, str, dict[str, Any], str], Any] | None = None,
                  make_wait: Callable[[str], Any] | None = None,
-                 make_consume: Callable[[str, str, str, int], Any] | None = None) -> None:
+                 make_consume: Callable[[str, str, str, int], Any] | None = None, *, park: bool = False,
+                 answered: tuple[str, ...] = ()) -> None:
         self._send = send
+        self.park = park  # report the ask and hold the call: the coordinator makes the wait durable
+        self.answered = list(answered)  # approvals answered while no runtime ran (see approve)
         self.session = session
         self._make_decide = make_decide
         self._make_approval = make_approval
@@ -109,15 +113,38 @@ class ActorGrants:
         return answer
 
     async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
-        """Request a durable approval, wait for its answer, and consume it (once) if it was approved."""
+        """Request a durable approval, wait for its answer, and consume it (once) if it was approved.
+
+        An approval answered while no runtime ran (``answered``: the coordinator's durable wait) is found by
+        the call's digest — the same tool and arguments — and decides the call without asking again. With
+        ``park``, a call with no answer is held until the coordinator closes this runtime (the ask was
+        reported as ``approval_needed``; the wait is the coordinator's, durable, and this process goes away).
+        """
         if self._make_approval is None or self._make_wait is None or self._make_consume is None:
             return False, "this runtime cannot wait for approvals"
+        digest = digest_of([tool, arguments])
+        for known in list(self.answered):
+            try:
+                found = await self._ask(self._make_wait(known))
+            except Exception:  # pruned or unknown: it decides nothing here
+                found = None
+            if getattr(found, "call_digest", None) == digest and getattr(found, "session_id", None) == session:
+                self.answered.remove(known)  # consumed once: a second identical call asks again
+                return await self._use(found, session)
+        if self.park:
+            await trio.sleep_forever()
         requested = await self._ask(self._make_approval(session, tool, arguments, call_id))
         approval_id = getattr(requested, "approval_id", None)
         if approval_id is None:
             return False, f"the approval could not be requested: {requested!r}"
         waited_s = max(0.0, (requested.deadline_ns - requested.requested_ns) / 1e9)
         answered = await self._ask(self._make_wait(approval_id), timeout=waited_s + GRANTS_ANSWER_TIMEOUT_S)
+        return await self._use(answered, session)
+
+    async def _use(self, answered: Any, session: str) -> tuple[bool, str]:
+        """Consume an answered approval if it approved the call: (approved, why)."""
+        assert self._make_consume is not None
+        approval_id = getattr(answered, "approval_id", "?")
         status = getattr(answered, "status", "unknown")
         why = f"approval {approval_id} {status}" + (f" by {answered.answered_by}" if answered.answered_by else "")
         if answered.reason:

@@ -14,6 +14,7 @@ from ...core.boundary import Address, Data, Name, Range, Size
 
 Cursor = Annotated[int, Range(0, 2**62)]
 Prompt = Annotated[str, Size(1, 200_000)]
+Version = Annotated[int, Range(0, 2**62)]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,14 @@ class OpenSession:
     records (active, this session's, the configured root) before any tool may touch a path. ``subscriber`` is the
     actor told :class:`OutputReady` when output waits (a coordinator); None: nobody is pushed to, readers poll —
     never the asker by default, since a push into an outside caller's endpoint would be taken for an answer.
+
+    ``state_version`` is the session's workflow state version (the coordinator's record) the runtime runs
+    under: an approval it requests itself carries it, so an answer given for another version is refused.
+    ``park_approvals``: instead of waiting for an answer itself, the runtime reports ``approval_needed`` and
+    holds the call until it is closed — the coordinator makes the wait durable and the runtime's process goes
+    away (:mod:`ouroactors.runtime.coordinator.waits`). ``answered``: approvals answered for this session
+    since its turn began; a call that asks again finds its own there (same tool and arguments) and is
+    decided by it instead of asking twice.
     """
 
     session_id: Name
@@ -31,6 +40,9 @@ class OpenSession:
     lease_id: Name | None = None
     subscriber: Address = None
     start: Cursor = 0  # the output cursor to continue from (a replacement starts at the committed checkpoint)
+    state_version: Version = 0
+    park_approvals: bool = False
+    answered: Annotated[tuple[Name, ...], Size(0, 64)] = ()
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,14 @@ class InterruptTurn:
 
 @dataclass(frozen=True)
 class CloseSession:
-    """End the session: cancel what runs, write nothing more, and stop this runtime (``normal``)."""
+    """End the session: cancel what runs, write nothing more, and stop this runtime (``normal``).
+
+    ``settle`` False: a running turn is not settled as interrupted; it is left unsettled in the journal, as
+    after a crash, so the next runtime re-runs it from the checkpoint (how a coordinator parks a session on a
+    durable wait: the turn continues, with the same conversation, once the wait is answered).
+    """
+
+    settle: bool = True
 
 
 @dataclass(frozen=True)

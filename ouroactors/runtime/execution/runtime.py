@@ -176,9 +176,10 @@ class Runtime(Worker):
             return Decide(request, root)
 
         def request_approval(session: str, tool: str, arguments: dict[str, Any], call_id: str) -> RequestApproval:
-            return RequestApproval(session, tool, arguments, 0)
+            return RequestApproval(session, tool, arguments, message.state_version)  # the version it runs under
 
-        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval, ConsumeApproval)
+        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval, ConsumeApproval,
+                             park=message.park_approvals, answered=message.answered)
         settings = EffectSettings(
             session=message.session_id, root=root, sandbox_mode=SandboxMode(config.sandbox.mode),
             data_dir=self.context.data_dir,
@@ -310,7 +311,7 @@ class Runtime(Worker):
 
     def handle_CloseSession(self, message: CloseSession, sender: Any) -> Closed:
         live = self._open()
-        if live.running:
+        if live.running and message.settle:  # else the stop cancels the turn unsettled (see CloseSession)
             self.trio.call(live.loop.cancel_activity)
         self.events.write("runtime_closed", None, {"session": live.session, "runtime_id": self.runtime_id})
         self.stop()

@@ -1,0 +1,296 @@
+"""Waits the coordinator produces, and how each one resumes the session from durable state.
+
+A mixin of :class:`~.actor.Coordinator`. A waiting session holds **no runtime**: the wait is a
+:class:`~.record.PendingWait` in the session record (committed in the transition into the waiting
+state), the runtime's process is closed, and whatever ends the wait is a checked resume event
+(:mod:`.resume`) after which a *new* runtime continues from the committed checkpoint. Nothing about a
+wait lives only in memory, so a coordinator (or the whole system) restarting in the middle changes
+nothing: the boot sweep restarts the coordinator of every non-terminal session, and its recovery ends
+in :meth:`Waits._check_waits`, which picks the wait up where the record says it is.
+
+**Approval.** A runtime opened by a coordinator does not wait for an operator itself
+(``OpenSession.park_approvals``): it reports ``approval_needed`` (tool, arguments, call id) and holds the
+call. The checkpoint that publishes that event also moves the session to ``waiting:approval`` (state
+version W) with the proposal's digest; then the runtime is closed and the coordinator asks the grants
+authority for an approval **at version W** — the version ``session show`` displays, so an answer given for
+another version is refused there and recorded on the approval. The request is idempotent (an approval of
+this session with the same call digest and version is looked up first), which is what makes a crash
+between the checkpoint and the request harmless. The answer reaches the coordinator as a nudge from the
+operator path (:class:`~.messages.ApprovalAnswered`) or, if the nudge is lost, by polling the authority
+every :data:`APPROVAL_POLL_S`; either way the coordinator reads the answer *from grants* (where the
+operator's credentials were verified) and applies it as a resume event expecting version W: a stale one
+(the session moved on) is rejected and recorded, a duplicate too. An accepted answer starts a new runtime
+that re-runs the interrupted turn with the answered approvals named (``OpenSession.answered``): the call
+that asks again finds its approval by digest and is decided by it — the operator is not asked twice, and
+the coordinator does not wait again for an ``approval_needed`` it knows is answered.
+
+**Timer.** :class:`~.messages.WaitSession` with ``seconds`` makes a *suspended* session wait
+(``waiting:timer``) with ``due_ns`` on the core clock (:mod:`ouroactors.core.clock`, virtual in
+simulation) and the text its next turn starts with. The coordinator arms a wakeup for the due time and,
+because a simulated clock may jump, also looks at every heartbeat; when due, it fires the timer as a
+resume event (:func:`.timers.timer_event`: its id names the wait and the version, so firing twice is a
+duplicate). After a restart the recovering coordinator fires a timer that fell due while nothing ran.
+
+**External job.** :class:`~.messages.WaitSession` with ``job_id`` moves a suspended session to
+``waiting:external_job``; :class:`~.messages.CompleteJob` (``ouroactors session complete-job``) is the
+resume event that ends it — checked for the principal, the channel, the expected version and duplicates —
+and the next turn starts with the wait's text and the job's result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ...authorities.grants.messages import ListApprovals, RequestApproval
+from ...core import clock
+from ...core.codec import digest_of
+from .calls import Ask, Job, TimedOut
+from .commands import CoordinatorError, value_of
+from .messages import ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
+from .record import PendingWait, ResumeApplied, SessionRecord
+from .resume import ActorKind, Kind, ResumeEvent, VerifiedActor, system_actor, verified_principal
+from .timers import due, timer_event
+from .views import view_of
+from .workflow import Event, State
+
+if TYPE_CHECKING:
+    from ..execution.messages import Opened
+    from .store import SessionStore
+
+APPROVAL_POLL_S = 5.0
+TIMER_WAKEUP = "coordinator:timer"
+MAX_CHAIN = 64  # resume events between a turn's message and now (each answered approval adds one)
+
+__all__ = ["APPROVAL_POLL_S", "TIMER_WAKEUP", "TurnContext", "Waits"]
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """The turn a resume event starts or continues: its text, whether it is the last, the approvals answered."""
+
+    text: str | None
+    last: bool
+    approvals: tuple[tuple[str, str], ...]  # (approval id, call digest), answered since the turn's message
+
+
+class Waits:
+    """See the module docstring."""
+
+    if TYPE_CHECKING:  # what the coordinator provides
+        session_id: str
+        incarnation: str
+        store: SessionStore
+        attached: Any
+        record: SessionRecord | None
+        answered_asks: list[str]
+
+        def wakeupAfter(self, timePeriod: timedelta, payload: Any = None) -> None: ...
+        def _read(self) -> SessionRecord: ...
+        def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
+        def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
+        def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
+        def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
+                           answered: tuple[str, ...] = ()) -> Generator[Ask, Any, Opened]: ...
+        def _send_text(self, text: str) -> Generator[Ask, Any, Any]: ...
+
+    # -- the turn ---------------------------------------------------------------------------------------------
+
+    def _turn_context(self, record: SessionRecord) -> TurnContext:
+        """Follow ``resumed_by`` back through answered approvals to the event that started the turn (durable)."""
+        approvals: list[tuple[str, str]] = []
+        event_id = record.resumed_by
+        for _ in range(MAX_CHAIN):
+            accepted = self.store.accepted(self.session_id, event_id) if event_id else None
+            if accepted is None:
+                break
+            if accepted.kind == Kind.APPROVAL.value:
+                approvals.append((str(accepted.payload.get("approval_id")), str(accepted.payload.get("call_digest"))))
+                event_id = accepted.payload.get("turn_event")
+                continue
+            text = accepted.payload.get("text")
+            last = accepted.kind == Kind.MESSAGE.value and bool(accepted.payload.get("last"))
+            return TurnContext(text if isinstance(text, str) else None, last, tuple(approvals))
+        return TurnContext(None, False, tuple(approvals))
+
+    def _pending_prompt(self, record: SessionRecord) -> str | None:
+        """The text of the turn that had not settled (kept with the resume event that started it)."""
+        return self._turn_context(record).text
+
+    def _last_turn(self, record: SessionRecord) -> bool:
+        """Was the running turn started by a message marked ``last``?"""
+        return self._turn_context(record).last
+
+    def _continue_turn(self, record: SessionRecord) -> Job:
+        """A resume event moved the session to running: a new runtime runs (or re-runs) the turn."""
+        context = self._turn_context(record)
+        if context.text is None:
+            self._transition(record, Event.FAIL, reason="resumed, but no turn text is kept to run")
+            return
+        try:
+            opened = yield from self._start_runtime(record.committed_cursor,
+                                                    answered=tuple(a for a, _ in context.approvals))
+        except CoordinatorError as exc:
+            self._transition(self._read(), Event.FAIL, reason=f"no runtime for the turn: {exc}")
+            raise
+        self.answered_asks = [d for _, d in context.approvals]
+        record = self._attach(self._read(), opened)
+        yield from self._send_text(context.text)
+
+    # -- approvals --------------------------------------------------------------------------------------------
+
+    def _approval_wait(self, record: SessionRecord, events: Any) -> tuple[PendingWait | None, list[str]]:
+        """The wait a batch's ``approval_needed`` asks for (None: every ask in it is answered already), and the
+        answered asks left once this batch is committed (each is expected once)."""
+        left = list(self.answered_asks)
+        for event in events:
+            if event.kind != "approval_needed" or "arguments" not in event.data:
+                continue  # (a runtime that waits itself reports no arguments)
+            digest = digest_of([event.data.get("tool"), event.data.get("arguments")])
+            if digest in left:
+                left.remove(digest)  # its approval is answered: the runtime is deciding by it
+                continue
+            version = record.state_version + 1  # the waiting state's version: the approval is asked at it
+            call = {k: event.data.get(k) for k in ("tool", "arguments", "call_id")}
+            return PendingWait(kind="approval", wait_id=f"ask.v{version}.{digest[:16]}", issued_at_version=version,
+                               proposal_digest=digest, call=call), left
+        return None, left
+
+    def _approvals(self) -> Generator[Ask, Any, list[Any] | None]:
+        listed = yield self._authority("grants", ListApprovals(None, self.session_id))
+        return None if isinstance(listed, BaseException | TimedOut) else list(listed)
+
+    def _asked(self, record: SessionRecord, wait: PendingWait) -> Generator[Ask, Any, Any]:
+        """The grants approval of this wait: looked up (same call digest and version), else requested at its version."""
+        listed = yield from self._approvals()
+        if listed is None:
+            return None
+        found = [a for a in listed
+                 if a.call_digest == wait.proposal_digest and a.state_version == wait.issued_at_version]
+        if found:
+            return found[-1]
+        call = wait.call or {}
+        requested = yield self._authority("grants", RequestApproval(self.session_id, str(call.get("tool")),
+                                                                    call.get("arguments"), wait.issued_at_version))
+        return None if isinstance(requested, BaseException | TimedOut) else requested
+
+    def _resume_approval(self, record: SessionRecord, wait: PendingWait | None, approval: Any
+                         ) -> Generator[Ask, Any, ResumeApplied]:
+        """Apply an answered approval as a resume event expecting the version it was asked at; continue the turn."""
+        by_operator = approval.status in ("approved", "denied") and approval.answered_by not in (None, "authority")
+        # grants verified the operator's credentials before it committed the answer: the identity is its record's
+        actor = VerifiedActor(approval.answered_by, ActorKind.OPERATOR) if by_operator else system_actor()
+        event = ResumeEvent(event_id=f"approval.{approval.approval_id}", kind=Kind.APPROVAL,
+                            session_id=self.session_id, channel=record.channels[0], tenant=record.tenant,
+                            actor=actor.name, expected_version=approval.state_version,
+                            wait_id=wait.wait_id if wait is not None else approval.approval_id,
+                            proposal_digest=approval.call_digest,
+                            payload={"approval_id": approval.approval_id, "status": approval.status,
+                                     "call_digest": approval.call_digest, "turn_event": record.resumed_by})
+        applied: ResumeApplied = value_of(self.store.resume(self.session_id, event, actor,
+                                                            coordinator=self.incarnation), "resume")
+        if applied.accepted:
+            self.record = applied.record
+            yield from self._continue_turn(applied.record)
+        return applied
+
+    # -- every wait, after a restart and on the heartbeat ------------------------------------------------------
+
+    def _check_waits(self) -> Job:
+        """Pick the session's wait up from the record: ask for its approval or take its answer; fire a due timer."""
+        record = self._read()
+        if record.state is State.WAITING_APPROVAL:
+            for wait in record.waits:
+                approval = yield from self._asked(record, wait)
+                if approval is not None and not approval.pending:
+                    yield from self._resume_approval(record, wait, approval)
+                    return
+        elif record.state is State.WAITING_TIMER:
+            now = clock.time_ns()
+            fired = due(record.waits, now)
+            if not fired:
+                self._arm_timer(record)
+                return
+            applied = value_of(self.store.resume(self.session_id, timer_event(record, fired[0]), system_actor(),
+                                                 now_ns=now, coordinator=self.incarnation), "timer")
+            if applied.accepted:
+                self.record = applied.record
+                yield from self._continue_turn(applied.record)
+
+    def _arm_timer(self, record: SessionRecord) -> None:
+        when = record.timer_due()
+        if when is not None:
+            self.wakeupAfter(timedelta(seconds=max(0.0, (when - clock.time_ns()) / 1e9)), payload=TIMER_WAKEUP)
+
+    # -- commands ---------------------------------------------------------------------------------------------
+
+    def _wait_command(self, request: WaitSession | CompleteJob | ApprovalAnswered) -> Generator[Ask, Any, Any]:
+        if isinstance(request, WaitSession):
+            return self._wait(request)
+        if isinstance(request, CompleteJob):
+            return (yield from self._complete_job(request))
+        return (yield from self._approval_answered(request))
+
+    def _wait(self, request: WaitSession) -> Done:
+        record = self._read()
+        if request.principal != record.principal:
+            raise CoordinatorError(f"{request.principal!r} may not make session {self.session_id!r} wait")
+        if record.state is not State.SUSPENDED:
+            raise CoordinatorError(f"session is {record.state.value}: only a suspended session waits (between turns)")
+        version = record.state_version + 1
+        if request.seconds is not None:
+            wait = PendingWait(kind="timer", wait_id=f"timer.v{version}", issued_at_version=version,
+                               due_ns=clock.time_ns() + int(request.seconds * 1e9), text=request.text)
+            record = self._transition(record, Event.WAIT_TIMER, waits=(wait,))
+            self._arm_timer(record)
+        else:
+            wait = PendingWait(kind="external_job", wait_id=str(request.job_id), issued_at_version=version,
+                               text=request.text)
+            record = self._transition(record, Event.WAIT_JOB, waits=(wait,))
+        return Done(view_of(record, 0), f"waiting on {wait.kind} {wait.wait_id}")
+
+    def _complete_job(self, request: CompleteJob) -> Generator[Ask, Any, Any]:
+        record = self._read()
+        expected = record.state_version if request.expected_version is None else request.expected_version
+        wait = record.wait(request.job_id)
+        result = json.dumps(request.result, sort_keys=True, default=str)
+        text = f"{wait.text if wait and wait.text else ''}\n\n[external job {request.job_id} completed: {result}]"
+        event = ResumeEvent(event_id=request.event_id, kind=Kind.JOB, session_id=self.session_id,
+                            channel=request.channel, tenant=record.tenant, actor=request.principal,
+                            expected_version=expected, wait_id=request.job_id,
+                            payload={"text": text.strip(), "result": request.result})
+        # The channel vouches for the principal, as for a message (the local CLI: whoever holds the system's secret).
+        applied = value_of(self.store.resume(self.session_id, event, verified_principal(request.principal),
+                                             coordinator=self.incarnation), "resume")
+        if not applied.accepted:
+            return _rejected(self.session_id, applied)
+        self.record = applied.record
+        yield from self._continue_turn(applied.record)
+        return Done(view_of(self._read(), 0), f"job {request.job_id} completed: the next turn runs")
+
+    def _approval_answered(self, request: ApprovalAnswered) -> Generator[Ask, Any, Any]:
+        record = self._read()
+        listed = yield from self._approvals()
+        if listed is None:
+            raise CoordinatorError("the grants authority did not list the session's approvals; try again")
+        approval = next((a for a in listed if a.approval_id == request.approval_id), None)
+        if approval is None:
+            raise CoordinatorError(f"session {self.session_id!r} has no approval {request.approval_id!r}")
+        if approval.pending:
+            return Done(view_of(record, 0), "not answered yet")
+        if self.store.seen(self.session_id, f"approval.{approval.approval_id}"):
+            return Done(view_of(record, 0), "the answer resumed the session already")
+        wait = next((w for w in record.waits if w.kind == "approval" and w.proposal_digest == approval.call_digest),
+                    None)
+        applied = yield from self._resume_approval(record, wait, approval)
+        if not applied.accepted:
+            return _rejected(self.session_id, applied)
+        return Done(view_of(self._read(), 0), f"approval {approval.status}: the turn continues")
+
+
+def _rejected(session_id: str, applied: ResumeApplied) -> Rejected:
+    rejection = applied.rejection
+    return Rejected(session_id, rejection.code if rejection else "refused", rejection.detail if rejection else "")
