@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from ..runtime.execution.metrics import render as runtime_metrics
 from ..supervision.children import ChildInfo
 from ..supervision.events import Event
 
@@ -26,6 +27,7 @@ def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], e
            dropped_frames: Mapping[str, int] | None = None) -> str:
     """The metrics text; ``dropped_frames`` (by reason, from the data dir's counter) is included
     for a multiproc system: inbound frames refused unread (bad MAC, oversize, malformed)."""
+    events = list(events)  # read twice (supervision and runtime counters)
     restarts: Counter[tuple[str, str]] = Counter()
     exits: Counter[tuple[str, str]] = Counter()
     escalations: Counter[str] = Counter()
@@ -64,6 +66,7 @@ def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], e
         "# TYPE ouroactors_children gauge",
         *(f"ouroactors_children{_labels(supervisor=s, status=st)} {n}" for (s, st), n in sorted(status.items())),
     ]
+    lines += runtime_metrics(events, epoch)  # ouroactors_runtime_*: carried by the runtimes' turn_settled events
     if dropped_frames is not None:
         lines += [
             "# HELP ouroactors_frames_dropped_total Inbound frames dropped before unpickling, by reason "

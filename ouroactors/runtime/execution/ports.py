@@ -7,7 +7,7 @@ is generic: the journal adapter, the system clock, the steering queue, the provi
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ...core import clock
@@ -76,12 +76,15 @@ class SteeringQueue:
 
 
 class ProviderModel:
-    """:class:`~.loop.ModelPort` on a :class:`~.model.ModelProvider`."""
+    """:class:`~.loop.ModelPort` on a :class:`~.model.ModelProvider`; ``on_call`` is told of each model call."""
 
-    def __init__(self, provider: ModelProvider) -> None:
+    def __init__(self, provider: ModelProvider, on_call: Callable[[], None] | None = None) -> None:
         self.provider = provider
+        self._on_call = on_call
 
     def stream(self, request: ModelRequest, *, turn: int, index: int) -> AsyncIterator[Any]:
+        if self._on_call is not None:
+            self._on_call()
         return self.provider.stream(request)
 
 

@@ -23,8 +23,9 @@ environment, so it creates no actor children (tool subprocesses are exec'd at on
 from __future__ import annotations
 
 import os
+import signal
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -42,7 +43,7 @@ from ...supervision.events import EventWriter
 from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
 from ..sandbox import SandboxMode
-from . import reading
+from . import reading, timing
 from .bridge import Outbox, TrioThread
 from .config import SessionConfig, parse_session_config
 from .effects import EffectSettings, LiveEffects
@@ -67,6 +68,8 @@ from .messages import (
     SendText,
     SteerTurn,
 )
+from .metrics import FIELD as METRICS_FIELD
+from .metrics import TurnStats
 from .output import DEFAULT_CAPACITY, OutputBuffer
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import ProviderConfigError, ScriptFileError, make_provider
@@ -79,6 +82,20 @@ class LeaseRefused(RuntimeRefusal):
 
 class JournalRefused(RuntimeRefusal):
     """The session's journal cannot be continued by this runtime (it diverges from what this loop derives)."""
+
+
+def _quiet_child_exits() -> None:
+    """Give SIGCHLD back its default (ignored, not reaped) in this process.
+
+    thespian's actor processes catch SIGCHLD to notice dead *child actors*: each one opens a TCP connection to the
+    actor's own socket to wake its loop. This process has no child actors (see the module docstring), only tool
+    subprocesses, which their runners wait for on pidfds and reap themselves; the handler's only effect here was a
+    connect, an accept and a liveness sweep on the actor's thread per tool call, competing with the turn for the GIL.
+    """
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except ValueError:  # not the main thread (an actor always runs on it; a test may not)
+        pass
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,7 @@ class _Live:
     grants: ActorGrants
     subscriber: Any
     running: bool = False
+    stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
 
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -124,6 +142,7 @@ class Runtime(Worker):
         self.capacity = capacity
         self.network_private = tuple(network_private)
         self.ledger = LedgerWriter.for_worker(self)  # a leaf: this process creates no actor children
+        _quiet_child_exits()
         self.trio = TrioThread(f"runtime:{self.path}")
         self.outbox = Outbox()  # the trio side's sends, performed on this actor's thread (see .bridge)
         self.watched_fds = (self.outbox.read_fd,)
@@ -187,9 +206,10 @@ class Runtime(Worker):
                        if entry.generation is not None},
             network_private=self.network_private)
         journal = Journal(self.ledger.env, message.session_id)
+        stats = TurnStats()
         effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
             kind, None, {"session": message.session_id, **fields}), journal=journal,
-            inline=InlineGrants(self.ledger.env))  # decisions in this process, recorded with the start
+            inline=InlineGrants(self.ledger.env), stats=stats)  # decisions in this process, recorded with the start
         steering = SteeringQueue()
         subscriber = message.subscriber
         session = message.session_id
@@ -199,7 +219,7 @@ class Runtime(Worker):
                 self.outbox.post(subscriber, OutputReady(session, self.runtime_id, produced))
 
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
-        ports = Ports(model=ProviderModel(provider), effects=effects,
+        ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
                       journal=JournalWriter(journal), clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
@@ -208,7 +228,7 @@ class Runtime(Worker):
         settings.resumed = self._restore(loop, session)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
-        self.live = _Live(session, config, loop, channel, steering, grants, subscriber)
+        self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats)
         faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})
@@ -272,11 +292,14 @@ class Runtime(Worker):
         """One turn in the trio thread; an exception crashes the runtime (through a message to itself)."""
         try:
             self.events.write("turn_started", None, {"session": live.session, "turn": live.loop.turns + 1})
+            live.stats.take()  # what an earlier turn that raised had counted is not this turn's
             faults.point(TURN_STARTED)
             outcome = await live.loop.run_turn(text)
+            timing.dump()
             faults.point(TURN_SETTLED)
             self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
-                                                     "status": outcome.status, "reason": outcome.reason})
+                                                     "status": outcome.status, "reason": outcome.reason,
+                                                     METRICS_FIELD: live.stats.take()})
         except Exception as exc:
             self.send(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
         finally:
