@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .core.errors import StartFailed as StartFailed
     from .core.errors import SupervisorError as SupervisorError
     from .core.errors import UnhandledMessage as UnhandledMessage
-    from .supervision.children import ChildInfo as ChildInfo
+    from .supervision.child_info import ChildInfo as ChildInfo
     from .supervision.events import Event as Event
     from .supervision.reasons import ExitKind as ExitKind
     from .supervision.reasons import ExitReason as ExitReason
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from .supervision.supervisor import Supervisor as Supervisor
     from .supervision.worker import IGNORE as IGNORE
     from .supervision.worker import Worker as Worker
-    from .system.handle import ActorRef as ActorRef
+    from .system.client import ActorRef as ActorRef
+    from .system.client import SystemClient as SystemClient
     from .system.handle import ActorSystem as ActorSystem
 
 # public name -> (module relative to this package, attribute; None for the module itself)
@@ -64,7 +65,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "StartFailed": (".core.errors", "StartFailed"),
     "SupervisorError": (".core.errors", "SupervisorError"),
     "UnhandledMessage": (".core.errors", "UnhandledMessage"),
-    "ChildInfo": (".supervision.children", "ChildInfo"),
+    "ChildInfo": (".supervision.child_info", "ChildInfo"),
     "Event": (".supervision.events", "Event"),
     "ExitKind": (".supervision.reasons", "ExitKind"),
     "ExitReason": (".supervision.reasons", "ExitReason"),
@@ -76,7 +77,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Supervisor": (".supervision.supervisor", "Supervisor"),
     "Worker": (".supervision.worker", "Worker"),
     "IGNORE": (".supervision.worker", "IGNORE"),
-    "ActorRef": (".system.handle", "ActorRef"),
+    "ActorRef": (".system.client", "ActorRef"),
+    "SystemClient": (".system.client", "SystemClient"),
     "ActorSystem": (".system.handle", "ActorSystem"),
 }
 
@@ -102,6 +104,6 @@ __all__ = [
     "IGNORE", "ActorCrashed", "ActorRef", "ActorSystem", "ActorSystemError", "AlreadyPresent", "AlreadyStarted",
     "AskTimeout", "ChildInfo", "ChildNotFound", "ChildRestarting", "ChildRunning", "ChildSpec", "Event",
     "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor", "OuroactorsError", "SimpleOneForOneOnly",
-    "SpecError", "StaleGeneration", "StartFailed", "Supervisor", "SupervisorError", "SupervisorFlags",
+    "SpecError", "StaleGeneration", "StartFailed", "Supervisor", "SupervisorError", "SupervisorFlags", "SystemClient",
     "UnhandledMessage", "Worker", "check_childspecs", "faults", "supervisor", "worker",
 ]
