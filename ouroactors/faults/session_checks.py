@@ -19,8 +19,10 @@ crash-free run of the same scenario (:class:`Reference`). Four invariants, one f
     in what the client was answered (a retry of an accepted event must be refused, as a duplicate, or lost with
     a dying coordinator — never taken again), and a runtime generation starts at most one turn: a runtime is
     started per turn and after a crash (:mod:`ouroactors.runtime.execution.runtime`), so a second turn in one
-    generation is a resume event (a message, an answered approval) acted on again by the same runtime. (A
-    replacement's re-run of a lost turn is a new generation, and allowed.)
+    generation is a resume event (a message, an answered approval) acted on again by the same runtime; and no
+    more turn numbers start than resume events were accepted (a replacement re-runs a lost turn under its own
+    number, in a new generation: allowed; a new turn for an event whose turn already ran is the event acted
+    on twice).
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -223,6 +225,10 @@ def resume_twice(h: SessionHistory) -> list[Violation]:
             out.append(Violation("resume-twice", f"{h.session_id}/g{generation}",
                                  f"runtime generation {generation} started {len(turns)} turns {turns}: one runtime "
                                  "serves one turn"))
+    turns = sorted({turn for numbers in starts.values() for turn in numbers})
+    if len(turns) > len(h.accepted):
+        out.append(Violation("resume-twice", h.session_id,
+                             f"{len(turns)} turns started ({turns}) for {len(h.accepted)} accepted resume events"))
     return out
 
 

@@ -185,10 +185,18 @@ def test_a_second_turn_started_by_one_runtime_is_caught_but_a_replacements_rerun
     rerun = log() + log(generation=GEN + 1, start=len(KINDS) + 1)  # a replacement re-ran turn 1: allowed
     assert resume_twice(clean(log=rerun, committed_cursor=len(rerun))) == []
     answered = log() + log(generation=GEN + 1, turn=2, start=len(KINDS) + 1)  # an answer's turn: a new runtime
-    assert resume_twice(clean(log=answered, committed_cursor=len(answered))) == []
+    accepted = [{"event_id": "m1", "kind": "message"}, {"event_id": "a1", "kind": "approval"}]
+    assert resume_twice(clean(log=answered, committed_cursor=len(answered), accepted=accepted)) == []
     twice = log() + log(turn=2, start=len(KINDS) + 1)
-    found = resume_twice(clean(log=twice, committed_cursor=len(twice)))
+    found = resume_twice(clean(log=twice, committed_cursor=len(twice), accepted=accepted))
     assert len(found) == 1 and "started 2 turns [1, 2]" in found[0].message
+
+
+def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
+    # a replacement runtime ran the message again as turn 2 after turn 1 had settled in its journal
+    again = log()[:4] + log(generation=GEN + 1, turn=2, start=5)
+    found = resume_twice(clean(log=again, committed_cursor=len(again)))
+    assert len(found) == 1 and "2 turns started ([1, 2]) for 1 accepted resume events" in found[0].message
 
 
 def test_every_check_is_registered_by_its_invariant_name() -> None:
