@@ -76,7 +76,9 @@ def test_incremental_digests_equal_the_canonical_ones(conversation, max_tokens, 
     digests = steps.Digests()
     system = Message(role="system", content="sys") if with_system else None
     tools = (ToolSpec(name="read", description="d", parameters={"type": "object"}),)
-    for cut in (len(conversation) // 2, len(conversation)):  # twice: the second reuses cached encodings
-        request = steps.build_request("m", system, conversation[:cut], tools, max_tokens)
+    half = conversation[:len(conversation) // 2]
+    # grown (reuses the encoded run), then shorter and reordered (not an extension of it: the run is rebuilt)
+    for messages in (half, conversation, half, conversation[::-1], conversation):
+        request = steps.build_request("m", system, messages, tools, max_tokens)
         assert digests.request(request) == digest_of(request) == steps.request_digest(request)
-        assert digests.conversation(conversation[:cut]) == digest_of(list(conversation[:cut]))
+        assert digests.conversation(messages) == digest_of(list(messages))
