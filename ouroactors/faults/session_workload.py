@@ -59,7 +59,7 @@ class SessionWorkload:
 
     ask_timeout: float = 3.0  # a command whose coordinator died answers never: retried after this
     read_wait: float = 0.3  # the subscriber's long poll
-    deadline: float = 60.0  # the session must be terminal or parked within this
+    deadline: float = 30.0  # the session must be terminal or parked within this (after send; retries: half)
     sandbox: str = "none"
 
 
