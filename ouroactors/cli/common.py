@@ -15,11 +15,12 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
 from ..core.errors import ActorCrashed, ActorSystemError, OuroactorsError, StartFailed
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..system.client import SystemClient
     from ..system.handle import ActorSystem
 
@@ -32,14 +33,57 @@ def make_console(*, stderr: bool = False) -> Console:
     Off a terminal rich assumes 80 columns and ellipsises table cells and wraps errors mid-sentence; a pipe or
     a file gets whole lines instead (a program parses them, a person can still ``less -S``).
     """
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty()
     return Console(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped)
 
 
 _PIPE_WIDTH = 100_000
-console = make_console()
-err_console = make_console(stderr=True)
+
+
+def get_console(*, stderr: bool = False) -> Console:
+    """The CLI's console for stdout (or stderr), made on first use."""
+    name = "err_console" if stderr else "console"
+    made: Console | None = globals().get(name)
+    if made is None:
+        made = globals()[name] = make_console(stderr=stderr)
+    return made
+
+
+def __getattr__(name: str) -> Console:
+    """``console`` and ``err_console``, made on first use (PEP 562): rich costs ~20 ms of imports, and
+    ``status`` or ``tree`` on a pipe print without it (:func:`say`, :func:`plain_stdout`)."""
+    if name == "console":
+        return get_console()
+    if name == "err_console":
+        return get_console(stderr=True)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def plain_stdout() -> bool:
+    """Whether rich would print to stdout as plain text: not a terminal, and nothing forcing one.
+
+    Conservative: any ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` leaves the printing to rich, which reads them.
+    """
+    return not sys.stdout.isatty() and "FORCE_COLOR" not in os.environ and "TTY_COMPATIBLE" not in os.environ
+
+
+def say(text: str) -> None:
+    """``console.print(text, markup=False)``, written directly when that is what rich would write.
+
+    Off a terminal rich writes a line of printable characters unchanged but for emoji codes (``:smile:``),
+    which it replaces with its own function, used here too; anything else goes through rich (a test compares
+    the two).
+    """
+    if plain_stdout() and text.isprintable():
+        from rich._emoji_replace import _emoji_replace
+
+        sys.stdout.write(_emoji_replace(text) + "\n")
+        sys.stdout.flush()
+        return
+    get_console().print(text, markup=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,7 +141,7 @@ def _reach(data_dir: str, attach: Callable[[str], C]) -> C:
     below = served_below(data_dir) if chosen == data_dir and os.path.normpath(data_dir) == DEFAULT_DATA_DIR else []
     if len(below) > 1:
         problem += f"; systems below it: {', '.join(below)} — choose one with --data-dir"
-    err_console.print(f"cannot reach a system: {problem}", style="red", markup=False, highlight=False)
+    get_console(stderr=True).print(f"cannot reach a system: {problem}", style="red", markup=False, highlight=False)
     sys.exit(5)
 
 
@@ -116,10 +160,10 @@ def reports_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except OuroactorsError as exc:
-            err_console.print(f"{type(exc).__name__}: {exc}", style="red", markup=False, highlight=False)
+            get_console(stderr=True).print(f"{type(exc).__name__}: {exc}", style="red", markup=False, highlight=False)
             hint = traceback_hint(exc, kwargs.get("data_dir"))
             if hint:
-                err_console.print(hint, markup=False, highlight=False)
+                get_console(stderr=True).print(hint, markup=False, highlight=False)
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]

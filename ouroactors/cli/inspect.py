@@ -15,8 +15,8 @@ import click
 from ..core.generation_text import format_generation
 from ..supervision.child_info import ChildInfo
 from ..system import marker as markers
-from . import main
-from .common import connect, connect_client, console, data_dir_option, err_console, reports_errors, resolve_data_dir
+from . import common, main
+from .common import connect, connect_client, data_dir_option, reports_errors, resolve_data_dir, say
 
 json_option = click.option("--json", "as_json", is_flag=True, help="one JSON document instead of text")
 
@@ -44,9 +44,9 @@ def status(data_dir: str, as_json: bool) -> None:
         click.echo(json.dumps({"system": asdict(found), "trees": trees}, indent=2))
         return
     started = datetime.fromtimestamp(found.started_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
-    console.print(f"system {found.name} on {found.base}: admin pid {found.admin_pid}, port {found.admin_port}, "
-                  f"started {started} by pid {found.owner_pid}{' (detached)' if found.detached else ''}, "
-                  f"node epoch {found.node_epoch}", markup=False)
+    say(f"system {found.name} on {found.base}: admin pid {found.admin_pid}, port {found.admin_port}, "
+        f"started {started} by pid {found.owner_pid}{' (detached)' if found.detached else ''}, "
+        f"node epoch {found.node_epoch}")
     children = system.walk()
     for tree in system.trees():
         counts: dict[str, int] = {}
@@ -54,7 +54,7 @@ def status(data_dir: str, as_json: bool) -> None:
             if path.startswith(tree.name + "/"):
                 counts[info.status] = counts.get(info.status, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children"
-        console.print(f"tree {tree.name}: {tree.status}, pid {tree.pid} — {summary}", markup=False)
+        say(f"tree {tree.name}: {tree.status}, pid {tree.pid} — {summary}")
 
 
 @main.command()
@@ -70,7 +70,7 @@ def tree(data_dir: str, root: str | None, as_json: bool) -> None:
         return
     from .render import print_tree
 
-    print_tree(console, system.walk(root))
+    print_tree(system.walk(root))
 
 
 @main.command()
@@ -85,8 +85,9 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
 
     data_dir = resolve_data_dir(data_dir)
     if not os.path.isdir(data_dir):
-        err_console.print(f"no data directory {data_dir!r}: nothing has run there (give --data-dir the directory "
-                          "of the system whose events you want)", style="red", markup=False, highlight=False)
+        common.get_console(stderr=True).print(
+            f"no data directory {data_dir!r}: nothing has run there (give --data-dir the directory of the system "
+            "whose events you want)", style="red", markup=False, highlight=False)
         sys.exit(5)
     found = markers.read_marker_quietly(data_dir)  # type: ignore[arg-type]
     epoch = found.node_epoch if found is not None else None
@@ -95,8 +96,8 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
     def show(batch: list) -> None:
         for event in batch:
             if all_runs or epoch is None or event.epoch == epoch:
-                console.print(json.dumps(event.to_json()) if as_json else event_line(event),
-                              markup=False, highlight=False, soft_wrap=True)
+                common.get_console().print(json.dumps(event.to_json()) if as_json else event_line(event),
+                                           markup=False, highlight=False, soft_wrap=True)
 
     show(reader.poll())
     while follow:

@@ -10,9 +10,10 @@ compares the two byte for byte — and anything else still goes through rich.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.generation_text import format_generation
 
@@ -70,15 +71,17 @@ def plain_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
     return "\n".join(out) + "\n"
 
 
-def print_tree(console: Any, rows: list[tuple[str, ChildInfo]], title: str = "tree") -> None:
-    """The tree table on ``console``: drawn here when rich would draw the same (a pipe, plain cells)."""
-    if not console.is_terminal and console.color_system is None:
+def print_tree(rows: list[tuple[str, ChildInfo]], title: str = "tree") -> None:
+    """The tree table on stdout: drawn here when rich would draw the same (a pipe, plain cells)."""
+    from .common import get_console, plain_stdout
+
+    if plain_stdout():
         text = plain_table(title, TREE_COLUMNS, tree_rows(rows))
         if text is not None:
-            console.file.write(text)
-            console.file.flush()
+            sys.stdout.write(text)
+            sys.stdout.flush()
             return
-    console.print(tree_table(rows, title))
+    get_console().print(tree_table(rows, title))
 
 
 def children_table(system: SystemClient, root: str) -> Table:

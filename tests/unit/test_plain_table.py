@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from rich.table import Table
 
-from ouroactors.cli.common import make_console
+from ouroactors.cli import common
+from ouroactors.cli.common import say
 from ouroactors.cli.render import TREE_COLUMNS, plain_table, print_tree
 from ouroactors.supervision.child_info import ChildInfo
 
@@ -67,12 +70,38 @@ def test_markup_emoji_and_wide_text_go_to_rich() -> None:
         assert plain_table("tree", TREE_COLUMNS, [(cell, "running", "1", "-", "0", "-")]) is None
 
 
-def test_print_tree_on_a_pipe_console_matches_rich() -> None:
-    console = make_console()  # stdout is not a terminal under pytest's capture
-    buffer = io.StringIO()
-    console.file = buffer
+def test_print_tree_on_a_pipe_matches_rich(capsys) -> None:
     info = ChildInfo("store", "running", 4242, (1 << 48) | 7, "worker", "myapp:Store", 2, None)
-    print_tree(console, [("app/store", info), ("app/odd", info)])
+    print_tree([("app/store", info), ("app/odd", info)])
     rows = [("app/store", "running", "4242", "1.000000000000007", "2", "-"),
             ("app/odd", "running", "4242", "1.000000000000007", "2", "-")]
-    assert buffer.getvalue() == rich_text("tree", TREE_COLUMNS, rows)
+    assert capsys.readouterr().out == rich_text("tree", TREE_COLUMNS, rows)
+
+
+def rich_line(text: str) -> str:
+    console = Console(file=io.StringIO(), width=100_000, soft_wrap=True)
+    console.print(text, markup=False)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(anything, st.text(st.sampled_from("ab:1 —[]\\é中"), max_size=30),
+                 st.sampled_from([":smile:", "x :thumbs_up: y", "08:05:35", ":smile-text:", "a\tb", "\x1b[31mred"])))
+def test_say_prints_what_rich_prints(text: str) -> None:
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdout", out)
+        patch.delenv("FORCE_COLOR", raising=False)
+        patch.delenv("TTY_COMPATIBLE", raising=False)
+        common.__dict__.pop("console", None)  # a console made for this stdout, if rich is needed
+        say(text)
+        common.__dict__.pop("console", None)
+    assert out.getvalue() == rich_line(text)
+
+
+def test_status_lines_take_the_plain_path(monkeypatch) -> None:
+    monkeypatch.setattr(common, "get_console", lambda **_: pytest.fail("rich was used"))
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    say("system s on multiproc: admin pid 1, port 2, started 2026-12-01 08:05:35 by pid 3, node epoch 4")
+    say("tree app: running, pid 5 — 3 running")
