@@ -34,9 +34,10 @@ def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_onc
     sessions = Sessions(actor_system)
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "touch it")
-    [pending] = wait_for("the approval asked", lambda: sessions.approvals("s1"))
-    view = sessions.show("s1")
-    assert view.state == "waiting:approval" and view.runtime_id is None
+    # (asked first, then made visible with the session's move to waiting in the checkpoint's transaction)
+    view = wait_for("waiting", lambda: (v := sessions.show("s1")).state == "waiting:approval" and v)
+    [pending] = sessions.approvals("s1")
+    assert view.runtime_id is None and view.waits == (f"approval ask.v{view.state_version}.{pending.call_digest[:16]}",)
     assert pending.state_version == view.state_version  # the session's real version, not 0
     wait_for("the runtime's process gone", lambda: not runtimes(actor_system))
 

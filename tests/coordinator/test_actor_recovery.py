@@ -92,3 +92,29 @@ def test_a_replacement_reclaims_the_workspace_reservation_with_its_capability(ac
     sessions.send("s1", "again")
     assert list(sessions.events("s1", after=events[-1].cursor, follow=True, until="turn_settled",
                                 idle_timeout=40))[-1].data["status"] == "completed"
+
+
+def test_an_adopted_runtime_is_pushed_to_the_new_coordinator_and_closing_it_releases_its_lease(actor_system,
+                                                                                                  tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted",
+                                                 "script": str(slow_script(tmp_path / "slow.toml", 20, 50))}))
+    sessions.send("s1", "talk slowly")
+    before = wait_for("some output committed", committed_at_least(sessions, "s1", 3))
+    system = actor_system
+    coordinator = child_path(system, "agent/coordinator")
+    old_pid = system.kill(coordinator)  # mid-turn, after a partial checkpoint: the runtime holds the lease
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.kind for e in events].count("turn_started") == 1  # adopted: the turn was not run again
+    assert system.pid_of(coordinator) != old_pid
+    after = wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v)
+    assert after.state_version == before.state_version + 1
+    wait_for("the adopted runtime closed", lambda: not [c for c in system.which_children("agent/execution")
+                                                         if c.status == "running"])
+    sessions.send("s1", "again")  # the adopted runtime's lease was released with it: the root can be leased again
+    second = list(sessions.events("s1", after=after.committed_cursor, follow=True, until="turn_settled",
+                                  idle_timeout=30))
+    assert second[-1].data["status"] == "completed"

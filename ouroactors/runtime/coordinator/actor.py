@@ -33,13 +33,15 @@ is the adoption case), whereas a runtime's death must — so the runtime owns it
 coordinator asks the execution supervisor every :data:`HEARTBEAT_S` about the runtime's child: a
 new generation or another status means the runtime is gone, and recovery runs.
 
-**Drained by polling, not pushed.** The runtime can push ``OutputReady`` to a subscriber, but it
-sends the push from its trio thread, concurrently with its actor thread's answers; measured here,
-that loses the runtime's later answers to the coordinator in about half of the runs (the turn
-settles, every further ``DrainOutput`` to it times out, other askers are still answered). Until
-the push is sent from the actor thread, the coordinator opens runtimes with no subscriber
-(:data:`PUSH` False) and drains every :data:`POLL_S` while attached — which is also what an
-adopted runtime needs, since its subscriber is the dead incarnation that opened it.
+**Pushed publication, with a slow poll as a safety net.** The runtime is opened with this coordinator as its
+subscriber (:data:`.runtimes.PUSH`): it posts ``OutputReady`` for the first event after each drain, and the post
+is sent from the runtime's actor thread (its outbox, :mod:`ouroactors.runtime.execution.bridge`), never from its
+trio thread — sending from two threads is what once lost the runtime's answers. An adopted runtime's pushes went
+to the dead incarnation that opened it, so adoption re-subscribes it (``SubscribeOutput``) and takes over the
+lease it holds (closing it releases the lease, as for a runtime this incarnation opened: without that, a
+coordinator killed after a partial checkpoint left the lease active and the next turn could not lease the root).
+While attached the coordinator still drains every :data:`POLL_S` (1 s): a push lost to a restart, or a batch
+whose checkpoint was rejected, is found there.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from ..execution.messages import (
     OutputReady,
     RuntimeStatus,
     RuntimeStatusRequest,
+    SubscribeOutput,
 )
 from ..execution.output import Batch
 from . import recovery
@@ -74,7 +77,7 @@ from .configs import get_lease, get_runtime
 from .messages import ForSession, Serving, WhichSession
 from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .record import SessionRecord, check_id
-from .runtimes import RuntimeLink, _Attached, _Nap
+from .runtimes import PUSH, RuntimeLink, _Attached, _Nap
 from .store import SessionStore
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
 from .workflow import Event, State, is_terminal
@@ -86,7 +89,7 @@ DRAIN_LIMIT = 256
 DRAIN_TIMEOUT_S = 2.0
 _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
-POLL_S = 0.05
+POLL_S = 1.0  # a safety net only: output is pushed (OutputReady), see "Pushed publication"
 UNSETTLED = ("started", "ambiguous")
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
 CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed the session, recovery not yet decided")
@@ -227,9 +230,15 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
             record = self._transition(record, event, **changes)
         if decision.action is recovery.Action.ADOPT:
             assert found is not None and record.runtime is not None
-            self.attached = _Attached(found[0], found[1], record.runtime.runtime_id, record.runtime.generation,
-                                      adopted=True)
+            self.attached = attached = _Attached(found[0], found[1], record.runtime.runtime_id,
+                                                 record.runtime.generation, adopted=True)
+            lease = get_lease(self.store, self.session_id)  # the runtime holds it: closing it releases it too
+            if record.workspace is not None and lease and lease.get("lease_id") == record.workspace.lease_id:
+                attached.lease_id, attached.capability = lease["lease_id"], lease.get("capability")
+                attached.token = int(lease.get("fencing_token") or 0)
             self.answered_asks = [d for _, d in self._turn_context(record).approvals]
+            if PUSH:  # its pushes went to the dead incarnation that opened it: from now on to this one
+                yield Ask(attached.address, SubscribeOutput(self.myAddress), 10.0)
             self._want_publish()  # drain whatever lies beyond the committed cursor
             self._poll()
         elif decision.action is recovery.Action.REPLACE:

@@ -26,7 +26,7 @@ from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
 if TYPE_CHECKING:
     from .store import SessionStore
 
-PUSH = False  # see "Drained by polling" in the actor's module docstring
+PUSH = True  # see "Pushed publication" in the actor's module docstring
 RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
 NAP_S = 0.5
 # Named boundaries for crash enumeration; free unless a plan is armed.

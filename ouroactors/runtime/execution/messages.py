@@ -92,6 +92,14 @@ class AckOutput:
 
 
 @dataclass(frozen=True)
+class SubscribeOutput:
+    """Push :class:`OutputReady` to ``subscriber`` from now on (a coordinator that adopted this runtime: the one
+    that opened it is gone). None: nobody is pushed to."""
+
+    subscriber: Address = None
+
+
+@dataclass(frozen=True)
 class RuntimeStatusRequest:
     """Where the runtime stands (a read)."""
 
@@ -147,9 +155,10 @@ class OutputReady:
 
 
 REQUESTS = (OpenSession, SendText, SteerTurn, InterruptTurn, CloseSession, DrainOutput, AckOutput,
-            RuntimeStatusRequest)
+            RuntimeStatusRequest, SubscribeOutput)
 
 __all__ = [
     "REQUESTS", "Accepted", "AckOutput", "Acked", "CloseSession", "Closed", "DrainOutput", "InterruptTurn",
     "OpenSession", "Opened", "OutputReady", "RuntimeStatus", "RuntimeStatusRequest", "SendText", "SteerTurn",
+    "SubscribeOutput",
 ]

@@ -67,6 +67,7 @@ from .messages import (
     RuntimeStatusRequest,
     SendText,
     SteerTurn,
+    SubscribeOutput,
 )
 from .metrics import FIELD as METRICS_FIELD
 from .metrics import TurnStats
@@ -215,8 +216,9 @@ class Runtime(Worker):
         session = message.session_id
 
         def notify(produced: int) -> None:
-            if subscriber is not None:
-                self.outbox.post(subscriber, OutputReady(session, self.runtime_id, produced))
+            target = self.live.subscriber if self.live is not None else subscriber  # SubscribeOutput may change it
+            if target is not None:
+                self.outbox.post(target, OutputReady(session, self.runtime_id, produced))
 
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
@@ -325,6 +327,11 @@ class Runtime(Worker):
     def handle_DrainOutput(self, message: DrainOutput, sender: Any) -> Any:
         live = self._open()
         return self.trio.call(live.channel.drain, message.after, message.limit)
+
+    def handle_SubscribeOutput(self, message: SubscribeOutput, sender: Any) -> Accepted:
+        live = self._open()
+        live.subscriber = message.subscriber
+        return Accepted(live.loop.turns)
 
     def handle_AckOutput(self, message: AckOutput, sender: Any) -> Acked:
         live = self._open()
