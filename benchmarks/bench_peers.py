@@ -278,7 +278,7 @@ def run(quick: bool) -> list[Row]:
                         errors.get(peer, "")))
     rows.append(Row("ours", "ours: the whole session from outside, per step (send → subscriber has "
                     "turn_settled) / 3 − body", "ms", overhead(ours.outside), None, "report", None,
-                    "includes runtime process start, workspace lease, open, coordinator publication (50 ms poll)"))
+                    "includes runtime process start, workspace lease, open, coordinator publication"))
     return rows
 
 

@@ -1,6 +1,6 @@
 """Publication latency: a runtime emits an event → a subscriber in another process receives it.
 
-    python -m benchmarks.bench_publication [--quick] [--push] [--json FILE]
+    python -m benchmarks.bench_publication [--quick] [--push | --poll] [--json FILE]
 
 A real multiproc system runs ``supervision_trees/agent.toml``'s tree (storage, ledger, grants, workspace,
 execution, coordinator, sessions). Each round creates one session on the scripted model whose single turn
@@ -13,20 +13,20 @@ journal record it writes immediately before it emits the output event into its b
 record (matched to the event by call id) and the ``turn_started`` record (one per session). Between that
 record and the emit there is no I/O (the journal is flushed later, inside the ledger's commits). Stop:
 ``time.time_ns()`` in the subscriber process when the iterator yields that event. Both clocks are the same
-machine's wall clock. The time in between is: the coordinator's drain (a poll every ``POLL_S`` = 50 ms
-today, or an ``OutputReady`` push with ``--push``), the checkpoint commit (cursor, digests and the events in
-one synced LMDB transaction), the ack, and the directory answering the subscriber's long poll (it re-reads
-the durable log every ``FOLLOW_TICK_S`` = 20 ms while a follower waits). The published event's
+machine's wall clock. The time in between is: the coordinator's drain (on the runtime's pushed
+``OutputReady``, or on its periodic drain every ``actor.POLL_S``), the checkpoint commit (cursor, digests and
+the events in one synced LMDB transaction), the ack, and the directory answering the subscriber's long poll
+(it re-reads the durable log every ``FOLLOW_TICK_S`` = 20 ms while a follower waits). The published event's
 ``committed_ns`` splits the total in two rows: emit → committed, committed → subscriber.
 
 **Baseline**, same run, measured between the rounds in this process: one raw thespian ask to a raw echo actor
 (``multiprocTCPBase``, its own system on a free loopback port) plus one synced LMDB put of 400 bytes in its
 own transaction. Goal (issue 14): ≤ 1.3×.
 
-**Polled or pushed.** ``runtimes.PUSH`` is False today (the coordinator drains by polling; see the
-coordinator's module docstring). ``--push`` sets it True in this process before the system forks its
-actors (multiproc forks, so every coordinator inherits it) — the row label says which mode ran. Push mode
-may hang on a lost answer (the reason it is off); each wait has a deadline and a failure is a FAILED row.
+**Polled or pushed.** By default the code runs as it stands (``runtimes.PUSH`` and ``actor.POLL_S`` as
+committed; the row label says which). ``--push`` / ``--poll`` set ``runtimes.PUSH`` True / False in this
+process before the system forks its actors (multiproc forks, so every coordinator inherits it); with
+``--poll`` the coordinator drains only every ``POLL_S``. Each wait has a deadline; a failure is a FAILED row.
 """
 
 from __future__ import annotations
@@ -154,13 +154,15 @@ def journal_starts(data_dir: Path, sids: Sequence[str]) -> dict[str, dict[str, i
 # -- the run --------------------------------------------------------------------------------------------------
 
 
-def run(quick: bool, push: bool) -> list[Row]:
-    from ouroactors.runtime.coordinator import runtimes
+def run(quick: bool, push: bool | None) -> list[Row]:
+    from ouroactors.runtime.coordinator import actor, runtimes
     from ouroactors.sessions import Sessions
 
     rounds, steps, base_per_round = (3, 10, 20) if quick else (8, 20, 40)
-    runtimes.PUSH = push  # before the system forks: every coordinator inherits it
-    mode = "pushed OutputReady (PUSH=True)" if push else "polled every 50 ms (PUSH=False)"
+    if push is not None:
+        runtimes.PUSH = push  # before the system forks: every coordinator inherits it
+    poll = f"{actor.POLL_S * 1000:.0f} ms"
+    mode = f"pushed OutputReady, drain poll {poll} (PUSH=True)" if runtimes.PUSH else f"drain poll {poll} (PUSH=False)"
     work = Path(tempfile.mkdtemp(prefix="bench-publication-"))
     ws = work / "ws"
     ws.mkdir()
@@ -247,7 +249,7 @@ def run(quick: bool, push: bool) -> list[Row]:
         Row("publication", "  of which committed → subscriber (long poll)", "ms", to_subscriber, base, "report",
             None, "directory re-reads the log every 20 ms for a waiting follower"),
         Row("publication", "  turn_started events only", "ms", first, base, "report", None,
-            "the first event of a turn: the drain poll just started"),
+            "the first event of a turn"),
     ]
     return rows
 
@@ -255,7 +257,10 @@ def run(quick: bool, push: bool) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about a minute)")
-    parser.add_argument("--push", action="store_true", help="open runtimes with the coordinator as subscriber")
+    parser.add_argument("--push", dest="push", action="store_const", const=True, default=None,
+                        help="force runtimes.PUSH = True (the coordinator is the runtime's subscriber)")
+    parser.add_argument("--poll", dest="push", action="store_const", const=False,
+                        help="force runtimes.PUSH = False (drained every POLL_S only)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     parser.add_argument("--follow", metavar="DATA_DIR", help=argparse.SUPPRESS)  # the subscriber process
     args = parser.parse_args()
