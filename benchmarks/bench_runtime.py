@@ -1,6 +1,6 @@
 """Runtime benchmark: what one tool call costs inside a live session, against the bare tool and two raw commits.
 
-    python -m benchmarks.bench_runtime [--quick] [--json FILE]
+    python -m benchmarks.bench_runtime [--quick] [--json FILE] [--breakdown]
 
 A real multiproc system runs the agent authorities and one session runtime. A scripted model makes N model calls,
 each asking for one ``shell`` call of ``true`` (then a final answer), so the turn is N steps of: model call →
@@ -11,10 +11,16 @@ turn's final text answer is charged to the steps), so no polling from outside is
 Baseline, same run and same filesystem: the bare tool (the same ``sandbox.run`` of ``true`` in the same mode) plus
 two raw synced LMDB put commits — the physical floor of a recorded effect. Goal (issue 13): ≤ 1.5×. The row
 "steps without a tool" (the model answers with text only, N turns) shows what the loop and journal cost alone.
+
+``--breakdown`` turns on the runtime's timing marks (:mod:`ouroactors.runtime.execution.timing`) and adds one row
+per part of a step, per mode: call setup, the grant decision, the ledger start (its records and synced commit), the
+tool, the settlement (records and synced commit), and what lies between two calls (the loop, the model, journal
+staging). The marks cost a lock and an append each; without the flag they cost a branch.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -30,6 +36,7 @@ from ouroactors import ActorSystem, supervisor, worker
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.workspace.messages import Acquire
 from ouroactors.runtime import sandbox
+from ouroactors.runtime.execution import timing
 from ouroactors.runtime.execution.messages import AckOutput, DrainOutput, OpenSession, SendText
 
 from ._common import Row, Stat, bench_main, progress
@@ -82,12 +89,42 @@ def _turn_times(data_dir: Path, session: str) -> list[float]:
     return [float(x) for x in out.stdout.split()]
 
 
-def _session_steps(mode: str, steps: int, tool: bool, rounds: int) -> Stat:
+SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
+    ("call setup (tool context, grant request)", "eff.begin", "eff.startreq"),
+    ("grant decision (inline)", "eff.startreq", "eff.decided"),
+    ("ledger start: records + synced commit", "eff.decided", "eff.admitted"),
+    ("the tool", "eff.admitted", "eff.ran"),
+    ("settlement: records + synced commit", "eff.ran", "eff.settled"),
+    ("between calls: loop, model, journal staging", "eff.settled", "eff.begin"),
+)
+
+
+def _segments(timing_file: Path) -> dict[str, Stat]:
+    """Per-step durations (ms) of each segment, from the marks the runtime appended (one JSON line per turn)."""
+    found = {name: Stat() for name, _, _ in SEGMENTS}
+    for line in timing_file.read_text().splitlines():
+        marks = json.loads(line)["marks"]
+        for name, start, end in SEGMENTS:
+            for i, (mark, at) in enumerate(marks):
+                if mark != start:
+                    continue
+                for later, later_at in marks[i + 1:]:
+                    if later == end:
+                        found[name].samples.append((later_at - at) / 1e6)
+                        break
+                    if later == start:
+                        break
+    return found
+
+
+def _session_steps(mode: str, steps: int, tool: bool, rounds: int, timing_file: Path | None = None) -> Stat:
     """Per-step ms over ``rounds`` turns of ``steps`` steps each, in one session."""
     base = Path(tempfile.mkdtemp(prefix="bench-runtime-"))
     ws = base / "ws"
     ws.mkdir()
     script = base / "script.toml"
+    if timing_file is not None:
+        timing.enable(str(timing_file))  # before the system forks: its processes inherit the switch
     system = ActorSystem.start("multiproc", base / "data")
     try:
         system.start_tree(_tree(str(base)))
@@ -145,19 +182,30 @@ def run(quick: bool) -> list[Row]:
     steps, rounds, samples = (5, 3, 30) if quick else (10, 6, 100)
     modes = ["none"] + (["bwrap"] if sandbox.probe_cached().available else [])
     rows: list[Row] = []
+    parts: list[Row] = []
     for mode in modes:
         progress(f"floor: bare `true` ({mode}) + 2 synced commits")
         bare, floor = _floor(mode, samples)
         progress(f"session: {rounds} turns of {steps} tool calls ({mode})")
-        ours = _session_steps(mode, steps, True, rounds)
+        timing_file = Path(tempfile.mkdtemp(prefix="bench-timing-")) / "marks.jsonl" if BREAKDOWN else None
+        ours = _session_steps(mode, steps, True, rounds, timing_file)
         rows.append(Row("tool call", f"one step: model → grants → start → `true` ({mode}) → settle → journal", "ms",
                         ours, floor, "≤ 1.5×", lambda _o, r: r <= 1.5,
                         note=f"bare tool alone p50 {bare.p50:.2f} ms"))
+        if timing_file is not None:
+            for name, stat in _segments(timing_file).items():
+                parts.append(Row(f"  part ({mode})", name, "ms", stat, None))
+            shutil.rmtree(timing_file.parent, ignore_errors=True)
+    rows += parts
     progress(f"session: {rounds * 3} text-only turns (loop and journal alone)")
     text_only = _session_steps("none", 0, False, rounds * 3)
     rows.append(Row("loop", "one model call, text only (no tool)", "ms", text_only, None))
     return rows
 
+
+BREAKDOWN = "--breakdown" in sys.argv
+if BREAKDOWN:
+    sys.argv.remove("--breakdown")  # bench_main's parser knows --quick and --json only
 
 if __name__ == "__main__":
     bench_main(run, "ouroactors runtime: the cost of one tool call in a live session", __doc__)

@@ -20,6 +20,13 @@ _marks: list[tuple[str, int]] = []
 _lock = threading.Lock()
 
 
+def enable(path: str) -> None:
+    """Turn timing on in this process and in the processes it forks from now on (a benchmark's own switch)."""
+    global _PATH, ENABLED
+    os.environ[ENV] = path
+    _PATH, ENABLED = path, True
+
+
 def mark(name: str) -> None:
     """Record that ``name`` happened now (a no-op unless timing is enabled)."""
     if ENABLED:
