@@ -70,14 +70,14 @@ from ..execution.messages import (
     SubscribeOutput,
 )
 from ..execution.output import Batch
-from . import recovery
+from . import recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
 from .messages import ForSession, Serving, WhichSession
 from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .record import SessionRecord, check_id
-from .runtimes import PUSH, RuntimeLink, _Attached, _Nap
+from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
 from .workflow import Event, State, is_terminal
@@ -237,7 +237,7 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
                 attached.lease_id, attached.capability = lease["lease_id"], lease.get("capability")
                 attached.token = int(lease.get("fencing_token") or 0)
             self.answered_asks = [d for _, d in self._turn_context(record).approvals]
-            if PUSH:  # its pushes went to the dead incarnation that opened it: from now on to this one
+            if runtimes.PUSH:  # its pushes went to the dead incarnation that opened it: from now on to this one
                 yield Ask(attached.address, SubscribeOutput(self.myAddress), 10.0)
             self._want_publish()  # drain whatever lies beyond the committed cursor
             self._poll()

@@ -3,10 +3,13 @@
 Nothing about a timer is held in memory that a restart would lose. The record's timer waits carry
 ``due_ns`` (wall clock of :mod:`ouroactors.core.clock`, so a simulation's virtual time drives them
 like everything else); the store indexes the earliest one in ``session_timers`` in the same
-transaction. After any restart, :func:`fire_due` asks the index what is due *now* and applies a
-``timer`` resume event for each — through the same checks as any other resume event, with an
-event id derived from the session, wait and state version, so firing twice (two sweeps, a crash
-between fire and ack) is refused as a duplicate and never resumes the session twice.
+transaction. A session's coordinator fires its own timer (:mod:`.waits`: a wakeup at the due time, a
+look at every heartbeat, and at its recovery — so a timer that fell due while the node was down fires
+when the boot sweep restarts the coordinator) and then starts the turn. :func:`fire_due` fires every
+due timer of the store at once (tools and tests; it moves the sessions but starts no runtime). Either
+way the event goes through the same checks as any other resume event, with an event id derived from
+the session, wait and state version, so firing twice (two sweeps, a crash between fire and ack) is
+refused as a duplicate and never resumes the session twice.
 
 :func:`due` and :func:`next_due` are the pure schedule; :func:`fire_due` is the thin imperative part.
 """
