@@ -68,3 +68,24 @@ def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_onc
     used = {a.approval_id: a.status for a in sessions.approvals("s1", None)}
     assert used == {pending.approval_id: "consumed", old.approval_id: "approved"}  # not asked twice
     assert wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v).rejections == 1
+
+
+def test_a_denied_approval_resumes_the_turn_and_the_call_is_denied_without_asking_again(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = tmp_path / "ask.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_touch", name = "shell", '
+                      'arguments = { command = "touch denied.txt" } }]\n'
+                      '[[turns]]\nevents = [{ kind = "text", text = "understood" }]\n')
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(touch *)"]}))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "touch it")
+    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    [pending] = sessions.approvals("s1")
+    assert sessions.deny("s1", pending.approval_id, "not today").status == "denied"
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["denied"]
+    assert not (ws / "denied.txt").exists() and events[-1].data["status"] == "completed"
+    assert [a.status for a in sessions.approvals("s1", None)] == ["denied"]  # one approval: not asked again
+    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
