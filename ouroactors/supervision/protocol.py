@@ -12,6 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .calls import AdminCall as AdminCall  # re-exported: the calls a caller outside the system makes
+from .calls import Ok as Ok
+from .calls import Stamped as Stamped
+
 if TYPE_CHECKING:  # annotations only: a CLI that merely asks a running system does not import pydantic specs
     from .reasons import ExitReason
     from .signals import AuthorityEntry
@@ -115,24 +119,6 @@ class GenerationAssigned:
 
 
 @dataclass(frozen=True)
-class AdminCall:
-    """A caller → a supervisor: one call of the OTP admin API."""
-
-    op: str
-    child_id: str | None = None
-    spec: ChildSpec | None = None
-    extra_args: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True)
-class Stamped:
-    """A request to an authority, stamped with the generation the sender was bound to."""
-
-    generation: int | None
-    payload: Any
-
-
-@dataclass(frozen=True)
 class ArmFaults:
     """Arm (or with ``plan=None`` disarm) a fault plan in the receiving actor's process."""
 
@@ -150,10 +136,3 @@ class Loopback:
 class TimerPayload:
     token: int
     owner: int = field(default=0)
-
-
-@dataclass(frozen=True)
-class Ok:
-    """A positive answer with no value (so an answer is never ``None``, thespian's "no answer")."""
-
-    value: Any = None

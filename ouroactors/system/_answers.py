@@ -14,7 +14,7 @@ from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
 from ..core.errors import ActorCrashed, AskTimeout
-from ..supervision.protocol import Ok
+from ..supervision.calls import Ok
 
 log = logging.getLogger("ouroactors.system")
 MULTIPROC = "multiprocTCPBase"

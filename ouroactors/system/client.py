@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError
+from ..supervision.calls import AdminCall, Stamped
 from ..supervision.child_info import ChildInfo
-from ..supervision.protocol import AdminCall, Stamped
 from . import marker
 from ._answers import Answers
 from .host_protocol import HOST_CLASS, HOST_NAME, ListTrees, TreeInfo
