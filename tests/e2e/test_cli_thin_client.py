@@ -12,8 +12,9 @@ from ouroactors import supervisor, worker
 from ouroactors.system.client import SystemClient
 
 ECHO = "ouroactors.examples.workers:Echo"
-HEAVY = ("pydantic", "ouroactors.supervision.specs", "ouroactors.supervision.supervisor", "ouroactors.system.host",
-         "ouroactors.system.handle", "ouroactors.supervision.events")
+HEAVY = ("pydantic", "rich.console", "ouroactors.supervision.protocol", "ouroactors.supervision.specs",
+         "ouroactors.supervision.supervisor", "ouroactors.system.host", "ouroactors.system.handle",
+         "ouroactors.supervision.events")
 
 RUN = """
 import json, sys
