@@ -245,7 +245,8 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
             yield from self._replace(record, decision)
         elif decision.action is recovery.Action.IDLE:
             yield from self._stop_stray()
-            yield from self._check_waits()  # a wait goes on where the record says it is (see .waits)
+            if record.state.wait is not None:  # a wait goes on where the record says it is (see .waits)
+                yield from self._check_waits()
 
     def _probe(self, record: SessionRecord) -> Generator[Ask, Any, tuple[recovery.Probe, tuple[Any, str] | None]]:
         """What answers at the runtime the record expects: the execution child of its generation, then its status."""
