@@ -12,9 +12,10 @@ Like :mod:`.enumerate` (the ledger workload's), in three steps, over :mod:`.sess
    session invariants (:mod:`.session_checks`) checked on what the run left.
 3. **Report**: site → ``ok`` / ``VIOLATION`` / ``not reached`` / ``error``, with the terminal state reached.
 
-A session's coordinator and runtime are numbered by their supervisors (``agent/coordinator/1``…) and every run
-is a fresh system running one session, so the recording's actor paths name the same processes in the crash
-runs. Hit counts that depend on timing (how many drains/acks the output needed) may differ between runs: a
+A session's coordinator and runtimes are numbered by their supervisors (``agent/execution/runtime#2`` is the
+session's second runtime: the demo opens one for the turn and one after its approval) and every run is a fresh
+system running one session, so the recording's actor paths name the same processes in the crash runs. Hit
+counts that depend on timing (how many drains/acks the output needed) may differ between runs: a
 site whose point is not reached n times is reported ``not reached``, never dropped. ``hits="first"`` crashes
 each (actor, point) at its first hit only — every boundary once, the default — and ``"all"`` at every hit.
 
@@ -42,6 +43,7 @@ from .session_workload import (
     Arming,
     SessionRun,
     SessionWorkload,
+    incarnation_of,
     run_session,
 )
 
@@ -63,6 +65,8 @@ class SessionSite:
 
     def arming(self) -> Arming:
         plan = FaultPlan((FaultRule(self.point, FaultAction.KILL, nth=self.nth),))
+        if self.role == "runtime":
+            return Arming(plan, "runtime", incarnation=incarnation_of(self.path) or 1)
         return Arming(plan, self.role, self.armed_at if self.role == "static" else None)
 
     def __str__(self) -> str:
@@ -109,7 +113,8 @@ class SessionEnumeration:
 
 def recording_armings(points: Sequence[str]) -> list[Arming]:
     plan = FaultPlan(tuple(FaultRule(p, FaultAction.DELAY) for p in points))
-    return [*(Arming(plan, "static", path) for path in STATIC), Arming(plan, "coordinator"), Arming(plan, "runtime")]
+    return [*(Arming(plan, "static", path) for path in STATIC), Arming(plan, "coordinator"),
+            Arming(plan, "runtime", incarnation=None)]
 
 
 def sites_of(firings: Sequence[dict[str, Any]], *, hits: str = "first") -> list[SessionSite]:

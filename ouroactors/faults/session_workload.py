@@ -18,20 +18,26 @@ session driven through :class:`ouroactors.sessions.Sessions` — the path a user
    invariants of :mod:`.session_checks` are checked against the crash-free run's terminal state.
 
 **Where a fault plan is armed** (:class:`Arming`). Static workers (the authorities, the session directory) are
-armed by path before the session exists. The coordinator and runtime of a session are children forked by their
-supervisors, and a plan armed in a supervisor is inherited by what it forks: the workload arms
-``agent/coordinator`` just around ``new`` and ``agent/execution`` just around ``send``, so exactly the session's
-first coordinator and first runtime carry the plan (from their first instruction: nothing is missed) and the
-incarnations that recovery starts later do not — a crash site is a crash of *that* process at the n-th time it
-reaches the point, and what follows is recovery, not a crash loop. ``sandbox = none`` (the demo takes bwrap when
-it works): the run checks the coordinator, not the sandbox, and stays fast.
+armed by path before the session exists. A session's coordinator and runtimes are children forked by their
+supervisors, and a plan armed in a supervisor is inherited by what it forks, from the child's first instruction.
+So the workload arms ``agent/coordinator`` just around ``new`` (the session's first coordinator carries the
+plan), and ``agent/execution`` only while the runtime it aims at is the next one to be forked: runtime *k*
+(``agent/execution/runtime#k``: a session opens a runtime per turn and per resumed wait — the demo's approval is
+one) is armed by arming the supervisor once runtime *k-1* exists and disarming it as soon as runtime *k* does.
+Incarnations that recovery starts later do not carry the plan: a crash site is a crash of *that* process at the
+n-th time it reaches the point, and what follows is recovery, not a crash loop. (A recording arms every runtime.)
+``sandbox = none`` (the demo takes bwrap when it works): the run checks the coordinator, not the sandbox.
+
+**Every ask goes through its own endpoint** (:func:`~._asking.isolated`): under crashes asks time out, and a
+late answer must never be taken for the next ask's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ from ..core.errors import OuroactorsError
 from ..core.faults import FaultPlan
 from ..sessions import SessionRejected, Sessions
 from ..system.handle import ActorSystem
+from ._asking import isolated
 from .checks import Violation
 from .session_checks import PARKED, TERMINAL, Read, Reference, Seen, SessionHistory, View, check_session
 from .session_read import read_durable
@@ -65,11 +72,13 @@ class SessionWorkload:
 
 @dataclass(frozen=True)
 class Arming:
-    """A plan and where it goes: ``role`` static (at ``path``), coordinator (the session's first) or runtime."""
+    """A plan and where it goes: ``role`` static (at ``path``), coordinator (the session's first) or runtime
+    (``incarnation`` k: the session's k-th runtime; None: every runtime, as a recording arms them)."""
 
     plan: FaultPlan
     role: str
     path: str | None = None
+    incarnation: int | None = 1
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -102,12 +111,18 @@ class SessionRun:
 class _Sessions(Sessions):
     """The Python API with the workload's ask timeout (a command whose coordinator died is never answered)."""
 
-    def __init__(self, system: Any, ask_timeout: float) -> None:
-        super().__init__(system)
+    def __init__(self, system: Any, ask_timeout: float, data_dir: Any) -> None:
+        super().__init__(system, data_dir=data_dir)
         self.ask_timeout = ask_timeout
 
     def _ask(self, message: Any, timeout: float = 0.0) -> Any:
         return self.system.ask(self.directory, message, self.ask_timeout)
+
+
+def incarnation_of(path: str) -> int:
+    """The k of a dynamic child's path (``agent/execution/runtime#k``): its supervisor's k-th child."""
+    _, _, number = path.rpartition("#")
+    return int(number) if number.isdigit() else 0
 
 
 def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), reference: Reference | None = None,
@@ -158,7 +173,6 @@ class _Driver:
     def __init__(self, system: ActorSystem, config: SessionWorkload, sid: str, workspace: str,
                  armings: Sequence[Arming]) -> None:
         self.system, self.config, self.sid = system, config, sid
-        self.sessions = _Sessions(system, config.ask_timeout)
         self.session_config = {"workspace": workspace, "sandbox": {"mode": config.sandbox}}
         self.armings = armings
         self.reads: list[Read] = []
@@ -167,11 +181,44 @@ class _Driver:
         self.errors: list[str] = []
         self.approvals = 0
         self.cursor = 0
+        self.runtimes = 0  # the highest runtime incarnation seen so far
+        self.windows: dict[int, str] = {}  # runtime arming index → "armed" | "done"
+
+    @contextlib.contextmanager
+    def api(self) -> Iterator[_Sessions]:
+        with isolated(self.system) as view:
+            yield _Sessions(view, self.config.ask_timeout, self.system.data_dir)
 
     def _arm(self, role: str, path: str | None = None, *, disarm: bool = False) -> None:
         for arming in self.armings:
             if arming.role == role:
-                self.system.arm_faults(arming.path if role == "static" else path, None if disarm else arming.plan)
+                with isolated(self.system) as view:
+                    view.arm_faults(arming.path if role == "static" else path, None if disarm else arming.plan)
+
+    def _runtime_windows(self) -> None:
+        """Arm ``agent/execution`` while the runtime an arming aims at is the next one forked (module docstring)."""
+        for index, arming in enumerate(self.armings):
+            if arming.role != "runtime" or self.windows.get(index) == "done":
+                continue
+            want = arming.incarnation
+            if index not in self.windows and (want is None or self.runtimes == want - 1):
+                with isolated(self.system) as view:
+                    view.arm_faults(EXECUTION, arming.plan)
+                self.windows[index] = "armed"
+            elif self.windows.get(index) == "armed" and want is not None and self.runtimes >= want:
+                with isolated(self.system) as view:
+                    view.arm_faults(EXECUTION, None)
+                self.windows[index] = "done"
+
+    def _seen_runtimes(self) -> None:
+        try:
+            with isolated(self.system) as view:
+                children = view.which_children(EXECUTION)
+        except OuroactorsError as exc:  # the supervisor restarting: looked at again next time
+            self._error("runtimes", exc)
+            return
+        self.runtimes = max([self.runtimes, *(incarnation_of(c.id) for c in children)])
+        self._runtime_windows()
 
     def _error(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:300])
@@ -187,22 +234,22 @@ class _Driver:
         while not created and time.monotonic() < deadline:
             time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
             created = self._new()
-        self._arm("runtime", EXECUTION)
-        try:
-            self._send()
-        finally:
-            self._arm("runtime", EXECUTION, disarm=True)
+        self._runtime_windows()
+        self._send()
+        self._seen_runtimes()
         self._follow()
 
     def _new(self) -> bool:
         """Create the session; after a failure (its coordinator died starting), True if it exists anyway."""
         try:
-            self.sessions.new(self.sid, self.session_config)
+            with self.api() as sessions:
+                sessions.new(self.sid, self.session_config)
             return True
         except OuroactorsError as exc:
             self._error("new", exc)
         try:
-            self.sessions.show(self.sid)
+            with self.api() as sessions:
+                sessions.show(self.sid)
             return True
         except OuroactorsError as exc:
             self._error("show", exc)
@@ -212,7 +259,8 @@ class _Driver:
         deadline = time.monotonic() + self.config.deadline / 2
         while True:
             try:
-                self.sessions.send(self.sid, TEXT, event_id=EVENT_ID, last=True, expected_version=0)
+                with self.api() as sessions:
+                    sessions.send(self.sid, TEXT, event_id=EVENT_ID, last=True, expected_version=0)
                 self.sent.append((EVENT_ID, "done"))
                 return
             except SessionRejected as exc:  # a retry of an accepted event: refused and recorded, as it must be
@@ -230,8 +278,10 @@ class _Driver:
         deadline = time.monotonic() + self.config.deadline
         asked = time.monotonic()
         while time.monotonic() < deadline:
+            self._seen_runtimes()
             try:
-                batch = self.sessions.read(self.sid, self.cursor, 256, self.config.read_wait)
+                with self.api() as sessions:
+                    batch = sessions.read(self.sid, self.cursor, 256, self.config.read_wait)
             except OuroactorsError as exc:  # the directory restarting: reconnect from where we were
                 self._error("read", exc)
                 time.sleep(0.1)  # back-off before reconnecting
@@ -250,7 +300,8 @@ class _Driver:
 
     def _view(self) -> None:
         try:
-            view = self.sessions.show(self.sid)
+            with self.api() as sessions:
+                view = sessions.show(self.sid)
         except OuroactorsError as exc:
             self._error("show", exc)
             return
@@ -258,8 +309,11 @@ class _Driver:
 
     def _approve(self) -> None:
         try:
-            for approval in self.sessions.approvals(self.sid):
-                self.sessions.approve(self.sid, approval.approval_id, "session workload: the edit is asked for")
+            with self.api() as sessions:
+                pending = sessions.approvals(self.sid)
+            for approval in pending:
+                with self.api() as sessions:
+                    sessions.approve(self.sid, approval.approval_id, "session workload: the edit is asked for")
                 self.approvals += 1
         except OuroactorsError as exc:  # grants restarting, or the approval was answered/expired meanwhile
             self._error("approve", exc)
@@ -271,4 +325,4 @@ def crash_free(work: Path, config: SessionWorkload | None = None) -> SessionRun:
 
 
 __all__ = ["EVENT_ID", "ROLES", "STATIC", "TEXT", "Arming", "SessionRun", "SessionWorkload", "crash_free",
-           "fault_firings", "history_of", "run_session"]
+           "fault_firings", "history_of", "incarnation_of", "run_session"]
