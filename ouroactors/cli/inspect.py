@@ -36,19 +36,19 @@ def status(data_dir: str, as_json: bool) -> None:
     system = connect_client(data_dir)  # the thin client: a look needs no specs, supervisor or event log
     found = system.marker
     assert found is not None
+    trees = system.trees()
+    children = system.walk(trees=trees)  # one look at the trees for both (and no second round of asks)
     if as_json:
-        children = system.walk()
-        trees = [{"name": t.name, "status": t.status, "pid": t.pid,
-                  "children": [_child_json(p, c) for p, c in children if p.startswith(t.name + "/")]}
-                 for t in system.trees()]
-        click.echo(json.dumps({"system": asdict(found), "trees": trees}, indent=2))
+        rows = [{"name": t.name, "status": t.status, "pid": t.pid,
+                 "children": [_child_json(p, c) for p, c in children if p.startswith(t.name + "/")]}
+                for t in trees]
+        click.echo(json.dumps({"system": asdict(found), "trees": rows}, indent=2))
         return
     started = datetime.fromtimestamp(found.started_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
     say(f"system {found.name} on {found.base}: admin pid {found.admin_pid}, port {found.admin_port}, "
         f"started {started} by pid {found.owner_pid}{' (detached)' if found.detached else ''}, "
         f"node epoch {found.node_epoch}")
-    children = system.walk()
-    for tree in system.trees():
+    for tree in trees:
         counts: dict[str, int] = {}
         for path, info in children:
             if path.startswith(tree.name + "/"):

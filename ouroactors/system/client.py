@@ -135,20 +135,28 @@ class SystemClient(Answers):
             raise NoSuchActor(f"{path!r} is a tree root; use trees()")
         return self._admin(parent, AdminCall("which_child", child_id))
 
-    def walk(self, root: str | None = None) -> list[tuple[str, ChildInfo]]:
-        """Every child of every running tree (or of ``root``), depth first, in start order."""
+    def walk(self, root: str | None = None, *, trees: list[TreeInfo] | None = None) -> list[tuple[str, ChildInfo]]:
+        """Every child of every running tree (or of ``root``), depth first, in start order.
+
+        Each supervisor is asked at the address its parent reported, not resolved again from the root: one
+        ask per supervisor. ``trees`` (an answer of :meth:`trees` the caller already has) saves one more.
+        """
         out: list[tuple[str, ChildInfo]] = []
 
-        def visit(path: str) -> None:
-            for child in reversed(self.which_children(path)):  # OTP order is newest first
+        def visit(path: str, address: Any) -> None:
+            children: list[ChildInfo] = self._call(address, AdminCall("which_children"), 30.0, path)
+            for child in reversed(children):  # OTP order is newest first
                 child_path = f"{path}/{child.id}"
                 out.append((child_path, child))
                 if child.type == "supervisor" and child.status == "running":
-                    visit(child_path)
+                    visit(child_path, child.address)
 
-        names = [root] if root else [t.name for t in self.trees() if t.status == "running"]
-        for name in names:
-            visit(name)
+        if root:
+            visit(root, self.resolve(root))
+        else:
+            for tree in self.trees() if trees is None else trees:
+                if tree.status == "running":
+                    visit(tree.name, tree.address)
         return out
 
     # -- addressing -----------------------------------------------------------------------------------
