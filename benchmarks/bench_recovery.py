@@ -227,13 +227,13 @@ def run(sizes: list[tuple[str, int]], repeats: int, profile: bool) -> list[Row]:
         for rep in range(repeats):
             work = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
             try:
-                progress(f"{base}, {count} sessions, run {rep + 1}/{repeats}: populating")
+                progress(f"{kind}, {count} sessions, run {rep + 1}/{repeats}: populating")
                 filler = _helper("--populate", str(work / "data"), str(count))
                 out, _ = filler.communicate(timeout=600)
                 if filler.returncode != 0:
                     raise RuntimeError(f"populating failed (exit {filler.returncode})")
                 floor.samples.append(json.loads(out.strip().splitlines()[-1])["floor_s"] * 1e3)
-                progress(f"{base}, {count} sessions, run {rep + 1}/{repeats}: restart")
+                progress(f"{kind}, {count} sessions, run {rep + 1}/{repeats}: restart")
                 seconds, swept, states = restart(base, work / "data", count, 60 + count * 0.2, prof)
                 ours.samples.append(seconds * 1e3)
                 sweep.samples.append(swept * 1e3)
