@@ -351,9 +351,16 @@ def test_a_very_deep_tree_is_listed_to_a_bounded_depth(tmp_path: Path) -> None:
         os.mkdir(os.path.join(deep, "d"))
         deep = os.path.join(deep, "d")
     Path(root, "z.txt").write_text("after")
-    out = call("list", context(root), recursive=True, max_entries=10_000)
-    assert out.status == "ok" and out.evidence["complete"] is False and out.truncated
-    assert len(out.output.splitlines()) == 33 and out.output.splitlines()[-1] == "z.txt (5 bytes)"
+    try:
+        out = call("list", context(root), recursive=True, max_entries=10_000)
+        assert out.status == "ok" and out.evidence["complete"] is False and out.truncated
+        assert len(out.output.splitlines()) == 33 and out.output.splitlines()[-1] == "z.txt (5 bytes)"
+    finally:
+        # Removed here, bottom up: left behind, it makes pytest's later clean-up of old temp dirs
+        # (shutil.rmtree, recursive) die with RecursionError in a *later* run, with no summary.
+        while deep != root:
+            os.rmdir(deep)
+            deep = os.path.dirname(deep)
 
 
 def test_io_errors_are_failed_outcomes_not_crashes(tmp_path: Path) -> None:
