@@ -9,9 +9,10 @@ per-step time is read from the session's own journal (``turn_settled.at − turn
 turn's final text answer is charged to the steps), so no polling from outside is counted.
 
 Baseline, same run and same filesystem, sampled in slices between the session's turns (the same moments, on a shared
-machine): the bare tool (the same ``sandbox.run`` of ``true`` in the same mode) plus two raw synced LMDB put
-commits — the physical floor of a recorded effect. Goal (issue 13): ≤ 1.5×. The row
-"steps without a tool" (the model answers with text only, N turns) shows what the loop and journal cost alone.
+machine): the bare tool (what the shell tool runs, ``/bin/sh -c true``, by ``sandbox.run`` in the same mode; ~0.1 ms
+more than a bare ``true``) plus two raw synced LMDB put commits — the physical floor of a recorded effect. Goal
+(issue 13): ≤ 1.5×. The row "steps without a tool" (the model answers with text only, N turns) shows what the loop
+and journal cost alone.
 
 ``--breakdown`` turns on the runtime's timing marks (:mod:`ouroactors.runtime.execution.timing`) and adds one row
 per part of a step, per mode: call setup, the grant decision, the ledger start (its records and synced commit), the
@@ -181,7 +182,7 @@ class _Floor:
         for _ in range(n):
             i = self.floor.n
             started = time.perf_counter()
-            sandbox.run(["true"], mode=self.mode, workspace=str(self.ws), leased_root=str(self.ws))
+            sandbox.run(["/bin/sh", "-c", "true"], mode=self.mode, workspace=str(self.ws), leased_root=str(self.ws))
             ran = time.perf_counter()
             for j in range(2):
                 with self.env.begin(write=True) as txn:
