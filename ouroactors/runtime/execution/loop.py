@@ -32,154 +32,36 @@ to the sink as they stream (display only); the conversation changes only after `
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import trio
 
 from ...core.codec import CodecError, _pack
-from ...core.errors import OuroactorsError
 from . import steps
 from .config import SessionConfig, model_name
-from .model import Finished, Message, ModelError, ModelErrorKind, ModelRequest, TextDelta, ToolCall, ToolSpec, Usage
+from .loop_ports import CallContext as CallContext  # re-exported: the contract lives in loop_ports
+from .loop_ports import CallProblem as CallProblem
+from .loop_ports import ClockPort as ClockPort
+from .loop_ports import Control as Control
+from .loop_ports import ControlPort as ControlPort
+from .loop_ports import EffectPort as EffectPort
+from .loop_ports import Interrupt as Interrupt
+from .loop_ports import JournalPort as JournalPort
+from .loop_ports import LoopRefusal as LoopRefusal
+from .loop_ports import LoopState as LoopState
+from .loop_ports import ModelPort as ModelPort
+from .loop_ports import OutputSink as OutputSink
+from .loop_ports import ParsedCall as ParsedCall
+from .loop_ports import Ports as Ports
+from .loop_ports import Steer as Steer
+from .loop_ports import ToolCatalog as ToolCatalog
+from .loop_ports import ToolResult as ToolResult
+from .loop_ports import TurnOutcome as TurnOutcome
+from .model import Finished, Message, ModelError, ModelErrorKind, ModelRequest, TextDelta, ToolCall, Usage
 
 JOURNAL_VERSION = 1
-
-
-# -- data the ports exchange ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """One tool call's result as the loop and the journal see it (a tool's ``ToolOutcome`` plus who it was)."""
-
-    call_id: str
-    name: str
-    status: Literal["ok", "failed", "unknown", "denied", "cancelled"]
-    output: str = ""
-    truncated: bool = False
-    error: str | None = None
-    error_kind: str | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    boundary: dict[str, Any] | None = None
-
-    def fields(self) -> dict[str, Any]:
-        return {"call_id": self.call_id, "name": self.name, "status": self.status, "output": self.output,
-                "truncated": self.truncated, "error": self.error, "error_kind": self.error_kind,
-                "evidence": self.evidence, "boundary": self.boundary}
-
-    @classmethod
-    def from_fields(cls, f: dict[str, Any]) -> ToolResult:
-        return cls(call_id=f["call_id"], name=f["name"], status=f["status"], output=f.get("output", ""),
-                   truncated=bool(f.get("truncated")), error=f.get("error"), error_kind=f.get("error_kind"),
-                   evidence=dict(f.get("evidence") or {}), boundary=f.get("boundary"))
-
-
-@dataclass(frozen=True)
-class ParsedCall:
-    call: ToolCall
-    payload: Any = None  # the catalog's parsed form (e.g. ``(tool, args)``), opaque to the loop
-
-
-@dataclass(frozen=True)
-class CallProblem:
-    call: ToolCall
-    kind: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Steer:
-    text: str
-
-
-@dataclass(frozen=True)
-class Interrupt:
-    pass
-
-
-Control = Steer | Interrupt
-
-
-class LoopRefusal(OuroactorsError):
-    """The loop cannot start this turn (a limit of the session); nothing was recorded."""
-
-
-# -- the ports --------------------------------------------------------------------------------------------------
-
-
-class ModelPort(Protocol):
-    def stream(self, request: ModelRequest, *, turn: int, index: int) -> AsyncIterator[Any]: ...
-
-
-class CallContext(Protocol):
-    """What the effect port gets with each call: who, where, the caps, and the loop's recording hooks."""
-
-    session: str
-    turn: int
-    call: ToolCall
-    output_cap_bytes: int  # the session's max_output_bytes (give it to the tool as its output cap)
-    timeout_s: float  # the session's tool_deadline_s (the turn's deadline may cancel the call earlier)
-
-    def record_result(self, result: ToolResult) -> None: ...
-    def record_approval(self, fields: dict[str, Any]) -> None: ...
-    async def emit(self, kind: str, data: dict[str, Any]) -> None: ...
-
-
-class EffectPort(Protocol):
-    async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult: ...
-
-
-class JournalPort(Protocol):
-    def record(self, kind: str, turn: int | None, at: int, fields: dict[str, Any]) -> None: ...
-    def flush(self) -> None: ...
-
-
-class ClockPort(Protocol):
-    def now_ns(self) -> int: ...
-
-
-class ControlPort(Protocol):
-    def take(self, turn: int, point: int) -> list[Control]: ...
-
-
-class OutputSink(Protocol):
-    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None: ...
-
-
-class ToolCatalog(Protocol):
-    def specs(self) -> tuple[ToolSpec, ...]: ...
-    def parse(self, call: ToolCall) -> ParsedCall | CallProblem: ...
-
-
-@dataclass
-class Ports:
-    model: ModelPort
-    effects: EffectPort
-    journal: JournalPort
-    clock: ClockPort
-    control: ControlPort
-    sink: OutputSink
-    catalog: ToolCatalog
-
-
-@dataclass(frozen=True)
-class LoopState:
-    """What a session's loop carries between turns: enough to continue a session from its journal's replay."""
-
-    conversation: tuple[Message, ...]
-    turns: int
-    tokens_used: int
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    turn: int
-    status: steps.Status
-    reason: str
-    text: str
-    conversation_digest: str
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
