@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ouroactors import supervisor, worker
+
+from ..journal_support import journal_kinds as journal_kinds  # re-exported: the tests import it from here
 
 RULES = {"user": ["allow:Read(**)", "allow:Edit(**)", "allow:Bash(grep *)"]}
 T = TypeVar("T")
@@ -53,17 +53,6 @@ def slow_script(path: Path, words: int = 40, pace_ms: int = 100) -> Path:
     path.write_text(f"[[turns]]\npace_ms = {pace_ms}\nevents = [{chunks}]\n\n"
                     '[[turns]]\nevents = [{ kind = "text", text = "next" }]\n')
     return path
-
-
-def journal_kinds(data_dir: Any, session: str) -> list[str]:
-    """The journal's record kinds, read in another process (this one starts systems: it must not hold LMDB)."""
-    code = ("from ouroactors.authorities.storage.env import StorageConfig, open_env; "
-            "from ouroactors.runtime.execution.reading import records; "
-            f"env = open_env(StorageConfig.under({str(data_dir)!r})); "
-            f"print(' '.join(r.kind for r in records(env, {session!r})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.split()
 
 
 def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:

@@ -6,8 +6,6 @@ files are real.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,8 @@ from ouroactors.runtime.execution.messages import (
     SteerTurn,
 )
 from ouroactors.runtime.execution.runtime import LeaseRefused
+
+from ..journal_support import journal_verdict
 
 pytestmark = pytest.mark.multiproc
 
@@ -124,17 +124,6 @@ def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(sessi
     logged = [e.kind for e in system.events.all() if e.path == path]
     for kind in ("runtime_opened", "turn_started", "turn_settled"):
         assert kind in logged, logged
-
-
-def journal_verdict(data_dir: Any, session: str) -> list[str]:
-    """Verify the journal in another process (this one starts systems: it must not hold the environment)."""
-    code = ("import sys; from ouroactors.authorities.storage.env import StorageConfig, open_env; "
-            "from ouroactors.runtime.execution.reading import records, verify; "
-            f"env = open_env(StorageConfig.under({str(data_dir)!r})); v = verify(env, {session!r}); "
-            f"print('ok' if v.ok else v.reason); print(records(env, {session!r})[-1].kind)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.split()
 
 
 def test_a_denied_call_is_recorded_and_told_to_the_model_and_nothing_runs(actor_system, tmp_path):
