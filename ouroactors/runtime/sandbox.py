@@ -12,15 +12,15 @@ uid-map refusal, mounts blocked by seccomp), and the same flags mean different t
   network (``none``, ``proxy(domains…)`` or, unsandboxed, ``host``), private ``/tmp``, die-with-parent, backend
   version and plain notes ("no seccomp filter", ...); ``Result.network_refusals`` lists what the proxy refused.
 
-The argv (:func:`build_argv`, pure given the view): an empty root (a tmpfs remounted read-only) holding only the
-allow-listed read-only view of :mod:`.sandbox_fs` (``/usr``, the ``/bin``/``/lib*`` links or dirs, allow-listed
-``/etc`` entries, the toolchain, ``extra_ro``), fresh ``/dev`` and ``/proc``, a private tmpfs ``/tmp``, the
-workspace bound writable; every namespace unshared **including the network, always**; **all capabilities
-dropped** (run as root, bwrap otherwise leaves the command every capability in its user namespace: enough to
-remount and write the host), die-with-parent, a new session, a cleared environment. The pid namespace is
-unshared, so whatever the command leaves running dies with it; bwrap runs in its own process group, so a timeout
-SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is the only cleanup: a
-process that calls ``setsid`` itself escapes (one more reason it is explicit).
+The argv (:func:`build_argv`, pure given the view; it and the boundary live in :mod:`.sandbox_argv`): an empty root
+(a tmpfs remounted read-only) holding only the allow-listed read-only view of :mod:`.sandbox_fs` (``/usr``, the
+``/bin``/``/lib*`` links or dirs, allow-listed ``/etc`` entries, the toolchain, ``extra_ro``), fresh ``/dev`` and
+``/proc``, a private tmpfs ``/tmp``, the workspace bound writable; every namespace unshared **including the network,
+always**; **all capabilities dropped** (run as root, bwrap otherwise leaves the command every capability in its user
+namespace: enough to remount and write the host), die-with-parent, a new session, a cleared environment. The pid
+namespace is unshared, so whatever the command leaves running dies with it; bwrap runs in its own process group, so
+a timeout SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is the only
+cleanup: a process that calls ``setsid`` itself escapes (one more reason it is explicit).
 
 **Network, when granted** (``allow_network=True`` means ``NetworkPolicy(("*",))``: any public host; ``network=``
 gives the grant's domains and the private destinations a rule names): the runtime starts a :class:`.NetProxy` on

@@ -6,7 +6,7 @@ answered with a tool error and nothing runs), the valid ones run **concurrently*
 effect port, each ``tool_result`` recorded as it arrives → the next model call … → ``turn_settled`` (status, reason,
 the conversation's canonical digest). Every decision is a pure function of :mod:`.steps`.
 
-**Ports** (the runtime implements the live ones; :mod:`.replay` the recorded ones):
+**Ports** (declared in :mod:`.loop_ports`; the runtime implements the live ones, :mod:`.replay` the recorded ones):
 
 * :class:`ModelPort` ``stream(request, turn, index)`` → async iterator of :data:`~.model.ModelEvent`, or raises
   :class:`~.model.ModelError`;
