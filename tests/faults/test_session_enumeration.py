@@ -91,15 +91,20 @@ KNOWN = {
 
 
 @pytest.mark.slow
-def test_a_crash_at_every_boundary_of_the_demo_scenario_keeps_every_session_invariant(tmp_path):
+@pytest.mark.timeout(480)  # ~3.5 min alone on 2 cores: four of its sites wait out a coordinator's 30 s ask
+def test_a_crash_at_every_coordinator_and_runtime_boundary_keeps_every_session_invariant(tmp_path):
+    """Every coordinator.* and runtime.* boundary, first hit, in both runtimes. The authorities' points and the
+    effect path (effect.*, ledger.*, grants.*, workspace.*: 14 more sites, ~80 s) are in the full enumeration,
+    ``ouroactors faults enumerate-sessions``; the test suite's time budget keeps them out of here."""
     began = time.monotonic()
     rows: list[SessionCrashRow] = []
-    report = enumerate_session_crashes(tmp_path, points=DEFAULT_POINTS, on_row=rows.append)
+    report = enumerate_session_crashes(tmp_path, points=DEFAULT_POINTS, only=["coordinator.*", "runtime.*"],
+                                       on_row=rows.append)
     print(f"\nsession crash enumeration: {len(report.rows)} sites in {time.monotonic() - began:.1f}s; "
           f"{report.summary()}; {len(report.violations)} violations")
     table(rows)
     assert report.reference.violations == []
-    assert {row.site.point for row in rows} >= BOUNDARIES
+    assert {row.site.point for row in rows} >= {b for b in BOUNDARIES if not b.startswith("effect.")}
     assert [row for row in rows if row.outcome == "error"] == []
     unknown = [f"{site}: {v}" for site, v in report.violations if site.point not in KNOWN]
     assert unknown == []
