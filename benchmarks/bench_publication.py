@@ -91,6 +91,7 @@ def script_for(path: Path, tag: str, steps: int) -> Path:
 def follow_main(data_dir: str) -> None:
     """Read session ids on stdin; for each: one plain read (warm), ``ready``, then follow to ``turn_settled``,
     printing one JSON line per event with the time it was received, then ``end``."""
+    from ouroactors.runtime.coordinator.trace import mark
     from ouroactors.sessions import Sessions
 
     sessions = Sessions(ActorSystem.connect(data_dir))
@@ -102,6 +103,7 @@ def follow_main(data_dir: str) -> None:
         print("ready", flush=True)
         for event in sessions.events(sid, 0, follow=True, idle_timeout=FOLLOW_DEADLINE_S, until="turn_settled"):
             got = time.time_ns()
+            mark("sub_rx", event.cursor)
             print(json.dumps({"t": got, "cursor": event.cursor, "kind": event.kind,
                               "call_id": event.data.get("call_id"), "committed_ns": event.committed_ns}), flush=True)
         print("end", flush=True)

@@ -69,16 +69,17 @@ from ..execution.messages import (
     RuntimeStatusRequest,
     SubscribeOutput,
 )
-from ..execution.output import Batch
+from ..execution.output import Batch, OutputEvent
 from . import recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
-from .messages import ForSession, Serving, WhichSession
+from .messages import Committed, ForSession, Serving, WhichSession
 from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .record import SessionRecord, check_id
 from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
+from .trace import mark
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
 from .workflow import Event, State, is_terminal
 
@@ -89,6 +90,7 @@ DRAIN_LIMIT = 256
 DRAIN_TIMEOUT_S = 2.0
 _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
+ACK_EVERY = 128  # unacked events at most before a checkpoint is acked at once (the buffer holds 1024)
 POLL_S = 1.0  # a safety net only: output is pushed (OutputReady), see "Pushed publication"
 UNSETTLED = ("started", "ambiguous")
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -113,6 +115,11 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
         self.attached: _Attached | None = None
         self.record: SessionRecord | None = None
         self.output_waiting = False
+        self.drain_wanted = False
+        self.acked = 0  # the highest cursor acked to the attached runtime (acks are lazy: see _publish)
+        self.pushed: dict[int, OutputEvent] = {}  # events the runtime pushed, not yet checkpointed (by cursor)
+        self.pushed_by = ""  # the runtime id those events came from
+        self.directory: Any = None  # the session directory, told of each checkpoint (it holds the followers)
         self.polling = False
         self.answered_asks: list[str] = []  # call digests of answered approvals the runtime decides by (.waits)
         self.beats = 0
@@ -141,14 +148,20 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
                 self.jobs.offer(message.payload, None)
             return None
         if isinstance(message, OutputReady):
+            mark("ready_rx", message.produced)
             if self.attached is not None and message.runtime_id == self.attached.runtime_id:
-                self._want_publish()
+                if self.pushed_by != message.runtime_id:  # another runtime's events are not this one's
+                    self.pushed, self.pushed_by = {}, message.runtime_id
+                for event in message.events:
+                    self.pushed[event.cursor] = event
+                self._want_publish(drain=not message.events)
             return None
         if isinstance(message, _Nap):
             return None
         if isinstance(message, WhichSession):
             return Serving(self.session_id)
         if isinstance(message, ForSession):
+            self.directory = sender  # the nudge after each checkpoint goes there (see _publish)
             self.jobs.submit(lambda: self._command(message.reply_to, message.request))
             return None
         if self.jobs.offer(message, sender):
@@ -170,7 +183,10 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
             self.polling = True
             self.wakeupAfter(timedelta(seconds=POLL_S), payload=_POLL)
 
-    def _want_publish(self) -> None:
+    def _want_publish(self, drain: bool = True) -> None:
+        """A publication job, unless one is queued already (a queued job publishes what arrives until it runs);
+        ``drain`` False: only pushed events are waiting, no drain unless they do not follow the cursor."""
+        self.drain_wanted = self.drain_wanted or drain
         if not self.output_waiting:
             self.output_waiting = True
             self.jobs.submit(self._publish)
@@ -313,7 +329,10 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
         info = yield self._execution(AdminCall("which_child", attached.key), 10.0)
         if getattr(info, "generation", None) == attached.generation and getattr(info, "status", None) == "running":
             if drain:
-                yield from self._publish()
+                yield from self._publish(drain=True)
+                committed = self.record.committed_cursor if self.record is not None else 0
+                if self.attached is not None and committed > self.acked:  # the lazy ack (see _publish)
+                    yield from self._ack(committed)
             return
         log.warning("%s: runtime %s (generation %s) is gone: %r", self.path, attached.runtime_id,
                     attached.generation, info)
@@ -321,13 +340,53 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
 
     # -- publication ----------------------------------------------------------------------------------------
 
-    def _publish(self) -> Job:
-        """Drain → checkpoint → ack → publish, until the runtime has nothing more (see the module docstring)."""
+    def _pushed_batch(self, committed: int) -> Batch | None:
+        """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""
+        if self.attached is None or self.pushed_by != self.attached.runtime_id:
+            self.pushed = {}  # pushed by a runtime no longer attached: a replacement produces its own
+            return None
+        for cursor in [c for c in self.pushed if c <= committed]:
+            del self.pushed[cursor]  # checkpointed already (by this job or by a drain)
+        events: list[OutputEvent] = []
+        while len(events) < DRAIN_LIMIT and (event := self.pushed.get(committed + len(events) + 1)) is not None:
+            events.append(event)
+        if not events:
+            return None
+        produced = max(self.pushed)
+        return Batch(tuple(events), committed, produced, events[-1].cursor < produced)
+
+    def _ack(self, cursor: int) -> Job:
+        assert self.attached is not None
+        yield Ask(self.attached.address, AckOutput(cursor))
+        self.acked = max(self.acked, cursor)
+        mark("acked", cursor)
+        faults.point(ACKED)
+
+    def _publish(self, drain: bool | None = None) -> Job:
+        """Checkpoint → nudge the directory → ack, until the runtime has nothing more (see the module docstring).
+
+        The events come from the runtime's pushes when they follow the committed cursor (no round trip), else from
+        a drain (a poll, a heartbeat, an adoption, or a push lost or not yet arrived: the drain says what is there).
+        **Acks are lazy.** The ack only frees the runtime's buffer (a re-drain of committed events is dropped by
+        :func:`.publication.plan`; the runtime's ``acked`` never passes the durable cursor). Acking every checkpoint
+        cost a round trip that waits for the runtime's trio thread and, worse, held the runtime's actor thread in
+        that wait while its next push queued behind it. So a checkpoint is acked when :data:`ACK_EVERY` events
+        went unacked, when the turn settles or waits (before the runtime is closed), and at each heartbeat.
+        """
         self.output_waiting = False
+        drain = self.drain_wanted if drain is None else drain
+        self.drain_wanted = False
         while self.attached is not None:
             record = self._read()
-            batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor, limit=DRAIN_LIMIT),
-                              DRAIN_TIMEOUT_S)
+            batch: Any = None if drain else self._pushed_batch(record.committed_cursor)
+            if batch is None and not drain and not self.pushed:
+                return  # everything pushed is checkpointed: nothing to drain
+            if batch is None:
+                mark("drain_tx", record.committed_cursor)
+                batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor,
+                                                                     limit=DRAIN_LIMIT), DRAIN_TIMEOUT_S)
+                mark("drain_rx", f"{len(getattr(batch, 'events', ()))} {getattr(batch, 'produced', '?')}")
+                drain = False
             if not isinstance(batch, Batch):
                 log.warning("%s: drain answered %r: checking the runtime", self.path, batch)
                 yield from self._heartbeat(drain=False)
@@ -352,6 +411,7 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
                         log.warning("%s: grants did not take the approval request; drained again later", self.path)
                         return
                     then, changes = Event.WAIT_APPROVAL, {"waits": (wait,)}
+            mark("commit_tx", step_plan.cursor)
             outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
                                             then=then, **changes)
             step = after_commit(step_plan, outcome)
@@ -362,9 +422,14 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
                           step.reason)
                 return
             self.record = outcome.value  # type: ignore[union-attr]
+            mark("committed", step_plan.cursor)
+            if self.directory is not None:  # durable: its followers may read it now (publish = the commit)
+                self.send(self.directory, Committed(self.session_id, step_plan.cursor))
             self.answered_asks = asks_left
-            yield Ask(self.attached.address, AckOutput(step.ack))
-            faults.point(ACKED)
+            if not settled and then is None and step.ack - self.acked < ACK_EVERY:
+                drain = batch.more and self._pushed_batch(step.ack) is None
+                continue  # the ack waits (see above); the loop's head ends the job when all is checkpointed
+            yield from self._ack(step.ack)
             if settled:
                 yield from self._close_runtime()
                 if then is Event.COMPLETE:
@@ -374,7 +439,6 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
                 yield from self._close_runtime(settle=False)
                 yield from self._check_waits()
                 return
-            if not batch.more:
-                return
+            drain = batch.more and self._pushed_batch(step.ack) is None
 
 __all__ = ["HEARTBEAT_S", "Coordinator", "CoordinatorError"]

@@ -39,6 +39,7 @@ from .errors import SessionExists, UnknownSession
 from .messages import (
     COMMANDS,
     REQUESTS,
+    Committed,
     EventsRead,
     ForSession,
     ListSessions,
@@ -90,6 +91,7 @@ class Sessions(Worker):
         self.jobs = Jobs(self.send, self.wakeupAfter)
         self.keys: dict[str, str] = {}  # session id -> its coordinator's child key
         self.followers: list[_Follower] = []
+        self.ticking = False  # one follow tick at a time (a Committed nudge may empty the list between ticks)
         self.swept: list[str] = []
         self.jobs.submit(self._sweep)
 
@@ -101,9 +103,13 @@ class Sessions(Worker):
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WakeupMessage):
             if message.payload == _FOLLOW:
+                self.ticking = False
                 self._serve_followers()
             else:
                 self.jobs.offer(message.payload, None)
+            return None
+        if isinstance(message, Committed):  # a coordinator's nudge: its followers are answered now, not at a tick
+            self._serve_followers(message.session_id)
             return None
         if type(message) in COMMANDS:
             self.jobs.submit(lambda: self._forward(message, sender))
@@ -218,7 +224,8 @@ class Sessions(Worker):
         if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
             return answer
         self.followers.append(_Follower(message, sender, time.monotonic() + message.wait_s))
-        if len(self.followers) == 1:
+        if not self.ticking:
+            self.ticking = True
             self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
         return None
 
@@ -227,10 +234,15 @@ class Sessions(Worker):
         record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
         return EventsRead(tuple(events), record.committed_cursor, record.state.value)
 
-    def _serve_followers(self) -> None:
+    def _serve_followers(self, only: str | None = None) -> None:
+        """Answer the followers that have events (or whose wait ended); ``only``: those of one session (a
+        :class:`Committed` nudge, which leaves the tick as it is)."""
         now = time.monotonic()
         waiting: list[_Follower] = []
         for follower in self.followers:
+            if only is not None and follower.request.session_id != only:
+                waiting.append(follower)
+                continue
             try:
                 answer = self._events(follower.request)
             except UnknownSession as exc:
@@ -241,7 +253,8 @@ class Sessions(Worker):
             else:
                 waiting.append(follower)
         self.followers = waiting
-        if waiting:
+        if waiting and only is None:
+            self.ticking = True
             self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
 
 

@@ -165,6 +165,18 @@ class ForSession:
     request: Any
 
 
+@dataclass(frozen=True)
+class Committed:
+    """A coordinator → the directory: a checkpoint of ``session_id`` up to ``cursor`` is durable.
+
+    Only a wake-up: the directory answers that session's waiting followers from the durable log now instead of
+    at its next tick. The commit is what publishes (a reader sees nothing before it); a lost nudge costs a tick.
+    """
+
+    session_id: str
+    cursor: int
+
+
 # -- answers ---------------------------------------------------------------------------------------------------
 
 
@@ -215,7 +227,7 @@ REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, SendMessage, Stee
 COMMANDS = (SendMessage, SteerSession, ControlSession, WaitSession, CompleteJob, ApprovalAnswered)
 
 __all__ = [
-    "COMMANDS", "REQUESTS", "ApprovalAnswered", "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession",
-    "ListSessions", "NewSession", "ReadEvents", "Rejected", "SendMessage", "SessionView", "ShowSession",
+    "COMMANDS", "REQUESTS", "ApprovalAnswered", "Committed", "CompleteJob", "ControlSession", "Done", "EventsRead",
+    "ForSession", "ListSessions", "NewSession", "ReadEvents", "Rejected", "SendMessage", "SessionView", "ShowSession",
     "SteerSession", "WaitSession",
 ]

@@ -18,7 +18,7 @@ from ...authorities.grants.rules import Request, Verdict
 from ...core.codec import digest_of
 from ...core.errors import StaleGeneration
 from .errors import CursorError
-from .output import Batch, OutputBuffer
+from .output import Batch, OutputBuffer, OutputEvent
 
 GRANTS_ANSWER_TIMEOUT_S = 30.0
 
@@ -26,28 +26,22 @@ GRANTS_ANSWER_TIMEOUT_S = 30.0
 class OutputChannel:
     """:class:`~.loop.OutputSink` over an :class:`~.output.OutputBuffer`: a full buffer makes ``emit`` wait.
 
-    ``notify(produced)`` is called (from the trio thread) for the first event after each drain, so a reader is
-    told once that output waits rather than once per event.
+    ``notify(event)`` is called (from the trio thread) for every event appended, so a reader can be pushed the
+    event itself (no drain round trip on the publication path); the buffer keeps it until it is acknowledged.
     """
 
-    def __init__(self, buffer: OutputBuffer, notify: Callable[[int], None]) -> None:
+    def __init__(self, buffer: OutputBuffer, notify: Callable[[OutputEvent], None]) -> None:
         self.buffer = buffer
         self._notify = notify
-        self._notified = False
         self._room = trio.Event()
 
     async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None:
         while not self.buffer.has_room():
             await self._room.wait()
-        event = self.buffer.append(kind, turn, data)
-        if not self._notified:
-            self._notified = True
-            self._notify(event.cursor)
+        self._notify(self.buffer.append(kind, turn, data))
 
     def drain(self, after: int, limit: int) -> Batch:
-        batch = self.buffer.drain(after, limit)
-        self._notified = bool(batch.more)  # a reader that got everything is told again about the next event
-        return batch
+        return self.buffer.drain(after, limit)
 
     def ack(self, cursor: int) -> int:
         dropped = self.buffer.ack(cursor)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ...core.boundary import Address, Data, Name, Range, Size
+from .output import OutputEvent
 
 Cursor = Annotated[int, Range(0, 2**62)]
 Prompt = Annotated[str, Size(1, 200_000)]
@@ -147,11 +148,17 @@ class RuntimeStatus:
 
 @dataclass(frozen=True)
 class OutputReady:
-    """Pushed to the session's opener when output waits and nobody drained since the last push."""
+    """Pushed to the session's subscriber for every event the runtime emits, carrying it.
+
+    The event rides in the push so that the subscriber (the coordinator) can checkpoint it without a drain round
+    trip — a drain has to wait for the runtime's trio thread, which is busy with the turn (ledger commits, tools).
+    The buffer still holds every event until it is acknowledged: a push lost to a restart is found by a drain.
+    """
 
     session_id: str
     runtime_id: str
     produced: int
+    events: tuple[OutputEvent, ...] = ()
 
 
 REQUESTS = (OpenSession, SendText, SteerTurn, InterruptTurn, CloseSession, DrainOutput, AckOutput,

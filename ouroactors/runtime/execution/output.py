@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..coordinator.trace import mark
 from .errors import CursorError
 
 DEFAULT_CAPACITY = 1024  # events held unacknowledged before the loop is made to wait
@@ -68,6 +69,7 @@ class OutputBuffer:
         self.produced += 1
         event = OutputEvent(self.produced, kind, turn, data)
         self._events.append(event)
+        mark("emit", event.cursor)
         return event
 
     def drain(self, after: int, limit: int = DEFAULT_DRAIN_LIMIT) -> Batch:

@@ -71,7 +71,7 @@ from .messages import (
 )
 from .metrics import FIELD as METRICS_FIELD
 from .metrics import TurnStats
-from .output import DEFAULT_CAPACITY, OutputBuffer
+from .output import DEFAULT_CAPACITY, OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import ProviderConfigError, ScriptFileError, make_provider
 from .replay import replay_session
@@ -215,10 +215,10 @@ class Runtime(Worker):
         subscriber = message.subscriber
         session = message.session_id
 
-        def notify(produced: int) -> None:
+        def notify(event: OutputEvent) -> None:
             target = self.live.subscriber if self.live is not None else subscriber  # SubscribeOutput may change it
             if target is not None:
-                self.outbox.post(target, OutputReady(session, self.runtime_id, produced))
+                self.outbox.post(target, OutputReady(session, self.runtime_id, event.cursor, (event,)))
 
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
