@@ -93,3 +93,23 @@ def test_a_reader_that_acks_what_it_drained_sees_every_event_once_in_order(ops: 
         assert buf.acked <= buf.produced
         assert len(buf) == buf.produced - buf.acked <= buf.capacity
     assert seen == list(range(1, len(seen) + 1))
+
+
+def test_the_channel_pushes_every_event_itself_not_once_per_drain() -> None:
+    """The reader is pushed each event (the coordinator checkpoints it without a drain round trip)."""
+    import trio
+
+    from ouroactors.runtime.execution.live import OutputChannel
+
+    pushed: list[object] = []
+    channel = OutputChannel(OutputBuffer(capacity=8), pushed.append)
+
+    async def emit_three() -> None:
+        await channel.emit("text", 1, {"text": "a"})
+        await channel.emit("text", 1, {"text": "b"})  # no drain in between: pushed all the same
+        channel.drain(0, 8)
+        await channel.emit("text", 1, {"text": "c"})
+
+    trio.run(emit_three)
+    assert [(e.cursor, e.data["text"]) for e in pushed] == [(1, "a"), (2, "b"), (3, "c")]  # type: ignore[attr-defined]
+    assert len(channel.buffer) == 3  # still held until acknowledged

@@ -1,0 +1,36 @@
+"""Pushed publication on real processes: with the directory's follow tick, the coordinator's poll and its
+heartbeat all set to an hour, a follower still receives every event — the runtime's pushes carry the events to
+the coordinator and each checkpoint wakes the directory's waiting followers (nothing on the path waits on a timer).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.runtime.coordinator import actor, directory
+from ouroactors.sessions import Sessions
+
+from .actor_support import agent_tree, session_config, slow_script
+
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+
+HOUR = 3600.0
+
+
+def test_a_follower_is_answered_by_each_checkpoint_not_by_a_timer(actor_system_factory, monkeypatch, tmp_path):
+    # Patched before the system starts: multiproc forks every actor from this process, so they inherit it.
+    monkeypatch.setattr(directory, "FOLLOW_TICK_S", HOUR)
+    monkeypatch.setattr(actor, "POLL_S", HOUR)
+    monkeypatch.setattr(actor, "HEARTBEAT_S", HOUR)
+    system = actor_system_factory("multiproc")
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    script = slow_script(tmp_path / "slow.toml", words=6, pace_ms=60)
+    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "talk", last=True)
+    # The words come 60 ms apart, so the follower's reads are held; only a Committed nudge can answer them
+    # (without it a held read waits for the hour-long tick and the ask times out).
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.cursor for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
+    assert events[0].kind == "turn_started" and events[-1].kind == "turn_settled"
+    assert len(events) == 8  # turn_started, 6 words, turn_settled
