@@ -26,10 +26,10 @@ def test_a_bad_sample_size_is_refused_naming_the_option(tmp_path):
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_one_site_as_json_rows_then_a_summary_and_exit_zero(tmp_path):
-    done = subprocess.run([*CLI, "--only", "coordinator.acked", "--max-sites", "1", "--json",
+    done = subprocess.run([*CLI, "--only", "coordinator.claimed", "--max-sites", "1", "--json",
                            "--data-dir", str(tmp_path)], capture_output=True, text=True, env=ENV, timeout=300)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0, done.stdout + done.stderr
     rows, summary = lines[:-1], lines[-1]["summary"]
-    assert [(r["point"], r["hit"], r["outcome"]) for r in rows] == [("coordinator.acked", 1, "ok")]
+    assert [(r["point"], r["hit"], r["outcome"]) for r in rows] == [("coordinator.claimed", 1, "ok")]
     assert summary["sites"] == 1 and summary["violations"] == 0 and summary["reference"] == "completed"
