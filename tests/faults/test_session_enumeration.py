@@ -89,6 +89,9 @@ KNOWN = {
                             "settled turn's last events are never published",
     "coordinator.acked": "a coordinator killed at its (lazy) ack when the turn waits on the approval: the session "
                          "completes with its last turn failed (the crash-free run's completes)",
+    "runtime.output_acked": "the turn's runtime killed at its first ack (with lazy acks: at the approval wait): the "
+                            "reservation it leaves is not reclaimed for the runtime after the approval; the session "
+                            "fails",
     "coordinator.runtime_closed": "a coordinator killed after closing the turn's runtime, before releasing its lease: "
                                   "the runtime after the approval cannot lease the workspace; the session fails",
 }
