@@ -18,12 +18,12 @@ runtime's restarted incarnation is terminated, a replacement opens **at the comm
 re-runs the prompt of the turn that had not settled (the message that resumed the session, kept by
 the store). PARK: the reason is in the record, visible in ``session show``.
 
-**Publication** (:mod:`.publication`): on ``OutputReady`` drain after the committed cursor, plan,
-checkpoint (events, cursor and digests in one transaction; a ``turn_settled`` also moves the session
-to ``suspended`` in it), ack, then publish — subscribers read the durable log
-(:meth:`~.store.SessionStore.events`), so "publish" is the commit becoming visible and nothing
-reaches a reader before it is durable. A rejected commit acks and publishes nothing (the batch stays
-in the runtime and is drained again); an unknown outcome crashes the coordinator.
+**Publication** (:mod:`.publishing` over the pure :mod:`.publication`): the events the runtime pushed (or a
+drain after the committed cursor), plan, checkpoint (events, cursor and digests in one transaction; a
+``turn_settled`` also moves the session to ``suspended`` in it), wake the directory's followers, ack (lazily) —
+subscribers read the durable log (:meth:`~.store.SessionStore.events`), so "publish" is the commit becoming
+visible and nothing reaches a reader before it is durable. A rejected commit acks and publishes nothing (the
+batch stays in the runtime and is drained again); an unknown outcome crashes the coordinator.
 
 **Workspace lease: the runtime is its owner.** The workspace authority watches the owner; a
 coordinator crash must not turn the lease into a reservation while the runtime keeps working (that
@@ -34,7 +34,7 @@ coordinator asks the execution supervisor every :data:`HEARTBEAT_S` about the ru
 new generation or another status means the runtime is gone, and recovery runs.
 
 **Pushed publication, with a slow poll as a safety net.** The runtime is opened with this coordinator as its
-subscriber (:data:`.runtimes.PUSH`): it posts ``OutputReady`` for the first event after each drain, and the post
+subscriber (:data:`.runtimes.PUSH`): it posts an ``OutputReady`` carrying each event it emits, and the post
 is sent from the runtime's actor thread (its outbox, :mod:`ouroactors.runtime.execution.bridge`), never from its
 trio thread — sending from two threads is what once lost the runtime's answers. An adopted runtime's pushes went
 to the dead incarnation that opened it, so adoption re-subscribes it (``SubscribeOutput``) and takes over the
@@ -57,25 +57,23 @@ from thespian.actors import WakeupMessage
 
 from ...authorities.ledger.messages import ListEntries
 from ...core import faults
-from ...core.errors import CommitOutcomeUnknown, CorruptRecord, OuroactorsError
+from ...core.errors import CorruptRecord, OuroactorsError
 from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
 from ..execution.messages import (
-    AckOutput,
-    DrainOutput,
     OutputReady,
     RuntimeStatus,
     RuntimeStatusRequest,
     SubscribeOutput,
 )
-from ..execution.output import Batch, OutputEvent
+from ..execution.output import OutputEvent
 from . import recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
-from .messages import Committed, ForSession, Serving, WhichSession
-from .publication import Abandon, CursorError, Reconcile, after_commit, plan
+from .messages import ForSession, Serving, WhichSession
+from .publishing import Publisher
 from .record import SessionRecord, check_id
 from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
@@ -86,19 +84,15 @@ from .workflow import Event, State, is_terminal
 log = logging.getLogger("ouroactors.coordinator")
 
 HEARTBEAT_S = 1.0
-DRAIN_LIMIT = 256
-DRAIN_TIMEOUT_S = 2.0
 _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
-ACK_EVERY = 128  # unacked events at most before a checkpoint is acked at once (the buffer holds 1024)
 POLL_S = 1.0  # a safety net only: output is pushed (OutputReady), see "Pushed publication"
 UNSETTLED = ("started", "ambiguous")
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
 CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed the session, recovery not yet decided")
-ACKED = faults.register_point("coordinator.acked", "a checkpoint is durable and acked to the runtime")
 
 
-class Coordinator(Waits, RuntimeLink, Commands, Worker):
+class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
     """One logical session; see the module docstring."""
 
     # ForSession comes only from the directory, which checked the request inside it at its own door.
@@ -116,7 +110,7 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
         self.record: SessionRecord | None = None
         self.output_waiting = False
         self.drain_wanted = False
-        self.acked = 0  # the highest cursor acked to the attached runtime (acks are lazy: see _publish)
+        self.acked = ("", 0)  # (runtime id, the highest cursor acked to it): acks are lazy, see .publishing
         self.pushed: dict[int, OutputEvent] = {}  # events the runtime pushed, not yet checkpointed (by cursor)
         self.pushed_by = ""  # the runtime id those events came from
         self.directory: Any = None  # the session directory, told of each checkpoint (it holds the followers)
@@ -331,114 +325,12 @@ class Coordinator(Waits, RuntimeLink, Commands, Worker):
             if drain:
                 yield from self._publish(drain=True)
                 committed = self.record.committed_cursor if self.record is not None else 0
-                if self.attached is not None and committed > self.acked:  # the lazy ack (see _publish)
+                if self.attached is not None and committed > self._acked():  # the lazy ack (see .publishing)
                     yield from self._ack(committed)
             return
         log.warning("%s: runtime %s (generation %s) is gone: %r", self.path, attached.runtime_id,
                     attached.generation, info)
         yield from self._recover()
 
-    # -- publication ----------------------------------------------------------------------------------------
-
-    def _pushed_batch(self, committed: int) -> Batch | None:
-        """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""
-        if self.attached is None or self.pushed_by != self.attached.runtime_id:
-            self.pushed = {}  # pushed by a runtime no longer attached: a replacement produces its own
-            return None
-        for cursor in [c for c in self.pushed if c <= committed]:
-            del self.pushed[cursor]  # checkpointed already (by this job or by a drain)
-        events: list[OutputEvent] = []
-        while len(events) < DRAIN_LIMIT and (event := self.pushed.get(committed + len(events) + 1)) is not None:
-            events.append(event)
-        if not events:
-            return None
-        produced = max(self.pushed)
-        return Batch(tuple(events), committed, produced, events[-1].cursor < produced)
-
-    def _ack(self, cursor: int) -> Job:
-        assert self.attached is not None
-        yield Ask(self.attached.address, AckOutput(cursor))
-        self.acked = max(self.acked, cursor)
-        mark("acked", cursor)
-        faults.point(ACKED)
-
-    def _publish(self, drain: bool | None = None) -> Job:
-        """Checkpoint → nudge the directory → ack, until the runtime has nothing more (see the module docstring).
-
-        The events come from the runtime's pushes when they follow the committed cursor (no round trip), else from
-        a drain (a poll, a heartbeat, an adoption, or a push lost or not yet arrived: the drain says what is there).
-        **Acks are lazy.** The ack only frees the runtime's buffer (a re-drain of committed events is dropped by
-        :func:`.publication.plan`; the runtime's ``acked`` never passes the durable cursor). Acking every checkpoint
-        cost a round trip that waits for the runtime's trio thread and, worse, held the runtime's actor thread in
-        that wait while its next push queued behind it. So a checkpoint is acked when :data:`ACK_EVERY` events
-        went unacked, when the turn settles or waits (before the runtime is closed), and at each heartbeat.
-        """
-        self.output_waiting = False
-        drain = self.drain_wanted if drain is None else drain
-        self.drain_wanted = False
-        while self.attached is not None:
-            record = self._read()
-            batch: Any = None if drain else self._pushed_batch(record.committed_cursor)
-            if batch is None and not drain and not self.pushed:
-                return  # everything pushed is checkpointed: nothing to drain
-            if batch is None:
-                mark("drain_tx", record.committed_cursor)
-                batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor,
-                                                                     limit=DRAIN_LIMIT), DRAIN_TIMEOUT_S)
-                mark("drain_rx", f"{len(getattr(batch, 'events', ()))} {getattr(batch, 'produced', '?')}")
-                drain = False
-            if not isinstance(batch, Batch):
-                log.warning("%s: drain answered %r: checking the runtime", self.path, batch)
-                yield from self._heartbeat(drain=False)
-                return
-            try:
-                step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
-            except CursorError as exc:  # retrying cannot help (a crash loop would escalate): park, visibly
-                yield from self._close_runtime()
-                record = self._transition(record, Event.RUNTIME_LOST)
-                self._transition(record, Event.PARK, reason=f"cursor: {exc}")
-                return
-            if step_plan.empty:
-                return
-            settled = any(e.kind == "turn_settled" for e in step_plan.events)
-            then = (Event.COMPLETE if self._last_turn(record) else Event.TURN_COMPLETE) if settled else None
-            changes: dict[str, Any] = {}
-            asks_left = self.answered_asks
-            if not settled and record.state is State.RUNNING:
-                wait, asks_left = self._approval_wait(record, step_plan.events)
-                if wait is not None:  # asked before the event is visible (idempotent: a re-drain finds it)
-                    if (yield from self._asked(record, wait)) is None:
-                        log.warning("%s: grants did not take the approval request; drained again later", self.path)
-                        return
-                    then, changes = Event.WAIT_APPROVAL, {"waits": (wait,)}
-            mark("commit_tx", step_plan.cursor)
-            outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
-                                            then=then, **changes)
-            step = after_commit(step_plan, outcome)
-            if isinstance(step, Reconcile):
-                raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
-            if isinstance(step, Abandon):
-                log.error("%s: checkpoint rejected (%s): nothing published; drained again later", self.path,
-                          step.reason)
-                return
-            self.record = outcome.value  # type: ignore[union-attr]
-            mark("committed", step_plan.cursor)
-            if self.directory is not None:  # durable: its followers may read it now (publish = the commit)
-                self.send(self.directory, Committed(self.session_id, step_plan.cursor))
-            self.answered_asks = asks_left
-            if not settled and then is None and step.ack - self.acked < ACK_EVERY:
-                drain = batch.more and self._pushed_batch(step.ack) is None
-                continue  # the ack waits (see above); the loop's head ends the job when all is checkpointed
-            yield from self._ack(step.ack)
-            if settled:
-                yield from self._close_runtime()
-                if then is Event.COMPLETE:
-                    self.stop()  # the session is history: a transient child that ends normally is not restarted
-                return
-            if then is Event.WAIT_APPROVAL:  # durable now: the runtime goes away, its turn unsettled (re-run later)
-                yield from self._close_runtime(settle=False)
-                yield from self._check_waits()
-                return
-            drain = batch.more and self._pushed_batch(step.ack) is None
 
 __all__ = ["HEARTBEAT_S", "Coordinator", "CoordinatorError"]

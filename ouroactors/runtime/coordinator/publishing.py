@@ -1,0 +1,185 @@
+"""Publication in the coordinator: checkpoint what the runtime produced, wake the followers, ack — in that order.
+
+A mixin of :class:`~.actor.Coordinator`; the decisions are :mod:`.publication`'s (pure), this is the shell
+that feeds them. **Where the events come from.** The runtime pushes every event it emits in an
+:class:`~ouroactors.runtime.execution.messages.OutputReady` (:data:`.runtimes.PUSH`); the coordinator keeps them
+by cursor and checkpoints those that follow the committed cursor, with no round trip. A drain
+(``DrainOutput``) is the fallback: for a gap (a push lost to a restart, events made before an adopting
+coordinator re-subscribed), and at every poll, heartbeat and adoption, so nothing depends on a push arriving.
+
+**Publish = the commit.** Subscribers read the durable log (the directory answers them from the store), so
+nothing reaches a reader before its checkpoint is durable. After each checkpoint the coordinator sends the
+directory :class:`~.messages.Committed`, which answers that session's waiting followers at once instead of at
+the directory's follow tick; a lost nudge costs one tick, never an event.
+
+**Acks are lazy.** The ack only frees the runtime's buffer: a re-drain of committed events is dropped by
+:func:`.publication.plan`, and the runtime's ``acked`` never passes the durable cursor. Acking every checkpoint
+cost a round trip that waits for the runtime's trio thread and, worse, held the runtime's actor thread in that
+wait while its next push queued behind it. So a checkpoint is acked when :data:`ACK_EVERY` events went unacked,
+when the turn settles or waits (before the runtime is closed), at each heartbeat — and a runtime's first
+checkpoint is acked at once, so a runtime learns early that its reader commits (and a crash at its first ack
+lands mid-turn, where the crash enumeration has always put it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...core import faults
+from ...core.errors import CommitOutcomeUnknown
+from ..execution.messages import AckOutput, DrainOutput
+from ..execution.output import Batch, OutputEvent
+from .calls import Ask, Job
+from .messages import Committed
+from .publication import Abandon, CursorError, Reconcile, after_commit, plan
+from .trace import mark
+from .workflow import Event, State
+
+if TYPE_CHECKING:
+    from .record import SessionRecord
+    from .runtimes import _Attached
+    from .store import SessionStore
+
+log = logging.getLogger("ouroactors.coordinator")
+
+DRAIN_LIMIT = 256
+DRAIN_TIMEOUT_S = 2.0
+ACK_EVERY = 128  # unacked events at most before a checkpoint is acked at once (the runtime's buffer holds 1024)
+# A named boundary for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+ACKED = faults.register_point("coordinator.acked", "a checkpoint is durable and acked to the runtime")
+
+
+class Publisher:
+    """See the module docstring."""
+
+    if TYPE_CHECKING:  # what the coordinator provides
+        session_id: str
+        incarnation: str
+        path: str
+        store: SessionStore
+        attached: _Attached | None
+        record: SessionRecord | None
+        answered_asks: list[str]
+        output_waiting: bool
+        drain_wanted: bool
+        acked: tuple[str, int]
+        pushed: dict[int, OutputEvent]
+        pushed_by: str
+        directory: Any
+
+        def send(self, target: Any, message: Any) -> None: ...
+        def stop(self, reason: Any = None) -> None: ...
+        def _read(self) -> SessionRecord: ...
+        def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
+        def _heartbeat(self, drain: bool = True) -> Job: ...
+        def _close_runtime(self, settle: bool = True) -> Job: ...
+        def _check_waits(self) -> Job: ...
+        def _last_turn(self, record: SessionRecord) -> bool: ...
+        def _approval_wait(self, record: SessionRecord, events: Any) -> tuple[Any, list[str]]: ...
+        def _asked(self, record: SessionRecord, wait: Any) -> Any: ...
+
+    def _pushed_batch(self, committed: int) -> Batch | None:
+        """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""
+        if self.attached is None or self.pushed_by != self.attached.runtime_id:
+            self.pushed = {}  # pushed by a runtime no longer attached: a replacement produces its own
+            return None
+        for cursor in [c for c in self.pushed if c <= committed]:
+            del self.pushed[cursor]  # checkpointed already (by this job or by a drain)
+        events: list[OutputEvent] = []
+        while len(events) < DRAIN_LIMIT and (event := self.pushed.get(committed + len(events) + 1)) is not None:
+            events.append(event)
+        if not events:
+            return None
+        produced = max(self.pushed)
+        return Batch(tuple(events), committed, produced, events[-1].cursor < produced)
+
+    def _acked(self) -> int:
+        """The highest cursor acked to the attached runtime; -1 before its first ack."""
+        runtime, cursor = self.acked
+        return cursor if self.attached is not None and runtime == self.attached.runtime_id else -1
+
+    def _ack(self, cursor: int) -> Job:
+        assert self.attached is not None
+        yield Ask(self.attached.address, AckOutput(cursor))
+        self.acked = (self.attached.runtime_id, max(self._acked(), cursor))
+        mark("acked", cursor)
+        faults.point(ACKED)
+
+    def _publish(self, drain: bool | None = None) -> Job:
+        """Checkpoint → nudge the directory → ack, until the runtime has nothing more (see the module docstring).
+
+        The events come from the runtime's pushes when they follow the committed cursor (no round trip), else from
+        a drain (a poll, a heartbeat, an adoption, or a push lost or not yet arrived: the drain says what is there).
+        Acks are lazy (see the module docstring).
+        """
+        self.output_waiting = False
+        drain = self.drain_wanted if drain is None else drain
+        self.drain_wanted = False
+        while self.attached is not None:
+            record = self._read()
+            batch: Any = None if drain else self._pushed_batch(record.committed_cursor)
+            if batch is None and not drain and not self.pushed:
+                return  # everything pushed is checkpointed: nothing to drain
+            if batch is None:
+                mark("drain_tx", record.committed_cursor)
+                batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor,
+                                                                     limit=DRAIN_LIMIT), DRAIN_TIMEOUT_S)
+                mark("drain_rx", f"{len(getattr(batch, 'events', ()))} {getattr(batch, 'produced', '?')}")
+                drain = False
+            if not isinstance(batch, Batch):
+                log.warning("%s: drain answered %r: checking the runtime", self.path, batch)
+                yield from self._heartbeat(drain=False)
+                return
+            try:
+                step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
+            except CursorError as exc:  # retrying cannot help (a crash loop would escalate): park, visibly
+                yield from self._close_runtime()
+                record = self._transition(record, Event.RUNTIME_LOST)
+                self._transition(record, Event.PARK, reason=f"cursor: {exc}")
+                return
+            if step_plan.empty:
+                return
+            settled = any(e.kind == "turn_settled" for e in step_plan.events)
+            then = (Event.COMPLETE if self._last_turn(record) else Event.TURN_COMPLETE) if settled else None
+            changes: dict[str, Any] = {}
+            asks_left = self.answered_asks
+            if not settled and record.state is State.RUNNING:
+                wait, asks_left = self._approval_wait(record, step_plan.events)
+                if wait is not None:  # asked before the event is visible (idempotent: a re-drain finds it)
+                    if (yield from self._asked(record, wait)) is None:
+                        log.warning("%s: grants did not take the approval request; drained again later", self.path)
+                        return
+                    then, changes = Event.WAIT_APPROVAL, {"waits": (wait,)}
+            mark("commit_tx", step_plan.cursor)
+            outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
+                                            then=then, **changes)
+            step = after_commit(step_plan, outcome)
+            if isinstance(step, Reconcile):
+                raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
+            if isinstance(step, Abandon):
+                log.error("%s: checkpoint rejected (%s): nothing published; drained again later", self.path,
+                          step.reason)
+                return
+            self.record = outcome.value  # type: ignore[union-attr]
+            mark("committed", step_plan.cursor)
+            if self.directory is not None:  # durable: its followers may read it now (publish = the commit)
+                self.send(self.directory, Committed(self.session_id, step_plan.cursor))
+            self.answered_asks = asks_left
+            if not settled and then is None and 0 <= self._acked() > step.ack - ACK_EVERY:
+                drain = batch.more and self._pushed_batch(step.ack) is None
+                continue  # the ack waits (see above); the loop's head ends the job when all is checkpointed
+            yield from self._ack(step.ack)
+            if settled:
+                yield from self._close_runtime()
+                if then is Event.COMPLETE:
+                    self.stop()  # the session is history: a transient child that ends normally is not restarted
+                return
+            if then is Event.WAIT_APPROVAL:  # durable now: the runtime goes away, its turn unsettled (re-run later)
+                yield from self._close_runtime(settle=False)
+                yield from self._check_waits()
+                return
+            drain = batch.more and self._pushed_batch(step.ack) is None
+
+
+__all__ = ["ACKED", "ACK_EVERY", "DRAIN_LIMIT", "DRAIN_TIMEOUT_S", "Publisher"]
