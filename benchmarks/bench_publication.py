@@ -13,11 +13,16 @@ journal record it writes immediately before it emits the output event into its b
 record (matched to the event by call id) and the ``turn_started`` record (one per session). Between that
 record and the emit there is no I/O (the journal is flushed later, inside the ledger's commits). Stop:
 ``time.time_ns()`` in the subscriber process when the iterator yields that event. Both clocks are the same
-machine's wall clock. The time in between is: the coordinator's drain (on the runtime's pushed
-``OutputReady``, or on its periodic drain every ``actor.POLL_S``), the checkpoint commit (cursor, digests and
-the events in one synced LMDB transaction), the ack, and the directory answering the subscriber's long poll
-(it re-reads the durable log every ``FOLLOW_TICK_S`` = 20 ms while a follower waits). The published event's
+machine's wall clock. The time in between is: the runtime's push of the event (``OutputReady`` carries it;
+with ``--poll`` the coordinator drains every ``actor.POLL_S`` instead), the checkpoint commit (cursor, digests and
+the events in one synced LMDB transaction), the coordinator's ``Committed`` nudge to the directory, and the
+directory answering the subscriber's held long poll from the durable log (its ``FOLLOW_TICK_S`` tick is only the
+fallback for a lost nudge). Acks to the runtime are lazy and off the path. The published event's
 ``committed_ns`` splits the total in two rows: emit → committed, committed → subscriber.
+
+**Diagnosis.** ``OUROACTORS_PUBTRACE=FILE`` makes the runtime's buffer, the coordinator and this subscriber
+append ``perf_counter_ns`` marks (emit, ready_rx, commit_tx, committed, acked, sub_rx; see
+:mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
 
 **Baseline**, same run, measured between the rounds in this process: one raw thespian ask to a raw echo actor
 (``multiprocTCPBase``, its own system on a free loopback port) plus one synced LMDB put of 400 bytes in its
@@ -249,7 +254,7 @@ def run(quick: bool, push: bool | None) -> list[Row]:
         Row("publication", "  of which emit → committed (drain + checkpoint)", "ms", to_commit, base, "report",
             None, "committed_ns of the published event"),
         Row("publication", "  of which committed → subscriber (long poll)", "ms", to_subscriber, base, "report",
-            None, "directory re-reads the log every 20 ms for a waiting follower"),
+            None, "Committed nudge → directory reads the log → answers the held long poll"),
         Row("publication", "  turn_started events only", "ms", first, base, "report", None,
             "the first event of a turn"),
     ]
