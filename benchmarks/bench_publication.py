@@ -57,7 +57,7 @@ from ouroactors import ActorSystem
 from ouroactors.system import _patches
 
 from ._actors import RawEcho
-from ._common import Row, Stat, free_port, print_table, progress
+from ._common import Row, Stat, free_port, percentile, print_table, progress
 
 FOLLOW_DEADLINE_S = 120.0
 VALUE = b"x" * 400
@@ -277,7 +277,10 @@ def main() -> None:
     started = time.monotonic()
     rows = run(args.quick, args.push)
     print_table(rows, "publication latency: runtime emit → subscriber vs a raw ask + a synced commit",
-                footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores; the box is shared"])
+                footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores; the box is shared"]
+                + [f"p90 {row.metric.strip()}: ours {percentile(row.ours.samples, 90):.2f} ms, base "
+                   f"{percentile(row.base.samples, 90):.2f} ms" for row in rows[:1]
+                   if isinstance(row.ours, Stat) and isinstance(row.base, Stat) and row.ours.samples])
     if args.json:
         args.json.write_text(json.dumps([row.to_json() for row in rows], indent=2))
 
