@@ -285,7 +285,11 @@ def resolve_actor(path: str) -> type:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {exc}") from None
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
+            hint = (f" — {exc.name!r} is not on the import path: run from the project's directory, install the "
+                    "project (pip install -e .) or add its directory to PYTHONPATH")
+        raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {exc}{hint}") from None
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)
@@ -343,8 +347,11 @@ def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecErro
             "brutal_kill" in message or "Input should be" in message)
         if shutdown:
             message = "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
-        if (shutdown or error["type"] in ("enum", "literal_error")) and "input" in error:
-            message = f"{message}; got {_shown(error['input'])}"  # a closed choice: show what was given
+        given = error.get("input")
+        closed = shutdown or error["type"] in ("enum", "literal_error")
+        scalar = isinstance(given, str | int | float | bool) and error["type"] not in ("missing", "extra_forbidden")
+        if "input" in error and (closed or (scalar and "; got " not in message and repr(given) not in message)):
+            message = f"{message}; got {_shown(given)}"  # a wrong value: show what was given
         item = (loc, message)
         if item not in seen:
             seen.add(item)

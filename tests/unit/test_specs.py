@@ -133,6 +133,29 @@ def test_unknown_restart_type_names_the_key_path_and_the_allowed_values() -> Non
     assert "children[1].restart" in error_text(tree(w("a"), w("b", restart="sometimes")))
 
 
+@pytest.mark.parametrize(("data", "loc", "given"), [
+    (tree(w("a"), strategy="one_for_al"), "strategy", "'one_for_al'"),
+    (tree(w("a"), auto_shutdown="sometimes"), "auto_shutdown", "'sometimes'"),
+    (tree(w("a", restart="prmanent")), "children[0].restart", "'prmanent'"),
+    (tree(w("a", type="wrker")), "children[0].type", "'wrker'"),
+    (tree(w("a", shutdown="brutal")), "children[0].shutdown", "'brutal'"),
+    (tree(w("a"), intensity="three"), "intensity", "'three'"),
+    (tree(w("a"), period=-1), "period", "-1"),
+    (tree(w("a", significant="yes")), "children[0].significant", "'yes'"),
+    (tree(w("a", backoff={"min_s": "x"})), "children[0].backoff.min_s", "'x'"),
+])
+def test_every_wrong_value_is_named_in_its_error(data: dict[str, Any], loc: str, given: str) -> None:
+    [(where, msg)] = problems(data)
+    assert where == loc
+    assert msg.endswith(f"; got {given}"), msg
+
+
+def test_a_project_that_is_not_on_the_import_path_is_told_what_to_do() -> None:
+    [(loc, msg)] = problems(tree(w("a", actor="no_such_project_xyz.store:Store")))
+    assert loc == "children[0].actor"
+    assert "No module named 'no_such_project_xyz'" in msg and "PYTHONPATH" in msg and "pip install -e ." in msg
+
+
 @pytest.mark.parametrize("bad", [-1, -5000, "soon", "Brutal_Kill", 1.5, [1]])
 def test_bad_shutdown(bad: Any) -> None:
     [(loc, msg)] = problems(tree(w("a", shutdown=bad)))
