@@ -223,12 +223,22 @@ def _unknown_key(where: str, key: object, allowed: tuple[str, ...]) -> ValueErro
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """An ordered tuple of rules; picklable, and round-trips through :meth:`to_dict`."""
+    """An ordered tuple of rules; picklable, and round-trips through :meth:`to_dict`.
+
+    ``forks``: how many children forked by the armed process inherit the plan (None: all). The process disarms
+    itself right after that many forks, in the parent's half of the fork: a plan armed in a supervisor for "the
+    next child it starts" reaches exactly that child, never the restarts or replacements that follow it, however
+    soon they come (a harness that disarms by asking would race them).
+    """
 
     rules: tuple[FaultRule, ...] = field(default_factory=tuple)
+    forks: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules))
+        if self.forks is not None and (not isinstance(self.forks, int) or isinstance(self.forks, bool)
+                                       or self.forks < 1):
+            raise ValueError(f"forks: a positive int or None, got {self.forks!r}")
         for i, rule in enumerate(self.rules):
             if not isinstance(rule, FaultRule):
                 raise ValueError(f"rules[{i}]: expected a FaultRule, got {type(rule).__name__}")
@@ -239,8 +249,8 @@ class FaultPlan:
         if not isinstance(data, dict):
             raise ValueError(f"plan: expected a dict, got {type(data).__name__}")
         for key in data:
-            if key != "rules":
-                raise _unknown_key("plan: ", key, ("rules",))
+            if key not in ("rules", "forks"):
+                raise _unknown_key("plan: ", key, ("rules", "forks"))
         raw = data.get("rules", [])
         if not isinstance(raw, list | tuple):
             raise ValueError(f"rules: expected a list, got {type(raw).__name__}")
@@ -258,7 +268,7 @@ class FaultPlan:
                 rules.append(FaultRule(**item))
             except ValueError as exc:
                 raise ValueError(f"rules[{i}]: {exc}")
-        return cls(tuple(rules))
+        return cls(tuple(rules), forks=data.get("forks"))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form; fields left at their default are omitted."""
@@ -270,7 +280,7 @@ class FaultPlan:
                 if f.name not in d and value != f.default:
                     d[f.name] = value
             out.append(d)
-        return {"rules": out}
+        return {"rules": out} if self.forks is None else {"rules": out, "forks": self.forks}
 
 
 @dataclass(frozen=True)
@@ -328,6 +338,7 @@ class _Armed:
         self.rules = [_Compiled(i, r) for i, r in enumerate(plan.rules)]
         self.lock = threading.Lock()
         self.firings: list[FaultFiring] = []
+        self.forks_left = plan.forks  # see FaultPlan.forks
 
 
 _ARMED: _Armed | None = None  # the fast-path flag: None means point() returns at once
@@ -363,7 +374,24 @@ def _reset_lock_in_child() -> None:
             state.lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_reset_lock_in_child)
+def _count_fork_in_parent() -> None:
+    """A plan armed for a number of forks (:attr:`FaultPlan.forks`) disarms this process after the last one."""
+    global _ARMED
+    state = _ARMED
+    if state is None or state.forks_left is None:
+        return
+    state.forks_left -= 1
+    if state.forks_left <= 0:
+        _ARMED = None
+
+
+def _reset_in_child() -> None:
+    _reset_lock_in_child()
+    if _ARMED is not None:  # the child's own forks count afresh
+        _ARMED.forks_left = _ARMED.plan.forks
+
+
+os.register_at_fork(after_in_child=_reset_in_child, after_in_parent=_count_fork_in_parent)
 
 
 def arm(plan: FaultPlan, *, on_fire: Callable[[FaultFiring], None] | None = None) -> None:

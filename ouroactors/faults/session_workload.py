@@ -35,6 +35,7 @@ late answer must never be taken for the next ask's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -202,8 +203,11 @@ class _Driver:
                 continue
             want = arming.incarnation
             if index not in self.windows and (want is None or self.runtimes == want - 1):
+                # runtime k alone carries the plan: the supervisor disarms itself as it forks it, so a restart
+                # or a replacement started before this harness looks again runs free (recovery, not a crash loop)
+                plan = arming.plan if want is None else dataclasses.replace(arming.plan, forks=1)
                 with isolated(self.system) as view:
-                    view.arm_faults(EXECUTION, arming.plan)
+                    view.arm_faults(EXECUTION, plan)
                 self.windows[index] = "armed"
             elif self.windows.get(index) == "armed" and want is not None and self.runtimes >= want:
                 with isolated(self.system) as view:

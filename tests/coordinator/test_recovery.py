@@ -16,6 +16,7 @@ from ouroactors.runtime.coordinator.recovery import (
     attaching,
     decide,
     entering,
+    text_never_sent,
 )
 from ouroactors.runtime.coordinator.workflow import Event, State, is_terminal
 
@@ -127,3 +128,14 @@ def test_decisions_become_durable_through_the_store(store) -> None:
                       reservation=Reservation.HELD)
     adopted = apply_steps("again", record, entering(record, decision))
     assert (adopted.state, adopted.reason) == (State.RUNNING, None)
+
+
+def test_an_adopted_runtime_is_sent_its_turn_only_when_it_never_got_it() -> None:
+    """The coordinator that opened the runtime died after naming it in the record, before sending the text."""
+    for state in State:
+        for running, produced in itertools.product((False, True), (4, 5, 9)):
+            record = new_record(state=state, committed_cursor=5) if state.wait is None else None
+            if record is None:
+                continue
+            never = text_never_sent(record, running=running, produced=produced)
+            assert never == (state is State.RUNNING and not running and produced <= 5), (state, running, produced)

@@ -519,3 +519,30 @@ def test_a_kill_never_hits_a_process_that_is_no_longer_its_target() -> None:
         if victim.poll() is None:
             victim.kill()
             victim.wait()
+
+
+def test_a_plan_armed_for_one_fork_reaches_that_child_alone() -> None:
+    """``forks=1``: the next child forked carries the plan; the parent disarms itself as it forks it, so the children
+    after it (a supervisor's restart of the first, a replacement) carry nothing."""
+    plan = FaultPlan((FaultRule("p.x", FaultAction.RAISE),), forks=1)
+    assert FaultPlan.from_dict(plan.to_dict()) == plan and pickle.loads(pickle.dumps(plan)) == plan
+    faults.arm(plan)
+    try:
+        children = []
+        for _ in range(2):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child reports whether it carries the plan, and leaves at once
+                os.close(read)
+                os.write(write, b"armed" if faults.armed() is not None else b"free")
+                os._exit(0)
+            os.close(write)
+            with os.fdopen(read, "rb") as pipe:
+                children.append(pipe.read().decode())
+            os.waitpid(pid, 0)
+        assert children == ["armed", "free"]
+        assert faults.armed() is None  # the parent too: it was armed for that one child
+    finally:
+        faults.disarm()
+    with pytest.raises(ValueError, match="forks"):
+        FaultPlan((), forks=0)

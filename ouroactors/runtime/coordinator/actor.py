@@ -115,6 +115,7 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
         self.pushed_by = ""  # the runtime id those events came from
         self.directory: Any = None  # the session directory, told of each checkpoint (it holds the followers)
         self.polling = False
+        self.released_lease: str | None = None  # the last lease this incarnation saw released (.runtimes)
         self.answered_asks: list[str] = []  # call digests of answered approvals the runtime decides by (.waits)
         self.beats = 0
         self.jobs.submit(self._recover)
@@ -251,6 +252,12 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
                 yield Ask(attached.address, SubscribeOutput(self.myAddress), 10.0)
             self._want_publish()  # drain whatever lies beyond the committed cursor
             self._poll()
+            status = found[2]
+            text = self._turn_context(record).text
+            if text is not None and recovery.text_never_sent(record, running=status.running,
+                                                             produced=status.produced):
+                log.info("%s: the adopted runtime never got its turn's text: sending it", self.path)
+                yield from self._send_text(text)
         elif decision.action is recovery.Action.REPLACE:
             yield from self._replace(record, decision)
         elif decision.action is recovery.Action.IDLE:
@@ -258,7 +265,8 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
             if record.state.wait is not None:  # a wait goes on where the record says it is (see .waits)
                 yield from self._check_waits()
 
-    def _probe(self, record: SessionRecord) -> Generator[Ask, Any, tuple[recovery.Probe, tuple[Any, str] | None]]:
+    def _probe(self, record: SessionRecord) -> Generator[Ask, Any, tuple[recovery.Probe,
+                                                                          tuple[Any, str, RuntimeStatus] | None]]:
         """What answers at the runtime the record expects: the execution child of its generation, then its status."""
         if record.runtime is None:
             return recovery.Probe(), None
@@ -277,7 +285,7 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
         status = yield Ask(match.address, RuntimeStatusRequest(), 5.0)
         if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id:
             return recovery.Probe(), None
-        return recovery.Probe(status.runtime_id, status.generation), (match.address, match.id)
+        return recovery.Probe(status.runtime_id, status.generation), (match.address, match.id, status)
 
     def _unsettled(self) -> Generator[Ask, Any, tuple[recovery.Effect, ...]]:
         entries = yield self._authority("ledger", ListEntries(None, self.session_id, None, 0, 10_000))

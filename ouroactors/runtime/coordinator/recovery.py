@@ -41,7 +41,7 @@ from .record import RuntimeAttachment, SessionRecord
 from .workflow import Event, State, is_terminal
 
 __all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "attaching", "decide",
-           "entering"]
+           "entering", "text_never_sent"]
 
 
 class Commit(str, Enum):
@@ -159,6 +159,14 @@ def entering(record: SessionRecord, decision: Decision) -> tuple[Step, ...]:
     if decision.action is Action.ADOPT and record.state is State.RECOVERING:
         return ((Event.RECOVERED, {"reason": None}),)
     return ()
+
+
+def text_never_sent(record: SessionRecord, *, running: bool, produced: int) -> bool:
+    """ADOPT: did the runtime never get its turn's text? The coordinator that opened it died after naming it in the
+    record and before sending it: the session is running, yet the runtime runs no turn and has produced nothing
+    past the committed cursor. Any turn it had run would have left output there, and a turn whose output is all
+    committed has settled (or parked) the session in the same transaction, so it would not be running."""
+    return record.state is State.RUNNING and not running and produced <= record.committed_cursor
 
 
 def attaching(decision: Decision, runtime_id: str) -> Step:

@@ -10,10 +10,11 @@ kept durably (:func:`.configs.put_lease`) so a replacement can reclaim it (:meth
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from ...authorities.workspace.leases import NotReservationOwner
+from ...authorities.workspace.leases import NotLeaseOwner, NotReservationOwner, ReservationPending
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
 from ...supervision.protocol import AdminCall
@@ -29,12 +30,20 @@ if TYPE_CHECKING:
 PUSH = True  # see "Pushed publication" in the actor's module docstring
 RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
 NAP_S = 0.5
+START_ATTEMPTS = 3  # runtimes that may die while opening one turn before the turn fails
+OPEN_SLICE_S = 2.0  # how long an open waits before asking whether its runtime still lives
+OPEN_TIMEOUT_S = 30.0  # an open that a live runtime does not answer in this time fails the turn
+log = logging.getLogger("ouroactors.coordinator")
 # Named boundaries for crash enumeration; free unless a plan is armed.
 RUNTIME_STARTED = faults.register_point("coordinator.runtime_started", "a runtime child started and located, no lease")
 LEASE_KEPT = faults.register_point("coordinator.lease_kept", "the runtime's lease is durable, the runtime not open")
 RUNTIME_OPENED = faults.register_point("coordinator.runtime_opened", "the runtime opened the session, not yet attached")
 ATTACHED = faults.register_point("coordinator.attached", "the record names the runtime, no text sent yet")
 RUNTIME_CLOSED = faults.register_point("coordinator.runtime_closed", "the runtime closed, its lease not yet released")
+
+
+class RuntimeLost(CoordinatorError):
+    """The runtime being opened died before it answered (the open is retried with another one)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +73,7 @@ class RuntimeLink:
         attached: _Attached | None
         record: SessionRecord | None
         answered_asks: list[str]
+        released_lease: str | None
         myAddress: Any
 
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
@@ -83,6 +93,18 @@ class RuntimeLink:
         config = get_config(self.store, self.session_id)
         if config is None:
             raise CoordinatorError(f"session {self.session_id!r} has no stored configuration")
+        lost: list[str] = []
+        for _ in range(START_ATTEMPTS):
+            try:
+                return (yield from self._start_once(config, start, reclaim, answered))
+            except RuntimeLost as exc:  # it ran nothing (an open runs no turn): another one opens instead
+                log.warning("%s: %s; starting another runtime", self.session_id, exc)
+                lost.append(str(exc))
+                reclaim = None  # the lost runtime took the reservation; its lease is released or reclaimed next
+        raise CoordinatorError(f"{START_ATTEMPTS} runtimes died while opening the session: {'; '.join(lost)}")
+
+    def _start_once(self, config: dict[str, Any], start: int, reclaim: dict[str, Any] | None,
+                    answered: tuple[str, ...]) -> Generator[Ask, Any, Opened]:
         info = yield self._execution(AdminCall("start_child"))
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
@@ -90,12 +112,8 @@ class RuntimeLink:
         faults.point(RUNTIME_STARTED)
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
         if config.get("workspace"):
-            request_id = f"{self.session_id}.g{info.generation}"
-            if reclaim is not None:
-                granted = yield from self._reclaim(reclaim, info.address, request_id)
-            else:
-                granted = yield self._authority("workspace", Acquire(
-                    config["workspace"], "exclusive", self.session_id, owner=info.address, request_id=request_id))
+            granted = yield from self._lease_workspace(config["workspace"], info.address,
+                                                       f"{self.session_id}.g{info.generation}", reclaim)
             if isinstance(granted, BaseException | TimedOut):
                 raise CoordinatorError(f"workspace lease refused: {granted}")
             lease = granted.lease
@@ -107,15 +125,61 @@ class RuntimeLink:
             faults.point(LEASE_KEPT)
         subscriber = self.myAddress if PUSH else None
         version = self.record.state_version if self.record is not None else 0
-        opened = yield Ask(info.address, OpenSession(self.session_id, config, attached.lease_id, subscriber,
-                                                     start=start, state_version=version, park_approvals=True,
-                                                     answered=answered), 30.0)
+        opened = yield from self._open(info, OpenSession(self.session_id, config, attached.lease_id, subscriber,
+                                                         start=start, state_version=version, park_approvals=True,
+                                                         answered=answered))
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id
         faults.point(RUNTIME_OPENED)
         self._poll()
         return opened
+
+    def _open(self, info: Any, request: OpenSession) -> Generator[Ask, Any, Any]:
+        """Ask the runtime child ``info`` to open, watching it: thespian tells nobody but its supervisor that it
+        died, so every :data:`OPEN_SLICE_S` without an answer the supervisor is asked whether the child is still the
+        one started. Gone: :class:`RuntimeLost` (seconds, not the whole :data:`OPEN_TIMEOUT_S`); alive: the same
+        open is asked again (a runtime answers a repeated open as the first)."""
+        waited = 0.0
+        while True:
+            opened = yield Ask(info.address, request, OPEN_SLICE_S)
+            if not isinstance(opened, TimedOut):
+                return opened
+            waited += OPEN_SLICE_S
+            child = yield self._execution(AdminCall("which_child", info.id), 10.0)
+            generation, status = getattr(child, "generation", None), getattr(child, "status", None)
+            if generation != info.generation or status != "running":
+                if status == "running":  # its supervisor restarted it: that incarnation holds nothing, a stray
+                    yield self._execution(AdminCall("terminate_child", info.id), 10.0)
+                raise RuntimeLost(f"runtime {info.id} (generation {info.generation}) died while opening: "
+                                  f"now {status or child!r}")
+            if waited >= OPEN_TIMEOUT_S:
+                return opened
+
+    def _lease_workspace(self, root: str, owner: Any, request_id: str,
+                         reclaim: dict[str, Any] | None) -> Generator[Ask, Any, Any]:
+        """Lease ``root`` for the runtime ``owner``: reclaim ``reclaim``'s reservation, or acquire anew.
+
+        An earlier runtime's lease may still stand although nobody will use it again: its coordinator died after
+        closing that runtime and before releasing the lease, or the runtime died where its coordinator was closing
+        it (the release was then refused: the lease had become a reservation). The lease kept beside the record
+        (:func:`.configs.get_lease`) is that lease, so it is released first with its capability — or, when it is a
+        reservation by now, reclaimed: this coordinator is that session's recovering owner. A lease this
+        incarnation released itself is skipped (one ask less per turn).
+        """
+        prior = get_lease(self.store, self.session_id) if reclaim is None else None
+        if prior is not None and prior.get("capability") and prior.get("lease_id") != self.released_lease:
+            freed = yield self._authority("workspace", Release(prior["lease_id"], prior["capability"]))
+            if isinstance(freed, NotLeaseOwner):  # reserved for the session's recovering owner: this one
+                reclaim = prior
+        if reclaim is not None:
+            return (yield from self._reclaim(reclaim, owner, request_id))
+        granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
+                                                             request_id=request_id))
+        if isinstance(granted, ReservationPending) and prior is not None and prior.get("capability"):
+            # the workspace found the earlier runtime dead between the release and this acquire
+            granted = yield from self._reclaim(prior, owner, request_id)
+        return granted
 
     def _reclaim(self, lease: dict[str, Any], owner: Any, request_id: str) -> Generator[Ask, Any, Any]:
         """Reclaim the reservation with its capability; the workspace reserves a dead owner's lease only once
@@ -142,10 +206,14 @@ class RuntimeLink:
         status = yield Ask(info.address, RuntimeStatusRequest(), 5.0)
         if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id or not status.open:
             return
-        yield Ask(info.address, CloseSession(), 10.0)
+        # A waiting session's turn is re-run once the wait ends: the dead coordinator was closing this runtime
+        # with the turn unsettled, and so does this one (settling it as interrupted would end the turn).
+        waiting = self.record is not None and self.record.state.wait is not None
+        yield Ask(info.address, CloseSession(settle=not waiting), 10.0)
         lease = get_lease(self.store, self.session_id)
         if lease is not None and lease.get("capability"):
-            yield self._authority("workspace", Release(lease["lease_id"], lease["capability"]))
+            released = yield self._authority("workspace", Release(lease["lease_id"], lease["capability"]))
+            self._released(lease["lease_id"], released)
 
     def _workspace(self) -> WorkspaceLease | None:
         attached = self.attached
@@ -179,7 +247,13 @@ class RuntimeLink:
         yield Ask(attached.address, CloseSession(settle), 10.0)
         faults.point(RUNTIME_CLOSED)
         if attached.lease_id is not None:
-            yield self._authority("workspace", Release(attached.lease_id, attached.capability))
+            released = yield self._authority("workspace", Release(attached.lease_id, attached.capability))
+            self._released(attached.lease_id, released)
+
+    def _released(self, lease_id: str, answer: Any) -> None:
+        """Remember a lease this incarnation saw released (the next runtime need not release it again)."""
+        if getattr(answer, "status", None) == "released":
+            self.released_lease = lease_id
 
 
 __all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "RuntimeLink"]

@@ -119,6 +119,7 @@ class _Live:
     subscriber: Any
     running: bool = False
     stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
+    opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
 
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -178,6 +179,11 @@ class Runtime(Worker):
 
     def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
         if self.live is not None:
+            if (self.live.session, self.live.opened_with) == (message.session_id, (message.lease_id, message.start)):
+                # the same open again: its opener lost patience with the first answer (see the coordinator's
+                # _open), so it is answered as the first was, and nothing is opened twice
+                produced = self.trio.call(lambda: self.live.channel.buffer.produced if self.live else 0)
+                return Opened(message.session_id, self.runtime_id, self.generation, produced)
             raise AlreadyOpen(f"this runtime serves session {self.live.session!r}")
         assert self.context is not None
         config = parse_session_config(message.config, f"session {message.session_id}")
@@ -230,7 +236,8 @@ class Runtime(Worker):
         settings.resumed = self._restore(loop, session)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
-        self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats)
+        self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
+                          opened_with=(message.lease_id, message.start))
         faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})
