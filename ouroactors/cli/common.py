@@ -146,10 +146,17 @@ def _reach(data_dir: str, attach: Callable[[str], C]) -> C:
 
 
 def traceback_hint(exc: BaseException, data_dir: str | None) -> str | None:
-    """Where the whole traceback of a crashed actor is: actors' output goes to the data dir's ``admin.out``."""
+    """Where the whole traceback of a crashed actor is: actors' output goes to the data dir's ``admin.out``.
+
+    The handle that received the error named the file of the system it reached (a note on the error); that is
+    the data dir the command resolved, not necessarily the one it was given.
+    """
+    notes = getattr(exc, "__notes__", None)
+    if notes:
+        return "\n".join(notes)
     if not isinstance(exc, StartFailed | ActorCrashed) or not data_dir:
         return None
-    return f"the actor's full traceback is in {os.path.join(data_dir, 'admin.out')}"
+    return f"the actor's full traceback is in {os.path.join(resolve_data_dir(data_dir), 'admin.out')}"
 
 
 def reports_errors(func: F) -> F:

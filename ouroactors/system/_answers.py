@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from typing import Any
 
 from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
-from ..core.errors import ActorCrashed, AskTimeout
+from ..core.errors import ActorCrashed, AskTimeout, StartFailed
 from ..supervision.calls import Ok
 
 log = logging.getLogger("ouroactors.system")
@@ -31,7 +32,27 @@ class Answers:
     # -- answers --------------------------------------------------------------------------------------
 
     def _call(self, address: Any, message: Any, timeout: float, what: str) -> Any:
-        return self._unwrap(self._ask_raw(address, message, timeout), what, timeout)
+        return self._answer(self._ask_raw(address, message, timeout), what, timeout)
+
+    def _answer(self, answer: Any, what: str, timeout: float) -> Any:
+        """:meth:`_unwrap`, and a crash or failed start raised from here names the file with its traceback."""
+        try:
+            return self._unwrap(answer, what, timeout)
+        except (StartFailed, ActorCrashed) as exc:
+            note = self._log_note()
+            if note and note not in getattr(exc, "__notes__", ()):
+                exc.add_note(note)  # pytest shows it under the error; the CLI prints it on a line of its own
+            raise
+
+    def _log_note(self) -> str | None:
+        """Where a crashed actor's whole traceback is: the admin's output, which every actor inherits.
+
+        The in-process base logs through the caller's own logging (pytest shows it with the failure).
+        """
+        data_dir = getattr(self, "data_dir", None)
+        if self.base != "multiproc" or data_dir is None:
+            return None
+        return f"the actor's full traceback is in {os.path.join(data_dir, 'admin.out')}"
 
     @property
     def _endpoint(self) -> Any:

@@ -2,7 +2,7 @@
 
 Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
 change made to its modules in the process that creates the system is present in the admin and in
-every actor. Nine things are changed, each because thespian's behaviour would break a promise of
+every actor. Ten things are changed, each because thespian's behaviour would break a promise of
 ours:
 
 1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces.
@@ -38,6 +38,8 @@ ours:
    exited. The admin closes them before it starts; every actor forks from the admin after that,
    and the logger (forked from the admin) closes the admin's, which it used to keep bound after
    the admin was killed.
+10. **Tracebacks where the user is told to look.** Loggers made before the fork log under the creator's
+   root logger in every actor; the admin gives that root a handler on ``admin.out`` (:func:`_log_into_admin_output`).
 """
 
 from __future__ import annotations
@@ -192,6 +194,32 @@ def _redirect_stdio(path: str | None) -> None:
     os.close(null_in)
 
 
+def _log_into_admin_output() -> None:
+    """In a freshly forked admin: warnings and errors of loggers made before the fork reach ``admin.out``.
+
+    The framework's loggers (``ouroactors.worker``, the supervisor's, …) are made when their modules are
+    imported, in the creating process, so in every actor they still hang under the creator's root logger, not
+    under the forwarder thespian installs after its fork. Their handlers are the creator's: under pytest they
+    capture into memory that no one reads, so a worker's start-failure traceback went nowhere. The root gets a
+    handler on this process's descriptor 2 (``admin.out``, inherited by every actor) unless it has one there.
+    """
+    import logging
+
+    from ._logs import FORMAT
+
+    root = logging.getLogger()
+    for handler in root.handlers:
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if handler.stream.fileno() in (1, 2):  # type: ignore[attr-defined]
+                return
+    # fd 2 itself, not sys.stderr: under pytest's capture sys.stderr writes to a temporary file of the creator
+    stream = open(2, "a", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    handler = logging.StreamHandler(stream)  # lives as long as the process
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    root.addHandler(handler)
+
+
 def install() -> None:
     """Install the patches in this process (idempotent)."""
     global _installed
@@ -257,6 +285,7 @@ def install() -> None:
         trampoline()  # compiled once here, inherited by every actor the admin forks
         default_fault_signals()
         _redirect_stdio(admin_settings.get("stdio_path"))
+        _log_into_admin_output()
         creator_fd: int | None = None
         creator = _expected_parent()
         if not admin_settings.get("detached") and creator is not None:

@@ -39,7 +39,7 @@ class ActorRef:
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         payload = Stamped(stamp, message) if stamp is not None else message
-        return self.system._unwrap(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
+        return self.system._answer(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
 
     def tell(self, message: Any) -> None:
         self.system._endpoint.tell(self.address, message)
@@ -123,7 +123,12 @@ class SystemClient(Answers):
         return self._call(self._host, ListTrees(), 10.0, "host")
 
     def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
-        return self._call(self.resolve(supervisor_path), call, timeout, supervisor_path)
+        address, info = self._locate(supervisor_path)
+        if info is not None and info.type != "supervisor":
+            parent = supervisor_path.strip("/").rpartition("/")[0]
+            raise NoSuchActor(f"{supervisor_path.strip('/')} is a {info.type}, not a supervisor: {call.op} goes to "
+                              f"the supervisor of a child (here {parent})")
+        return self._call(address, call, timeout, supervisor_path)
 
     def which_children(self, supervisor_path: str) -> list[ChildInfo]:
         """Children newest first, as OTP's ``which_children``."""
@@ -152,7 +157,10 @@ class SystemClient(Answers):
                     visit(child_path, child.address)
 
         if root:
-            visit(root, self.resolve(root))
+            address, info = self._locate(root)
+            if info is not None and info.type != "supervisor":
+                return [(root.strip("/"), info)]  # a worker has no children: its own row
+            visit(root.strip("/"), address)
         else:
             for tree in self.trees() if trees is None else trees:
                 if tree.status == "running":
@@ -163,6 +171,10 @@ class SystemClient(Answers):
 
     def resolve(self, path: str, timeout: float = 10.0) -> Any:
         """The current address of the actor at ``path`` (``root/child/grandchild``)."""
+        return self._locate(path, timeout)[0]
+
+    def _locate(self, path: str, timeout: float = 10.0) -> tuple[Any, ChildInfo | None]:
+        """The address of the actor at ``path`` and what its supervisor says of it (``None`` for a root)."""
         parts = [p for p in path.strip("/").split("/") if p]
         if not parts:
             raise NoSuchActor("empty path")
@@ -170,6 +182,7 @@ class SystemClient(Answers):
         if tree is None or tree.status != "running":
             raise NoSuchActor(f"no running tree named {parts[0]!r}")
         address = tree.address
+        info: ChildInfo | None = None
         for depth, part in enumerate(parts[1:], start=1):
             info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
             here = "/".join(parts[: depth + 1])
@@ -179,7 +192,7 @@ class SystemClient(Answers):
             if info.status != "running":
                 raise NoSuchActor(f"{here} is {info.status}")
             address = info.address
-        return address
+        return address, info
 
     def ref(self, path: str) -> ActorRef:
         return ActorRef(self, path, self.resolve(path))
@@ -202,7 +215,7 @@ class SystemClient(Answers):
             if fresh != address:
                 answer = self._ask_raw(fresh, payload, timeout)
         try:
-            return self._unwrap(answer, path, timeout)
+            return self._answer(answer, path, timeout)
         except OuroactorsError:
             self._addresses.pop(path, None)
             raise

@@ -22,6 +22,7 @@ processes or its admin port outlive the shutdown.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,27 @@ from .marker import (  # noqa: F401  (the crash_enumeration marker: hooks and fi
     _crash_enumeration_marker,
     crash_report,
     pytest_collection_modifyitems,
-    pytest_configure,
     pytest_runtest_call,
 )
+from .marker import pytest_configure as _configure_marker
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _configure_marker(config)
+    for directory in project_dirs(config):
+        if directory not in sys.path:
+            sys.path.append(directory)  # after site-packages: an installed package still wins
+
+
+def project_dirs(config: pytest.Config) -> list[str]:
+    """Where a test's ``myapp.module:Class`` actors are looked for, besides what is installed.
+
+    Plain ``pytest`` (unlike ``python -m pytest``) does not put the project on the import path, so a tree naming
+    the project's own actors failed with ``No module named 'myapp'`` unless the project was installed or
+    ``PYTHONPATH=.`` was set. As ``ouroactors run`` does for a tree file, the rootdir and the directory pytest
+    was started in join the path; actor processes are forked from this one and inherit it.
+    """
+    return list(dict.fromkeys([str(config.invocation_params.dir), str(config.rootpath)]))
 
 
 @pytest.fixture

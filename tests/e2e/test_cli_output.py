@@ -132,13 +132,40 @@ def test_detach_with_a_metrics_port_is_refused_saying_why(tmp_path):
     assert not (tmp_path / "d" / "system.json").exists()  # nothing was started
 
 
+BROKEN_POOL = """
+[[tree.children]]
+id = "broken"
+type = "supervisor"
+strategy = "simple_one_for_one"
+
+[[tree.children.children]]
+id = "b"
+actor = "ouroactors.examples.workers:FailingStart"
+restart = "temporary"
+"""
+
+
 def test_a_second_terminal_finds_a_system_whose_tree_sets_its_own_data_dir(tmp_path):
-    tree_file = write_tree(tmp_path / "app.toml", '[system]\ndata_dir = ".ouroactors/app"\n' + POOL)
+    tree_file = write_tree(tmp_path / "app.toml", '[system]\ndata_dir = ".ouroactors/app"\n' + POOL + BROKEN_POOL)
     served = Served(tmp_path, str(tree_file))  # the README's layout: the tree names a data dir below the default
     try:
         status = cli("status", cwd=tmp_path)  # no --data-dir
         assert status.returncode == 0 and "tree example: running" in status.stdout, status.stdout + status.stderr
         assert "started" in cli("events", cwd=tmp_path).stdout
+        failed = cli("start-child", "example/broken", cwd=tmp_path)
+        assert failed.returncode == 2, failed.stdout + failed.stderr
+        text = " ".join(failed.stderr.split())
+        assert "workers.py:" in text and "in on_start" in text
+        # the log of the system the command reached, not of the directory it was given
+        assert f"the actor's full traceback is in {os.path.join('.ouroactors', 'app', 'admin.out')}" in text, text
+        assert 'raise RuntimeError("cannot start")' in (tmp_path / ".ouroactors" / "app" / "admin.out").read_text()
+        started = cli("start-child", "example/pool", "1", cwd=tmp_path)
+        child = started.stdout.split()[1]  # "started example/pool/counter#1 (pid N)"
+        aimed = cli("start-child", child, cwd=tmp_path)  # a worker, not a supervisor: said, not a traceback
+        assert aimed.returncode == 2 and f"{child} is a worker, not a supervisor" in aimed.stderr, aimed.stderr
+        assert "Traceback" not in aimed.stderr
+        [row] = json.loads(cli("tree", child, "--json", cwd=tmp_path).stdout)  # a worker's tree: its own row
+        assert row["path"] == child and row["type"] == "worker"
     finally:
         stopped = cli("stop", cwd=tmp_path)
         if stopped.returncode == 0:

@@ -34,6 +34,11 @@ class OpenSession:
     away (:mod:`ouroactors.runtime.coordinator.waits`). ``answered``: approvals answered for this session
     since its turn began; a call that asks again finds its own there (same tool and arguments) and is
     decided by it instead of asking twice.
+
+    ``tail_turn`` (0: none) is the turn the opener has not seen settle, of which ``tail_published`` events are
+    committed (at the cursors up to ``start``). If the journal holds that turn settled — its runtime died after
+    settling it and before its last events were committed — the runtime emits the rest of the turn's events again,
+    derived from the journal by replay (nothing runs), and answers ``Opened.tail``: the turn is not to be re-run.
     """
 
     session_id: Name
@@ -44,6 +49,8 @@ class OpenSession:
     state_version: Version = 0
     park_approvals: bool = False
     answered: Annotated[tuple[Name, ...], Size(0, 64)] = ()
+    tail_turn: Version = 0
+    tail_published: Cursor = 0
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ class Opened:
     runtime_id: str
     generation: int | None
     produced: int
+    tail: bool = False  # the open's tail_turn had settled: its withheld events follow ``start`` (see OpenSession)
 
 
 @dataclass(frozen=True)
