@@ -18,6 +18,7 @@ from ouroactors.runtime.coordinator.publication import (
     chain,
     plan,
     reconciled,
+    unsettled_turn,
 )
 from ouroactors.runtime.execution.output import Batch, OutputBuffer, OutputEvent
 
@@ -123,3 +124,16 @@ def test_follower_delivers_each_cursor_once_in_order(sizes: list[int], rnd) -> N
 def test_follower_refuses_a_negative_cursor() -> None:
     with pytest.raises(CursorError):
         Follower(-1)
+
+
+def test_the_unsettled_turn_counts_from_its_latest_start() -> None:
+    def log(*kinds_turns: tuple[str, int]) -> list[OutputEvent]:
+        return [OutputEvent(i, kind, turn, {}) for i, (kind, turn) in enumerate(kinds_turns, start=1)]
+
+    settled_one = log(("turn_started", 1), ("text", 1), ("turn_settled", 1))
+    assert unsettled_turn(settled_one, from_start=True) == (2, 0)
+    # turn 2 parked on an approval, then re-run under its number by the next runtime: only that attempt counts
+    rerun = [*settled_one, *log(("turn_started", 2), ("approval_needed", 2), ("turn_started", 2), ("text", 2))]
+    assert unsettled_turn(rerun, from_start=True) == (2, 2)
+    assert unsettled_turn([], from_start=True) == (1, 0)
+    assert unsettled_turn(log(("text", 4), ("text", 4)), from_start=False) is None  # read further back

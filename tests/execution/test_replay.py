@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import lmdb
@@ -20,7 +21,8 @@ from ouroactors.runtime.execution.archive import export_journal, import_journal,
 from ouroactors.runtime.execution.chain import JournalEntry
 from ouroactors.runtime.execution.journal import ANCHOR_DB, JOURNAL_DB, head_key, record_key
 from ouroactors.runtime.execution.model import Message
-from ouroactors.runtime.execution.replay import replay
+from ouroactors.runtime.execution.replay import replay, replay_session
+from ouroactors.runtime.execution.tail import SettledTail, TailRefused
 
 from .journal_corpus import SESSIONS
 from .loop_support import FakeEffects, call, make_session, text, usage
@@ -266,3 +268,23 @@ def test_a_session_continues_from_its_replayed_state(env):
     again.loop.restore(report.state)
     outcome = trio.run(again.loop.run_turn, "2")
     assert outcome.turn == 2 and [m.content for m in again.loop.conversation] == ["1", "a", "2", "b"]
+
+
+# -- a settled turn's tail, derived again (what a replacement runtime publishes after a crash withheld it) --------
+
+
+def test_a_settled_turns_events_are_derived_again_exactly_as_the_live_loop_emitted_them(env):
+    h = make_session(env, "s1", [[text("a")], [call("c1", "list", path=".")], [text("b")], [text("c")]])
+    for prompt in ("1", "2"):
+        trio.run(h.loop.run_turn, prompt)
+    live = [(kind, turn, data) for kind, turn, data in h.sink.events if turn == 2]
+    assert live[0][0] == "turn_started" and live[-1][0] == "turn_settled" and len(live) >= 4
+    tail = SettledTail(2)
+    report = trio.run(partial(replay_session, env, "s1", sink=tail))
+    assert report.ok and tail.settled
+    assert tail.events == live  # every event, data and order, of the settled turn
+    assert tail.withheld(2) == live[2:] and tail.withheld(len(live)) == []
+    with pytest.raises(TailRefused, match="derives only"):
+        tail.withheld(len(live) + 1)
+    assert not SettledTail(3).settled and SettledTail(3).withheld(0) == []  # a turn the journal never settled
+    assert SettledTail(0).withheld(0) == []  # none asked for

@@ -68,7 +68,7 @@ from ..execution.messages import (
     SubscribeOutput,
 )
 from ..execution.output import OutputEvent
-from . import recovery, runtimes
+from . import publication, recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
@@ -306,7 +306,8 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
         context = self._turn_context(record)
         try:
             opened = yield from self._start_runtime(record.committed_cursor, reclaim,
-                                                    answered=tuple(a for a, _ in context.approvals))
+                                                    answered=tuple(a for a, _ in context.approvals),
+                                                    tail=self._unsettled_turn(record))
         except OuroactorsError as exc:
             self._transition(record, Event.PARK, reason=f"{recovery.ParkReason.RESERVATION_NOT_RECLAIMABLE.value}: "
                                                         f"replacement refused: {exc}")
@@ -316,11 +317,27 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
         record = self._transition(record, event, workspace=self._workspace(), **changes)
         self.answered_asks = [d for _, d in context.approvals]
         text = context.text
+        if opened.tail:  # the lost runtime had settled the turn: its withheld events follow, nothing re-runs
+            log.info("%s: the lost runtime settled the turn; its last events are published from the journal",
+                     self.path)
+            self._want_publish()
+            return
         if text is None:
             yield from self._close_runtime()
             self._transition(record, Event.TURN_COMPLETE)
             return
         yield from self._send_text(text)
+
+    def _unsettled_turn(self, record: SessionRecord) -> tuple[int, int]:
+        """:func:`.publication.unsettled_turn` over the committed log, read back from its end as far as needed."""
+        cursor, window = record.committed_cursor, 256
+        while True:
+            after = max(0, cursor - window)
+            found = publication.unsettled_turn(self.store.events(self.session_id, after, cursor - after),
+                                               from_start=after == 0)
+            if found is not None:
+                return found
+            window *= 4
 
     def _heartbeat(self, drain: bool = True) -> Job:
         """Is the runtime's child still the one attached? Then drain once more (a lost push or answer is

@@ -44,6 +44,7 @@ __all__ = [
     "chain",
     "plan",
     "reconciled",
+    "unsettled_turn",
 ]
 
 GENESIS = ""  # the log digest of a session with no committed event
@@ -97,6 +98,21 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not self.events
+
+
+def unsettled_turn(events: Sequence[_Event], *, from_start: bool) -> tuple[int, int] | None:
+    """The turn the committed log has not seen settle, and how many of its events the log holds.
+
+    ``events``: the log's last events in cursor order, up to the committed cursor (``from_start``: all of them).
+    Counted from the turn's *latest* ``turn_started``: a turn re-run after a wait or a crash starts again under its
+    number, and only that attempt is what its journal settles. None: these events do not reach back far enough.
+    """
+    for back, event in enumerate(reversed(events), start=1):
+        if event.kind == "turn_started":
+            return event.turn, back
+        if event.kind == "turn_settled":
+            return event.turn + 1, 0
+    return (1, 0) if from_start else None
 
 
 def plan(batch: Batch, committed: int, log_digest: str, conversation_digest: str) -> Plan:

@@ -81,13 +81,14 @@ class RuntimeLink:
         def _poll(self) -> None: ...
 
     def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
-                       answered: tuple[str, ...] = ()) -> Generator[Ask, Any, Opened]:
+                       answered: tuple[str, ...] = (), tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]:
         """Start a runtime child, lease the workspace for it (it is the owner), open it at cursor ``start``.
 
         ``reclaim``: the lost runtime's lease (:func:`.configs.get_lease`); its reservation is reclaimed
         with its capability instead of acquiring anew. The runtime runs under the record's state version
         and parks its approvals on the coordinator (:mod:`.waits`); ``answered``: the approvals answered
-        since its turn began.
+        since its turn began; ``tail``: the turn the committed log has not seen settle and how many of its events
+        it holds (``OpenSession.tail_turn``; a replacement passes it).
         """
         self.answered_asks = []  # a new runtime: no answered ask is pending in it yet (see .waits)
         config = get_config(self.store, self.session_id)
@@ -96,7 +97,7 @@ class RuntimeLink:
         lost: list[str] = []
         for _ in range(START_ATTEMPTS):
             try:
-                return (yield from self._start_once(config, start, reclaim, answered))
+                return (yield from self._start_once(config, start, reclaim, answered, tail))
             except RuntimeLost as exc:  # it ran nothing (an open runs no turn): another one opens instead
                 log.warning("%s: %s; starting another runtime", self.session_id, exc)
                 lost.append(str(exc))
@@ -104,7 +105,7 @@ class RuntimeLink:
         raise CoordinatorError(f"{START_ATTEMPTS} runtimes died while opening the session: {'; '.join(lost)}")
 
     def _start_once(self, config: dict[str, Any], start: int, reclaim: dict[str, Any] | None,
-                    answered: tuple[str, ...]) -> Generator[Ask, Any, Opened]:
+                    answered: tuple[str, ...], tail: tuple[int, int]) -> Generator[Ask, Any, Opened]:
         info = yield self._execution(AdminCall("start_child"))
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
@@ -127,7 +128,8 @@ class RuntimeLink:
         version = self.record.state_version if self.record is not None else 0
         opened = yield from self._open(info, OpenSession(self.session_id, config, attached.lease_id, subscriber,
                                                          start=start, state_version=version, park_approvals=True,
-                                                         answered=answered))
+                                                         answered=answered, tail_turn=tail[0],
+                                                         tail_published=tail[1]))
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id

@@ -34,6 +34,7 @@ from .loop import (
     Control,
     Interrupt,
     LoopState,
+    OutputSink,
     ParsedCall,
     Ports,
     SessionLoop,
@@ -308,11 +309,12 @@ def _scan(records: list[StoredRecord], env: lmdb.Environment) -> tuple[list[Stor
     return out, None
 
 
-async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None
-                         ) -> ReplayReport:
+async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None,
+                         sink: OutputSink | None = None) -> ReplayReport:
     """Replay ``session``. ``catalog``: the tool set to re-parse calls with and to show the model (default: the
     specs and parse outcomes recorded in the journal — what happened; pass today's ``ToolsCatalog`` to find out
-    whether today's tools would have led the session elsewhere)."""
+    whether today's tools would have led the session elsewhere). ``sink``: where the replayed turns' output events
+    go (default: nowhere); a runtime collects a settled turn's events there to publish what a crash withheld."""
     verdict = reading.verify(env, session)
     stored = [r for r in reading.records(env, session)  # not what was appended after the verified snapshot
               if verdict.head_seq is None or r.seq <= verdict.head_seq]
@@ -353,7 +355,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     except (ValidationError, KeyError, TypeError):
         return report(0, boundary=Boundary("bad_session_opened", opened.seq))
     ports = Ports(model=_Model(tape), effects=_Effects(tape), journal=_Journal(tape), clock=_Clock(tape),
-                  control=_Control(tape), sink=_Sink(), catalog=tools)
+                  control=_Control(tape), sink=sink or _Sink(), catalog=tools)
     loop = SessionLoop(session, config, ports, deadlines=False)
     states.append(loop.state())
     verified = 0

@@ -26,6 +26,7 @@ import os
 import signal
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgpack
@@ -75,6 +76,7 @@ from .output import DEFAULT_CAPACITY, OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import ProviderConfigError, ScriptFileError, make_provider
 from .replay import replay_session
+from .tail import SettledTail
 
 
 class LeaseRefused(RuntimeRefusal):
@@ -233,17 +235,25 @@ class Runtime(Worker):
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
         # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
         loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
-        settings.resumed = self._restore(loop, session)
+        tail = SettledTail(message.tail_turn)
+        settings.resumed = self._restore(loop, session, tail)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         self.trio.call(lambda: loop.open(runtime=runtime))
+        withheld = tail.withheld(message.tail_published)
+        if withheld:  # the settled turn's last events, as the dead runtime emitted them (derived, nothing ran)
+            def emit_withheld() -> None:
+                for kind, turn, data in withheld:
+                    notify(channel.buffer.append(kind, turn, data))
+
+            self.trio.call(emit_withheld)
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
                           opened_with=(message.lease_id, message.start))
         faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})
-        return Opened(session, self.runtime_id, self.generation, channel.buffer.produced)
+        return Opened(session, self.runtime_id, self.generation, channel.buffer.produced, tail=tail.settled)
 
-    def _restore(self, loop: SessionLoop, session: str) -> bool:
+    def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool:
         """Continue a session that already has a journal: the conversation after its last verified turn.
 
         A runtime is started per turn and after a crash, so it must not begin with an empty conversation (turn
@@ -252,7 +262,7 @@ class Runtime(Worker):
         """
         if reading.head(self.ledger.env, session) is None:
             return False
-        report = self.trio.run(replay_session, self.ledger.env, session)
+        report = self.trio.run(partial(replay_session, self.ledger.env, session, sink=tail))
         if report.divergence is not None:
             d = report.divergence
             raise JournalRefused(f"session {session!r}: its journal diverges from this runtime at seq {d.seq} "
