@@ -34,9 +34,12 @@ def storage() -> None:
 @reports_errors
 def storage_status(data_dir: str, actor_path: str | None) -> None:
     """Schema, generation, map size and usage."""
+    from ..core.generation_text import format_generation
+
     info = connect(data_dir).ask(actor_path or "agent/storage", "status")  # a read: no stamp needed
     for key, value in info.items():
-        console.print(f"{key:>12}: {value}", markup=False)
+        shown = format_generation(value) if key == "generation" and isinstance(value, int) else value
+        console.print(f"{key:>12}: {shown}", markup=False)
 
 
 @storage.command("backup")

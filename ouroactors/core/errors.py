@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .generation_text import format_generation
+
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
     """Unpickle an error without calling its ``__init__`` (whose signature may differ from args)."""
@@ -122,6 +124,11 @@ class UnhandledMessage(OuroactorsError):
         return (self.__class__, (self.path, self.message_type))
 
 
+def _generation(value: int | None, missing: str) -> str:
+    """A generation as every table prints it (``epoch.micros``, zero-padded), so an error reads the same."""
+    return missing if value is None else format_generation(value)
+
+
 class StaleGeneration(OuroactorsError):
     """A request was stamped with an authority generation that is gone; nothing was done."""
 
@@ -129,7 +136,8 @@ class StaleGeneration(OuroactorsError):
         self.authority = authority
         self.expected = expected
         self.got = got
-        super().__init__(f"stale generation for {authority}: request stamped {got}, current is {expected}")
+        super().__init__(f"stale generation for {authority}: request stamped {_generation(got, 'nothing')}, "
+                         f"current is {_generation(expected, 'not assigned yet')}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, (self.authority, self.expected, self.got))
@@ -209,5 +217,6 @@ class StampRequired(StaleGeneration):
 
     def __init__(self, authority: str, expected: int | None, got: int | None = None) -> None:
         super().__init__(authority, expected, got)
-        Exception.__init__(self, f"{authority} serves only stamped requests (its generation is {expected}); "
+        Exception.__init__(self, f"{authority} serves only stamped requests (its generation is "
+                                 f"{_generation(expected, 'not assigned yet')}); "
                                  "stamp the request with the generation you looked up")

@@ -14,6 +14,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.operators import read_credentials
 from ouroactors.authorities.ledger.actor import RecordSettled, RecordStarted
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+from ouroactors.core.generation_text import format_generation
 
 from .cli_helpers import Served, cli, events, wait_event
 
@@ -58,6 +59,13 @@ def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
         assert shown["reason"] == "found the PR by its marker"
         again = cli("ledger", "settle", "pr-2", "failed", "--reason", "changed my mind", cwd=tmp_path)
         assert again.returncode == 2 and "already ok" in again.stderr
+
+        status = cli("storage", "status", cwd=tmp_path)
+        assert status.returncode == 0, status.stderr
+        [shown_generation] = [line.split(": ", 1)[1] for line in status.stdout.splitlines()
+                              if line.strip().startswith("generation:")]
+        storage = client.child_info("agent/storage").generation
+        assert shown_generation == format_generation(storage)  # as the tree shows it, not the raw integer
 
         backup = tmp_path / "backup"
         assert cli("storage", "backup", str(backup), cwd=tmp_path).returncode == 0

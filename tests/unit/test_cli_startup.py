@@ -63,3 +63,12 @@ def test_generations_print_in_an_order_people_can_see() -> None:
         assert a >= b or float(x) <= float(y)  # and never backwards read as decimals
 
     ordered()
+
+
+def test_errors_print_generations_in_the_same_form_as_the_tables() -> None:
+    from ouroactors.core.errors import StaleGeneration, StampRequired
+
+    stale = StaleGeneration("agent/ledger", (1 << 48) | 103446, (1 << 48) | 55629)
+    assert "request stamped 1.000000000055629, current is 1.000000000103446" in str(stale)
+    assert "its generation is 1.000000000000005" in str(StampRequired("agent/ledger", (1 << 48) | 5))
+    assert "stamped nothing" in str(StaleGeneration("agent/ledger", None, None))
