@@ -44,8 +44,8 @@ STEP_TIMEOUT_S = 20.0
 class Narrator:
     """Prints a step's facts, why they matter, and the command that shows them (exactly as it runs)."""
 
-    def __init__(self, console: Console, data_dir: Path) -> None:
-        self.console, self.data_dir = console, data_dir
+    def __init__(self, console: Console, data_dir: Path, *, keep: bool = True) -> None:
+        self.console, self.data_dir, self.keep = console, data_dir, keep
 
     def command(self, *words: str) -> str:
         return " ".join(["ouroactors", *(quote(w) for w in words), "--data-dir", quote(str(self.data_dir))])
@@ -63,7 +63,13 @@ class Narrator:
     def why(self, text: str) -> None:
         self.console.print(f"why it matters: {text}", style="italic dim", markup=False, highlight=False)
 
-    def see(self, *words: str) -> None:
+    def see(self, *words: str, live: bool = True) -> None:
+        """The command that shows what was just said. ``live``: it asks the running system, which is gone when
+        the demo ends unless it runs with ``--keep``, so without it the line says so instead of promising."""
+        if live and not self.keep:
+            self.console.print(f"  with the system kept up (demo --keep): {self.command(*words)}", style="cyan",
+                               markup=False, highlight=False)
+            return
         self.console.print(f"  see it yourself: {self.command(*words)}", style="cyan", markup=False, highlight=False)
 
     def skipped(self, what: str, reason: str) -> None:
@@ -103,7 +109,7 @@ def run_demo(console: Console, base: str, data_dir: Path, *, kill: bool = True, 
                       "are real processes that the demo SIGKILLs and recovers; the simple base runs everything "
                       "in this one process", style="red", markup=False, highlight=False)
         return 2
-    n = Narrator(console, data_dir)
+    n = Narrator(console, data_dir, keep=keep)
     n.step("ouroactors demo: a durable agent session, end to end")
     started = time.monotonic()
     workspace = setup.workspace_for(data_dir)
@@ -147,7 +153,7 @@ def _shutdown(n: Narrator, system: ActorSystem) -> None:
     system.shutdown()
     stopped = [e.path for e in system.events.all()[mark:] if e.kind == "terminated"]
     n.said(f"terminated {len(stopped)} actors: {', '.join(stopped)}")
-    n.see("events")
+    n.see("events", live=False)  # the event log is a file: it reads the same after the system is gone
 
 
 def _run(n: Narrator, system: ActorSystem, tree: Any, workspace: Path, *, kill: bool, keep: bool) -> int:

@@ -207,7 +207,7 @@ class Demo:
             if event.path.startswith(watched):
                 reason = f" reason={event.reason}" if getattr(event, "reason", None) else ""
                 self.n.said(f"  event log: {event.kind:<12} {event.path}{reason}")
-        self.n.see("events")
+        self.n.see("events", live=False)
 
     # -- the end of the turn, 6. the journal, the end of the session -------------------------------------------
 

@@ -48,6 +48,13 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     assert re.search(r"\d+ of \d+ turns verified", out), out  # replay's verdict, shown whatever it is
     assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir
     assert "no process left behind" in out and not _group_alive(_printed_pgid(out))
+    # The system is gone: what asks it is labelled as needing --keep, and every command still offered runs.
+    assert "with the system kept up (demo --keep): ouroactors ledger list --session" in out
+    commands = _printed_commands(out)
+    assert ["ouroactors", "events", "--data-dir", str(tmp_path / "d")] in commands
+    for words in commands:
+        ran = run_cli(*words[1:], cwd=tmp_path)
+        assert ran.returncode == 0, f"{' '.join(words)}: {ran.stdout}{ran.stderr}"
 
 
 def _printed_commands(stdout: str) -> list[list[str]]:
