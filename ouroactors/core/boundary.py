@@ -19,12 +19,15 @@ What a plain annotation means (tighten it with ``Annotated[..., Size(...)]`` or 
 * ``bool`` — exactly True or False; an ``Enum`` — a member or one of its values; ``Literal`` — one
   of the listed values;
 * ``tuple[X, ...]`` / ``dict[str, X]`` — at most :data:`DEFAULT_ITEMS` items, each checked;
-* a nested dataclass is checked and rebuilt the same way; a pydantic model is re-validated strictly;
+  ``Annotated[dict[str, Any], Data(n)]`` bounds the whole dict's encoding (n bytes) instead of each value's;
+* a nested dataclass is checked and rebuilt the same way (its ``check`` too, see below); a pydantic model is
+  re-validated strictly;
 * ``Any`` — a value the canonical codec can encode, at most :data:`DEFAULT_DATA_BYTES` bytes;
   :data:`Address` — an actor address (or None): checked for type only.
 
 A message class may add cross-field checks in a ``check(self) -> None`` method that raises
-:class:`~.errors.BadRequest`.
+:class:`~.errors.BadRequest`. It runs wherever the class is met, nested too (an item of a batch is held to the
+checks it would meet alone); a nested refusal names its place (``items[0].by``).
 """
 
 from __future__ import annotations
@@ -120,6 +123,16 @@ def check_message(message: Any) -> Any:
     return rebuilt
 
 
+def check_field(cls: type, name: str, value: Any) -> Any:
+    """``value`` checked as the field ``name`` of the message class ``cls`` would be at the door (a caller that
+    builds the message from outside input — the CLI's arguments — refuses it where it was typed, by the same
+    rules); raises :class:`BadRequest` naming the field."""
+    try:
+        return _check(value, _hints(cls)[name], name)
+    except _Bad as bad:
+        raise BadRequest(cls.__name__, bad.path.lstrip("."), bad.problem, _short(bad.value)) from None
+
+
 _FIELDS: dict[type, list[tuple[str, Any]]] = {}
 
 
@@ -142,11 +155,25 @@ def _dataclass(value: Any, cls: type, path: str) -> Any:
             raise _Bad(f"{path}.{name}", "is missing", None) from None
         fields[name] = _check(raw, ann, f"{path}.{name}")
     try:
-        return cls(**fields)
+        rebuilt = cls(**fields)
     except _Bad:
         raise
     except Exception as exc:  # the class's own __post_init__ refused it
         raise _Bad(path, f"{type(exc).__name__}: {exc}"[:300], None) from None
+    check = getattr(rebuilt, "check", None)
+    if path and callable(check):  # nested: the top-level message's own check runs in check_message
+        try:
+            check()
+        except BadRequest as bad:
+            raise _Bad(f"{path}.{bad.field}" if bad.field else path, bad.problem, _Shown(bad.value)) from None
+    return rebuilt
+
+
+class _Shown(str):
+    """A value already shown (a nested refusal's short repr): not quoted again."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 @dataclass(frozen=True)
@@ -160,6 +187,7 @@ class _Shape:
     size: Size | None
     bounds: Range | None
     data: Data
+    data_given: bool  # a Data(...) was annotated (on a dict: it bounds the whole dict)
 
 
 _SHAPES: dict[Any, _Shape] = {}
@@ -202,7 +230,7 @@ def _shape(ann: Any) -> _Shape:
         kind = "unknown"
     shape = _Shape(kind, ann, args, meta, next((m for m in meta if isinstance(m, Size)), None),
                    next((m for m in meta if isinstance(m, Range)), None),
-                   next((m for m in meta if isinstance(m, Data)), Data()))
+                   next((m for m in meta if isinstance(m, Data)), Data()), any(isinstance(m, Data) for m in meta))
     try:
         _SHAPES[original] = shape
     except TypeError:
@@ -230,7 +258,7 @@ def _check(value: Any, ann: Any, path: str) -> Any:
     if kind == "tuple":
         return _tuple(value, shape.args, shape.size, path)
     if kind == "dict":
-        return _dict(value, shape.args, shape.size, path)
+        return _dict(value, shape, path)
     if kind == "bool":
         if type(value) is not bool:
             raise _Bad(path, f"must be True or False, not {type(value).__name__}", value)
@@ -292,7 +320,8 @@ def _number(value: Any, ann: type, bounds: Range | None, path: str) -> int | flo
             raise _Bad(path, "must be finite", value)
     lo, hi = (bounds.lo, bounds.hi) if bounds else ((INT64[0], INT64[1]) if ann is int else (-1e15, 1e15))
     if not lo <= value <= hi:
-        raise _Bad(path, f"must be in [{lo:g}, {hi:g}]", value)
+        shown = (f"{int(lo)}, {int(hi)}" if ann is int else f"{lo:g}, {hi:g}")  # an int's bounds exactly
+        raise _Bad(path, f"must be in [{shown}]", value)
     return value
 
 
@@ -318,11 +347,16 @@ def _tuple(value: Any, args: tuple[Any, ...], size: Size | None, path: str) -> t
     return tuple(_check(item, a, f"{path}[{i}]") for i, (item, a) in enumerate(zip(value, args, strict=True)))
 
 
-def _dict(value: Any, args: tuple[Any, ...], size: Size | None, path: str) -> dict[Any, Any]:
+def _dict(value: Any, shape: _Shape, path: str) -> dict[Any, Any]:
     if type(value) is not dict:
         raise _Bad(path, f"must be a dict, not {type(value).__name__}", value)
-    _length(len(value), size or Size(0, DEFAULT_ITEMS), "items", path, None)
-    key_ann, value_ann = args if len(args) == 2 else (str, Any)
+    _length(len(value), shape.size or Size(0, DEFAULT_ITEMS), "items", path, None)
+    key_ann, value_ann = shape.args if len(shape.args) == 2 else (str, Any)
+    if value_ann is Any and shape.data_given:  # free-form values, bounded together
+        for k in value:
+            _check(k, key_ann, f"{path}<key>")
+        _data(value, shape.data, path)
+        return value
     return {_check(k, key_ann, f"{path}<key>"): _check(v, value_ann, f"{path}[{_short(k)}]")
             for k, v in value.items()}
 

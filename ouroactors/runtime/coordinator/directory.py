@@ -16,6 +16,12 @@ re-read every :data:`FOLLOW_TICK_S` until something is committed or the wait end
 Commands for one session go to its coordinator wrapped in :class:`~.messages.ForSession`; the
 coordinator answers the caller directly. The coordinator's address is looked up from its supervisor
 on each command (a restarted coordinator has a new address; its child key stays).
+
+A :class:`~.messages.Committed` nudge passes the door like a request and is taken only from the coordinator
+the directory last forwarded that session's commands to (the only one that knows this directory's address), for
+a cursor that is durable and not below the one it nudged before; anything else is refused with
+:class:`~ouroactors.core.errors.BadRequest` naming the field. A nudge only makes followers read the durable log
+sooner, so a refused one changes nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 
 from thespian.actors import WakeupMessage
 
-from ...core.errors import OuroactorsError
+from ...core.errors import BadRequest, OuroactorsError
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
 from ..execution.config import parse_session_config
@@ -38,7 +44,7 @@ from .configs import get_config, put_config
 from .errors import SessionExists, UnknownSession
 from .messages import (
     COMMANDS,
-    REQUESTS,
+    DIRECTORY_REQUESTS,
     Committed,
     EventsRead,
     ForSession,
@@ -78,7 +84,7 @@ class _Follower:
 class Sessions(Worker):
     """The session directory; see the module docstring."""
 
-    protocol = REQUESTS
+    protocol = DIRECTORY_REQUESTS
     refusals = (DirectoryError, SessionExists, UnknownSession, ValueError)
 
     def on_start(self) -> None:
@@ -90,6 +96,8 @@ class Sessions(Worker):
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
         self.jobs = Jobs(self.send, self.wakeupAfter)
         self.keys: dict[str, str] = {}  # session id -> its coordinator's child key
+        self.serving: dict[str, Any] = {}  # session id -> the coordinator its commands were last forwarded to
+        self.nudged: dict[str, int] = {}  # session id -> the cursor that coordinator last nudged
         self.followers: list[_Follower] = []
         self.ticking = False  # one follow tick at a time (a Committed nudge may empty the list between ticks)
         self.swept: list[str] = []
@@ -109,6 +117,10 @@ class Sessions(Worker):
                 self.jobs.offer(message.payload, None)
             return None
         if isinstance(message, Committed):  # a coordinator's nudge: its followers are answered now, not at a tick
+            refused = self._refused_nudge(message, sender)
+            if refused is not None:
+                return refused
+            self.nudged[message.session_id] = message.cursor
             self._serve_followers(message.session_id)
             return None
         if type(message) in COMMANDS:
@@ -196,7 +208,27 @@ class Sessions(Worker):
             self.send(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running now "
                                              f"({getattr(info, 'status', info)!r}); try again"))
             return
+        if self.serving.get(request.session_id) != address:  # a new coordinator: its nudges start afresh
+            self.serving[request.session_id] = address
+            self.nudged.pop(request.session_id, None)
         self.send(address, ForSession(sender, request))
+
+    def _refused_nudge(self, nudge: Committed, sender: Any) -> BadRequest | None:
+        """Why ``nudge`` is not taken (see the module docstring), or None."""
+        session = nudge.session_id
+        if sender is None or self.serving.get(session) != sender:
+            return BadRequest("Committed", "session_id", "is not a session whose commands the directory forwards "
+                              "to the sender (only its coordinator nudges)", repr(session[:80]))
+        record = self.store.get(session)
+        if record is None:
+            return BadRequest("Committed", "session_id", "is not a session of this node", repr(session[:80]))
+        if nudge.cursor > record.committed_cursor:
+            return BadRequest("Committed", "cursor", f"is beyond the durable cursor {record.committed_cursor} of "
+                              f"{session!r} (a nudge follows a commit)", repr(nudge.cursor))
+        if nudge.cursor < self.nudged.get(session, 0):
+            return BadRequest("Committed", "cursor", f"goes back: {session!r} was nudged at cursor "
+                              f"{self.nudged[session]} already", repr(nudge.cursor))
+        return None
 
     # -- reads ----------------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ...core.boundary import Address, Data, Name, Range, Size
+from ..execution.messages import OutputReady
 
 Cursor = Annotated[int, Range(0, 2**62)]
 Prompt = Annotated[str, Size(1, 200_000)]
@@ -159,10 +160,20 @@ class Serving:
 
 @dataclass(frozen=True)
 class ForSession:
-    """The directory → a coordinator: ``request`` from ``reply_to`` (answer it there)."""
+    """The directory → a coordinator: ``request`` from ``reply_to`` (answer it there).
+
+    Checked again at the coordinator's door, whoever sent it: ``request`` must be one of the :data:`COMMANDS`,
+    itself well-formed (its own checks run nested), and ``reply_to`` an address to answer.
+    """
 
     reply_to: Address
-    request: Any
+    request: SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered
+
+    def check(self) -> None:
+        from ...core.errors import BadRequest
+
+        if self.reply_to is None:
+            raise BadRequest("ForSession", "reply_to", "must be the address to answer, not None")
 
 
 @dataclass(frozen=True)
@@ -171,10 +182,12 @@ class Committed:
 
     Only a wake-up: the directory answers that session's waiting followers from the durable log now instead of
     at its next tick. The commit is what publishes (a reader sees nothing before it); a lost nudge costs a tick.
+    Checked at the directory's door, and taken only from the coordinator the directory forwards that session's
+    commands to, for a cursor that is durable and does not go back (:mod:`.directory`).
     """
 
-    session_id: str
-    cursor: int
+    session_id: Name
+    cursor: Cursor
 
 
 # -- answers ---------------------------------------------------------------------------------------------------
@@ -225,9 +238,11 @@ class Rejected:
 REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, SendMessage, SteerSession, ControlSession,
             WaitSession, CompleteJob, ApprovalAnswered)
 COMMANDS = (SendMessage, SteerSession, ControlSession, WaitSession, CompleteJob, ApprovalAnswered)
+DIRECTORY_REQUESTS = (*REQUESTS, Committed)  # what the session directory checks at its door
+COORDINATOR_REQUESTS = (ForSession, WhichSession, OutputReady)  # what a coordinator checks at its door
 
 __all__ = [
-    "COMMANDS", "REQUESTS", "ApprovalAnswered", "Committed", "CompleteJob", "ControlSession", "Done", "EventsRead",
-    "ForSession", "ListSessions", "NewSession", "ReadEvents", "Rejected", "SendMessage", "SessionView", "ShowSession",
-    "SteerSession", "WaitSession",
+    "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
+    "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
+    "Rejected", "SendMessage", "SessionView", "ShowSession", "SteerSession", "WaitSession",
 ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ...core.boundary import Address, Data, Name, Range, Size
+from ...core.errors import BadRequest
 from .output import OutputEvent
 
 Cursor = Annotated[int, Range(0, 2**62)]
@@ -161,19 +162,34 @@ class OutputReady:
     The event rides in the push so that the subscriber (the coordinator) can checkpoint it without a drain round
     trip — a drain has to wait for the runtime's trio thread, which is busy with the turn (ledger commits, tools).
     The buffer still holds every event until it is acknowledged: a push lost to a restart is found by a drain.
+
+    A push is checked at the coordinator's door like a request (its events are checkpointed from it): the ids
+    are names, ``produced`` a cursor, at most :data:`MAX_PUSHED` events, each with a cursor in ``1..produced``
+    and above the one before it. That it comes from the attached runtime is the coordinator's check (the sender).
     """
 
-    session_id: str
-    runtime_id: str
-    produced: int
-    events: tuple[OutputEvent, ...] = ()
+    session_id: Name
+    runtime_id: Name
+    produced: Cursor
+    events: Annotated[tuple[OutputEvent, ...], Size(0, 256)] = ()  # Size(0, MAX_PUSHED)
 
+    def check(self) -> None:
+        last = 0
+        for i, event in enumerate(self.events):
+            if not last < event.cursor <= self.produced:
+                where = "1" if i == 0 else f"{last + 1} (after events[{i - 1}])"
+                raise BadRequest("OutputReady", f"events[{i}].cursor", f"must be {where} to produced={self.produced}",
+                                 repr(event.cursor))
+            last = event.cursor
+
+
+MAX_PUSHED = 256  # events in one OutputReady (the runtime pushes one at a time; a drain answers at most 256)
 
 REQUESTS = (OpenSession, SendText, SteerTurn, InterruptTurn, CloseSession, DrainOutput, AckOutput,
             RuntimeStatusRequest, SubscribeOutput)
 
 __all__ = [
-    "REQUESTS", "Accepted", "AckOutput", "Acked", "CloseSession", "Closed", "DrainOutput", "InterruptTurn",
-    "OpenSession", "Opened", "OutputReady", "RuntimeStatus", "RuntimeStatusRequest", "SendText", "SteerTurn",
-    "SubscribeOutput",
+    "MAX_PUSHED", "REQUESTS", "Accepted", "AckOutput", "Acked", "CloseSession", "Closed", "DrainOutput",
+    "InterruptTurn", "OpenSession", "Opened", "OutputReady", "RuntimeStatus", "RuntimeStatusRequest", "SendText",
+    "SteerTurn", "SubscribeOutput",
 ]
