@@ -5,6 +5,10 @@ events only — each line is part of the session's durable history — so ``--af
 after cursor C whatever restarted in between, and ``--follow`` waits for more without polling faster
 than the directory's long poll. Approvals are answered as the operator whose credentials are in the
 data dir (grants verifies them).
+
+Every argument that becomes a field of a session message is held to that field's rules where it is typed
+(:class:`MessageField`, over :func:`ouroactors.core.boundary.check_field`: the door's own checks): a bad one is a
+usage error naming the option, before any system is reached.
 """
 
 from __future__ import annotations
@@ -18,9 +22,49 @@ from typing import Any
 import click
 from rich.table import Table
 
-from ..core.errors import OuroactorsError
+from ..core.boundary import check_field
+from ..core.errors import BadRequest, OuroactorsError
+from ..runtime.coordinator import messages as m
 from . import main
 from .common import connect, console, data_dir_option, reports_errors
+
+
+class MessageField(click.ParamType):
+    """An argument that becomes ``message.field``: parsed as ``base``, then checked as the door checks that field."""
+
+    def __init__(self, message: type, field: str, base: click.ParamType = click.STRING) -> None:
+        self.message, self.field, self.base = message, field, base
+        self.name = base.name
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        typed = self.base.convert(value, param, ctx) if isinstance(value, str) else value
+        try:
+            return check_field(self.message, self.field, typed)
+        except BadRequest as bad:
+            self.fail(bad.problem + (f" (got {bad.value})" if bad.value else ""), param, ctx)
+
+
+SESSION_ID = MessageField(m.ShowSession, "session_id")
+VERSION = MessageField(m.CompleteJob, "expected_version", click.INT)
+
+
+def _result(text: str | None) -> Any:
+    """``complete-job --result``: JSON the door takes (no NaN or Infinity, not nested past the parser, bounded)."""
+    if text is None:
+        return None
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value a result may hold")
+
+    try:
+        value = json.loads(text, parse_constant=no_constant)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; RecursionError: nested too deep
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise click.BadParameter(f"not JSON: {problem}", param_hint="'--result'") from None
+    try:
+        return check_field(m.CompleteJob, "result", value)
+    except BadRequest as bad:
+        raise click.BadParameter(bad.problem, param_hint="'--result'") from None
 
 
 def _sessions(data_dir: str) -> Any:
@@ -63,7 +107,7 @@ def session() -> None:
 
 @session.command("new")
 @data_dir_option
-@click.argument("session_id", required=False)
+@click.argument("session_id", required=False, type=SESSION_ID)
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="the session's TOML table (model, tools, sandbox, workspace, limits, pins)")
 @click.option("--workspace", type=click.Path(file_okay=False, exists=True), default=None)
@@ -96,7 +140,7 @@ def session_list(data_dir: str, show_all: bool) -> None:
 
 @session.command("show")
 @data_dir_option
-@click.argument("session_id")
+@click.argument("session_id", type=SESSION_ID)
 @reports_errors
 def session_show(data_dir: str, session_id: str) -> None:
     """A session's durable state: workflow state, version, cursor, runtime, reason."""
@@ -105,9 +149,9 @@ def session_show(data_dir: str, session_id: str) -> None:
 
 @session.command("send")
 @data_dir_option
-@click.argument("session_id")
-@click.argument("text")
-@click.option("--expected-version", type=click.IntRange(0), default=None,
+@click.argument("session_id", type=SESSION_ID)
+@click.argument("text", type=MessageField(m.SendMessage, "text"))
+@click.option("--expected-version", type=VERSION, default=None,
               help="refuse unless the session is still at this state version")
 @click.option("--last", is_flag=True, help="the session completes when this turn settles")
 @reports_errors
@@ -119,8 +163,8 @@ def session_send(data_dir: str, session_id: str, text: str, expected_version: in
 
 @session.command("steer")
 @data_dir_option
-@click.argument("session_id")
-@click.argument("text")
+@click.argument("session_id", type=SESSION_ID)
+@click.argument("text", type=MessageField(m.SteerSession, "text"))
 @reports_errors
 def session_steer(data_dir: str, session_id: str, text: str) -> None:
     """Add a message to the running turn (delivered before its next model call)."""
@@ -130,8 +174,9 @@ def session_steer(data_dir: str, session_id: str, text: str) -> None:
 
 @session.command("events")
 @data_dir_option
-@click.argument("session_id")
-@click.option("--after", type=click.IntRange(0), default=0, show_default=True, help="start after this cursor")
+@click.argument("session_id", type=SESSION_ID)
+@click.option("--after", type=MessageField(m.ReadEvents, "after", click.INT), default=0, show_default=True,
+              help="start after this cursor")
 @click.option("--follow", is_flag=True, help="wait for more until the session ends (or --until, --idle)")
 @click.option("--until", default=None, help="with --follow: stop after an event of this kind (e.g. turn_settled)")
 @click.option("--idle", type=click.FloatRange(0), default=None, help="with --follow: stop after this many seconds "
@@ -150,7 +195,7 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
             click.echo(f"{event.cursor:>6} {event.kind:<14} {text}")
 
 
-version_option = click.option("--expected-version", type=click.IntRange(0), default=None,
+version_option = click.option("--expected-version", type=VERSION, default=None,
                               help="the state version you decided at (refused, and recorded, if it moved on)")
 
 
@@ -164,8 +209,8 @@ def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, rea
 
 @session.command("approve")
 @data_dir_option
-@click.argument("session_id")
-@click.argument("approval_id")
+@click.argument("session_id", type=SESSION_ID)
+@click.argument("approval_id", type=MessageField(m.ApprovalAnswered, "approval_id"))
 @click.option("--reason", default=None)
 @version_option
 @reports_errors
@@ -177,8 +222,8 @@ def session_approve(data_dir: str, session_id: str, approval_id: str, reason: st
 
 @session.command("deny")
 @data_dir_option
-@click.argument("session_id")
-@click.argument("approval_id")
+@click.argument("session_id", type=SESSION_ID)
+@click.argument("approval_id", type=MessageField(m.ApprovalAnswered, "approval_id"))
 @click.option("--reason", default=None)
 @version_option
 @reports_errors
@@ -190,10 +235,12 @@ def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str |
 
 @session.command("wait")
 @data_dir_option
-@click.argument("session_id")
-@click.argument("text")
-@click.option("--seconds", type=click.FloatRange(0), default=None, help="wait on a durable timer this long")
-@click.option("--job", "job_id", default=None, help="wait until this external job is completed (complete-job)")
+@click.argument("session_id", type=SESSION_ID)
+@click.argument("text", type=MessageField(m.WaitSession, "text"))
+@click.option("--seconds", type=MessageField(m.WaitSession, "seconds", click.FLOAT), default=None,
+              help="wait on a durable timer this long (at most 366 days)")
+@click.option("--job", "job_id", type=MessageField(m.WaitSession, "job_id"), default=None,
+              help="wait until this external job is completed (complete-job)")
 @reports_errors
 def session_wait(data_dir: str, session_id: str, text: str, seconds: float | None, job_id: str | None) -> None:
     """Make a suspended session wait on a timer or an external job; its next turn then starts with TEXT.
@@ -208,19 +255,17 @@ def session_wait(data_dir: str, session_id: str, text: str, seconds: float | Non
 
 @session.command("complete-job")
 @data_dir_option
-@click.argument("session_id")
-@click.argument("job_id")
+@click.argument("session_id", type=SESSION_ID)
+@click.argument("job_id", type=MessageField(m.CompleteJob, "job_id"))
 @click.option("--result", default=None, help="the job's result, as JSON")
-@click.option("--event-id", default=None, help="idempotency key: the same id twice is refused as a duplicate")
+@click.option("--event-id", type=MessageField(m.CompleteJob, "event_id"), default=None,
+              help="idempotency key: the same id twice is refused as a duplicate")
 @version_option
 @reports_errors
 def session_complete_job(data_dir: str, session_id: str, job_id: str, result: str | None, event_id: str | None,
                          expected_version: int | None) -> None:
     """Complete the external job JOB_ID the session waits on: a checked resume event; the next turn runs."""
-    try:
-        value = json.loads(result) if result is not None else None
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from None
+    value = _result(result)
     done = _sessions(data_dir).complete_job(session_id, job_id, value, event_id=event_id,
                                             expected_version=expected_version)
     console.print(f"{session_id}: {done.detail} ({done.view.state}, version {done.view.state_version})",
@@ -240,7 +285,7 @@ for _action, _help in (("cancel", "Cancel the session: its runtime is stopped; t
     def _make(action: str, help_text: str) -> None:
         @session.command(action, help=help_text)
         @data_dir_option
-        @click.argument("session_id")
+        @click.argument("session_id", type=SESSION_ID)
         @reports_errors
         def command(data_dir: str, session_id: str) -> None:
             _control(data_dir, session_id, action)
