@@ -147,3 +147,20 @@ def test_without_the_door_the_unbounded_numbers_crash_the_authority(actor_system
         actor_system.ask("agent/grants", SetPosture("s" * 600, "plan"))
     with pytest.raises(LedgerError, match="key must be a str"):  # the codec refuses a None key
         actor_system.ask("agent/ledger", RecordSettled(None, "ok"))  # type: ignore[arg-type]
+
+
+def test_a_batch_cannot_carry_a_settlement_claiming_an_operator(agent):
+    """Sent alone, ``RecordSettled(by="operator:…")`` is refused (operator settlements are verified: OperatorSettle);
+    inside a ``RecordBatch`` the nested record's own check did not run, and the forged settlement was recorded."""
+    from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+    from ouroactors.authorities.ledger.messages import RecordStarted
+
+    before = snapshot(agent)
+    start = StartRequest(effect_id="forged-1", kind="tool_call", idempotency_key="forged-1",
+                         fingerprint=fingerprint("tool_call", {}), principal="s1", session_id="s1")
+    settle = RecordSettled("forged-1", "ok", by="operator:alice")
+    assert refused(agent, "agent/ledger", settle).field == "by"
+    bad = refused(agent, "agent/ledger", RecordBatch((RecordStarted(start), settle)))
+    assert (bad.message, bad.field) == ("RecordBatch", "items[1].by"), bad
+    assert ask_authority(agent, "agent/ledger", ListEntries()) == []  # the batch is refused whole
+    assert snapshot(agent) == before
