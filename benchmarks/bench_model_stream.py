@@ -17,7 +17,14 @@ gets ``Finished`` is comparable. Rows, sampled interleaved so drift hits both si
 * the same with two parallel tool calls streamed as 12-character argument deltas (the calls are assembled and
   parsed at the end, so this is where the provider's end-of-stream work shows);
 * a whole call of 400 deltas sent without pauses, request to ``Finished``, vs the raw read (reported: the
-  per-chunk cost of SSE parsing and chunk validation).
+  per-chunk cost of SSE parsing and chunk validation);
+* **last chunk → the turn's event in the output batch** (the issue's own measure): the runtime's turn loop
+  (:class:`~ouroactors.runtime.execution.loop.SessionLoop`, with the runtime's flush settings) on this provider,
+  its journal on real LMDB in a temp dir, its output an :class:`~ouroactors.runtime.execution.live.OutputChannel`
+  over the runtime's bounded buffer; the clock stops when the buffer appends the event the model call led to —
+  ``turn_settled`` after a text answer (its journal commit, synced, is on that path) and the first ``tool_call``
+  after a tool-call answer (the model result recorded first). Tools answer at once (an in-process stub: the tools
+  are not what is measured). Baseline: the raw read, as above; goal ≤ 2 ms.
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import aclosing
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import trio
@@ -85,7 +93,10 @@ while True:
     length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
     while len(rest) < length:
         rest += conn.recv(65536)
-    kind = json.loads(rest)["model"]
+    request = json.loads(rest)
+    kind = request["model"]
+    if kind == "tools" and any(m.get("role") == "tool" for m in request["messages"]):
+        kind = "text"  # the turn's second model call, after its tools ran: a text answer ends the turn
     body, finish, usage = answer(kind)
     conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
                  b"connection: close\r\n\r\n" + b"".join(body))
@@ -153,6 +164,81 @@ def _measure(url: str, stamps: IO[str], kind: str, samples: int) -> tuple[Stat, 
     return tail_ours, tail_raw, whole_ours, whole_raw
 
 
+class _Stamped:
+    """The output channel's notify: the monotonic time each event reached the batch, by kind (first only)."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, int] = {}
+
+    def __call__(self, event: Any) -> None:
+        self.at.setdefault(event.kind, time.monotonic_ns())
+
+
+class _InstantTools:
+    """The loop's effect port answering every call ``ok`` at once (the tools are not what is measured)."""
+
+    async def run(self, call: Any, ctx: Any) -> Any:
+        from ouroactors.runtime.execution.loop import ToolResult
+
+        return ToolResult(call.call.id, call.call.name, "ok", output="ok", evidence={})
+
+
+def _measure_loop(url: str, stamps: IO[str], kind: str, samples: int, data_dir: str) -> tuple[Stat, Stat]:
+    """Interleaved samples: (ours last chunk → event in the output batch, raw last → [DONE]), in ms."""
+    from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
+    from ouroactors.runtime.execution.config import parse_session_config
+    from ouroactors.runtime.execution.journal import Journal
+    from ouroactors.runtime.execution.live import OutputChannel
+    from ouroactors.runtime.execution.loop import Ports, SessionLoop
+    from ouroactors.runtime.execution.output import OutputBuffer
+    from ouroactors.runtime.execution.ports import (
+        JournalWriter,
+        ProviderModel,
+        SteeringQueue,
+        SystemClock,
+        ToolsCatalog,
+    )
+
+    base = url.removesuffix("/chat/completions")
+    config = parse_session_config(f'[model]\nkind = "openai"\nbase_url = "{base}"\nmodel = "{kind}"\n'
+                                  '[sandbox]\nmode = "none"\n[tools]\nenabled = ["read", "shell"]\n'
+                                  f'[limits]\nmax_turns = {samples + 10}\n', "bench session")
+    storage = StorageConfig.under(data_dir)
+    env = open_env(storage)
+    ours, raw = Stat(), Stat()
+    event = "tool_call" if kind == "tools" else "turn_settled"
+    try:
+        provider = OpenAIProvider(OpenAIConfig(kind="openai", base_url=base, model=kind))
+
+        async def main() -> None:
+            for index in range(samples + 3):
+                for side in ((0, 1) if index % 2 else (1, 0)):
+                    if side == 1:
+                        await _raw(url, kind)
+                        last = int(stamps.readline())
+                        if index >= 3:
+                            raw.samples.append((time.monotonic_ns() - last) / 1e6)
+                        continue
+                    stamped = _Stamped()
+                    ports = Ports(model=ProviderModel(provider), effects=_InstantTools(),  # type: ignore[arg-type]
+                                  journal=JournalWriter(Journal(env, f"s{index}")), clock=SystemClock(),
+                                  control=SteeringQueue(), sink=OutputChannel(OutputBuffer(), stamped),
+                                  catalog=ToolsCatalog(config.tools.enabled))
+                    loop = SessionLoop(f"s{index}", config, ports, flush_before_tools=False, flush_before_model=False)
+                    loop.open(runtime={})
+                    await loop.run_turn("hello")
+                    last = int(stamps.readline())
+                    if kind == "tools":
+                        stamps.readline()  # the turn's second call (text, after the tools): not this row's
+                    if index >= 3:
+                        ours.samples.append((stamped.at[event] - last) / 1e6)
+
+        trio.run(main)
+    finally:
+        close_env(storage)
+    return ours, raw
+
+
 def run(quick: bool) -> list[Row]:
     samples = 60 if quick else 300
     server = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
@@ -166,6 +252,14 @@ def run(quick: bool) -> list[Row]:
             ours, raw, _, _ = _measure(url, server.stdout, kind, samples)
             rows.append(Row("model stream", f"last chunk → Finished, {label}, vs raw httpx read", "ms", ours, raw,
                             "≤ 2 ms", goal, note="server process stamps CLOCK_MONOTONIC just before its last write"))
+        with tempfile.TemporaryDirectory(prefix="bench-model-stream-") as data_dir:
+            for kind, label in (("text", "text answer → turn_settled (its journal commit included)"),
+                                ("tools", "tool-call answer → first tool_call")):
+                progress(f"loop, {kind}: {samples // 2} samples per side")
+                ours, raw = _measure_loop(url, server.stdout, kind, samples // 2, data_dir)
+                rows.append(Row("model stream", f"last chunk → output batch, {label}, vs raw httpx read", "ms",
+                                ours, raw, "≤ 2 ms", goal,
+                                note="the runtime's turn loop, journal on LMDB, its bounded output buffer"))
         progress(f"burst: {samples // 2} samples per side")
         _, _, whole_ours, whole_raw = _measure(url, server.stdout, "burst", samples // 2)
         rows.append(Row("model stream", "whole call, 400 deltas without pauses, vs raw httpx read", "ms",

@@ -106,6 +106,7 @@ class RuntimeLink:
 
     def _start_once(self, config: dict[str, Any], start: int, reclaim: dict[str, Any] | None,
                     answered: tuple[str, ...], tail: tuple[int, int]) -> Generator[Ask, Any, Opened]:
+        earlier = get_runtime(self.store, self.session_id)  # the runtime before this one, if any (see below)
         info = yield self._execution(AdminCall("start_child"))
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
@@ -113,8 +114,9 @@ class RuntimeLink:
         faults.point(RUNTIME_STARTED)
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
         if config.get("workspace"):
-            granted = yield from self._lease_workspace(config["workspace"], info.address,
-                                                       f"{self.session_id}.g{info.generation}", reclaim)
+            granted = yield from self._lease_workspace(
+                config["workspace"], info.address, f"{self.session_id}.g{info.generation}", reclaim,
+                earlier=f"{self.session_id}.g{earlier['generation']}" if earlier else None)
             if isinstance(granted, BaseException | TimedOut):
                 raise CoordinatorError(f"workspace lease refused: {granted}")
             lease = granted.lease
@@ -158,8 +160,8 @@ class RuntimeLink:
             if waited >= OPEN_TIMEOUT_S:
                 return opened
 
-    def _lease_workspace(self, root: str, owner: Any, request_id: str,
-                         reclaim: dict[str, Any] | None) -> Generator[Ask, Any, Any]:
+    def _lease_workspace(self, root: str, owner: Any, request_id: str, reclaim: dict[str, Any] | None,
+                         earlier: str | None = None) -> Generator[Ask, Any, Any]:
         """Lease ``root`` for the runtime ``owner``: reclaim ``reclaim``'s reservation, or acquire anew.
 
         An earlier runtime's lease may still stand although nobody will use it again: its coordinator died after
@@ -168,6 +170,10 @@ class RuntimeLink:
         (:func:`.configs.get_lease`) is that lease, so it is released first with its capability — or, when it is a
         reservation by now, reclaimed: this coordinator is that session's recovering owner. A lease this
         incarnation released itself is skipped (one ask less per turn).
+
+        A reservation with no lease kept beside the record is one whose grant never reached a coordinator (the
+        workspace died after recording it, before answering): it is keyed by the request id of the runtime before
+        this one (``earlier``), and an acquire with that key reclaims it (the workspace's idempotent acquisition).
         """
         prior = get_lease(self.store, self.session_id) if reclaim is None else None
         if prior is not None and prior.get("capability") and prior.get("lease_id") != self.released_lease:
@@ -178,7 +184,12 @@ class RuntimeLink:
             return (yield from self._reclaim(reclaim, owner, request_id))
         granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
                                                              request_id=request_id))
-        if isinstance(granted, ReservationPending) and prior is not None and prior.get("capability"):
+        if not isinstance(granted, ReservationPending):
+            return granted
+        if earlier is not None and earlier != request_id:
+            granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
+                                                                 request_id=earlier))
+        if isinstance(granted, BaseException | TimedOut) and prior is not None and prior.get("capability"):
             # the workspace found the earlier runtime dead between the release and this acquire
             granted = yield from self._reclaim(prior, owner, request_id)
         return granted
