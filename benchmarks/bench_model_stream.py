@@ -220,7 +220,7 @@ def _measure_loop(url: str, stamps: IO[str], kind: str, samples: int, data_dir: 
                             raw.samples.append((time.monotonic_ns() - last) / 1e6)
                         continue
                     stamped = _Stamped()
-                    ports = Ports(model=ProviderModel(provider), effects=_InstantTools(),  # type: ignore[arg-type]
+                    ports = Ports(model=ProviderModel(provider), effects=_InstantTools(),
                                   journal=JournalWriter(Journal(env, f"s{index}")), clock=SystemClock(),
                                   control=SteeringQueue(), sink=OutputChannel(OutputBuffer(), stamped),
                                   catalog=ToolsCatalog(config.tools.enabled))
