@@ -13,8 +13,8 @@ fuzz test can only prove the promise for every message type if the promise is ma
 What a plain annotation means (tighten it with ``Annotated[..., Size(...)]`` or ``Range(...)``):
 
 * ``str`` — a str of at most :data:`DEFAULT_STR_BYTES` bytes of valid UTF-8 without NUL (a str that
-  becomes an LMDB key, 511 bytes at most, is declared :data:`Name`: 1 to 200 bytes); ``bytes`` at
-  most 1 KiB;
+  becomes an LMDB key, 511 bytes at most, is declared :data:`Name`: 1 to 200 bytes; one a store parses
+  as part of a key adds a :class:`Pattern` it must match whole); ``bytes`` at most 1 KiB;
 * ``int`` — an int (not a bool) in the signed 64-bit range; ``float`` — a finite int or float;
 * ``bool`` — exactly True or False; an ``Enum`` — a member or one of its values; ``Literal`` — one
   of the listed values;
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 from dataclasses import dataclass
 from enum import Enum
@@ -64,6 +65,14 @@ class Range:
 
     lo: float
     hi: float
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A str must match ``regex`` as a whole; ``what`` says in words what it must be (the refusal's text)."""
+
+    regex: str
+    what: str = ""
 
 
 @dataclass(frozen=True)
@@ -188,6 +197,7 @@ class _Shape:
     bounds: Range | None
     data: Data
     data_given: bool  # a Data(...) was annotated (on a dict: it bounds the whole dict)
+    pattern: tuple[re.Pattern[str], str] | None  # a str's Pattern, compiled, and its words
 
 
 _SHAPES: dict[Any, _Shape] = {}
@@ -230,7 +240,9 @@ def _shape(ann: Any) -> _Shape:
         kind = "unknown"
     shape = _Shape(kind, ann, args, meta, next((m for m in meta if isinstance(m, Size)), None),
                    next((m for m in meta if isinstance(m, Range)), None),
-                   next((m for m in meta if isinstance(m, Data)), Data()), any(isinstance(m, Data) for m in meta))
+                   next((m for m in meta if isinstance(m, Data)), Data()), any(isinstance(m, Data) for m in meta),
+                   next(((re.compile(m.regex), m.what or f"matching {m.regex}") for m in meta
+                         if isinstance(m, Pattern)), None))
     try:
         _SHAPES[original] = shape
     except TypeError:
@@ -242,7 +254,10 @@ def _check(value: Any, ann: Any, path: str) -> Any:
     shape = _shape(ann)
     kind = shape.kind
     if kind == "str":
-        return _str(value, shape.size or Size(), path)
+        text = _str(value, shape.size or Size(), path)
+        if shape.pattern is not None and shape.pattern[0].fullmatch(text) is None:
+            raise _Bad(path, f"must be {shape.pattern[1]}", value)
+        return text
     if kind in ("int", "float"):
         return _number(value, shape.ann, shape.bounds, path)
     if kind == "union":

@@ -207,6 +207,28 @@ def test_a_forged_committed_nudge_is_refused_and_publishes_nothing(node):
     node.unchanged(before)
 
 
+def test_ids_that_cannot_be_keys_are_refused_at_the_door(node):
+    """Session, event and job ids become LMDB keys (``record.ID_PATTERN``): one the door admitted but the store
+    cannot key (a space, a ``/``, a leading ``:``) reached the coordinator and crashed it there."""
+    node.settled("s-ids")
+    before = node.before()
+    me = node.sessions.principal
+    for message, where in ((coordinator.WaitSession("s-ids", "x", me, job_id="job 1"), "job_id"),
+                           (coordinator.WaitSession("s-ids", "x", me, job_id="../job"), "job_id"),
+                           (coordinator.SendMessage("s-ids", "x", me, "m 1"), "event_id"),
+                           (coordinator.SendMessage("s-ids", "x", me, "m/1"), "event_id"),
+                           (coordinator.CompleteJob("s-ids", "job/1", me, "e1"), "job_id"),
+                           (coordinator.CompleteJob("s-ids", "job-1", me, "e 1"), "event_id"),
+                           (coordinator.ShowSession(":"), "session_id"),
+                           (coordinator.ReadEvents("s/ids"), "session_id"),
+                           (coordinator.NewSession("s ids", {}, me), "session_id"),
+                           (coordinator.NewSession("s+ids", {}, me), "session_id"),  # a key, but no journal name
+                           (coordinator.ApprovalAnswered("s-ids", "a/1"), "approval_id")):
+        bad = refused(node.system, DIRECTORY, message)
+        assert (bad.message, bad.field) == (type(message).__name__, where), (message, bad)
+    node.unchanged(before)
+
+
 def test_wait_and_complete_job_that_name_the_wrong_thing_are_refused_and_change_no_state(node):
     """An unknown job, another session, a stale version, another principal, a duplicate event: a typed refusal
     (a resume event's is recorded, by design: DESIGN.md's "rejected (and recorded)"); the session stays put."""
@@ -363,7 +385,9 @@ def test_a_runtime_refuses_malformed_reader_requests(node):
                            (unchecked(execution.SubscribeOutput, execution.SubscribeOutput(), subscriber="me"),
                             "subscriber"),
                            (unchecked(execution.SubscribeOutput, execution.SubscribeOutput(), subscriber=7),
-                            "subscriber")):
+                            "subscriber"),
+                           (execution.OpenSession("s+1", {}), "session_id"),  # crashed the runtime (its journal)
+                           (execution.OpenSession("s/1", {}), "session_id")):
         bad = refused(node.system, path, message)
         assert (bad.message, bad.field) == (type(message).__name__, where), bad
     events = list(node.sessions.events("s-rt", after=view.committed_cursor, follow=True, until="turn_settled",

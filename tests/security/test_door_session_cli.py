@@ -60,6 +60,11 @@ BAD_ARGUMENTS = [
     (("deny", "s1", "a1", "--expected-version", str(2**63)), "--expected-version"),
     (("cancel", LONG), "SESSION_ID"),
     (("new", LONG), "SESSION_ID"),
+    (("new", "s+1"), "SESSION_ID"),  # a key the store takes but no journal name: its first turn crashed
+    (("send", "s 1", "hi"), "SESSION_ID"),
+    (("complete-job", "s1", "job/1"), "JOB_ID"),
+    (("wait", "s1", "go", "--job", "../job"), "--job"),
+    (("complete-job", "s1", "j1", "--event-id", "e 1"), "--event-id"),
 ]
 
 

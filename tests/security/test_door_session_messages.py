@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from thespian.actors import ActorAddress
 
 from ouroactors.authorities.ledger.messages import RecordBatch, RecordSettled
-from ouroactors.core.boundary import Data, check_message
+from ouroactors.core.boundary import Data, check_field, check_message
 from ouroactors.core.errors import BadRequest
 from ouroactors.runtime.coordinator import messages as coordinator
 from ouroactors.runtime.coordinator.actor import Coordinator
@@ -217,6 +217,19 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.ControlSession, {"action": "explode"}, "action"),
     (coordinator.ApprovalAnswered, {"approval_id": None}, "approval_id"),
     (coordinator.NewSession, {"config": {"x": {1, 2}}}, "config"),
+    # ids that become LMDB keys and journal names
+    (coordinator.NewSession, {"session_id": "s+1"}, "session_id"),  # a record key, but not a journal name
+    (coordinator.NewSession, {"session_id": "a/b"}, "session_id"),
+    (coordinator.ShowSession, {"session_id": ":"}, "session_id"),
+    (coordinator.ReadEvents, {"session_id": "s 1"}, "session_id"),
+    (coordinator.SendMessage, {"event_id": "m 1"}, "event_id"),
+    (coordinator.WaitSession, {"seconds": None, "job_id": "job 1"}, "job_id"),
+    (coordinator.CompleteJob, {"job_id": "job/1"}, "job_id"),
+    (coordinator.CompleteJob, {"event_id": "-e"}, "event_id"),
+    (coordinator.ApprovalAnswered, {"approval_id": "a/1"}, "approval_id"),
+    (coordinator.Committed, {"session_id": "s\n1"}, "session_id"),
+    (execution.OpenSession, {"session_id": "s+1"}, "session_id"),
+    (execution.OutputReady, {"session_id": "s:1/x"}, "session_id"),
 ]
 
 
@@ -239,6 +252,27 @@ def test_a_nested_records_own_cross_field_check_runs_too():
     with pytest.raises(BadRequest) as caught:
         check_message(RecordBatch((forged,)))
     assert (caught.value.message, caught.value.field) == ("RecordBatch", "items[0].by"), caught.value
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=140), st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@+\-/ ]{0,130}", fullmatch=True)))
+def test_an_id_the_door_admits_is_one_the_journal_and_the_store_can_key(text):
+    from ouroactors.runtime.coordinator.record import check_id
+    from ouroactors.runtime.execution.journal import check_session
+
+    try:
+        check_field(coordinator.NewSession, "session_id", text)
+    except BadRequest:
+        pass
+    else:
+        check_session(text)  # the runtime's journal
+        check_id(text, "session_id")  # the coordinator's record keys
+    try:
+        check_field(coordinator.CompleteJob, "event_id", text)
+    except BadRequest:
+        pass
+    else:
+        check_id(text, "event_id")
 
 
 @dataclass(frozen=True)

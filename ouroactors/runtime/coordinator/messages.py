@@ -14,10 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from ...core.boundary import Address, Data, Name, Range, Size
-from ..execution.messages import OutputReady
+from ...core.boundary import Address, Data, Name, Pattern, Range, Size
+from ..execution.messages import OutputReady, SessionId
+from .record import ID_PATTERN
 
 Cursor = Annotated[int, Range(0, 2**62)]
+# Event, job and approval ids are parts of LMDB keys: the store's identifiers (record.ID_PATTERN); a session id is
+# a SessionId (the journal's rule too).
+Ident = Annotated[str, Size(1, 128), Pattern(ID_PATTERN.pattern, "an identifier: 1 to 128 of [A-Za-z0-9._:@+-], "
+                                                                 "starting with a letter or digit")]
 Prompt = Annotated[str, Size(1, 200_000)]
 WaitSeconds = Annotated[float, Range(0.0, 60.0)]
 Version = Annotated[int, Range(0, 2**62)]
@@ -31,7 +36,7 @@ class NewSession:
     is who owns it — the channel (the local CLI, the Python API in this process) vouches for it.
     """
 
-    session_id: Name
+    session_id: SessionId
     config: Annotated[Any, Data(32_000)]
     principal: Name
     channel: Name = "local"
@@ -47,7 +52,7 @@ class ListSessions:
 
 @dataclass(frozen=True)
 class ShowSession:
-    session_id: Name
+    session_id: SessionId
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class ReadEvents:
     ``wait_s`` passed (a long poll: how ``events --follow`` waits without spinning).
     """
 
-    session_id: Name
+    session_id: SessionId
     after: Cursor = 0
     limit: Annotated[int, Range(1, 4096)] = 256
     wait_s: WaitSeconds = 0.0
@@ -74,10 +79,10 @@ class SendMessage:
     (not ``suspended``) when this turn settles, in the same transaction as the turn's last checkpoint.
     """
 
-    session_id: Name
+    session_id: SessionId
     text: Prompt
     principal: Name
-    event_id: Name
+    event_id: Ident
     channel: Name = "local"
     expected_version: Version | None = None
     last: bool = False  # the session completes when this turn settles (kept with the accepted event)
@@ -87,7 +92,7 @@ class SendMessage:
 class SteerSession:
     """Add a message to the running turn (delivered before its next model call)."""
 
-    session_id: Name
+    session_id: SessionId
     text: Prompt
     principal: Name
 
@@ -96,7 +101,7 @@ class SteerSession:
 class ControlSession:
     """``cancel`` (any non-terminal state), ``suspend`` (a running one) or ``resume`` (suspended or parked)."""
 
-    session_id: Name
+    session_id: SessionId
     action: Annotated[str, Size(1, 16)]
     principal: Name
 
@@ -112,11 +117,11 @@ class WaitSession:
     """Make a suspended session wait — on a timer (``seconds`` from now) or an external job (``job_id``) — and
     start its next turn with ``text`` when the wait completes (for a job, its result is appended)."""
 
-    session_id: Name
+    session_id: SessionId
     text: Annotated[str, Size(1, 8000)]
     principal: Name
     seconds: Annotated[float, Range(0.0, 366 * 86400.0)] | None = None
-    job_id: Name | None = None
+    job_id: Ident | None = None
 
     def check(self) -> None:
         from ...core.errors import BadRequest
@@ -130,10 +135,10 @@ class CompleteJob:
     """The external job a session waits on completed: a resume event (``event_id`` its idempotency key),
     checked like a message — the principal, the channel and (when given) the expected state version."""
 
-    session_id: Name
-    job_id: Name
+    session_id: SessionId
+    job_id: Ident
     principal: Name
-    event_id: Name
+    event_id: Ident
     result: Annotated[Any, Data(16_000)] = None
     channel: Name = "local"
     expected_version: Version | None = None
@@ -144,8 +149,8 @@ class ApprovalAnswered:
     """The grants authority has an answer for ``approval_id`` (a nudge: the coordinator reads the answer there,
     where the operator's credentials were verified, and checks it as a resume event)."""
 
-    session_id: Name
-    approval_id: Name
+    session_id: SessionId
+    approval_id: Ident
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,7 @@ class Committed:
     commands to, for a cursor that is durable and does not go back (:mod:`.directory`).
     """
 
-    session_id: Name
+    session_id: SessionId
     cursor: Cursor
 
 

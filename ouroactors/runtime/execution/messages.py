@@ -10,13 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from ...core.boundary import Address, Data, Name, Range, Size
+from ...core.boundary import Address, Data, Name, Pattern, Range, Size
 from ...core.errors import BadRequest
 from .output import OutputEvent
 
 Cursor = Annotated[int, Range(0, 2**62)]
 Prompt = Annotated[str, Size(1, 200_000)]
 Version = Annotated[int, Range(0, 2**62)]
+# A session id names the session's journal (journal.check_session) and the coordinator's keys of its record
+# (coordinator.record.ID_PATTERN): at the door it must be both, so no session is admitted that cannot be kept.
+SessionId = Annotated[str, Size(1, 128), Pattern(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}",
+                                                 "a session id: 1 to 128 of [A-Za-z0-9._:@-], starting with a "
+                                                 "letter or digit")]
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class OpenSession:
     derived from the journal by replay (nothing runs), and answers ``Opened.tail``: the turn is not to be re-run.
     """
 
-    session_id: Name
+    session_id: SessionId
     config: Annotated[Any, Data(32_000)]
     lease_id: Name | None = None
     subscriber: Address = None
@@ -168,7 +173,7 @@ class OutputReady:
     and above the one before it. That it comes from the attached runtime is the coordinator's check (the sender).
     """
 
-    session_id: Name
+    session_id: SessionId
     runtime_id: Name
     produced: Cursor
     events: Annotated[tuple[OutputEvent, ...], Size(0, 256)] = ()  # Size(0, MAX_PUSHED)
@@ -191,5 +196,5 @@ REQUESTS = (OpenSession, SendText, SteerTurn, InterruptTurn, CloseSession, Drain
 __all__ = [
     "MAX_PUSHED", "REQUESTS", "Accepted", "AckOutput", "Acked", "CloseSession", "Closed", "DrainOutput",
     "InterruptTurn", "OpenSession", "Opened", "OutputReady", "RuntimeStatus", "RuntimeStatusRequest", "SendText",
-    "SteerTurn", "SubscribeOutput",
+    "SessionId", "SteerTurn", "SubscribeOutput",
 ]
