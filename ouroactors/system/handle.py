@@ -95,6 +95,7 @@ class ActorSystem(Operations, SystemClient):
         convention: str | None = None,
         simulated: bool = False,
         secret_file: str | os.PathLike[str] | None = None,
+        join_timeout: float = 10.0,
     ) -> ActorSystem:
         """Start a system on ``base`` with its state under ``data_dir`` (a temp dir if None).
 
@@ -106,7 +107,9 @@ class ActorSystem(Operations, SystemClient):
         system's secret (``<data_dir>/secret``, created 0600 on first use; see :mod:`._frames`).
         Nodes of a convention share one secret explicitly: a member joins with
         ``secret_file=`` naming a copy of the leader's secret file. Frames are authenticated,
-        not encrypted: across machines, use a network you trust or a tunnel.
+        not encrypted: across machines, use a network you trust or a tunnel. A member that the leader has not
+        registered within ``join_timeout`` seconds (frames tagged with another secret are dropped unanswered)
+        is refused with :class:`ActorSystemError`.
 
         ``simulated=True`` (simple base only) runs the system on virtual time
         (:mod:`._simulation`): timers, restarts, generations and the event log depend only on
@@ -180,7 +183,7 @@ class ActorSystem(Operations, SystemClient):
             system.simulation, system._log_handler = simulation, log_handler
             system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
             if join is not None:
-                system._await_convention(join)
+                system._await_convention(join, join_timeout)
         except BaseException:
             thespian.shutdown()
             if simulation is not None:

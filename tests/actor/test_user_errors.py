@@ -31,6 +31,7 @@ def test_a_failed_start_and_a_crash_name_the_file_with_the_traceback(actor_syste
     mark = actor_system.mark()
     with pytest.raises(ActorCrashed) as crashed:
         actor_system.ask("ok/c", "crash")
+    assert "workers.py:" in str(crashed.value) and "in handle_str" in str(crashed.value)
     assert crashed.value.__notes__ == [f"the actor's full traceback is in {log}"]
     actor_system.wait_for("started", "ok/c", after=mark)  # the restart
     with pytest.raises(ActorCrashed) as again:  # through a resolved reference too

@@ -152,6 +152,8 @@ def test_a_second_terminal_finds_a_system_whose_tree_sets_its_own_data_dir(tmp_p
         status = cli("status", cwd=tmp_path)  # no --data-dir
         assert status.returncode == 0 and "tree example: running" in status.stdout, status.stdout + status.stderr
         assert "started" in cli("events", cwd=tmp_path).stdout
+        kinds = [json.loads(line)["kind"] for line in cli("events", "--json", cwd=tmp_path).stdout.splitlines()]
+        assert "started" in kinds
         failed = cli("start-child", "example/broken", cwd=tmp_path)
         assert failed.returncode == 2, failed.stdout + failed.stderr
         text = " ".join(failed.stderr.split())
