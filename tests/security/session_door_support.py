@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from thespian.actors import WakeupMessage
+
 from ouroactors import supervisor, worker
 from ouroactors.core.errors import BadRequest
 from ouroactors.runtime.coordinator.actor import Coordinator
@@ -58,7 +60,10 @@ class DooredCoordinator(Coordinator):
     1. ``protocol = COORDINATOR_REQUESTS``: ``ForSession`` (with the command inside it), ``WhichSession`` and
        ``OutputReady`` are checked by :func:`~ouroactors.core.boundary.check_message` before ``on_message``;
     2. a push is taken only from the runtime attached, for this session: the sender is the attached runtime's
-       address and the ids match — else a typed refusal, and nothing is kept.
+       address and the ids match — else a typed refusal, and nothing is kept;
+    3. a ``WakeupMessage`` is taken only from the actor itself (thespian's timers come from ``myAddress``): a
+       forged one could resume the running job's ask as timed out (its ``_AskTimer``) or start heartbeat chains.
+       This one belongs in the Worker base (``ouroactors/supervision/worker.py``), for every actor.
 
     (:class:`Nudge` is the tests' own: a way to make the real coordinator send a forged nudge.)
     """
@@ -66,6 +71,8 @@ class DooredCoordinator(Coordinator):
     protocol = COORDINATOR_REQUESTS
 
     def on_message(self, message: Any, sender: Any) -> Any:
+        if isinstance(message, WakeupMessage) and sender != self.myAddress:
+            return BadRequest("WakeupMessage", "", "is a timer of the actor itself, never a message from another")
         if isinstance(message, OutputReady):
             attached = self.attached
             if attached is None or sender != attached.address or message.runtime_id != attached.runtime_id \
@@ -151,3 +158,29 @@ def script(path: Path, *, words: int = 1, pace_ms: int = 0, turns: int = 4) -> d
     chunks = ", ".join(f'{{ kind = "text", text = "w{i} " }}' for i in range(words))
     path.write_text("".join(f"[[turns]]\npace_ms = {pace_ms}\nevents = [{chunks}]\n\n" for _ in range(turns)))
     return {"sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(path)}}
+
+
+_SPRAY = """
+import sys, time
+from datetime import timedelta
+from thespian.actors import WakeupMessage
+from ouroactors.runtime.coordinator.calls import _AskTimer
+from ouroactors.system.handle import ActorSystem
+system = ActorSystem.connect(sys.argv[1])
+address = system.resolve(sys.argv[2])
+print("ready", flush=True)
+deadline = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < deadline:
+    for token in range(1, 60):
+        system._endpoint.tell(address, WakeupMessage(timedelta(0), _AskTimer(token)))
+system._close_endpoints()
+"""
+
+
+def spray_ask_timers(data_dir: Path | str, path: str, seconds: float) -> subprocess.Popen[str]:
+    """Another process that sends ``path`` forged ask timers (tokens 1..59, over and over) for ``seconds``;
+    returns once it is sending."""
+    proc = subprocess.Popen([sys.executable, "-c", _SPRAY, str(data_dir), path, str(seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc

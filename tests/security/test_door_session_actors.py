@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from thespian.actors import WakeupMessage
 
 from ouroactors.core.errors import AskTimeout, BadRequest, OuroactorsError
 from ouroactors.runtime.coordinator import messages as coordinator
@@ -43,6 +45,7 @@ from .session_door_support import (
     liveness,
     runtime_path,
     script,
+    spray_ask_timers,
 )
 
 pytestmark = pytest.mark.multiproc
@@ -366,6 +369,34 @@ def test_a_push_from_another_runtime_id_or_for_another_session_is_refused(node):
     node.unchanged(before)
 
 
+def forged_timers_during_a_send(node: Node, session_id: str) -> tuple[Any, coordinator.SessionView]:
+    """While a message starts a turn, another process sends the coordinator forged ``WakeupMessage``s carrying
+    ask timers (``calls._AskTimer``, tokens guessed): what the send answers and where the session ends up."""
+    node.sessions.new(session_id, script(node.tmp / f"{session_id}.toml", words=2, pace_ms=100))
+    sprayer = spray_ask_timers(node.data_dir, coordinator_path(node.system, session_id), 4.0)
+    try:
+        try:
+            answer: Any = node.sessions.send(session_id, "hi")
+        except OuroactorsError as exc:
+            answer = exc
+    finally:
+        sprayer.wait(timeout=30)
+    view = wait_until("the turn settled or the session stopped", lambda: (v := node.sessions.show(session_id))
+                      .state in ("suspended", "failed", "parked") and v)
+    return answer, view
+
+
+def test_a_forged_timer_does_not_resume_a_coordinators_ask(node):
+    mark = node.system.mark()
+    answer, view = forged_timers_during_a_send(node, "s-timers")
+    assert isinstance(answer, coordinator.Done), answer
+    assert view.state == "suspended" and view.reason is None, view
+    path = coordinator_path(node.system, "s-timers")
+    forged = refused(node.system, path, WakeupMessage(timedelta(0), "coordinator:heartbeat"))
+    assert forged.message == "WakeupMessage"
+    assert not crashes(node.system, mark)
+
+
 # -- a runtime's door: the reader's requests ------------------------------------------------------------------------
 
 
@@ -471,3 +502,26 @@ def test_the_coordinators_own_nudges_still_answer_a_follower_at_once(actor_syste
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
     assert [e.cursor for e in events] == list(range(1, 9))  # turn_started, 6 words, turn_settled
     assert not crashes(system, mark)
+
+
+FORGED_TIMER_GAP = ("a forged WakeupMessage is taken as the actor's own timer (a forged ask timer resumes the "
+                    "coordinator's pending ask as timed out: the session fails): ouroactors/supervision/worker.py "
+                    "_handle_message must refuse a WakeupMessage whose sender is not myAddress")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=(AssertionError, pytest.fail.Exception), reason=FORGED_TIMER_GAP)
+def test_the_real_coordinator_refuses_a_forged_timer(real):
+    real.settled("s-timer-real")
+    forged = refused(real.system, coordinator_path(real.system, "s-timer-real"),
+                     WakeupMessage(timedelta(0), "coordinator:heartbeat"), timeout=3.0)
+    assert forged.message == "WakeupMessage"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=FORGED_TIMER_GAP + " (a race: the forged timers "
+                                                                "must arrive while an ask waits; they mostly do)")
+def test_the_real_coordinators_session_survives_forged_timers(real):
+    answer, view = forged_timers_during_a_send(real, "s-timers-real")
+    assert isinstance(answer, coordinator.Done), f"the send was answered {answer!r}"
+    assert view.state == "suspended", f"the session is {view.state}: {view.reason}"
