@@ -29,6 +29,7 @@ def request(i: int, grants: int | None) -> StartRequest:
                         session_id="session-1", authority={} if grants is None else {"grants": grants})
 
 
+@pytest.mark.slow  # ~8 s: the agent tree, a ledger restart and ten CLI processes
 def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
     served = Served(tmp_path, str(REPO / "supervision_trees" / "agent.toml"))
     data = tmp_path / ".ouroactors"

@@ -16,6 +16,7 @@ from .cli_helpers import SIMPLE_TREE, Served, cli, events, wait_event, write_tre
 pytestmark = pytest.mark.multiproc
 
 
+@pytest.mark.slow  # ~7 s: seventeen CLI processes, one after another
 def test_run_inspect_kill_restart_stop(tmp_path):
     tree = write_tree(tmp_path / "t.toml", SIMPLE_TREE)
     served = Served(tmp_path, str(tree))
