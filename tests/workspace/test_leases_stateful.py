@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import itertools
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -230,3 +231,5 @@ class LeaseMachine(RuleBasedStateMachine):
 LeaseMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestLeaseInvariant = LeaseMachine.TestCase
+
+pytestmark = pytest.mark.slow  # 300 sequences of 40 steps: ~5 s of CPU on its own
