@@ -72,6 +72,13 @@ def sandbox_env(workspace: str, env: Mapping[str, str] | None = None) -> dict[st
     return merged
 
 
+def bridge_python() -> str:
+    """The interpreter that runs the in-sandbox bridge: the *base* Python, canonical. The bridge needs the standard
+    library only (``-I -S``), and a virtualenv's ``bin/python`` may lie where the sandbox mounts a fresh ``/tmp``
+    (or in a home directory, which it does not show at all), whereas the base install is the toolchain it binds."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable or "python3")
+
+
 def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
     """The variables that send HTTP clients inside the sandbox to the bridge (both cases: tools disagree)."""
     url = f"http://127.0.0.1:{port}"
@@ -80,7 +87,7 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
 
 def build_argv(command: Sequence[str], *, workspace: str, allow_network: bool, extra_ro: tuple[str, ...] = (),
                env: Mapping[str, str] | None = None, bwrap: str = "bwrap", proxy_dir: str | None = None,
-               view: Sequence[ViewEntry] | None = None, python: str = sys.executable or "python3") -> list[str]:
+               view: Sequence[ViewEntry] | None = None, python: str | None = None) -> list[str]:
     """The bwrap argv for ``command``. Pure given ``view`` (default: :func:`.system_view` of this host), apart
     from canonicalising paths (which must exist). ``allow_network`` needs ``proxy_dir``: the host directory
     holding the proxy's socket, bound read-only at :data:`PROXY_DIR`; the command is then run by the bridge."""
@@ -106,7 +113,8 @@ def build_argv(command: Sequence[str], *, workspace: str, allow_network: bool, e
     for key, value in merged.items():
         argv += ["--setenv", key, value]
     if allow_network:
-        bridge = [python, "-I", "-S", "-c", BRIDGE_SOURCE, f"{PROXY_DIR}/{SOCKET_NAME}", str(PROXY_PORT), "--"]
+        bridge = [python or bridge_python(), "-I", "-S", "-c", BRIDGE_SOURCE, f"{PROXY_DIR}/{SOCKET_NAME}",
+                  str(PROXY_PORT), "--"]
         return [*argv, "--", *bridge, *command]
     return [*argv, "--", *command]
 

@@ -74,3 +74,26 @@ def test_proxy_is_gone_after_the_command(ws: Path, found: Probe, new_mark: Calla
     wait_until(lambda: not pids_with(mark), "the sleeps to be gone")
     assert _proxy_dirs() - before == set()
     assert not any(t.name.startswith("netproxy") and t.is_alive() for t in threading.enumerate())
+
+
+def test_granted_network_works_from_a_virtualenv_under_tmp(ws: Path, tmp_path: Path) -> None:
+    """The bridge runs on the base interpreter: a virtualenv's ``bin/python`` under ``/tmp`` is hidden by the
+    sandbox's fresh ``/tmp`` (and one in a home directory is not shown at all), so exec'ing it failed every
+    granted-network command of a runtime started from such a virtualenv."""
+    import subprocess
+    import sys
+    import venv
+
+    env_dir = Path(tempfile.mkdtemp(prefix="ouroactors-venv-", dir="/tmp"))
+    try:
+        venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(env_dir)
+        code = ("import sys; from ouroactors.runtime.sandbox import SandboxMode, run\n"
+                f"r = run(['sh', '-c', 'echo through'], mode=SandboxMode.BWRAP, workspace={str(ws)!r}, "
+                "allow_network=True)\n"
+                "print(r.returncode, r.stdout, r.stderr); sys.exit(r.returncode)")
+        done = subprocess.run([str(env_dir / "bin" / "python"), "-c", code], capture_output=True, timeout=60)
+        assert done.returncode == 0 and b"through" in done.stdout, (done.stdout, done.stderr)
+    finally:
+        import shutil
+
+        shutil.rmtree(env_dir, ignore_errors=True)

@@ -100,4 +100,16 @@ def get_config(store: SessionStore, session_id: str) -> dict[str, Any] | None:
 
 
 __all__ = ["config_key", "get_config", "get_lease", "get_runtime", "lease_key", "put_config", "put_lease",
-           "put_runtime", "runtime_key"]
+           "put_runtime", "runtime_generations", "runtime_key"]
+
+
+def runtime_generations(store: SessionStore, session_ids: list[str]) -> dict[str, int]:
+    """Per session, the generation of the last runtime started for it (:func:`put_runtime`), in one transaction."""
+    out: dict[str, int] = {}
+    with store.env.begin(db=store.resumes) as txn:
+        for sid in session_ids:
+            raw = txn.get(runtime_key(sid))
+            value = None if raw is None else msgpack.unpackb(bytes(raw), raw=False)
+            if isinstance(value, dict) and isinstance(value.get("generation"), int):
+                out[sid] = value["generation"]
+    return out

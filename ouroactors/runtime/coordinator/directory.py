@@ -1,9 +1,11 @@
 """The session directory (``agent/sessions``): creates sessions, serves reads, routes commands, sweeps at boot.
 
 It sits after ``coordinator`` in the agent tree (rest_for_one), so whenever the coordinator subtree
-restarts — and at every boot — the directory restarts after it and runs the **recovery sweep**: every
-non-terminal session of this node (:meth:`~.store.SessionStore.list_recoverable`, a small projection)
-gets a coordinator child, which then adopts, replaces or parks (:mod:`.actor`). If the directory
+restarts — and at every boot — the directory restarts after it and runs the **recovery sweep** over every
+non-terminal session of this node (:meth:`~.store.SessionStore.list_recoverable`, a small projection): in
+batch (:mod:`.sweep`, :mod:`.sweeping`), a session whose recovery needs an actor gets a coordinator child, which
+adopts, replaces or parks (:mod:`.actor`); an idle one is left as it is (its coordinator starts with its next
+command), and one that recovery must refuse is parked by the sweep itself. If the directory
 alone restarted, coordinators are still running: it asks each running child which session it
 serves (:class:`~.messages.WhichSession`) and starts only the missing ones, so a session never has
 two coordinators racing on its record (the store's claim would stop one, but racing is waste).
@@ -57,6 +59,7 @@ from .messages import (
 )
 from .record import PinnedVersions, SessionRecord
 from .store import SessionStore
+from .sweeping import Sweeper
 from .views import view_of
 from .workflow import State, is_terminal
 
@@ -81,7 +84,7 @@ class _Follower:
     deadline: float
 
 
-class Sessions(Worker):
+class Sessions(Sweeper, Worker):
     """The session directory; see the module docstring."""
 
     protocol = DIRECTORY_REQUESTS
@@ -150,11 +153,7 @@ class Sessions(Worker):
         for corrupt in sweep.corrupt:
             log.error("%s: session %r: its recoverable projection is corrupt (quarantined); not started",
                       self.path, corrupt)
-        for found in sweep.sessions:
-            if found.session_id not in self.keys:
-                yield from self._start(found.session_id)
-                self.swept.append(found.session_id)
-        log.info("%s: recovery sweep started %d coordinator(s)", self.path, len(self.swept))
+        yield from self._sweep_sessions([f for f in sweep.sessions if f.session_id not in self.keys])
 
     def _start(self, session_id: str) -> Generator[Ask, Any, Any]:
         info = yield self._coordinators(AdminCall("start_child", extra_args=(session_id,)))

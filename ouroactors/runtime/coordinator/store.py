@@ -147,6 +147,18 @@ class SessionStore:
         finally:
             self._save_quarantine()
 
+    def records(self, session_ids: list[str]) -> dict[str, tuple[SessionRecord, bytes]]:
+        """The records of ``session_ids`` with their stored bytes, in one read transaction (unknown ids left out)."""
+        found: dict[str, tuple[SessionRecord, bytes]] = {}
+        with self.env.begin(db=self.sessions) as txn:
+            for sid in session_ids:
+                key = check_id(sid, "session_id").encode()
+                raw = txn.get(key)
+                if raw is not None:
+                    found[sid] = (self._decode(SessionRecord, raw, b"sessions/" + key), bytes(raw))
+        self._save_quarantine()
+        return found
+
     def list_recoverable(self, node: str) -> Sweep:
         """Every non-terminal session of ``node`` (the boot sweep's input), from the small projection."""
         prefix = f"{check_id(node, 'node')}/".encode()
@@ -281,6 +293,25 @@ class SessionStore:
         def run(txn: lmdb.Transaction) -> SessionRecord:
             old = self._current(txn, session_id, expected_revision, None)
             return self._next(txn, old, old.model_copy(update={"coordinator": coordinator}))
+
+        return self._write(run)
+
+    def settle_swept(self, items: list[tuple[SessionRecord, bytes, tuple[tuple[Event, dict[str, Any]], ...]]],
+                     coordinator: str) -> Outcome[list[str]]:
+        """The boot sweep's batch (:mod:`.sweep`): claim each session for ``coordinator`` and apply its transitions,
+        all in one transaction. Each item carries the bytes its record was read from: a record stored otherwise now
+        has moved since, and is left out (its id is not in the answer: a coordinator recovers it instead)."""
+        def run(txn: lmdb.Transaction) -> list[str]:
+            done = []
+            for old, raw, steps in items:
+                if txn.get(old.session_id.encode(), db=self.sessions) != raw:
+                    continue
+                new = old.model_copy(update={"coordinator": coordinator})
+                for event, changes in steps:
+                    new = moved(new, event, changes)
+                self._next(txn, old, new)
+                done.append(old.session_id)
+            return done
 
         return self._write(run)
 

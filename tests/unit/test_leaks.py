@@ -1,0 +1,19 @@
+"""The leak check tells a port this system left open from the same port number taken again by another group."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from ouroactors.testing.leaks import held_by_group, listener_pids
+
+
+def test_a_listener_is_found_by_port_and_judged_by_its_process_group() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        holders = listener_pids(port)
+    assert os.getpid() in holders
+    assert held_by_group(holders, os.getpgid(0)) and not held_by_group(holders, os.getpgid(0) + 100_000)
+    assert held_by_group(set(), 12345)  # nothing found: counted as held (strict)
