@@ -12,20 +12,21 @@ Neither half starts a runtime: what is measured is the sweep and the coordinator
 
 **The clock.** Start: ``time.time_ns()`` just before ``ActorSystem.start`` on the populated data dir (the
 agent tree of ``supervision_trees/agent.toml`` is then started: storage, ledger, grants, workspace,
-execution, coordinator, sessions; the directory's boot sweep starts one coordinator per session). Stop: the
-largest ``updated_ns`` of the N session records once every one of them was written by this boot (claimed and,
-for the running half, parked) — a durable timestamp written by the coordinators themselves, so the polling
-that finds the end (another process reading the ``sessions_live`` projection every 0.5 s) is not counted.
+execution, coordinator, sessions; the directory's boot sweep judges every session in batch — see
+:mod:`ouroactors.runtime.coordinator.sweep` — leaving the suspended half as it is, parking the running half
+itself, and starting a coordinator only where one has work). Stop: the later of the sweep's ``recovery_swept``
+event and the largest ``updated_ns`` of the records this boot wrote, once every session is settled (none running
+or recovering) — timestamps the system writes itself, so the polling that finds the end (another process reading
+the ``sessions_live`` projection and the event log every 0.5 s) is not counted.
 A row per (base, N), repeated; medians with the spread of the repetitions.
 
-**Bases.** ``multiproc`` runs one coordinator *process* per session (the production layout); the ``simple``
-base runs every actor in this process (the issue allows it for 10k). Each row says which. ``simple-heap`` is
-a diagnostic: the simple base with thespian's pending-wakeup list replaced by a heap in this process
-(:func:`heap_wakeups`) — as it stands the simple base pays O(pending wakeups) per message, and every
-coordinator holds one (its heartbeat), so the sweep there is O(N²) (300 sessions ≈ 1 min, 1k ≈ 12 min):
-the as-is simple rows stop at 300 by default, the heap rows show what our own code costs at 1k and 10k.
-Baseline, same run: N synced LMDB commits of one record each, back to back in one process — the floor of
-"one durable write per session", which each coordinator's claim is. ``--profile`` profiles the simple-base
+**Bases.** ``multiproc`` runs one coordinator *process* per session that has work (the production layout); the
+``simple`` base runs every actor in this process (the issue allows it for 10k). Each row says which.
+``simple-heap`` is a diagnostic: the simple base with thespian's pending-wakeup list replaced by a heap in this
+process (:func:`heap_wakeups`) — the simple base pays O(pending wakeups) per message, and every coordinator holds
+one (its heartbeat); it mattered when the sweep started a coordinator per session, and matters for sessions that
+get one. Baseline, same run: N synced LMDB commits of one record each, back to back in one process — the floor
+of "one durable write per session", which a coordinator's claim is. ``--profile`` profiles the simple-base
 runs in-process and prints where the time goes.
 """
 
@@ -52,8 +53,7 @@ from ouroactors.system import _patches
 from ._common import Row, Stat, print_table, progress
 
 POLL_S = 0.5
-# simple at 1k takes ~12 min as the code stands (O(N^2), see heap_wakeups): the as-is rows stop at 300
-DEFAULT_SIZES = "multiproc:100,multiproc:300,simple:100,simple:300,simple-heap:1000,simple-heap:10000"
+DEFAULT_SIZES = "multiproc:1000,multiproc:10000,simple:1000,simple:10000"
 NODE = "local"  # the directory's store node (directory.STORE_NODE)
 
 
@@ -104,28 +104,44 @@ def populate_main(data_dir: str, count: int) -> None:
 
 
 def wait_main(data_dir: str, count: int, since_ns: int, timeout: float) -> None:
-    """Poll the projection until all ``count`` sessions were written after ``since_ns`` and none is running or
-    recovering; print the largest ``updated_ns`` and the states."""
+    """Poll until this boot's sweep logged ``recovery_swept`` and every session it did not leave idle was written
+    after ``since_ns`` and is neither running nor recovering; print the end (the later of the sweep's event and the
+    largest ``updated_ns``) and the states."""
     from ouroactors.authorities.storage.env import StorageConfig, open_env
     from ouroactors.runtime.coordinator.store import SessionStore
 
     deadline = time.monotonic() + timeout
     store: SessionStore | None = None
     last: dict[str, int] = {}
+    events = Path(data_dir) / "events.jsonl"
     while time.monotonic() < deadline:
+        swept = _swept(events, since_ns)
         if store is None and (Path(data_dir) / "lmdb").exists():
             store = SessionStore(open_env(StorageConfig.under(data_dir)))
-        if store is not None:
+        if store is not None and swept is not None:
             found = store.list_recoverable(NODE).sessions
-            done = [r for r in found if r.updated_ns >= since_ns and r.state.value not in ("running", "recovering")]
+            written = [r for r in found if r.updated_ns >= since_ns]
             last = {}
             for r in found:
                 last[r.state.value] = last.get(r.state.value, 0) + 1
-            if len(done) == count == len(found):
-                print(json.dumps({"end_ns": max(r.updated_ns for r in done), "states": last}), flush=True)
+            settled = all(r.state.value not in ("running", "recovering") for r in found)
+            if settled and len(found) == count and len(found) - len(written) <= swept["idle"]:
+                end = max([swept["time_ns"], *(r.updated_ns for r in written)])
+                print(json.dumps({"end_ns": end, "states": last, "sweep": swept}), flush=True)
                 return
-        time.sleep(POLL_S)  # the end time comes from the records, not from this poll
+        time.sleep(POLL_S)  # the end time comes from the records and the event, not from this poll
     print(json.dumps({"error": f"not all settled in {timeout:.0f} s: {last}"}), flush=True)
+
+
+def _swept(events: Path, since_ns: int) -> dict[str, Any] | None:
+    """This boot's ``recovery_swept`` event (its fields are the line's keys: time_ns, idle …), or None yet."""
+    if not events.exists():
+        return None
+    for line in events.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("kind") == "recovery_swept" and event.get("time_ns", 0) >= since_ns:
+            return event
+    return None
 
 
 def heap_wakeups() -> None:
