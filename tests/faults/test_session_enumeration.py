@@ -39,6 +39,7 @@ def table(rows: list[SessionCrashRow]) -> None:
             print(f"        {violation}")
 
 
+@pytest.mark.slow  # ~30 s: six fresh agent systems
 def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_every_invariant(tmp_path):
     rows: list[SessionCrashRow] = []
     report = enumerate_session_crashes(tmp_path, only=["coordinator.resume_committed", "coordinator.attached",
