@@ -167,8 +167,12 @@ class Worker(Actor):
         return bool(getattr(transport, "_incomingEnvelopes", None))
 
     def unhandled(self, message: Any, sender: Any) -> Any:
-        """Report a message nobody handles: log it and answer the sender with an error."""
+        """Report a message nobody handles: log it and answer the sender with an error — unless the message is an
+        error itself (a refusal answering one of ours): answering it would start two actors refusing each other's
+        refusals forever."""
         log.warning("%s: no handler for %s", self.path, type(message).__name__)
+        if isinstance(message, BaseException):
+            return None
         return UnhandledMessage(self.path, type(message).__name__)
 
     # -- API for subclasses ---------------------------------------------------------------------
@@ -209,6 +213,12 @@ class Worker(Actor):
     def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, ActorExitRequest):
             return None  # our process is being ended (by the supervisor, or the system shutting down)
+        if isinstance(message, WakeupMessage) and sender != self.myAddress:
+            # thespian delivers an actor's timers from its own address (every base); one sent by another actor is
+            # forged: it could resume a pending ask as timed out, or end this worker (_SELF_EXIT)
+            self.send(sender, BadRequest("WakeupMessage", "", "is a timer of the actor itself, never a message "
+                                                              "from another"))
+            return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
         if isinstance(message, WakeupMessage) and message.payload == _SELF_EXIT:
             self.send(self.myAddress, ActorExitRequest())
             return None

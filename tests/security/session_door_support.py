@@ -2,9 +2,8 @@
 
 * :func:`agent_tree` — agent.toml's order (storage … workspace, execution, coordinator, sessions) with the
   coordinator class chosen;
-* :class:`DooredCoordinator` — the real coordinator with the change its door needs (``protocol`` and the sender
-  of a push checked); the attacks run against it to show that change is enough, and against the real one
-  (``xfail``) to show the gap until ``ouroactors/runtime/coordinator/actor.py`` makes it;
+* :class:`DooredCoordinator` — the real coordinator plus a test-only way to make it send a forged nudge; the
+  attacks run against it and against the real one;
 * :func:`durable` — a digest of every LMDB database of the node, read in another process (an environment is
   never used across a fork: the actors are forked from the test's process);
 * :func:`liveness` — pid, generation and restarts of every actor of the tree.
@@ -19,13 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from thespian.actors import WakeupMessage
-
 from ouroactors import supervisor, worker
 from ouroactors.core.errors import BadRequest
 from ouroactors.runtime.coordinator.actor import Coordinator
-from ouroactors.runtime.coordinator.messages import COORDINATOR_REQUESTS, Committed
-from ouroactors.runtime.execution.messages import OutputReady
+from ouroactors.runtime.coordinator.messages import Committed
 
 REAL = "ouroactors.runtime.coordinator.actor:Coordinator"
 DOORED = "tests.security.session_door_support:DooredCoordinator"
@@ -55,31 +51,10 @@ class Nudge:
 
 
 class DooredCoordinator(Coordinator):
-    """The coordinator with its door: what ``actor.py`` needs (see the report of the session-door tests).
-
-    1. ``protocol = COORDINATOR_REQUESTS``: ``ForSession`` (with the command inside it), ``WhichSession`` and
-       ``OutputReady`` are checked by :func:`~ouroactors.core.boundary.check_message` before ``on_message``;
-    2. a push is taken only from the runtime attached, for this session: the sender is the attached runtime's
-       address and the ids match — else a typed refusal, and nothing is kept;
-    3. a ``WakeupMessage`` is taken only from the actor itself (thespian's timers come from ``myAddress``): a
-       forged one could resume the running job's ask as timed out (its ``_AskTimer``) or start heartbeat chains.
-       This one belongs in the Worker base (``ouroactors/supervision/worker.py``), for every actor.
-
-    (:class:`Nudge` is the tests' own: a way to make the real coordinator send a forged nudge.)
-    """
-
-    protocol = COORDINATOR_REQUESTS
+    """The real coordinator (whose door is in ``actor.py`` and the Worker base: ``protocol``, the sender of a push,
+    a timer only from the actor itself) plus the tests' own :class:`Nudge`: a way to make it send a forged nudge."""
 
     def on_message(self, message: Any, sender: Any) -> Any:
-        if isinstance(message, WakeupMessage) and sender != self.myAddress:
-            return BadRequest("WakeupMessage", "", "is a timer of the actor itself, never a message from another")
-        if isinstance(message, OutputReady):
-            attached = self.attached
-            if attached is None or sender != attached.address or message.runtime_id != attached.runtime_id \
-                    or message.session_id != self.session_id:
-                return BadRequest("OutputReady", "runtime_id", f"is not the runtime session {self.session_id!r} "
-                                  "is attached to (a push is taken from that runtime only)",
-                                  repr(message.runtime_id))
         if isinstance(message, Nudge):
             self.nudge_asker = sender
             self.send(self.directory, message.nudge)

@@ -10,9 +10,10 @@ checks three things: the answer is a typed refusal naming the message and the fi
 process; a recorded rejection is the one durable change a refused resume event makes), and no actor crashed or
 restarted (same pids, generations, restart counts, no crash event).
 
-The coordinator's door is ``ouroactors/runtime/coordinator/actor.py``'s to add; the attacks run against
-:class:`~.session_door_support.DooredCoordinator` (the real one plus that change) and, ``xfail(strict)``, against
-the real one, which shows the gap until the change is made.
+The coordinator's door is its ``protocol`` (``ForSession``, ``WhichSession``, ``OutputReady`` checked before its
+handler), the sender of a push (the attached runtime only) and the Worker base's rule that a timer comes from the
+actor itself; the attacks run against the real coordinator, and against
+:class:`~.session_door_support.DooredCoordinator` (the real one plus a way to make it send a forged nudge).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 from thespian.actors import WakeupMessage
 
-from ouroactors.core.errors import AskTimeout, BadRequest, OuroactorsError
+from ouroactors.core.errors import BadRequest, OuroactorsError
 from ouroactors.runtime.coordinator import messages as coordinator
 from ouroactors.runtime.coordinator.errors import UnknownSession
 from ouroactors.runtime.execution import messages as execution
@@ -428,9 +429,6 @@ def test_a_runtime_refuses_malformed_reader_requests(node):
     assert node.system.child_info(path).pid in (pid, None) and not crashes(node.system, mark)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the runtime takes SubscribeOutput from anyone: ouroactors/runtime/execution/runtime.py handle_SubscribeOutput "
-    "must refuse a subscriber that is not the sender (and a stamp not of its generation)"))
 def test_a_subscribe_from_a_stranger_is_refused(node):
     node.settled("s-sub-a")
     node.sessions.new("s-sub", script(node.tmp / "s-sub.toml", words=3, pace_ms=300, turns=1))
@@ -447,7 +445,7 @@ def test_a_subscribe_from_a_stranger_is_refused(node):
     assert isinstance(answer, BadRequest), f"a stranger's SubscribeOutput was taken: {answer!r}"
 
 
-# -- the real coordinator (without the door actor.py needs): the gap, strict xfail -------------------------------
+# -- the real coordinator, with its door -------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -456,16 +454,11 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=(AssertionError, pytest.fail.Exception, AskTimeout), reason=(
-    "no door at the coordinator: ouroactors/runtime/coordinator/actor.py needs protocol = COORDINATOR_REQUESTS"))
 def test_the_real_coordinator_refuses_malformed_commands_and_pushes(real):
     attack_coordinator(real)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the coordinator takes a push from any sender that names the runtime id: ouroactors/runtime/coordinator/"
-    "actor.py on_message must check sender == self.attached.address (and the session id) for OutputReady"))
 def test_the_real_coordinator_does_not_publish_a_forged_push(real):
     answer, events = forge_a_push(real, "s-forge-real")
     assert "FORGED" not in [e.data.get("text") for e in events], "a forged event was published"
@@ -473,9 +466,6 @@ def test_the_real_coordinator_does_not_publish_a_forged_push(real):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=(AssertionError, pytest.fail.Exception), reason=(
-    "no door at the coordinator: a malformed push crashes it (TypeError / AttributeError in on_message); "
-    "ouroactors/runtime/coordinator/actor.py needs protocol = COORDINATOR_REQUESTS"))
 def test_the_real_coordinator_refuses_a_malformed_push_mid_turn(real):
     malformed_pushes_mid_turn(real, "s-midturn-real")
 
@@ -504,13 +494,8 @@ def test_the_coordinators_own_nudges_still_answer_a_follower_at_once(actor_syste
     assert not crashes(system, mark)
 
 
-FORGED_TIMER_GAP = ("a forged WakeupMessage is taken as the actor's own timer (a forged ask timer resumes the "
-                    "coordinator's pending ask as timed out: the session fails): ouroactors/supervision/worker.py "
-                    "_handle_message must refuse a WakeupMessage whose sender is not myAddress")
-
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=(AssertionError, pytest.fail.Exception), reason=FORGED_TIMER_GAP)
 def test_the_real_coordinator_refuses_a_forged_timer(real):
     real.settled("s-timer-real")
     forged = refused(real.system, coordinator_path(real.system, "s-timer-real"),
@@ -519,8 +504,6 @@ def test_the_real_coordinator_refuses_a_forged_timer(real):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=FORGED_TIMER_GAP + " (a race: the forged timers "
-                                                                "must arrive while an ask waits; they mostly do)")
 def test_the_real_coordinators_session_survives_forged_timers(real):
     answer, view = forged_timers_during_a_send(real, "s-timers-real")
     assert isinstance(answer, coordinator.Done), f"the send was answered {answer!r}"

@@ -57,7 +57,7 @@ from thespian.actors import WakeupMessage
 
 from ...authorities.ledger.messages import ListEntries
 from ...core import faults
-from ...core.errors import CorruptRecord, OuroactorsError
+from ...core.errors import BadRequest, CorruptRecord, OuroactorsError
 from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
@@ -72,7 +72,7 @@ from . import publication, recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
-from .messages import ForSession, Serving, WhichSession
+from .messages import COORDINATOR_REQUESTS, ForSession, Serving, WhichSession
 from .publishing import Publisher
 from .record import SessionRecord, check_id
 from .runtimes import RuntimeLink, _Attached, _Nap
@@ -94,6 +94,8 @@ CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed t
 
 class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
     """One logical session; see the module docstring."""
+
+    protocol = COORDINATOR_REQUESTS  # ForSession (the command inside too), WhichSession, OutputReady: at the door
 
     # ForSession comes only from the directory, which checked the request inside it at its own door.
 
@@ -144,7 +146,14 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
             return None
         if isinstance(message, OutputReady):
             mark("ready_rx", message.produced)
-            if self.attached is not None and message.runtime_id == self.attached.runtime_id:
+            attached = self.attached
+            if attached is None or sender != attached.address or message.session_id != self.session_id:
+                # a push is taken from the runtime attached, for this session, only: another's is refused, and a
+                # late one of a runtime no longer attached changes nothing (its output is drained, never pushed in)
+                return BadRequest("OutputReady", "runtime_id", f"is not the runtime session {self.session_id!r} "
+                                  "is attached to (a push is taken from that runtime only)",
+                                  repr(message.runtime_id))
+            if message.runtime_id == attached.runtime_id:
                 if self.pushed_by != message.runtime_id:  # another runtime's events are not this one's
                     self.pushed, self.pushed_by = {}, message.runtime_id
                 for event in message.events:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from ...core.boundary import Data, Range, Size
 from ..coordinator.trace import mark
 from .errors import CursorError
 
@@ -24,12 +25,15 @@ DEFAULT_DRAIN_LIMIT = 256  # events answered per drain
 
 @dataclass(frozen=True)
 class OutputEvent:
-    """One event of a session's output: its cursor (1, 2, …), kind, turn and payload (plain data)."""
+    """One event of a session's output: its cursor (1, 2, …), kind, turn and payload (plain data).
 
-    cursor: int
-    kind: str
-    turn: int
-    data: dict[str, Any]
+    The annotations are the coordinator's door for a pushed event (``OutputReady`` carries it): a payload is bounded
+    as a whole, generously — a ``turn_started`` carries its prompt (up to 200,000 bytes)."""
+
+    cursor: Annotated[int, Range(1, 2**62)]
+    kind: Annotated[str, Size(1, 64)]
+    turn: Annotated[int, Range(0, 2**62)]
+    data: Annotated[dict[str, Any], Data(256_000)]
 
 
 @dataclass(frozen=True)

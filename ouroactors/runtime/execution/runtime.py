@@ -39,7 +39,7 @@ from ...authorities.ledger.direct import LedgerWriter
 from ...authorities.storage.env import db
 from ...authorities.workspace.leases import lease_from_record
 from ...core import faults
-from ...core.errors import OuroactorsError, SpecError
+from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
@@ -173,7 +173,11 @@ class Runtime(Worker):
             return None
         if isinstance(message, REQUESTS):
             return super().on_message(message, sender)
-        if self.live is not None and self.trio.call(self.live.grants.answer, message):
+        grants = self.authorities.get("grants")
+        # only the grants authority answers a grants request: anything else (a refusal a coordinator sent back to a
+        # push, another actor's message) must never be taken for the verdict the turn waits for
+        if self.live is not None and grants is not None and sender == grants.address \
+                and self.trio.call(self.live.grants.answer, message):
             return None
         return super().on_message(message, sender)
 
@@ -347,6 +351,12 @@ class Runtime(Worker):
 
     def handle_SubscribeOutput(self, message: SubscribeOutput, sender: Any) -> Accepted:
         live = self._open()
+        if message.subscriber is not None and message.subscriber != sender:
+            raise BadRequest("SubscribeOutput", "subscriber", "must be the sender itself (an actor subscribes only "
+                             "itself: an adopting coordinator, never a third party)", repr(message.subscriber))
+        if message.subscriber is None and live.subscriber is not None and sender != live.subscriber:
+            raise BadRequest("SubscribeOutput", "subscriber", "None (unsubscribe) is asked by the subscriber only",
+                             "None")
         live.subscriber = message.subscriber
         return Accepted(live.loop.turns)
 
