@@ -21,7 +21,7 @@ fallback for a lost nudge). Acks to the runtime are lazy and off the path. The p
 ``committed_ns`` splits the total in two rows: emit → committed, committed → subscriber.
 
 **Diagnosis.** ``OUROACTORS_PUBTRACE=FILE`` makes the runtime's buffer, the coordinator and this subscriber
-append ``perf_counter_ns`` marks (emit, ready_rx, commit_tx, committed, acked, sub_rx; see
+append ``perf_counter_ns`` marks (emit, outbox_take, ready_rx, commit_tx, committed, acked, sub_rx; see
 :mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
 
 **Baseline**, same run, measured between the rounds in this process: one raw thespian ask to a raw echo actor

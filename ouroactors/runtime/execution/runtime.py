@@ -43,6 +43,7 @@ from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
+from ..coordinator.trace import mark
 from ..sandbox import SandboxMode
 from . import reading, timing
 from .bridge import Outbox, TrioThread
@@ -165,6 +166,7 @@ class Runtime(Worker):
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):
+            mark("outbox_take")
             for address, outgoing in self.outbox.take():
                 if isinstance(outgoing, _TurnFailed):
                     raise RuntimeError(f"a turn of session {self.live.session if self.live else '?'} failed: "
