@@ -17,7 +17,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.actor import GetEntry
 from ouroactors.authorities.ledger.domain import Status
 from ouroactors.authorities.workspace.messages import Acquire
-from ouroactors.runtime.execution.errors import Busy, NoActiveTurn, NotOpen
+from ouroactors.runtime.execution.errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen
 from ouroactors.runtime.execution.messages import (
     AckOutput,
     DrainOutput,
@@ -100,6 +100,12 @@ def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(sessi
         system.ask(path, SendText("hi"))
     opened = system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
     assert opened.session_id == "s1" and opened.runtime_id
+    # the same open again (an opener that lost patience with the first answer) is answered as the first was; another
+    # session's open is refused
+    assert system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}},
+                                        lease.lease_id)) == opened
+    with pytest.raises(AlreadyOpen):
+        system.ask(path, OpenSession("s2", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
     assert system.ask(path, SendText("please")).turn == 1
     with pytest.raises(Busy):
         system.ask(path, SendText("again"))

@@ -123,6 +123,7 @@ class _Live:
     running: bool = False
     stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
     opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
+    opened: Opened | None = None  # the open's answer, given again to a repeated open
 
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -187,11 +188,11 @@ class Runtime(Worker):
 
     def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
         if self.live is not None:
-            if (self.live.session, self.live.opened_with) == (message.session_id, (message.lease_id, message.start)):
+            if (self.live.session, self.live.opened_with) == (message.session_id, (message.lease_id, message.start)) \
+                    and self.live.opened is not None:
                 # the same open again: its opener lost patience with the first answer (see the coordinator's
-                # _open), so it is answered as the first was, and nothing is opened twice
-                produced = self.trio.call(lambda: self.live.channel.buffer.produced if self.live else 0)
-                return Opened(message.session_id, self.runtime_id, self.generation, produced)
+                # _open), so it is answered exactly as the first was (its tail too), and nothing is opened twice
+                return self.live.opened
             raise AlreadyOpen(f"this runtime serves session {self.live.session!r}")
         assert self.context is not None
         config = parse_session_config(message.config, f"session {message.session_id}")
@@ -257,7 +258,9 @@ class Runtime(Worker):
         faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})
-        return Opened(session, self.runtime_id, self.generation, channel.buffer.produced, tail=tail.settled)
+        self.live.opened = Opened(session, self.runtime_id, self.generation, channel.buffer.produced,
+                                  tail=tail.settled)
+        return self.live.opened
 
     def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool:
         """Continue a session that already has a journal: the conversation after its last verified turn.
