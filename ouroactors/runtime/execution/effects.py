@@ -258,9 +258,11 @@ class LiveEffects:
                     _check_answer((await self._ledger(self.ledger.submit, recording, self._riders))[0],
                                   "decision")
                     recording = []
-                ctx.record_approval({"asked": verdict.reason})
-                await ctx.emit("approval_needed", {"tool": tool, "reason": verdict.reason, "call_id": call_id,
-                                                   "arguments": args.model_dump(mode="json")})
+                needed = {"tool": tool, "reason": verdict.reason, "call_id": call_id,
+                          "arguments": args.model_dump(mode="json")}
+                # the event is journaled with the ask, so that replay derives the turn's output exactly (.tail)
+                ctx.record_approval({"asked": verdict.reason, "event": needed})
+                await ctx.emit("approval_needed", needed)
                 approved, why = await self.grants.approve(self.settings.session, tool,
                                                           args.model_dump(mode="json"), call_id)
                 ctx.record_approval({"approved": approved, "why": why})

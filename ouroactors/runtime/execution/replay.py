@@ -220,6 +220,8 @@ class _Effects:
         key = (ctx.turn, call.call.id)
         for approval in self.tape.approvals.get(key, ()):
             ctx.record_approval({k: v for k, v in approval.items() if k != "call_id"})
+            if isinstance(approval.get("event"), dict):  # the approval_needed the live call emitted with its ask
+                await ctx.emit("approval_needed", {k: v for k, v in approval["event"].items() if k != "call_id"})
         f = self.tape.results.get(key)
         if f is None:
             raise self.tape.diverge("tool_result", "(recorded)", f"(none recorded for call {call.call.id})", ctx.turn)

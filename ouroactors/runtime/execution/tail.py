@@ -43,9 +43,9 @@ class SettledTail:
         """The turn's events after the first ``published`` (committed already); none unless it settled."""
         if not self.settled:
             return []
-        if published > len(self.events):
-            raise TailRefused(f"turn {self.turn}: {published} of its events are committed, yet its journal "
-                              f"derives only {len(self.events)}")
+        if published >= len(self.events):  # the opener has not seen it settle: its turn_settled at least is withheld
+            raise TailRefused(f"turn {self.turn}: {published} of its events are committed without its turn_settled, "
+                              f"yet its journal derives {len(self.events)} in all: they disagree")
         return self.events[published:]
 
 
