@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import types
 from enum import Enum
 from typing import Annotated, Any, ClassVar, TypeVar, Union, get_args, get_origin
@@ -101,13 +102,26 @@ def _check_str(s: str) -> str:
     return s
 
 
+_MISSING = object()
+
+
 def _model_values(model: BaseModel, depth: int) -> list[Any]:
     if model.model_extra:
         raise _Unencodable(f"{type(model).__name__} has extra fields {sorted(model.model_extra)}")
+    values = model.__dict__  # a pydantic model's field values (getattr for anything not kept there)
     out: list[Any] = []
+    append = out.append
     for name, _ in _plan(type(model)):
+        v = values.get(name, _MISSING)
+        if v is _MISSING:
+            v = getattr(model, name)
+        t = type(v)
+        # the common scalars inline (what _canon returns for them, without the call): ASCII str, None, bool, int
+        if (t is str and v.isascii()) or v is None or t is bool or (t is int and _INT_MIN <= v < _INT_LIMIT):
+            append(v)
+            continue
         try:
-            out.append(_canon(getattr(model, name), depth + 1))
+            append(_canon(v, depth + 1))
         except _Unencodable as e:
             e.parts.append(f".{name}")
             raise
@@ -133,6 +147,10 @@ def _canon(v: Any, depth: int) -> Any:  # → plain msgpack-able data (dict keys
     if t is list or t is tuple:
         out: list[Any] = []
         for i, x in enumerate(v):
+            tx = type(x)
+            if (tx is str and x.isascii()) or x is None or tx is bool or (tx is int and _INT_MIN <= x < _INT_LIMIT):
+                out.append(x)  # as in _model_values: the common scalars without the call
+                continue
             try:
                 out.append(_canon(x, depth + 1))
             except _Unencodable as e:
@@ -145,11 +163,17 @@ def _canon(v: Any, depth: int) -> Any:  # → plain msgpack-able data (dict keys
                 if not isinstance(k, str):
                     raise _Unencodable(f"dict key {k!r} has type {type(k).__name__}; keys must be str")
                 return _canon({str.__str__(k): x for k, x in v.items()}, depth)
-            _check_str(k)
+            if not k.isascii():
+                _check_str(k)
         res: dict[str, Any] = {}
         for k in sorted(v):
+            x = v[k]
+            tx = type(x)
+            if (tx is str and x.isascii()) or x is None or tx is bool or (tx is int and _INT_MIN <= x < _INT_LIMIT):
+                res[k] = x  # as in _model_values: the common scalars without the call
+                continue
             try:
-                res[k] = _canon(v[k], depth + 1)
+                res[k] = _canon(x, depth + 1)
             except _Unencodable as e:
                 e.parts.append(f".{k}" if k.isidentifier() else f"[{k!r}]")
                 raise
@@ -172,7 +196,18 @@ def _pack(value: Any, root: str) -> bytes:
         data = _canon(value, 0)
     except _Unencodable as e:
         raise CodecError(f"{root}{''.join(reversed(e.parts))}: {e.reason}") from None
-    return msgpack.packb(data, use_bin_type=True)
+    return _packer().pack(data)
+
+
+_local = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    """This thread's packer (``msgpack.packb`` builds a new one, and its buffer, on every call)."""
+    packer: msgpack.Packer | None = getattr(_local, "packer", None)
+    if packer is None:
+        packer = _local.packer = msgpack.Packer(use_bin_type=True)
+    return packer
 
 
 def encode(record: Record) -> bytes:
