@@ -60,7 +60,7 @@ from typing import Literal
 from ...core.errors import OuroactorsError
 from .commands import Segment, Segmentation, segments
 from .matching import host, host_matches, path_matches, segment_matches
-from .targets import HARMLESS_SINKS, Context, PathView, norm, protected_reason, view
+from .targets import HARMLESS_SINKS, PathView, norm, protected_reason, view
 from .targets import context as targets_context
 
 MAX_RULE_BYTES = 512
@@ -251,7 +251,8 @@ def _best(rules: Sequence[Rule]) -> Rule:
     return min(rules, key=lambda r: r.scope.precedence)  # min is stable: the first listed wins a tie
 
 
-def _path_items(req: Request, split: Segmentation | None, ctx: Context) -> list[_Item] | Verdict:
+def _path_items(req: Request, split: Segmentation | None, root: str | None,
+                protected: tuple[str, ...]) -> list[_Item] | Verdict:
     """One item per requested path and per file the command writes; a protected write or a
     relative path that climbs out is a deny verdict instead."""
     wanted = [(raw, req.effect, "path") for raw in req.paths]
@@ -259,6 +260,9 @@ def _path_items(req: Request, split: Segmentation | None, ctx: Context) -> list[
                and norm(w) not in HARMLESS_SINKS]
     moved = split is not None and split.changes_dir
     items = list[_Item]()
+    if not wanted:
+        return items  # no path to judge: the root and protected roots need not be resolved on disk
+    ctx = targets_context(root, protected)
     for raw, effect, what in wanted:
         path = norm(raw)
         if not path.startswith("/") and (path == ".." or path.startswith("../")):
@@ -279,7 +283,7 @@ def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...
     dir) and ``root`` (the workspace, for relative paths) are absolute."""
     req = request
     split = segments(req.command) if req.command is not None else None
-    found = _path_items(req, split, targets_context(root, protected))
+    found = _path_items(req, split, root, protected)
     if isinstance(found, Verdict):
         return found
     items = found
