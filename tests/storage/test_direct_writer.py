@@ -172,6 +172,36 @@ def test_a_panicked_environment_leaves_the_writer_dead(ledger, config, monkeypat
         writer.record_started(start_request("f"))
 
 
+def test_a_settlement_reads_what_is_stored_not_what_the_writer_remembers(ledger, config, monkeypatch):
+    """The writer's store keeps the bytes it wrote and their entry, so the settle of its own start does not decode
+    it again — but only bytes equal to the stored ones count: an entry another writer changed since (an operator,
+    the ledger marking it ambiguous) or a start that never committed is read as it is stored."""
+    writer = LedgerWriter(data_dir(config), watch=False)
+    decoded: list[bytes] = []
+    real_decode = LedgerStore._decode
+
+    def counting(self: LedgerStore, txn: Any, key: Any, raw: Any) -> Any:
+        decoded.append(bytes(key))
+        return real_decode(self, txn, key, raw)
+
+    monkeypatch.setattr(LedgerStore, "_decode", counting)
+    assert writer.record_started(start_request("mine")).answer == "created"
+    assert writer.record_settled("mine", "ok").entry.status is Status.OK
+    assert decoded == []  # the start's own bytes: not decoded again
+
+    writer.record_started(start_request("lost"))
+    assert ledger.mark_ambiguous(["lost"], "its runner died").value == 1  # another writer changes the entry
+    refused = writer.record_settled("lost", "ok")
+    assert isinstance(refused, LedgerError) and "ambiguous" in str(refused)  # what is stored, not what it wrote
+    assert b"lost" in decoded
+
+    faults.arm(raising("storage.before_commit", "InjectedRejected"))
+    assert isinstance(writer.record_started(start_request("never")), CommitRejected)
+    faults.disarm()
+    assert isinstance(writer.record_settled("never", "ok"), LedgerError)  # the start never committed: no entry
+    assert writer.record_started(start_request("never")).answer == "created"  # and it can be recorded now
+
+
 # -- group commit across threads -----------------------------------------------------------------------
 
 

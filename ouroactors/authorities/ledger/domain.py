@@ -169,7 +169,7 @@ def decide_start(current: Entry | None, request: StartRequest, *, seq: int, now_
     entry = Entry(
         seq=seq, node=node, started_ns=now_ns, status=status, reason=reason,
         settled_ns=now_ns if status in TERMINAL else None,
-        **request.model_dump(),
+        **request.__dict__,  # the request's fields (validated again as the entry's: no dump of them first)
     )
     return Created(entry)
 
@@ -203,7 +203,7 @@ def decide_settle(current: Entry | None, effect_id: str, status: Status | str, *
         raise LedgerError(f"effect {effect_id!r} is of kind {current.kind!r}: {by} is not its reconciler")
     try:
         settled = Entry.model_validate({
-            **current.model_dump(), "status": wanted, "settled_ns": now_ns, "reason": reason, "evidence": evidence,
+            **current.__dict__, "status": wanted, "settled_ns": now_ns, "reason": reason, "evidence": evidence,
             "settled_by": by,
         })
     except ValidationError as exc:  # e.g. evidence that is not a dict with str keys

@@ -61,6 +61,7 @@ from .domain import (
 log = logging.getLogger("ouroactors.ledger")
 NEXT_SEQ_KEY = b"ledger_next_seq"
 GENERATION_KEY = b"ledger_generation"
+WRITTEN_CACHE = 256  # entries whose bytes a store remembers (see LedgerStore._written)
 
 
 class WriterRecord(Record):
@@ -120,6 +121,10 @@ class LedgerStore:
         self.quarantine = db(env, b"quarantine")
         self.meta = meta_db(env)
         self.quarantined: set[bytes] = set()
+        # The entries this store wrote last, by key: (their bytes, the entry). Reading an entry whose stored bytes
+        # are exactly those gives the entry without decoding it again (a start's settlement reads what the start
+        # wrote); any other bytes — another writer's, a recovery's — are decoded as always.
+        self._written: dict[bytes, tuple[bytes, Entry]] = {}
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -163,13 +168,14 @@ class LedgerStore:
             raw = txn.get(generation_key(name), db=self.meta)
             if raw is not None and decode_u64(raw) != stamped:
                 raise StaleGeneration(name, decode_u64(raw), stamped)
-        for key, raw in txn.cursor(db=self.meta):
-            key = bytes(key)
+        cursor = txn.cursor(db=self.meta)
+        for raw_key in cursor.iternext(keys=True, values=False):
+            key = bytes(raw_key)
             if not key.endswith(_PUBLISHED_SUFFIX):
                 continue
             name = key[: -len(_PUBLISHED_SUFFIX)].decode("utf-8", "replace")
             if name not in OWN_FENCE and name not in authority:
-                raise StaleGeneration(name, decode_u64(bytes(raw)), None)
+                raise StaleGeneration(name, decode_u64(bytes(cursor.value())), None)
 
     def publish_generation(self, authority: str, generation: int) -> Outcome[None]:
         """An authority's generation, for starts admitted under it to be checked against (fenced)."""
@@ -225,6 +231,11 @@ class LedgerStore:
         if new:
             txn.put(seq_key(entry.seq), key, db=self.by_seq)
             txn.put(NEXT_SEQ_KEY, encode_u64(entry.seq + 1), db=self.meta)
+        written = self._written
+        written.pop(key, None)
+        written[key] = (data, entry)  # newest last; a transaction that does not commit leaves bytes nobody reads
+        if len(written) > WRITTEN_CACHE:
+            del written[next(iter(written))]
 
     def _peek_seq(self, txn: lmdb.Transaction) -> int:
         raw = txn.get(NEXT_SEQ_KEY, db=self.meta)
@@ -356,6 +367,9 @@ class LedgerStore:
         raw = txn.get(key, db=self.entries)
         if raw is None:
             return None
+        written = self._written.get(key)
+        if written is not None and written[0] == raw:  # the very bytes this store wrote: the entry they encode
+            return written[1]
         entry = self._decode(txn, key, raw)
         if entry is None:
             raise CorruptRecord(f"ledger/{effect_id}", "undecodable entry")
