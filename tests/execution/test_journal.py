@@ -480,3 +480,30 @@ def test_two_writers_of_one_session_still_make_one_chain(env):
     verdict = reading.verify(env, "s1")
     assert verdict.ok and verdict.records == 13
     assert [r.fields["text"] for r in reading.records(env, "s1")[3:]] == [f"w{i}" for i in range(10)]
+
+
+def test_a_writer_rereads_the_head_only_when_someone_else_wrote_it(env, monkeypatch):
+    """The head bytes a writer put last are not decoded again by its next write; a head another writer put since (or
+    a transaction of its own that did not commit left behind) is decoded — the durable head still decides seq."""
+    from ouroactors.runtime.execution import journal as journal_module
+
+    decoded: list[int] = []
+    real = journal_module._decode_head
+
+    def counting(raw: bytes, sid: bytes) -> journal_module.JournalHead:
+        head = real(raw, sid)
+        decoded.append(head.head_seq)
+        return head
+
+    monkeypatch.setattr(journal_module, "_decode_head", counting)
+    first = _fill(env, 3)
+    decoded.clear()
+    first.append("prompt", {"text": "mine"}, at=10)
+    assert decoded == []  # its own head
+    Journal(env, "s1").append("prompt", {"text": "theirs"}, at=11)  # a new writer reads the head: decoded once
+    assert decoded == [3]
+    first.append("prompt", {"text": "mine again"}, at=12)
+    assert decoded == [3, 4]  # the other writer's head
+    verdict = reading.verify(env, "s1")
+    assert verdict.ok and verdict.head_seq == 5
+    assert [r.fields["text"] for r in reading.records(env, "s1")[3:]] == ["mine", "theirs", "mine again"]

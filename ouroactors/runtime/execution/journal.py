@@ -165,6 +165,7 @@ class Journal:
         self._lost = _Lost()
         self._doubt: Batch | None = None
         self.committed_head: tuple[int, bytes] | None = None  # the last head this writer saw committed
+        self._head_written: tuple[bytes, JournalHead] | None = None  # the head bytes it put last, and their head
         self.gaps_written = 0
         self.degraded = False  # a write failed since the last successful one
 
@@ -312,7 +313,7 @@ class Journal:
     def _plan(self, txn: lmdb.Transaction, staged: list[tuple[_Staged, int]], lost: _Lost,
               doubt: Batch | None) -> tuple[Batch, list[Op]] | None:
         """Read the head and compute every write of this batch (nothing is written here)."""
-        head = _get_head(txn, self._anchor, self.sid)
+        head = self._read_head(txn)
         if doubt is not None:
             landed = head is not None and head.head_seq >= doubt.head_seq and _witness(
                 txn, self._anchor, self.sid, doubt.head_seq) == doubt.head_hash
@@ -344,15 +345,30 @@ class Journal:
             prev = digest
             starts_turn = starts_turn or item.kind == "turn_started"
             seq += 1
-        head = JournalHead(first_seq=head.first_seq, head_seq=seq - 1, head_hash=prev, bytes=total, records=count)
+        # built from this transaction's own counts (ints and the chain's bytes): no validation to redo
+        head = JournalHead.model_construct(first_seq=head.first_seq, head_seq=seq - 1, head_hash=prev, bytes=total,
+                                           records=count)
         if starts_turn and total > self.budget_bytes:
             from .budget import truncate  # the rare path: its module imports this one
 
             head = truncate(txn, self.env, self.sid, head, self.budget_bytes, ops)
-        ops.append((self._anchor, head_key(self.sid), encode(head)))
+        encoded = encode(head)
+        ops.append((self._anchor, head_key(self.sid), encoded))
+        self._head_written = (encoded, head)
         batch = Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
                       head.head_hash, range(first_new, seq))
         return batch, ops
+
+    def _read_head(self, txn: lmdb.Transaction) -> JournalHead | None:
+        """The session's durable head; the bytes this writer put last are not decoded again (any other bytes — a
+        transaction of ours that did not commit, another writer's — are)."""
+        raw = txn.get(head_key(self.sid), db=self._anchor)
+        if raw is None:
+            return None
+        written = self._head_written
+        if written is not None and written[0] == raw:
+            return written[1]
+        return _decode_head(raw, self.sid)
 
 
 def _lost_of(batch: Batch, reason: str) -> _Lost:
@@ -388,10 +404,7 @@ def _encode(kind: str, fields: dict[str, Any], turn: int | None, at: int) -> _St
     return _Staged(kind, body, spilled, len(body) + sum(len(d) for _, d in spilled))
 
 
-def _get_head(txn: lmdb.Transaction, anchor: Any, sid: bytes) -> JournalHead | None:
-    raw = txn.get(head_key(sid), db=anchor)
-    if raw is None:
-        return None
+def _decode_head(raw: bytes | memoryview, sid: bytes) -> JournalHead:
     try:
         return decode(bytes(raw), JournalHead)
     except CodecError as exc:
