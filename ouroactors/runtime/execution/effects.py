@@ -32,6 +32,7 @@ together). Either way the commit is not cancellable: a start or a settlement is 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from .honesty import (
 from .loop import CallContext, ParsedCall, ToolResult
 from .metrics import TurnStats
 from .tools import ToolContext, ToolError
+from .tools.base import BoundaryRecord
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
 EFFECT_STARTED = faults.register_point("effect.started", "the ledger holds the start, the tool has not run")
@@ -70,6 +72,7 @@ EFFECT_SETTLED = faults.register_point("effect.settled", "the settlement is comm
 
 
 T = TypeVar("T")
+_MAX_ID = 200  # ToolContext's max_length for its call and effect ids (effect ids are cut to it: effect_id_of)
 
 
 class EffectPathBroken(OuroactorsError):
@@ -134,6 +137,7 @@ class LiveEffects:
         self.journal = journal
         self._riders: tuple[Any, ...] = (journal,) if journal is not None else ()
         self._in_flight = 0  # calls of this session between entering run() and returning from it
+        self._contexts: dict[tuple[int, float], ToolContext] = {}  # validated once per (output cap, timeout)
 
     async def _ledger(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the loop's thread when this call is alone, else in a worker thread (group commit).
@@ -163,6 +167,26 @@ class LiveEffects:
                 allowed = verdict.decision is Decision.ALLOW
                 return verdict, [RecordDecision(entry, allowed, f"{verdict.decision.value}: {verdict.reason}"[:500])]
         return await self.grants.decide(request, self.settings.root), []
+
+    def _tool_context(self, root: str, ctx: CallContext, call_id: str, effect_id: str) -> ToolContext:
+        """The call's :class:`~.tools.ToolContext`: what every call of the session shares is validated once (per
+        output cap and timeout), then copied with the call's ids. The root is checked on every call, as the
+        context's own validator would (still canonical: a root swapped for a link since is refused); a call id
+        its ``max_length`` refuses, or a root that fails the check, goes through the full validation (which
+        raises what it always raised)."""
+        s = self.settings
+        shared = (ctx.output_cap_bytes, ctx.timeout_s)
+        template = self._contexts.get(shared)
+        if template is None:
+            template = ToolContext(session_id=s.session, root=root, sandbox_mode=s.sandbox_mode, data_dir=s.data_dir,
+                                   output_cap_bytes=ctx.output_cap_bytes, timeout_s=ctx.timeout_s,
+                                   network_domains=s.network_domains, network_private=s.network_private,
+                                   call_id=None, effect_id=None, idempotency_key=None)
+            self._contexts[shared] = template
+        if type(call_id) is not str or len(call_id) > _MAX_ID or os.path.realpath(root) != root:
+            return ToolContext(**{**template.__dict__, "root": root, "call_id": call_id, "effect_id": effect_id,
+                                  "idempotency_key": effect_id})
+        return template.model_copy(update={"call_id": call_id, "effect_id": effect_id, "idempotency_key": effect_id})
 
     def _evidence(self, evidence: dict[str, Any]) -> dict[str, Any]:
         """The tool's plain evidence, plus the journal head committed so far (an anchor kept outside it)."""
@@ -195,10 +219,7 @@ class LiveEffects:
         try:
             if s.root is None:
                 raise ToolError(tool.name, "the session holds no workspace lease: no tool may run", kind="no_lease")
-            tool_ctx = ToolContext(session_id=s.session, root=s.root, sandbox_mode=s.sandbox_mode, data_dir=s.data_dir,
-                                   output_cap_bytes=ctx.output_cap_bytes, timeout_s=ctx.timeout_s,
-                                   network_domains=s.network_domains, network_private=s.network_private,
-                                   call_id=model_call.id, effect_id=effect_id, idempotency_key=effect_id)
+            tool_ctx = self._tool_context(s.root, ctx, model_call.id, effect_id)
             request = tool.grant_request(args, tool_ctx)
             timing.mark("eff.request")
         except ToolError as refused:
@@ -224,7 +245,7 @@ class LiveEffects:
             raise  # left started: ambiguous for its reconciler, never settled as failed
         result = ToolResult(model_call.id, model_call.name, outcome.status, outcome.output, outcome.truncated,
                             outcome.error, outcome.error_kind, {**outcome.evidence, "effect_id": effect_id},
-                            outcome.boundary.model_dump(mode="python") if outcome.boundary is not None else None)
+                            _boundary_fields(outcome.boundary))
         faults.point(EFFECT_RAN)
         ctx.record_result(result)  # staged before the settling commit
         if on_tool_outcome(outcome.status) is ToolAction.SETTLE:  # unknown: left started, never settled failed
@@ -289,6 +310,12 @@ class LiveEffects:
                 return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
                                   error=f"effect {start.effect_id} is {step.why}")
             return decided
+
+
+def _boundary_fields(boundary: BoundaryRecord | None) -> dict[str, Any] | None:
+    """``boundary.model_dump()``: its fields are plain values (str, bool, None, tuples of str), so a copy of the
+    model's field dict is that dump, without pydantic's serializer on every call."""
+    return None if boundary is None else dict(boundary.__dict__)
 
 
 def _already(call_id: str, tool: str, effect_id: str, status: str) -> ToolResult:

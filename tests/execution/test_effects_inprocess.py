@@ -1,0 +1,153 @@
+"""The live effect port in this process, on a real LMDB data dir: what a call's tool sees, and what is refused.
+
+The port validates what every call of a session shares once (the tool context's session, root, sandbox and caps)
+and copies it with each call's ids; these tests hold it to what validating every call gave: the same context,
+the root still checked on every call (a root swapped for a link since is refused, and nothing is started), an
+over-long call id refused as before. A decided, started and settled call is recorded as the ledger and the
+journal always recorded it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from pydantic import ValidationError
+
+from ouroactors.authorities.grants.inline import POLICY_KEY, InlineGrants, Policy, policy_record
+from ouroactors.authorities.ledger.direct import LedgerWriter
+from ouroactors.authorities.ledger.domain import DEFAULT_KINDS, Status
+from ouroactors.authorities.ledger.store import LedgerStore
+from ouroactors.authorities.storage.env import (
+    GENERATION_KEY,
+    StorageConfig,
+    close_env,
+    db,
+    encode_u64,
+    meta_db,
+    open_env,
+)
+from ouroactors.runtime import sandbox
+from ouroactors.runtime.execution import reading
+from ouroactors.runtime.execution.effects import EffectSettings, LiveEffects, _boundary_fields
+from ouroactors.runtime.execution.journal import Journal
+from ouroactors.runtime.execution.loop import ParsedCall, ToolResult
+from ouroactors.runtime.execution.model import ToolCall
+from ouroactors.runtime.execution.tools import BoundaryRecord, ToolContext, ToolOutcome
+from ouroactors.runtime.execution.tools.shell import ShellTool
+
+AUTHORITY = {"storage": 3, "ledger": 5, "grants": 7}
+
+
+class SeeingShell(ShellTool):
+    """The shell tool's declaration, with a run that only keeps the context it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[ToolContext] = []
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
+        self.seen.append(ctx)
+        return ToolOutcome(status="ok", evidence={"ran": True})
+
+
+class Ctx:
+    """The loop's side of one call (:class:`~ouroactors.runtime.execution.loop.CallContext`)."""
+
+    session = "s1"
+    turn = 1
+    output_cap_bytes = 4096
+    timeout_s = 30.0
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.results: list[ToolResult] = []
+
+    def record_result(self, result: ToolResult) -> None:
+        self.results.append(result)
+
+    def record_approval(self, fields: dict[str, Any]) -> None:
+        pass
+
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        pass
+
+
+@pytest.fixture
+def port(tmp_path: Path) -> Any:
+    data, root = tmp_path / "data", tmp_path / "ws"
+    root.mkdir()
+    config = StorageConfig.under(data)
+    env = open_env(config)
+    with env.begin(write=True) as txn:
+        txn.put(GENERATION_KEY, encode_u64(AUTHORITY["storage"]), db=meta_db(env))
+        txn.put(POLICY_KEY, policy_record(Policy((), {"user": ("allow:Bash(true)",)}, ())), db=db(env, b"grants"))
+    store = LedgerStore(env, node="n", kinds=DEFAULT_KINDS, fence=AUTHORITY["storage"])
+    store.recover(AUTHORITY["ledger"])
+    store.publish_generation("grants", AUTHORITY["grants"])
+    writer = LedgerWriter(data, node="n", watch=False)
+    settings = EffectSettings(session="s1", root=os.path.realpath(root), sandbox_mode=sandbox.SandboxMode.NONE,
+                              data_dir=str(data), authority=dict(AUTHORITY))
+    journal = Journal(env, "s1")
+    effects = LiveEffects(settings, grants=None, ledger=writer, journal=journal,  # type: ignore[arg-type]
+                          inline=InlineGrants(env))
+    try:
+        yield effects, store, env, root.resolve()
+    finally:
+        close_env(config)
+
+
+def _call(tool: SeeingShell, call_id: str) -> tuple[ParsedCall, Ctx]:
+    call = ToolCall(id=call_id, name="shell", arguments={"command": "true"})
+    return ParsedCall(call, (tool, tool.Args.model_validate(call.arguments))), Ctx(call)
+
+
+def test_each_call_sees_the_context_validating_it_would_give(port):
+    effects, store, env, root = port
+    tool = SeeingShell()
+    for call_id in ("c1", "c2"):
+        parsed, ctx = _call(tool, call_id)
+        result = trio.run(effects.run, parsed, ctx)
+        assert result.status == "ok" and ctx.results == [result]
+    for seen, call_id in zip(tool.seen, ("c1", "c2"), strict=True):
+        assert seen == ToolContext(session_id="s1", root=str(root), sandbox_mode=sandbox.SandboxMode.NONE,
+                                   data_dir=effects.settings.data_dir, output_cap_bytes=4096, timeout_s=30.0,
+                                   call_id=call_id, effect_id=f"s1/t1/{call_id}", idempotency_key=f"s1/t1/{call_id}")
+        entry = store.get(f"s1/t1/{call_id}")
+        assert entry is not None and entry.status is Status.OK and entry.authority == AUTHORITY
+        assert entry.grant is not None and entry.grant.startswith("permission-")  # the decision, recorded with it
+    assert reading.verify(env, "s1").ok
+
+
+def test_a_root_swapped_for_a_link_is_refused_at_the_next_call_and_nothing_starts(port, tmp_path):
+    effects, store, _env, root = port
+    tool = SeeingShell()
+    parsed, ctx = _call(tool, "c1")
+    trio.run(effects.run, parsed, ctx)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root.rename(tmp_path / "moved")
+    root.symlink_to(elsewhere)
+    parsed, ctx = _call(tool, "c2")
+    with pytest.raises(ValidationError, match="not canonical"):
+        trio.run(effects.run, parsed, ctx)
+    assert store.get("s1/t1/c2") is None and len(tool.seen) == 1
+
+
+def test_a_call_id_too_long_for_the_context_is_refused_as_before(port):
+    effects = port[0]
+    tool = SeeingShell()
+    parsed, ctx = _call(tool, "c" * 201)
+    with pytest.raises(ValidationError, match="call_id"):
+        trio.run(effects.run, parsed, ctx)
+    assert tool.seen == []
+
+
+def test_a_boundary_becomes_the_fields_its_dump_gives(tmp_path):
+    boundary = sandbox.plan(["/bin/true"], mode=sandbox.SandboxMode.NONE, workspace=str(tmp_path)).boundary
+    record = BoundaryRecord.of(boundary)
+    assert _boundary_fields(record) == record.model_dump(mode="python")
+    assert list(_boundary_fields(record) or {}) == list(record.model_dump(mode="python"))
+    assert _boundary_fields(None) is None
