@@ -4,9 +4,12 @@
 
 A real multiproc system runs the agent authorities and one session runtime. A scripted model makes N model calls,
 each asking for one ``shell`` call of ``true`` (then a final answer), so the turn is N steps of: model call →
-grants decision → ledger start (synced commit) → the tool → ledger settlement (synced commit) → journal. The
-per-step time is read from the session's own journal (``turn_settled.at − turn_started.at``, divided by N — the
-turn's final text answer is charged to the steps), so no polling from outside is counted.
+grants decision → ledger start (synced commit) → the tool → ledger settlement (synced commit) → journal. Each
+step's time is read from the session's own journal — from one ``model_call`` record to the next — so no polling
+from outside is counted, and the p50 is over single steps, as the floor's is over single samples. (A turn's mean
+per step, ``(turn_settled.at − turn_started.at) / N`` with the final text answer charged to the steps, is the
+``turn`` row: on a box whose disk stalls now and then, a mean of ten steps carries the stalls a p50 of samples
+leaves out, so it reads higher than the steps do.)
 
 Baseline, same run and same filesystem, sampled in slices between the session's turns (the same moments, on a shared
 machine): the bare tool (what the shell tool runs, ``/bin/sh -c true``, by ``sandbox.run`` in the same mode; ~0.1 ms
@@ -22,6 +25,7 @@ staging). The marks cost a lock and an append each; without the flag they cost a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -79,17 +83,27 @@ def _drain_until_settled(system: ActorSystem, path: str, cursor: int, timeout: f
     raise TimeoutError("the benchmark turn did not settle")
 
 
-def _turn_times(data_dir: Path, session: str) -> list[float]:
-    """(settled − started) per turn, in ms, read from the journal in another process (this one runs systems)."""
+def _journal_times(data_dir: Path, session: str) -> tuple[list[float], list[float]]:
+    """From the session's journal, read in another process (this one runs systems), in ms: (settled − started) per
+    turn, and each tool step — from one ``model_call`` record to the next in its turn (a model call, its tool
+    call, and the records between)."""
     code = ("from ouroactors.authorities.storage.env import StorageConfig, open_env\n"
             "from ouroactors.runtime.execution.reading import records\n"
             f"env = open_env(StorageConfig.under({str(data_dir)!r}))\n"
-            "start = {}\n"
+            "start, calls = {}, {}\n"
             f"for r in records(env, {session!r}):\n"
             "    if r.kind == 'turn_started': start[r.turn] = r.at\n"
-            "    elif r.kind == 'turn_settled': print((r.at - start[r.turn]) / 1e6)\n")
+            "    elif r.kind == 'model_call': calls.setdefault(r.turn, []).append(r.at)\n"
+            "    elif r.kind == 'turn_settled':\n"
+            "        print('turn', (r.at - start[r.turn]) / 1e6)\n"
+            "        at = calls.get(r.turn, [])\n"
+            "        for a, b in zip(at, at[1:]): print('step', (b - a) / 1e6)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    return [float(x) for x in out.stdout.split()]
+    found: dict[str, list[float]] = {"turn": [], "step": []}
+    for line in out.stdout.splitlines():
+        kind, value = line.split()
+        found[kind].append(float(value))
+    return found["turn"], found["step"]
 
 
 SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
@@ -121,9 +135,10 @@ def _segments(timing_file: Path) -> dict[str, Stat]:
 
 
 def _session_steps(mode: str, steps: int, tool: bool, rounds: int, timing_file: Path | None = None,
-                   between: Callable[[], None] | None = None) -> Stat:
-    """Per-step ms over ``rounds`` turns of ``steps`` steps each, in one session; ``between`` runs before each turn
-    and after the last (the floor's samples, so that both see the same load on a shared machine)."""
+                   between: Callable[[], None] | None = None) -> tuple[Stat, Stat]:
+    """Over ``rounds`` turns of ``steps`` steps each, in one session, in ms: each tool step (one sample per step),
+    and each turn's time per step (its final answer charged to its steps); ``between`` runs before each turn and
+    after the last (the floor's samples, so that both see the same load on a shared machine)."""
     base = Path(tempfile.mkdtemp(prefix="bench-runtime-"))
     ws = base / "ws"
     ws.mkdir()
@@ -156,11 +171,12 @@ def _session_steps(mode: str, steps: int, tool: bool, rounds: int, timing_file: 
             cursor = _drain_until_settled(system, path, cursor)
         if between is not None:
             between()
-        times = _turn_times(system.data_dir, "bench")
+        times, step_times = _journal_times(system.data_dir, "bench")
     finally:
         system.shutdown()
         shutil.rmtree(base, ignore_errors=True)
-    return Stat([t / max(steps, 1) for t in times])  # the final answer's model call is counted in the steps
+    per_turn = Stat([t / max(steps, 1) for t in times])  # the final answer's model call is counted in the steps
+    return (Stat(step_times) if steps else per_turn), per_turn
 
 
 class _Floor:
@@ -207,22 +223,25 @@ def run(quick: bool) -> list[Row]:
                  "+ 2 synced commits")
         timing_file = Path(tempfile.mkdtemp(prefix="bench-timing-")) / "marks.jsonl" if BREAKDOWN else None
         slices = _Floor(mode)
+        per_slice = max(samples // (rounds + 1), 1)
         try:
-            ours = _session_steps(mode, steps, True, rounds, timing_file,
-                                  between=lambda f=slices: f.sample(max(samples // (rounds + 1), 1)))
+            ours, per_turn = _session_steps(mode, steps, True, rounds, timing_file,
+                                            between=functools.partial(slices.sample, per_slice))
         finally:
             slices.close()
         bare, floor = slices.bare, slices.floor
         rows.append(Row("tool call", f"one step: model → grants → start → `true` ({mode}) → settle → journal", "ms",
                         ours, floor, "≤ 1.5×", lambda _o, r: r <= 1.5,
                         note=f"bare tool alone p50 {bare.p50:.2f} ms"))
+        parts.append(Row(f"  turn ({mode})", "a turn's time per step (final answer included; n = turns)", "ms",
+                         per_turn, floor))
         if timing_file is not None:
             for name, stat in _segments(timing_file).items():
                 parts.append(Row(f"  part ({mode})", name, "ms", stat, None))
             shutil.rmtree(timing_file.parent, ignore_errors=True)
     rows += parts
     progress(f"session: {rounds * 3} text-only turns (loop and journal alone)")
-    text_only = _session_steps("none", 0, False, rounds * 3)
+    text_only, _ = _session_steps("none", 0, False, rounds * 3)
     rows.append(Row("loop", "one model call, text only (no tool)", "ms", text_only, None))
     return rows
 
