@@ -11,7 +11,7 @@ import trio
 
 from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.execution import reading, steps
-from ouroactors.runtime.execution.loop import LoopRefusal, Steer
+from ouroactors.runtime.execution.loop import CallContext, LoopRefusal, ParsedCall, Steer, ToolResult
 from ouroactors.runtime.execution.model import Finished, Message, TextDelta, ToolCall
 from ouroactors.runtime.execution.replay import replay
 
@@ -194,6 +194,47 @@ def test_interrupt_cancels_running_tools_within_100ms(env):
     assert_replays(env)
     # the interrupt that raced with the end of the turn does not end the next one
     assert h.steering.take(2, 0) == []
+
+
+def test_a_lone_tool_call_is_interrupted_and_fails_as_calls_run_together_are(env):
+    """One call of a model turn runs in the loop's own task (no nursery): an interrupt still cancels it within
+    100 ms (recorded as cancelled, and the turn replays), and an effect port that raises ends the turn with that
+    very exception."""
+    effects = FakeEffects(block=frozenset({"read"}))
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("x")]], effects=effects)
+
+    async def main() -> tuple[str, float]:
+        async with trio.open_nursery() as nursery:
+            result: list[str] = []
+
+            async def turn() -> None:
+                result.append((await h.loop.run_turn("go")).status)
+
+            nursery.start_soon(turn)
+            with trio.fail_after(5):
+                while effects.started < 1:
+                    await trio.sleep(0.001)
+            asked = trio.current_time()
+            h.steering.interrupt(1)
+            h.loop.cancel_activity()
+        return result[0], trio.current_time() - asked
+
+    status, took = trio.run(main)
+    assert status == "interrupted" and took < 0.1
+    results = [r.fields for r in reading.records(env, "s1") if r.kind == "tool_result"]
+    assert [(r["call_id"], r["status"]) for r in results] == [("c1", "cancelled")]
+    assert_replays(env)
+
+    class Broken(Exception):
+        pass
+
+    async def broken(parsed: ParsedCall, ctx: CallContext) -> ToolResult:
+        raise Broken("the effect path broke")
+
+    other = make_session(env, "s2", [[call("c1", "read", path="x")], [text("x")]])
+    other.effects.run = broken  # type: ignore[method-assign]
+    with pytest.raises(Broken, match="the effect path broke"):
+        trio.run(other.loop.run_turn, "go")
 
 
 def test_interrupt_during_model_stream(env):

@@ -290,9 +290,12 @@ class SessionLoop:
             with self._scope(deadline_ns, float("inf")) as scope:
                 self._activity = scope
                 try:
-                    async with trio.open_nursery() as nursery:
-                        for ctx, parsed in runnable:
-                            nursery.start_soon(self._one_tool, ctx, parsed)
+                    if len(runnable) == 1:  # a lone call runs in this task: a nursery is for calls run together
+                        await self._one_tool(*runnable[0])
+                    else:
+                        async with trio.open_nursery() as nursery:
+                            for ctx, parsed in runnable:
+                                nursery.start_soon(self._one_tool, ctx, parsed)
                 finally:
                     self._activity = None
             cause = steps.INTERRUPTED if self._interrupting else steps.DEADLINE
