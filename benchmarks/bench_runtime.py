@@ -111,6 +111,7 @@ SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
     ("grant decision (inline)", "eff.startreq", "eff.decided"),
     ("ledger start: records + synced commit", "eff.decided", "eff.admitted"),
     ("the tool", "eff.admitted", "eff.ran"),
+    ("  of which the sandbox run (plan, spawn, wait, result)", "tool.spawn", "tool.done"),
     ("settlement: records + synced commit", "eff.ran", "eff.settled"),
     ("between calls: loop, model, journal staging", "eff.settled", "eff.begin"),
 )
