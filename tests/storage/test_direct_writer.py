@@ -259,6 +259,32 @@ def test_watched_starts_are_indexed_until_settled_and_recovery_forgets_writers(l
         assert list(txn.cursor(db=ledger.runs)) == []
 
 
+def test_a_writers_own_settlement_leaves_its_run_key_to_its_next_start(ledger, config):
+    """The settlement's commit does not touch ``ledger_runs``: the key waits for the writer's next start, which takes
+    it away beside the key it puts. Meanwhile a sweep of the dead writer finds the effect settled and leaves it."""
+    writer = LedgerWriter(data_dir(config))
+
+    def runs() -> dict[bytes, bytes]:
+        with ledger.env.begin() as txn:
+            return {bytes(k): bytes(v) for k, v in txn.cursor(db=ledger.runs)}
+
+    writer.record_started(start_request("a"))
+    writer.record_started(start_request("b"))
+    assert writer.record_settled("a", "ok").entry.status is Status.OK
+    assert runs() == {b"a": writer.writer_id, b"b": writer.writer_id}  # a's key waits
+    faults.arm(raising("storage.before_commit", "InjectedRejected"))
+    assert isinstance(writer.record_started(start_request("c")), CommitRejected)  # did not commit: a's key stays due
+    faults.disarm()
+    assert runs() == {b"a": writer.writer_id, b"b": writer.writer_id}
+    writer.record_started(start_request("c"))
+    assert runs() == {b"b": writer.writer_id, b"c": writer.writer_id}  # gone with the next start
+
+    assert writer.record_settled("b", "failed").entry.status is Status.FAILED
+    assert ledger.forget_writers({writer.writer_id}, WRITER_EXITED).value == ["c"]  # b was settled: not lost
+    assert ledger.get("b").status is Status.FAILED and ledger.get("c").status is Status.AMBIGUOUS
+    assert runs() == {}
+
+
 def test_a_killed_writer_process_is_found_gone_and_only_its_unsettled_starts_become_ambiguous(ledger, config):
     context = multiprocessing.get_context("spawn")  # the child opens the environment itself, never across fork
     results = context.Queue()

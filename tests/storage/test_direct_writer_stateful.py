@@ -3,8 +3,9 @@ testing on a real LMDB environment).
 
 Invariants: a writer whose ledger generation is gone changes nothing (``StaleGeneration``); after a
 recovery no entry is ``started``; an entry is never lost and a settled one never changes; a dead
-writer's unsettled starts become ``ambiguous``, nobody else's; ``ledger_runs`` indexes exactly the
-unsettled starts of watched writers still registered.
+writer's unsettled starts become ``ambiguous``, nobody else's; ``ledger_runs`` indexes every unsettled start of
+the watched writers still registered, and besides those only starts their own writer settled since (its next start
+takes their keys away).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class DirectWriters(RuleBasedStateMachine):
         self.forgotten: set[bytes] = set()
         self.model: dict[str, Status] = {}
         self.started_by: dict[str, bytes | None] = {}  # effect id -> the watched writer that started it
+        self.settled_by: dict[str, bytes | None] = {}  # effect id -> the writer that settled it (None: unwatched)
 
     def teardown(self) -> None:
         close_env(self.config)
@@ -97,6 +99,7 @@ class DirectWriters(RuleBasedStateMachine):
         elif current is Status.STARTED:
             assert answer.answer == "created" and answer.entry.status.value == status
             self.model[effect] = Status(status)
+            self.settled_by[effect] = writer.writer_id
         elif current.value == status:
             assert answer.answer == "existing"
         else:  # settled otherwise, or ambiguous without evidence
@@ -135,12 +138,17 @@ class DirectWriters(RuleBasedStateMachine):
         assert stored == self.model
 
     @invariant()
-    def runs_index_exactly_the_watched_unsettled_starts(self) -> None:
+    def runs_index_the_watched_unsettled_starts_and_only_self_settled_others(self) -> None:
         with self.ledger.env.begin() as txn:
             runs = {bytes(key).decode(): bytes(writer) for key, writer in txn.cursor(db=self.ledger.runs)}
-        expected = {effect: writer for effect, writer in self.started_by.items()
-                    if writer is not None and writer not in self.forgotten and self.model[effect] is Status.STARTED}
-        assert runs == expected
+        live = {effect: writer for effect, writer in self.started_by.items()
+                if writer is not None and writer not in self.forgotten}
+        unsettled = {effect: writer for effect, writer in live.items() if self.model[effect] is Status.STARTED}
+        assert unsettled.items() <= runs.items()
+        for effect, writer in runs.items():
+            if effect not in unsettled:  # a start its own writer settled: its key waits for that writer's next start
+                assert live.get(effect) == writer and self.model[effect] in (Status.OK, Status.FAILED), effect
+                assert self.settled_by.get(effect) == writer, effect
 
 
 TestDirectWriters = DirectWriters.TestCase

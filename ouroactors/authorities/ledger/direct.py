@@ -18,8 +18,9 @@ bad-input checks (:func:`~.messages._to_op`), answers (:class:`~.messages.Ledger
 directly is indistinguishable from one recorded through the actor.
 
 **Watching.** A writer created with ``watch=True`` (the default) registers its process (pid and
-kernel start time) in ``ledger_writers`` and indexes its unsettled starts in ``ledger_runs``, in
-the same transactions as the starts. The ledger actor checks the registered processes every
+kernel start time) in ``ledger_writers`` and indexes its starts in ``ledger_runs``, in the same
+transactions as the starts (a start it settles itself leaves its key to its next start: see
+:mod:`.store`). The ledger actor checks the registered processes every
 :data:`~.actor.RUNNER_PING_S` seconds (multiproc bases): when one has died, its unsettled starts
 become ``ambiguous`` at once — the effect may or may not have happened. No message is needed,
 per writer or per effect. (A watched writer must share the ledger's PID namespace — not inside a

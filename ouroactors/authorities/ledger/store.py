@@ -12,10 +12,14 @@ Layout (named databases of the node's environment):
   published authority at all — is refused with :class:`~ouroactors.core.errors.StaleGeneration`:
   no effect runs on a decision of a gone generation (the snapshot's storage and ledger entries are
   covered by the writer's own fence);
-* ``ledger_writers``: writer id → :class:`WriterRecord`, the processes writing directly that asked
-  to be watched;
-* ``ledger_runs``: effect id → writer id, the watched writers' unsettled starts (put with the start,
-  deleted with the settlement, in the same transactions).
+* ``ledger_writers``: writer id → :class:`~.watch.WriterRecord`, the processes writing directly that
+  asked to be watched (:mod:`.watch`);
+* ``ledger_runs``: effect id → writer id, the watched writers' starts that may be unsettled: put with the start, in
+  its transaction. A settlement by another writer (the ledger actor, an unwatched writer) deletes the key in its own
+  transaction; a watched writer's settlement of its own start leaves it to the writer's next start, which deletes
+  it beside the key it puts (the same page: the settlement's commit touches one B-tree less). So every unsettled
+  start of a watched writer is indexed, and a key may also name an effect that writer settled since — which a
+  dead writer's sweep (:meth:`LedgerStore.forget_writers`) finds settled and leaves as it is.
 
 A batch of operations is decided and written in **one** transaction (group commit): each
 operation's decision reads the state the earlier ones left, a domain refusal (conflict, unknown
@@ -35,14 +39,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import lmdb
 
 from ...core import clock
-from ...core.codec import CodecError, Record, check_size, decode, encode, seq_key, str_key
+from ...core.codec import CodecError, check_size, decode, encode, seq_key, str_key
 from ...core.errors import CorruptRecord, StaleGeneration
-from ...core.procs import process_start_ticks
 from ..storage.commit import Committed, Outcome, write
 from ..storage.env import GENERATION_KEY as STORAGE_GENERATION_KEY
 from ..storage.env import db, decode_u64, encode_u64, generation_key, meta_db
@@ -57,23 +60,14 @@ from .domain import (
     decide_settle,
     decide_start,
 )
+from .watch import WatchedWriters
+from .watch import WriterRecord as WriterRecord  # re-exported: direct writers register with it
 
 log = logging.getLogger("ouroactors.ledger")
 NEXT_SEQ_KEY = b"ledger_next_seq"
 GENERATION_KEY = b"ledger_generation"
 WRITTEN_CACHE = 256  # entries whose bytes a store remembers (see LedgerStore._written)
-
-
-class WriterRecord(Record):
-    """A process that writes the ledger directly and asked to be watched (see :mod:`.direct`)."""
-
-    SCHEMA: ClassVar[str] = "ledger.writer"
-    VERSION: ClassVar[int] = 1
-
-    pid: int
-    start_ticks: int  # the kernel's start time of ``pid``: a reused pid is another process
-    node: str
-    opened_ns: int
+SETTLED_RUNS = 64  # run keys a watched writer's settlements leave to its next start, at most (then deleted at once)
 
 
 @dataclass(frozen=True)
@@ -108,7 +102,7 @@ OWN_FENCE = frozenset({"storage", "ledger"})  # a snapshot's entries the writer'
 _PUBLISHED_SUFFIX = b"_generation"  # see storage.env.generation_key
 
 
-class LedgerStore:
+class LedgerStore(WatchedWriters):
     def __init__(self, env: lmdb.Environment, *, node: str, kinds: frozenset[str], fence: int | None) -> None:
         self.env = env
         self.node = node
@@ -125,6 +119,8 @@ class LedgerStore:
         # are exactly those gives the entry without decoding it again (a start's settlement reads what the start
         # wrote); any other bytes — another writer's, a recovery's — are decoded as always.
         self._written: dict[bytes, tuple[bytes, Entry]] = {}
+        # Run keys of starts this (watched) writer settled, deleted by its next start (see ``ledger_runs`` above).
+        self._settled_runs: list[bytes] = []
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -145,7 +141,16 @@ class LedgerStore:
                 ride(txn)
             return results
 
-        return write(self.env, run, fence=self.fence if stamp is None else None)
+        settled_runs = self._settled_runs
+        self._settled_runs = list(settled_runs)  # this transaction's view; kept only if it commits
+        committed = False
+        try:
+            outcome = write(self.env, run, fence=self.fence if stamp is None else None)
+            committed = isinstance(outcome, Committed)
+            return outcome
+        finally:
+            if not committed:
+                self._settled_runs = settled_runs
 
     def _check_stamp(self, txn: lmdb.Transaction, stamp: Stamp) -> None:
         for authority, key, expected in (("storage", STORAGE_GENERATION_KEY, stamp.storage),
@@ -211,10 +216,14 @@ class LedgerStore:
             if isinstance(decision, Created):
                 self._put(txn, decision.entry, new=isinstance(op, Start))
                 key = str_key(decision.entry.effect_id)
-                if decision.entry.status is not Status.STARTED:
+                if decision.entry.status is Status.STARTED:
+                    if writer is not None:
+                        self._index_run(txn, key, writer)
+                elif (writer is not None and isinstance(op, Settle) and len(self._settled_runs) < SETTLED_RUNS
+                      and txn.get(key, db=self.runs) == writer):
+                    self._settled_runs.append(key)  # its own start: the key goes with its next start (ledger_runs)
+                else:
                     txn.delete(key, db=self.runs)  # settled: no longer any watched writer's concern
-                elif writer is not None:
-                    txn.put(key, writer, db=self.runs)
             return decision
         except StaleGeneration as exc:  # this op only: decided under a generation that is gone
             return exc
@@ -222,6 +231,14 @@ class LedgerStore:
             return exc if isinstance(exc, LedgerError) else LedgerError(str(exc))
         except CodecError as exc:  # too large, unencodable evidence, an id too long for a key: this op only
             return LedgerError(str(exc))
+
+    def _index_run(self, txn: lmdb.Transaction, key: bytes, writer: bytes) -> None:
+        """A watched writer's start: its run key, and the keys of the starts it settled since, gone (after the put:
+        a tree emptied on the way would give its page back and take a new one)."""
+        txn.put(key, writer, db=self.runs)
+        for done in self._settled_runs:
+            txn.delete(done, db=self.runs)
+        self._settled_runs.clear()
 
     def _put(self, txn: lmdb.Transaction, entry: Entry, *, new: bool) -> None:
         data = encode(entry)
@@ -282,42 +299,6 @@ class LedgerStore:
                     count += 1
                 txn.delete(str_key(effect_id), db=self.runs)
             return count
-
-        return write(self.env, mark, fence=self.fence)
-
-    # -- watched direct writers ---------------------------------------------------------------------
-
-    def register_writer(self, writer: bytes, record: WriterRecord, stamp: Stamp) -> Outcome[None]:
-        def put(txn: lmdb.Transaction) -> None:
-            self._check_stamp(txn, stamp)
-            txn.put(writer, encode(record), db=self.writers)
-
-        return write(self.env, put)
-
-    def watched_writers(self) -> dict[bytes, WriterRecord]:
-        with self.env.begin() as txn:
-            return {bytes(key): decode(bytes(raw), WriterRecord) for key, raw in txn.cursor(db=self.writers)}
-
-    def gone_writers(self) -> set[bytes]:
-        """Watched writers whose process has exited (a pid now running another process counts)."""
-        return {writer for writer, record in self.watched_writers().items()
-                if process_start_ticks(record.pid) != record.start_ticks}
-
-    def forget_writers(self, gone: set[bytes], reason: str) -> Outcome[list[str]]:
-        """Writers whose process died: their unsettled starts become ambiguous, they are forgotten."""
-
-        def mark(txn: lmdb.Transaction) -> list[str]:
-            lost = [bytes(key).decode() for key, writer in txn.cursor(db=self.runs) if bytes(writer) in gone]
-            now = clock.time_ns()
-            for effect_id in lost:
-                current = self._read(txn, effect_id)
-                changed = decide_ambiguous(current, now_ns=now, reason=reason) if current is not None else None
-                if changed is not None:
-                    txn.put(str_key(effect_id), encode(changed), db=self.entries)
-                txn.delete(str_key(effect_id), db=self.runs)
-            for writer in gone:
-                txn.delete(writer, db=self.writers)
-            return lost
 
         return write(self.env, mark, fence=self.fence)
 
