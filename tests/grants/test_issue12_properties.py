@@ -114,7 +114,11 @@ def test_wrapping_never_turns_a_deny_or_ask_into_allow(base: str, wraps: list[Wr
         command = wrap(command)
     verdict = decide(Request("s1", "Bash", Effect.EXECUTE, command=command), RULES_NO_TOOL)
     assert verdict.decision is not Decision.ALLOW, (command, verdict)
-    if base.startswith("rm ") and segments(command).complete:
+    seen = segments(command)
+    # every command visible (none hidden as code: `find . -exec sh <<< 'rm -rf x' \;` feeds find's here-string to
+    # the sh it runs, a shell reading stdin, which is asked about as such): the rm itself is judged, and denied
+    hidden = any(form.code is not None for detail in seen.details for form in detail.forms)
+    if base.startswith("rm ") and seen.complete and not hidden:
         assert verdict.decision is Decision.DENY, (command, verdict)
 
 
