@@ -12,7 +12,8 @@ run and subtracted: **per-step overhead = wall time of the 3-step session / 3 �
   3 model calls each asking for one ``shell true``, then answers with text (that fourth model call is charged
   to the 3 steps). Every step writes **two** durable records in the ledger (``started`` before the tool,
   ``settled`` after it; each a synced LMDB commit that also carries the step's journal records) after a grants
-  decision (an ask to the grants authority, which records the decision with a synced commit of its own).
+  decision made in the runtime's own process from grants' published policy, whose ``permission`` record rides in
+  the start's transaction: two synced commits per step, no actor hop.
   Wall time of the session: from the runtime's journal, ``turn_settled.at − turn_started.at`` (the
   loop itself; process start, workspace lease and opening are not in it, as DBOS's ``launch`` and LangGraph's
   ``compile`` are not in theirs). A second row, for the record, is the whole session seen from outside:
@@ -274,8 +275,9 @@ def run(quick: bool) -> list[Row]:
                         "—", None, what, errors.get(peer, "")))
         rows.append(Row("vs " + peer, f"ours per-step overhead vs {peer}", "ms", ours_step, theirs, f"≤ {goal}×",
                         within(goal),
-                        "ours: 3 synced commits per step (the grants decision's record, ledger started, settled; the "
-                        "journal inside them) + scripted model call; the turn's final model call charged to the steps",
+                        "ours: 2 synced commits per step (ledger started, with the grants decision's record, and "
+                        "settled; the journal inside them) + scripted model call; the turn's final model call "
+                        "charged to the steps",
                         errors.get(peer, "")))
     rows.append(Row("ours", "ours: the whole session from outside, per step (send → subscriber has "
                     "turn_settled) / 3 − body", "ms", overhead(ours.outside), None, "report", None,
