@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from thespian.actors import WakeupMessage
 
-from ouroactors.core.errors import BadRequest, OuroactorsError
+from ouroactors.core.errors import BadRequest, ChildNotFound, OuroactorsError
 from ouroactors.runtime.coordinator import messages as coordinator
 from ouroactors.runtime.coordinator.errors import UnknownSession
 from ouroactors.runtime.execution import messages as execution
@@ -426,7 +426,16 @@ def test_a_runtime_refuses_malformed_reader_requests(node):
                                        idle_timeout=30))
     assert events[-1].data["status"] == "completed"  # the turn went on, every event published once
     assert [e.cursor for e in events] == list(range(view.committed_cursor + 1, events[-1].cursor + 1))
-    assert node.system.child_info(path).pid in (pid, None) and not crashes(node.system, mark)
+    # The last turn done, the session completes and its runtime may already be stopped (and gone from its
+    # supervisor): gone or the same process are both fine; a restart would show as a crash.
+    assert current_pid(node, path) in (pid, None) and not crashes(node.system, mark)
+
+
+def current_pid(node: Any, path: str) -> int | None:
+    try:
+        return node.system.child_info(path).pid
+    except ChildNotFound:
+        return None
 
 
 def test_a_subscribe_from_a_stranger_is_refused(node):
