@@ -64,3 +64,29 @@ def test_targets_stay_inside_and_inside_files_are_reachable(tree: str, path: str
 def test_the_tree_is_what_the_property_assumes(tree: str) -> None:
     assert Path(tree, "in", "f.txt").read_text() == "g" and Path(tree, "sub", "up", "f.txt").read_text() == "f"
     assert os.path.realpath(f"{tree}/out/secret.txt").endswith("/outside/secret.txt")
+
+
+def _answer(fn, *args):  # what a call gives: its result, or the error's type and text
+    try:
+        return fn(*args)
+    except Exception as exc:
+        return type(exc), str(exc)
+
+
+def test_the_root_as_dot_answers_as_the_whole_canonicalisation(tmp_path: Path) -> None:
+    """``canonical_dir(".", root)`` walks the root once; it answers what ``canonicalize`` answers, on disk, for a
+    canonical root, a root that is a link (to inside and to outside its parent), a file, and a missing root."""
+    from ouroactors.authorities.workspace.paths import canonicalize
+    from ouroactors.runtime.execution.tools._paths import canonical_dir
+
+    base = Path(os.path.realpath(tmp_path))
+    (base / "real").mkdir()
+    (base / "file").write_text("x")
+    os.symlink("real", base / "link")
+    os.symlink("/etc", base / "abs_link")
+    os.symlink("loop", base / "loop")
+    for name in ("real", "link", "abs_link", "file", "missing", "loop"):
+        root = str(base / name)
+        whole = _answer(lambda r: canonicalize(".", allowed_roots=(r,), cwd=r), root)
+        assert _answer(canonical_dir, ".", root) == whole, name
+    assert canonical_dir(".", str(base / "real")) == str(base / "real")

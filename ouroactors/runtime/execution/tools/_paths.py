@@ -34,6 +34,7 @@ from ....authorities.workspace.paths import (
     PathEscapes,
     SymlinkLoop,
     canonicalize,
+    canonicalize_roots,
     under,
 )
 from .base import ToolRefused
@@ -70,7 +71,15 @@ def _check_raw(raw: object, tool: str) -> None:
 
 def canonical_dir(path: str, root: str) -> str:
     """The one call into the workspace's canonicalisation: ``path`` (relative to ``root``) → a canonical directory
-    inside ``root``. When ``paths`` gains its "may not exist yet under a root" function, swap it in here."""
+    inside ``root``. When ``paths`` gains its "may not exist yet under a root" function, swap it in here.
+
+    ``"."`` (the shell tool's every call, ``list`` by default) is the root itself: :func:`canonicalize` walks the
+    root on disk once to canonicalise it as the allowed root and then again as the path, the same components to
+    the same place. So the first walk answers — the same function :func:`canonicalize` starts with, raising what
+    it raises — and the root is returned when it resolved to itself; a root that did not (not canonical) goes
+    through the whole call, which answers as it always did."""
+    if path == "." and canonicalize_roots((root,), cwd=root) == (root,):
+        return root
     return canonicalize(path, allowed_roots=(root,), cwd=root)
 
 
