@@ -220,9 +220,11 @@ def check_run_paths(workspace: str, *, leased_root: str | None, data_dir: str | 
     """The canonical workspace, after refusing what may not be one (see :func:`check_workspace`)."""
     ws = canonical_dir(workspace)
     data = os.path.realpath(data_dir) if data_dir is not None else None
-    lease_real = os.path.realpath(leased_root) if leased_root is not None else None
-    check_workspace(ws, data_dir=data, homes=home_dirs(), home=own_home(), leased_root=leased_root,
-                    leased_root_real=lease_real)
+    # The lease root is most often the workspace itself (the shell tool's every run): the same path, so the same
+    # resolution on disk as the workspace's, made once.
+    lease_real = None if leased_root is None else ws if leased_root == workspace else os.path.realpath(leased_root)
+    homes, home = _homes()  # one look at the account database for both
+    check_workspace(ws, data_dir=data, homes=homes, home=home, leased_root=leased_root, leased_root_real=lease_real)
     for path in extra_ro:
         real = os.path.realpath(path)
         if real == "/" or (data is not None and (under(real, data) or under(data, real))):
