@@ -6,7 +6,8 @@ and needed a side channel to find and kill the command on cancellation. Here the
 (:func:`.sandbox.plan`: probe, argv, environment, boundary, lease root, proxy) and only the waiting differs:
 
 * the command is spawned in the loop's thread (``vfork``: it returns once the command has exec'd, ~0.3 ms);
-* its exit is awaited on a pidfd and both pipes are read as they become readable (capped as in :func:`run`);
+* its exit (a pidfd) and both pipes are waited for in one epoll set of their own, in one task, and the pipes are
+  read as they become readable (capped as in :func:`run`);
 * on exit or timeout the process group is SIGKILLed while the leader's zombie still pins the group id, and a pipe
   held open by an escaped process is given up after :data:`~.sandbox_proc.DRAIN_GRACE_S`;
 * **cancellation** (an interrupt, the turn's deadline, a runtime stop): every process of the run — the leader and
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import time
@@ -78,16 +80,49 @@ async def kill_tree(pid: int) -> None:
             os.close(fd)
 
 
-async def _drain(fd: int, capture: Capture) -> None:
-    while True:
-        await trio.lowlevel.wait_readable(fd)
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return
-        capture.add(chunk)
+class _Pipes:
+    """Both output pipes and the leader's pidfd in one epoll set of their own, waited for by one task.
+
+    Why not a task per pipe: trio registers each fd it waits on with its own epoll (an ``EPOLL_CTL_MOD`` that fails
+    with an exception, then an ``ADD``, per new fd) and two drain tasks in a nursery cost their creation and a
+    scheduling round each. The set's own fd is the only one trio waits on: ~0.05 ms less per run of a small
+    command, with the same reads (a chunk per readable pipe per wake-up, level-triggered, capped by
+    :class:`~.sandbox_proc.Capture`).
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], pidfd: int, out: Capture, err: Capture) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.epoll = select.epoll()
+        self.pidfd = pidfd
+        self.open: dict[int, Capture] = {}
+        for stream, capture in ((proc.stdout, out), (proc.stderr, err)):
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            self.epoll.register(fd, select.EPOLLIN)
+            self.open[fd] = capture
+        self.epoll.register(pidfd, select.EPOLLIN)
+        self.exited = False
+
+    async def wake(self) -> None:
+        """Wait until a pipe or the pidfd is ready; read a chunk from each ready pipe (EOF closes it here)."""
+        await trio.lowlevel.wait_readable(self.epoll.fileno())
+        for fd, _ in self.epoll.poll(0):
+            if fd == self.pidfd:
+                self.exited = True  # the leader exited (not reaped: its zombie pins the group)
+                self.epoll.unregister(fd)  # level-triggered: it would be ready at every later wake-up
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if chunk:
+                self.open[fd].add(chunk)
+            else:
+                self.epoll.unregister(fd)
+                del self.open[fd]
+
+    def close(self) -> None:
+        self.epoll.close()
 
 
 async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: int
@@ -96,22 +131,22 @@ async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: 
     assert proc.stdout is not None and proc.stderr is not None
     out, err = Capture(limit), Capture(limit)
     notes: list[str] = []
-    timed_out = False
     pidfd = os.pidfd_open(proc.pid)
+    pipes: _Pipes | None = None
     try:
-        for stream in (proc.stdout, proc.stderr):
-            os.set_blocking(stream.fileno(), False)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_drain, proc.stdout.fileno(), out)
-            nursery.start_soon(_drain, proc.stderr.fileno(), err)
-            with trio.move_on_after(timeout) as waited:
-                await trio.lowlevel.wait_readable(pidfd)  # the leader exited (not reaped: its zombie pins the group)
-            timed_out = waited.cancelled_caught
-            killpg(proc.pid)  # stragglers of the group, or the whole command on timeout
-            nursery.cancel_scope.deadline = trio.current_time() + DRAIN_GRACE_S
-        if nursery.cancel_scope.cancelled_caught:
+        pipes = _Pipes(proc, pidfd, out, err)
+        with trio.move_on_after(timeout) as waited:
+            while not pipes.exited:  # the pipes are read meanwhile: a command never blocks on a full pipe
+                await pipes.wake()
+        timed_out = waited.cancelled_caught
+        killpg(proc.pid)  # stragglers of the group, or the whole command on timeout
+        with trio.move_on_after(DRAIN_GRACE_S) as drained:
+            while pipes.open:
+                await pipes.wake()
+        if drained.cancelled_caught:
             notes.append("output pipes still held open after the command ended; stopped reading")
-        await trio.lowlevel.wait_readable(pidfd)
+        if not pipes.exited:  # timed out: the SIGKILL above ends it; its exit is awaited (then reaped at once)
+            await trio.lowlevel.wait_readable(pidfd)
         proc.wait()  # the leader has exited: reaps at once
         return out, err, timed_out, notes
     finally:
@@ -120,6 +155,8 @@ async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: 
                 await kill_tree(proc.pid)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=REAP_LIMIT_S)
+        if pipes is not None:
+            pipes.close()
         os.close(pidfd)
         proc.stdout.close()
         proc.stderr.close()
