@@ -248,8 +248,8 @@ class Plan:
     def spawn(self) -> subprocess.Popen[bytes]:
         """Start the command in its own session (its pid is its process group id); the plan's proxy, if any, is the
         caller's to close (:meth:`close`), also when this raises."""
-        try:
-            return subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        try:  # bufsize=0: the runners read the pipes' fds themselves; buffered readers on them were never used
+            return subprocess.Popen(self.argv, bufsize=0, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, cwd=self.cwd, env=self.env, start_new_session=True,
                                     close_fds=True)
         except OSError as exc:
