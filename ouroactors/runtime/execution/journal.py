@@ -45,7 +45,7 @@ from ...authorities.storage.env import db
 from ...core.codec import CodecError, Record, decode, encode
 from ...core.errors import OuroactorsError
 from . import blobs, chain
-from .chain import SEED, JournalEntry
+from .chain import SEED
 
 JOURNAL_DB = b"journal"
 ANCHOR_DB = b"journal_anchor"
@@ -387,7 +387,7 @@ def _gap_fields(lost: _Lost, seq: int) -> dict[str, Any]:
 
 
 def _encode(kind: str, fields: dict[str, Any], turn: int | None, at: int) -> _Staged:
-    body = encode(JournalEntry(at=at, turn=turn, kind=kind, fields=fields))
+    body = chain.entry_bytes(at, turn, kind, fields)
     if len(body) <= INLINE_LIMIT:
         return _Staged(kind, body, [], len(body))
     spilled: list[tuple[str, bytes]] = []
@@ -400,7 +400,7 @@ def _encode(kind: str, fields: dict[str, Any], turn: int | None, at: int) -> _St
             slim[name] = ref
         else:
             slim[name] = value
-    body = encode(JournalEntry(at=at, turn=turn, kind=kind, fields=slim))
+    body = chain.entry_bytes(at, turn, kind, slim)
     return _Staged(kind, body, spilled, len(body) + sum(len(d) for _, d in spilled))
 
 
