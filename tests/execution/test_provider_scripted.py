@@ -304,3 +304,29 @@ def test_make_provider_resolves_a_relative_script_and_reports_bad_ones(tmp_path:
     assert isinstance(provider, ScriptedProvider) and provider.script.name == "read and edit"
     with pytest.raises(ScriptFileError, match=r"turns\[1\]\.finish"):
         make_provider(ScriptedConfig(kind="scripted", script=str(SCRIPTS / "bad_events.toml")))
+
+
+def _plain_count(messages: tuple[Message, ...]) -> int:
+    return sum(1 for m in messages if m.role == "assistant")
+
+
+@given(steps=st.lists(st.tuples(st.sampled_from(["grow", "again", "shrink", "copy", "other"]),
+                                st.lists(st.sampled_from(["user", "assistant", "tool"]), max_size=4)), max_size=25))
+def test_the_turn_index_is_the_requests_own_count_whatever_came_before(steps: list[tuple[str, list[str]]]) -> None:
+    """One provider asked in any order — a conversation growing (the same message objects plus new ones), asked
+    again, cut back, rebuilt from equal but new objects, or another conversation — answers each request by its
+    own assistant messages, as if it had never seen another."""
+    provider = ScriptedProvider(DEFAULT_SCRIPT)
+    messages: tuple[Message, ...] = ()
+    for how, roles in steps:
+        new = tuple(Message(role=r, content=f"{len(messages)}") for r in roles)  # type: ignore[arg-type]
+        if how == "grow":
+            messages = (*messages, *new)
+        elif how == "shrink":
+            messages = messages[: len(messages) // 2]
+        elif how == "copy":
+            messages = tuple(m.model_copy() for m in messages)
+        elif how == "other":
+            messages = new
+        request = ModelRequest(model="m", messages=messages)
+        assert provider.turn_index(request) == _plain_count(messages)
