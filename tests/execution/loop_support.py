@@ -47,11 +47,13 @@ class FakeEffects:
     in_port_record: bool = False
     calls: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    alone: list[bool] = field(default_factory=list)  # what each call's context said (its turn's only call?)
     started: int = 0
     _all_started: trio.Event | None = None
 
     async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
         self.calls.append(call.call.id)
+        self.alone.append(getattr(ctx, "alone", None))
         self.started += 1
         if self.barrier:
             if self._all_started is None:

@@ -10,6 +10,7 @@ journal always recorded it.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,46 @@ def test_a_boundary_becomes_the_fields_its_dump_gives(tmp_path):
     assert _boundary_fields(record) == record.model_dump(mode="python")
     assert list(_boundary_fields(record) or {}) == list(record.model_dump(mode="python"))
     assert _boundary_fields(None) is None
+
+
+class ThreadSeeingLedger:
+    """The real writer, noting the thread each call of the effect path ran on."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.threads: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.writer, name)
+
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            self.threads.append(threading.get_ident())
+            return method(*args, **kwargs)
+
+        return noted
+
+
+def test_a_lone_call_commits_on_the_loops_thread_and_a_batch_in_worker_threads(port):
+    """The lone call of a model turn (``ctx.alone``) records its start and settlement inline; calls run together go
+    through worker threads (where the writer shares their commits), each recorded as always."""
+    effects, store, env, _root = port
+    effects.ledger = ThreadSeeingLedger(effects.ledger)
+    tool = SeeingShell()
+    parsed, ctx = _call(tool, "lone")
+    ctx.alone = True  # type: ignore[attr-defined]
+    loop_thread = threading.get_ident()
+    assert trio.run(effects.run, parsed, ctx).status == "ok"
+    assert effects.ledger.threads == [loop_thread, loop_thread]
+    effects.ledger.threads.clear()
+
+    async def batch() -> None:
+        async with trio.open_nursery() as nursery:
+            for call_id in ("b1", "b2"):
+                nursery.start_soon(effects.run, *_call(tool, call_id))
+
+    trio.run(batch)
+    assert len(effects.ledger.threads) == 4 and loop_thread not in effects.ledger.threads
+    for call_id in ("lone", "b1", "b2"):
+        entry = store.get(f"s1/t1/{call_id}")
+        assert entry is not None and entry.status is Status.OK
+    assert reading.verify(env, "s1").ok

@@ -60,6 +60,7 @@ def test_parallel_tool_calls_run_concurrently_and_results_are_recorded_before_th
     ], effects=effects)
     outcome = trio.run(h.loop.run_turn, "go")
     assert outcome.status == "completed" and sorted(effects.calls) == ["c1", "c2"]
+    assert effects.alone == [False, False]  # run together: neither is its turn's only call
     ks = kinds(env)
     assert ks[:5] == ["session_opened", "turn_started", "prompt", "model_call", "model_result"]
     assert ks[5:7] == ["tool_call", "tool_call"] and sorted(ks[7:9]) == ["tool_result", "tool_result"]
@@ -74,6 +75,7 @@ def test_result_recorded_inside_the_effect_port_is_recorded_once(env):
     h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("ok")]], effects=effects)
     trio.run(h.loop.run_turn, "go")
     assert kinds(env).count("tool_result") == 1
+    assert effects.alone == [True]  # the turn's only call: the port may commit without yielding to siblings
     assert_replays(env)
 
 

@@ -25,9 +25,11 @@ driver follows the same table); this module is the shell that asks and acts (DES
 case: one tool call per model turn) commits **on the loop's own thread**: a hop to a worker thread and back costs
 about as much as the commit (two thread wake-ups and two GIL hand-offs, 0.2-0.4 ms each way measured here), and the
 loop has nothing else to do meanwhile — an actor call into the loop (drain, steer, interrupt) waits at most that
-one commit. When several calls of one model turn are in flight they go through trio's worker threads instead, so
-they share group commits (:class:`~ouroactors.authorities.ledger.LedgerWriter` commits what its threads queued
-together). Either way the commit is not cancellable: a start or a settlement is recorded or it is not.
+commit and the step's own work around it (a model turn's lone call does not yield before its commits: no sibling
+waits to run), well under a millisecond. When several calls of one model turn are in flight they go through trio's
+worker threads instead, so they share group commits (:class:`~ouroactors.authorities.ledger.LedgerWriter` commits
+what its threads queued together). Either way the commit is not cancellable: a start or a settlement is recorded or
+it is not.
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ class LiveEffects:
         self.journal = journal
         self._riders: tuple[Any, ...] = (journal,) if journal is not None else ()
         self._in_flight = 0  # calls of this session between entering run() and returning from it
+        self._alone = False  # the call in flight is its turn's only one (then no other is: see _ledger)
         self._contexts: dict[tuple[int, float], ToolContext] = {}  # validated once per (output cap, timeout)
 
     async def _ledger(self, fn: Callable[..., T], *args: Any) -> T:
@@ -144,7 +147,11 @@ class LiveEffects:
 
         A checkpoint first lets sibling calls the nursery started together reach :meth:`run` (and count
         themselves), so two calls of one batch never both take the inline path; it is shielded, like the commit.
+        A call the loop says is alone (``ctx.alone``: the one call of its model turn, run without a nursery) has
+        no sibling to let in, and commits without that yield (two scheduler rounds a call).
         """
+        if self._alone:
+            return fn(*args)
         await trio.lowlevel.cancel_shielded_checkpoint()
         if self._in_flight <= 1:
             return fn(*args)
@@ -196,6 +203,7 @@ class LiveEffects:
 
     async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
         self._in_flight += 1
+        self._alone = getattr(ctx, "alone", False) is True and self._in_flight == 1
         began = time.perf_counter()
         outcome = "error"  # the effect path broke (the runtime crashes)
         try:
@@ -207,6 +215,7 @@ class LiveEffects:
             raise
         finally:
             self._in_flight -= 1
+            self._alone = False
             if self.stats is not None:
                 self.stats.tool_call(outcome, time.perf_counter() - began)
 

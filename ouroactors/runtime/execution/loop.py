@@ -68,7 +68,13 @@ JOURNAL_VERSION = 1
 
 
 class _Context:
-    """The :class:`CallContext` of one tool call: records its result (once) and approvals through the loop."""
+    """The :class:`CallContext` of one tool call: records its result (once) and approvals through the loop.
+
+    ``alone``: the only call of its model turn that runs (in the loop's own task, no nursery) — no sibling call can
+    be on its way into the effect port, which then need not yield to let one in before a ledger commit.
+    """
+
+    alone = False
 
     def __init__(self, loop: SessionLoop, turn: int, call: ToolCall) -> None:
         self.session = loop.session
@@ -286,6 +292,8 @@ class SessionLoop:
                                                            "arguments": call.arguments})
         if runnable and self.flush_before_tools:
             self.ports.journal.flush()
+        if len(runnable) == 1:
+            runnable[0][0].alone = True
         if runnable:
             with self._scope(deadline_ns, float("inf")) as scope:
                 self._activity = scope
