@@ -172,6 +172,21 @@ def test_an_unpaced_turn_still_checkpoints_so_a_cancel_lands_between_events() ->
     assert seen == [TextDelta(text="0"), TextDelta(text="1"), TextDelta(text="2")]
 
 
+def test_a_cancel_after_the_last_event_lands_before_the_finish() -> None:
+    script = parse_script({"turns": [{"events": [{"kind": "text", "text": "only"}]}]})
+    seen: list[ModelEvent] = []
+
+    async def main() -> None:
+        with trio.CancelScope() as scope:
+            async with aclosing(ScriptedProvider(script).stream(request(user("go")))) as stream:
+                async for event in stream:
+                    seen.append(event)
+                    scope.cancel()
+
+    trio.run(main)
+    assert seen == [TextDelta(text="only")]  # no Finished: the turn was cut, not completed
+
+
 # -- script file errors ----------------------------------------------------------------------------------------------
 
 
