@@ -159,13 +159,13 @@ class ThreadSeeingLedger:
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
-        self.threads: list[int] = []
+        self.threads: list[tuple[str, int]] = []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.writer, name)
 
         def noted(*args: Any, **kwargs: Any) -> Any:
-            self.threads.append(threading.get_ident())
+            self.threads.append((name, threading.get_ident()))
             return method(*args, **kwargs)
 
         return noted
@@ -173,7 +173,8 @@ class ThreadSeeingLedger:
 
 def test_a_lone_call_commits_on_the_loops_thread_and_a_batch_in_worker_threads(port):
     """The lone call of a model turn (``ctx.alone``) records its start and settlement inline; calls run together go
-    through worker threads (where the writer shares their commits), each recorded as always."""
+    through worker threads (where the writer shares their commits), each recorded as always. (A settlement of a batch
+    may still be inline: once its sibling has returned, the call is alone.)"""
     effects, store, env, _root = port
     effects.ledger = ThreadSeeingLedger(effects.ledger)
     tool = SeeingShell()
@@ -181,7 +182,7 @@ def test_a_lone_call_commits_on_the_loops_thread_and_a_batch_in_worker_threads(p
     ctx.alone = True  # type: ignore[attr-defined]
     loop_thread = threading.get_ident()
     assert trio.run(effects.run, parsed, ctx).status == "ok"
-    assert effects.ledger.threads == [loop_thread, loop_thread]
+    assert effects.ledger.threads == [("submit", loop_thread), ("record_settled", loop_thread)]
     effects.ledger.threads.clear()
 
     async def batch() -> None:
@@ -190,7 +191,8 @@ def test_a_lone_call_commits_on_the_loops_thread_and_a_batch_in_worker_threads(p
                 nursery.start_soon(effects.run, *_call(tool, call_id))
 
     trio.run(batch)
-    assert len(effects.ledger.threads) == 4 and loop_thread not in effects.ledger.threads
+    starts = [thread for name, thread in effects.ledger.threads if name == "submit"]
+    assert len(starts) == 2 and loop_thread not in starts
     for call_id in ("lone", "b1", "b2"):
         entry = store.get(f"s1/t1/{call_id}")
         assert entry is not None and entry.status is Status.OK
