@@ -1,5 +1,6 @@
 """A journal record's body is the canonical encoding of its JournalEntry, byte for byte — built without the model
-(``chain.entry_bytes``) or through it — and what the encoding refuses is refused with the very same error."""
+(``chain.entry_bytes``) or through it — and what the encoding refuses is refused with the very same error; a
+session's head is packed from its values as the model encodes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ouroactors.core.codec import CodecError, encode
-from ouroactors.runtime.execution.chain import JournalEntry, entry_bytes
+from ouroactors.runtime.execution.chain import HeadValues, JournalEntry, JournalHead, entry_bytes
 
 
 class Colour(Enum):
@@ -56,3 +57,12 @@ def test_the_bytes_or_the_refusal_are_the_models(at: Any, turn: Any, kind: Any, 
 def test_records_the_runtime_writes_and_values_it_refuses(fields: dict[str, Any]) -> None:
     assert _fast(1_700_000_000_000_000_000, 3, "tool_result", fields) == _model(1_700_000_000_000_000_000, 3,
                                                                                  "tool_result", fields)
+
+
+@given(first=st.integers(0, 2**63), n=st.integers(-1, 2**63), digest=st.binary(min_size=32, max_size=32),
+       size=st.integers(0, 2**64 - 1), records=st.integers(0, 2**40))
+def test_a_head_packed_from_its_values_is_the_models_encoding(first: int, n: int, digest: bytes, size: int,
+                                                               records: int) -> None:
+    values = HeadValues(first, n, digest, size, records)
+    assert values.packed() == encode(JournalHead(first_seq=first, head_seq=n, head_hash=digest, bytes=size,
+                                                 records=records))

@@ -28,10 +28,11 @@ tamper-proof.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import msgpack
 
@@ -52,6 +53,34 @@ class JournalEntry(Record):
     turn: int | None
     kind: str
     fields: dict[str, Any]
+
+
+class JournalHead(Record):
+    """The anchor of a session's chain (``journal_anchor``, ``session ‖ 0x01``)."""
+
+    SCHEMA: ClassVar[str] = "journal.head"
+    VERSION: ClassVar[int] = 1
+
+    first_seq: int
+    head_seq: int  # first_seq - 1 while empty
+    head_hash: bytes
+    bytes: int  # record bytes + spilled blob bytes currently counted against the budget
+    records: int
+
+
+class HeadValues(NamedTuple):
+    """A :class:`JournalHead`'s values, in its field order, as the writer keeps them between its transactions: a
+    model built (``model_construct``) and encoded per transaction cost ~8 us, twice per tool call; its bytes are
+    packed from these values (the same array ``encode`` makes of the model)."""
+
+    first_seq: int
+    head_seq: int
+    head_hash: bytes
+    bytes: int
+    records: int
+
+    def packed(self) -> builtins.bytes:  # (the field above shadows the type's name in this class)
+        return _pack([JournalHead.SCHEMA, JournalHead.VERSION, *self], "JournalHead")
 
 
 KIND_INDEX = 4  # position of ``kind`` in the body array [SCHEMA, VERSION, at, turn, kind, fields]

@@ -36,16 +36,17 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import lmdb
 
 from ...authorities.storage import commit
 from ...authorities.storage.env import db
-from ...core.codec import CodecError, Record, decode, encode
+from ...core.codec import CodecError, decode
 from ...core.errors import OuroactorsError
 from . import blobs, chain
-from .chain import SEED
+from .chain import SEED, JournalHead
+from .chain import HeadValues as _Head
 
 JOURNAL_DB = b"journal"
 ANCHOR_DB = b"journal_anchor"
@@ -62,19 +63,6 @@ _SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}\Z")
 
 class JournalError(OuroactorsError):
     """A journal request that cannot be honoured as asked (bad session id, unknown kind, corrupt record)."""
-
-
-class JournalHead(Record):
-    """The anchor of a session's chain (``journal_anchor``, ``session ‖ 0x01``)."""
-
-    SCHEMA: ClassVar[str] = "journal.head"
-    VERSION: ClassVar[int] = 1
-
-    first_seq: int
-    head_seq: int  # first_seq - 1 while empty
-    head_hash: bytes
-    bytes: int  # record bytes + spilled blob bytes currently counted against the budget
-    records: int
 
 
 def check_session(session: str) -> bytes:
@@ -165,7 +153,7 @@ class Journal:
         self._lost = _Lost()
         self._doubt: Batch | None = None
         self.committed_head: tuple[int, bytes] | None = None  # the last head this writer saw committed
-        self._head_written: tuple[bytes, JournalHead] | None = None  # the head bytes it put last, and their head
+        self._head_written: tuple[bytes, _Head] | None = None  # the head bytes it put last, and their head
         self.gaps_written = 0
         self.degraded = False  # a write failed since the last successful one
 
@@ -322,7 +310,7 @@ class Journal:
         if not staged and not lost.count:
             return None
         if head is None:
-            head = JournalHead(first_seq=0, head_seq=-1, head_hash=SEED, bytes=0, records=0)
+            head = _Head(first_seq=0, head_seq=-1, head_hash=SEED, bytes=0, records=0)
         seq, prev, total, count = head.head_seq + 1, head.head_hash, head.bytes, head.records
         if head.head_seq < head.first_seq:  # empty: the first record chains from the seed
             prev = SEED
@@ -346,20 +334,21 @@ class Journal:
             starts_turn = starts_turn or item.kind == "turn_started"
             seq += 1
         # built from this transaction's own counts (ints and the chain's bytes): no validation to redo
-        head = JournalHead.model_construct(first_seq=head.first_seq, head_seq=seq - 1, head_hash=prev, bytes=total,
-                                           records=count)
+        head = _Head(head.first_seq, seq - 1, prev, total, count)
         if starts_turn and total > self.budget_bytes:
             from .budget import truncate  # the rare path: its module imports this one
 
-            head = truncate(txn, self.env, self.sid, head, self.budget_bytes, ops)
-        encoded = encode(head)
+            cut = truncate(txn, self.env, self.sid, JournalHead.model_construct(**head._asdict()), self.budget_bytes,
+                           ops)
+            head = _Head(cut.first_seq, cut.head_seq, cut.head_hash, cut.bytes, cut.records)
+        encoded = head.packed()
         ops.append((self._anchor, head_key(self.sid), encoded))
         self._head_written = (encoded, head)
         batch = Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
                       head.head_hash, range(first_new, seq))
         return batch, ops
 
-    def _read_head(self, txn: lmdb.Transaction) -> JournalHead | None:
+    def _read_head(self, txn: lmdb.Transaction) -> _Head | None:
         """The session's durable head; the bytes this writer put last are not decoded again (any other bytes — a
         transaction of ours that did not commit, another writer's — are)."""
         raw = txn.get(head_key(self.sid), db=self._anchor)
@@ -368,7 +357,8 @@ class Journal:
         written = self._head_written
         if written is not None and written[0] == raw:
             return written[1]
-        return _decode_head(raw, self.sid)
+        h = _decode_head(raw, self.sid)
+        return _Head(h.first_seq, h.head_seq, h.head_hash, h.bytes, h.records)
 
 
 def _lost_of(batch: Batch, reason: str) -> _Lost:
