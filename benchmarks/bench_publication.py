@@ -15,14 +15,14 @@ record and the emit there is no I/O (the journal is flushed later, inside the le
 ``time.time_ns()`` in the subscriber process when the iterator yields that event. Both clocks are the same
 machine's wall clock. The time in between is: the runtime's push of the event (``OutputReady`` carries it;
 with ``--poll`` the coordinator drains every ``actor.POLL_S`` instead), the checkpoint commit (cursor, digests and
-the events in one synced LMDB transaction), the coordinator's ``Committed`` nudge to the directory, and the
-directory answering the subscriber's held long poll from the durable log (its ``FOLLOW_TICK_S`` tick is only the
-fallback for a lost nudge). Acks to the runtime are lazy and off the path. The published event's
-``committed_ns`` splits the total in two rows: emit → committed, committed → subscriber.
+the events in one synced LMDB transaction, on the coordinator's commit thread), and the coordinator sending the
+events, read back from its store, to the subscriber's stream (the follow request the directory lent it; the
+directory answers itself only as a safety net). Acks to the runtime are lazy and off the path. The published
+event's ``committed_ns`` splits the total in two rows: emit → committed, committed → subscriber.
 
 **Diagnosis.** ``OUROACTORS_PUBTRACE=FILE`` makes the runtime's buffer, the coordinator and this subscriber
-append ``perf_counter_ns`` marks (emit, outbox_take, ready_rx, commit_tx, committed, acked, sub_rx; see
-:mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
+append ``perf_counter_ns`` marks (emit, outbox_take, outbox_sent, ready_rx, commit_tx, committed, lent_rx,
+held_tx, acked, sub_rx; see :mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
 
 **Baseline**, same run, measured between the rounds in this process: one raw thespian ask to a raw echo actor
 (``multiprocTCPBase``, its own system on a free loopback port) plus one synced LMDB put of 400 bytes in its
@@ -253,8 +253,8 @@ def run(quick: bool, push: bool | None) -> list[Row]:
             note + f"; {total.n} events (tool_call + turn_started) in {len(received)} sessions", error),
         Row("publication", "  of which emit → committed (drain + checkpoint)", "ms", to_commit, base, "report",
             None, "committed_ns of the published event"),
-        Row("publication", "  of which committed → subscriber (long poll)", "ms", to_subscriber, base, "report",
-            None, "Committed nudge → directory reads the log → answers the held long poll"),
+        Row("publication", "  of which committed → subscriber (stream)", "ms", to_subscriber, base, "report",
+            None, "the coordinator reads the events back and sends them to the subscriber's stream"),
         Row("publication", "  turn_started events only", "ms", first, base, "report", None,
             "the first event of a turn"),
     ]

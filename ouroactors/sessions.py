@@ -62,6 +62,7 @@ DIRECTORY = "agent/sessions"
 GRANTS = "agent/grants"
 ASK_TIMEOUT_S = 60.0
 FOLLOW_WAIT_S = 5.0
+STREAM_SLACK_S = 2.0  # how long past its end a stream may stay quiet before it counts as lost
 
 __all__ = ["PublishedEvent", "SessionRejected", "SessionView", "Sessions", "local_principal"]
 
@@ -156,8 +157,32 @@ class Sessions:
     # -- events ---------------------------------------------------------------------------------------------
 
     def read(self, session_id: str, after: int = 0, limit: int = 256, wait_s: float = 0.0) -> EventsRead:
-        answer: EventsRead = self._ask(ReadEvents(session_id, after, limit, wait_s), timeout=wait_s + ASK_TIMEOUT_S)
+        """Committed events after ``after``; ``wait_s`` > 0 holds the read until one is committed (a long poll).
+
+        A held poll may be answered twice (by the session's coordinator the moment its events are durable, and
+        late by the directory's safety net): each read carries its own request id and takes only its answer.
+        """
+        answer: EventsRead = self.system.ask(
+            self.directory, ReadEvents(session_id, after, limit, wait_s, uuid.uuid4().hex), wait_s + ASK_TIMEOUT_S)
         return answer
+
+    def _batches(self, session_id: str, after: int, wait_s: float) -> Iterator[EventsRead]:
+        """One read; with ``wait_s`` a stream: the session's coordinator sends each commit's events as it becomes
+        durable, until ``wait_s`` ends (a ``final`` answer). A stream that goes quiet past its end (its coordinator
+        died) just ends: the caller reads again from where it is."""
+        request_id = uuid.uuid4().hex
+        stream = wait_s > 0 and hasattr(self.system, "listen_tagged")
+        started = time.monotonic()
+        batch: EventsRead = self.system.ask(
+            self.directory, ReadEvents(session_id, after, 256, wait_s, request_id, stream), wait_s + ASK_TIMEOUT_S)
+        yield batch
+        while stream and not batch.final:
+            left = max(0.0, wait_s - (time.monotonic() - started))
+            following = self.system.listen_tagged(request_id, left + STREAM_SLACK_S)
+            if not isinstance(following, EventsRead):
+                return
+            batch = following
+            yield batch
 
     def events(self, session_id: str, after: int = 0, *, follow: bool = False,
                idle_timeout: float | None = None, until: str | None = None) -> Iterator[PublishedEvent]:
@@ -165,7 +190,9 @@ class Sessions:
 
         Without ``follow`` it ends at the last committed event. With ``follow`` it waits for more
         and ends when the session is terminal and drained, when an event of kind ``until`` was
-        yielded, or after ``idle_timeout`` seconds without a new event (None: never).
+        yielded, or after ``idle_timeout`` seconds without a new event (None: never). Following is
+        a stream from the session's coordinator (see :meth:`_batches`), read again every
+        ``FOLLOW_WAIT_S``.
         """
         cursor = after
         quiet_since = time.monotonic()
@@ -173,18 +200,23 @@ class Sessions:
             wait = FOLLOW_WAIT_S if follow else 0.0
             if follow and idle_timeout is not None:
                 wait = max(0.0, min(wait, idle_timeout - (time.monotonic() - quiet_since)))
-            batch = self.read(session_id, cursor, 256, wait)
-            for event in batch.events:
-                if event.cursor != cursor + 1:  # the log is contiguous; anything else is a bug worth stopping on
-                    raise OuroactorsError(f"session {session_id!r}: event {event.cursor} after {cursor}: a gap")
-                cursor = event.cursor
-                yield event
-                if until is not None and event.kind == until:
-                    return
-            if batch.events:
-                quiet_since = time.monotonic()
+            state, moved = "", False
+            for batch in self._batches(session_id, cursor, wait):
+                for event in batch.events:
+                    if event.cursor <= cursor:
+                        continue  # sent twice (a late second answer overlaps a stream): each event is yielded once
+                    if event.cursor != cursor + 1:  # the log is contiguous; anything else is a bug worth stopping on
+                        raise OuroactorsError(f"session {session_id!r}: event {event.cursor} after {cursor}: a gap")
+                    cursor = event.cursor
+                    yield event
+                    if until is not None and event.kind == until:
+                        return
+                if batch.events:
+                    moved, quiet_since = True, time.monotonic()
+                state = batch.state
+            if moved:
                 continue
-            if not follow or batch.state in ("completed", "failed", "cancelled"):
+            if not follow or state in ("completed", "failed", "cancelled"):
                 return
             if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
                 return

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import ActorSystem as ThespianSystem
@@ -19,6 +20,19 @@ from ..supervision.calls import Ok
 
 log = logging.getLogger("ouroactors.system")
 MULTIPROC = "multiprocTCPBase"
+
+
+def tagged_for(request_id: str) -> Callable[[Any], bool]:
+    """Which messages answer a request carrying ``request_id`` ("" for none).
+
+    An answer whose type sets ``ANSWERS_BY_REQUEST_ID`` (a session's events, which may come twice or as a stream)
+    answers only the request with the same id; any other message answers whatever was asked. So a stream's late
+    answer never passes for the answer to another ask on the same endpoint."""
+    def accept(message: Any) -> bool:
+        if not getattr(type(message), "ANSWERS_BY_REQUEST_ID", False):
+            return True
+        return getattr(message, "request_id", None) == request_id
+    return accept
 
 
 class Answers:
@@ -69,9 +83,26 @@ class Answers:
         """
         started = time.monotonic()
         answer = self._endpoint.ask(address, message, timeout)
+        # a message that is not this ask's answer (a late or streamed answer to an earlier request, told apart by its
+        # request id: see tagged_for) is dropped, and the endpoint listens on for the rest of the timeout
+        accept = tagged_for(getattr(getattr(message, "payload", message), "request_id", ""))
+        while answer is not None and not accept(answer):
+            left = timeout - (time.monotonic() - started)
+            answer = self._endpoint.listen(left) if left > 0 else None
         if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
             self._renew_endpoint()
         return answer
+
+    def listen_tagged(self, request_id: str, timeout: float) -> Any:
+        """The next message answering request ``request_id`` (a stream's next answer), or None after ``timeout``
+        seconds; other tagged answers that arrive meanwhile (of earlier requests) are dropped."""
+        started = time.monotonic()
+        accept = tagged_for(request_id)
+        while (left := timeout - (time.monotonic() - started)) > 0:
+            message = self._endpoint.listen(left)
+            if message is None or accept(message):
+                return message
+        return None
 
     def _renew_endpoint(self) -> None:
         if self.admin_port is None:

@@ -210,6 +210,13 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.ReadEvents, {"wait_s": 61.0}, "wait_s"),
     (coordinator.ReadEvents, {"after": -1}, "after"),
     (coordinator.ReadEvents, {"limit": 0}, "limit"),
+    (coordinator.ReadEvents, {"request_id": "r" * 65}, "request_id"),  # echoed in the answer: kept short and plain
+    (coordinator.ReadEvents, {"request_id": "r id"}, "request_id"),
+    (coordinator.ReadEvents, {"request_id": 7}, "request_id"),
+    (coordinator.ReadEvents, {"stream": "yes"}, "stream"),
+    (coordinator.Committed, {"served": ("ok", "not ok")}, "served[1]"),  # the ids of lent polls a coordinator answered
+    (coordinator.Committed, {"served": tuple(f"r{i}" for i in range(257))}, "served"),
+    (coordinator.Committed, {"served": "r1"}, "served"),
     (coordinator.SendMessage, {"text": ""}, "text"),
     (coordinator.SendMessage, {"event_id": "e" * 201}, "event_id"),
     (coordinator.ControlSession, {"action": "explode"}, "action"),

@@ -20,9 +20,11 @@ the store). PARK: the reason is in the record, visible in ``session show``.
 
 **Publication** (:mod:`.publishing` over the pure :mod:`.publication`): the events the runtime pushed (or a
 drain after the committed cursor), plan, checkpoint (events, cursor and digests in one transaction; a
-``turn_settled`` also moves the session to ``suspended`` in it), wake the directory's followers, ack (lazily) —
-subscribers read the durable log (:meth:`~.store.SessionStore.events`), so "publish" is the commit becoming
-visible and nothing reaches a reader before it is durable. A rejected commit acks and publishes nothing (the
+``turn_settled`` also moves the session to ``suspended`` in it; the commit runs on a thread beside the actor's,
+:mod:`ouroactors.core.call_thread`, so pushes keep arriving meanwhile and the next checkpoint takes them together),
+answer the followers the directory lent it (:mod:`.following`: each follower's stream gets the events read back
+from the store), nudge the directory, ack (lazily) — "publish" is the commit becoming visible and nothing
+reaches a reader before it is durable. A rejected commit acks and publishes nothing (the
 batch stays in the runtime and is drained again); an unknown outcome crashes the coordinator.
 
 **Workspace lease: the runtime is its owner.** The workspace authority watches the owner; a
@@ -53,10 +55,11 @@ from collections.abc import Generator
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import WakeupMessage
+from thespian.actors import WakeupMessage, WatchMessage
 
 from ...authorities.ledger.messages import ListEntries
 from ...core import faults
+from ...core.call_thread import CallThread
 from ...core.errors import BadRequest, CorruptRecord, OuroactorsError
 from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
@@ -72,7 +75,8 @@ from . import publication, recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
-from .messages import COORDINATOR_REQUESTS, ForSession, Serving, WhichSession
+from .following import Following
+from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, WhichSession
 from .publishing import Publisher
 from .record import SessionRecord, check_id
 from .runtimes import RuntimeLink, _Attached, _Nap
@@ -92,7 +96,7 @@ UNSETTLED = ("started", "ambiguous")
 CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed the session, recovery not yet decided")
 
 
-class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
+class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
     """One logical session; see the module docstring."""
 
     protocol = COORDINATOR_REQUESTS  # ForSession (the command inside too), WhichSession, OutputReady: at the door
@@ -107,7 +111,10 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
                 raise OuroactorsError(f"{self.path}: no {name!r} before the coordinator in the tree")
         self.incarnation = f"c.{uuid.uuid4().hex[:20]}"
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
-        self.jobs = Jobs(self.send, self.wakeupAfter)
+        # checkpoint commits run beside the actor thread, which keeps receiving meanwhile (see .publishing)
+        self.committer = CallThread(f"commit:{self.path}") if self.context.base == "multiproc" else None
+        self.watched_fds = (self.committer.fd,) if self.committer is not None else ()
+        self.jobs = Jobs(self.send, self.wakeupAfter, self.committer.submit if self.committer is not None else None)
         self.attached: _Attached | None = None
         self.record: SessionRecord | None = None
         self.output_waiting = False
@@ -116,6 +123,8 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
         self.pushed: dict[int, OutputEvent] = {}  # events the runtime pushed, not yet checkpointed (by cursor)
         self.pushed_by = ""  # the runtime id those events came from
         self.directory: Any = None  # the session directory, told of each checkpoint (it holds the followers)
+        self.held: list[Any] = []  # followers' polls the directory lent this coordinator (.following)
+        self.served: list[str] = []  # request ids of lent polls answered since the last nudge (.following)
         self.polling = False
         self.released_lease: str | None = None  # the last lease this incarnation saw released (.runtimes)
         self.answered_asks: list[str] = []  # call digests of answered approvals the runtime decides by (.waits)
@@ -125,11 +134,22 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
 
     # -- dispatch -----------------------------------------------------------------------------------------
 
+    def on_stop(self, reason: Any) -> None:
+        committer = getattr(self, "committer", None)
+        if committer is not None:
+            committer.close()
+
     def on_message(self, message: Any, sender: Any) -> Any:
+        if isinstance(message, WatchMessage):  # the commit thread is done (or a stray wake-up: nothing to take)
+            done = self.committer.poll() if self.committer is not None else None
+            if done is not None:
+                self.jobs.finished(*done)
+            return None
         if isinstance(message, WakeupMessage):
             if message.payload == _HEARTBEAT:
                 self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
                 self.beats += 1
+                self._prune_held()
                 if self.attached is not None and not self.jobs.busy:
                     self.jobs.submit(self._heartbeat)
                 elif self.attached is None and not self.jobs.busy and self._wait_due_a_look():
@@ -166,6 +186,9 @@ class Coordinator(Publisher, Waits, RuntimeLink, Commands, Worker):
             return Serving(self.session_id)
         if isinstance(message, ForSession):
             self.directory = sender  # the nudge after each checkpoint goes there (see _publish)
+            if isinstance(message.request, ReadEvents):  # a lent poll: no job, it waits for the next commit
+                self._follow(message.reply_to, message.request)
+                return None
             self.jobs.submit(lambda: self._command(message.reply_to, message.request))
             return None
         if self.jobs.offer(message, sender):

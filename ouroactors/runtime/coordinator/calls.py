@@ -40,19 +40,30 @@ class TimedOut:
 
 
 @dataclass(frozen=True)
+class OffThread:
+    """A blocking call (a synced commit) run beside the actor: the job resumes with its value, or its exception is
+    raised in the job. Without a thread to run it on (the in-process base) it runs inline."""
+
+    call: Callable[[], Any]
+
+
+@dataclass(frozen=True)
 class _AskTimer:
     token: int
 
 
-Job = Generator[Ask, Any, None]
+Job = Generator[Ask | OffThread, Any, None]
 
 
 class Jobs:
     """One running job and a queue of those waiting; the owning actor feeds it answers and timers."""
 
-    def __init__(self, send: Callable[[Any, Any], None], wakeup: Callable[[timedelta, Any], None]) -> None:
+    def __init__(self, send: Callable[[Any, Any], None], wakeup: Callable[[timedelta, Any], None],
+                 offload: Callable[[Callable[[], Any]], None] | None = None) -> None:
         self._send = send
         self._wakeup = wakeup
+        self._offload = offload  # runs an OffThread's call elsewhere; its result comes back through finished()
+        self._away = False  # an OffThread call of the running job is in flight
         self._queue: deque[Callable[[], Job]] = deque()
         self._job: Job | None = None
         self._asked: Ask | None = None
@@ -88,22 +99,40 @@ class Jobs:
             self._job = self._queue.popleft()()
             self._resume(None)
 
-    def _resume(self, value: Any) -> None:
+    def finished(self, value: Any, error: BaseException | None) -> None:
+        """The running job's OffThread call returned ``value`` (or raised ``error``): resume the job with it."""
+        if not self._away:
+            return  # no call in flight (a stray wake-up)
+        self._away = False
+        self._resume(value, error)
+
+    def _resume(self, value: Any, error: BaseException | None = None) -> None:
         assert self._job is not None
-        self._asked = None
-        try:
-            ask = self._job.send(value)
-        except StopIteration:
-            self._job = None
-            self._next()
-            return
-        except BaseException:
-            self._job = None
-            raise
+        while True:
+            self._asked = None
+            try:
+                ask = self._job.throw(error) if error is not None else self._job.send(value)
+            except StopIteration:
+                self._job = None
+                self._next()
+                return
+            except BaseException:
+                self._job = None
+                raise
+            if not isinstance(ask, OffThread):
+                break
+            if self._offload is not None:
+                self._away = True
+                self._offload(ask.call)
+                return
+            try:
+                value, error = ask.call(), None
+            except Exception as exc:
+                value, error = None, exc
         self._token += 1
         self._asked = ask
         self._send(ask.address, ask.message)
         self._wakeup(timedelta(seconds=ask.timeout_s), _AskTimer(self._token))
 
 
-__all__ = ["ASK_TIMEOUT_S", "Ask", "Job", "Jobs", "TimedOut"]
+__all__ = ["ASK_TIMEOUT_S", "Ask", "Job", "Jobs", "OffThread", "TimedOut"]

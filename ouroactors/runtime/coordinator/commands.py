@@ -15,7 +15,7 @@ from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
 from ..execution.messages import SteerTurn
-from .calls import Ask, Job
+from .calls import Ask, Job, OffThread
 from .messages import (
     ApprovalAnswered,
     CompleteJob,
@@ -72,11 +72,11 @@ class Commands:
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                            answered: tuple[str, ...] = (),
                            tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]: ...
-        def _send_text(self, text: str) -> Generator[Ask, Any, Any]: ...
+        def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
         def _close_runtime(self, settle: bool = True) -> Job: ...
         def _publish(self, drain: bool | None = None) -> Job: ...
         def _recover(self) -> Job: ...
-        def _wait_command(self, request: Any) -> Generator[Ask, Any, Any]: ...
+        def _wait_command(self, request: Any) -> Generator[Ask | OffThread, Any, Any]: ...
 
     # -- commands -------------------------------------------------------------------------------------------
 
@@ -99,7 +99,7 @@ class Commands:
             raise
         self.send(reply_to, answer)
 
-    def _message(self, request: SendMessage) -> Generator[Ask, Any, Any]:
+    def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
@@ -123,7 +123,7 @@ class Commands:
         faults.point(TEXT_SENT)
         return Done(view_of(record, 0), f"turn started: {accepted!r}")
 
-    def _steer(self, request: SteerSession) -> Generator[Ask, Any, Any]:
+    def _steer(self, request: SteerSession) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
         if request.principal != record.principal:
             raise CoordinatorError(f"{request.principal!r} may not steer session {self.session_id!r}")
@@ -134,7 +134,7 @@ class Commands:
             raise CoordinatorError(str(answer))
         return Done(view_of(record, 0), "steered")
 
-    def _control(self, request: ControlSession) -> Generator[Ask, Any, Any]:
+    def _control(self, request: ControlSession) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
         if request.principal != record.principal:
             raise CoordinatorError(f"{request.principal!r} may not {request.action} session {self.session_id!r}")

@@ -13,7 +13,10 @@ two coordinators racing on its record (the store's claim would stop one, but rac
 Reads (``list``, ``show``, ``events``) are answered from the durable store here, so a reader never
 depends on a coordinator being up, and an event is readable only once its checkpoint committed
 (commit before publish). ``events`` with ``wait_s`` is a long poll: the request is held and the log
-re-read every :data:`FOLLOW_TICK_S` until something is committed or the wait ends.
+re-read every :data:`FOLLOW_TICK_S` until something is committed or the wait ends. Once the directory knows the
+session's coordinator it also lends it the poll, which the coordinator answers right after its commit (a stream of
+answers if the reader asked for one, :mod:`.following`); the directory answers a lent poll itself only if the
+coordinator has not within :data:`LEND_GRACE_S` (it died, or never took it), or at its deadline.
 
 Commands for one session go to its coordinator wrapped in :class:`~.messages.ForSession`; the
 coordinator answers the caller directly. The coordinator's address is looked up from its supervisor
@@ -66,6 +69,7 @@ from .workflow import State, is_terminal
 log = logging.getLogger("ouroactors.coordinator")
 
 FOLLOW_TICK_S = 0.02
+LEND_GRACE_S = 0.25  # a lent poll the coordinator has not answered by then is answered here (the safety net)
 # The node a session record names. The system's node name is its admin address, which changes at every start,
 # so it cannot find "this node's sessions" after a restart; the LMDB environment, however, is the node's own (one
 # per data dir, never shared between nodes), so every session in it is this node's: one stable name suffices.
@@ -82,6 +86,7 @@ class _Follower:
     request: ReadEvents
     sender: Any
     deadline: float
+    lent_at: float | None = None  # when the poll was lent to the session's coordinator (.following)
 
 
 class Sessions(Sweeper, Worker):
@@ -124,7 +129,7 @@ class Sessions(Sweeper, Worker):
             if refused is not None:
                 return refused
             self.nudged[message.session_id] = message.cursor
-            self._serve_followers(message.session_id)
+            self._serve_followers(message.session_id, frozenset(message.served))
             return None
         if type(message) in COMMANDS:
             self.jobs.submit(lambda: self._forward(message, sender))
@@ -254,7 +259,12 @@ class Sessions(Sweeper, Worker):
         answer = self._events(message)
         if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
             return answer
-        self.followers.append(_Follower(message, sender, time.monotonic() + message.wait_s))
+        follower = _Follower(message, sender, time.monotonic() + message.wait_s)
+        coordinator = self.serving.get(message.session_id)
+        if coordinator is not None and message.request_id:  # it answers at its next commit, a hop sooner than here
+            self.send(coordinator, ForSession(sender, message))
+            follower.lent_at = time.monotonic()
+        self.followers.append(follower)
         if not self.ticking:
             self.ticking = True
             self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
@@ -263,15 +273,25 @@ class Sessions(Sweeper, Worker):
     def _events(self, message: ReadEvents) -> EventsRead:
         events = self.store.events(message.session_id, message.after, message.limit)
         record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
-        return EventsRead(tuple(events), record.committed_cursor, record.state.value)
+        return EventsRead(tuple(events), record.committed_cursor, record.state.value, message.request_id)
 
-    def _serve_followers(self, only: str | None = None) -> None:
+    def _serve_followers(self, only: str | None = None, served: frozenset[str] = frozenset()) -> None:
         """Answer the followers that have events (or whose wait ended); ``only``: those of one session (a
-        :class:`Committed` nudge, which leaves the tick as it is)."""
+        :class:`Committed` nudge naming the lent polls its coordinator ``served``; the tick stays as it is).
+
+        A poll lent to the coordinator is its to answer (:mod:`.following`): one the nudge names is forgotten here;
+        any other is answered here only after :data:`LEND_GRACE_S` or at its deadline (the reader drops a second
+        answer)."""
         now = time.monotonic()
         waiting: list[_Follower] = []
         for follower in self.followers:
             if only is not None and follower.request.session_id != only:
+                waiting.append(follower)
+                continue
+            lent = follower.lent_at is not None
+            if lent and follower.request.request_id in served:
+                continue  # answered by the coordinator
+            if lent and now - follower.lent_at < LEND_GRACE_S and now < follower.deadline:  # type: ignore[operator]
                 waiting.append(follower)
                 continue
             try:

@@ -12,7 +12,7 @@ Requests are checked at the door (:mod:`ouroactors.core.boundary`): a malformed 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from ...core.boundary import Address, Data, Name, Pattern, Range, Size
 from ..execution.messages import OutputReady, SessionId
@@ -26,6 +26,7 @@ Ident = Annotated[str, Size(1, 128), Pattern(ID_PATTERN.pattern, "an identifier:
 Prompt = Annotated[str, Size(1, 200_000)]
 WaitSeconds = Annotated[float, Range(0.0, 60.0)]
 Version = Annotated[int, Range(0, 2**62)]
+RequestId = Annotated[str, Size(0, 64), Pattern(r"[A-Za-z0-9._:-]*", "at most 64 of [A-Za-z0-9._:-]")]
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,20 @@ class ReadEvents:
 
     With ``wait_s`` > 0 and nothing to read yet, the answer is held until an event is committed or
     ``wait_s`` passed (a long poll: how ``events --follow`` waits without spinning).
+
+    ``request_id`` is echoed in the answer: a held poll may be answered by the session's coordinator and, late,
+    by the directory too (its safety net), and the reader takes only the answers to the request it made.
+    ``stream``: the session's coordinator may answer with a series of :class:`EventsRead` (each commit's events
+    as it becomes durable, until ``wait_s`` ends or the session is terminal; the last one is ``final``) instead
+    of one answer; the reader listens for them (:meth:`ouroactors.sessions.Sessions.events`).
     """
 
     session_id: SessionId
     after: Cursor = 0
     limit: Annotated[int, Range(1, 4096)] = 256
     wait_s: WaitSeconds = 0.0
+    request_id: RequestId = ""
+    stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,12 +176,13 @@ class Serving:
 class ForSession:
     """The directory → a coordinator: ``request`` from ``reply_to`` (answer it there).
 
-    Checked again at the coordinator's door, whoever sent it: ``request`` must be one of the :data:`COMMANDS`,
-    itself well-formed (its own checks run nested), and ``reply_to`` an address to answer.
+    Checked again at the coordinator's door, whoever sent it: ``request`` must be one of the :data:`COMMANDS`
+    or a held :class:`ReadEvents` (a follower lent to the coordinator, answered the moment its events are durable:
+    :mod:`.following`), itself well-formed (its own checks run nested), and ``reply_to`` an address to answer.
     """
 
     reply_to: Address
-    request: SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered
+    request: SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered | ReadEvents
 
     def check(self) -> None:
         from ...core.errors import BadRequest
@@ -188,11 +198,13 @@ class Committed:
     Only a wake-up: the directory answers that session's waiting followers from the durable log now instead of
     at its next tick. The commit is what publishes (a reader sees nothing before it); a lost nudge costs a tick.
     Checked at the directory's door, and taken only from the coordinator the directory forwards that session's
-    commands to, for a cursor that is durable and does not go back (:mod:`.directory`).
+    commands to, for a cursor that is durable and does not go back (:mod:`.directory`). ``served`` names the polls
+    the directory lent the coordinator that it has answered, which the directory then forgets.
     """
 
     session_id: SessionId
     cursor: Cursor
+    served: Annotated[tuple[RequestId, ...], Size(0, 256)] = ()  # lent polls the coordinator answered (.following)
 
 
 # -- answers ---------------------------------------------------------------------------------------------------
@@ -218,9 +230,13 @@ class SessionView:
 
 @dataclass(frozen=True)
 class EventsRead:
+    ANSWERS_BY_REQUEST_ID: ClassVar[bool] = True  # taken only by the read with this request_id (system._answers)
+
     events: tuple[Any, ...]  # PublishedEvent records, in cursor order
     committed: int  # the session's committed cursor when read
     state: str
+    request_id: str = ""  # the ReadEvents' own, echoed
+    final: bool = True  # False: a stream's answer, more follow (``ReadEvents.stream``)
 
 
 @dataclass(frozen=True)

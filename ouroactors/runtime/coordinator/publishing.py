@@ -23,6 +23,7 @@ lands mid-turn, where the crash enumeration has always put it).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from ...core import faults
 from ...core.errors import CommitOutcomeUnknown
 from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
-from .calls import Ask, Job
+from .calls import Ask, Job, OffThread
 from .messages import Committed
 from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .trace import mark
@@ -78,6 +79,9 @@ class Publisher:
         def _last_turn(self, record: SessionRecord) -> bool: ...
         def _approval_wait(self, record: SessionRecord, events: Any) -> tuple[Any, list[str]]: ...
         def _asked(self, record: SessionRecord, wait: Any) -> Any: ...
+        def _serve_held(self, record: SessionRecord) -> None: ...
+        def _take_served(self) -> tuple[str, ...]: ...
+        def _nudge_wanted(self) -> bool: ...
 
     def _pushed_batch(self, committed: int) -> Batch | None:
         """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""
@@ -152,8 +156,11 @@ class Publisher:
                         return
                     then, changes = Event.WAIT_APPROVAL, {"waits": (wait,)}
             mark("commit_tx", step_plan.cursor)
-            outcome = self.store.checkpoint(self.session_id, record.revision, step_plan, coordinator=self.incarnation,
-                                            then=then, **changes)
+            # beside the actor thread (OffThread): the pushes and polls that arrive during the commit are received,
+            # and the next job takes them all in one transaction
+            outcome = yield OffThread(functools.partial(
+                self.store.checkpoint, self.session_id, record.revision, step_plan, coordinator=self.incarnation,
+                then=then, **changes))
             step = after_commit(step_plan, outcome)
             if isinstance(step, Reconcile):
                 raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
@@ -161,10 +168,11 @@ class Publisher:
                 log.error("%s: checkpoint rejected (%s): nothing published; drained again later", self.path,
                           step.reason)
                 return
-            self.record = outcome.value  # type: ignore[union-attr]
+            self.record = outcome.value
             mark("committed", step_plan.cursor)
-            if self.directory is not None:  # durable: its followers may read it now (publish = the commit)
-                self.send(self.directory, Committed(self.session_id, step_plan.cursor))
+            self._serve_held(self.record)  # the lent polls first: the shortest way from the commit to a reader
+            if self.directory is not None and self._nudge_wanted():  # durable: its followers may read it now
+                self.send(self.directory, Committed(self.session_id, step_plan.cursor, self._take_served()))
             self.answered_asks = asks_left
             if not settled and then is None and 0 <= self._acked() > step.ack - ACK_EVERY:
                 drain = batch.more and self._pushed_batch(step.ack) is None

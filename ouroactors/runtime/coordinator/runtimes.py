@@ -19,7 +19,7 @@ from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
-from .calls import Ask, Job, TimedOut
+from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
@@ -247,7 +247,7 @@ class RuntimeLink:
         faults.point(ATTACHED)
         return self.record
 
-    def _send_text(self, text: str) -> Generator[Ask, Any, Any]:
+    def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]:
         assert self.attached is not None
         return (yield Ask(self.attached.address, SendText(text)))
 

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.grants.messages import ListApprovals, RequestApproval
 from ...core import clock
 from ...core.codec import digest_of
-from .calls import Ask, Job, TimedOut
+from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
 from .messages import ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
 from .record import PendingWait, ResumeApplied, SessionRecord
@@ -96,7 +96,7 @@ class Waits:
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                            answered: tuple[str, ...] = (),
                            tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]: ...
-        def _send_text(self, text: str) -> Generator[Ask, Any, Any]: ...
+        def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
 
     # -- the turn ---------------------------------------------------------------------------------------------
 
@@ -164,7 +164,7 @@ class Waits:
         listed = yield self._authority("grants", ListApprovals(None, self.session_id))
         return None if isinstance(listed, BaseException | TimedOut) else list(listed)
 
-    def _asked(self, record: SessionRecord, wait: PendingWait) -> Generator[Ask, Any, Any]:
+    def _asked(self, record: SessionRecord, wait: PendingWait) -> Generator[Ask | OffThread, Any, Any]:
         """The grants approval of this wait: looked up (same call digest and version), else requested at its version."""
         listed = yield from self._approvals()
         if listed is None:
@@ -179,7 +179,7 @@ class Waits:
         return None if isinstance(requested, BaseException | TimedOut) else requested
 
     def _resume_approval(self, record: SessionRecord, wait: PendingWait | None, approval: Any
-                         ) -> Generator[Ask, Any, ResumeApplied]:
+                         ) -> Generator[Ask | OffThread, Any, ResumeApplied]:
         """Apply an answered approval as a resume event expecting the version it was asked at; continue the turn."""
         by_operator = approval.status in ("approved", "denied") and approval.answered_by not in (None, "authority")
         # grants verified the operator's credentials before it committed the answer: the identity is its record's
@@ -228,7 +228,8 @@ class Waits:
 
     # -- commands ---------------------------------------------------------------------------------------------
 
-    def _wait_command(self, request: WaitSession | CompleteJob | ApprovalAnswered) -> Generator[Ask, Any, Any]:
+    def _wait_command(self, request: WaitSession | CompleteJob | ApprovalAnswered
+                      ) -> Generator[Ask | OffThread, Any, Any]:
         if isinstance(request, WaitSession):
             return self._wait(request)
         if isinstance(request, CompleteJob):
@@ -253,7 +254,7 @@ class Waits:
             record = self._transition(record, Event.WAIT_JOB, waits=(wait,))
         return Done(view_of(record, 0), f"waiting on {wait.kind} {wait.wait_id}")
 
-    def _complete_job(self, request: CompleteJob) -> Generator[Ask, Any, Any]:
+    def _complete_job(self, request: CompleteJob) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
         expected = record.state_version if request.expected_version is None else request.expected_version
         wait = record.wait(request.job_id)
@@ -272,7 +273,7 @@ class Waits:
         yield from self._continue_turn(applied.record)
         return Done(view_of(self._read(), 0), f"job {request.job_id} completed: the next turn runs")
 
-    def _approval_answered(self, request: ApprovalAnswered) -> Generator[Ask, Any, Any]:
+    def _approval_answered(self, request: ApprovalAnswered) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
         listed = yield from self._approvals()
         if listed is None:

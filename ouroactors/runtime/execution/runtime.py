@@ -173,6 +173,7 @@ class Runtime(Worker):
                     raise RuntimeError(f"a turn of session {self.live.session if self.live else '?'} failed: "
                                        f"{outgoing.detail}")
                 self.send(address, outgoing)
+                mark("outbox_sent", getattr(outgoing, "produced", ""))
             return None
         if isinstance(message, REQUESTS):
             return super().on_message(message, sender)

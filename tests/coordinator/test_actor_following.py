@@ -1,0 +1,89 @@
+"""Followers served by the session's coordinator on real processes: a held read becomes a stream of each commit's
+events, a stray answer of an abandoned stream is never taken by another ask, and a stream whose coordinator was
+killed ends and the reader goes on from the log (no gap, no duplicate, no long timeout)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from ouroactors.runtime.coordinator import actor, directory
+from ouroactors.runtime.coordinator.messages import EventsRead, ReadEvents, SessionView
+from ouroactors.sessions import Sessions
+
+from .actor_support import agent_tree, session_config, slow_script, wait_for
+
+pytestmark = [pytest.mark.multiproc]
+
+HOUR = 3600.0
+
+
+def started(system: Any, tmp_path: Any, words: int = 12, pace_ms: int = 80) -> Sessions:
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    script = slow_script(tmp_path / "slow.toml", words=words, pace_ms=pace_ms)
+    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "talk", last=True)  # the directory now knows the coordinator: it lends it the reads
+    return sessions
+
+
+def stream(system: Any, after: int, wait_s: float = 20.0) -> list[EventsRead]:
+    """One streamed read, raw: every answer to it until the final one."""
+    request_id = uuid.uuid4().hex
+    answers = [system.ask("agent/sessions", ReadEvents("s1", after, 256, wait_s, request_id, True), 30.0)]
+    while not answers[-1].final:
+        following = system.listen_tagged(request_id, 30.0)
+        assert isinstance(following, EventsRead), following
+        answers.append(following)
+    return answers
+
+
+def test_a_held_read_is_a_stream_of_each_commits_events(actor_system_factory, monkeypatch, tmp_path):
+    # the directory's tick (its safety net) and the coordinator's poll an hour away: only the coordinator's
+    # answers at each commit can reach the reader (the words come 80 ms apart: one commit each)
+    monkeypatch.setattr(directory, "FOLLOW_TICK_S", HOUR)
+    monkeypatch.setattr(actor, "POLL_S", HOUR)
+    system = actor_system_factory("multiproc")
+    started(system, tmp_path)
+    first = wait_for("the turn started", lambda: system.ask("agent/sessions", ReadEvents("s1", 0), 10.0).events)
+    answers = stream(system, first[-1].cursor)
+    request_ids = {a.request_id for a in answers}
+    events = [e for a in answers for e in a.events]
+    assert len(answers) >= 3 and len(request_ids) == 1 and "" not in request_ids, answers
+    assert all(not a.final for a in answers[:-1]) and answers[-1].final
+    assert [e.cursor for e in events] == list(range(first[-1].cursor + 1, events[-1].cursor + 1))  # no gap, no dup
+    assert events[-1].kind == "turn_settled" and answers[-1].state == "completed"
+
+
+def test_an_abandoned_streams_answers_are_not_taken_by_other_asks(actor_system_factory, tmp_path):
+    system = actor_system_factory("multiproc")
+    sessions = started(system, tmp_path, words=20, pace_ms=40)
+    follower = sessions.events("s1", follow=True, idle_timeout=30)
+    assert next(follower).kind == "turn_started"
+    follower.close()  # the stream it read goes on being sent for a while: to nobody who asks for it
+    views = []
+    deadline = time.monotonic() + 30
+    while (not views or views[-1].state != "completed") and time.monotonic() < deadline:
+        views.append(sessions.show("s1"))
+        assert isinstance(views[-1], SessionView), views[-1]  # never an EventsRead meant for the stream
+    assert views[-1].state == "completed"
+    everything = list(sessions.events("s1"))
+    assert [e.cursor for e in everything] == list(range(1, len(everything) + 1))
+
+
+def test_a_stream_whose_coordinator_is_killed_ends_and_the_reader_goes_on(actor_system_factory, tmp_path):
+    system = actor_system_factory("multiproc")
+    sessions = started(system, tmp_path, words=30, pace_ms=100)
+    follower = sessions.events("s1", follow=True, until="turn_settled", idle_timeout=60)
+    seen = [next(follower), next(follower)]  # reading a stream now
+    coordinator = wait_for("the coordinator runs", lambda: next(
+        (c for c in system.which_children("agent/coordinator") if c.status == "running"), None))
+    system.kill(f"agent/coordinator/{coordinator.id}")
+    began = time.monotonic()
+    events = seen + list(follower)
+    assert [e.cursor for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
+    assert events[-1].kind == "turn_settled"
+    assert time.monotonic() - began < 45  # not a lost read's 65 s ask timeout
