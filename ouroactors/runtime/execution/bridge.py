@@ -84,6 +84,19 @@ class Outbox:
             except queue.Empty:
                 return taken
 
+    def take_merged(self, merge: Callable[[Any, Any], Any | None]) -> list[tuple[Any, Any]]:
+        """:meth:`take`, with each run of messages to one address folded by ``merge(earlier, later)`` (None: they
+        do not fold). Each message is a thespian send: one TCP write, an acknowledgement to wait for before the
+        next send to that peer, a receive and a handler run on the other side. Events the trio thread emitted while
+        the actor thread was busy go in one push instead of one push each."""
+        merged: list[tuple[Any, Any]] = []
+        for address, message in self.take():
+            if merged and merged[-1][0] == address and (both := merge(merged[-1][1], message)) is not None:
+                merged[-1] = (address, both)
+            else:
+                merged.append((address, message))
+        return merged
+
     def close(self) -> None:
         for fd in (self.read_fd, self._write_fd):
             try:

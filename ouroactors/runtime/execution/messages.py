@@ -187,8 +187,21 @@ class OutputReady:
                                  repr(event.cursor))
             last = event.cursor
 
+    def then(self, later: Any) -> OutputReady | None:
+        """This push and ``later`` as one (the runtime folds the pushes its actor thread finds queued together), or
+        None when they do not fold: another message, another session or runtime, too many events, or a later push
+        whose events do not follow these."""
+        if not isinstance(later, OutputReady) or (later.session_id, later.runtime_id) != (self.session_id,
+                                                                                         self.runtime_id):
+            return None
+        if len(self.events) + len(later.events) > MAX_PUSHED or later.produced < self.produced:
+            return None
+        if self.events and later.events and later.events[0].cursor <= self.events[-1].cursor:
+            return None
+        return OutputReady(self.session_id, self.runtime_id, later.produced, self.events + later.events)
 
-MAX_PUSHED = 256  # events in one OutputReady (the runtime pushes one at a time; a drain answers at most 256)
+
+MAX_PUSHED = 256  # events in one OutputReady (the runtime pushes each event; queued pushes fold into one)
 
 REQUESTS = (OpenSession, SendText, SteerTurn, InterruptTurn, CloseSession, DrainOutput, AckOutput,
             RuntimeStatusRequest, SubscribeOutput)

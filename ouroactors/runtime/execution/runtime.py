@@ -102,6 +102,10 @@ def _quiet_child_exits() -> None:
         pass
 
 
+def _folded(earlier: Any, later: Any) -> Any:
+    return earlier.then(later) if isinstance(earlier, OutputReady) else None
+
+
 @dataclass(frozen=True)
 class _TurnFailed:
     """The trio side tells the actor that a turn raised: the runtime must crash (sent to itself)."""
@@ -168,7 +172,7 @@ class Runtime(Worker):
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):
             mark("outbox_take")
-            for address, outgoing in self.outbox.take():
+            for address, outgoing in self.outbox.take_merged(_folded):
                 if isinstance(outgoing, _TurnFailed):
                     raise RuntimeError(f"a turn of session {self.live.session if self.live else '?'} failed: "
                                        f"{outgoing.detail}")
