@@ -172,3 +172,15 @@ def test_a_corrupt_waiting_session_does_not_stop_the_other_timers(store, env) ->
     fired = fire_due(store, now_ns=3_000)
     assert [(f.session_id, f.accepted) for f in fired] == [("s1", False), ("s2", True)]
     assert "corrupt" in fired[0].detail and "sessions/s1" in store.quarantined
+
+
+def test_the_rejection_log_keeps_the_latest_entries_and_counts_them_all(store, monkeypatch) -> None:
+    from ouroactors.runtime.coordinator import store as store_module
+
+    monkeypatch.setattr(store_module, "REJECTIONS_KEPT", 3)  # a stranger's refused events must not grow it forever
+    waiting_approval(store)
+    for i in range(7):
+        assert not committed(store.resume("s1", answer(f"old{i}", version=1), BOB)).accepted
+    assert [r.event_id for r in store.rejections("s1")] == ["old4", "old5", "old6"]
+    assert [r.seq for r in store.rejections("s1")] == [5, 6, 7] and store.rejection_count("s1") == 7
+    assert store.rejection_count("no-such") == 0

@@ -243,7 +243,7 @@ class Sessions(Sweeper, Worker):
         return record
 
     def handle_ShowSession(self, message: ShowSession, sender: Any) -> Any:
-        return view_of(self._record(message.session_id), len(self.store.rejections(message.session_id)))
+        return view_of(self._record(message.session_id), self.store.rejection_count(message.session_id))
 
     def handle_ListSessions(self, message: ListSessions, sender: Any) -> Any:
         if not message.all:

@@ -74,6 +74,7 @@ CHECKPOINT_COMMITTED = faults.register_point("coordinator.checkpoint_committed",
 RESUME_COMMITTED = faults.register_point("coordinator.resume_committed",
                                          "a resume event was applied (or its rejection logged), nobody told yet")
 MAX_RECORD_BYTES = 64 << 10
+REJECTIONS_KEPT = 1000  # refused resume events logged per session (the count goes on; the oldest entries go)
 R = TypeVar("R", bound=Record)
 
 
@@ -191,7 +192,14 @@ class SessionStore:
         self._save_quarantine()
         return out
 
+    def rejection_count(self, session_id: str) -> int:
+        """Every resume event refused for ``session_id`` so far (the log keeps the latest REJECTIONS_KEPT)."""
+        with self.env.begin(db=self.resumes) as txn:
+            raw = txn.get(rejected_count_key(session_id))
+        return seq_of(bytes(raw)) if raw is not None else 0
+
     def rejections(self, session_id: str) -> list[RejectedEvent]:
+        """The refused resume events of ``session_id`` still logged, oldest first (the latest REJECTIONS_KEPT)."""
         prefix = rejected_prefix(session_id)
         out: list[RejectedEvent] = []
         with self.env.begin(db=self.resumes) as txn:
@@ -428,6 +436,9 @@ class SessionStore:
                                  channel=event.channel, code=refusal.code.value, detail=refusal.detail,
                                  expected_version=event.expected_version, found_version=record.state_version,
                                  at_ns=now)
-        txn.put(rejected_prefix(record.session_id) + seq_key(seq), encode(rejected), db=self.resumes)
+        prefix = rejected_prefix(record.session_id)
+        txn.put(prefix + seq_key(seq), encode(rejected), db=self.resumes)
+        if seq > REJECTIONS_KEPT:  # a stranger may send refused events forever: the log keeps the latest ones only
+            txn.delete(prefix + seq_key(seq - REJECTIONS_KEPT), db=self.resumes)
         txn.put(count_key, seq_key(seq), db=self.resumes)
         return rejected
