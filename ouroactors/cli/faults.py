@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -88,9 +89,11 @@ EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 @click.option("--ask-timeout", type=float, default=0.5, show_default=True,
               help="seconds per request (a crash mid-request costs one timeout)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
+@click.option("--plans-dir", type=click.Path(file_okay=False), default=None,
+              help="write each site's plan to DIR/site-N.toml; each reproduce command then names its file")
 def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: int, effects: int,
                     points: tuple[str, ...], max_sites: int | None, data_dir: str | None, ask_timeout: float,
-                    as_json: bool) -> None:
+                    as_json: bool, plans_dir: str | None) -> None:
     """Crash at every site of TREE_FILE's workload in turn; print each site, its outcome and its plan.
 
     A recording run finds the sites (every fault point each actor reaches, numbered); then each site
@@ -118,9 +121,14 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
     except (ValueError, BenchError) as exc:
         _bad(str(exc))
     chosen_base = base or tree.system.base
+    if plans_dir is not None:
+        try:
+            Path(plans_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            _bad(f"--plans-dir: cannot create {plans_dir!r}: {exc.strerror or exc}")
     try:
         report = _enumerate(tree.tree, config, chosen_base, points, max_sites, data_dir, as_json,
-                            replay=(tree_file, workload, sessions, effects, chosen_base, ask_timeout))
+                            replay=(tree_file, workload, sessions, effects, chosen_base, ask_timeout, plans_dir))
     except OuroactorsError as exc:
         err_console.print(f"the enumeration could not run: {type(exc).__name__}: {exc}", style="red",
                           markup=False, highlight=False, soft_wrap=True)
@@ -202,16 +210,22 @@ def _row(row: Any, base: str, replay: tuple[Any, ...]) -> dict[str, Any]:
     site = row.site
     plan = plan_to_toml(site.plan()).strip()
     rule = "; ".join(line for line in plan.splitlines() if line and not line.startswith("["))
+    plans_dir = replay[-1]
+    plan_file = "PLAN.toml"
+    if plans_dir is not None:  # the plan as a file, so that the reproduce command runs as printed
+        plan_file = str(Path(plans_dir) / f"site-{row.index}.toml")
+        Path(plan_file).write_text(plan + "\n")
     return {"#": row.index, "actor": site.path, "point": site.point, "hit": site.nth, "outcome": row.outcome,
             "fired": row.fired, "killed": list(row.killed), "statuses": dict(row.statuses),
             "violations": [str(v) for v in row.violations], "error": row.error, "plan": plan + "\n",
-            "plan_line": rule, "reproduce": _reproduce(site, base, replay), "seconds": round(row.duration_s, 3)}
+            "plan_line": rule, "plan_file": plan_file if plans_dir is not None else None,
+            "reproduce": _reproduce(site, base, replay, plan_file), "seconds": round(row.duration_s, 3)}
 
 
-def _reproduce(site: Any, base: str, replay: tuple[Any, ...]) -> str:
-    """The command that replays one site from its plan saved as PLAN.toml."""
-    tree_file, workload, sessions, effects, _, ask_timeout = replay
-    parts = ["ouroactors", "chaos", str(tree_file), "--workload", workload, "--plan", "PLAN.toml", "--base", base,
+def _reproduce(site: Any, base: str, replay: tuple[Any, ...], plan_file: str) -> str:
+    """The command that replays one site from its plan saved as ``plan_file`` (PLAN.toml: the user saves it)."""
+    tree_file, workload, sessions, effects, _, ask_timeout, _ = replay
+    parts = ["ouroactors", "chaos", str(tree_file), "--workload", workload, "--plan", plan_file, "--base", base,
              "--ask-timeout", str(ask_timeout)]
     if sessions != 2:
         parts += ["--sessions", str(sessions)]
@@ -220,7 +234,7 @@ def _reproduce(site: Any, base: str, replay: tuple[Any, ...]) -> str:
     command = " ".join(shlex.quote(p) for p in parts)
     if site.shared:  # a simulated system arms every worker alike, exactly as the enumeration did
         return command
-    return (f"start the tree, `ouroactors faults arm PLAN.toml --at {shlex.quote(site.path)}`, "
+    return (f"start the tree, `ouroactors faults arm {shlex.quote(plan_file)} --at {shlex.quote(site.path)}`, "
             f"then drive the same workload (or: {command}, which arms every worker)")
 
 

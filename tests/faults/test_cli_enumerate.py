@@ -89,6 +89,23 @@ def test_json_and_the_real_ledger_exits_0(tmp_path):
                                               "ledger.settle_committed"}
 
 
+def test_plans_dir_writes_each_sites_plan_and_the_command_names_it(tmp_path):
+    plans = tmp_path / "plans"
+    done = run("faults", "enumerate", tree_file(tmp_path, PLANTED), "--workload", "sessions", "--points",
+               "ledger.settle_received", "--sessions", "1", "--json", "--plans-dir", str(plans))
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()][:-1]
+    assert sorted(p.name for p in plans.iterdir()) == [f"site-{row['#']}.toml" for row in rows]
+    for row in rows:
+        assert Path(row["plan_file"]).read_text() == row["plan"]
+        assert f"--plan {row['plan_file']} " in row["reproduce"] and "PLAN.toml" not in row["reproduce"]
+    # the violating site's command, as printed, replays it from any directory: nothing to save by hand
+    violating = next(row for row in rows if row["outcome"] == "VIOLATION")
+    replay = subprocess.run([*CLI, *shlex.split(violating["reproduce"])[1:]], cwd=ROOT, capture_output=True,
+                            text=True, timeout=180, env=ENV)
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+
+
 def test_bad_input_exits_2_naming_it_and_starts_nothing(tmp_path):
     tree = tree_file(tmp_path, REAL)
     done = run("faults", "enumerate", tree, "--workload", "sesions")
