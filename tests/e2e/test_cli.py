@@ -44,6 +44,11 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     assert "coordinator: session parked — ambiguous_effect" in out
     assert "settled by operator:" in out and "recovery retried" in out
     assert "completed: the model answered" in out and "chain ok" in out
+    # the re-run turns report the calls the ledger holds as they happened (the read, the edit and the grep ran
+    # once, ok), never as failures; the interrupted command as the operator settled it
+    for call in ("call_demo_read", "call_demo_edit", "call_demo_shell"):
+        assert re.findall(rf"tool_result +(\w+) \({call}\)", out) and set(
+            re.findall(rf"tool_result +(\w+) \({call}\)", out)) == {"ok"}, out
     assert re.search(r"session demo-\d+: completed after \d+ committed events", out), out  # sent with last=True
     assert re.search(r"\d+ of \d+ turns verified", out), out  # replay's verdict, shown whatever it is
     assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir

@@ -64,6 +64,7 @@ from .honesty import (
 )
 from .loop import CallContext, ParsedCall, ToolResult
 from .metrics import TurnStats
+from .recorded import recorded_result, report
 from .tools import ToolContext, ToolError
 from .tools.base import BoundaryRecord
 
@@ -266,13 +267,20 @@ class LiveEffects:
         timing.mark("eff.settled")
         return result
 
+    def _not_again(self, call_id: str, tool: str, entry: Any) -> ToolResult:
+        """A call whose effect the ledger holds already: reported as the ledger has it, with the result the journal
+        recorded when it ran (:mod:`.recorded`), never as a failure it was not."""
+        status = entry.status.value
+        recorded = recorded_result(self.journal, entry.effect_id) if status in ("ok", "failed") else None
+        return report(call_id, tool, entry.effect_id, status, recorded, entry.settled_by, entry.reason)
+
     async def _admit(self, tool: str, request: Request, start: StartRequest, args: Any, ctx: CallContext
                      ) -> StartRequest | ToolResult:
         """Decide, park on approval if asked, and record the start; a ToolResult means: do not run."""
         call_id = start.call_id or "?"
         known = await self._ledger(self.ledger.get, start.effect_id) if self.settings.resumed else None
         if known is not None:  # a turn re-run after a crash: this effect is recorded already — never decide
-            return _already(call_id, tool, start.effect_id, known.status.value)  # (nor ask an operator) again
+            return self._not_again(call_id, tool, known)  # (nor ask an operator) again
         decisions = 0
         while True:
             verdict, recording = await self._decide(request)
@@ -316,8 +324,7 @@ class LiveEffects:
                 kind = "grants_changing" if isinstance(answer, StaleGeneration) else "not_recorded"
                 return ToolResult(call_id, tool, "failed", error=step.why, error_kind=kind, evidence={"ran": False})
             if step.action is StartAction.NOT_AGAIN:
-                return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
-                                  error=f"effect {start.effect_id} is {step.why}")
+                return self._not_again(call_id, tool, answer.entry)
             return decided
 
 
@@ -327,9 +334,6 @@ def _boundary_fields(boundary: BoundaryRecord | None) -> dict[str, Any] | None:
     return None if boundary is None else dict(boundary.__dict__)
 
 
-def _already(call_id: str, tool: str, effect_id: str, status: str) -> ToolResult:
-    return ToolResult(call_id, tool, "failed", error_kind="already_recorded", evidence={"ran": False},
-                      error=f"effect {effect_id} is already in the ledger as {status}; it is not run again")
 
 
 def _check_answer(answer: Any, what: str) -> None:
