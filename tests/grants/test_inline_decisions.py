@@ -50,3 +50,31 @@ def test_inline_decisions_equal_the_authoritys_for_every_request(actor_system, t
     decisions = {(r.principal, r.command): inline.decide(r, None).decision.value for r in requests if r.command}
     assert decisions[("s1", "make test")] == "allow" and decisions[("s3", "make test")] == "ask"
     assert decisions[("s1", "rm -rf /")] == "deny"
+
+
+def test_a_warmed_session_decides_from_the_rules_parsed_at_open_and_still_sees_new_ones(actor_system, monkeypatch,
+                                                                                       tmp_path):
+    from ouroactors.authorities.grants import inline as inline_module
+
+    actor_system.start_tree(supervisor("agent", strategy="rest_for_one", children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": RULES}),
+    ]))
+    inline = InlineGrants(open_env(StorageConfig.under(actor_system.data_dir)))
+    parses: list[str] = []
+    real = inline_module._parse
+    monkeypatch.setattr(inline_module, "_parse", lambda *a: parses.append(a[2]) or real(*a))
+    inline.warm("s1")
+    inline.warm("s2")  # another session's: the cache holds one session's parse (a runtime serves one session)
+    make = Request("s1", "shell", "execute", (), "make test", ())
+    parses.clear()
+    inline.warm("s1")
+    assert inline.decide(make, None).decision.value == "ask" and parses == ["s1"]  # the warm parse was reused…
+    parses.clear()
+    ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s1"))
+    assert inline.decide(make, None).decision.value == "allow" and parses == ["s1"]  # …until the rules changed
+    bare = InlineGrants(open_env(StorageConfig.under(tmp_path / "bare")))  # no policy published there
+    bare.warm("s1")  # not an error at open: the first decision reports it (NoPolicy)
+    with pytest.raises(inline_module.NoPolicy):
+        bare.decide(make, None)

@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 import msgpack
@@ -102,7 +103,21 @@ class InlineGrants:
 
     def decide(self, request: Request, root: str | None) -> Verdict:
         """The verdict for ``request`` (never raises on the engine: an error is ``ask``, as the actor answers)."""
-        session = request.principal
+        posture, parsed = self._read(request.principal)
+        if isinstance(parsed, Verdict):
+            return parsed
+        rules, protected = parsed
+        return evaluate(request, posture, rules, protected, root=root)
+
+    def warm(self, session: str) -> None:
+        """Read and parse what ``session``'s decisions need now (a runtime's open), so that its first tool call
+        does not pay for parsing the rules; each decision still reads the durable state afresh."""
+        try:
+            self._read(session)
+        except NoPolicy:
+            pass  # the first decision says so
+
+    def _read(self, session: str) -> tuple[Any, _Parsed]:
         with self.env.begin() as txn:
             raw = txn.get(POLICY_KEY, db=self._db)
             if raw is None:
@@ -119,14 +134,10 @@ class InlineGrants:
         posture = msgpack.unpackb(bytes(posture_raw), raw=False) if posture_raw is not None else Posture.DEFAULT.value
         cached = self._parsed
         if cached is not None and cached[0] == state:
-            parsed = cached[1]
-        else:
-            parsed = _parse(*state)
-            self._parsed = (state, parsed)
-        if isinstance(parsed, Verdict):
-            return parsed
-        rules, protected = parsed
-        return evaluate(request, posture, rules, protected, root=root)
+            return posture, cached[1]
+        parsed = _parse(*state)
+        self._parsed = (state, parsed)
+        return posture, parsed
 
 
 _RULES_PREFIX = b"rules/"

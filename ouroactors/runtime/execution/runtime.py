@@ -228,9 +228,10 @@ class Runtime(Worker):
             network_private=self.network_private)
         journal = Journal(self.ledger.env, message.session_id)
         stats = TurnStats()
+        inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
+        inline.warm(message.session_id)  # the rules parsed at open, not in the turn's first tool call
         effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
-            kind, None, {"session": message.session_id, **fields}), journal=journal,
-            inline=InlineGrants(self.ledger.env), stats=stats)  # decisions in this process, recorded with the start
+            kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats)
         steering = SteeringQueue()
         subscriber = message.subscriber
         session = message.session_id
