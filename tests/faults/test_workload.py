@@ -225,6 +225,8 @@ def test_a_worker_whose_exit_its_supervisor_missed_is_replaced(fault_bench):
     import signal
     import time
 
+    from ouroactors.core.procs import pid_alive
+
     bench = fault_bench(workload_tree(), WorkloadConfig(sessions=2, effects=1))
     system = bench.live
     for _attempt in range(20):
@@ -232,6 +234,12 @@ def test_a_worker_whose_exit_its_supervisor_missed_is_replaced(fault_bench):
         os.kill(before["sessions/s1"], signal.SIGKILL)
         time.sleep(0.002)  # not synchronisation: the two deaths must be this close to provoke the drop
         os.kill(before["sessions/s0"], signal.SIGKILL)
+        # SIGKILL takes effect asynchronously: under load a process can still look alive for a few ms after
+        # os.kill returns, and a bench that looked then would rightly find everything running
+        gone_by = time.monotonic() + 10.0
+        while any(pid_alive(pid) for pid in before.values()):
+            assert time.monotonic() < gone_by, f"a SIGKILLed worker is still alive: {before}"
+            time.sleep(0.001)  # polling the kernel's view of the pids, with a deadline
         bench.ensure_ready()
         after = {path: system.pid_of(path) for path in before}
         assert all(after[path] != before[path] for path in before)
