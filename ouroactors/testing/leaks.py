@@ -15,12 +15,14 @@ def port_listening(port: int, host: str = "127.0.0.1") -> bool:
         return probe.connect_ex((host, port)) == 0
 
 
-def listener_pids(port: int) -> set[int]:
-    """The pids holding a listening TCP socket on ``port`` (any address), found through ``/proc``."""
+def listen_inodes(port: int) -> set[str] | None:
+    """The inodes of the listening TCP sockets on ``port`` (any address), from ``/proc/net``; None: unreadable."""
     inodes: set[str] = set()
+    read = False
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as rows:
+                read = True
                 next(rows, None)
                 for row in rows:
                     fields = row.split()
@@ -28,7 +30,12 @@ def listener_pids(port: int) -> set[int]:
                         inodes.add(fields[9])
         except OSError:
             continue
-    wanted = {f"socket:[{inode}]" for inode in inodes}
+    return inodes if read else None
+
+
+def listener_pids(port: int) -> set[int]:
+    """The pids holding a listening TCP socket on ``port`` (any address), found through ``/proc``."""
+    wanted = {f"socket:[{inode}]" for inode in listen_inodes(port) or ()}
     pids: set[int] = set()
     for entry in os.listdir("/proc") if wanted else ():
         if entry.isdigit():
@@ -64,9 +71,13 @@ def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
         if not alive and not listening:
             return
         if time.monotonic() > deadline:
-            if not alive and listening and system.pgid is not None and system.admin_port is not None \
-                    and not held_by_group(listener_pids(system.admin_port), system.pgid):
-                return  # the group is gone; the port number was freed and another group's process took it
+            if not alive and listening and system.pgid is not None and system.admin_port is not None:
+                if listen_inodes(system.admin_port) == set():
+                    # no socket listens there: the probe met a connection of its own (a TCP self-connect, when
+                    # its ephemeral source port was that very number) or one closing; the port is not held
+                    return
+                if not held_by_group(listener_pids(system.admin_port), system.pgid):
+                    return  # the group is gone; the port number was freed and another group's process took it
             raise AssertionError(
                 f"system left behind: process group {system.pgid} alive={alive}, "
                 f"admin port {system.admin_port} listening={listening}"

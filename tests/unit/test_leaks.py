@@ -17,3 +17,20 @@ def test_a_listener_is_found_by_port_and_judged_by_its_process_group() -> None:
     assert os.getpid() in holders
     assert held_by_group(holders, os.getpgid(0)) and not held_by_group(holders, os.getpgid(0) + 100_000)
     assert held_by_group(set(), 12345)  # nothing found: counted as held (strict)
+
+
+def test_a_port_with_no_listening_socket_has_no_listen_inode_even_while_a_connection_uses_it() -> None:
+    from ouroactors.testing.leaks import listen_inodes
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        assert listen_inodes(port)  # listening: its socket is there
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = listener.accept()
+            with accepted:
+                client_port = client.getsockname()[1]
+                # the client's own port number is in use by a connection, but nothing listens on it: a probe
+                # that reaches it (a TCP self-connect) must not pass for a listener left behind
+                assert listen_inodes(client_port) == set()
