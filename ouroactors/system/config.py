@@ -112,18 +112,34 @@ def parse_tree(text: str, source: str = "<string>") -> TreeFile:
     try:
         settings = SystemSettings.model_validate(data.get("system", {}))
     except ValidationError as exc:
-        raise SpecError(
-            [("system." + format_location(tuple(e["loc"])), str(e["msg"])) for e in exc.errors()], source
-        ) from None
+        raise SpecError(_system_problems(exc), source) from None
     root = dict(data["tree"])
     root.setdefault("type", "supervisor")
     if root["type"] != "supervisor":
-        raise SpecError([("tree.type", "the root of a tree must be a supervisor")], source)
+        raise SpecError([("tree.type", f"the root of a tree must be a supervisor; got {root['type']!r}")], source)
     try:
         tree = build_spec(root)
     except SpecError as exc:
         raise SpecError([(_prefix(loc), msg) for loc, msg in exc.problems], source) from None
     return TreeFile(system=settings, tree=tree)
+
+
+def _system_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """The ``[system]`` table's errors as the tree's are given: an unknown key with the nearest valid one, a
+    wrong value with the value given (``system.base: ... got 'multi'``)."""
+    problems = []
+    for error in exc.errors():
+        loc = "system." + format_location(tuple(error["loc"]))
+        if error["type"] == "extra_forbidden":
+            key = str(error["loc"][-1])
+            close = difflib.get_close_matches(key, list(SystemSettings.model_fields), n=1)
+            message = f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        else:
+            message = str(error["msg"])
+            if "input" in error and error["type"] != "missing":
+                message = f"{message}; got {error['input']!r}"
+        problems.append((loc, message))
+    return problems
 
 
 def _prefix(loc: str) -> str:
