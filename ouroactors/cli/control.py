@@ -65,7 +65,12 @@ def kill(data_dir: str, path: str, force: bool) -> None:
 def terminate(data_dir: str, path: str) -> None:
     """Terminate the child at PATH (OTP terminate_child); its spec is kept unless temporary."""
     parent, child = _split(path)
-    connect(data_dir).terminate_child(parent, child)
+    system = connect(data_dir)
+    try:
+        system.terminate_child(parent, child)
+    except ChildNotFound:
+        err_console.print(_no_such_child(system, path), style="red", markup=False, highlight=False)
+        sys.exit(2)
     console.print(f"terminated {path}", markup=False)
 
 
@@ -83,6 +88,9 @@ def restart(data_dir: str, path: str) -> None:
     except SimpleOneForOneOnly:
         err_console.print(f"{parent} is simple_one_for_one: dynamic children cannot be restarted by id; "
                           "use `kill` (it is restarted by its restart type) or `terminate`", markup=False)
+        sys.exit(2)
+    except ChildNotFound:
+        err_console.print(_no_such_child(system, path), style="red", markup=False, highlight=False)
         sys.exit(2)
     console.print(f"restarted {path} (pid {info.pid})", markup=False)
 

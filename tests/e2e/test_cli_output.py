@@ -114,6 +114,10 @@ def test_kill_names_what_exists_and_will_not_kill_a_root_without_force(tmp_path)
         missing = cli("kill", "example/no-such-child", "--data-dir", str(data_dir), cwd=tmp_path)
         assert missing.returncode == 2
         assert "example/no-such-child" in missing.stderr and "example/pool" in missing.stderr
+        for command in ("terminate", "restart"):  # OTP's not_found, said the same way as kill's
+            missing = cli(command, "example/no-such-child", "--data-dir", str(data_dir), cwd=tmp_path)
+            assert missing.returncode == 2
+            assert "example/no-such-child" in missing.stderr and "example/pool" in missing.stderr, missing.stderr
         root = cli("kill", "example", "--data-dir", str(data_dir), cwd=tmp_path)
         assert root.returncode == 2 and "--force" in root.stderr
         assert "tree example: running" in cli("status", "--data-dir", str(data_dir), cwd=tmp_path).stdout
