@@ -2,7 +2,7 @@
 
 Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
 change made to its modules in the process that creates the system is present in the admin and in
-every actor. Ten things are changed, each because thespian's behaviour would break a promise of
+every actor. Eleven things are changed, each because thespian's behaviour would break a promise of
 ours:
 
 1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces.
@@ -40,6 +40,8 @@ ours:
    the admin was killed.
 10. **Tracebacks where the user is told to look.** Loggers made before the fork log under the creator's
    root logger in every actor; the admin gives that root a handler on ``admin.out`` (:func:`_log_into_admin_output`).
+11. **Messages described only when a log line is written** (:mod:`._lazy_describe`): thespian rendered every
+   message it sent or received for DEBUG lines it then dropped.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import threading
 import weakref
 from typing import Any
 
-from . import _frames
+from . import _frames, _lazy_describe
 
 _PR_SET_PDEATHSIG = 1
 _installed = False
@@ -247,6 +249,7 @@ def install() -> None:
 
     IPBase.IPActorAddress.__init__ = bind_to_configured_host
     _install_frames()
+    _lazy_describe.install()
 
     original_set_signal_handler = multiprocCommon.set_signal_handler
 
