@@ -12,6 +12,7 @@ from rich.text import Text
 from ..authorities.asking import ask_authority
 from ..authorities.ledger.messages import GetEntry
 from ..core.errors import OuroactorsError
+from ..core.generation_text import format_generation
 from ..system.handle import ActorSystem
 from . import demo_agent as setup
 from .demo import Narrator, cli, show_cli, wait_for
@@ -170,7 +171,8 @@ class Demo:
         n.said(f"resumed by the operator: {resumed.detail} (as `{n.command('session', 'resume', self.sid)}`)")
         self.recovered = True
         view = wait_for("a replacement runtime", lambda: (v := self.sessions.show(self.sid)).runtime_id and v)
-        n.said(f"a replacement runtime {view.runtime_id[:12]}… (generation {view.generation}, was {before}) "
+        n.said(f"a replacement runtime {view.runtime_id[:12]}… (generation {format_generation(view.generation)}, was "
+               f"{format_generation(before)}) "
                f"continues after cursor {view.committed_cursor}: it re-runs the interrupted turn from its start; "
                "an effect the ledger already holds is reported to the model, never run again")
 

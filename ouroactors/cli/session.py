@@ -91,7 +91,9 @@ def _config(config_file: str | None, workspace: str | None, sandbox: str | None,
 
 
 def _print_view(view: Any) -> None:
-    runtime = f"{view.runtime_id} (generation {view.generation})" if view.runtime_id else "-"
+    from ..core.generation_text import format_generation
+
+    runtime = f"{view.runtime_id} (generation {format_generation(view.generation)})" if view.runtime_id else "-"
     rows = [("session", view.session_id), ("state", view.state), ("state version", str(view.state_version)),
             ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
             ("principal", view.principal), ("rejected events", str(view.rejections)),
