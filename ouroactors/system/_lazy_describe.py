@@ -64,6 +64,6 @@ def install() -> None:
         def as_text(self: Any, _eager: Callable[[Any], str] = eager) -> str:
             return _eager(self)
 
-        cls.identify = identify  # type: ignore[method-assign]
+        cls.identify = identify
         if cls is transport.ReceiveEnvelope:
-            cls.__str__ = as_text  # type: ignore[method-assign]
+            cls.__str__ = as_text
