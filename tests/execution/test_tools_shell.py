@@ -217,3 +217,24 @@ def test_the_trio_runner_runs_the_sandbox_plan_of_the_blocking_one(tmp_path: Pat
     assert (awaited.returncode, awaited.stdout, awaited.stderr) == (blocking.returncode, blocking.stdout,
                                                                     blocking.stderr)
     assert awaited.returncode == 3 and awaited.stderr == b"err\n" and awaited.stdout.strip()
+
+
+def test_warm_plans_at_open_and_runs_nothing(tmp_path, monkeypatch) -> None:
+    """A session's first shell call no longer pays the per-process work of the sandbox's plan (the homes it hides,
+    read from the account database): the runtime warms it at open — planning only, never spawning."""
+    import subprocess
+
+    from ouroactors.runtime import sandbox_fs
+    from ouroactors.runtime.execution.tools import shell
+
+    root, _ = lease(tmp_path)
+
+    def no_spawn(*args, **kwargs):
+        raise AssertionError(f"warm spawned {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_spawn)
+    monkeypatch.setattr(sandbox_fs, "_homes_cache", None)
+    shell.warm(root, SandboxMode.NONE, str(tmp_path / "data"))
+    assert sandbox_fs._homes_cache is not None  # the account database was read here, not in the first call
+    shell.warm(str(Path(root) / "missing"), SandboxMode.NONE, None)  # a refusal is the real call's to report
+    shell.warm(root, SandboxMode.NONE, root)  # the data dir as the workspace: refused by the plan, not raised

@@ -78,6 +78,7 @@ from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, Too
 from .providers import ProviderConfigError, ScriptFileError, make_provider
 from .replay import replay_session
 from .tail import SettledTail
+from .tools.shell import warm as warm_shell
 
 
 class LeaseRefused(RuntimeRefusal):
@@ -226,6 +227,8 @@ class Runtime(Worker):
             authority={name: entry.generation for name, entry in self.authorities.items()
                        if entry.generation is not None},
             network_private=self.network_private)
+        if root is not None and "shell" in config.tools.enabled:
+            warm_shell(root, settings.sandbox_mode, self.context.data_dir)
         journal = Journal(self.ledger.env, message.session_id)
         stats = TurnStats()
         inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
