@@ -69,7 +69,12 @@ def test_a_warmed_session_decides_from_the_rules_parsed_at_open_and_still_sees_n
     inline.warm("s2")  # another session's: the cache holds one session's parse (a runtime serves one session)
     make = Request("s1", "shell", "execute", (), "make test", ())
     parses.clear()
+    evaluated: list[str] = []
+    real_evaluate = inline_module.evaluate
+    monkeypatch.setattr(inline_module, "evaluate",
+                        lambda r, *a, **k: evaluated.append(r.command) or real_evaluate(r, *a, **k))
     inline.warm("s1")
+    assert evaluated == ["true"]  # one decision made and thrown away at open: the evaluator's first run is paid there
     assert inline.decide(make, None).decision.value == "ask" and parses == ["s1"]  # the warm parse was reused…
     parses.clear()
     ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s1"))

@@ -232,7 +232,7 @@ class Runtime(Worker):
         journal = Journal(self.ledger.env, message.session_id)
         stats = TurnStats()
         inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
-        inline.warm(message.session_id)  # the rules parsed at open, not in the turn's first tool call
+        inline.warm(message.session_id, root)  # the rules parsed at open, not in the turn's first tool call
         effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
             kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats)
         steering = SteeringQueue()
