@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ouroactors.sessions import Sessions
@@ -22,6 +24,13 @@ def child_path(system, supervisor: str) -> str:
     running = [c for c in system.which_children(supervisor) if c.status == "running"]
     assert len(running) == 1, running
     return f"{supervisor}/{running[0].id}"
+
+
+def ledger_entry(system, effect_id: str):
+    from ouroactors.authorities.asking import ask_authority
+    from ouroactors.authorities.ledger.messages import GetEntry
+
+    return ask_authority(system, "agent/ledger", GetEntry(effect_id))
 
 
 def committed_at_least(sessions: Sessions, session: str, n: int):
@@ -118,3 +127,70 @@ def test_an_adopted_runtime_is_pushed_to_the_new_coordinator_and_closing_it_rele
     second = list(sessions.events("s1", after=after.committed_cursor, follow=True, until="turn_settled",
                                   idle_timeout=30))
     assert second[-1].data["status"] == "completed"
+
+
+def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_effect(actor_system_factory,
+                                                                                       fault_world, tmp_path):
+    """Seed 001: a lost runtime's unsettled effects are reconciled first, and only then does a replacement resume.
+
+    The runtime dies (``os._exit``) right after its ``http`` call reached the world and before the settlement was
+    committed: the ledger's entry is unsettled. The coordinator's recovery moves the session to ``recovering``, asks
+    the ledger to reconcile it — the world's reconciler finds the idempotency key applied and settles the entry ``ok``
+    — and replaces the runtime, whose re-run turn finds the effect in the ledger and does not repeat it: the session
+    completes, the world saw the effect once. Without a reconciler the same crash parks the session (next test).
+    """
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+    from ouroactors.faults.runner import prepare_tree
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with fault_world.environ():  # the ledger's reconciler finds the world through the environment it inherits
+        system = actor_system_factory()
+    system.start_tree(prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path)))
+    script = tmp_path / "http.json"
+    script.write_text(json.dumps({"turns": [
+        {"events": [{"kind": "tool_call", "id": "e0", "name": "http", "arguments": {
+            "method": "POST", "url": f"{fault_world.url}/items", "json_body": {"payload": "one"}}}]},
+        {"events": [{"kind": "text", "text": "posted"}]}]}))
+    system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT),), forks=1))
+    sessions = Sessions(system)
+    sessions.new("s1", session_config(ws, tools={"enabled": ["http"]},
+                                      model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "post it")
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=60))
+    assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
+    wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    assert events[-1].generation > events[0].generation  # a replacement ended the turn, not the runtime that died
+    entry = ledger_entry(system, "s1/t1/e0")
+    assert (entry.status.value, entry.settled_by) == ("ok", "reconciler:http_request"), entry
+    with fault_world.client() as world:
+        assert world.lookup("s1/t1/e0")["deliveries"] == 1  # the effect ran once, the replacement did not repeat it
+
+
+def test_a_runtime_lost_mid_effect_without_a_reconciler_parks_the_session(actor_system_factory, fault_world,
+                                                                          tmp_path):
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+    from ouroactors.faults.runner import prepare_tree
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with fault_world.environ():
+        system = actor_system_factory()
+    tree = prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path))
+    ledger = tree.children[1]
+    tree = tree.model_copy(update={"children": (tree.children[0], ledger.model_copy(update={"kwargs": {}}),
+                                                *tree.children[2:])})  # the same tree, its ledger without reconciler
+    system.start_tree(tree)
+    script = tmp_path / "http.json"
+    script.write_text(json.dumps({"turns": [
+        {"events": [{"kind": "tool_call", "id": "e0", "name": "http", "arguments": {
+            "method": "POST", "url": f"{fault_world.url}/items", "json_body": {"payload": "one"}}}]},
+        {"events": [{"kind": "text", "text": "posted"}]}]}))
+    system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT),), forks=1))
+    sessions = Sessions(system)
+    sessions.new("s1", session_config(ws, tools={"enabled": ["http"]},
+                                      model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "post it")
+    view = wait_for("parked", lambda: (v := sessions.show("s1")).state == "parked" and v, timeout=60)
+    assert "ambiguous_effect" in view.reason and "s1/t1/e0" in view.reason, view.reason
+    assert ledger_entry(system, "s1/t1/e0").status.value == "ambiguous"  # surfaced, never guessed

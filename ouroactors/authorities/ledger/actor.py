@@ -43,10 +43,12 @@ from .messages import (
     ListEntries,
     OperatorSettle,
     Reconcile,
+    ReconcilerKinds,
     RecordBatch,
     RecordDenied,
     RecordSettled,
     RecordStarted,
+    SessionReconciled,
     Verdict,
     WatchRunner,
     _to_op,
@@ -54,8 +56,8 @@ from .messages import (
 from .store import LedgerStore, Settle
 
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
-    "GetEntry", "Ledger", "LedgerAnswer", "ListEntries", "OperatorSettle", "Reconcile", "RecordBatch",
-    "RecordDenied", "RecordSettled", "RecordStarted", "Verdict", "WatchRunner",
+    "GetEntry", "Ledger", "LedgerAnswer", "ListEntries", "OperatorSettle", "Reconcile", "ReconcilerKinds",
+    "RecordBatch", "RecordDenied", "RecordSettled", "RecordStarted", "SessionReconciled", "Verdict", "WatchRunner",
 ]
 
 log = logging.getLogger("ouroactors.ledger")
@@ -71,8 +73,8 @@ class Ledger(GroupCommit):
     """The effect ledger authority (second child of the agent tree, after storage)."""
 
     protocol = (RecordStarted, RecordDenied, RecordSettled, OperatorSettle, RecordBatch, GetEntry, ListEntries,
-                Reconcile, WatchRunner)
-    reads = (GetEntry, ListEntries)
+                Reconcile, ReconcilerKinds, WatchRunner)
+    reads = (GetEntry, ListEntries, ReconcilerKinds)
     stamped_only = True
 
     def on_start(self, kinds: list[str] | None = None, reconcilers: dict[str, str] | None = None,
@@ -251,11 +253,27 @@ class Ledger(GroupCommit):
                                      "thread": self._writer is not None, "handed_over": self._handed_over}}
         return self.unhandled(message, sender)
 
-    def handle_Reconcile(self, message: Reconcile, sender: Any) -> dict[str, int] | None:
-        """Ask each ambiguous entry's reconciler; settle what it can prove."""
+    def handle_ReconcilerKinds(self, message: ReconcilerKinds, sender: Any) -> tuple[str, ...]:
+        return tuple(sorted(self.reconcilers))
+
+    def handle_Reconcile(self, message: Reconcile, sender: Any) -> dict[str, int] | SessionReconciled | None:
+        """Ask each ambiguous entry's reconciler (all, or one session's); settle what it can prove."""
+        if message.session is not None:
+            self._check_writers()  # a dead runtime's starts are ambiguous now, not at the next check
+        settled, left = self._reconcile(message.session)
+        if message.session is not None:
+            unsettled = tuple((e.effect_id, e.status.value) for e in self.store.list(session=message.session,
+                                                                                     limit=10_000_000)
+                              if e.status in (Status.STARTED, Status.AMBIGUOUS))
+            return SessionReconciled(settled, unsettled)
+        if sender == self.myAddress:
+            return None  # the start-up run: nobody to answer
+        return {"settled": settled, "ambiguous": left}
+
+    def _reconcile(self, session: str | None) -> tuple[int, int]:
         self._settle()  # this thread writes now: the commit thread must be idle
         settled = left = 0
-        for entry in self.store.list(status=Status.AMBIGUOUS.value, limit=10_000):
+        for entry in self.store.list(status=Status.AMBIGUOUS.value, session=session, limit=10_000):
             reconcile = self.reconcilers.get(entry.kind)
             if reconcile is None:
                 left += 1
@@ -275,9 +293,7 @@ class Ledger(GroupCommit):
                 settled += 1
             else:
                 left += 1
-        if sender == self.myAddress:
-            return None  # the start-up run: nobody to answer
-        return {"settled": settled, "ambiguous": left}
+        return settled, left
 
 
 def _import(path: str) -> Callable[[Entry], Verdict | None]:

@@ -137,7 +137,28 @@ class ListEntries:
 
 @dataclass(frozen=True)
 class Reconcile:
-    pass
+    """Ask the registered reconcilers to settle ambiguous entries: every one, or ``session``'s only.
+
+    With a session (a coordinator recovering it) the dead direct writers are swept first — a runtime that just died
+    leaves its starts ``started`` until the ledger's next check, and only ``ambiguous`` entries are a reconciler's
+    to settle — and the answer is a :class:`SessionReconciled`: what the session still has unsettled afterwards.
+    """
+
+    session: Name | None = None
+
+
+@dataclass(frozen=True)
+class ReconcilerKinds:
+    """Which effect kinds have a reconciler registered here (answered as a sorted tuple of kinds)."""
+
+
+@dataclass(frozen=True)
+class SessionReconciled:
+    """:class:`Reconcile` for a session: how many entries its reconcilers settled, and what is left unsettled
+    (``(effect_id, status)`` pairs: ``started`` or ``ambiguous``)."""
+
+    settled: int
+    unsettled: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,6 @@ from typing import Any
 
 from thespian.actors import WakeupMessage, WatchMessage
 
-from ...authorities.ledger.messages import ListEntries
 from ...core import faults
 from ...core.call_thread import CallThread
 from ...core.errors import BadRequest, CorruptRecord, OuroactorsError
@@ -71,7 +70,7 @@ from ..execution.messages import (
     SubscribeOutput,
 )
 from ..execution.output import OutputEvent
-from . import publication, recovery, runtimes
+from . import publication, reconciling, recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
@@ -91,7 +90,6 @@ HEARTBEAT_S = 1.0
 _HEARTBEAT = "coordinator:heartbeat"
 _POLL = "coordinator:poll"
 POLL_S = 1.0  # a safety net only: output is pushed (OutputReady), see "Pushed publication"
-UNSETTLED = ("started", "ambiguous")
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
 CLAIMED = faults.register_point("coordinator.claimed", "an incarnation claimed the session, recovery not yet decided")
 
@@ -271,6 +269,10 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         log.info("%s: recovery of %s: %s %s", self.path, self.session_id, decision.action.value, decision.detail)
         for event, changes in recovery.entering(record, decision):
             record = self._transition(record, event, **changes)
+        if decision.action is recovery.Action.REPLACE and decision.reconcile:  # recovering now: reconcile first
+            decision = recovery.reconciled(decision, (yield from reconciling.reconcile(self._ledger, self.session_id)))
+            for event, changes in recovery.entering(record, decision):
+                record = self._transition(record, event, **changes)
         if decision.action is recovery.Action.ADOPT:
             assert found is not None and record.runtime is not None
             self.attached = attached = _Attached(found[0], found[1], record.runtime.runtime_id,
@@ -320,11 +322,10 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         return recovery.Probe(status.runtime_id, status.generation), (match.address, match.id, status)
 
     def _unsettled(self) -> Generator[Ask, Any, tuple[recovery.Effect, ...]]:
-        entries = yield self._authority("ledger", ListEntries(None, self.session_id, None, 0, 10_000))
-        if isinstance(entries, BaseException | TimedOut):
-            raise OuroactorsError(f"the ledger did not list the session's effects: {entries!r}")
-        return tuple(recovery.Effect(e.effect_id, e.status.value, False)
-                     for e in entries if e.status.value in UNSETTLED)
+        return (yield from reconciling.unsettled(self._ledger, self.session_id))
+
+    def _ledger(self, payload: Any, timeout_s: float) -> Ask:
+        return self._authority("ledger", payload, timeout_s)
 
     def _replace(self, record: SessionRecord, decision: recovery.Decision) -> Job:
         lost = get_runtime(self.store, self.session_id)

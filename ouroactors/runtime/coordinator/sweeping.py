@@ -19,10 +19,10 @@ import uuid
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from ...authorities.ledger.messages import ListEntries
+from ...authorities.ledger.messages import ListEntries, ReconcilerKinds
 from ...supervision.events import EventWriter
 from ...supervision.protocol import AdminCall, Stamped
-from . import recovery, sweep
+from . import reconciling, recovery, sweep
 from .calls import Ask, TimedOut
 from .commands import value_of
 from .configs import get_lease, runtime_generations
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("ouroactors.coordinator")
 
 BATCH = 1000  # sessions settled per transaction
-UNSETTLED = ("started", "ambiguous")
 
 
 class Sweeper:
@@ -84,16 +83,24 @@ class Sweeper:
         live = frozenset(c.generation for c in children if c.status == "running" and c.generation is not None)
         unsettled: dict[str, list[recovery.Effect]] = {}
         if records:
-            for status in UNSETTLED:
+            found_entries = []
+            for status in reconciling.UNSETTLED:
                 entries = yield Ask(ledger.address, Stamped(ledger.generation, ListEntries(status, None, None, 0,
                                                                                             10_000_000)), 30.0)
                 if isinstance(entries, BaseException | TimedOut):
                     log.warning("%s: the ledger did not list its %s entries (%r)", self.path, status, entries)
                     return None
-                for entry in entries:
-                    if entry.session_id is not None:
-                        unsettled.setdefault(entry.session_id, []).append(
-                            recovery.Effect(entry.effect_id, entry.status.value, False))
+                found_entries += [entry for entry in entries if entry.session_id is not None]
+            kinds: frozenset[str] = frozenset()
+            if found_entries:  # an effect a reconciler may settle does not park its session here: its coordinator
+                answer = yield Ask(ledger.address, Stamped(ledger.generation, ReconcilerKinds()), 30.0)
+                if not isinstance(answer, tuple):  # reconciles it first (see .reconciling)
+                    log.warning("%s: the ledger did not name its reconcilers (%r)", self.path, answer)
+                    return None
+                kinds = frozenset(answer)
+            for entry in found_entries:
+                unsettled.setdefault(entry.session_id, []).append(
+                    recovery.Effect(entry.effect_id, entry.status.value, entry.kind in kinds))
         located = runtime_generations(self.store, [f.session_id for f in found]) if live else {}
         whole = {sid: record for sid, (record, _) in records.items()}
         return sweep.plan(found, records=whole, live=live, located=located,
