@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 
 from ouroactors.authorities.storage.commit import Committed
+from ouroactors.core.generation_text import format_generation
 from ouroactors.runtime.coordinator.record import RuntimeAttachment, WorkspaceLease
 from ouroactors.runtime.coordinator.recovery import (
     Action,
     Commit,
+    Decision,
     Effect,
     ParkReason,
     Probe,
@@ -16,6 +18,7 @@ from ouroactors.runtime.coordinator.recovery import (
     attaching,
     decide,
     entering,
+    reconciled,
     text_never_sent,
 )
 from ouroactors.runtime.coordinator.workflow import Event, State, is_terminal
@@ -89,7 +92,7 @@ def test_park_details_name_the_culprit() -> None:
     blind = decide(record, commit=Commit.SETTLED, effects=EFFECTS["blind"], probe=Probe(), reservation=Reservation.HELD)
     assert "e3" in blind.detail and "e1" not in blind.detail
     wrong = decide(record, commit=Commit.SETTLED, effects=(), probe=PROBES["older"], reservation=Reservation.HELD)
-    assert "generation 2" in wrong.detail
+    assert f"generation {format_generation(2)}" in wrong.detail  # the same form as everywhere else
 
 
 def test_decisions_become_durable_through_the_store(store) -> None:
@@ -139,3 +142,17 @@ def test_an_adopted_runtime_is_sent_its_turn_only_when_it_never_got_it() -> None
                 continue
             never = text_never_sent(record, running=running, produced=produced)
             assert never == (state is State.RUNNING and not running and produced <= 5), (state, running, produced)
+
+
+def test_a_replacement_waits_for_its_reconcilers_and_parks_on_what_they_could_not_settle() -> None:
+    record = new_record(state=State.RUNNING, runtime=RT, last_generation=3, committed_cursor=17)
+    replace = decide(record, commit=Commit.SETTLED, effects=EFFECTS["reconcilable"], probe=Probe(),
+                     reservation=Reservation.HELD)
+    assert replace.action is Action.REPLACE and replace.reconcile == ("e1", "e2")
+    assert reconciled(replace, ()) is replace  # every effect settled by its reconciler: replace as decided
+    parked = reconciled(replace, ("e2",))
+    assert (parked.action, parked.reason) == (Action.PARK, ParkReason.AMBIGUOUS_EFFECT)
+    assert "e2" in parked.detail and "e1" not in parked.detail
+    assert entering(new_record(state=State.RECOVERING), parked)[-1][0] is Event.PARK  # parked from recovering
+    for other in (Decision(Action.ADOPT), Decision(Action.IDLE), Decision(Action.NONE)):
+        assert reconciled(other, ("e1",)) is other  # only a replacement is held back by what is unsettled

@@ -23,6 +23,10 @@ unsettled effects (:class:`Effect`), what answered when the expected runtime was
                                                      ``last_generation + 1`` from the cursor
 ===  ==============================================  ==========================================
 
+A REPLACE with effects to reconcile is acted on in two steps: the session enters ``recovering``, the ledger runs
+the reconcilers (:mod:`.reconciling`), and :func:`reconciled` parks it (``ambiguous_effect``) on any effect they
+could not settle — only a session whose effects are all settled gets a replacement.
+
 Adoption comes before any check of effects on purpose: a live runtime of the expected identity
 still owns its in-flight effects, and replacing it would repeat them. A parked session is idle
 until an operator retries it (``retry``); the retry runs this table again.
@@ -37,11 +41,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from ...core.generation_text import format_generation
 from .record import RuntimeAttachment, SessionRecord
 from .workflow import Event, State, is_terminal
 
 __all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "attaching", "decide",
-           "entering", "text_never_sent"]
+           "entering", "reconciled", "text_never_sent"]
 
 
 class Commit(str, Enum):
@@ -123,9 +128,11 @@ def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...]
     expected = record.runtime
     if probe.answered:
         if expected is None or probe.runtime_id != expected.runtime_id or probe.generation != expected.generation:
-            want = (expected.runtime_id, expected.generation) if expected is not None else None
+            want = (f"runtime {expected.runtime_id!r} generation {format_generation(expected.generation)}"
+                    if expected is not None else "no runtime")
             return _park(ParkReason.WRONG_GENERATION, f"runtime {probe.runtime_id!r} answered with generation "
-                                                       f"{probe.generation}; the record expects {want}")
+                                                       f"{format_generation(probe.generation)}; the record expects "
+                                                       f"{want}")
         return Decision(Action.ADOPT, runtime_id=expected.runtime_id, generation=expected.generation,
                         drain_after=record.committed_cursor, detail="the expected runtime answered: reattach")
     blind = [e.effect_id for e in effects if not e.reconciler]
@@ -138,6 +145,14 @@ def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...]
     return Decision(Action.REPLACE, generation=record.last_generation + 1, drain_after=record.committed_cursor,
                     reconcile=tuple(e.effect_id for e in effects), reclaim=reservation is Reservation.RECLAIMABLE,
                     detail="no live runtime of the expected identity: replace from the checkpoint")
+
+
+def reconciled(decision: Decision, left: tuple[str, ...]) -> Decision:
+    """A REPLACE after its effects went to their reconcilers: any still unsettled parks the session instead."""
+    if decision.action is not Action.REPLACE or not left:
+        return decision
+    return _park(ParkReason.AMBIGUOUS_EFFECT, f"unsettled effects their reconcilers could not settle: "
+                                               f"{', '.join(left)} (an operator must settle them)")
 
 
 Step = tuple[Event, dict[str, Any]]
