@@ -43,7 +43,7 @@ def test_the_boot_sweep_recovers_every_live_session_of_the_node(actor_system_fac
     # the idle session's coordinator starts with its first command, and the turn runs as ever
     sessions.send("idle", "hello again")
     events = list(sessions.events("idle", follow=True, until="turn_settled", idle_timeout=30))
-    assert [e.kind for e in events][0] == "turn_started" and events[-1].kind == "turn_settled"
+    assert next(e.kind for e in events) == "turn_started" and events[-1].kind == "turn_settled"
 
 
 def test_a_runtime_lost_in_the_middle_of_an_effect_parks_the_session_with_the_reason(actor_system, tmp_path):

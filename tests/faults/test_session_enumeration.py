@@ -1,8 +1,8 @@
 """Crash enumeration over the demo's session scenario on real coordinators and runtimes (multiproc, SIGKILL).
 
 The fast test records the scenario's crash sites and crashes at a boundary of each side (the coordinator's
-resume commit and attach, each runtime's effect start, the settled turn); the slow one crashes at the first hit of every coordinator.* and
-runtime.* boundary and prints the table. Both check the four session invariants after every run.
+resume commit and attach, each runtime's effect start, the settled turn); the slow one crashes at the first hit of
+every coordinator.* and runtime.* boundary and prints the table. Both check the four session invariants after every run.
 """
 
 from __future__ import annotations

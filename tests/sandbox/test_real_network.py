@@ -81,7 +81,6 @@ def test_granted_network_works_from_a_virtualenv_under_tmp(ws: Path, tmp_path: P
     sandbox's fresh ``/tmp`` (and one in a home directory is not shown at all), so exec'ing it failed every
     granted-network command of a runtime started from such a virtualenv."""
     import subprocess
-    import sys
     import venv
 
     env_dir = Path(tempfile.mkdtemp(prefix="ouroactors-venv-", dir="/tmp"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.generation_text import format_generation
 from .record import SessionRecord
 from .workflow import Event, State, apply, holds_runtime
 
@@ -55,8 +56,9 @@ def check_shape(record: SessionRecord) -> None:
         if record.state not in (State.RUNNING, State.RECOVERING):
             raise InvalidChange(f"a session in {record.state.value} holds no runtime")
         if record.runtime.generation > record.last_generation:
-            raise InvalidChange(f"runtime generation {record.runtime.generation} is above the last generation "
-                                f"{record.last_generation}: raise last_generation with the attachment")
+            raise InvalidChange(f"runtime generation {format_generation(record.runtime.generation)} is above the last "
+                                f"generation {format_generation(record.last_generation)}: raise last_generation with "
+                                "the attachment")
 
 
 def check_step(old: SessionRecord, new: SessionRecord, *, checkpoint: bool = False) -> None:
@@ -70,10 +72,11 @@ def check_step(old: SessionRecord, new: SessionRecord, *, checkpoint: bool = Fal
     if new.committed_cursor < old.committed_cursor:
         raise InvalidChange(f"the committed cursor never goes back ({old.committed_cursor} -> {new.committed_cursor})")
     if new.last_generation < old.last_generation:
-        raise InvalidChange(f"last_generation never goes back ({old.last_generation} -> {new.last_generation})")
+        raise InvalidChange(f"last_generation never goes back ({format_generation(old.last_generation)} -> "
+                            f"{format_generation(new.last_generation)})")
     if new.runtime is not None and new.runtime != old.runtime and new.runtime.generation <= old.last_generation:
-        raise InvalidChange(f"runtime generation {new.runtime.generation} was used before (last {old.last_generation})"
-                            ": a replacement gets a fresh generation")
+        raise InvalidChange(f"runtime generation {format_generation(new.runtime.generation)} was used before (last "
+                            f"{format_generation(old.last_generation)}): a replacement gets a fresh generation")
     check_shape(new)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.workspace.leases import NotLeaseOwner, NotReservationOwner, ReservationPending
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
+from ...core.generation_text import format_generation
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
 from .calls import Ask, Job, OffThread, TimedOut
@@ -155,7 +156,8 @@ class RuntimeLink:
             if generation != info.generation or status != "running":
                 if status == "running":  # its supervisor restarted it: that incarnation holds nothing, a stray
                     yield self._execution(AdminCall("terminate_child", info.id), 10.0)
-                raise RuntimeLost(f"runtime {info.id} (generation {info.generation}) died while opening: "
+                raise RuntimeLost(f"runtime {info.id} (generation {format_generation(info.generation)}) died while "
+                                  "opening: "
                                   f"now {status or child!r}")
             if waited >= OPEN_TIMEOUT_S:
                 return opened
