@@ -114,6 +114,8 @@ SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
     ("  of which the sandbox run (plan, spawn, wait, result)", "tool.spawn", "tool.done"),
     ("settlement: records + synced commit", "eff.ran", "eff.settled"),
     ("between calls: loop, model, journal staging", "eff.settled", "eff.begin"),
+    ("  of which the model call (scripted)", "model.begin", "model.end"),
+    ("a turn's end: records + synced commit (per turn)", "turn.settling", "turn.flushed"),
 )
 
 

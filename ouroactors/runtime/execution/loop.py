@@ -39,7 +39,7 @@ from typing import Any
 import trio
 
 from ...core.codec import CodecError, _pack
-from . import steps
+from . import steps, timing
 from .config import SessionConfig, model_name
 from .loop_ports import CallContext as CallContext  # re-exported: the contract lives in loop_ports
 from .loop_ports import CallProblem as CallProblem
@@ -170,6 +170,7 @@ class SessionLoop:
         self.turns += 1
         turn = self.turns
         self._interrupting = False
+        timing.mark("turn.begin")
         started = self._record("turn_started", turn, {"turn": turn})
         deadline_ns = started + int(limits.turn_deadline_s * 1e9)
         self._record("prompt", turn, {"text": prompt})
@@ -189,7 +190,9 @@ class SessionLoop:
             if self.flush_before_model:
                 self.ports.journal.flush()
             try:
+                timing.mark("model.begin")
                 chunks, tool_calls, usage, finish = await self._stream(request, turn, calls, deadline_ns)
+                timing.mark("model.end")
             except ModelError as exc:
                 error = {"kind": exc.kind.value, "detail": exc.detail, "status": exc.status, "attempts": exc.attempts}
                 self._record("model_result", turn, {"index": calls, "error": error})
@@ -210,11 +213,13 @@ class SessionLoop:
                     said = steps.tool_text(r.status, r.output, r.truncated, cap, r.error, r.error_kind)
                     self.conversation.append(steps.tool_message(r.call_id, r.name, said))
                 stop = steps.after_tools([(r.status, r.error) for r in results])
+        timing.mark("turn.settling")
         digest = self._digests.conversation(self.conversation)
         self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])
         self._record("turn_settled", turn, {"status": stop.status, "reason": stop.reason, "model_calls": calls,
                                             "tokens_used": self.tokens_used, "conversation_digest": digest})
         self.ports.journal.flush()
+        timing.mark("turn.flushed")
         degraded = bool(getattr(self.ports.journal, "degraded", False))  # evidence of this turn is incomplete
         await self.ports.sink.emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason,
                                                           "journal_degraded": degraded})
