@@ -129,34 +129,45 @@ def test_an_adopted_runtime_is_pushed_to_the_new_coordinator_and_closing_it_rele
     assert second[-1].data["status"] == "completed"
 
 
-def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_effect(actor_system_factory,
-                                                                                       fault_world, tmp_path):
-    """Seed 001: a lost runtime's unsettled effects are reconciled first, and only then does a replacement resume.
-
-    The runtime dies (``os._exit``) right after its ``http`` call reached the world and before the settlement was
-    committed: the ledger's entry is unsettled. The coordinator's recovery moves the session to ``recovering``, asks
-    the ledger to reconcile it — the world's reconciler finds the idempotency key applied and settles the entry ``ok``
-    — and replaces the runtime, whose re-run turn finds the effect in the ledger and does not repeat it: the session
-    completes, the world saw the effect once. Without a reconciler the same crash parks the session (next test).
-    """
+def lost_mid_http_effect(actor_system_factory, world, tmp_path, *, reconciler: bool):
+    """An agent tree whose ledger has (or has not) the world's reconciler, and session ``s1`` sent a turn whose one
+    ``http`` call reaches the world — and whose runtime then exits (``os._exit`` at ``effect.ran``) before the
+    settlement is committed. Returns (system, sessions)."""
     from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
     from ouroactors.faults.runner import prepare_tree
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    with fault_world.environ():  # the ledger's reconciler finds the world through the environment it inherits
+    with world.environ():  # the ledger's reconciler finds the world through the environment it inherits
         system = actor_system_factory()
-    system.start_tree(prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path)))
+    tree = prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path))
+    if not reconciler:  # the same tree, its ledger without a reconciler
+        ledger = tree.children[1].model_copy(update={"kwargs": {}})
+        tree = tree.model_copy(update={"children": (tree.children[0], ledger, *tree.children[2:])})
+    system.start_tree(tree)
     script = tmp_path / "http.json"
     script.write_text(json.dumps({"turns": [
         {"events": [{"kind": "tool_call", "id": "e0", "name": "http", "arguments": {
-            "method": "POST", "url": f"{fault_world.url}/items", "json_body": {"payload": "one"}}}]},
+            "method": "POST", "url": f"{world.url}/items", "json_body": {"payload": "one"}}}]},
         {"events": [{"kind": "text", "text": "posted"}]}]}))
     system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT),), forks=1))
     sessions = Sessions(system)
     sessions.new("s1", session_config(ws, tools={"enabled": ["http"]},
                                       model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "post it")
+    return system, sessions
+
+
+def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_effect(actor_system_factory,
+                                                                                       fault_world, tmp_path):
+    """Seed 001: a lost runtime's unsettled effects are reconciled first, and only then does a replacement resume.
+
+    The coordinator's recovery moves the session to ``recovering``, asks the ledger to reconcile it — the world's
+    reconciler finds the idempotency key applied and settles the entry ``ok`` — and replaces the runtime, whose
+    re-run turn finds the effect in the ledger and does not repeat it: the session completes, the world saw the
+    effect once. Without a reconciler the same crash parks the session (next test).
+    """
+    system, sessions = lost_mid_http_effect(actor_system_factory, fault_world, tmp_path, reconciler=True)
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=60))
     assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
     wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
@@ -169,28 +180,7 @@ def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_e
 
 def test_a_runtime_lost_mid_effect_without_a_reconciler_parks_the_session(actor_system_factory, fault_world,
                                                                           tmp_path):
-    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
-    from ouroactors.faults.runner import prepare_tree
-
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with fault_world.environ():
-        system = actor_system_factory()
-    tree = prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path))
-    ledger = tree.children[1]
-    tree = tree.model_copy(update={"children": (tree.children[0], ledger.model_copy(update={"kwargs": {}}),
-                                                *tree.children[2:])})  # the same tree, its ledger without reconciler
-    system.start_tree(tree)
-    script = tmp_path / "http.json"
-    script.write_text(json.dumps({"turns": [
-        {"events": [{"kind": "tool_call", "id": "e0", "name": "http", "arguments": {
-            "method": "POST", "url": f"{fault_world.url}/items", "json_body": {"payload": "one"}}}]},
-        {"events": [{"kind": "text", "text": "posted"}]}]}))
-    system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT),), forks=1))
-    sessions = Sessions(system)
-    sessions.new("s1", session_config(ws, tools={"enabled": ["http"]},
-                                      model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "post it")
+    system, sessions = lost_mid_http_effect(actor_system_factory, fault_world, tmp_path, reconciler=False)
     view = wait_for("parked", lambda: (v := sessions.show("s1")).state == "parked" and v, timeout=60)
     assert "ambiguous_effect" in view.reason and "s1/t1/e0" in view.reason, view.reason
     assert ledger_entry(system, "s1/t1/e0").status.value == "ambiguous"  # surfaced, never guessed
