@@ -82,6 +82,9 @@ class Commands:
 
     def _command(self, reply_to: Any, request: Any) -> Job:
         try:
+            if getattr(request, "session_id", self.session_id) != self.session_id:  # scope: never another's session
+                raise CoordinatorError(f"this coordinator serves session {self.session_id!r}, not "
+                                       f"{getattr(request, 'session_id', None)!r}: nothing done")
             if isinstance(request, SendMessage):
                 answer = yield from self._message(request)
             elif isinstance(request, SteerSession):
