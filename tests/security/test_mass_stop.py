@@ -1,4 +1,4 @@
-"""Stopping a supervisor of a thousand children returns, five times in a row, under load.
+"""Stopping a supervisor of a thousand children returns under load — once per suite run, five times in a row as a soak.
 
 Before: ``stop_tree`` of 500–1000 dynamic children never returned on a busy machine (the bench
 gave up after 60 s; the supervisor process was still alive minutes later).
@@ -10,8 +10,11 @@ supervisor itself, each child's shutdown time runs from its own request (a windo
 a time), and every wait ends by a deadline.
 
 The load: while the stop runs, another process keeps asking the supervisor (its mailbox fills with
-admin calls the stop job must defer) and telling its children. ``OUROACTORS_MASS_STOP_N`` and
-``OUROACTORS_MASS_STOP_ROUNDS`` shrink the test for a quick run.
+admin calls the stop job must defer) and telling its children. ``OUROACTORS_MASS_STOP_N`` sets the number of
+children; ``OUROACTORS_MASS_STOP_ROUNDS`` the rounds, one by default: a round starts a thousand processes (about two
+minutes on two cores), and five of them were 657 s of a 23-minute suite. ``OUROACTORS_MASS_STOP_ROUNDS=5`` is the
+five-in-a-row soak that came with the fix; the windowed stop and its deadlines are also held by the unit tests of
+``ouroactors.supervision.termination`` on every run.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ouroactors.supervision.termination import KILL_GRACE_S, STOP_WINDOW
 from tests.actor.helpers import pid_alive, wait_until
 
 N = int(os.environ.get("OUROACTORS_MASS_STOP_N", "1000"))
-ROUNDS = int(os.environ.get("OUROACTORS_MASS_STOP_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("OUROACTORS_MASS_STOP_ROUNDS", "1"))
 # The deadline the design promises: a window of children at a time, each window at most its
 # shutdown time (5 s) plus the kill grace (5 s); plus a margin for the tree host and thespian.
 STOP_LIMIT_S = math.ceil(N / STOP_WINDOW) * (5.0 + KILL_GRACE_S) + 30.0
@@ -71,8 +74,7 @@ def _start_load(system: ActorSystem, name: str, children: list[str], stop_file: 
 @pytest.mark.slow
 @pytest.mark.multiproc
 @pytest.mark.timeout(ROUNDS * (N * 0.3 + STOP_LIMIT_S) + 120)  # starting 1000 children alone can take minutes
-def test_stop_tree_of_a_thousand_children_returns_five_times_in_a_row_under_load(actor_system: ActorSystem,
-                                                                                tmp_path: Path) -> None:
+def test_stop_tree_of_a_thousand_children_returns_under_load(actor_system: ActorSystem, tmp_path: Path) -> None:
     durations: list[float] = []
     for round_ in range(ROUNDS):
         name = f"pool{round_}"
