@@ -129,33 +129,36 @@ def test_an_adopted_runtime_is_pushed_to_the_new_coordinator_and_closing_it_rele
     assert second[-1].data["status"] == "completed"
 
 
-def lost_mid_http_effect(actor_system_factory, world, tmp_path, *, reconciler: bool):
-    """An agent tree whose ledger has (or has not) the world's reconciler, and session ``s1`` sent a turn whose one
-    ``http`` call reaches the world — and whose runtime then exits (``os._exit`` at ``effect.ran``) before the
-    settlement is committed. Returns (system, sessions)."""
+def lost_mid_effect(actor_system_factory, world, tmp_path, call: dict, *, reconciler: bool = True):
+    """An agent tree (the world's reconciler on its ledger unless ``reconciler`` is False) and session ``s1`` sent a
+    turn whose one tool ``call`` (id ``e0``) runs — and whose runtime then exits (``os._exit`` at ``effect.ran``)
+    before the settlement is committed. Returns (system, sessions)."""
     from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
     from ouroactors.faults.runner import prepare_tree
 
     ws = tmp_path / "ws"
     ws.mkdir()
+    (ws / "notes.md").write_text("hello\n")
     with world.environ():  # the ledger's reconciler finds the world through the environment it inherits
         system = actor_system_factory()
     tree = prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path))
-    if not reconciler:  # the same tree, its ledger without a reconciler
+    if not reconciler:  # the same tree, its ledger without the world's reconciler
         ledger = tree.children[1].model_copy(update={"kwargs": {}})
         tree = tree.model_copy(update={"children": (tree.children[0], ledger, *tree.children[2:])})
     system.start_tree(tree)
-    script = tmp_path / "http.json"
-    script.write_text(json.dumps({"turns": [
-        {"events": [{"kind": "tool_call", "id": "e0", "name": "http", "arguments": {
-            "method": "POST", "url": f"{world.url}/items", "json_body": {"payload": "one"}}}]},
-        {"events": [{"kind": "text", "text": "posted"}]}]}))
+    script = tmp_path / "turn.json"
+    script.write_text(json.dumps({"turns": [{"events": [{"kind": "tool_call", "id": "e0", **call}]},
+                                            {"events": [{"kind": "text", "text": "done"}]}]}))
     system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT),), forks=1))
     sessions = Sessions(system)
-    sessions.new("s1", session_config(ws, tools={"enabled": ["http"]},
+    sessions.new("s1", session_config(ws, tools={"enabled": [call["name"]]},
                                       model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "post it")
+    sessions.send("s1", "go")
     return system, sessions
+
+
+def http_call(world) -> dict:
+    return {"name": "http", "arguments": {"method": "POST", "url": f"{world.url}/items", "json_body": {"p": "one"}}}
 
 
 def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_effect(actor_system_factory,
@@ -167,7 +170,7 @@ def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_e
     re-run turn finds the effect in the ledger and does not repeat it: the session completes, the world saw the
     effect once. Without a reconciler the same crash parks the session (next test).
     """
-    system, sessions = lost_mid_http_effect(actor_system_factory, fault_world, tmp_path, reconciler=True)
+    system, sessions = lost_mid_effect(actor_system_factory, fault_world, tmp_path, http_call(fault_world))
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=60))
     assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
     wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
@@ -180,7 +183,22 @@ def test_a_runtime_lost_mid_effect_is_replaced_once_the_reconciler_settled_the_e
 
 def test_a_runtime_lost_mid_effect_without_a_reconciler_parks_the_session(actor_system_factory, fault_world,
                                                                           tmp_path):
-    system, sessions = lost_mid_http_effect(actor_system_factory, fault_world, tmp_path, reconciler=False)
+    system, sessions = lost_mid_effect(actor_system_factory, fault_world, tmp_path, http_call(fault_world),
+                                       reconciler=False)
     view = wait_for("parked", lambda: (v := sessions.show("s1")).state == "parked" and v, timeout=60)
     assert "ambiguous_effect" in view.reason and "s1/t1/e0" in view.reason, view.reason
     assert ledger_entry(system, "s1/t1/e0").status.value == "ambiguous"  # surfaced, never guessed
+
+
+def test_a_runtime_lost_mid_read_is_replaced_and_the_model_told_the_read_failed(actor_system_factory, fault_world,
+                                                                                 tmp_path):
+    """A read changes nothing: the ledger's default reconciler settles a lost runtime's read ``failed`` (its result
+    was lost), so the session is replaced and completes instead of parking for an operator."""
+    system, sessions = lost_mid_effect(actor_system_factory, fault_world, tmp_path,
+                                       {"name": "read", "arguments": {"path": "notes.md"}})
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=60))
+    assert events[-1].data["status"] == "completed", events[-1]
+    entry = ledger_entry(system, "s1/t1/e0")
+    assert (entry.kind, entry.status.value, entry.settled_by) == ("read", "failed", "reconciler:read"), entry
+    results = [e.data for e in events if e.kind == "tool_result"]
+    assert results[-1]["status"] == "failed"  # the replacement told the model what the ledger holds, not "ok"

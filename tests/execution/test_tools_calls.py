@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ouroactors.authorities.grants.rules import Effect
 from ouroactors.authorities.ledger import fingerprint
+from ouroactors.authorities.ledger.reconcilers import DEFAULT_RECONCILERS
 from ouroactors.core.codec import Record, decode, digest_of, encode
 from ouroactors.runtime.execution.model import ToolCall
 from ouroactors.runtime.execution.tools import (
@@ -34,7 +35,9 @@ def test_registry_declares_every_tool() -> None:
     assert effects == {"read": Effect.READ, "list": Effect.READ, "write": Effect.WRITE, "edit": Effect.WRITE,
                        "shell": Effect.EXECUTE, "http": Effect.NETWORK}
     assert TOOLS["http"].reconciler == "ouroactors.runtime.execution.tools.http:reconcile"
-    assert all(TOOLS[n].reconciler is None for n in ("read", "write", "edit", "list", "shell"))
+    assert all(TOOLS[n].reconciler is None for n in ("write", "edit", "shell"))
+    for name in ("read", "list"):  # changes nothing: the ledger settles them itself after a crash, by default
+        assert (TOOLS[name].ledger_kind, TOOLS[name].reconciler) == ("read", DEFAULT_RECONCILERS["read"])
     for tool in TOOLS.values():  # every fingerprint field is a real argument
         assert set(tool.fingerprint_fields) <= set(tool.Args.model_fields), tool.name
 

@@ -314,19 +314,19 @@ def test_a_coordinator_refuses_malformed_commands_and_pushes_whoever_sends_them(
 def test_a_coordinator_acts_on_no_other_sessions_command(node):
     """Scope: a well-formed command for another session, handed to this session's coordinator (a misrouted
     ``ForSession``), changes nothing — neither session, nothing durable — and restarts nothing."""
-    node.settled("s-co")
-    shown = node.sessions.show("s-co")
+    node.settled("s-scope")
+    shown = node.sessions.show("s-scope")
     before = node.before()
-    path = coordinator_path(node.system, "s-co")
+    path = coordinator_path(node.system, "s-scope")
     grants = node.system.resolve("agent/grants")
     for request in (coordinator.SendMessage("s-elsewhere", "hi", "user:x", "m-scope"),
                     coordinator.ControlSession("s-elsewhere", "cancel", "user:x"),
                     coordinator.WaitSession("s-elsewhere", "later", "user:x", seconds=5.0)):
         node.system.tell(path, coordinator.ForSession(grants, request))
     with pytest.raises(OuroactorsError, match="no turn to steer"):  # a command of its own, run after those (its
-        node.sessions.steer("s-co", "still there?")                  # jobs run one at a time, in order)
+        node.sessions.steer("s-scope", "still there?")                  # jobs run one at a time, in order)
     node.unchanged(before)
-    assert node.sessions.show("s-co").state_version == shown.state_version
+    assert node.sessions.show("s-scope").state_version == shown.state_version
 
 
 def forge_a_push(node: Node, session_id: str) -> tuple[BaseException | Any, list[Any]]:

@@ -53,6 +53,7 @@ from .messages import (
     WatchRunner,
     _to_op,
 )
+from .reconcilers import DEFAULT_RECONCILERS
 from .store import LedgerStore, Settle
 
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
@@ -85,7 +86,7 @@ class Ledger(GroupCommit):
         self.store = LedgerStore(self.env, node=self.context.node, kinds=DEFAULT_KINDS | frozenset(kinds or ()),
                                  fence=storage.generation if storage is not None else None)
         ensure_local_operator(self.context.data_dir)  # operator settlements are verified against it
-        self.reconciler_paths = dict(reconcilers or {})
+        self.reconciler_paths = {**DEFAULT_RECONCILERS, **(reconcilers or {})}  # a tree's own win
         self.reconcilers: dict[str, Callable[[Entry], Verdict | None]] = {
             kind: _import(path) for kind, path in self.reconciler_paths.items()
         }

@@ -43,7 +43,7 @@ SETTLEMENTS = (Status.OK, Status.FAILED)  # what a runner, reconciler or operato
 TERMINAL = (Status.OK, Status.FAILED, Status.DENIED)
 
 DEFAULT_KINDS = frozenset({
-    "tool_call", "shell", "file_write", "http_request", "inference", "permission", "approval", "example",
+    "tool_call", "read", "shell", "file_write", "http_request", "inference", "permission", "approval", "example",
 })
 RESTARTED_BEFORE_SETTLEMENT = "runtime restarted before settlement"
 MAX_TEXT = 512

@@ -111,6 +111,8 @@ class ReadTool(Tool[ReadArgs]):
     name = "read"
     description = "Read a text file of the workspace (optionally a range of lines)."
     effect = Effect.READ
+    ledger_kind = "read"  # changes nothing: the ledger's default reconciler settles it after a crash
+    reconciler = "ouroactors.authorities.ledger.reconcilers:nothing_to_reconcile"
     Args = ReadArgs
     fingerprint_fields = ("path", "offset", "limit")
 
@@ -311,6 +313,8 @@ class ListTool(Tool[ListArgs]):
     name = "list"
     description = "List a workspace directory: directories end with '/', symlinks show their target."
     effect = Effect.READ
+    ledger_kind = "read"  # changes nothing: the ledger's default reconciler settles it after a crash
+    reconciler = "ouroactors.authorities.ledger.reconcilers:nothing_to_reconcile"
     Args = ListArgs
     fingerprint_fields = ("path", "recursive", "max_entries")
 
