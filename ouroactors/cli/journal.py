@@ -100,6 +100,10 @@ def replay(data_dir: str, session: str) -> None:
     report = run_replay(env, session)
     console.print(f"session {session}: {report.verified_turns} of {report.turns} turns verified "
                   f"({report.records} records)", markup=False)
+    if report.cut_short:
+        console.print(f"{report.cut_short} of those turns were runs cut short before they settled (an approval wait "
+                      "or a crash ended their runtime, and a later one ran the turn again): their records are in "
+                      "the verified chain; the run that settled is the one replayed", markup=False)
     if report.divergence is not None:
         d = report.divergence
         err_console.print(f"DIVERGED at seq {d.seq}, turn {d.turn}, field {d.field}: expected {d.expected!r}, "

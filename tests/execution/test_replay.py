@@ -139,6 +139,19 @@ def test_boundary_at_unsettled_turn(env):
     assert (report.boundary.reason, report.boundary.seq) == ("unsettled_turn", started.seq)
 
 
+def test_a_run_cut_short_and_run_again_is_counted_not_replayed(env):
+    h = make_session(env, "s1", [[text("a")], [text("b")]])
+    trio.run(h.loop.run_turn, "1")
+    j = journal.Journal(env, "s1")  # turn 2's first run: its runtime ended before the turn settled
+    for kind, fields in (("turn_started", {"turn": 2}), ("prompt", {"text": "2"})):
+        j.stage(kind, fields, turn=2, at=h.clock.now_ns())
+    j.flush()
+    trio.run(h.loop.run_turn, "2")  # a later runtime runs turn 2 again, to its end
+    report = replay(env, "s1")
+    assert report.ok and report.boundary is None
+    assert (report.turns, report.verified_turns, report.cut_short) == (3, 2, 1)
+
+
 def test_boundary_at_missing_blob(env):
     h = make_session(env, "s1", [[text("a")], [text("b")]])
     trio.run(h.loop.run_turn, "1")

@@ -90,6 +90,10 @@ class ReplayReport:
     divergence: Divergence | None = None
     boundary: Boundary | None = None
     state: LoopState | None = None  # the loop after the last verified turn (to continue the session from)
+    # runs of a turn that never settled because a later runtime ran the turn again (an approval wait ended the
+    # runtime, or a crash did): their records stay in the chain, verified by it, and are not replayed — the
+    # run that settled is
+    cut_short: int = 0
 
     @property
     def ok(self) -> bool:
@@ -330,11 +334,12 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     turns = sum(1 for r in stored if r.kind == "turn_started")
 
     states: list[LoopState] = []  # the state after each verified turn
+    cut_short = 0
 
     def report(verified: int, *, divergence: Divergence | None = None, boundary: Boundary | None = None
                ) -> ReplayReport:
         return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary,
-                            states[-1] if states else None)
+                            states[-1] if states else None, cut_short)
 
     if not usable or usable[0].kind != "session_opened":
         return report(0, boundary=boundary or Boundary("no_session_opened", stored[0].seq if stored else 0))
@@ -344,6 +349,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     start: int | None = None
     for i, r in enumerate(usable):
         if r.kind == "turn_started":
+            cut_short += start is not None  # the run before it never settled: a later runtime ran the turn again
             start = i
         elif r.kind == "turn_settled" and start is not None:
             spans.append((start, i))
