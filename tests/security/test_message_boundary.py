@@ -15,7 +15,14 @@ import pytest
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.actor import Decide, ListApprovals, RequestApproval, SetPosture
 from ouroactors.authorities.grants.rules import Effect, Request
-from ouroactors.authorities.ledger.actor import ListEntries, RecordBatch, RecordSettled
+from ouroactors.authorities.ledger.actor import (
+    ListEntries,
+    Reconcile,
+    ReconcilerKinds,
+    RecordBatch,
+    RecordSettled,
+    SessionReconciled,
+)
 from ouroactors.authorities.storage.actor import Backup
 from ouroactors.authorities.workspace.actor import Acquire, Reclaim
 from ouroactors.core.errors import BadRequest, StaleGeneration, StampRequired
@@ -91,6 +98,18 @@ def test_ledger_settlement_with_no_effect_id_is_refused(agent):
         "evidence")
     assert refused(agent, "agent/ledger", RecordBatch(("junk",))).field == "items[0]"  # type: ignore[arg-type]
     assert refused(agent, "agent/ledger", ListEntries(since_seq=2**70)).field == "since_seq"
+    assert snapshot(agent) == before
+
+
+def test_reconciling_a_session_checks_its_name_and_changes_nothing_of_another(agent):
+    """The recovery requests (Reconcile for one session, ReconcilerKinds) at the ledger's door: a bad session name is
+    refused by name; a well-formed one for a session with nothing unsettled settles nothing and says so."""
+    before = snapshot(agent)
+    assert refused(agent, "agent/ledger", Reconcile(123)).field == "session"  # type: ignore[arg-type]
+    assert refused(agent, "agent/ledger", Reconcile("s" * 600)).field == "session"
+    assert refused(agent, "agent/ledger", Reconcile("bad\x00name")).field == "session"
+    assert ask_authority(agent, "agent/ledger", Reconcile("nobody")) == SessionReconciled(0, ())
+    assert "read" in ask_authority(agent, "agent/ledger", ReconcilerKinds())  # every ledger reconciles reads
     assert snapshot(agent) == before
 
 
