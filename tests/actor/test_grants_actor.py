@@ -9,6 +9,7 @@ import pytest
 from ouroactors import StaleGeneration, supervisor, worker
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.actor import (
+    AddRules,
     AnswerApproval,
     ConsumeApproval,
     Decide,
@@ -112,6 +113,39 @@ def test_approvals_answered_by_a_verified_operator_once(actor_system):
         ask_authority(actor_system, "agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
     [record] = ask_authority(actor_system, "agent/grants", ListApprovals())
     assert len(record.refusals) == 5  # every refusal was recorded on the approval
+
+
+def test_an_approval_is_refused_when_the_sessions_policy_changed_since_it_was_asked(actor_system):
+    """Seed 001: reject or ask again when the permissions or policy changed while the session waited."""
+    actor_system.start_tree(tree())
+    call = ("Bash", {"command": "git push origin main"})
+    digest = digest_of(list(call))
+    name, token = read_credentials(actor_system.data_dir)
+
+    def approve() -> str:
+        approval = ask_authority(actor_system, "agent/grants", RequestApproval("s1", call[0], call[1], state_version=3))
+        ask_authority(actor_system, "agent/grants", AnswerApproval(approval.approval_id, True, name, token, digest, 3))
+        return approval.approval_id
+
+    other_session = approve()
+    ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s2"))
+    used = ask_authority(actor_system, "agent/grants", ConsumeApproval(other_session, "s1", digest, 3))
+    assert used.status == "consumed"  # another session's rules are not this session's policy
+
+    approval_id = approve()
+    ask_authority(actor_system, "agent/grants", SetPosture("s1", "plan"))  # while the answer waited to be used
+    with pytest.raises(ApprovalRefused, match="policy changed since the approval was asked"):
+        ask_authority(actor_system, "agent/grants", ConsumeApproval(approval_id, "s1", digest, 3))
+    [record] = [a for a in ask_authority(actor_system, "agent/grants", ListApprovals()) if a.approval_id == approval_id]
+    assert record.status == "approved" and "policy changed" in record.refusals[-1]  # the refusal is recorded
+    ask_authority(actor_system, "agent/grants", SetPosture("s1", "default"))  # the policy it was asked under again
+    used = ask_authority(actor_system, "agent/grants", ConsumeApproval(approval_id, "s1", digest, 3))
+    assert used.status == "consumed"
+
+    approval_id = approve()
+    ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s1"))
+    with pytest.raises(ApprovalRefused, match="policy changed"):
+        ask_authority(actor_system, "agent/grants", ConsumeApproval(approval_id, "s1", digest, 3))
 
 
 def test_queue_is_bounded_and_a_restart_denies_orphaned_approvals(actor_system):

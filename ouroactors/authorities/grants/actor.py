@@ -153,6 +153,7 @@ class Grants(Worker):
                     data["answerers"] = tuple(data["answerers"])
                     data.setdefault("arguments", None)
                     data["refusals"] = tuple(data["refusals"])
+                    data.setdefault("policy", None)  # an approval recorded before policies were bound
                     found[name] = Approval(**data)
         return postures, stored, found
 
@@ -189,6 +190,13 @@ class Grants(Worker):
     def _rules(self, session_id: str) -> tuple[Rule, ...]:
         """Node rules, the stored user and workspace rules, and the session rules of this session only."""
         return effective_rules(self.node_rules, self.stored_rules, session_id)
+
+    def _policy_digest(self, session_id: str) -> str:
+        """What an approval of ``session_id`` is asked under (see :mod:`.approvals`): the rules that apply to the
+        session, its posture, the protected roots and who may answer."""
+        return digest_of([sorted(str(rule) for rule in self._rules(session_id)),
+                          self.postures.get(session_id, Posture.DEFAULT.value), list(self.protected),
+                          list(self.answerers)])
 
     def handle_Decide(self, message: Decide, sender: Any) -> Judged:
         """Every decision is offered to the ledger before it is answered (see :class:`Judged`)."""
@@ -274,6 +282,7 @@ class Grants(Worker):
             state_version=message.state_version, answerers=self.answerers,
             deadline_ns=now + int(message.timeout_s * 1e9), now_ns=now, max_pending=self.max_pending,
             max_pending_total=self.max_pending_total, arguments=message.arguments,
+            policy=self._policy_digest(message.session_id),
         )
         self._commit(approvals=[approval])
         return approval
@@ -309,7 +318,8 @@ class Grants(Worker):
         approval = self._approval(message.approval_id)
         try:
             used = book.consume(approval, session_id=message.session_id, call_digest=message.call_digest,
-                                state_version=message.state_version, now_ns=clock.time_ns())
+                                state_version=message.state_version, now_ns=clock.time_ns(),
+                                policy=self._policy_digest(message.session_id))
         except Refusal as refusal:
             self._commit(approvals=[refusal.record])
             raise ApprovalRefused(str(refusal)) from None

@@ -13,6 +13,14 @@ not allowed to answer, after the deadline, for another state version, for a call
 changed, or for an approval no longer pending (a replay). Consuming is refused for anything but an
 approved, unconsumed approval of the same session, call and version whose deadline has not passed.
 
+**The policy it was asked under.** An approval also binds the digest of the session's policy when it was
+asked (:attr:`Approval.policy`: the rules that apply to the session, its posture, the protected roots and
+who may answer — the authority computes it). An operator answers *this call under that policy*; if the
+policy changed before the approval is used (rules added or revoked, the posture switched, other answerers
+configured) — typically while the session was suspended waiting for the answer — using it is refused, and
+the call must be asked again under the policy that now applies. An approval recorded before this field
+existed has no policy digest and is not checked against one.
+
 Operators are identities the authority verifies (see :mod:`.operators`), never names a request
 merely asserts.
 """
@@ -48,6 +56,7 @@ class Approval:
     reason: str | None = None
     refusals: tuple[str, ...] = field(default=())
     arguments: Any = None  # the canonical arguments the digest is of (shown to the operator)
+    policy: str | None = None  # digest of the session's policy when it was asked (None: recorded before it was kept)
 
     @property
     def pending(self) -> bool:
@@ -56,7 +65,8 @@ class Approval:
 
 def request(existing: list[Approval], *, approval_id: str, session_id: str, tool: str, call_digest: str,
             state_version: int, answerers: tuple[str, ...], deadline_ns: int, now_ns: int,
-            max_pending: int, max_pending_total: int | None = None, arguments: Any = None) -> Approval:
+            max_pending: int, max_pending_total: int | None = None, arguments: Any = None,
+            policy: str | None = None) -> Approval:
     """A new pending approval, unless the session's queue (or the node's) is full."""
     if deadline_ns <= now_ns:
         raise ApprovalRefused(f"approval for {tool} in session {session_id!r}: deadline is already past")
@@ -72,7 +82,7 @@ def request(existing: list[Approval], *, approval_id: str, session_id: str, tool
         if everywhere >= max_pending_total:
             raise ApprovalRefused(f"{everywhere} approvals are pending on this node (the bound is {max_pending_total})")
     return Approval(approval_id, session_id, tool, call_digest, state_version, answerers, deadline_ns, now_ns,
-                    arguments=arguments)
+                    arguments=arguments, policy=policy)
 
 
 def refuse(approval: Approval, why: str) -> Approval:
@@ -100,8 +110,9 @@ def answer(approval: Approval, *, approve: bool, operator: str, call_digest: str
 
 
 def consume(approval: Approval, *, session_id: str, call_digest: str, state_version: int,
-            now_ns: int | None = None) -> Approval:
-    """Use an approved approval for exactly the call it approved, exactly once, before its deadline.
+            now_ns: int | None = None, policy: str | None = None) -> Approval:
+    """Use an approved approval for exactly the call it approved, exactly once, before its deadline, under the
+    policy it was asked under (``policy``: the session's policy digest now; None: not checked).
 
     An approval answered in time but used after its deadline is expired, not used: the operator
     approved the call for that window, and the world may have moved on since.
@@ -117,6 +128,9 @@ def consume(approval: Approval, *, session_id: str, call_digest: str, state_vers
         raise Refusal(refuse(approval, f"use: by session {session_id!r}, approval belongs to {approval.session_id!r}"))
     if call_digest != approval.call_digest or state_version != approval.state_version:
         raise Refusal(refuse(approval, "use: another call or state version than the one approved"))
+    if policy is not None and approval.policy is not None and policy != approval.policy:
+        raise Refusal(refuse(approval, f"use: the session's policy changed since the approval was asked (asked under "
+                                       f"{approval.policy[:12]}, now {policy[:12]}): ask again"))
     return replace(approval, status="consumed")
 
 

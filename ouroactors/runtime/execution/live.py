@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from ...authorities.grants.approvals import ApprovalRefused
 from ...authorities.grants.rules import Request, Verdict
 from ...core.codec import digest_of
 from ...core.errors import StaleGeneration
@@ -145,8 +146,11 @@ class ActorGrants:
             why += f": {answered.reason}"
         if status != "approved":
             return False, why
-        used = await self._ask(self._make_consume(approval_id, session, answered.call_digest,
-                                                  answered.state_version))
+        try:
+            used = await self._ask(self._make_consume(approval_id, session, answered.call_digest,
+                                                      answered.state_version))
+        except ApprovalRefused as refused:  # approved, but not usable now (its deadline, the policy it was asked under)
+            return False, f"approval {approval_id} was approved but cannot be used: {refused}"
         return getattr(used, "status", None) == "consumed", why
 
 
