@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import trio
 
@@ -78,3 +79,27 @@ def test_to_thread_works_in_a_process_forked_after_trio_used_its_thread_cache() 
     finally:
         os.close(read)
         os.waitpid(pid, 0)
+
+
+def test_the_loops_pulse_stops_while_its_thread_is_blocked_and_where_names_the_blocking_call() -> None:
+    loop = TrioThread()
+    release = threading.Event()
+
+    def block_the_loop() -> None:  # a synchronous call inside the loop: no deadline of trio can end it
+        release.wait(30)
+
+    async def activity() -> None:
+        block_the_loop()
+
+    try:
+        assert loop.stalled_for() < 5  # a free loop pulses every PULSE_S
+        loop.start(activity)
+        deadline = time.monotonic() + 10
+        while loop.stalled_for() < 1.5 and time.monotonic() < deadline:
+            release.wait(0.05)  # (waiting on the condition with a deadline; the event is never set here)
+        assert loop.stalled_for() >= 1.5
+        assert "block_the_loop" in loop.where() and "activity" in loop.where()
+    finally:
+        release.set()
+        assert loop.stop()
+    assert not loop.alive and "ended" in loop.where()

@@ -18,6 +18,14 @@ in a daemon thread (not a fresh ``trio.run`` per turn: a turn must keep running 
   drive from two threads.
 
 No busy polling anywhere: the loop sleeps in trio until an activity, a call or a cancellation wakes it.
+
+**The loop's pulse.** Every activity has a deadline, but trio enforces deadlines only while its loop runs: code
+that blocks the loop's thread (a synchronous call that never returns, a disk that stops answering an inline
+commit, a bug that spins) stalls every activity of the session at once, and nothing inside the loop can notice.
+So a task of the loop records a pulse every :data:`PULSE_S`; :meth:`TrioThread.stalled_for` is how long ago the
+last one was and :meth:`TrioThread.where` says where the loop's thread is. :meth:`TrioThread.watch` checks the
+pulse from a thread of its own — not the actor's: an actor handler that calls into a stalled loop waits with it —
+and tells its owner once (the runtime ends its process: see its module docstring).
 :meth:`TrioThread.stop` cancels everything still running (activities see ``trio.Cancelled`` and kill their
 subprocess groups) and joins the thread with a deadline.
 """
@@ -26,7 +34,10 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
+import time
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -51,6 +62,8 @@ def reset_trio_thread_cache() -> None:
 os.register_at_fork(after_in_child=reset_trio_thread_cache)
 
 STOP_DEADLINE_S = 5.0
+PULSE_S = 0.5  # how often the loop records that it runs (see "The loop's pulse")
+WATCH_S = 2.0  # how often a watch looks at the pulse
 
 
 class Outbox:
@@ -115,6 +128,7 @@ class TrioThread:
         self._ready = threading.Event()
         self._done = threading.Event()
         self._error: BaseException | None = None
+        self._pulse = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         if not self._ready.wait(STOP_DEADLINE_S):
@@ -136,7 +150,35 @@ class TrioThread:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._ready.set()
-            await trio.sleep_forever()
+            while True:  # the pulse: a plain store each time, read by the actor's thread
+                self._pulse = time.monotonic()
+                await trio.sleep(PULSE_S)
+
+    def stalled_for(self) -> float:
+        """Seconds since the loop last ran its pulse (about :data:`PULSE_S` at most while it runs freely)."""
+        return time.monotonic() - self._pulse
+
+    def watch(self, limit_s: float, on_stall: Callable[[float, str], None]) -> None:
+        """From a daemon thread: call ``on_stall(stalled_s, where)`` once, if the loop has not pulsed for
+        ``limit_s`` while alive. The check runs every ``min(WATCH_S, limit_s / 2)``; it ends with the loop."""
+        every = min(WATCH_S, limit_s / 2)
+
+        def check() -> None:
+            while not self._done.wait(every):
+                stalled = self.stalled_for()
+                if stalled > limit_s:
+                    on_stall(stalled, self.where())
+                    return
+
+        threading.Thread(target=check, name=f"{self._thread.name}:watchdog", daemon=True).start()
+
+    def where(self, depth: int = 6) -> str:
+        """The innermost frames of the loop's thread, for a report of what it is stuck in."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        if frame is None:
+            return "(the loop's thread has ended)"
+        stack = traceback.extract_stack(frame)[-depth:]
+        return " <- ".join(f"{f.name} ({os.path.basename(f.filename)}:{f.lineno})" for f in reversed(stack))
 
     @property
     def alive(self) -> bool:

@@ -18,10 +18,20 @@ storage and ledger generations this runtime was started against). A failure of t
 (stale stamp, commit outcome unknown) or any bug in a turn **crashes the runtime**: the supervisor restarts it and
 recovery (the coordinator's job) decides what happens to the session. This process opens the node's LMDB
 environment, so it creates no actor children (tool subprocesses are exec'd at once, never forked Python).
+
+**A stalled loop ends the runtime.** Deadlines cancel a slow activity only while the trio loop runs; a loop
+whose thread is blocked (see "The loop's pulse" in :mod:`.bridge`) would hold the session ``running`` forever —
+the execution supervisor still sees a live child, and this actor's own handlers wait on the loop they call into.
+So a watch thread checks the loop's pulse; a loop that has not run for ``stall_after_s`` (a tree may set it; 60 s
+by default, far above any inline step) is reported (``runtime_stalled`` in the event log, with where its thread is
+stuck) and the process exits at once with :data:`EXIT_STALLED` — the one way out that does not need the blocked
+thread. Recovery treats it as any lost runtime: its unsettled effects are reconciled or surfaced before a
+replacement resumes from the checkpoint.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import uuid
@@ -138,14 +148,22 @@ TURN_SETTLED = faults.register_point("runtime.turn_settled", "a turn settled (jo
 OUTPUT_ACKED = faults.register_point("runtime.output_acked", "output up to a cursor was acked and dropped")
 
 
+log = logging.getLogger("ouroactors.runtime")
+STALL_AFTER_S = 60.0  # a loop that has not run for this long is stalled (see "A stalled loop ends the runtime")
+EXIT_STALLED = 75  # the process's exit status when it ends a stalled loop
+
+
 class Runtime(Worker):
     """One live session; see the module docstring."""
 
     protocol = REQUESTS
     refusals = (RuntimeRefusal, SpecError, ProviderConfigError, ScriptFileError, LoopRefusal)
 
-    def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = ()) -> None:
+    def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = (),
+                 stall_after_s: float = STALL_AFTER_S) -> None:
         assert self.context is not None
+        if not isinstance(stall_after_s, int | float) or isinstance(stall_after_s, bool) or stall_after_s <= 0:
+            raise SpecError([("kwargs.stall_after_s", f"got {stall_after_s!r}; a number of seconds > 0")], "runtime")
         if self.context.base != "multiproc":
             raise OuroactorsError("the session runtime runs turns in a thread beside the actor: it needs the "
                                   f"multiproc base (this system is {self.context.base!r})")
@@ -159,6 +177,20 @@ class Runtime(Worker):
         self.watched_fds = (self.outbox.read_fd,)
         self.events = EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node)
         self.live: _Live | None = None
+        self.stall_after_s = float(stall_after_s)
+        self.trio.watch(self.stall_after_s, self._stalled)
+
+    def _stalled(self, stalled_s: float, where: str) -> None:
+        """The loop has not run for ``stalled_s`` (called on the watch thread): report it and end the process."""
+        session = self.live.session if self.live is not None else None
+        why = (f"the turn loop of session {session!r} has not run for {stalled_s:.1f} s (limit "
+               f"{self.stall_after_s:g} s); its thread is in {where}")
+        try:
+            self.events.write("runtime_stalled", None, {"session": session, "stalled_s": round(stalled_s, 3),
+                                                        "where": where})
+            log.error("%s: %s: ending the runtime", self.path, why)
+        finally:
+            os._exit(EXIT_STALLED)
 
     def on_stop(self, reason: Any) -> None:
         if hasattr(self, "trio"):
