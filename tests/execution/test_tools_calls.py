@@ -35,7 +35,9 @@ def test_registry_declares_every_tool() -> None:
     assert effects == {"read": Effect.READ, "list": Effect.READ, "write": Effect.WRITE, "edit": Effect.WRITE,
                        "shell": Effect.EXECUTE, "http": Effect.NETWORK}
     assert TOOLS["http"].reconciler == "ouroactors.runtime.execution.tools.http:reconcile"
-    assert all(TOOLS[n].reconciler is None for n in ("write", "edit", "shell"))
+    assert TOOLS["shell"].reconciler is None  # what a command did cannot be found out: an operator settles it
+    for name in ("write", "edit"):  # the ledger looks at the file (the digests the start recorded)
+        assert (TOOLS[name].ledger_kind, TOOLS[name].reconciler) == ("file_write", DEFAULT_RECONCILERS["file_write"])
     for name in ("read", "list"):  # changes nothing: the ledger settles them itself after a crash, by default
         assert (TOOLS[name].ledger_kind, TOOLS[name].reconciler) == ("read", DEFAULT_RECONCILERS["read"])
     for tool in TOOLS.values():  # every fingerprint field is a real argument

@@ -373,3 +373,34 @@ def test_io_errors_are_failed_outcomes_not_crashes(tmp_path: Path) -> None:
     out = trio.run(lambda: _guarded("read", broken, None, context(root), path="f.txt"))
     assert out.status == "failed" and out.error_kind == "io_error" and "Input/output error" in (out.error or "")
     assert out.evidence == {"path": "f.txt"}
+
+
+# -- intent: what a write means to leave behind, for the ledger's reconciler --------------------------
+
+
+def intent_of(name: str, root: str, **arguments: object) -> dict | None:
+    tool, args = parse_call(ToolCall(id="c", name=name, arguments=arguments))
+    return tool.intent(args, context(root))
+
+
+def test_a_writes_intent_names_the_canonical_path_and_the_digests_before_and_after(tmp_path: Path) -> None:
+    import hashlib
+
+    root, _ = lease(tmp_path)
+    sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731
+    created = intent_of("write", root, path="new/out.txt", content="hello")
+    assert created == {"path": os.path.join(root, "new", "out.txt"), "before": None, "after": sha(b"hello")}
+    assert not (Path(root) / "new").exists()  # working it out changed nothing
+    (Path(root) / "f.txt").write_text("a b a")
+    assert intent_of("write", root, path="f.txt", content="x") == {
+        "path": os.path.join(root, "f.txt"), "before": sha(b"a b a"), "after": sha(b"x")}
+    assert intent_of("edit", root, path="f.txt", old="b", new="c") == {
+        "path": os.path.join(root, "f.txt"), "before": sha(b"a b a"), "after": sha(b"a c a")}
+    assert intent_of("edit", root, path="f.txt", old="a", new="c", replace_all=True)["after"] == sha(b"c b c")
+    # an edit that would not write, or a path the run refuses: no intent (the run reports what is wrong)
+    assert intent_of("edit", root, path="f.txt", old="a", new="c") is None  # ambiguous
+    assert intent_of("edit", root, path="f.txt", old="zzz", new="c") is None
+    assert intent_of("edit", root, path="missing.txt", old="a", new="c") is None
+    assert intent_of("write", root, path="../outside.txt", content="x") is None
+    assert intent_of("read", root, path="f.txt") is None
+    assert (Path(root) / "f.txt").read_text() == "a b a"

@@ -108,7 +108,7 @@ def test_decide_start_creates_a_started_entry_binding_the_request():
     entry = decision.entry
     assert (entry.seq, entry.node, entry.started_ns, entry.status) == (7, "n1", NOW, Status.STARTED)
     assert entry.settled_ns is None and entry.reason is None and entry.evidence is None
-    for name, value in req.model_dump().items():
+    for name, value in req.model_dump(exclude={"intent"}).items():
         assert getattr(entry, name) == value, name
     assert not entry.terminal
 
@@ -284,3 +284,18 @@ def test_recovery_never_produces_failed(statuses):
         after = current if changed is None else changed
         assert after.status is not Status.FAILED or status is Status.FAILED
         assert (changed is not None) == (status is Status.STARTED)
+
+
+def test_a_starts_intent_is_kept_in_its_evidence_for_its_reconciler_and_through_its_settlement():
+    intent = {"path": "/w/out.txt", "before": None, "after": "a" * 64}
+    entry = start(None, request(kind="file_write", intent=intent)).entry
+    assert entry.evidence == {"intent": intent}
+    settled = decide_settle(entry, entry.effect_id, "ok", now_ns=NOW + 1, reason=None,
+                            evidence={"bytes_written": 1}, by="runner").entry
+    assert settled.evidence == {"bytes_written": 1, "intent": intent}  # the runner's evidence, the intent kept
+    lost = decide_ambiguous(entry, now_ns=NOW + 1)
+    assert lost is not None and lost.evidence == {"intent": intent}  # what a reconciler reads
+    found = decide_settle(lost, entry.effect_id, "ok", now_ns=NOW + 2, reason=None,
+                          evidence={"finding": "written"}, by="reconciler:file_write", reconciler=True).entry
+    assert found.evidence == {"finding": "written", "intent": intent}
+    assert start(None, request()).entry.evidence is None  # no intent, no evidence at start (as before)

@@ -46,6 +46,7 @@ DEFAULT_KINDS = frozenset({
     "tool_call", "read", "shell", "file_write", "http_request", "inference", "permission", "approval", "example",
 })
 RESTARTED_BEFORE_SETTLEMENT = "runtime restarted before settlement"
+INTENT = "intent"  # the evidence key a start's intent is kept under (see StartRequest.intent)
 MAX_TEXT = 512
 
 
@@ -91,6 +92,9 @@ class StartRequest(Record):
     authority: dict[str, int] = Field(default_factory=dict)  # authority snapshot: name -> generation
     grant: str | None = Field(None, max_length=MAX_TEXT)
     cause: str | None = Field(None, max_length=MAX_TEXT)
+    # What the effect is meant to leave behind, for its kind's reconciler (e.g. a file write's path and digests):
+    # kept in the entry's evidence as ``intent`` from its start on, so a reconciler can look at the world.
+    intent: dict[str, Any] | None = Field(default=None, max_length=16)
 
 
 class Entry(Record):
@@ -166,10 +170,12 @@ def decide_start(current: Entry | None, request: StartRequest, *, seq: int, now_
                 f"({current.kind} {current.fingerprint[:12]}…, asked {request.kind} {request.fingerprint[:12]}…)"
             )
         return Existing(current)
+    fields = dict(request.__dict__)  # the request's fields (validated again as the entry's: no dump of them first)
+    intent = fields.pop("intent")
     entry = Entry(
         seq=seq, node=node, started_ns=now_ns, status=status, reason=reason,
-        settled_ns=now_ns if status in TERMINAL else None,
-        **request.__dict__,  # the request's fields (validated again as the entry's: no dump of them first)
+        settled_ns=now_ns if status in TERMINAL else None, evidence={INTENT: intent} if intent else None,
+        **fields,
     )
     return Created(entry)
 
@@ -201,6 +207,9 @@ def decide_settle(current: Entry | None, effect_id: str, status: Status | str, *
                           f"reconciler registered for kind {current.kind!r} (with evidence) may settle it")
     if reconciler and by != f"reconciler:{current.kind}":
         raise LedgerError(f"effect {effect_id!r} is of kind {current.kind!r}: {by} is not its reconciler")
+    intent = (current.evidence or {}).get(INTENT)
+    if intent is not None and not (evidence and INTENT in evidence):  # the start's intent stays on the record
+        evidence = {**(evidence or {}), INTENT: intent}
     try:
         settled = Entry.model_validate({
             **current.__dict__, "status": wanted, "settled_ns": now_ns, "reason": reason, "evidence": evidence,

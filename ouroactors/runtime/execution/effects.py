@@ -231,13 +231,15 @@ class LiveEffects:
                 raise ToolError(tool.name, "the session holds no workspace lease: no tool may run", kind="no_lease")
             tool_ctx = self._tool_context(s.root, ctx, model_call.id, effect_id)
             request = tool.grant_request(args, tool_ctx)
+            intent = tool.intent(args, tool_ctx)
             timing.mark("eff.request")
         except ToolError as refused:
             return _refused(model_call.id, model_call.name, refused)
         start = StartRequest(effect_id=effect_id, kind=tool.ledger_kind, idempotency_key=effect_id,
                              fingerprint=fingerprint(tool.ledger_kind, tool.fingerprint_args(args)),
                              principal=s.session, session_id=s.session, turn_id=f"t{ctx.turn}",
-                             call_id=model_call.id, authority=dict(s.authority), grant=None, cause=None)
+                             call_id=model_call.id, authority=dict(s.authority), grant=None, cause=None,
+                             intent=intent)
         timing.mark("eff.startreq")
         admitted = await self._admit(tool.name, request, start, args, ctx)
         timing.mark("eff.admitted")

@@ -216,6 +216,12 @@ class Tool(ABC, Generic[A]):
         dumped = args.model_dump(mode="json")
         return {"tool": self.name, **{name: dumped[name] for name in self.fingerprint_fields}}
 
+    def intent(self, args: A, ctx: ToolContext) -> dict[str, Any] | None:
+        """What the call means to leave behind, recorded with its ledger start for its reconciler (None: nothing a
+        reconciler could check). Called after :meth:`grant_request`, before the start; it must not change
+        anything, and a failure to work it out is None, never an error (the run reports what is wrong)."""
+        return None
+
     @abstractmethod
     def grant_request(self, args: A, ctx: ToolContext) -> Request:
         """What grants must judge. May raise :class:`ToolRefused` (nothing runs, nothing is recorded as started)."""

@@ -30,12 +30,13 @@ from pydantic import Field
 
 from ....authorities.grants.rules import Effect, Request
 from ._paths import PathRefused, Target, close_quietly, open_dir, open_in, resolve_dir, resolve_file
-from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes, clean_text
+from .base import Tool, ToolArgs, ToolContext, ToolError, ToolOutcome, ToolRefused, cap_bytes, clean_text
 
 READ_SCAN_BYTES = 8 * 1024 * 1024  # read never looks further into a file than this
 EDIT_MAX_BYTES = 8 * 1024 * 1024  # edit refuses larger files (it must hold the whole text)
 WRITE_MAX_BYTES = 8 * 1024 * 1024
 LIST_MAX_ENTRIES = 10_000
+RECONCILER = "ouroactors.authorities.ledger.reconcilers:file_written"  # settles a lost write by looking at the file
 LIST_SCAN_LIMIT = 100_000  # entries read from one directory at most
 LIST_MAX_DEPTH = 32  # levels a recursive listing descends
 
@@ -204,10 +205,20 @@ class WriteTool(Tool[WriteArgs]):
     Args = WriteArgs
     fingerprint_fields = ("path", "content", "make_dirs")
     ledger_kind = "file_write"
+    reconciler = RECONCILER
 
     def grant_request(self, args: WriteArgs, ctx: ToolContext) -> Request:
         target = resolve_file(args.path, ctx.root, self.name, "plan" if args.make_dirs else "exist")
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
+
+    def intent(self, args: WriteArgs, ctx: ToolContext) -> dict[str, Any] | None:
+        try:
+            target = resolve_file(args.path, ctx.root, self.name, "plan" if args.make_dirs else "exist")
+            before = _sha256(_read_regular(target, ctx.root, self.name, WRITE_MAX_BYTES + 1)[0]) \
+                if target.exists else None
+        except (ToolError, OSError):
+            return None  # the run says what is wrong
+        return {"path": target.path, "before": before, "after": _sha256(args.content.encode())}
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
         return await _guarded(self.name, self._run, args, ctx, path=args.path, written=False)
@@ -259,10 +270,26 @@ class EditTool(Tool[EditArgs]):
     Args = EditArgs
     fingerprint_fields = ("path", "old", "new", "replace_all")
     ledger_kind = "file_write"
+    reconciler = RECONCILER
 
     def grant_request(self, args: EditArgs, ctx: ToolContext) -> Request:
         target = resolve_file(args.path, ctx.root, self.name)
         return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, paths=(target.path,))
+
+    def intent(self, args: EditArgs, ctx: ToolContext) -> dict[str, Any] | None:
+        """The file's digest now and after the edit (the same replacement :meth:`_run` makes); None when the edit
+        would not write (no match, an ambiguous one, not a UTF-8 file…): the run reports that."""
+        try:
+            target = resolve_file(args.path, ctx.root, self.name)
+            data = _read_regular(target, ctx.root, self.name, EDIT_MAX_BYTES + 1)[0]
+            text = data.decode("utf-8")
+        except (ToolError, OSError, UnicodeDecodeError):
+            return None
+        found = occurrences(text, args.old)
+        if len(data) > EDIT_MAX_BYTES or found == 0 or (found > 1 and not args.replace_all):
+            return None
+        new_text = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
+        return {"path": target.path, "before": _sha256(data), "after": _sha256(new_text.encode())}
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutcome:
         return await _guarded(self.name, self._run, args, ctx, path=args.path, written=False)

@@ -1,0 +1,57 @@
+"""Seed 001, "query downstream state before retrying an ambiguous write": a runtime lost in the middle of a file
+write does not park its session. The write's start recorded what it meant to leave (the path, the digests before
+and after); the ledger's ``file_write`` reconciler looks at the file — written: ``ok``, untouched: ``failed`` —
+and the replacement runtime goes on from there, never writing twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ouroactors.authorities.asking import ask_authority
+from ouroactors.authorities.ledger.messages import GetEntry
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.sessions import Sessions
+
+from .actor_support import agent_tree, session_config, wait_for
+
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+WRITE = {"name": "write", "arguments": {"path": "out.txt", "content": "written once\n"}}
+
+
+def lost_at(actor_system, tmp_path, point: str):
+    """Session ``s1`` whose one ``write`` call (``e0``) loses its runtime (``os._exit``) at ``point``."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    script = tmp_path / "turn.json"
+    script.write_text(json.dumps({"turns": [{"events": [{"kind": "tool_call", "id": "e0", **WRITE}]},
+                                            {"events": [{"kind": "text", "text": "done"}]}]}))
+    actor_system.arm_faults("agent/execution", FaultPlan((FaultRule(point, FaultAction.EXIT),), forks=1))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, tools={"enabled": ["write"]},
+                                      model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "go")
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=60))
+    assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
+    assert events[-1].generation > events[0].generation  # a replacement ended the turn
+    wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    return ws, events, ask_authority(actor_system, "agent/ledger", GetEntry("s1/t1/e0"))
+
+
+def test_a_runtime_lost_after_its_write_ran_is_replaced_and_the_write_settled_ok_by_looking(actor_system,
+                                                                                             tmp_path):
+    ws, events, entry = lost_at(actor_system, tmp_path, "effect.ran")
+    assert (entry.status.value, entry.settled_by) == ("ok", "reconciler:file_write"), entry
+    assert entry.evidence["intent"]["path"] == str(ws / "out.txt") and "meant to leave" in entry.evidence["finding"]
+    assert (ws / "out.txt").read_text() == "written once\n"
+    assert [e.data["status"] for e in events if e.kind == "tool_result"][-1] == "ok"  # the model was told it ran
+
+
+def test_a_runtime_lost_before_its_write_ran_is_replaced_and_the_write_settled_failed(actor_system, tmp_path):
+    ws, events, entry = lost_at(actor_system, tmp_path, "effect.started")
+    assert (entry.status.value, entry.settled_by) == ("failed", "reconciler:file_write"), entry
+    assert "writing again is safe" in entry.evidence["finding"]
+    assert not (ws / "out.txt").exists()  # nothing was written, and the replacement did not run it either
+    assert [e.data["status"] for e in events if e.kind == "tool_result"][-1] == "failed"
