@@ -9,6 +9,18 @@ own (one job at a time, so two jobs never interleave their reads and writes of t
 An answer is matched by its sender (the address asked); an ask that is not answered within its
 timeout resumes the job with :class:`TimedOut`. A job that raises crashes the worker — let it crash:
 the supervisor restarts the coordinator and recovery reads the durable record back.
+
+**Watched asks.** Thespian tells nobody but its supervisor that an actor died, so an ask to a dead
+runtime waits out its whole timeout — and, one job at a time, so does everything else, recovery
+included (a runtime killed during an ``AckOutput`` cost 10 s, then 2 s of drain). An ask may carry a
+:class:`Watch`: every ``every_s`` without an answer, its ``check`` (the execution supervisor's
+``which_child``) is asked whether the one asked still lives; when it does not, the job is resumed
+with :class:`Gone` (a :class:`TimedOut`, so code that handles a timeout handles it). The supervisor
+is the truth the coordinator's heartbeat and recovery already use, so "gone" here never disagrees
+with what recovery then finds. The ask is sent once (a repeated ``SendText`` would run the turn
+twice); only the check repeats. While a check is out the job is not resumed — an answer of the one
+asked (or its timeout) is held until the check is answered — so no check's answer is left behind
+to be taken for the answer of the job's next ask to the supervisor (answers carry no correlation id).
 """
 
 from __future__ import annotations
@@ -26,10 +38,21 @@ ASK_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
+class Watch:
+    """How an ask finds out that the one asked is gone (see "Watched asks" above): ``check`` is asked every
+    ``every_s`` without an answer, and ``alive`` judges its answer (an unanswered check judges nothing)."""
+
+    check: Ask
+    alive: Callable[[Any], bool]
+    every_s: float = 1.0
+
+
+@dataclass(frozen=True)
 class Ask:
     address: Any
     message: Any
     timeout_s: float = ASK_TIMEOUT_S
+    watch: Watch | None = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +60,13 @@ class TimedOut:
     """Nothing answered ``message`` within its timeout."""
 
     message: Any
+
+
+@dataclass(frozen=True)
+class Gone(TimedOut):
+    """The one asked ``message`` is gone: its watch's check answered ``found`` (the ask will never be answered)."""
+
+    found: Any = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +80,21 @@ class OffThread:
 @dataclass(frozen=True)
 class _AskTimer:
     token: int
+
+
+@dataclass(frozen=True)
+class _CheckTimer:
+    """Time to ask the watched ask's check (a slice went by without an answer)."""
+
+    token: int
+
+
+@dataclass(frozen=True)
+class _CheckTimeout:
+    """The check asked at the ``check``-th slice of the ask ``token`` has had its whole timeout."""
+
+    token: int
+    check: int
 
 
 Job = Generator[Ask | OffThread, Any, None]
@@ -68,6 +113,10 @@ class Jobs:
         self._job: Job | None = None
         self._asked: Ask | None = None
         self._token = 0
+        self._checks = 0  # checks asked for the running ask (a timer names the one it is for)
+        self._checking = False  # a check of the running ask's watch is out, unanswered
+        self._held: tuple[Any] | None = None  # the asked's answer, come while the check was out
+        self._expired = False  # the ask's timeout, come while the check was out
 
     @property
     def busy(self) -> bool:
@@ -81,18 +130,58 @@ class Jobs:
 
     def offer(self, message: Any, sender: Any) -> bool:
         """An answer (or an ask timer): resume the job waiting for it; False if nothing waits for it."""
-        if isinstance(message, _AskTimer):
-            if self._asked is None or message.token != self._token:
+        asked = self._asked
+        if isinstance(message, _AskTimer | _CheckTimer | _CheckTimeout):
+            if asked is None or message.token != self._token:
                 return True  # a timer of an ask answered long ago
-            self._resume(TimedOut(self._asked.message))
+            if isinstance(message, _CheckTimer):
+                self._check(asked)
+            elif isinstance(message, _CheckTimeout):
+                if self._checking and message.check == self._checks:  # the check itself went unanswered
+                    self._checking = False
+                    self._checked(asked, None)
+            elif self._checking:
+                self._expired = True  # resumed once the check is answered (see "Watched asks")
+            else:
+                self._resume(TimedOut(asked.message))
             return True
-        if self._asked is None or sender != self._asked.address:
+        if asked is None:
             return False
-        self._resume(message)
-        return True
+        if sender == asked.address:
+            if not self._checking:
+                self._resume(message)
+            elif self._held is None:
+                self._held = (message,)
+            return True
+        if self._checking and asked.watch is not None and sender == asked.watch.check.address:
+            self._checking = False
+            self._checked(asked, message)
+            return True
+        return False
+
+    def _check(self, asked: Ask) -> None:
+        """Ask the watch's check whether the one asked still lives (see "Watched asks")."""
+        assert asked.watch is not None
+        self._checks += 1
+        self._checking = True
+        self._send(asked.watch.check.address, asked.watch.check.message)
+        self._wakeup(timedelta(seconds=asked.watch.check.timeout_s), _CheckTimeout(self._token, self._checks))
+
+    def _checked(self, asked: Ask, found: Any) -> None:
+        """The check answered ``found`` (None: it did not answer in time): resume the job, or watch on."""
+        assert asked.watch is not None
+        if self._held is not None:
+            self._resume(self._held[0])
+        elif found is not None and not asked.watch.alive(found):
+            log.info("asked %s of %s: gone (%r)", type(asked.message).__name__, asked.address, found)
+            self._resume(Gone(asked.message, found))
+        elif self._expired:
+            self._resume(TimedOut(asked.message))
+        else:
+            self._wakeup(timedelta(seconds=asked.watch.every_s), _CheckTimer(self._token))
 
     def timer_payload(self, payload: Any) -> bool:
-        return isinstance(payload, _AskTimer)
+        return isinstance(payload, _AskTimer | _CheckTimer | _CheckTimeout)
 
     def _next(self) -> None:
         while self._job is None and self._queue:
@@ -108,6 +197,7 @@ class Jobs:
 
     def _resume(self, value: Any, error: BaseException | None = None) -> None:
         assert self._job is not None
+        self._checking, self._held, self._expired = False, None, False
         while True:
             self._asked = None
             try:
@@ -133,6 +223,9 @@ class Jobs:
         self._asked = ask
         self._send(ask.address, ask.message)
         self._wakeup(timedelta(seconds=ask.timeout_s), _AskTimer(self._token))
+        if ask.watch is not None:
+            assert ask.watch.check.address != ask.address, "a check's answer must be told from the ask's"
+            self._wakeup(timedelta(seconds=ask.watch.every_s), _CheckTimer(self._token))
 
 
-__all__ = ["ASK_TIMEOUT_S", "Ask", "Job", "Jobs", "OffThread", "TimedOut"]
+__all__ = ["ASK_TIMEOUT_S", "Ask", "Gone", "Job", "Jobs", "OffThread", "TimedOut", "Watch"]
