@@ -33,7 +33,10 @@ is the adoption case), whereas a runtime's death must — so the runtime owns it
 
 **Liveness.** Thespian does not tell an actor that a non-child died, so while attached the
 coordinator asks the execution supervisor every :data:`HEARTBEAT_S` about the runtime's child: a
-new generation or another status means the runtime is gone, and recovery runs.
+new generation or another status means the runtime is gone, and recovery runs. The heartbeat runs only between
+jobs, so an ask to the runtime asks the same question itself while it goes unanswered (a watched ask,
+:mod:`.calls`, :meth:`.runtimes.RuntimeLink._runtime_ask`): a runtime that dies while asked ends the job within
+about a second and recovery follows at once, not after the ask's timeout.
 
 **Pushed publication, with a slow poll as a safety net.** The runtime is opened with this coordinator as its
 subscriber (:data:`.runtimes.PUSH`): it posts an ``OutputReady`` carrying each event it emits, and the post
@@ -283,7 +286,7 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
                 attached.token = int(lease.get("fencing_token") or 0)
             self.answered_asks = [d for _, d in self._turn_context(record).approvals]
             if runtimes.PUSH:  # its pushes went to the dead incarnation that opened it: from now on to this one
-                yield Ask(attached.address, SubscribeOutput(self.myAddress), 10.0)
+                yield self._runtime_ask(SubscribeOutput(self.myAddress), 10.0)  # gone: the drain finds it
             self._want_publish()  # drain whatever lies beyond the committed cursor
             self._poll()
             status = found[2]
@@ -316,7 +319,8 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
             match = next((c for c in children if c.generation == record.runtime.generation), None)
         if match is None or match.status != "running" or match.address is None:
             return recovery.Probe(), None
-        status = yield Ask(match.address, RuntimeStatusRequest(), 5.0)
+        status = yield self._runtime_ask(RuntimeStatusRequest(), 5.0,
+                                         to=_Attached(match.address, match.id, "", record.runtime.generation))
         if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id:
             return recovery.Probe(), None
         return recovery.Probe(status.runtime_id, status.generation), (match.address, match.id, status)
@@ -383,8 +387,9 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
             if drain:
                 yield from self._publish(drain=True)
                 committed = self.record.committed_cursor if self.record is not None else 0
-                if self.attached is not None and committed > self._acked():  # the lazy ack (see .publishing)
-                    yield from self._ack(committed)
+                # the lazy ack (see .publishing); False: the runtime died while asked, so recovery runs now
+                if self.attached is not None and committed > self._acked() and not (yield from self._ack(committed)):
+                    yield from self._heartbeat(drain=False)
             return
         log.warning("%s: runtime %s (generation %s) is gone: %r", self.path, attached.runtime_id,
                     attached.generation, info)

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ...core import faults
 from ...core.errors import CommitOutcomeUnknown
 from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
-from .calls import Ask, Job, OffThread
+from .calls import Ask, Gone, Job, OffThread
 from .messages import Committed
 from .publication import Abandon, CursorError, Reconcile, after_commit, plan
 from .trace import mark
@@ -74,6 +75,7 @@ class Publisher:
         def _read(self) -> SessionRecord: ...
         def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
         def _heartbeat(self, drain: bool = True) -> Job: ...
+        def _runtime_ask(self, message: Any, timeout_s: float = ..., to: _Attached | None = None) -> Ask: ...
         def _close_runtime(self, settle: bool = True) -> Job: ...
         def _check_waits(self) -> Job: ...
         def _last_turn(self, record: SessionRecord) -> bool: ...
@@ -103,12 +105,16 @@ class Publisher:
         runtime, cursor = self.acked
         return cursor if self.attached is not None and runtime == self.attached.runtime_id else -1
 
-    def _ack(self, cursor: int) -> Job:
+    def _ack(self, cursor: int) -> Generator[Ask | OffThread, Any, bool]:
+        """Ack ``cursor``; False when the runtime died while asked (:class:`.calls.Gone`): recovery is due."""
         assert self.attached is not None
-        yield Ask(self.attached.address, AckOutput(cursor))
+        answer = yield self._runtime_ask(AckOutput(cursor))
+        if isinstance(answer, Gone):
+            return False
         self.acked = (self.attached.runtime_id, max(self._acked(), cursor))
         mark("acked", cursor)
         faults.point(ACKED)
+        return True
 
     def _publish(self, drain: bool | None = None) -> Job:
         """Checkpoint → nudge the directory → ack, until the runtime has nothing more (see the module docstring).
@@ -127,8 +133,8 @@ class Publisher:
                 return  # everything pushed is checkpointed: nothing to drain
             if batch is None:
                 mark("drain_tx", record.committed_cursor)
-                batch = yield Ask(self.attached.address, DrainOutput(after=record.committed_cursor,
-                                                                     limit=DRAIN_LIMIT), DRAIN_TIMEOUT_S)
+                batch = yield self._runtime_ask(DrainOutput(after=record.committed_cursor, limit=DRAIN_LIMIT),
+                                                DRAIN_TIMEOUT_S)
                 mark("drain_rx", f"{len(getattr(batch, 'events', ()))} {getattr(batch, 'produced', '?')}")
                 drain = False
             if not isinstance(batch, Batch):
@@ -177,8 +183,10 @@ class Publisher:
             if not settled and then is None and 0 <= self._acked() > step.ack - ACK_EVERY:
                 drain = batch.more and self._pushed_batch(step.ack) is None
                 continue  # the ack waits (see above); the loop's head ends the job when all is checkpointed
-            yield from self._ack(step.ack)
-            if settled:
+            if not (yield from self._ack(step.ack)) and not settled and then is None:
+                yield from self._heartbeat(drain=False)  # it died mid-turn while asked: recovery now
+                return
+            if settled:  # a runtime gone after the commit is closed all the same: its lease is released
                 yield from self._close_runtime()
                 if then is Event.COMPLETE:
                     self.stop()  # the session is history: a transient child that ends normally is not restarted

@@ -5,6 +5,17 @@ asking that supervisor (``AdminCall("start_child")``), never by the coordinator 
 holds the node's LMDB environment and must not fork. The runtime is the workspace lease's owner, so
 its death — not the coordinator's — turns the lease into a reservation; the lease's capability is
 kept durably (:func:`.configs.put_lease`) so a replacement can reclaim it (:meth:`RuntimeLink._reclaim`).
+
+**Every ask to a runtime is watched** (:meth:`RuntimeLink._runtime_ask`, :class:`.calls.Watch`): each
+:data:`WATCH_S` without an answer, the execution supervisor is asked whether the runtime's child is still that
+generation, running — the question the heartbeat asks — and a gone runtime ends the wait with
+:class:`.calls.Gone` at once, instead of after the ask's timeout (seconds during which no other job, recovery
+included, runs). Only unanswered asks cost a check: a live runtime answers within milliseconds. The supervisor,
+not the runtime's pid, is the truth on purpose: recovery asks the supervisor too, so it finds what the watch found
+(a pidfd could fire before the supervisor has handled the exit, and recovery would then probe a child it still
+calls running).
+A watched ask that finds its runtime gone changes nothing the job would not have done on a timeout: a close still
+releases the lease (the workspace may have made it a reservation by then; the next lease reclaims it).
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from ...core import faults
 from ...core.generation_text import format_generation
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
-from .calls import Ask, Job, OffThread, TimedOut
+from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
@@ -34,6 +45,7 @@ NAP_S = 0.5
 START_ATTEMPTS = 3  # runtimes that may die while opening one turn before the turn fails
 OPEN_SLICE_S = 2.0  # how long an open waits before asking whether its runtime still lives
 OPEN_TIMEOUT_S = 30.0  # an open that a live runtime does not answer in this time fails the turn
+WATCH_S = 1.0  # how long an ask to a runtime waits before asking its supervisor whether it still lives
 log = logging.getLogger("ouroactors.coordinator")
 # Named boundaries for crash enumeration; free unless a plan is armed.
 RUNTIME_STARTED = faults.register_point("coordinator.runtime_started", "a runtime child started and located, no lease")
@@ -80,6 +92,18 @@ class RuntimeLink:
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask: ...
         def _poll(self) -> None: ...
+
+    def _watch(self, key: str, generation: int) -> Watch:
+        """Is the execution child ``key`` still generation ``generation``, running? (See the module docstring.)"""
+        def alive(info: Any) -> bool:
+            return getattr(info, "generation", None) == generation and getattr(info, "status", None) == "running"
+        return Watch(self._execution(AdminCall("which_child", key), 10.0), alive, WATCH_S)
+
+    def _runtime_ask(self, message: Any, timeout_s: float = ASK_TIMEOUT_S, to: _Attached | None = None) -> Ask:
+        """An ask to runtime ``to`` (the one attached by default), watched: :class:`.calls.Gone` when it dies."""
+        runtime = to if to is not None else self.attached
+        assert runtime is not None
+        return Ask(runtime.address, message, timeout_s, self._watch(runtime.key, runtime.generation))
 
     def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                        answered: tuple[str, ...] = (), tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]:
@@ -218,13 +242,14 @@ class RuntimeLink:
         info = yield self._execution(AdminCall("which_child", where["key"]), 10.0)
         if getattr(info, "status", None) != "running" or getattr(info, "generation", None) != where["generation"]:
             return
-        status = yield Ask(info.address, RuntimeStatusRequest(), 5.0)
+        stray = _Attached(info.address, where["key"], "", where["generation"])
+        status = yield self._runtime_ask(RuntimeStatusRequest(), 5.0, to=stray)
         if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id or not status.open:
             return
         # A waiting session's turn is re-run once the wait ends: the dead coordinator was closing this runtime
         # with the turn unsettled, and so does this one (settling it as interrupted would end the turn).
         waiting = self.record is not None and self.record.state.wait is not None
-        yield Ask(info.address, CloseSession(settle=not waiting), 10.0)
+        yield self._runtime_ask(CloseSession(settle=not waiting), 10.0, to=stray)
         lease = get_lease(self.store, self.session_id)
         if lease is not None and lease.get("capability"):
             released = yield self._authority("workspace", Release(lease["lease_id"], lease["capability"]))
@@ -251,7 +276,7 @@ class RuntimeLink:
 
     def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]:
         assert self.attached is not None
-        return (yield Ask(self.attached.address, SendText(text)))
+        return (yield self._runtime_ask(SendText(text)))
 
     def _close_runtime(self, settle: bool = True) -> Job:
         """Close the attached runtime and release its lease; ``settle`` False leaves a running turn unsettled
@@ -259,7 +284,7 @@ class RuntimeLink:
         attached, self.attached = self.attached, None
         if attached is None:
             return
-        yield Ask(attached.address, CloseSession(settle), 10.0)
+        yield self._runtime_ask(CloseSession(settle), 10.0, to=attached)  # gone: its lease is released all the same
         faults.point(RUNTIME_CLOSED)
         if attached.lease_id is not None:
             released = yield self._authority("workspace", Release(attached.lease_id, attached.capability))
@@ -271,4 +296,4 @@ class RuntimeLink:
             self.released_lease = lease_id
 
 
-__all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "RuntimeLink"]
+__all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "WATCH_S", "RuntimeLink"]
