@@ -97,7 +97,8 @@ def _print_view(view: Any) -> None:
     rows = [("session", view.session_id), ("state", view.state), ("state version", str(view.state_version)),
             ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
             ("principal", view.principal), ("rejected events", str(view.rejections)),
-            ("waits on", ", ".join(view.waits) or "-")]
+            ("waits on", ", ".join(view.waits) or "-"),
+            ("pinned", ", ".join(f"{k} {v}" for k, v in (getattr(view, "pinned", None) or {}).items()) or "-")]
     for key, value in rows:
         console.print(f"{key:>17}: {value}", markup=False, highlight=False)
 

@@ -156,3 +156,23 @@ def test_a_replacement_waits_for_its_reconcilers_and_parks_on_what_they_could_no
     assert entering(new_record(state=State.RECOVERING), parked)[-1][0] is Event.PARK  # parked from recovering
     for other in (Decision(Action.ADOPT), Decision(Action.IDLE), Decision(Action.NONE)):
         assert reconciled(other, ("e1",)) is other  # only a replacement is held back by what is unsettled
+
+
+def test_a_session_pinned_to_a_workflow_this_code_does_not_provide_parks_instead_of_being_replaced() -> None:
+    from ouroactors.runtime.coordinator.record import PinnedVersions
+
+    def pinned(workflow: str):
+        return new_record(state=State.RUNNING, runtime=RT, last_generation=3,
+                          pinned=PinnedVersions(prompt="p", model="m", tools="t", workflow=workflow, policy="x"))
+
+    old = decide(pinned("turn-loop/1"), commit=Commit.SETTLED, effects=(), probe=Probe(), reservation=Reservation.NONE,
+                 provided=("turn-loop/2",))
+    assert (old.action, old.reason) == (Action.PARK, ParkReason.WORKFLOW_UNAVAILABLE)
+    assert "'turn-loop/1'" in old.detail and "'turn-loop/2'" in old.detail
+    for workflow in ("turn-loop/2", "default"):  # provided, or pinned before versions were (this code's)
+        ok = decide(pinned(workflow), commit=Commit.SETTLED, effects=(), probe=Probe(), reservation=Reservation.NONE,
+                    provided=("turn-loop/2",))
+        assert ok.action is Action.REPLACE, workflow
+    live = decide(pinned("turn-loop/1"), commit=Commit.SETTLED, effects=(), probe=Probe("rt-1", 3),
+                  reservation=Reservation.NONE, provided=("turn-loop/2",))
+    assert live.action is Action.ADOPT  # a live runtime of the expected identity is adopted: it runs its own code

@@ -66,6 +66,7 @@ from ...core.errors import BadRequest, CorruptRecord, OuroactorsError
 from ...supervision.generations import epoch_of
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
+from ..execution import versions
 from ..execution.messages import (
     OutputReady,
     RuntimeStatus,
@@ -268,7 +269,7 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
             proof = lease is not None and lease.get("lease_id") == record.workspace.lease_id and lease.get("capability")
             reservation = recovery.Reservation.RECLAIMABLE if proof else recovery.Reservation.NOT_RECLAIMABLE
         decision = recovery.decide(record, commit=recovery.Commit.SETTLED, effects=effects, probe=probe,
-                                   reservation=reservation)
+                                   reservation=reservation, provided=versions.PROVIDED)
         log.info("%s: recovery of %s: %s %s", self.path, self.session_id, decision.action.value, decision.detail)
         for event, changes in recovery.entering(record, decision):
             record = self._transition(record, event, **changes)

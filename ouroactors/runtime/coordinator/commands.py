@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
+from ..execution import versions
 from ..execution.messages import SteerTurn
+from . import recovery
 from .calls import Ask, Job, OffThread
 from .messages import (
     ApprovalAnswered,
@@ -105,6 +107,9 @@ class Commands:
 
     def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
+        if not versions.provides(record.pinned.workflow):  # refused before anything changes: see .versions
+            unavailable = versions.WorkflowUnavailable(self.session_id, record.pinned.workflow, versions.PROVIDED)
+            return Rejected(self.session_id, recovery.ParkReason.WORKFLOW_UNAVAILABLE.value, str(unavailable))
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
                             channel=request.channel, tenant=record.tenant, actor=request.principal,

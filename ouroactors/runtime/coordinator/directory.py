@@ -43,6 +43,7 @@ from thespian.actors import WakeupMessage
 from ...core.errors import BadRequest, OuroactorsError
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
+from ..execution import versions
 from ..execution.config import parse_session_config
 from .calls import Ask, Job, Jobs, TimedOut
 from .configs import get_config, put_config
@@ -176,14 +177,21 @@ class Sessions(Sweeper, Worker):
                                      f"not {type(request.config).__name__}")
             config = parse_session_config(request.config, f"session {request.session_id}")
             pins = config.pins
+            try:  # the workflow version is pinned as it is now (``default``: this code's), never left to resolve later
+                workflow = versions.check(request.session_id, pins.workflow)
+            except versions.WorkflowUnavailable as exc:
+                raise DirectoryError(f"session {request.session_id!r}: pins.workflow: got {pins.workflow!r}; "
+                                     f"allowed: {', '.join(repr(v) for v in (versions.DEFAULT, *exc.provided))}"
+                                     ) from None
             record = SessionRecord(
                 session_id=request.session_id, node=self.node, state=State.SUSPENDED, state_version=0, revision=0,
                 pinned=PinnedVersions(prompt=pins.prompt, model=pins.model, tools=pins.tool_set,
-                                      workflow=pins.workflow, policy=pins.policy),
+                                      workflow=workflow, policy=pins.policy),
                 principal=request.principal, tenant=request.tenant, channels=(request.channel,))
             if self.store.get(request.session_id) is not None:
                 raise SessionExists(request.session_id)
-            put = put_config(self.store, request.session_id, dict(request.config))
+            stored = {**request.config, "pins": {**(request.config.get("pins") or {}), "workflow": workflow}}
+            put = put_config(self.store, request.session_id, stored)
             if put.kind != "committed":
                 raise DirectoryError(f"session {request.session_id!r}: its configuration was not stored: {put}")
             created = self.store.create(record)

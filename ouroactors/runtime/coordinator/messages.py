@@ -226,6 +226,7 @@ class SessionView:
     updated_ns: int
     rejections: int = 0
     waits: tuple[str, ...] = ()  # what a waiting session waits on ("timer timer.v3 due_ns=…", "approval …")
+    pinned: dict[str, str] | None = None  # the versions it runs under: prompt, model, tools, workflow, policy
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ unsettled effects (:class:`Effect`), what answered when the expected runtime was
  5   the expected runtime answers (id + generation)  ADOPT: reattach, drain after the cursor
  6   an ambiguous or unsettled effect, no reconciler PARK ``ambiguous_effect``
  7   reservation held by another / unauthenticated   PARK ``reservation_not_reclaimable``
- 8   otherwise                                       REPLACE: reconcile the listed effects,
+ 8   pinned to a workflow version this code does     PARK ``workflow_unavailable`` (a replacement
+     not provide (:mod:`..execution.versions`)       would run another orchestration over it)
+ 9   otherwise                                       REPLACE: reconcile the listed effects,
                                                      reclaim the reservation, start generation
                                                      ``last_generation + 1`` from the cursor
 ===  ==============================================  ==========================================
@@ -42,6 +44,7 @@ from enum import Enum
 from typing import Any
 
 from ...core.generation_text import format_generation
+from ..execution import versions
 from .record import RuntimeAttachment, SessionRecord
 from .workflow import Event, State, is_terminal
 
@@ -95,6 +98,7 @@ class ParkReason(str, Enum):
     WRONG_GENERATION = "wrong_generation"
     AMBIGUOUS_EFFECT = "ambiguous_effect"
     RESERVATION_NOT_RECLAIMABLE = "reservation_not_reclaimable"
+    WORKFLOW_UNAVAILABLE = "workflow_unavailable"
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ def _park(reason: ParkReason, detail: str) -> Decision:
 
 
 def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...], probe: Probe,
-           reservation: Reservation) -> Decision:
+           reservation: Reservation, provided: tuple[str, ...] | None = None) -> Decision:
     """The recovery decision for ``record`` (the table in the module docstring)."""
     if is_terminal(record.state):
         return Decision(Action.NONE, detail=f"session is {record.state.value}")
@@ -142,6 +146,10 @@ def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...]
     if reservation is Reservation.NOT_RECLAIMABLE:
         lease = record.workspace.lease_id if record.workspace else None
         return _park(ParkReason.RESERVATION_NOT_RECLAIMABLE, f"workspace reservation {lease!r} cannot be reclaimed")
+    if provided is not None and record.pinned.workflow not in (versions.DEFAULT, *provided):
+        return _park(ParkReason.WORKFLOW_UNAVAILABLE, f"the session is pinned to workflow "
+                                                       f"{record.pinned.workflow!r}; this code provides "
+                                                       f"{', '.join(repr(p) for p in provided)}")
     return Decision(Action.REPLACE, generation=record.last_generation + 1, drain_after=record.committed_cursor,
                     reconcile=tuple(e.effect_id for e in effects), reclaim=reservation is Reservation.RECLAIMABLE,
                     detail="no live runtime of the expected identity: replace from the checkpoint")

@@ -14,7 +14,8 @@ def view_of(record: SessionRecord, rejections: int = 0) -> SessionView:
                        generation=runtime.generation if runtime else None, reason=record.reason,
                        principal=record.principal, updated_ns=record.updated_ns, rejections=rejections,
                        waits=tuple(f"{w.kind} {w.wait_id}" + (f" due_ns={w.due_ns}" if w.due_ns is not None else "")
-                                   for w in record.waits))
+                                   for w in record.waits),
+                       pinned=dict(record.pinned.__dict__))
 
 
 __all__ = ["view_of"]

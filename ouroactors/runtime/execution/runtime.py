@@ -55,7 +55,7 @@ from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
 from ..coordinator.trace import mark
 from ..sandbox import SandboxMode
-from . import reading, timing
+from . import reading, timing, versions
 from .bridge import Outbox, TrioThread
 from .config import SessionConfig, parse_session_config
 from .effects import EffectSettings, LiveEffects
@@ -234,6 +234,7 @@ class Runtime(Worker):
             raise AlreadyOpen(f"this runtime serves session {self.live.session!r}")
         assert self.context is not None
         config = parse_session_config(message.config, f"session {message.session_id}")
+        versions.check(message.session_id, config.pins.workflow)  # the workflow it was pinned to, or refused
         root = self._leased_root(message.session_id, message.lease_id, config)
         provider = make_provider(config.model, on_retry=lambda notice: self.events.write(
             "model_retry", None, {"session": message.session_id, "attempt": notice.attempt,
