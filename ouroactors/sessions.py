@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .authorities.asking import ask_authority
+from .authorities.asking import ask_authority, current_generation
 from .core.errors import OuroactorsError
 from .runtime.coordinator.messages import (
     ApprovalAnswered,
@@ -60,6 +60,7 @@ from .runtime.coordinator.record import PublishedEvent
 
 DIRECTORY = "agent/sessions"
 GRANTS = "agent/grants"
+LEDGER = "agent/ledger"
 ASK_TIMEOUT_S = 60.0
 FOLLOW_WAIT_S = 5.0
 STREAM_SLACK_S = 2.0  # how long past its end a stream may stay quiet before it counts as lost
@@ -256,3 +257,39 @@ class Sessions:
         if isinstance(nudged, Rejected):
             raise SessionRejected(nudged.session_id, nudged.code, nudged.detail)
         return answered
+
+    # -- compensation (the operator path) ------------------------------------------------------------------
+
+    def compensate(self, effect_id: str, reason: str) -> Any:
+        """Undo a file write (``write``/``edit``) of a session that holds no runtime, as the data dir's operator:
+        the file back to its content from before (kept in the data dir), recorded in the ledger as a
+        ``compensation`` effect of its own — started before the file is touched, settled after. Refused, with
+        nothing changed, when the file changed since the write or its pre-image was not kept (see
+        :mod:`ouroactors.runtime.execution.tools.compensation`). Answers the compensation's settled entry."""
+        from .authorities.grants.operators import read_credentials
+        from .authorities.ledger.domain import StartRequest, fingerprint
+        from .authorities.ledger.messages import GetEntry, RecordSettled, RecordStarted
+        from .runtime.execution.tools import compensation
+
+        who, _ = read_credentials(self.data_dir)  # the operator the data dir names: the principal of the undo
+        entry = ask_authority(self.system, LEDGER, GetEntry(effect_id))
+        if entry.session_id is not None:
+            view = self.show(entry.session_id)
+            if view.state in ("running", "recovering"):
+                raise OuroactorsError(f"session {entry.session_id!r} is {view.state}: its runtime may be writing; "
+                                      "compensate once it is suspended, waiting, parked or ended")
+        plan = compensation.plan(entry, str(self.data_dir))
+        undo = f"compensate:{effect_id}"[:200]
+        # admitted under the authorities as they are now, like any effect (the ledger refuses a stale snapshot)
+        authority = {name: generation for name in ("storage", "grants", "workspace")
+                     if (generation := current_generation(self.system, f"agent/{name}")) is not None}
+        started = ask_authority(self.system, LEDGER, RecordStarted(StartRequest(
+            effect_id=undo, kind="compensation", idempotency_key=undo,
+            fingerprint=fingerprint("compensation", {"effect": effect_id, "after": plan.after}),
+            principal=f"operator:{who}", session_id=entry.session_id, turn_id=None, call_id=None, authority=authority,
+            grant=f"operator:{who}", cause=reason[:500], intent=plan.intent())))
+        if started.answer != "created":
+            raise OuroactorsError(f"{effect_id} was compensated before ({undo} is {started.entry.status.value})")
+        evidence = compensation.apply(plan)
+        return ask_authority(self.system, LEDGER, RecordSettled(undo, "ok", reason[:500], evidence)).entry
+

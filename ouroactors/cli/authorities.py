@@ -129,6 +129,22 @@ def ledger_settle(data_dir: str, actor_path: str | None, effect_id: str, status:
                   markup=False)
 
 
+@ledger.command("compensate")
+@data_dir_option
+@click.argument("effect_id")
+@click.option("--reason", required=True, help="why the write is undone (recorded)")
+@reports_errors
+def ledger_compensate(data_dir: str, effect_id: str, reason: str) -> None:
+    """Undo a session's file write (write, edit): the file back to its content from before, recorded in the
+    ledger as a compensation; refused, nothing changed, if the file changed since or the session is running."""
+    from ..sessions import Sessions
+
+    entry = Sessions(connect(data_dir)).compensate(effect_id, reason)
+    what = "removed" if entry.evidence.get("removed") else f"restored to {entry.evidence.get('sha256', '')[:12]}"
+    console.print(f"{effect_id}: compensated by {entry.effect_id} ({entry.status.value}): {entry.evidence['path']} "
+                  f"{what}", markup=False)
+
+
 @main.group()
 def approvals() -> None:
     """Durable approvals: list them and answer as a verified operator."""

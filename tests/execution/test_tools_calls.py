@@ -38,6 +38,8 @@ def test_registry_declares_every_tool() -> None:
     assert TOOLS["shell"].reconciler is None  # what a command did cannot be found out: an operator settles it
     for name in ("write", "edit"):  # the ledger looks at the file (the digests the start recorded)
         assert (TOOLS[name].ledger_kind, TOOLS[name].reconciler) == ("file_write", DEFAULT_RECONCILERS["file_write"])
+        assert "ledger compensate" in (TOOLS[name].compensation or "")  # and an operator can undo what they wrote
+    assert all(TOOLS[n].compensation is None for n in ("read", "list", "shell", "http"))
     for name in ("read", "list"):  # changes nothing: the ledger settles them itself after a crash, by default
         assert (TOOLS[name].ledger_kind, TOOLS[name].reconciler) == ("read", DEFAULT_RECONCILERS["read"])
     for tool in TOOLS.values():  # every fingerprint field is a real argument

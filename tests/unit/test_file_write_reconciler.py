@@ -62,9 +62,21 @@ def test_a_link_a_directory_a_relative_path_or_no_intent_is_never_taken_for_a_fi
     assert file_written(lost({"path": str(link), "before": None, "after": new})) is None
     assert file_written(lost({"path": str(tmp_path), "before": None, "after": new})) is None
     assert file_written(lost({"path": "out.txt", "before": None, "after": new})) is None
-    assert file_written(lost({"path": str(target), "before": None})) is None  # no digest to compare with
+    assert file_written(lost({"path": str(target), "before": None})) is None  # nothing to tell apart
+    assert file_written(lost({"path": str(target), "before": None, "after": 7})) is None
     assert file_written(lost(None)) is None
 
 
 def test_every_ledger_has_it_for_file_writes():
     assert DEFAULT_RECONCILERS["file_write"] == "ouroactors.authorities.ledger.reconcilers:file_written"
+
+
+def test_a_compensation_that_removes_a_created_file_is_settled_by_the_same_check(tmp_path):
+    path = tmp_path / "made.txt"
+    removal = {"path": str(path), "before": sha(b"x"), "after": None}
+    verdict = file_written(lost(removal))
+    assert verdict is not None and verdict.status == "ok" and "gone" in verdict.evidence["finding"]
+    path.write_bytes(b"x")
+    verdict = file_written(lost(removal))
+    assert verdict is not None and verdict.status == "failed"
+    assert DEFAULT_RECONCILERS["compensation"] == DEFAULT_RECONCILERS["file_write"]

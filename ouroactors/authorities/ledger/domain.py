@@ -44,6 +44,7 @@ TERMINAL = (Status.OK, Status.FAILED, Status.DENIED)
 
 DEFAULT_KINDS = frozenset({
     "tool_call", "read", "shell", "file_write", "http_request", "inference", "permission", "approval", "example",
+    "compensation",
 })
 RESTARTED_BEFORE_SETTLEMENT = "runtime restarted before settlement"
 INTENT = "intent"  # the evidence key a start's intent is kept under (see StartRequest.intent)

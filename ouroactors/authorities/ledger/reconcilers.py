@@ -50,14 +50,16 @@ def file_written(entry: Entry) -> Verdict | None:
     if not isinstance(intent, dict):
         return None
     path, before, after = intent.get("path"), intent.get("before"), intent.get("after")
-    if not isinstance(path, str) or not os.path.isabs(path) or not isinstance(after, str):
+    # ``after`` None: the effect removes the file (a compensation of a write that created it)
+    if not isinstance(path, str) or not os.path.isabs(path) or not isinstance(after, str | None) or before == after:
         return None
     now = _digest(path)
     if now is _UNREADABLE:
         return None
     finding = {"reconciled": True, "effect_class": "write", "path": path, "sha256_now": now}
     if now == after:
-        return Verdict("ok", {**finding, "finding": "the file holds the content the write meant to leave"})
+        done = "the file holds the content the write meant to leave" if after else "the file is gone, as meant"
+        return Verdict("ok", {**finding, "finding": done})
     if now == before:
         gone = "there is still no file" if now is None else "the file is as it was before the write"
         return Verdict("failed", {**finding, "finding": f"{gone}: the write did not happen; writing again is safe"})
@@ -90,6 +92,8 @@ def _digest(path: str) -> str | object | None:
         os.close(fd)
 
 
-DEFAULT_RECONCILERS = {READ_KIND: f"{__name__}:nothing_to_reconcile", FILE_WRITE_KIND: f"{__name__}:file_written"}
+# A compensation (``ouroactors ledger compensate``) is a file write back to the content from before: the same check.
+DEFAULT_RECONCILERS = {READ_KIND: f"{__name__}:nothing_to_reconcile", FILE_WRITE_KIND: f"{__name__}:file_written",
+                       "compensation": f"{__name__}:file_written"}
 
 __all__ = ["DEFAULT_RECONCILERS", "FILE_WRITE_KIND", "READ_KIND", "file_written", "nothing_to_reconcile"]

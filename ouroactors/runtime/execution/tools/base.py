@@ -207,6 +207,7 @@ class Tool(ABC, Generic[A]):
     fingerprint_fields: ClassVar[tuple[str, ...]]
     ledger_kind: ClassVar[str] = "tool_call"  # the ledger effect kind its starts are recorded under
     reconciler: ClassVar[str | None] = None  # "module:function" as the ledger's ``reconcilers`` config takes it
+    compensation: ClassVar[str | None] = None  # how an effect that ran is undone, when retrying cannot (None: it isn't)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.Args.model_json_schema())

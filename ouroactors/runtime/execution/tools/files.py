@@ -31,12 +31,14 @@ from pydantic import Field
 from ....authorities.grants.rules import Effect, Request
 from ._paths import PathRefused, Target, close_quietly, open_dir, open_in, resolve_dir, resolve_file
 from .base import Tool, ToolArgs, ToolContext, ToolError, ToolOutcome, ToolRefused, cap_bytes, clean_text
+from .compensation import MAX_PREIMAGE_BYTES, preimage_evidence
 
 READ_SCAN_BYTES = 8 * 1024 * 1024  # read never looks further into a file than this
 EDIT_MAX_BYTES = 8 * 1024 * 1024  # edit refuses larger files (it must hold the whole text)
 WRITE_MAX_BYTES = 8 * 1024 * 1024
 LIST_MAX_ENTRIES = 10_000
 RECONCILER = "ouroactors.authorities.ledger.reconcilers:file_written"  # settles a lost write by looking at the file
+COMPENSATION = "ouroactors ledger compensate EFFECT: the content from before the write, kept in the data dir"
 LIST_SCAN_LIMIT = 100_000  # entries read from one directory at most
 LIST_MAX_DEPTH = 32  # levels a recursive listing descends
 
@@ -206,6 +208,7 @@ class WriteTool(Tool[WriteArgs]):
     fingerprint_fields = ("path", "content", "make_dirs")
     ledger_kind = "file_write"
     reconciler = RECONCILER
+    compensation = COMPENSATION
 
     def grant_request(self, args: WriteArgs, ctx: ToolContext) -> Request:
         target = resolve_file(args.path, ctx.root, self.name, "plan" if args.make_dirs else "exist")
@@ -226,14 +229,17 @@ class WriteTool(Tool[WriteArgs]):
     def _run(self, args: WriteArgs, ctx: ToolContext, started: float) -> ToolOutcome:
         target = resolve_file(args.path, ctx.root, self.name, "create" if args.make_dirs else "exist")
         data = args.content.encode()
-        durable = _atomic_write(target, ctx.root, self.name, data, _existing_mode(target, self.name))
+        keep_mode = _existing_mode(target, self.name)
+        before = _read_regular(target, ctx.root, self.name, MAX_PREIMAGE_BYTES + 1)[0] if target.exists else None
+        kept = preimage_evidence(ctx.data_dir, before)
+        durable = _atomic_write(target, ctx.root, self.name, data, keep_mode)
         rel = _rel(target.path, ctx.root)
         verb = "replaced" if target.exists else "created"
         return ToolOutcome(status="ok", output=f"{verb} {rel} ({len(data)} bytes)", duration_ms=_ms(started),
                            output_cap_bytes=ctx.output_cap_bytes,
                            evidence={"path": target.path, "written": True, "created": not target.exists,
                                      "bytes_written": len(data), "sha256": _sha256(data),
-                                     "dirs_created": list(target.created), "durable": durable})
+                                     "dirs_created": list(target.created), "durable": durable, **kept})
 
 
 # -- edit -------------------------------------------------------------------------------------------
@@ -271,6 +277,7 @@ class EditTool(Tool[EditArgs]):
     fingerprint_fields = ("path", "old", "new", "replace_all")
     ledger_kind = "file_write"
     reconciler = RECONCILER
+    compensation = COMPENSATION
 
     def grant_request(self, args: EditArgs, ctx: ToolContext) -> Request:
         target = resolve_file(args.path, ctx.root, self.name)
@@ -318,13 +325,14 @@ class EditTool(Tool[EditArgs]):
             raise ToolRefused(self.name, f"{target.path} changed while it was being edited; nothing written",
                               kind="changed_during_edit")
         out = new_text.encode()
+        kept = preimage_evidence(ctx.data_dir, data)
         durable = _atomic_write(target, ctx.root, self.name, out, stat.S_IMODE(st.st_mode))
         replaced = text.count(args.old) if args.replace_all else 1
         return ToolOutcome(status="ok", output=f"edited {_rel(target.path, ctx.root)}: {replaced} replacement(s)",
                            output_cap_bytes=ctx.output_cap_bytes, duration_ms=_ms(started),
                            evidence={"path": target.path, "matches": found, "replacements": replaced,
                                      "written": True, "bytes_written": len(out), "sha256_before": _sha256(data),
-                                     "sha256": _sha256(out), "durable": durable})
+                                     "sha256": _sha256(out), "durable": durable, **kept})
 
 
 # -- list -------------------------------------------------------------------------------------------
