@@ -63,31 +63,32 @@ def test_compensation_puts_the_content_from_before_back_only_while_the_file_hold
 def test_a_write_that_created_the_file_is_compensated_by_removing_it(tmp_path):
     path = tmp_path / "new.txt"
     path.write_bytes(b"x")
-    plan = compensation.plan(entry({"path": str(path), "before": None, "after": sha(b"x")}), str(tmp_path))
+    plan = compensation.plan(entry({"path": str(path), "before": None, "after": sha(b"x")}), str(tmp_path / "data"))
     assert compensation.apply(plan)["removed"] and not path.exists()
 
 
 def test_what_cannot_be_undone_safely_is_refused_by_name_and_nothing_changes(tmp_path):
-    path = tmp_path / "f.txt"
+    path, data_dir = tmp_path / "f.txt", tmp_path / "data"
+    data_dir.mkdir()
     path.write_bytes(b"after")
     intent = {"path": str(path), "before": sha(b"never kept"), "after": sha(b"after")}
     with pytest.raises(CannotCompensate, match="was not kept"):
-        compensation.plan(entry(intent), str(tmp_path))
+        compensation.plan(entry(intent), str(data_dir))
     with pytest.raises(CannotCompensate, match="'shell' effect"):
-        compensation.plan(entry(intent, kind="shell"), str(tmp_path))
+        compensation.plan(entry(intent, kind="shell"), str(data_dir))
     with pytest.raises(CannotCompensate, match="is failed: it did not write"):
-        compensation.plan(entry(intent, status="failed"), str(tmp_path))
+        compensation.plan(entry(intent, status="failed"), str(data_dir))
     with pytest.raises(CannotCompensate, match="recorded no intent"):
-        compensation.plan(entry(None), str(tmp_path))
+        compensation.plan(entry(None), str(data_dir))
     link = tmp_path / "link.txt"
     os.symlink(path, link)
     with pytest.raises(CannotCompensate, match="a link or unreadable"):
-        compensation.plan(entry({**intent, "path": str(link)}), str(tmp_path))
-    forged = tmp_path / "preimages"
+        compensation.plan(entry({**intent, "path": str(link)}), str(data_dir))
+    forged = data_dir / "preimages"
     forged.mkdir()
     (forged / sha(b"before")).write_bytes(b"not what it says")  # a pre-image must hash to its name
     with pytest.raises(CannotCompensate, match="was not kept"):
-        compensation.plan(entry({**intent, "before": sha(b"before")}), str(tmp_path))
+        compensation.plan(entry({**intent, "before": sha(b"before")}), str(data_dir))
     assert path.read_bytes() == b"after"
 
 
@@ -95,3 +96,25 @@ def test_a_preimage_over_the_bound_is_not_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(compensation, "MAX_PREIMAGE_BYTES", 4)
     assert compensation.keep_preimage(str(tmp_path), b"12345") is None
     assert compensation.keep_preimage(str(tmp_path), b"1234") == sha(b"1234")
+
+
+def test_an_intent_naming_a_path_through_a_link_dotdot_or_into_the_data_dir_is_refused_where_it_lands(tmp_path):
+    """Attack: an entry whose intent was forged (or went stale) to point compensation at another file."""
+    data_dir = tmp_path / "data"
+    (data_dir / "preimages").mkdir(parents=True)
+    secret = data_dir / "credentials"
+    secret.write_bytes(b"token")
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "alias").symlink_to(real)
+    (real / "f.txt").write_bytes(b"after")
+    after = sha(b"after")
+    for path in (str(secret), str(tmp_path / "alias" / "f.txt"), f"{real}/../real/f.txt", "real/f.txt",
+                 str(data_dir / "preimages" / "x")):
+        with pytest.raises(CannotCompensate, match=r"not a canonical path|inside the data dir"):
+            compensation.plan(entry({"path": path, "before": None, "after": sha(b"token")}), str(data_dir))
+        with pytest.raises(CannotCompensate, match=r"not a canonical path|inside the data dir"):
+            compensation.plan(entry({"path": path, "before": None, "after": after}), str(data_dir))
+    assert secret.read_bytes() == b"token" and (real / "f.txt").read_bytes() == b"after"
+    assert compensation.plan(entry({"path": str(real / "f.txt"), "before": None, "after": after}),
+                             str(data_dir)).path == str(real / "f.txt")  # the same file, named as it lands: fine

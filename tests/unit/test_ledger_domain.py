@@ -299,3 +299,11 @@ def test_a_starts_intent_is_kept_in_its_evidence_for_its_reconciler_and_through_
                           evidence={"finding": "written"}, by="reconciler:file_write", reconciler=True).entry
     assert found.evidence == {"finding": "written", "intent": intent}
     assert start(None, request()).entry.evidence is None  # no intent, no evidence at start (as before)
+
+
+@pytest.mark.parametrize("intent", [[1], "path", {f"k{i}": i for i in range(17)}, {1: "not a str key"}])
+def test_an_intent_that_is_not_a_small_table_is_refused_at_the_door(intent):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="intent"):
+        request(kind="file_write", intent=intent)

@@ -123,6 +123,18 @@ class Plan:
         return {"path": self.path, "before": self.after, "after": self.before}
 
 
+def _check_target(path: str, data_dir: str, where: str) -> None:
+    """The path an intent names is judged where it lands before anything is read or written: absolute, its
+    directory already canonical (a write's intent names the resolved path; a link or ``..`` in it did not come
+    from one), and never inside the data dir (its credentials, LMDB files and pre-images are not a workspace)."""
+    parent = os.path.dirname(path)
+    if not os.path.isabs(path) or os.path.realpath(parent) != parent or os.path.basename(path) in ("", ".", ".."):
+        raise CannotCompensate(f"{where}: its intent names {path!r}, not a canonical path: not touched")
+    data = os.path.realpath(data_dir)
+    if path == data or path.startswith(data.rstrip("/") + "/"):
+        raise CannotCompensate(f"{where}: its intent names {path!r}, inside the data dir: not touched")
+
+
 def plan(entry: Any, data_dir: str) -> Plan:
     """Decide how to compensate the ledger ``entry``, from the file and the kept pre-image; nothing is written."""
     where = f"effect {entry.effect_id!r}"
@@ -135,6 +147,7 @@ def plan(entry: Any, data_dir: str) -> Plan:
     if not isinstance(intent, dict) or not isinstance(intent.get("path"), str) or not intent.get("after"):
         raise CannotCompensate(f"{where} recorded no intent (path and digests): it cannot be checked, not undone")
     path, before, after = intent["path"], intent.get("before"), intent["after"]
+    _check_target(path, data_dir, where)
     now = _sha(_read_nofollow(path))
     if now != after:
         found = "no file" if now is None else f"content {now[:12]}"
