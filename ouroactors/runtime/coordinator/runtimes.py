@@ -21,11 +21,19 @@ releases the lease (the workspace may have made it a reservation by then; the ne
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import logging
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...authorities.workspace.leases import NotLeaseOwner, NotReservationOwner, ReservationPending
+from ...authorities.workspace.actor import Granted
+from ...authorities.workspace.leases import (
+    LeaseConflict,
+    NotLeaseOwner,
+    NotReservationOwner,
+    ReservationPending,
+)
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
 from ...core.generation_text import format_generation
@@ -52,7 +60,28 @@ RUNTIME_STARTED = faults.register_point("coordinator.runtime_started", "a runtim
 LEASE_KEPT = faults.register_point("coordinator.lease_kept", "the runtime's lease is durable, the runtime not open")
 RUNTIME_OPENED = faults.register_point("coordinator.runtime_opened", "the runtime opened the session, not yet attached")
 ATTACHED = faults.register_point("coordinator.attached", "the record names the runtime, no text sent yet")
+RECLAIMED = faults.register_point("coordinator.reclaimed", "the workspace granted a reclaim, its lease not yet kept")
 RUNTIME_CLOSED = faults.register_point("coordinator.runtime_closed", "the runtime closed, its lease not yet released")
+
+
+def reclaim_request_id(lease: Mapping[str, Any]) -> str:
+    """The idempotency key of every reclaim of ``lease`` (the lease kept beside the record: :func:`.configs.get_lease`).
+
+    Derived, not drawn or numbered, so that a coordinator killed after the workspace committed its reclaim (the
+    answer lost with it) is followed by one that sends the *same* key and finds the lease that reclaim made —
+    the reservation it reclaimed is gone, so the old capability alone proves nothing any more. The kept lease is
+    the durable fact every incarnation shares until a grant is kept in its place; a runtime generation is not: it
+    moves on with every attempt, and a lease the workspace hands over to a key's holder stays keyed by that key, so
+    a key named after a generation (as the acquire path's ``earlier`` is) is lost after a second interrupted attempt.
+    An HMAC under the lease's capability, because the workspace replays a key's lease *with its capability* to
+    whoever presents the key: the key must be as unguessable as a capability, and only whoever already holds this
+    lease's capability — the session's coordinators — can compute it. The lease id makes it one key per lease.
+    """
+    capability = lease.get("capability")
+    if not isinstance(capability, bytes) or not capability:
+        raise CoordinatorError(f"lease {lease.get('lease_id')!r} keeps no capability to reclaim it with")
+    message = b"ouroactors.coordinator.reclaim\0" + str(lease.get("lease_id")).encode()
+    return "reclaim-" + hmac.new(capability, message, hashlib.sha256).hexdigest()
 
 
 class RuntimeLost(CoordinatorError):
@@ -200,6 +229,7 @@ class RuntimeLink:
         A reservation with no lease kept beside the record is one whose grant never reached a coordinator (the
         workspace died after recording it, before answering): it is keyed by the request id of the runtime before
         this one (``earlier``), and an acquire with that key reclaims it (the workspace's idempotent acquisition).
+        One that a reclaim made is keyed by the lease it reclaimed, still the one kept: :meth:`_reclaim` finds it.
         """
         prior = get_lease(self.store, self.session_id) if reclaim is None else None
         if prior is not None and prior.get("capability") and prior.get("lease_id") != self.released_lease:
@@ -207,7 +237,7 @@ class RuntimeLink:
             if isinstance(freed, NotLeaseOwner):  # reserved for the session's recovering owner: this one
                 reclaim = prior
         if reclaim is not None:
-            return (yield from self._reclaim(reclaim, owner, request_id))
+            return (yield from self._reclaim(reclaim, owner))
         granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
                                                              request_id=request_id))
         if not isinstance(granted, ReservationPending):
@@ -217,20 +247,52 @@ class RuntimeLink:
                                                                  request_id=earlier))
         if isinstance(granted, BaseException | TimedOut) and prior is not None and prior.get("capability"):
             # the workspace found the earlier runtime dead between the release and this acquire
-            granted = yield from self._reclaim(prior, owner, request_id)
+            granted = yield from self._reclaim(prior, owner)
         return granted
 
-    def _reclaim(self, lease: dict[str, Any], owner: Any, request_id: str) -> Generator[Ask, Any, Any]:
-        """Reclaim the reservation with its capability; the workspace reserves a dead owner's lease only once
-        it stopped answering its pings, so a refusal is retried for :data:`RECLAIM_WAIT_S`."""
+    def _reclaim(self, lease: dict[str, Any], owner: Any) -> Generator[Ask, Any, Any]:
+        """Reclaim the reservation of ``lease`` (the lease kept beside the record) for ``owner``.
+
+        The workspace reserves a dead owner's lease only once it stopped answering its pings, so a refusal is
+        retried for :data:`RECLAIM_WAIT_S`. The reclaim is keyed by :func:`reclaim_request_id`, the same for every
+        incarnation reclaiming this lease, so one that an earlier incarnation's reclaim committed (its answer lost
+        with that coordinator) is found, not fought over:
+
+        * while the runtime it was made for is still its owner, the Reclaim is answered from it (``replayed``):
+          that grant is not this runtime's — its owner is the earlier incarnation's runtime, stopped by
+          :meth:`.actor.Coordinator._replace` — so the reclaim waits, as for any owner not yet found gone;
+        * once it is a reservation the old capability proves nothing (its reservation is gone):
+          :class:`NotReservationOwner`. An ``Acquire`` with the key then reclaims it for ``owner`` (the
+          workspace's idempotent acquisition hands a key's reserved lease to whoever holds the key, with a new
+          token, and keeps it keyed by it — so a chain of incarnations killed here is still one key).
+        """
+        key = reclaim_request_id(lease)
+        root, mode = lease["root"], lease["mode"]
+        theirs: set[str] = set()  # leases the key made for an earlier incarnation's runtime
         answer: Any = None
         for _ in range(int(RECLAIM_WAIT_S / NAP_S)):
-            answer = yield self._authority("workspace", Reclaim(self.session_id, lease["root"], lease["mode"],
-                                                                lease["capability"], owner=owner,
-                                                                request_id=request_id))
-            if not isinstance(answer, NotReservationOwner):
+            answer = yield self._authority("workspace", Reclaim(self.session_id, root, mode, lease["capability"],
+                                                                owner=owner, request_id=key))
+            if isinstance(answer, Granted) and answer.replayed:  # the key's lease, still its earlier runtime's
+                theirs.add(answer.lease.lease_id)
+            elif isinstance(answer, NotReservationOwner) and mode == "exclusive":
+                # (exclusive only: an Acquire of a shared_read root could be granted beside the reservation)
+                taken = yield self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner,
+                                                                   request_id=key))
+                if isinstance(taken, Granted) and taken.lease.lease_id not in theirs:
+                    answer = taken
+                elif not isinstance(taken, Granted | LeaseConflict | ReservationPending):
+                    return taken  # the key's lease released, or no answer: waiting changes nothing
+            if isinstance(answer, Granted) and answer.lease.lease_id not in theirs:
+                faults.point(RECLAIMED)
+                return answer
+            if not isinstance(answer, Granted | NotReservationOwner):
                 return answer
             yield Ask(self.myAddress, _Nap(), NAP_S)  # answered by nobody: resumes after NAP_S
+        if isinstance(answer, Granted):
+            return NotReservationOwner(f"session {self.session_id!r}: the reservation of lease "
+                                       f"{lease['lease_id']} was reclaimed for an earlier runtime, which still "
+                                       "holds it")
         return answer
 
     def _stop_stray(self) -> Job:
@@ -296,4 +358,4 @@ class RuntimeLink:
             self.released_lease = lease_id
 
 
-__all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "WATCH_S", "RuntimeLink"]
+__all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "WATCH_S", "RuntimeLink", "reclaim_request_id"]
