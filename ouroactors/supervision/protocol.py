@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .calls import AdminAnswer as AdminAnswer  # the answer to an AdminCall that carried a ref
 from .calls import AdminCall as AdminCall  # re-exported: the calls a caller outside the system makes
 from .calls import Ok as Ok
 from .calls import Stamped as Stamped

@@ -39,14 +39,16 @@ from typing import Any
 from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMessage, WakeupMessage
 
 from ..core import clock
-from ..core.errors import NoSuchActor, UnhandledMessage
+from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
+from .calls import ref_problem
 from .events import EventWriter
 from .faulting import arm_here
 from .generations import generation_source
 from .machine import SupervisorCore
 from .protocol import (
+    AdminAnswer,
     AdminCall,
     AnnounceGeneration,
     ArmFaults,
@@ -151,8 +153,8 @@ class Supervisor(Actor):
             self._begin(message, sender)
             return
         if self.core is None or self._dying:
-            if isinstance(message, AdminCall):
-                self.send(sender, NoSuchActor(f"supervisor {self.path or '?'} is not running"))
+            if isinstance(message, AdminCall) and self._admin_ref_ok(message, sender):
+                self._answer(sender, message.ref, NoSuchActor(f"supervisor {self.path or '?'} is not running"))
             return
         if isinstance(message, ChildStarted):
             slot = self._slots.get((message.key, message.incarnation))
@@ -197,8 +199,10 @@ class Supervisor(Actor):
         elif isinstance(message, StopRequest):
             self._feed(ShutdownRequested(message.reason))
         elif isinstance(message, AdminCall):
+            if not self._admin_ref_ok(message, sender):
+                return
             self._tokens += 1
-            self._requesters[self._tokens] = sender
+            self._requesters[self._tokens] = (sender, message.ref)
             self._feed(AdminRequest(self._tokens, message.op, message.child_id, message.spec, message.extra_args))
         elif isinstance(message, ArmFaults):
             arm_here(message.plan, self._context, self.path)
@@ -208,6 +212,23 @@ class Supervisor(Actor):
         elif not isinstance(message, WakeupMessage):
             log.warning("%s: no handler for %s", self.path, type(message).__name__)
             self.send(sender, UnhandledMessage(self.path, type(message).__name__))
+
+    def _admin_ref_ok(self, call: AdminCall, sender: Any) -> bool:
+        """Whether the call's ``ref`` may be echoed; if not, the caller is told which field is wrong (bare)."""
+        ref = getattr(call, "ref", None)  # unpickled: whatever the sender put there
+        problem = ref_problem(ref)
+        if problem is None:
+            return True
+        try:
+            shown = repr(ref)
+        except Exception:  # a hostile __repr__ must not crash the refusal
+            shown = f"<{type(ref).__name__}>"
+        self.send(sender, BadRequest("AdminCall", "ref", problem, shown if len(shown) <= 80 else shown[:77] + "..."))
+        return False
+
+    def _answer(self, requester: Any, ref: str | None, value: Any) -> None:
+        """An admin call's answer: bare (OTP's reply) unless the call carried a ``ref`` to correlate it by."""
+        self.send(requester, value if ref is None else AdminAnswer(ref, value))
 
     def _begin(self, start: StartChild, sender: Any) -> None:
         if self.core is not None:
@@ -221,7 +242,7 @@ class Supervisor(Actor):
         self.path = start.path
         self._slots: dict[tuple[str, int], _Slot] = {}
         self._by_address: dict[str, _Slot] = {}
-        self._requesters: dict[int, Any] = {}
+        self._requesters: dict[int, tuple[Any, str | None]] = {}  # token -> (who asked, the call's ref)
         self._tokens = 0
         self._heartbeat_running = False
         self._events = EventWriter(start.context.events_path, start.path, start.context.node_epoch,
@@ -340,9 +361,9 @@ class Supervisor(Actor):
         elif isinstance(cmd, ScheduleSelf):
             self.wakeupAfter(timedelta(seconds=cmd.seconds), payload=Loopback(cmd.message))
         elif isinstance(cmd, Reply):
-            requester = self._requesters.pop(cmd.token, None)
-            if requester is not None:
-                self.send(requester, Ok() if cmd.result is None else cmd.result)
+            asked = self._requesters.pop(cmd.token, None)
+            if asked is not None:
+                self._answer(asked[0], asked[1], Ok() if cmd.result is None else cmd.result)
         elif isinstance(cmd, NewGeneration):
             slot = self._slots.get((cmd.key, cmd.incarnation))
             if slot is not None:

@@ -19,18 +19,35 @@ with :class:`Gone` (a :class:`TimedOut`, so code that handles a timeout handles 
 is the truth the coordinator's heartbeat and recovery already use, so "gone" here never disagrees
 with what recovery then finds. The ask is sent once (a repeated ``SendText`` would run the turn
 twice); only the check repeats. While a check is out the job is not resumed — an answer of the one
-asked (or its timeout) is held until the check is answered — so no check's answer is left behind
-to be taken for the answer of the job's next ask to the supervisor (answers carry no correlation id).
+asked (or its timeout) is held until the check is answered — so a check's answer is not left behind
+while the job goes on.
+
+**Correlated admin answers.** Matching by sender alone cannot tell two answers of one supervisor apart: a
+check unanswered within its timeout is given up, and so is any ask that timed out, and the late answer would
+be taken for the answer of the job's next ask to that supervisor (``which_child``'s info for a
+``start_child``). So every :class:`~ouroactors.supervision.calls.AdminCall` the runner sends — an ask's or a
+check's — carries a fresh ``ref`` (one the job set itself is kept), the supervisor answers
+:class:`~ouroactors.supervision.calls.AdminAnswer` with it, and the runner takes such an answer only when its
+ref is the one the pending ask (or check) was sent with; the job is resumed with the answer's ``value``, as
+before. Any other ``AdminAnswer`` — late, of an ask or check given up — is dropped (logged at debug), never
+delivered to another ask. A thespian ``PoisonMessage`` returning a ref'd call is matched by that ref the same
+way. Other answers (asks to authorities and runtimes) are matched by sender as above.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import uuid
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+
+from thespian.actors import PoisonMessage
+
+from ...supervision.calls import AdminAnswer, AdminCall
 
 log = logging.getLogger("ouroactors.coordinator")
 
@@ -117,6 +134,10 @@ class Jobs:
         self._checking = False  # a check of the running ask's watch is out, unanswered
         self._held: tuple[Any] | None = None  # the asked's answer, come while the check was out
         self._expired = False  # the ask's timeout, come while the check was out
+        self._refs = f"j.{uuid.uuid4().hex[:16]}"  # this runner's AdminCall refs: f"{_refs}.{n}"
+        self._serial = 0
+        self._ref: str | None = None  # the ref the running ask's AdminCall was sent with
+        self._check_ref: str | None = None  # the ref the check out was sent with
 
     @property
     def busy(self) -> bool:
@@ -145,6 +166,22 @@ class Jobs:
             else:
                 self._resume(TimedOut(asked.message))
             return True
+        ref = _ref_of(message)
+        if ref is not None:  # a correlated answer: taken by the ask (or check) sent with its ref, or by nothing
+            answer = message.value if isinstance(message, AdminAnswer) else message
+            if asked is not None and ref == self._ref and sender == asked.address:
+                if not self._checking:
+                    self._resume(answer)
+                elif self._held is None:
+                    self._held = (answer,)
+            elif (asked is not None and self._checking and ref == self._check_ref and asked.watch is not None
+                  and sender == asked.watch.check.address):
+                self._checking = False
+                self._checked(asked, answer)
+            else:
+                log.debug("dropped %s (ref %s) from %s: no ask waits for it (given up, or answered)",
+                          type(message).__name__, ref, sender)
+            return True
         if asked is None:
             return False
         if sender == asked.address:
@@ -164,7 +201,8 @@ class Jobs:
         assert asked.watch is not None
         self._checks += 1
         self._checking = True
-        self._send(asked.watch.check.address, asked.watch.check.message)
+        message, self._check_ref = self._with_ref(asked.watch.check.message)
+        self._send(asked.watch.check.address, message)
         self._wakeup(timedelta(seconds=asked.watch.check.timeout_s), _CheckTimeout(self._token, self._checks))
 
     def _checked(self, asked: Ask, found: Any) -> None:
@@ -179,6 +217,15 @@ class Jobs:
             self._resume(TimedOut(asked.message))
         else:
             self._wakeup(timedelta(seconds=asked.watch.every_s), _CheckTimer(self._token))
+
+    def _with_ref(self, message: Any) -> tuple[Any, str | None]:
+        """``message`` as sent, and the ref its answer must carry: an AdminCall gets a fresh ref unless it has one."""
+        if not isinstance(message, AdminCall):
+            return message, None
+        if message.ref is None:
+            self._serial += 1
+            message = dataclasses.replace(message, ref=f"{self._refs}.{self._serial}")
+        return message, message.ref
 
     def timer_payload(self, payload: Any) -> bool:
         return isinstance(payload, _AskTimer | _CheckTimer | _CheckTimeout)
@@ -221,11 +268,22 @@ class Jobs:
                 value, error = None, exc
         self._token += 1
         self._asked = ask
-        self._send(ask.address, ask.message)
+        message, self._ref = self._with_ref(ask.message)
+        self._send(ask.address, message)
         self._wakeup(timedelta(seconds=ask.timeout_s), _AskTimer(self._token))
         if ask.watch is not None:
             assert ask.watch.check.address != ask.address, "a check's answer must be told from the ask's"
             self._wakeup(timedelta(seconds=ask.watch.every_s), _CheckTimer(self._token))
+
+
+def _ref_of(message: Any) -> str | None:
+    """The ref a message answers by: an AdminAnswer's, or that of the ref'd AdminCall a PoisonMessage returns."""
+    if isinstance(message, AdminAnswer):
+        return message.ref if isinstance(message.ref, str) else ""  # a junk ref matches no ask
+    returned = message.poisonMessage if isinstance(message, PoisonMessage) else None
+    if isinstance(returned, AdminCall) and returned.ref is not None:
+        return returned.ref if isinstance(returned.ref, str) else ""
+    return None
 
 
 __all__ = ["ASK_TIMEOUT_S", "Ask", "Gone", "Job", "Jobs", "OffThread", "TimedOut", "Watch"]
