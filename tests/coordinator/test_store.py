@@ -12,7 +12,7 @@ from ouroactors.core import faults
 from ouroactors.core.errors import CorruptRecord
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.coordinator.errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
-from ouroactors.runtime.coordinator.publication import CursorError, CursorGap, plan, reconciled
+from ouroactors.runtime.coordinator.publication import CursorGap, CursorMoved, plan, reconciled
 from ouroactors.runtime.coordinator.record import PendingWait, RuntimeAttachment
 from ouroactors.runtime.coordinator.store import SessionStore
 from ouroactors.runtime.coordinator.workflow import Event, InvalidTransition, State
@@ -123,8 +123,8 @@ def test_checkpoint_writes_cursor_digest_and_events_in_one_transaction(store, co
     assert [e.cursor for e in store.events("s1")] == [1, 2, 3]
     assert [e.cursor for e in store.events("s1", after=2)] == [3]
     assert all(e.generation == 1 for e in store.events("s1"))
-    with pytest.raises(CursorError, match="never go back"):
-        store.checkpoint("s1", after.revision, step)  # the same plan again
+    with pytest.raises(CursorMoved):
+        store.checkpoint("s1", after.revision, step)  # the same plan again: the cursor is past it, plan again
     with pytest.raises(CursorGap):
         store.checkpoint("s1", after.revision, plan(batch(6, 7), 5, "", ""))
     close_env(config)

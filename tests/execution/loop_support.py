@@ -78,7 +78,7 @@ class ListSink:
     def __init__(self) -> None:
         self.events: list[tuple[str, int, dict[str, Any]]] = []
 
-    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None:
+    async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
         self.events.append((kind, turn, data))
 
     def kinds(self) -> list[str]:

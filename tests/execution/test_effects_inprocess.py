@@ -75,6 +75,9 @@ class Ctx:
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
         pass
 
+    async def result_ready(self) -> None:
+        pass
+
 
 @pytest.fixture
 def port(tmp_path: Path) -> Any:

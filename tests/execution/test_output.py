@@ -102,7 +102,7 @@ def test_the_channel_pushes_every_event_itself_not_once_per_drain() -> None:
     from ouroactors.runtime.execution.live import OutputChannel
 
     pushed: list[object] = []
-    channel = OutputChannel(OutputBuffer(capacity=8), pushed.append)
+    channel = OutputChannel(OutputBuffer(capacity=8), lambda event, rides: pushed.append(event))
 
     async def emit_three() -> None:
         await channel.emit("text", 1, {"text": "a"})

@@ -124,6 +124,7 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         self.acked = ("", 0)  # (runtime id, the highest cursor acked to it): acks are lazy, see .publishing
         self.pushed: dict[int, OutputEvent] = {}  # events the runtime pushed, not yet checkpointed (by cursor)
         self.pushed_by = ""  # the runtime id those events came from
+        self.published_through = 0  # the committed cursor followers were last served (see Publisher._publish_carried)
         self.directory: Any = None  # the session directory, told of each checkpoint (it holds the followers)
         self.held: list[Any] = []  # followers' polls the directory lent this coordinator (.following)
         self.served: list[str] = []  # request ids of lent polls answered since the last nudge (.following)

@@ -6,7 +6,11 @@ cannot make the durable record say something the design forbids:
 
 * the session id and the creation time are fixed; the revision is the old one + 1 (set here);
 * the state and state version change only by a transition of the table (:func:`moved`);
-* only a checkpoint moves the committed cursor and the digests, and the cursor never goes back;
+* only a checkpoint moves the committed cursor and the digests, and the cursor never goes back (a runtime's
+  carried checkpoint, :meth:`~.store.SessionStore.put_carried`, moves the cursor and log digest alone, fenced by
+  :func:`~.publication.carry` in its own transaction, and leaves the revision: the revision is the coordinator's
+  compare-and-set token, and every write of the coordinator's starts from the durable record, carried cursor
+  included);
 * a waiting session has a pending wait of its kind, a session that does not wait has none;
 * only a running or recovering session names a runtime, and a runtime newly attached has a
   generation above every one attached before (``last_generation`` only grows): a generation is

@@ -19,6 +19,18 @@ what was acknowledged, and a replacement runtime starts from the checkpoint, so 
 log is the only durable copy. Writing both in one transaction is what lets a subscriber resume
 from any cursor with no gap and no duplicate across coordinator and runtime restarts: the log and
 the cursor can never disagree. Live delivery is only a hint to read the log (:class:`Follower`).
+
+**Carried checkpoints.** The coordinator is not the only process that may commit a checkpoint: the attached
+runtime commits a tool call's events inside the ledger transaction that records the call's start anyway
+(:func:`carry` decides, :mod:`ouroactors.runtime.execution.carried` is the runtime's side). Without it every
+event cost a second synced commit, the coordinator's, racing the runtime's own for the disk, one process hop
+after the event existed. A carried checkpoint is fenced *inside* its transaction by the session record: the
+session must be running on exactly that runtime id and generation, and the events must follow the committed
+cursor — so a zombie runtime, a session moved to recovery, or a gap commits nothing. It moves only the checkpoint
+fields (cursor, log digest), never the state nor the revision (the coordinator's compare-and-set token), and never
+an event the coordinator decides on (:data:`DECIDED_BY_COORDINATOR`): those stay the coordinator's to commit with
+the transition they cause. A coordinator whose plan was overtaken by a carried checkpoint is told
+:class:`CursorMoved` and plans again from the record.
 """
 
 from __future__ import annotations
@@ -33,14 +45,18 @@ from ...core.errors import OuroactorsError
 from ..execution.output import Batch, OutputEvent
 
 __all__ = [
+    "DECIDED_BY_COORDINATOR",
     "Abandon",
+    "CarryRefused",
     "CursorError",
     "CursorGap",
+    "CursorMoved",
     "Follower",
     "Plan",
     "Publish",
     "Reconcile",
     "after_commit",
+    "carry",
     "chain",
     "plan",
     "reconciled",
@@ -49,6 +65,9 @@ __all__ = [
 
 GENESIS = ""  # the log digest of a session with no committed event
 SETTLED_KIND = "turn_settled"
+# Events the coordinator acts on when it commits them (the turn's end moves the workflow; an approval is asked of
+# grants before it is visible): a runtime never carries them, nor anything after them.
+DECIDED_BY_COORDINATOR = frozenset({SETTLED_KIND, "approval_needed"})
 
 
 class CursorError(OuroactorsError):
@@ -63,6 +82,20 @@ class CursorGap(CursorError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (self.__class__, (self.committed, self.first))
+
+
+class CursorMoved(CursorError):
+    """The record's cursor went past the plan's start since the plan was made: a runtime carried those events.
+
+    Not a fault: plan again from the record (the events it committed are dropped from the next plan)."""
+
+    def __init__(self, planned_from: int, committed: int) -> None:
+        self.planned_from, self.committed = planned_from, committed
+        super().__init__(f"the plan starts after cursor {planned_from} but {committed} is committed already "
+                         "(carried by the runtime): plan again")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.planned_from, self.committed))
 
 
 class _Event(Protocol):
@@ -139,6 +172,62 @@ def plan(batch: Batch, committed: int, log_digest: str, conversation_digest: str
         if isinstance(value, str):
             conversation = value
     return Plan(committed, cursor, chain(log_digest, fresh), conversation, tuple(fresh))
+
+
+@dataclass(frozen=True)
+class CarryRefused:
+    """A runtime may not carry these events now; ``reason`` says why (they stay for the coordinator to commit)."""
+
+    reason: str
+
+
+class _Attachment(Protocol):
+    @property
+    def runtime_id(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+
+
+class _Record(Protocol):
+    @property
+    def state(self) -> Any: ...
+    @property
+    def runtime(self) -> _Attachment | None: ...
+    @property
+    def committed_cursor(self) -> int: ...
+    @property
+    def log_digest(self) -> str: ...
+    @property
+    def conversation_digest(self) -> str: ...
+
+
+def carry(record: _Record, runtime_id: str, generation: int, events: Sequence[OutputEvent]) -> Plan | CarryRefused:
+    """The checkpoint runtime ``runtime_id`` (``generation``) may commit for ``events`` in its own transaction.
+
+    ``record`` is the session record as that transaction reads it. Refused unless the session runs on exactly this
+    runtime; events at or below the committed cursor are dropped (committed by the coordinator meanwhile); the rest
+    must follow the cursor without a gap, and stop before the first event the coordinator decides on. An empty plan
+    means there is nothing left to carry.
+    """
+    if getattr(record.state, "value", record.state) != "running":
+        return CarryRefused(f"the session is {getattr(record.state, 'value', record.state)}, not running")
+    attached = record.runtime
+    if attached is None or (attached.runtime_id, attached.generation) != (runtime_id, generation):
+        return CarryRefused("the session is not attached to this runtime (id and generation)")
+    committed = record.committed_cursor
+    fresh: list[OutputEvent] = []
+    for event in events:
+        if event.cursor <= committed:
+            continue
+        if event.kind in DECIDED_BY_COORDINATOR:
+            break
+        if event.cursor != committed + len(fresh) + 1:
+            if not fresh:
+                return CarryRefused(f"event {event.cursor} does not follow the committed cursor {committed}")
+            break
+        fresh.append(event)
+    cursor = fresh[-1].cursor if fresh else committed
+    return Plan(committed, cursor, chain(record.log_digest, fresh), record.conversation_digest, tuple(fresh))
 
 
 @dataclass(frozen=True)

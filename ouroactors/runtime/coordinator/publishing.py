@@ -7,6 +7,12 @@ by cursor and checkpoints those that follow the committed cursor, with no round 
 (``DrainOutput``) is the fallback: for a gap (a push lost to a restart, events made before an adopting
 coordinator re-subscribed), and at every poll, heartbeat and adoption, so nothing depends on a push arriving.
 
+**Carried events.** A tool call's events are usually committed by the runtime itself, inside the ledger
+transactions of the call's start and settlement (:func:`.publication.carry`), and pushed only then: they arrive
+at or below the committed cursor, and the coordinator publishes them without a commit of its own
+(:meth:`Publisher._publish_carried`). A checkpoint of ours that such a carry overtook is refused with
+:class:`~.publication.CursorMoved` inside its transaction and planned again from the record.
+
 **Publish = the commit.** Subscribers read the durable log (the directory answers them from the store), so
 nothing reaches a reader before its checkpoint is durable. After each checkpoint the coordinator sends the
 directory :class:`~.messages.Committed`, which answers that session's waiting followers at once instead of at
@@ -34,7 +40,7 @@ from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
 from .calls import Ask, Gone, Job, OffThread
 from .messages import Committed
-from .publication import Abandon, CursorError, Reconcile, after_commit, plan
+from .publication import Abandon, CursorError, CursorMoved, Reconcile, after_commit, plan
 from .trace import mark
 from .workflow import Event, State
 
@@ -68,6 +74,7 @@ class Publisher:
         acked: tuple[str, int]
         pushed: dict[int, OutputEvent]
         pushed_by: str
+        published_through: int
         directory: Any
 
         def send(self, target: Any, message: Any) -> None: ...
@@ -84,6 +91,17 @@ class Publisher:
         def _serve_held(self, record: SessionRecord) -> None: ...
         def _take_served(self) -> tuple[str, ...]: ...
         def _nudge_wanted(self) -> bool: ...
+
+    def _publish_carried(self, record: SessionRecord) -> None:
+        """Publish what the runtime carried in its own commits (:func:`.publication.carry`): durable, so it goes to
+        the followers now, as after a checkpoint of ours — without the commit."""
+        if record.committed_cursor <= self.published_through:
+            return
+        self.published_through = record.committed_cursor
+        mark("carried", record.committed_cursor)
+        self._serve_held(record)
+        if self.directory is not None and self._nudge_wanted():
+            self.send(self.directory, Committed(self.session_id, record.committed_cursor, self._take_served()))
 
     def _pushed_batch(self, committed: int) -> Batch | None:
         """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""
@@ -128,6 +146,12 @@ class Publisher:
         self.drain_wanted = False
         while self.attached is not None:
             record = self._read()
+            self._publish_carried(record)
+            # carried events fill the runtime's buffer too: they are acked as our checkpoints are
+            carried_unacked = record.committed_cursor - max(self._acked(), 0) >= ACK_EVERY
+            if carried_unacked and not (yield from self._ack(record.committed_cursor)):
+                yield from self._heartbeat(drain=False)
+                return
             batch: Any = None if drain else self._pushed_batch(record.committed_cursor)
             if batch is None and not drain and not self.pushed:
                 return  # everything pushed is checkpointed: nothing to drain
@@ -164,9 +188,13 @@ class Publisher:
             mark("commit_tx", step_plan.cursor)
             # beside the actor thread (OffThread): the pushes and polls that arrive during the commit are received,
             # and the next job takes them all in one transaction
-            outcome = yield OffThread(functools.partial(
-                self.store.checkpoint, self.session_id, record.revision, step_plan, coordinator=self.incarnation,
-                then=then, **changes))
+            try:
+                outcome = yield OffThread(functools.partial(
+                    self.store.checkpoint, self.session_id, record.revision, step_plan, coordinator=self.incarnation,
+                    then=then, **changes))
+            except CursorMoved:  # the runtime carried some of these meanwhile: plan again from the record
+                drain = False
+                continue
             step = after_commit(step_plan, outcome)
             if isinstance(step, Reconcile):
                 raise CommitOutcomeUnknown(f"checkpoint to cursor {step_plan.cursor}: {step.reason}")
@@ -175,6 +203,7 @@ class Publisher:
                           step.reason)
                 return
             self.record = outcome.value
+            self.published_through = max(self.published_through, step_plan.cursor)
             mark("committed", step_plan.cursor)
             self._serve_held(self.record)  # the lent polls first: the shortest way from the commit to a reader
             if self.directory is not None and self._nudge_wanted():  # durable: its followers may read it now

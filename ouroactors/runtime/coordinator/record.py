@@ -196,12 +196,20 @@ class PublishedEvent(Record):
     """One committed output event, as subscribers read it (``session_events``: session/cursor)."""
 
     SCHEMA: ClassVar[str] = "coordinator.event"
+    VERSION: ClassVar[int] = 2  # 2: ``carried`` (version 1 events were all committed by the coordinator)
     cursor: int = Field(ge=1)
     kind: str
     turn: int
     data: dict[str, Any]
     generation: int  # the runtime generation that produced it
     committed_ns: int
+    carried: bool = False  # committed by the runtime in its own ledger transaction (publication.carry)
+
+    @classmethod
+    def upgrade(cls, version: int, values: list[Any]) -> list[Any]:
+        if version == 1:
+            return [*values, False]
+        return super().upgrade(version, values)
 
 
 class AcceptedEvent(Record):

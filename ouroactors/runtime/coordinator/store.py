@@ -50,7 +50,7 @@ from . import resume as resume_rules
 from .errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
 from .keys import live_key, log_prefix, rejected_count_key, rejected_prefix, seen_key, timer_key
 from .mutation import InvalidChange, check_shape, moved, next_record
-from .publication import CursorError, CursorGap, Plan
+from .publication import CursorError, CursorGap, CursorMoved, Plan
 from .record import (
     AcceptedEvent,
     PublishedEvent,
@@ -335,16 +335,9 @@ class SessionStore:
             if plan.committed_before != old.committed_cursor:
                 if plan.committed_before > old.committed_cursor:
                     raise CursorGap(old.committed_cursor, plan.committed_before + 1)
-                raise CursorError(f"plan starts after cursor {plan.committed_before}, the session committed "
-                                  f"{old.committed_cursor} already: cursors never go back")
+                raise CursorMoved(plan.committed_before, old.committed_cursor)  # carried meanwhile: plan again
             generation = old.runtime.generation if old.runtime else old.last_generation
-            now = clock.time_ns()
-            prefix = log_prefix(old.session_id)
-            for event in plan.events:
-                body = encode(PublishedEvent(cursor=event.cursor, kind=event.kind, turn=event.turn, data=event.data,
-                                             generation=generation, committed_ns=now))
-                if not txn.put(prefix + seq_key(event.cursor), body, db=self.log, overwrite=False):
-                    raise CursorError(f"event {event.cursor} of {session_id!r} is in the log already")
+            self._put_events(txn, session_id, plan, generation, clock.time_ns(), carried=False)
             update = {"committed_cursor": plan.cursor, "log_digest": plan.log_digest,
                       "conversation_digest": plan.conversation_digest}
             new = old.model_copy(update=update)
@@ -355,6 +348,28 @@ class SessionStore:
             return self._next(txn, old, new, checkpoint=True)
 
         return self._write(run, CHECKPOINT_COMMITTED)
+
+    def _put_events(self, txn: lmdb.Transaction, session_id: str, plan: Plan, generation: int, now: int, *,
+                    carried: bool) -> None:
+        prefix = log_prefix(session_id)
+        for event in plan.events:
+            body = encode(PublishedEvent(cursor=event.cursor, kind=event.kind, turn=event.turn, data=event.data,
+                                         generation=generation, committed_ns=now, carried=carried))
+            if not txn.put(prefix + seq_key(event.cursor), body, db=self.log, overwrite=False):
+                raise CursorError(f"event {event.cursor} of {session_id!r} is in the log already")
+
+    def put_carried(self, txn: lmdb.Transaction, record: SessionRecord, plan: Plan) -> tuple[SessionRecord, bytes]:
+        """Write a checkpoint a runtime carries (:func:`~.publication.carry` made ``plan`` from ``record``, read in
+        this same transaction) inside the runtime's ``txn``: the events, the record's cursor and log digest, its
+        projection. The revision and the state stay as they are: they are the coordinator's (see
+        :mod:`.mutation`). Answers the record written and its bytes (the runtime compares them on its next read)."""
+        assert record.runtime is not None and not plan.empty
+        self._put_events(txn, record.session_id, plan, record.runtime.generation, clock.time_ns(), carried=True)
+        new = record.model_copy(update={"committed_cursor": plan.cursor, "log_digest": plan.log_digest})
+        body = encode(new)
+        txn.put(new.session_id.encode(), body, db=self.sessions)
+        txn.put(live_key(new.node, new.session_id), encode(Recoverable.of(new)), db=self.live)
+        return new, body
 
     def resume(self, session_id: str, event: resume_rules.ResumeEvent, actor: resume_rules.VerifiedActor, *,
                now_ns: int | None = None, coordinator: str | None = None) -> Outcome[ResumeApplied]:

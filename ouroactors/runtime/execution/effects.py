@@ -128,7 +128,7 @@ class LiveEffects:
 
     def __init__(self, settings: EffectSettings, grants: GrantsPort, ledger: LedgerPort,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None, journal: Any = None,
-                 inline: InlineGrants | None = None, stats: TurnStats | None = None) -> None:
+                 inline: InlineGrants | None = None, stats: TurnStats | None = None, publication: Any = None) -> None:
         self.settings = settings
         self.stats = stats  # counts each call's outcome and its effect path's latency (runtime metrics)
         self.inline = inline
@@ -138,7 +138,9 @@ class LiveEffects:
         # The session's journal rides in the ledger's start and settle transactions (its staged records are put
         # inside them): a tool call costs those two synced commits and no commit of the journal's own.
         self.journal = journal
-        self._riders: tuple[Any, ...] = (journal,) if journal is not None else ()
+        # So does the output a tool call's start follows (``publication``, :mod:`.carried`): no checkpoint commit of
+        # the coordinator's for it.
+        self._riders: tuple[Any, ...] = tuple(r for r in (journal, publication) if r is not None)
         self._in_flight = 0  # calls of this session between entering run() and returning from it
         self._alone = False  # the call in flight is its turn's only one (then no other is: see _ledger)
         self._contexts: dict[tuple[int, float], ToolContext] = {}  # validated once per (output cap, timeout)
@@ -261,6 +263,7 @@ class LiveEffects:
         faults.point(EFFECT_RAN)
         ctx.record_result(result)  # staged before the settling commit
         if on_tool_outcome(outcome.status) is ToolAction.SETTLE:  # unknown: left started, never settled failed
+            await ctx.result_ready()  # a lone call's tool_result event rides in the settlement too (.carried)
             settled = await self._ledger(
                 lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
                                                    self._evidence(outcome.evidence), riders=self._riders))

@@ -27,19 +27,20 @@ GRANTS_ANSWER_TIMEOUT_S = 30.0
 class OutputChannel:
     """:class:`~.loop.OutputSink` over an :class:`~.output.OutputBuffer`: a full buffer makes ``emit`` wait.
 
-    ``notify(event)`` is called (from the trio thread) for every event appended, so a reader can be pushed the
-    event itself (no drain round trip on the publication path); the buffer keeps it until it is acknowledged.
+    ``notify(event, rides)`` is called (from the trio thread) for every event appended, so a reader can be pushed
+    the event itself (no drain round trip on the publication path); the buffer keeps it until it is acknowledged.
+    ``rides``: the loop says a ledger commit follows at once, which may carry the event (:mod:`.carried`).
     """
 
-    def __init__(self, buffer: OutputBuffer, notify: Callable[[OutputEvent], None]) -> None:
+    def __init__(self, buffer: OutputBuffer, notify: Callable[[OutputEvent, bool], None]) -> None:
         self.buffer = buffer
         self._notify = notify
         self._room = trio.Event()
 
-    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None:
+    async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
         while not self.buffer.has_room():
             await self._room.wait()
-        self._notify(self.buffer.append(kind, turn, data))
+        self._notify(self.buffer.append(kind, turn, data), rides)
 
     def drain(self, after: int, limit: int) -> Batch:
         return self.buffer.drain(after, limit)

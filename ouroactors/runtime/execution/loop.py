@@ -62,6 +62,7 @@ from .loop_ports import TurnOutcome as TurnOutcome
 from .model import Finished, Message, ModelError, ModelErrorKind, ModelRequest, TextDelta, ToolCall, Usage
 
 JOURNAL_VERSION = 1
+EARLY_RESULT_WAIT_S = 0.5  # how long a lone call's early tool_result may wait for room in the output buffer
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
@@ -75,6 +76,8 @@ class _Context:
     """
 
     alone = False
+    only = False  # the one call its model turn asked for (valid or not): its result event may go out early
+    result_emitted = False  # the tool_result event went out already (result_ready)
 
     def __init__(self, loop: SessionLoop, turn: int, call: ToolCall) -> None:
         self.session = loop.session
@@ -98,6 +101,21 @@ class _Context:
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
         await self._loop.ports.sink.emit(kind, self.turn, {"call_id": self.call.id, **data})
+
+    async def result_ready(self) -> None:
+        """The effect port recorded the result and commits its settlement next. The ``tool_result`` of the one call
+        of its model turn is emitted now, to ride in that commit (see :mod:`.carried`): the order is the same as at
+        the batch's end, as nothing else of the turn happens in between (replay, which emits it there, derives the
+        same events). Calls asked together keep theirs for the end, in call order."""
+        if not self.only or self.result is None or self.result_emitted:
+            return
+        # Shielded, so an interrupt cannot land between the tool's end and its settlement; bounded, so a full
+        # buffer cannot hold the settlement back: then the event waits for the batch's end, as before.
+        with trio.move_on_after(EARLY_RESULT_WAIT_S) as scope:
+            scope.shield = True
+            await self._loop.ports.sink.emit("tool_result", self.turn, {"call_id": self.result.call_id,
+                                                                        "status": self.result.status}, rides=True)
+            self.result_emitted = True
 
 
 class SessionLoop:
@@ -293,12 +311,16 @@ class SessionLoop:
                 self._record("tool_call", turn, {"call_id": call.id, "name": call.name, "arguments": call.arguments,
                                                  "valid": True})
                 runnable.append((ctx, parsed))
+            # a valid call's start (or denial) is recorded next: a commit that may carry this event (.carried)
             await self.ports.sink.emit("tool_call", turn, {"call_id": call.id, "name": call.name,
-                                                           "arguments": call.arguments})
+                                                           "arguments": call.arguments},
+                                       rides=not isinstance(parsed, CallProblem))
         if runnable and self.flush_before_tools:
             self.ports.journal.flush()
         if len(runnable) == 1:
             runnable[0][0].alone = True
+        if len(contexts) == 1:
+            contexts[0].only = True
         if runnable:
             with self._scope(deadline_ns, float("inf")) as scope:
                 self._activity = scope
@@ -316,9 +338,10 @@ class SessionLoop:
                 ctx.record_result(ToolResult(ctx.call.id, ctx.call.name, "cancelled", error=cause,
                                              error_kind="cancelled"))
         results = [ctx.result for ctx in contexts]
-        for r in results:
+        for ctx, r in zip(contexts, results, strict=True):
             assert r is not None
-            await self.ports.sink.emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
+            if not ctx.result_emitted:
+                await self.ports.sink.emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
         return [r for r in results if r is not None]
 
     async def _one_tool(self, ctx: _Context, parsed: ParsedCall) -> None:

@@ -95,6 +95,7 @@ class CallContext(Protocol):
     def record_result(self, result: ToolResult) -> None: ...
     def record_approval(self, fields: dict[str, Any]) -> None: ...
     async def emit(self, kind: str, data: dict[str, Any]) -> None: ...
+    async def result_ready(self) -> None: ...  # the recorded result's settlement commit follows at once
 
 
 class EffectPort(Protocol):
@@ -115,7 +116,9 @@ class ControlPort(Protocol):
 
 
 class OutputSink(Protocol):
-    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None: ...
+    """``rides``: a ledger commit of this runtime follows the event at once (it may carry it: ``.carried``)."""
+
+    async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None: ...
 
 
 class ToolCatalog(Protocol):

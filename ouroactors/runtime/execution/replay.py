@@ -241,7 +241,7 @@ class _Control:
 
 
 class _Sink:
-    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None:
+    async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
         pass
 
 

@@ -53,10 +53,12 @@ from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
+from ..coordinator.store import SessionStore
 from ..coordinator.trace import mark
 from ..sandbox import SandboxMode
 from . import reading, timing, versions
 from .bridge import Outbox, TrioThread
+from .carried import CarriedOutput
 from .config import SessionConfig, parse_session_config
 from .effects import EffectSettings, LiveEffects
 from .errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen, RuntimeRefusal
@@ -266,17 +268,23 @@ class Runtime(Worker):
         stats = TurnStats()
         inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
         inline.warm(message.session_id, root)  # the rules parsed at open, not in the turn's first tool call
-        effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
-            kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats)
-        steering = SteeringQueue()
         subscriber = message.subscriber
         session = message.session_id
 
-        def notify(event: OutputEvent) -> None:
+        def push(events: tuple[OutputEvent, ...]) -> bool:
             target = self.live.subscriber if self.live is not None else subscriber  # SubscribeOutput may change it
-            if target is not None:
-                self.outbox.post(target, OutputReady(session, self.runtime_id, event.cursor, (event,)))
+            if target is None:
+                return False
+            self.outbox.post(target, OutputReady(session, self.runtime_id, events[-1].cursor, events))
+            return True
 
+        # a tool call's events ride in the ledger commit that records it (see .carried): one synced commit, not two
+        carried = CarriedOutput(SessionStore(self.ledger.env), session, self.runtime_id, self.generation, push)
+        notify = carried.emitted
+        effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
+            kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats,
+            publication=carried)
+        steering = SteeringQueue()
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
                       journal=JournalWriter(journal), clock=SystemClock(),

@@ -29,7 +29,7 @@ class SettledTail:
         self.turn = turn
         self.events: list[tuple[str, int, dict[str, Any]]] = []
 
-    async def emit(self, kind: str, turn: int, data: dict[str, Any]) -> None:
+    async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
         if self.turn and turn == self.turn:
             if kind == "turn_started":
                 self.events = []  # an earlier attempt's run (never, as replay goes; kept exact anyway)
