@@ -86,6 +86,7 @@ from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
 from .trace import mark
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
+from .wake import WakeReader
 from .workflow import Event, State, is_terminal
 
 log = logging.getLogger("ouroactors.coordinator")
@@ -115,7 +116,10 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
         # checkpoint commits run beside the actor thread, which keeps receiving meanwhile (see .publishing)
         self.committer = CallThread(f"commit:{self.path}") if self.context.base == "multiproc" else None
-        self.watched_fds = (self.committer.fd,) if self.committer is not None else ()
+        # the runtime's carried commits wake this loop through a FIFO (see .wake); pushes remain the fallback
+        self.wake = WakeReader.open(self.context.data_dir, self.session_id) if self.committer is not None else None
+        self.watched_fds = tuple(fd for fd in (getattr(self.committer, "fd", None), getattr(self.wake, "fd", None))
+                                 if fd is not None)
         self.jobs = Jobs(self.send, self.wakeupAfter, self.committer.submit if self.committer is not None else None)
         self.attached: _Attached | None = None
         self.record: SessionRecord | None = None
@@ -141,12 +145,25 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         committer = getattr(self, "committer", None)
         if committer is not None:
             committer.close()
+        wake = getattr(self, "wake", None)
+        if wake is not None:
+            wake.close()
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):  # the commit thread is done (or a stray wake-up: nothing to take)
             done = self.committer.poll() if self.committer is not None else None
             if done is not None:
                 self.jobs.finished(*done)
+            if self.wake is not None and self.wake.fd in (message.ready or ()) and self.wake.drain():
+                mark("wake_rx")
+                # The runtime carried a commit (see .wake): durable, so its followers are served now, from the
+                # record, even while a job runs (the turn's first events arrive while the send that started the
+                # turn still waits for its answer); a publication job follows for the acks.
+                record = self.store.get(self.session_id)
+                if record is not None:
+                    self._publish_carried(record)
+                if self.attached is not None:
+                    self._want_publish(drain=False)
             return None
         if isinstance(message, WakeupMessage):
             if message.payload == _HEARTBEAT:

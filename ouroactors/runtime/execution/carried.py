@@ -37,6 +37,7 @@ from ...core.codec import decode
 from ..coordinator.publication import CarryRefused, carry
 from ..coordinator.record import SessionRecord, check_id
 from ..coordinator.store import SessionStore
+from ..coordinator.trace import mark
 from .messages import MAX_PUSHED
 from .output import OutputEvent
 
@@ -53,16 +54,19 @@ class CarriedOutput:
     """The runtime's output on its way to the coordinator: pushed at once, or carried by the next ledger commit.
 
     ``push(events)`` posts one push (from any thread; the actor thread sends it) and answers whether there was a
-    reader to push to. It is a ledger rider (:class:`ouroactors.authorities.ledger.direct.Rider`).
+    reader to push to; ``wake()`` writes to the coordinator's wake-up FIFO (:mod:`..coordinator.wake`), which
+    tells it of a carried commit sooner than a push, from the committing thread. It is a ledger rider
+    (:class:`ouroactors.authorities.ledger.direct.Rider`).
     """
 
     def __init__(self, store: SessionStore, session_id: str, runtime_id: str, generation: int | None,
-                 push: Callable[[tuple[OutputEvent, ...]], bool]) -> None:
+                 push: Callable[[tuple[OutputEvent, ...]], bool], wake: Callable[[], bool] | None = None) -> None:
         self._store = store
         self._key = check_id(session_id, "session_id").encode()
         self._runtime_id = runtime_id
         self._generation = generation
         self._push = push
+        self._wake = wake  # tells the coordinator of a carried commit without the actor thread (coordinator.wake)
         self._lock = threading.Lock()  # emitted on the trio thread; put and settled on whichever thread commits
         self._pending: list[OutputEvent] = []  # riding events not pushed yet
         self._window: list[OutputEvent] = []  # every event emitted and not known to be committed, in order
@@ -143,7 +147,9 @@ class CarriedOutput:
         """The ledger transaction's outcome: committed, the carried events are pushed; else they stay pending."""
         if not staged or not isinstance(outcome, Committed):
             return
+        mark("carried_commit", staged[-1].cursor)
         self._committed(staged[-1].cursor)
         self.carried += len(staged)
         faults.point(CARRIED)
-        self._send(staged)
+        if self._wake is None or not self._wake():  # no wake-up line: the push tells of it (one hop later)
+            self._send(staged)

@@ -55,6 +55,7 @@ from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
 from ..coordinator.store import SessionStore
 from ..coordinator.trace import mark
+from ..coordinator.wake import WakeWriter
 from ..sandbox import SandboxMode
 from . import reading, timing, versions
 from .bridge import Outbox, TrioThread
@@ -201,6 +202,8 @@ class Runtime(Worker):
             self.outbox.close()
         if hasattr(self, "events"):
             self.events.close()
+        if getattr(self, "wake_line", None) is not None:
+            self.wake_line.close()
 
     # -- dispatch: requests by type, everything else is an answer from grants --------------------------------
 
@@ -279,7 +282,9 @@ class Runtime(Worker):
             return True
 
         # a tool call's events ride in the ledger commit that records it (see .carried): one synced commit, not two
-        carried = CarriedOutput(SessionStore(self.ledger.env), session, self.runtime_id, self.generation, push)
+        self.wake_line = WakeWriter(self.context.data_dir, session)
+        carried = CarriedOutput(SessionStore(self.ledger.env), session, self.runtime_id, self.generation, push,
+                                wake=self.wake_line.wake)
         notify = carried.emitted
         effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
             kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats,
