@@ -59,6 +59,7 @@ def test_a_tool_call_is_carried_by_the_runtime_s_start_commit(actor_system_facto
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
     assert [e.cursor for e in events] == list(range(1, len(events) + 1))
     by_kind = {e.kind: e for e in events}
+    assert by_kind["turn_started"].carried, events  # the turn's first commit, the runtime's own, carried it
     assert by_kind["tool_call"].carried, events  # the start's commit carried it
     assert by_kind["tool_result"].carried, events  # a lone call's result: its settlement's commit carried it
     kinds = [e.kind for e in events]

@@ -339,3 +339,26 @@ def test_a_tool_result_that_is_not_text_does_not_crash_the_turn(env):
     recorded = next(r for r in reading.records(env, "s1") if r.kind == "tool_result")
     assert recorded.fields["output"] == "half a pair \ufffd here" and "gap" not in kinds(env)
     assert_replays(env)
+
+
+def test_without_a_flush_before_the_model_the_turn_start_is_committed_before_the_model_is_called(env):
+    """The live runtime's loop (flush_before_model False) commits the turn's start itself — its records, and the
+    turn_started event riding in the same transaction — so a runtime lost during a long model call has it."""
+    seen: list[list[str]] = []
+
+    def hook(ports):
+        model = ports.model
+
+        class Watching:
+            async def stream(self, request, *, turn, index):
+                seen.append(kinds(env))  # what is durable when the model is called
+                async for event in model.stream(request, turn=turn, index=index):
+                    yield event
+
+        ports.model = Watching()
+
+    h = make_session(env, "s1", [[text("a")]], hook=hook)
+    h.loop.flush_before_model = False
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    assert seen[0][-2:] == ["turn_started", "prompt"]
+    assert h.sink.events[0][0] == "turn_started"

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,12 +263,18 @@ class Journal:
             head = self.committed_head
         return None if head is None else {"journal": {"seq": head[0], "hash": head[1].hex()}}
 
-    def flush(self) -> AppendResult:
-        """Commit what is staged in a transaction of its own. Never raises."""
+    def flush(self, riders: Sequence[Any] = ()) -> AppendResult:
+        """Commit what is staged in a transaction of its own. Never raises.
+
+        ``riders`` (ledger riders, e.g. the runtime's carried output) put theirs in the same transaction, each in a
+        nested one, and are told its outcome."""
         holder: list[Batch | None] = [None]
+        ridden: list[tuple[Any, Any]] = []
 
         def put(txn: lmdb.Transaction) -> None:
             holder[0] = self.put_staged(txn)
+            ridden.clear()
+            ridden.extend((rider, rider.put_staged(txn, isolate=True)) for rider in riders)
 
         with self._lock:
             if not self._staged and not self._lost.count and self._doubt is None:
@@ -276,6 +283,8 @@ class Journal:
             outcome: commit.Committed[None] | commit.Rejected | commit.Unknown = commit.write(self.env, put)
         except Exception as exc:  # a dead environment or a bug below us: the effect path must not hear it
             outcome = commit.Unknown(f"{type(exc).__name__}: {exc}")
+        for rider, staged in ridden:
+            rider.settle_staged(staged, outcome)
         batch = holder[0]
         if batch is None:
             if isinstance(outcome, commit.Committed):  # a doubt resolved, or our puts failed (then a gap waits)

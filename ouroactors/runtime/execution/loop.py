@@ -193,7 +193,13 @@ class SessionLoop:
         deadline_ns = started + int(limits.turn_deadline_s * 1e9)
         self._record("prompt", turn, {"text": prompt})
         self.conversation.append(Message(role="user", content=prompt))
-        await self.ports.sink.emit("turn_started", turn, {"prompt": prompt})
+        # The turn's start is committed by the runtime itself, its records and its event in one transaction
+        # (the event rides in it: see .carried) — before, the coordinator committed the event while this turn's
+        # first tool call committed its start, and the two fought for the disk. (With flush_before_model the
+        # model call's flush, next, is that transaction.)
+        await self.ports.sink.emit("turn_started", turn, {"prompt": prompt}, rides=True)
+        if not self.flush_before_model:
+            self.ports.journal.flush()
         calls, text = 0, ""
         stop: steps.Stop | None = None
         while stop is None:

@@ -24,14 +24,15 @@ class JournalWriter:
     records inside its ledger transactions instead (``journal.put_staged``), which makes the loop's flush a no-op.
     """
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, riders: tuple[Any, ...] = ()) -> None:
         self.journal = journal
+        self.riders = riders  # put in the flush's transaction too (the runtime's carried output: see .carried)
 
     def record(self, kind: str, turn: int | None, at: int, fields: dict[str, Any]) -> None:
         self.journal.stage(kind, fields, turn=turn, at=at)
 
     def flush(self) -> None:
-        self.journal.flush()
+        self.journal.flush(self.riders)
 
     @property
     def degraded(self) -> bool:

@@ -292,7 +292,7 @@ class Runtime(Worker):
         steering = SteeringQueue()
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
-                      journal=JournalWriter(journal), clock=SystemClock(),
+                      journal=JournalWriter(journal, (carried,)), clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
         # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
