@@ -74,7 +74,7 @@ from ..execution.messages import (
     SubscribeOutput,
 )
 from ..execution.output import OutputEvent
-from . import publication, reconciling, recovery, runtimes
+from . import publication, publishing, reconciling, recovery, runtimes
 from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
@@ -158,12 +158,13 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
                 mark("wake_rx")
                 # The runtime carried a commit (see .wake): durable, so its followers are served now, from the
                 # record, even while a job runs (the turn's first events arrive while the send that started the
-                # turn still waits for its answer); a publication job follows for the acks.
+                # turn still waits for its answer); a publication job follows only if it has something to do.
                 record = self.store.get(self.session_id)
                 if record is not None:
                     self._publish_carried(record)
-                if self.attached is not None:
-                    self._want_publish(drain=False)
+                if self.attached is not None and (record is None or self.pushed or record.committed_cursor
+                                                  - max(self._acked(), 0) >= publishing.ACK_EVERY):
+                    self._want_publish(drain=False)  # pushed events wait, or acks are due: a job for them
             return None
         if isinstance(message, WakeupMessage):
             if message.payload == _HEARTBEAT:
