@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Four invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Five invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -23,6 +23,10 @@ crash-free run of the same scenario (:class:`Reference`). Four invariants, one f
     more turn numbers start than resume events were accepted (a replacement re-runs a lost turn under its own
     number, in a new generation: allowed; a new turn for an event whose turn already ran is the event acted
     on twice).
+
+(e) :func:`carried_out_of_turn` — a runtime carries only what it may (``publication.carry``): no event the
+    coordinator decides on (``turn_settled``, ``approval_needed``) is carried, and along the log the runtime
+    generations never go back — a zombie runtime's carry, committed after its replacement's events, would.
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -51,15 +55,17 @@ class Seen:
     turn: int
     data: Mapping[str, Any] = field(default_factory=dict)
     generation: int = 0
+    carried: bool = False  # committed by the runtime in its own transaction (publication.carry)
 
     @classmethod
     def of(cls, event: Any) -> Seen:
         """From a :class:`~ouroactors.runtime.coordinator.record.PublishedEvent` or a plain dict of its fields."""
         fields: Mapping[str, Any] = event if isinstance(event, Mapping) else vars(event) if hasattr(event, "__dict__") \
-            else {name: getattr(event, name, None) for name in ("cursor", "kind", "turn", "data", "generation")}
+            else {name: getattr(event, name, None) for name in ("cursor", "kind", "turn", "data", "generation",
+                                                                "carried")}
         get = fields.get
         return cls(int(get("cursor") or 0), str(get("kind")), int(get("turn", 0) or 0), dict(get("data", {}) or {}),
-                   int(get("generation", 0) or 0))
+                   int(get("generation", 0) or 0), bool(get("carried", False)))
 
     def same(self, other: Seen) -> bool:
         return (self.kind, self.turn, dict(self.data), self.generation) == \
@@ -232,11 +238,32 @@ def resume_twice(h: SessionHistory) -> list[Violation]:
     return out
 
 
+DECIDED_BY_COORDINATOR = ("turn_settled", "approval_needed")  # publication.DECIDED_BY_COORDINATOR
+
+
+def carried_out_of_turn(h: SessionHistory) -> list[Violation]:
+    """(e) see the module docstring."""
+    out: list[Violation] = []
+    highest = 0
+    for event in sorted(h.log, key=lambda e: e.cursor):
+        where = f"{h.session_id}@{event.cursor}"
+        if event.carried and event.kind in DECIDED_BY_COORDINATOR:
+            out.append(Violation("carried-out-of-turn", where,
+                                 f"{event.kind!r} was carried by a runtime; the coordinator commits it"))
+        if event.generation < highest:
+            out.append(Violation("carried-out-of-turn", where,
+                                 f"generation {event.generation} after generation {highest}: "
+                                 f"{'carried by a runtime no longer attached' if event.carried else 'went back'}"))
+        highest = max(highest, event.generation)
+    return out
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
     "terminal-diverged": terminal_diverged,
     "resume-twice": resume_twice,
+    "carried-out-of-turn": carried_out_of_turn,
 }
 
 
@@ -251,5 +278,6 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
-    "check_session", "cursor_went_back", "published_beyond_commit", "resume_twice", "terminal_diverged",
+    "carried_out_of_turn", "check_session", "cursor_went_back", "published_beyond_commit", "resume_twice",
+    "terminal_diverged",
 ]

@@ -23,6 +23,7 @@ from ouroactors.faults.session_checks import (
     Seen,
     SessionHistory,
     View,
+    carried_out_of_turn,
     check_session,
     cursor_went_back,
     published_beyond_commit,
@@ -201,4 +202,20 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
-                                   "resume-twice"}
+                                   "resume-twice", "carried-out-of-turn"}
+
+
+def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
+    events = [dataclasses.replace(e, carried=e.kind in ("turn_started", "tool_call", "tool_result")) for e in log()]
+    assert check_session(clean(log=events)) == []
+    for kind in ("turn_settled", "approval_needed"):
+        bad = [dataclasses.replace(e, carried=e.kind == kind) for e in log()]
+        found = carried_out_of_turn(clean(log=bad))
+        assert len(found) == 1 and repr(kind) in found[0].message
+
+
+def test_a_zombie_s_carry_after_its_replacement_s_events_is_caught() -> None:
+    events = log()[:4] + [dataclasses.replace(e, generation=GEN + 1) for e in log(start=5)[:2]]
+    events.append(Seen(7, "tool_call", 1, {"i": 9}, GEN, carried=True))  # the old generation, after the new one
+    found = carried_out_of_turn(clean(log=events, committed_cursor=7))
+    assert len(found) == 1 and "no longer attached" in found[0].message
