@@ -13,16 +13,19 @@ journal record it writes immediately before it emits the output event into its b
 record (matched to the event by call id) and the ``turn_started`` record (one per session). Between that
 record and the emit there is no I/O (the journal is flushed later, inside the ledger's commits). Stop:
 ``time.time_ns()`` in the subscriber process when the iterator yields that event. Both clocks are the same
-machine's wall clock. The time in between is: the runtime's push of the event (``OutputReady`` carries it;
-with ``--poll`` the coordinator drains every ``actor.POLL_S`` instead), the checkpoint commit (cursor, digests and
-the events in one synced LMDB transaction, on the coordinator's commit thread), and the coordinator sending the
-events, read back from its store, to the subscriber's stream (the follow request the directory lent it; the
-directory answers itself only as a safety net). Acks to the runtime are lazy and off the path. The published
-event's ``committed_ns`` splits the total in two rows: emit → committed, committed → subscriber.
+machine's wall clock. The time in between, for a tool call's event (carried: see
+:mod:`ouroactors.runtime.execution.carried`): the runtime's ledger start, which commits the event, the session
+record's cursor and the call's start in one synced LMDB transaction; a byte on the session's wake-up FIFO
+(:mod:`ouroactors.runtime.coordinator.wake`); and the coordinator sending the events, read back from its store, to
+the subscriber's stream (the follow request the directory lent it; the directory answers itself only as a safety
+net). For an event the runtime does not carry, the runtime's push (``OutputReady`` carries it; with ``--poll`` the
+coordinator drains every ``actor.POLL_S`` instead) and the coordinator's checkpoint commit replace the first two.
+Acks to the runtime are lazy and off the path. The published event's ``committed_ns`` (taken inside the committing
+transaction, before its sync) splits the total in two rows: emit → committed, committed → subscriber.
 
 **Diagnosis.** ``OUROACTORS_PUBTRACE=FILE`` makes the runtime's buffer, the coordinator and this subscriber
-append ``perf_counter_ns`` marks (emit, outbox_take, outbox_sent, ready_rx, commit_tx, committed, lent_rx,
-held_tx, acked, sub_rx; see :mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
+append ``perf_counter_ns`` marks (emit, outbox_take, outbox_sent, ready_rx, commit_tx, committed, carried_commit,
+wake_rx, carried, lent_rx, held_tx, acked, sub_rx; see :mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
 
 **Baseline**, same run, measured between the rounds in this process: one raw thespian ask to a raw echo actor
 (``multiprocTCPBase``, its own system on a free loopback port) plus one synced LMDB put of 400 bytes in its
