@@ -36,15 +36,18 @@ from ...authorities.workspace.leases import (
 )
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
+from ...core.errors import OuroactorsError
 from ...core.generation_text import format_generation
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
+from . import request_keys
 from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
 
 if TYPE_CHECKING:
+    from ...supervision.protocol import SystemContext
     from .store import SessionStore
 
 PUSH = True  # see "Pushed publication" in the actor's module docstring
@@ -117,10 +120,31 @@ class RuntimeLink:
         answered_asks: list[str]
         released_lease: str | None
         myAddress: Any
+        context: SystemContext | None
 
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask: ...
         def _poll(self) -> None: ...
+
+    _acquire_key: bytes | None = None  # the data dir's acquire key, read once per incarnation (.request_keys)
+
+    def _acquire_secret(self) -> bytes:
+        """The data dir's acquire secret (:func:`.request_keys.load_or_create_key`), read once per incarnation."""
+        if self._acquire_key is None:
+            assert self.context is not None
+            try:
+                self._acquire_key = request_keys.load_or_create_key(self.context.data_dir)
+            except (OuroactorsError, OSError) as exc:  # fail closed: no lease without an unguessable key
+                raise CoordinatorError(f"the coordinator's acquire key cannot be used: {exc}") from exc
+        return self._acquire_key
+
+    def _acquire_request_id(self, generation: int) -> str:
+        """The ``request_id`` of this session's workspace ``Acquire`` for its runtime of ``generation``
+        (:func:`.request_keys.acquire_request_id`; the same in every incarnation on this data dir)."""
+        try:
+            return request_keys.acquire_request_id(self._acquire_secret(), self.session_id, generation)
+        except ValueError as exc:  # e.g. a generation that is no int: no key, no lease
+            raise CoordinatorError(f"no acquire key for runtime generation {generation!r}: {exc}") from exc
 
     def _watch(self, key: str, generation: int) -> Watch:
         """Is the execution child ``key`` still generation ``generation``, running? (See the module docstring.)"""
@@ -161,6 +185,13 @@ class RuntimeLink:
     def _start_once(self, config: dict[str, Any], start: int, reclaim: dict[str, Any] | None,
                     answered: tuple[str, ...], tail: tuple[int, int]) -> Generator[Ask, Any, Opened]:
         earlier = get_runtime(self.store, self.session_id)  # the runtime before this one, if any (see below)
+        # Workspace Acquires are keyed per runtime generation by an HMAC under the data dir's secret (.request_keys):
+        # a replayed key is answered with its lease's capability, so it must not be derivable from the session id
+        # and a generation count alone — yet this incarnation must recompute the key of the runtime before its own
+        # from the durable record (``earlier``), to reclaim a grant that never reached a coordinator. Its secret is
+        # read before a runtime is started: a key file that cannot be trusted refuses the start, leaving no runtime.
+        if config.get("workspace"):
+            self._acquire_secret()
         info = yield self._execution(AdminCall("start_child"))
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
@@ -169,8 +200,8 @@ class RuntimeLink:
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
         if config.get("workspace"):
             granted = yield from self._lease_workspace(
-                config["workspace"], info.address, f"{self.session_id}.g{info.generation}", reclaim,
-                earlier=f"{self.session_id}.g{earlier['generation']}" if earlier else None)
+                config["workspace"], info.address, self._acquire_request_id(info.generation), reclaim,
+                earlier=self._acquire_request_id(earlier["generation"]) if earlier else None)
             if isinstance(granted, BaseException | TimedOut):
                 raise CoordinatorError(f"workspace lease refused: {granted}")
             lease = granted.lease
