@@ -25,7 +25,8 @@ transaction, before its sync) splits the total in two rows: emit → committed, 
 
 **Diagnosis.** ``OUROACTORS_PUBTRACE=FILE`` makes the runtime's buffer, the coordinator and this subscriber
 append ``perf_counter_ns`` marks (emit, outbox_take, outbox_sent, ready_rx, commit_tx, committed, carried_commit,
-wake_rx, carried, lent_rx, held_tx, acked, sub_rx; see :mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by default.
+wake_rx, carried, lent_rx, held_tx, acked, sub_rx; see :mod:`ouroactors.runtime.coordinator.trace`) to FILE; off by
+default.
 
 **Baseline**, same run, measured between the rounds in this process: one raw thespian ask to a raw echo actor
 (``multiprocTCPBase``, its own system on a free loopback port) plus one synced LMDB put of 400 bytes in its
