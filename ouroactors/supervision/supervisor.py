@@ -42,7 +42,7 @@ from ..core import clock
 from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
-from .calls import ref_problem
+from .calls import admin_call_problem
 from .events import EventWriter
 from .faulting import arm_here
 from .generations import generation_source
@@ -153,7 +153,7 @@ class Supervisor(Actor):
             self._begin(message, sender)
             return
         if self.core is None or self._dying:
-            if isinstance(message, AdminCall) and self._admin_ref_ok(message, sender):
+            if isinstance(message, AdminCall) and self._admin_call_ok(message, sender):
                 self._answer(sender, message.ref, NoSuchActor(f"supervisor {self.path or '?'} is not running"))
             return
         if isinstance(message, ChildStarted):
@@ -199,11 +199,12 @@ class Supervisor(Actor):
         elif isinstance(message, StopRequest):
             self._feed(ShutdownRequested(message.reason))
         elif isinstance(message, AdminCall):
-            if not self._admin_ref_ok(message, sender):
+            if not self._admin_call_ok(message, sender):
                 return
             self._tokens += 1
             self._requesters[self._tokens] = (sender, message.ref)
-            self._feed(AdminRequest(self._tokens, message.op, message.child_id, message.spec, message.extra_args))
+            self._feed(AdminRequest(self._tokens, message.op, message.child_id, message.spec,
+                                    tuple(message.extra_args)))  # a list (OTP's ExtraArgs) is taken as a tuple
         elif isinstance(message, ArmFaults):
             arm_here(message.plan, self._context, self.path)
             self.send(sender, Ok())
@@ -213,17 +214,23 @@ class Supervisor(Actor):
             log.warning("%s: no handler for %s", self.path, type(message).__name__)
             self.send(sender, UnhandledMessage(self.path, type(message).__name__))
 
-    def _admin_ref_ok(self, call: AdminCall, sender: Any) -> bool:
-        """Whether the call's ``ref`` may be echoed; if not, the caller is told which field is wrong (bare)."""
-        ref = getattr(call, "ref", None)  # unpickled: whatever the sender put there
-        problem = ref_problem(ref)
-        if problem is None:
+    def _admin_call_ok(self, call: AdminCall, sender: Any) -> bool:
+        """Whether every field of the call is sound (:func:`~.calls.admin_call_problem`); if not, the caller is told
+        which field is wrong and nothing else happens: bare when it is the ``ref`` (it cannot be trusted to be
+        echoed) or the call as a whole, inside ``AdminAnswer`` otherwise when the call carried a ``ref``."""
+        found = admin_call_problem(call)  # unpickled: whatever the sender put there
+        if found is None:
             return True
         try:
-            shown = repr(ref)
+            shown = repr(found.value) if found.value is not None else ""
         except Exception:  # a hostile __repr__ must not crash the refusal
-            shown = f"<{type(ref).__name__}>"
-        self.send(sender, BadRequest("AdminCall", "ref", problem, shown if len(shown) <= 80 else shown[:77] + "..."))
+            shown = f"<{type(found.value).__name__}>"
+        refusal = BadRequest("AdminCall", found.field, found.problem, shown if len(shown) <= 80 else shown[:77] + "...")
+        log.warning("%s: refused an admin call: %s", self.path or "?", refusal)
+        if found.field in ("ref", ""):  # the ref, or the call as a whole: nothing in it is read, not even its ref
+            self.send(sender, refusal)
+        else:
+            self._answer(sender, call.ref, refusal)  # the ref was checked first: a str or None
         return False
 
     def _answer(self, requester: Any, ref: str | None, value: Any) -> None:
