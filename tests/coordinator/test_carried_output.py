@@ -140,3 +140,11 @@ def test_an_event_pushed_but_not_yet_committed_is_carried_with_the_riding_one(st
     ledger_commit(store, out)  # without event 1 the tool call would not follow the cursor: both are carried
     assert pushed == [(1,), (1, 2)]
     assert [(e.cursor, e.carried) for e in store.events("s1")] == [(1, True), (2, True)]
+
+
+def test_without_a_session_record_nothing_is_held(store) -> None:
+    out, pushed = rider(store)  # a runtime opened with no coordinator: no record names it
+    for cursor in range(1, 4):
+        out.emitted(ev(cursor), rides=True)
+        ledger_commit(store, out)
+    assert pushed == [] and out._pending == [] and out._window == []  # held for no commit: not kept growing

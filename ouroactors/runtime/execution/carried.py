@@ -113,8 +113,10 @@ class CarriedOutput:
             window = tuple(self._window)
         try:
             raw = txn.get(self._key, db=self._store.sessions)
-            if raw is None:
-                return None  # no session record (a runtime opened without a coordinator)
+            if raw is None:  # no session record (a runtime opened without a coordinator): nothing will carry them
+                with self._lock:
+                    self._pending, self._window = [], []
+                return None
             raw = bytes(raw)
             seen = self._seen
             record = seen[1] if seen is not None and seen[0] == raw else decode(raw, SessionRecord)
