@@ -170,7 +170,7 @@ class _Stamped:
     def __init__(self) -> None:
         self.at: dict[str, int] = {}
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: Any, rides: bool = False) -> None:
         self.at.setdefault(event.kind, time.monotonic_ns())
 
 
