@@ -282,13 +282,16 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         effects: tuple[recovery.Effect, ...] = ()
         if record.state in (State.RUNNING, State.RECOVERING) and not probe.answered:
             effects = yield from self._unsettled()
-        reservation = recovery.Reservation.NONE
+        reservation, why = recovery.Reservation.NONE, ""
         if record.workspace is not None and not probe.answered:
-            lease = get_lease(self.store, self.session_id)
-            proof = lease is not None and lease.get("lease_id") == record.workspace.lease_id and lease.get("capability")
-            reservation = recovery.Reservation.RECLAIMABLE if proof else recovery.Reservation.NOT_RECLAIMABLE
+            kept, live = get_lease(self.store, self.session_id), None
+            if kept is not None and kept.get("capability") and kept.get("lease_id") != record.workspace.lease_id:
+                # kept for a replacement its coordinator died before naming (.recovery.kept_reservation): ask
+                answer = yield self._authority("workspace", "leases")
+                live = answer if isinstance(answer, list | tuple) else None  # else no answer: nothing proven
+            reservation, why = recovery.kept_reservation(self.session_id, record.workspace.lease_id, kept, live)
         decision = recovery.decide(record, commit=recovery.Commit.SETTLED, effects=effects, probe=probe,
-                                   reservation=reservation, provided=versions.PROVIDED)
+                                   reservation=reservation, provided=versions.PROVIDED, why=why)
         log.info("%s: recovery of %s: %s %s", self.path, self.session_id, decision.action.value, decision.detail)
         for event, changes in recovery.entering(record, decision):
             record = self._transition(record, event, **changes)

@@ -18,6 +18,7 @@ unsettled effects (:class:`Effect`), what answered when the expected runtime was
  5   the expected runtime answers (id + generation)  ADOPT: reattach, drain after the cursor
  6   an ambiguous or unsettled effect, no reconciler PARK ``ambiguous_effect``
  7   reservation held by another / unauthenticated   PARK ``reservation_not_reclaimable``
+     (:func:`kept_reservation` proves it)
  8   pinned to a workflow version this code does     PARK ``workflow_unavailable`` (a replacement
      not provide (:mod:`..execution.versions`)       would run another orchestration over it)
  9   otherwise                                       REPLACE: reconcile the listed effects,
@@ -39,6 +40,8 @@ until an operator retries it (``retry``); the retry runs this table again.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -49,7 +52,7 @@ from .record import RuntimeAttachment, SessionRecord
 from .workflow import Event, State, is_terminal
 
 __all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "attaching", "decide",
-           "entering", "reconciled", "text_never_sent"]
+           "entering", "kept_reservation", "reconciled", "text_never_sent"]
 
 
 class Commit(str, Enum):
@@ -114,13 +117,46 @@ class Decision:
     stop_stray: bool = False  # IDLE: a runtime answered although the session holds none
 
 
+def kept_reservation(session_id: str, named: str, kept: dict[str, Any] | None,
+                     live: Iterable[Any] | None) -> tuple[Reservation, str]:
+    """Is the workspace reservation of a session whose record names lease ``named`` provably its own?
+
+    ``kept`` is the lease kept beside the record (:func:`.configs.get_lease`), ``live`` the workspace's live leases
+    (None: not asked, or no answer). The kept lease is the proof (its capability) when it is the one the record
+    names. It may be a later one: a coordinator keeps a lease it acquired or reclaimed for a replacement runtime
+    *before* it opens that runtime and names it in the record, so one killed in between (``coordinator.lease_kept``)
+    leaves the record naming the lost lease — by then released by that reclaim — and the kept one the session's
+    only lease. That one is the session's own only if the workspace shows it, live, for this session, on the kept
+    root and mode, with the digest of the kept capability; anything else is not proven, and says why.
+    """
+    if kept is None or not kept.get("capability"):
+        return Reservation.NOT_RECLAIMABLE, "no lease capability is kept beside the record"
+    if kept.get("lease_id") == named:
+        return Reservation.RECLAIMABLE, ""
+    unnamed = f"the kept lease {kept.get('lease_id')!r} is not the one the record names"
+    if live is None:
+        return Reservation.NOT_RECLAIMABLE, f"{unnamed}, and the workspace did not answer to prove it"
+    found = next((x for x in live if getattr(x, "lease_id", None) == kept.get("lease_id")), None)
+    if found is None:
+        return Reservation.NOT_RECLAIMABLE, f"{unnamed}, and the workspace holds no such live lease"
+    digest = hashlib.sha256(bytes(kept["capability"])).hexdigest()
+    if (getattr(found, "session_id", None) != session_id or getattr(found, "root", None) != kept.get("root")
+            or getattr(found, "mode", None) != kept.get("mode")
+            or getattr(found, "capability_sha256", None) != digest
+            or getattr(found, "status", None) not in ("active", "reserved")):
+        return Reservation.NOT_RECLAIMABLE, f"{unnamed}, and the workspace's lease of that id is not this " \
+                                            "session's (session, root, mode or capability differ)"
+    return Reservation.RECLAIMABLE, ""
+
+
 def _park(reason: ParkReason, detail: str) -> Decision:
     return Decision(Action.PARK, reason, detail)
 
 
 def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...], probe: Probe,
-           reservation: Reservation, provided: tuple[str, ...] | None = None) -> Decision:
-    """The recovery decision for ``record`` (the table in the module docstring)."""
+           reservation: Reservation, provided: tuple[str, ...] | None = None, why: str = "") -> Decision:
+    """The recovery decision for ``record`` (the table in the module docstring); ``why``: what made the
+    reservation not reclaimable (:func:`kept_reservation`), said in the park reason."""
     if is_terminal(record.state):
         return Decision(Action.NONE, detail=f"session is {record.state.value}")
     if commit is Commit.UNKNOWN:
@@ -145,7 +181,8 @@ def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...]
                                                    "(an operator must settle them)")
     if reservation is Reservation.NOT_RECLAIMABLE:
         lease = record.workspace.lease_id if record.workspace else None
-        return _park(ParkReason.RESERVATION_NOT_RECLAIMABLE, f"workspace reservation {lease!r} cannot be reclaimed")
+        return _park(ParkReason.RESERVATION_NOT_RECLAIMABLE, f"workspace reservation {lease!r} cannot be reclaimed"
+                                                              + (f": {why}" if why else ""))
     if provided is not None and record.pinned.workflow not in (versions.DEFAULT, *provided):
         return _park(ParkReason.WORKFLOW_UNAVAILABLE, f"the session is pinned to workflow "
                                                        f"{record.pinned.workflow!r}; this code provides "
