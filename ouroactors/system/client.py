@@ -14,20 +14,16 @@ starting, stopping, the event log, the OTP admin calls that change a tree, fault
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from thespian.actors import PoisonMessage
-
 from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError
-from ..supervision.calls import AdminAnswer, AdminCall, Stamped
+from ..supervision.calls import AdminCall, Stamped
 from ..supervision.child_info import ChildInfo
 from . import marker
-from ._answers import Answers, tagged_for
+from ._answers import Answers
 from .host_protocol import HOST_CLASS, HOST_NAME, ListTrees, TreeInfo
 
 MULTIPROC = "multiprocTCPBase"
@@ -132,29 +128,7 @@ class SystemClient(Answers):
             parent = supervisor_path.strip("/").rpartition("/")[0]
             raise NoSuchActor(f"{supervisor_path.strip('/')} is a {info.type}, not a supervisor: {call.op} goes to "
                               f"the supervisor of a child (here {parent})")
-        return self._admin_call(address, call, timeout, supervisor_path)
-
-    def _admin_call(self, address: Any, call: AdminCall, timeout: float, what: str) -> Any:
-        """Ask the supervisor at ``address`` ``call`` with a fresh ``ref``; its answer as :meth:`_call` gives it.
-
-        The supervisor answers ``AdminAnswer(ref, value)``: only the answer carrying this call's ref is taken
-        (unwrapped to its value). An ``AdminAnswer`` with another ref is the late answer of an earlier call that
-        was given up (an ask that timed out): it is dropped and the endpoint listens on for the right one until
-        the same deadline. A thespian ``PoisonMessage`` returning an ``AdminCall`` is matched by its ref the same
-        way; any other message answers as before.
-        """
-        ref = f"c.{uuid.uuid4().hex}"  # 34 characters, well within MAX_REF_CHARS
-        sent = dataclasses.replace(call, ref=ref)
-        started = time.monotonic()
-        answer = self._endpoint.ask(address, sent, timeout)
-        while answer is not None and not _answers_ref(answer, ref):
-            left = timeout - (time.monotonic() - started)
-            answer = self._endpoint.listen(left) if left > 0 else None
-        if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
-            self._renew_endpoint()  # as _ask_raw: a timed-out endpoint is abandoned
-        if isinstance(answer, AdminAnswer):
-            answer = answer.value
-        return self._answer(answer, what, timeout)
+        return self._call(address, call, timeout, supervisor_path)
 
     def which_children(self, supervisor_path: str) -> list[ChildInfo]:
         """Children newest first, as OTP's ``which_children``."""
@@ -175,7 +149,7 @@ class SystemClient(Answers):
         out: list[tuple[str, ChildInfo]] = []
 
         def visit(path: str, address: Any) -> None:
-            children: list[ChildInfo] = self._admin_call(address, AdminCall("which_children"), 30.0, path)
+            children: list[ChildInfo] = self._call(address, AdminCall("which_children"), 30.0, path)
             for child in reversed(children):  # OTP order is newest first
                 child_path = f"{path}/{child.id}"
                 out.append((child_path, child))
@@ -210,7 +184,7 @@ class SystemClient(Answers):
         address = tree.address
         info: ChildInfo | None = None
         for depth, part in enumerate(parts[1:], start=1):
-            info = self._admin_call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
+            info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
             here = "/".join(parts[: depth + 1])
             if info.status == "restarting":
                 due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
@@ -254,16 +228,3 @@ class SystemClient(Answers):
         if address is None:
             address = self._addresses[path] = self.resolve(path)
         return address
-
-
-_takes_any = tagged_for("")
-
-
-def _answers_ref(message: Any, ref: str) -> bool:
-    """Whether ``message`` answers the AdminCall sent with ``ref``: an ``AdminAnswer`` (or a returned call) with
-    that ref; a message of neither kind answers as any answer did before refs (a request-tagged one never)."""
-    if isinstance(message, AdminAnswer):
-        return message.ref == ref
-    if isinstance(message, PoisonMessage) and isinstance(message.poisonMessage, AdminCall):
-        return message.poisonMessage.ref == ref
-    return _takes_any(message)
