@@ -60,3 +60,40 @@ def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:
     if ws is not None:
         config["workspace"] = str(ws)
     return config
+
+
+def child_path(system: Any, supervisor: str) -> str:
+    """The path of ``supervisor``'s one running child."""
+    running = [c for c in system.which_children(supervisor) if c.status == "running"]
+    assert len(running) == 1, running
+    return f"{supervisor}/{running[0].id}"
+
+
+def live_leases(system: Any) -> list[Any]:
+    from ouroactors.authorities.asking import ask_authority
+
+    return list(ask_authority(system, "agent/workspace", "leases"))
+
+
+def recover_with_coordinator_killed_at(system: Any, tmp_path: Path, point: str, timeout: float) -> tuple[Any, Any]:
+    """Run session s1 mid-turn, arm its coordinator to die at ``point``, kill the runtimes (their lease becomes a
+    reservation the recovery reclaims) and wait for the kill to fire; the record before and the lease lost."""
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+    from ouroactors.sessions import Sessions
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted",
+                                                 "script": str(slow_script(tmp_path / "slow.toml"))}))
+    sessions.send("s1", "talk slowly")
+    before = wait_for("some output committed", lambda: (v := sessions.show("s1")).committed_cursor >= 4 and v)
+    [lost] = live_leases(system)
+    assert lost.status == "active"
+    coordinator = child_path(system, "agent/coordinator")
+    system.arm_faults(coordinator, FaultPlan((FaultRule(point, FaultAction.KILL, nth=1),)))
+    system.kill(child_path(system, "agent/execution"))  # its lease becomes a reservation: recovery reclaims it
+    fired = system.wait_for("fault_fired", coordinator, timeout=timeout)
+    assert fired.fields["point"] == point and fired.fields["action"] == "kill"
+    return before, lost

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ouroactors.authorities.asking import ask_authority
-from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.coordinator.messages import SessionView
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import live_leases, recover_with_coordinator_killed_at, wait_for
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
@@ -28,34 +26,11 @@ pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 RECOVERED_WITHIN_S = 8.0
 
 
-def child_path(system, supervisor: str) -> str:
-    running = [c for c in system.which_children(supervisor) if c.status == "running"]
-    assert len(running) == 1, running
-    return f"{supervisor}/{running[0].id}"
-
-
-def live_leases(system) -> list:
-    return ask_authority(system, "agent/workspace", "leases")
-
-
 def test_a_coordinator_killed_after_its_reclaim_was_granted_is_replaced_and_the_session_recovers(actor_system,
                                                                                                  tmp_path: Path):
-    ws = tmp_path / "ws"
-    ws.mkdir()
     system = actor_system
-    system.start_tree(agent_tree(str(tmp_path)))
+    before, lost = recover_with_coordinator_killed_at(system, tmp_path, "coordinator.reclaimed", timeout=20)
     sessions = Sessions(system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted",
-                                                 "script": str(slow_script(tmp_path / "slow.toml"))}))
-    sessions.send("s1", "talk slowly")
-    before = wait_for("some output committed", lambda: (v := sessions.show("s1")).committed_cursor >= 4 and v)
-    [lost] = live_leases(system)
-    assert lost.status == "active"
-    coordinator = child_path(system, "agent/coordinator")
-    system.arm_faults(coordinator, FaultPlan((FaultRule("coordinator.reclaimed", FaultAction.KILL, nth=1),)))
-    system.kill(child_path(system, "agent/execution"))  # its lease becomes a reservation: recovery reclaims it
-    fired = system.wait_for("fault_fired", coordinator, timeout=20)
-    assert fired.fields["point"] == "coordinator.reclaimed" and fired.fields["action"] == "kill"
     killed_at = time.monotonic()
     granted = live_leases(system)  # the workspace committed the reclaim the dead coordinator never kept
     assert len(granted) == 1 and granted[0].lease_id != lost.lease_id, granted

@@ -16,13 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ouroactors.authorities.asking import ask_authority
-from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.coordinator.messages import SessionView
 from ouroactors.runtime.coordinator.recovery import Reservation, kept_reservation
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import live_leases, recover_with_coordinator_killed_at, wait_for
 
 
 @dataclass(frozen=True)
@@ -64,36 +62,12 @@ def test_a_kept_lease_whose_ownership_cannot_be_proven_is_not_reclaimable_and_sa
     assert reservation is Reservation.NOT_RECLAIMABLE and why in reason
 
 
-def child_path(system, supervisor: str) -> str:
-    running = [c for c in system.which_children(supervisor) if c.status == "running"]
-    assert len(running) == 1, running
-    return f"{supervisor}/{running[0].id}"
-
-
-def live_leases(system) -> list:
-    return ask_authority(system, "agent/workspace", "leases")
-
-
-@pytest.mark.multiproc
 @pytest.mark.slow
 def test_a_coordinator_killed_after_keeping_its_reclaimed_lease_is_replaced_and_the_session_recovers(
         actor_system, tmp_path: Path):
-    ws = tmp_path / "ws"
-    ws.mkdir()
     system = actor_system
-    system.start_tree(agent_tree(str(tmp_path)))
+    before, lost = recover_with_coordinator_killed_at(system, tmp_path, "coordinator.lease_kept", timeout=30)
     sessions = Sessions(system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted",
-                                                 "script": str(slow_script(tmp_path / "slow.toml"))}))
-    sessions.send("s1", "talk slowly")
-    before = wait_for("some output committed", lambda: (v := sessions.show("s1")).committed_cursor >= 4 and v)
-    [lost] = live_leases(system)
-    assert lost.status == "active"
-    coordinator = child_path(system, "agent/coordinator")
-    system.arm_faults(coordinator, FaultPlan((FaultRule("coordinator.lease_kept", FaultAction.KILL, nth=1),)))
-    system.kill(child_path(system, "agent/execution"))  # its lease becomes a reservation: recovery reclaims it
-    fired = system.wait_for("fault_fired", coordinator, timeout=30)
-    assert fired.fields["point"] == "coordinator.lease_kept" and fired.fields["action"] == "kill"
     kept = live_leases(system)  # the reclaimed lease, kept beside the record, which still names the lost one
     assert len(kept) == 1 and kept[0].lease_id != lost.lease_id, kept
 
