@@ -198,6 +198,18 @@ class RuntimeLink:
         value_of(put_runtime(self.store, self.session_id, info.id, info.generation), "runtime location")
         faults.point(RUNTIME_STARTED)
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
+        try:
+            return (yield from self._lease_and_open(config, info, attached, start, reclaim, answered, tail, earlier))
+        except (OuroactorsError, OSError):
+            # It ran nothing (an open runs no turn) and no later incarnation would find it (it opened no session):
+            # stop it, and free the lease it may hold, before the failure is reported.
+            yield from self._discard(attached)
+            raise
+
+    def _lease_and_open(self, config: dict[str, Any], info: Any, attached: _Attached, start: int,
+                        reclaim: dict[str, Any] | None, answered: tuple[str, ...], tail: tuple[int, int],
+                        earlier: dict[str, Any] | None) -> Generator[Ask, Any, Opened]:
+        """Lease the workspace for the runtime just started (``info``) and open the session on it."""
         if config.get("workspace"):
             granted = yield from self._lease_workspace(
                 config["workspace"], info.address, self._acquire_request_id(info.generation), reclaim,
@@ -223,6 +235,15 @@ class RuntimeLink:
         faults.point(RUNTIME_OPENED)
         self._poll()
         return opened
+
+    def _discard(self, runtime: _Attached) -> Job:
+        """Stop a runtime that opened no session, and release the lease granted for it, if any."""
+        if self.attached is runtime:
+            self.attached = None
+        yield self._execution(AdminCall("terminate_child", runtime.key), 10.0)
+        if runtime.lease_id is not None:
+            released = yield self._authority("workspace", Release(runtime.lease_id, runtime.capability))
+            self._released(runtime.lease_id, released)
 
     def _open(self, info: Any, request: OpenSession) -> Generator[Ask, Any, Any]:
         """Ask the runtime child ``info`` to open, watching it: thespian tells nobody but its supervisor that it
@@ -328,7 +349,8 @@ class RuntimeLink:
 
     def _stop_stray(self) -> Job:
         """A session that holds no runtime may still have one open: its coordinator died after the turn's last
-        checkpoint and before closing it. Close it and release its lease, so the next turn can lease the root."""
+        checkpoint and before closing it. Close it and release its lease, so the next turn can lease the root. One
+        its coordinator started and died before opening is stopped."""
         where = get_runtime(self.store, self.session_id)
         if where is None:
             return
@@ -337,6 +359,11 @@ class RuntimeLink:
             return
         stray = _Attached(info.address, where["key"], "", where["generation"])
         status = yield self._runtime_ask(RuntimeStatusRequest(), 5.0, to=stray)
+        if isinstance(status, RuntimeStatus) and status.session_id is None:
+            # started for this session and never opened (its coordinator died first, e.g. right after a reclaim
+            # granted it the session's lease): it ran nothing, and as long as it lives the lease stays its own
+            yield from self._discard(stray)
+            return
         if not isinstance(status, RuntimeStatus) or status.session_id != self.session_id or not status.open:
             return
         # A waiting session's turn is re-run once the wait ends: the dead coordinator was closing this runtime
