@@ -236,7 +236,7 @@ class RuntimeLink:
         self._poll()
         return opened
 
-    def _discard(self, runtime: _Attached) -> Job:
+    def _discard(self, runtime: _Attached) -> Generator[Ask, Any, None]:
         """Stop a runtime that opened no session, and release the lease granted for it, if any."""
         if self.attached is runtime:
             self.attached = None
