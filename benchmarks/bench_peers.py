@@ -27,8 +27,11 @@ run and subtracted: **per-step overhead = wall time of the 3-step session / 3 �
   each time: one checkpoint per superstep (plus the input's), written before the next node runs.
 
 Peers run in their own processes (no global state shared with our system), and the three alternate round by
-round so load from other jobs hits all alike. Goals (issue 14): ours ≤ 0.33× DBOS's per-step overhead and
-≤ 0.8× LangGraph's per-node overhead. A peer that is not installed is skipped with the reason.
+round so load from other jobs hits all alike. ``--breakdown`` adds, per turn of ours, what the runtime's scheduling
+figures say (:func:`.bench_runtime.sched_stats`): its turn thread's time on a CPU and waiting for one. Every turn
+of a session here is the first of its runtime process (a suspended session holds none). Goals (issue 14): ours
+≤ 0.33× DBOS's per-step overhead and ≤ 0.8× LangGraph's per-node overhead. A peer that is not installed is skipped
+with the reason.
 """
 
 from __future__ import annotations
@@ -163,7 +166,7 @@ def peer_round(peer: str, work: Path, runs: int) -> list[float]:
 class Ours:
     """The agent tree on multiproc; :meth:`session` runs one 3-step session through the directory."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, breakdown: bool = False) -> None:
         from ouroactors import ActorSystem
         from ouroactors.sessions import Sessions
         from ouroactors.system import _patches
@@ -176,6 +179,12 @@ class Ours:
         _patches.install()
         os.environ["OUROACTORS_BIND_HOST"] = os.environ["THESPIAN_BASE_IPADDR"] = "127.0.0.1"
         os.environ.setdefault("THESPLOG_FILE", str(work / "thespian.log"))
+        self.timing_file: Path | None = None
+        if breakdown:
+            from ouroactors.runtime.execution import timing
+
+            self.timing_file = work / "timing.jsonl"
+            timing.enable(str(self.timing_file))  # before the system forks: its processes inherit the switch
         self.system = ActorSystem.start("multiproc", work / "data")
         self.sessions = Sessions(self.system)
         self.sids: list[str] = []
@@ -222,7 +231,7 @@ class Ours:
 # -- the run --------------------------------------------------------------------------------------------------
 
 
-def run(quick: bool) -> list[Row]:
+def run(quick: bool, breakdown: bool = False) -> list[Row]:
     rounds, per_round = (3, 4) if quick else (6, 8)
     work = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     skipped = {peer: why for peer in PEERS if (why := missing(peer)) is not None}
@@ -230,8 +239,9 @@ def run(quick: bool) -> list[Row]:
     errors: dict[str, str] = {}
     body_ms = Stat()
     body = body_of(work)
-    ours = Ours(work)
+    ours = Ours(work, breakdown)
     loop: list[float] = []
+    sched: dict[str, Stat] = {}
     try:
         for r in range(rounds):
             progress(f"round {r + 1}/{rounds}: {per_round} sessions each of ours, "
@@ -251,6 +261,10 @@ def run(quick: bool) -> list[Row]:
                 body_ms.samples.append((time.perf_counter() - start) * 1e3)
     finally:
         loop = ours.close()
+        if ours.timing_file is not None and ours.timing_file.exists():
+            from .bench_runtime import sched_stats
+
+            sched = sched_stats(ours.timing_file)
         shutil.rmtree(work, ignore_errors=True)
     b = body_ms.p50
 
@@ -282,6 +296,9 @@ def run(quick: bool) -> list[Row]:
     rows.append(Row("ours", "ours: the whole session from outside, per step (send → subscriber has "
                     "turn_settled) / 3 − body", "ms", overhead(ours.outside), None, "report", None,
                     "includes runtime process start, workspace lease, open, coordinator publication"))
+    for name, stat in sched.items():
+        rows.append(Row("  sched", f"ours, per 3-step turn: {name}", "" if "page faults" in name else "ms", stat,
+                        None))
     return rows
 
 
@@ -289,6 +306,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer sessions")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument("--breakdown", action="store_true", help="add the runtime's scheduling figures per turn")
     parser.add_argument("--peer", nargs=3, help=argparse.SUPPRESS)  # one peer's round, in its own process
     args = parser.parse_args()
     if args.peer:
@@ -298,7 +316,7 @@ def main() -> None:
         print(json.dumps(runner[peer](where, runs)))
         return
     started = time.monotonic()
-    rows = run(args.quick)
+    rows = run(args.quick, args.breakdown)
     print_table(rows, "per-step overhead of a durable 3-step session: ouroactors vs DBOS vs LangGraph",
                 footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores; the box is shared"])
     if args.json:

@@ -137,6 +137,35 @@ def _segments(timing_file: Path) -> dict[str, Stat]:
     return found
 
 
+def sched_stats(timing_file: Path) -> dict[str, Stat]:
+    """Per turn, in ms, from the scheduling figures the runtime dumped with its marks (:mod:`~ouroactors.runtime.
+    execution.timing`): the turn thread's time on a CPU and waiting for one, the other threads' time on a CPU, and
+    minor page faults (a count) — the first turn of each runtime process apart from the later ones."""
+    found = {name: Stat() for name in SCHED_ROWS}
+    seen: set[int] = set()
+    for line in timing_file.read_text().splitlines():
+        entry = json.loads(line)
+        sched = entry.get("sched")
+        if not sched:
+            continue
+        which = "later" if entry["pid"] in seen else "first"
+        seen.add(entry["pid"])
+        run, wait = sched.get(entry["turn_thread"], (0, 0))
+        others = sum(r for tid, (r, _) in sched.items() if tid != entry["turn_thread"])
+        for name, value in ((f"turn thread on a CPU ({which} turn of its process)", run / 1e6),
+                            (f"turn thread waiting for a CPU ({which} turn)", wait / 1e6),
+                            (f"other threads on a CPU ({which} turn)", others / 1e6),
+                            (f"minor page faults, count ({which} turn)", float(entry["minflt"]))):
+            found[name].samples.append(value)
+    return {name: stat for name, stat in found.items() if stat.samples}
+
+
+SCHED_ROWS = tuple(f"{what} ({which} turn{' of its process' if i == 0 else ''})"
+                   for which in ("first", "later")
+                   for i, what in enumerate(("turn thread on a CPU", "turn thread waiting for a CPU",
+                                             "other threads on a CPU", "minor page faults, count")))
+
+
 def _session_steps(mode: str, steps: int, tool: bool, rounds: int, timing_file: Path | None = None,
                    between: Callable[[], None] | None = None) -> tuple[Stat, Stat]:
     """Over ``rounds`` turns of ``steps`` steps each, in one session, in ms: each tool step (one sample per step),
@@ -241,6 +270,9 @@ def run(quick: bool) -> list[Row]:
         if timing_file is not None:
             for name, stat in _segments(timing_file).items():
                 parts.append(Row(f"  part ({mode})", name, "ms", stat, None))
+            for name, stat in sched_stats(timing_file).items():
+                unit = "" if "page faults" in name else "ms"
+                parts.append(Row(f"  sched ({mode})", f"per turn of {steps} steps: {name}", unit, stat, None))
             shutil.rmtree(timing_file.parent, ignore_errors=True)
     rows += parts
     progress(f"session: {rounds * 3} text-only turns (loop and journal alone)")

@@ -188,7 +188,7 @@ class SessionLoop:
         self.turns += 1
         turn = self.turns
         self._interrupting = False
-        timing.mark("turn.begin")
+        timing.turn_begins()
         started = self._record("turn_started", turn, {"turn": turn})
         deadline_ns = started + int(limits.turn_deadline_s * 1e9)
         self._record("prompt", turn, {"text": prompt})

@@ -4,12 +4,20 @@ Used to find where a tool call's time goes inside the runtime process (``benchma
 sets the variable). Off, a mark costs one global lookup and a branch; on, marks are ``(name, perf_counter_ns)``
 pairs kept in memory and appended to the file (one JSON line per turn) by :func:`dump`. Never left on in
 production: the variable is read once, at import.
+
+**Scheduling.** A mark says when, not why a part took long: on a box with two cores, the runtime's turn thread
+often waits for a CPU rather than for anything it asked. So :func:`turn_begins` also snapshots, per thread of the
+process, the kernel's ``schedstat`` (ns spent on a CPU, ns spent runnable but waiting for one) and the process's
+minor page faults, and :func:`dump` writes each thread's difference since then with the line (``sched``: thread
+id → ``[cpu_ns, wait_ns]``; ``turn_thread``: the id of the thread that ran the turn; ``minflt``). Linux only; a
+missing ``/proc`` leaves them out.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import threading
 import time
 
@@ -18,6 +26,7 @@ _PATH = os.environ.get(ENV) or None
 ENABLED = _PATH is not None
 _marks: list[tuple[str, int]] = []
 _lock = threading.Lock()
+_sched_at: tuple[dict[str, tuple[int, int]], int] | None = None  # per-thread schedstat and minflt at turn_begins
 
 
 def enable(path: str) -> None:
@@ -34,12 +43,46 @@ def mark(name: str) -> None:
             _marks.append((name, time.perf_counter_ns()))
 
 
+def _sched() -> dict[str, tuple[int, int]]:
+    """Per thread of this process: (ns on a CPU, ns runnable and waiting for one), from ``/proc``."""
+    found: dict[str, tuple[int, int]] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as fh:
+                run_ns, wait_ns = fh.read().split()[:2]
+            found[tid] = (int(run_ns), int(wait_ns))
+        except (OSError, ValueError):  # the thread ended meanwhile, or no schedstats in this kernel
+            continue
+    return found
+
+
+def turn_begins() -> None:
+    """Mark ``turn.begin`` and snapshot the process's scheduling figures (see the module docstring)."""
+    global _sched_at
+    if ENABLED:
+        mark("turn.begin")
+        _sched_at = (_sched(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
 def dump() -> None:
     """Append the marks taken since the last dump to the timing file, as one JSON line (no-op when off)."""
+    global _sched_at
     if not ENABLED or _PATH is None:
         return
     with _lock:
         taken = list(_marks)
         _marks.clear()
+    line: dict[str, object] = {"pid": os.getpid(), "marks": taken}
+    if _sched_at is not None:
+        before, minflt = _sched_at
+        _sched_at = None
+        line["sched"] = {tid: [run - before.get(tid, (0, 0))[0], wait - before.get(tid, (0, 0))[1]]
+                         for tid, (run, wait) in _sched().items()}
+        line["turn_thread"] = str(threading.get_native_id())
+        line["minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt
     with open(_PATH, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"pid": os.getpid(), "marks": taken}) + "\n")
+        fh.write(json.dumps(line) + "\n")

@@ -1,0 +1,55 @@
+"""The runtime's opt-in timing marks: a turn's line carries its marks and, per thread, the scheduling figures."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ouroactors.runtime.execution import timing
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc schedstats")
+
+
+@pytest.fixture
+def timing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Timing on in this process only (never through the environment: a forked system would inherit that)."""
+    path = tmp_path / "marks.jsonl"
+    monkeypatch.setattr(timing, "_PATH", str(path))
+    monkeypatch.setattr(timing, "ENABLED", True)
+    monkeypatch.setattr(timing, "_marks", [])
+    monkeypatch.setattr(timing, "_sched_at", None)
+    return path
+
+
+def test_a_turn_line_carries_its_marks_and_the_turn_threads_time_on_a_cpu(timing_file: Path):
+    timing.turn_begins()
+    until = time.thread_time() + 0.02
+    while time.thread_time() < until:  # 20 ms of this thread's CPU
+        pass
+    timing.mark("turn.flushed")
+    timing.dump()
+    [line] = [json.loads(x) for x in timing_file.read_text().splitlines()]
+    assert [name for name, _ in line["marks"]] == ["turn.begin", "turn.flushed"]
+    assert line["turn_thread"] == str(threading.get_native_id())
+    run_ns, wait_ns = line["sched"][line["turn_thread"]]
+    assert run_ns >= 15_000_000 and wait_ns >= 0  # what the loop above spent on a CPU, give or take the tick
+    assert isinstance(line["minflt"], int) and line["minflt"] >= 0
+
+
+def test_a_dump_without_a_turn_begin_has_marks_only(timing_file: Path):
+    timing.mark("model.begin")
+    timing.dump()
+    [line] = [json.loads(x) for x in timing_file.read_text().splitlines()]
+    assert "sched" not in line and [name for name, _ in line["marks"]] == ["model.begin"]
+
+
+def test_off_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(timing, "_PATH", str(tmp_path / "never"))
+    monkeypatch.setattr(timing, "ENABLED", False)
+    timing.turn_begins()
+    timing.dump()
+    assert not (tmp_path / "never").exists()
