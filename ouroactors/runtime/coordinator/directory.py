@@ -22,6 +22,16 @@ Commands for one session go to its coordinator wrapped in :class:`~.messages.For
 coordinator answers the caller directly. The coordinator's address is looked up from its supervisor
 on each command (a restarted coordinator has a new address; its child key stays).
 
+**A command sent to a coordinator that just died** is not lost: its supervisor may still call it running for the
+few milliseconds before it handles the exit, and a command forwarded then went nowhere — its caller waited out its
+whole ask (60 s). The directory is thespian's dead-letter handler, so such a forward comes back to it as a
+``DeadEnvelope``; the command is forwarded again once the supervisor names another address
+(:data:`REDELIVER_EVERY_S` apart, :data:`REDELIVER_ATTEMPTS` times), or the caller is told to try again. Only a
+command in a ``ForSession`` is taken back — what any sender holding the system's secret could send itself, and
+checked again at the coordinator's door; any other dead letter is dropped, as thespian's default does. (Thespian
+hands dead letters to the last actor that asked for them only: a tree of the same system that asks for them too
+takes them from the directory.)
+
 A :class:`~.messages.Committed` nudge passes the door like a request and is taken only from the coordinator
 the directory last forwarded that session's commands to (the only one that knows this directory's address), for
 a cursor that is durable and not below the one it nudged before; anything else is refused with
@@ -31,6 +41,7 @@ sooner, so a refused one changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Generator
@@ -38,7 +49,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import WakeupMessage
+from thespian.actors import DeadEnvelope, WakeupMessage
 
 from ...core.errors import BadRequest, OuroactorsError
 from ...supervision.protocol import AdminCall
@@ -70,6 +81,8 @@ from .workflow import State, is_terminal
 log = logging.getLogger("ouroactors.coordinator")
 
 FOLLOW_TICK_S = 0.02
+REDELIVER_EVERY_S = 0.1  # a dead-lettered command is forwarded again this long apart ...
+REDELIVER_ATTEMPTS = 50  # ... this many times (the coordinator's restart), then its caller is told to try again
 LEND_GRACE_S = 0.25  # a lent poll the coordinator has not answered by then is answered here (the safety net)
 # The node a session record names. The system's node name is its admin address, which changes at every start,
 # so it cannot find "this node's sessions" after a restart; the LMDB environment, however, is the node's own (one
@@ -80,6 +93,16 @@ _FOLLOW = "directory:follow"
 
 class DirectoryError(OuroactorsError):
     """A request the directory refuses (unknown session, terminal session, bad configuration)."""
+
+
+@dataclass(frozen=True)
+class _Redeliver:
+    """A timer's payload: forward ``request`` from ``reply_to`` again, its coordinator at ``dead`` being gone."""
+
+    request: Any
+    reply_to: Any
+    dead: Any
+    attempt: int
 
 
 @dataclass
@@ -110,6 +133,7 @@ class Sessions(Sweeper, Worker):
         self.followers: list[_Follower] = []
         self.ticking = False  # one follow tick at a time (a Committed nudge may empty the list between ticks)
         self.swept: list[str] = []
+        self.handleDeadLetters(startHandling=True)  # a command forwarded to a coordinator just gone comes back
         self.jobs.submit(self._sweep)
 
     def _coordinators(self, call: AdminCall) -> Ask:
@@ -122,6 +146,9 @@ class Sessions(Sweeper, Worker):
             if message.payload == _FOLLOW:
                 self.ticking = False
                 self._serve_followers()
+            elif isinstance(message.payload, _Redeliver):
+                redeliver = message.payload
+                self.jobs.submit(lambda: self._forward_again(redeliver))
             else:
                 self.jobs.offer(message.payload, None)
             return None
@@ -134,6 +161,9 @@ class Sessions(Sweeper, Worker):
             return None
         if type(message) in COMMANDS:
             self.jobs.submit(lambda: self._forward(message, sender))
+            return None
+        if isinstance(message, DeadEnvelope):
+            self._dead_letter(message)
             return None
         if isinstance(message, NewSession):
             self.jobs.submit(lambda: self._new(message, sender))
@@ -224,6 +254,36 @@ class Sessions(Sweeper, Worker):
             self.serving[request.session_id] = address
             self.nudged.pop(request.session_id, None)
         self.send(address, ForSession(sender, request))
+
+    def _dead_letter(self, envelope: DeadEnvelope) -> None:
+        """A command this directory forwarded to a coordinator that was gone: forward it again (module docstring)."""
+        forwarded = envelope.deadMessage
+        if not isinstance(forwarded, ForSession) or type(forwarded.request) not in COMMANDS:
+            return  # not a command of ours (a lent follower is answered here after LEND_GRACE_S anyway)
+        request, session = forwarded.request, forwarded.request.session_id
+        log.info("%s: a command for %r reached no coordinator (gone): forwarding it again", self.path, session)
+        if self.serving.get(session) == envelope.deadAddress:
+            self.serving.pop(session)
+        self.wakeupAfter(timedelta(seconds=REDELIVER_EVERY_S),
+                         payload=_Redeliver(request, forwarded.reply_to, envelope.deadAddress, 1))
+
+    def _forward_again(self, redeliver: _Redeliver) -> Job:
+        """Forward a dead-lettered command once its coordinator has another address; else wait, or give up."""
+        session = redeliver.request.session_id
+        key = self.keys.get(session)
+        info = (yield self._coordinators(AdminCall("which_child", key))) if key is not None else None
+        address = getattr(info, "address", None)
+        if getattr(info, "status", None) == "running" and address is not None and address != redeliver.dead:
+            self.serving[session] = address
+            self.nudged.pop(session, None)
+            self.send(address, ForSession(redeliver.reply_to, redeliver.request))
+        elif redeliver.attempt < REDELIVER_ATTEMPTS:
+            self.wakeupAfter(timedelta(seconds=REDELIVER_EVERY_S),
+                             payload=dataclasses.replace(redeliver, attempt=redeliver.attempt + 1))
+        else:
+            self.send(redeliver.reply_to, DirectoryError(
+                f"the coordinator of {session!r} died as the command reached it and is not back "
+                f"({getattr(info, 'status', info)!r}); try again"))
 
     def _refused_nudge(self, nudge: Committed, sender: Any) -> BadRequest | None:
         """Why ``nudge`` is not taken (see the module docstring), or None."""
