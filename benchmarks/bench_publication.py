@@ -1,6 +1,6 @@
 """Publication latency: a runtime emits an event → a subscriber in another process receives it.
 
-    python -m benchmarks.bench_publication [--quick] [--push | --poll] [--json FILE]
+    python -m benchmarks.bench_publication [--quick] [--push | --poll] [--via-directory] [--json FILE]
 
 A real multiproc system runs ``supervision_trees/agent.toml``'s tree (storage, ledger, grants, workspace,
 execution, coordinator, sessions). Each round creates one session on the scripted model whose single turn
@@ -97,13 +97,15 @@ def script_for(path: Path, tag: str, steps: int) -> Path:
 # -- the subscriber (its own process) -------------------------------------------------------------------------
 
 
-def follow_main(data_dir: str) -> None:
+def follow_main(data_dir: str, direct: bool) -> None:
     """Read session ids on stdin; for each: one plain read (warm), ``ready``, then follow to ``turn_settled``,
-    printing one JSON line per event with the time it was received, then ``end``."""
+    printing one JSON line per event with the time it was received, then ``end``. ``direct``: as the CLI follows
+    (the log read in this process, :mod:`ouroactors.runtime.coordinator.direct_follow`); else through the
+    directory and the coordinator's stream."""
     from ouroactors.runtime.coordinator.trace import mark
     from ouroactors.sessions import Sessions
 
-    sessions = Sessions(ActorSystem.connect(data_dir))
+    sessions = Sessions(ActorSystem.connect(data_dir), follow_direct=direct)
     for line in sys.stdin:
         sid = line.strip()
         if not sid:
@@ -165,7 +167,7 @@ def journal_starts(data_dir: Path, sids: Sequence[str]) -> dict[str, dict[str, i
 # -- the run --------------------------------------------------------------------------------------------------
 
 
-def run(quick: bool, push: bool | None) -> list[Row]:
+def run(quick: bool, push: bool | None, direct: bool = True) -> list[Row]:
     from ouroactors.runtime.coordinator import actor, runtimes
     from ouroactors.sessions import Sessions
 
@@ -174,6 +176,7 @@ def run(quick: bool, push: bool | None) -> list[Row]:
         runtimes.PUSH = push  # before the system forks: every coordinator inherits it
     poll = f"{actor.POLL_S * 1000:.0f} ms"
     mode = f"pushed OutputReady, drain poll {poll} (PUSH=True)" if runtimes.PUSH else f"drain poll {poll} (PUSH=False)"
+    mode += ", subscriber reads the log (as the CLI)" if direct else ", subscriber follows the directory's stream"
     work = Path(tempfile.mkdtemp(prefix="bench-publication-"))
     ws = work / "ws"
     ws.mkdir()
@@ -193,7 +196,8 @@ def run(quick: bool, push: bool | None) -> list[Row]:
         system.start_tree(agent_tree(ws))
         sessions = Sessions(system)
         follower = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_publication", "--follow",
-                                     str(system.data_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     str(system.data_dir), *([] if direct else ["--via-directory"])],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     text=True, cwd=Path(__file__).resolve().parents[1])
         assert follower.stdin is not None
         lines = Lines(follower)
@@ -273,13 +277,16 @@ def main() -> None:
     parser.add_argument("--poll", dest="push", action="store_const", const=False,
                         help="force runtimes.PUSH = False (drained every POLL_S only)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument("--via-directory", action="store_true",
+                        help="the subscriber follows through the directory and the coordinator's stream (the "
+                             "default is as the CLI follows: the log read in the subscriber's process)")
     parser.add_argument("--follow", metavar="DATA_DIR", help=argparse.SUPPRESS)  # the subscriber process
     args = parser.parse_args()
     if args.follow:
-        follow_main(args.follow)
+        follow_main(args.follow, not args.via_directory)
         return
     started = time.monotonic()
-    rows = run(args.quick, args.push)
+    rows = run(args.quick, args.push, not args.via_directory)
     print_table(rows, "publication latency: runtime emit → subscriber vs a raw ask + a synced commit",
                 footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores; the box is shared"]
                 + [f"p90 {row.metric.strip()}: ours {percentile(row.ours.samples, 90):.2f} ms, base "

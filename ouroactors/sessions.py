@@ -88,11 +88,15 @@ class Sessions:
     """The session API over ``system`` (an :class:`~ouroactors.ActorSystem` started or connected)."""
 
     def __init__(self, system: Any, *, principal: str | None = None, directory: str = DIRECTORY,
-                 data_dir: str | Path | None = None) -> None:
+                 data_dir: str | Path | None = None, follow_direct: bool = False) -> None:
+        """``follow_direct``: :meth:`events` reads the committed log itself, woken by the committers
+        (:mod:`ouroactors.runtime.coordinator.direct_follow`: faster; this process must not start an actor system
+        afterwards). Only for a multiproc system on this machine; otherwise the directory serves reads."""
         self.system = system
         self.principal = principal or local_principal()
         self.directory = directory
         self.data_dir = Path(data_dir) if data_dir is not None else Path(system.data_dir)
+        self.follow_direct = follow_direct and getattr(system, "base", None) == "multiproc"
 
     def _ask(self, message: Any, timeout: float = ASK_TIMEOUT_S) -> Any:
         return self.system.ask(self.directory, message, timeout)
@@ -193,8 +197,14 @@ class Sessions:
         and ends when the session is terminal and drained, when an event of kind ``until`` was
         yielded, or after ``idle_timeout`` seconds without a new event (None: never). Following is
         a stream from the session's coordinator (see :meth:`_batches`), read again every
-        ``FOLLOW_WAIT_S``.
+        ``FOLLOW_WAIT_S`` — or, with ``follow_direct``, the durable log read in this process.
         """
+        if self.follow_direct:
+            from .runtime.coordinator import direct_follow
+
+            yield from direct_follow.follow(self.data_dir, session_id, after, follow=follow,
+                                            idle_timeout=idle_timeout, until=until)
+            return
         cursor = after
         quiet_since = time.monotonic()
         while True:

@@ -67,10 +67,10 @@ def _result(text: str | None) -> Any:
         raise click.BadParameter(bad.problem, param_hint="'--result'") from None
 
 
-def _sessions(data_dir: str) -> Any:
+def _sessions(data_dir: str, *, follow_direct: bool = False) -> Any:
     from ..sessions import Sessions
 
-    return Sessions(connect(data_dir), data_dir=data_dir)
+    return Sessions(connect(data_dir), data_dir=data_dir, follow_direct=follow_direct)
 
 
 def _config(config_file: str | None, workspace: str | None, sandbox: str | None, script: str | None
@@ -189,7 +189,9 @@ def session_steer(data_dir: str, session_id: str, text: str) -> None:
 def session_events(data_dir: str, session_id: str, after: int, follow: bool, until: str | None,
                    idle: float | None, as_json: bool) -> None:
     """Committed events after --after, in cursor order, each once."""
-    for event in _sessions(data_dir).events(session_id, after, follow=follow, idle_timeout=idle, until=until):
+    # this process starts no system: it may read the durable log itself, woken by whoever commits to it
+    sessions = _sessions(data_dir, follow_direct=True)
+    for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):
         if as_json:
             click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
                                    "generation": event.generation, "data": event.data}, default=repr))

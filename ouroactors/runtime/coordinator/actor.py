@@ -86,7 +86,7 @@ from .runtimes import RuntimeLink, _Attached, _Nap
 from .store import SessionStore
 from .trace import mark
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
-from .wake import WakeReader
+from .wake import WakeReader, wake_subscribers
 from .workflow import Event, State, is_terminal
 
 log = logging.getLogger("ouroactors.coordinator")
@@ -258,7 +258,14 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
     def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord:
         self.record = value_of(self.store.transition(self.session_id, record.revision, event,
                                                    coordinator=self.incarnation, **changes), f"{event.value}")
+        if is_terminal(self.record.state):  # subscribers reading the log themselves stop once it is terminal
+            self._wake_subscribers()
         return self.record
+
+    def _wake_subscribers(self) -> None:
+        """Tell the subscribers that read the session's log themselves (:mod:`.direct_follow`) of a commit."""
+        if self.context is not None:
+            wake_subscribers(self.context.data_dir, self.session_id)
 
     # -- recovery -------------------------------------------------------------------------------------------
 

@@ -91,6 +91,7 @@ class Publisher:
         def _serve_held(self, record: SessionRecord) -> None: ...
         def _take_served(self) -> tuple[str, ...]: ...
         def _nudge_wanted(self) -> bool: ...
+        def _wake_subscribers(self) -> None: ...
 
     def _publish_carried(self, record: SessionRecord) -> None:
         """Publish what the runtime carried in its own commits (:func:`.publication.carry`): durable, so it goes to
@@ -205,7 +206,8 @@ class Publisher:
             self.record = outcome.value
             self.published_through = max(self.published_through, step_plan.cursor)
             mark("committed", step_plan.cursor)
-            self._serve_held(self.record)  # the lent polls first: the shortest way from the commit to a reader
+            self._wake_subscribers()  # those reading the log themselves, and
+            self._serve_held(self.record)  # the lent polls: the shortest ways from the commit to a reader
             if self.directory is not None and self._nudge_wanted():  # durable: its followers may read it now
                 self.send(self.directory, Committed(self.session_id, step_plan.cursor, self._take_served()))
             self.answered_asks = asks_left

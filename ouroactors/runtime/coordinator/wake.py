@@ -14,6 +14,13 @@ FIFO cannot be written, the runtime pushes as before.
 **Incarnations.** A new coordinator of the session replaces the FIFO (a fresh inode at the same path); a runtime
 that kept the old one open gets ``EPIPE`` (its reader is gone) and opens the path again. A coordinator that stops
 removes the path only while it is still its own.
+
+**Subscribers reading the log themselves** (:mod:`.direct_follow`) are woken the same way, each by a FIFO of its
+own under ``<data dir>/followers/<session>/``: whoever commits to the session's log — the runtime carrying its
+events, the coordinator checkpointing — writes a byte to each (:func:`wake_subscribers`) after its commit returned,
+so a subscriber woken reads a durable log. A subscriber makes its FIFO under a dot-name, opens it, and only then
+renames it into place, so a writer never finds a FIFO of a live subscriber with no reader; one it finds with no
+reader (its subscriber died) it removes.
 """
 
 from __future__ import annotations
@@ -21,21 +28,132 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import secrets
+import select
 import stat
 from pathlib import Path
 
 from .record import check_id
 
-__all__ = ["WAKE_DIR", "WakeReader", "WakeWriter", "wake_path"]
+__all__ = ["WAKE_DIR", "SubscriberWake", "WakeReader", "WakeWriter", "wake_path", "wake_subscribers"]
 
 log = logging.getLogger("ouroactors.coordinator")
 
 WAKE_DIR = "wake"
+FOLLOWERS_DIR = "followers"
 _READ = 4096
 
 
 def wake_path(data_dir: str | os.PathLike[str], session_id: str) -> Path:
     return Path(data_dir) / WAKE_DIR / check_id(session_id, "session_id")
+
+
+def subscribers_dir(data_dir: str | os.PathLike[str], session_id: str) -> Path:
+    """Where the FIFOs of ``session_id``'s subscribers are (a directory per session: an id is one path part)."""
+    return Path(data_dir) / FOLLOWERS_DIR / check_id(session_id, "session_id")
+
+
+def _open_writer(path: str | os.PathLike[str]) -> int | None:
+    """A non-blocking write end of the FIFO at ``path`` if it is one of ours with a reader (else None)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None  # no such FIFO, or nobody reading it (ENXIO)
+    info = os.fstat(fd)
+    if not stat.S_ISFIFO(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
+        return None
+    return fd
+
+
+def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str) -> int:
+    """After a commit to ``session_id``'s log: a byte to every subscriber's FIFO; how many were woken. Never raises
+    (a subscriber not woken reads at its next poll)."""
+    try:
+        where = subscribers_dir(data_dir, session_id)
+        names = os.listdir(where)
+    except (OSError, ValueError):
+        return 0  # no subscriber reads this session itself (the common case: one failed listdir)
+    woken = 0
+    for name in names:
+        if name.startswith("."):
+            continue  # one being made: its subscriber reads the log once it is in place
+        path = where / name
+        fd = _open_writer(path)
+        if fd is None:
+            try:
+                if stat.S_ISFIFO(os.lstat(path).st_mode):
+                    path.unlink()  # no reader: its subscriber is gone
+            except OSError:
+                pass
+            continue
+        try:
+            os.write(fd, b"!")
+            woken += 1
+        except OSError:  # full (it has wake-ups to read already), or its reader just went
+            pass
+        finally:
+            os.close(fd)
+    return woken
+
+
+class SubscriberWake:
+    """A subscriber's end: a FIFO of its own that committers write a byte to (:func:`wake_subscribers`)."""
+
+    def __init__(self, path: Path, fd: int, keep: int) -> None:
+        self.path, self.fd, self._keep = path, fd, keep
+
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> SubscriberWake | None:
+        """A FIFO for this subscriber, in place and read (None if the data dir will not hold one: poll instead)."""
+        where = subscribers_dir(data_dir, session_id)
+        name = secrets.token_hex(8)
+        making = where / f".{name}"
+        try:
+            where.parent.mkdir(mode=0o700, exist_ok=True)
+            where.mkdir(mode=0o700, exist_ok=True)
+            if os.lstat(where).st_uid != os.geteuid() or not stat.S_ISDIR(os.lstat(where).st_mode):
+                raise OSError(f"{where} is not a directory of ours")
+            os.mkfifo(making, 0o600)
+            flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(making, os.O_RDONLY | flags)
+            keep = os.open(making, os.O_WRONLY | flags)  # never end-of-file when writers come and go
+            os.rename(making, where / name)
+        except OSError as exc:
+            log.debug("no wake-up FIFO for a subscriber of %s under %s (%s): it polls", session_id, where, exc)
+            try:
+                making.unlink()
+            except OSError:
+                pass
+            return None
+        return cls(where / name, fd, keep)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a wake-up; whether one came (every byte waiting is taken)."""
+        ready, _, _ = select.select([self.fd], [], [], max(timeout_s, 0.0))
+        woke = False
+        if ready:
+            while True:
+                try:
+                    chunk = os.read(self.fd, _READ)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                woke = True
+        return woke
+
+    def close(self) -> None:
+        try:
+            self.path.unlink()
+            self.path.parent.rmdir()  # the session's last subscriber: no empty directory left per session
+        except OSError:
+            pass
+        for fd in (self.fd, self._keep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class WakeReader:
@@ -93,9 +211,15 @@ class WakeWriter:
 
     def __init__(self, data_dir: str | os.PathLike[str], session_id: str) -> None:
         self.path = wake_path(data_dir, session_id)
+        self.data_dir, self.session_id = data_dir, session_id
         self._fd: int | None = None
 
     def wake(self) -> bool:
+        """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself."""
+        wake_subscribers(self.data_dir, self.session_id)
+        return self._wake_coordinator()
+
+    def _wake_coordinator(self) -> bool:
         for _ in range(2):  # once more after a reader went away: a new incarnation may have a new FIFO there
             fd = self._fd if self._fd is not None else self._open()
             if fd is None:
@@ -112,16 +236,8 @@ class WakeWriter:
         return False
 
     def _open(self) -> int | None:
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return None  # no such FIFO, or nobody reading it (ENXIO)
-        info = os.fstat(fd)
-        if not stat.S_ISFIFO(info.st_mode) or info.st_uid != os.geteuid():
-            os.close(fd)
-            return None
-        self._fd = fd
-        return fd
+        self._fd = _open_writer(self.path)
+        return self._fd
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
