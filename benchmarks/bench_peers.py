@@ -1,7 +1,7 @@
 """Per-step overhead of a durable 3-step session: ouroactors vs DBOS Transact vs LangGraph, same machine, same run.
 
     pip install -e '.[bench]'                    # the peers: dbos, langgraph, langgraph-checkpoint-sqlite
-    python -m benchmarks.bench_peers [--quick] [--json FILE]
+    python -m benchmarks.bench_peers [--quick] [--breakdown] [--via-directory] [--json FILE]
 
 **The same step body everywhere**: run ``true`` through ``ouroactors.runtime.sandbox.run`` in mode ``none``
 (a fork/exec of a no-op command, the cheapest real tool this runtime has). It is measured alone in the same
@@ -17,7 +17,9 @@ run and subtracted: **per-step overhead = wall time of the 3-step session / 3 âˆ
   Wall time of the session: from the runtime's journal, ``turn_settled.at âˆ’ turn_started.at`` (the
   loop itself; process start, workspace lease and opening are not in it, as DBOS's ``launch`` and LangGraph's
   ``compile`` are not in theirs). A second row, for the record, is the whole session seen from outside:
-  ``send`` until a subscriber received ``turn_settled`` (runtime start, lease, open, publication included).
+  ``send`` until a subscriber received ``turn_settled`` (runtime start, lease, open, publication included). The
+  subscriber is a process of its own that follows as ``ouroactors session events --follow`` does (reading the
+  committed log, woken by the committers; ``--via-directory``: through the directory and the coordinator's stream).
 * **DBOS Transact**: ``@DBOS.workflow`` calling a ``@DBOS.step`` 3 times, on its default SQLite system database
   (a file in a temp dir; SQLite's defaults: rollback journal, ``synchronous=FULL``), launched once; each
   workflow is called directly with a fresh id. DBOS writes one row per step (its output, after the step),
@@ -166,12 +168,12 @@ def peer_round(peer: str, work: Path, runs: int) -> list[float]:
 class Ours:
     """The agent tree on multiproc; :meth:`session` runs one 3-step session through the directory."""
 
-    def __init__(self, work: Path, breakdown: bool = False) -> None:
+    def __init__(self, work: Path, breakdown: bool = False, direct: bool = True) -> None:
         from ouroactors import ActorSystem
         from ouroactors.sessions import Sessions
         from ouroactors.system import _patches
 
-        from .bench_publication import agent_tree
+        from .bench_publication import Lines, agent_tree
 
         self.work = work
         self.ws = work / "ws"
@@ -189,11 +191,31 @@ class Ours:
         self.sessions = Sessions(self.system)
         self.sids: list[str] = []
         self.outside: list[float] = []
+        self.follower: subprocess.Popen[str] | None = None
         try:
             self.system.start_tree(agent_tree(self.ws))
+            # the subscriber, in a process of its own, follows as `ouroactors session events --follow` does
+            # (bench_publication's; with direct False, through the directory and the coordinator's stream)
+            self.follower = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.bench_publication", "--follow", str(self.system.data_dir),
+                 *([] if direct else ["--via-directory"])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True, cwd=Path(__file__).resolve().parents[1])
+            self.lines = Lines(self.follower)
         except BaseException:
+            self.close_follower()
             self.system.shutdown()
             raise
+
+    def close_follower(self) -> None:
+        if self.follower is not None:
+            if self.follower.stdin is not None:
+                self.follower.stdin.close()  # its loop over stdin ends
+            try:
+                self.follower.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.follower.kill()
+                self.follower.wait()
+            self.follower = None
 
     def session(self) -> None:
         from .bench_publication import script_for
@@ -203,15 +225,22 @@ class Ours:
         config = {"workspace": str(self.ws), "sandbox": {"mode": "none"},
                   "model": {"kind": "scripted", "script": str(turns)}}
         self.sessions.new(sid, config)
+        assert self.follower is not None and self.follower.stdin is not None
+        self.follower.stdin.write(sid + "\n")
+        self.follower.stdin.flush()
+        deadline = time.monotonic() + 60
+        if self.lines.next(deadline) != "ready":
+            raise RuntimeError("the subscriber did not get ready")
         start = time.perf_counter()
         self.sessions.send(sid, "go", last=True)
-        for _ in self.sessions.events(sid, 0, follow=True, idle_timeout=60, until="turn_settled"):
+        while self.lines.next(deadline) != "end":  # every event up to turn_settled, then its end
             pass
         self.outside.append((time.perf_counter() - start) * 1e3)
         self.sids.append(sid)
 
     def close(self) -> list[float]:
         """Shut down; the loop's time per session (ms) from the journals, read in another process."""
+        self.close_follower()
         self.system.shutdown()
         code = ("import json, sys\n"
                 "from ouroactors.authorities.storage.env import StorageConfig, open_env\n"
@@ -231,7 +260,7 @@ class Ours:
 # -- the run --------------------------------------------------------------------------------------------------
 
 
-def run(quick: bool, breakdown: bool = False) -> list[Row]:
+def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     rounds, per_round = (3, 4) if quick else (6, 8)
     work = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     skipped = {peer: why for peer in PEERS if (why := missing(peer)) is not None}
@@ -239,7 +268,7 @@ def run(quick: bool, breakdown: bool = False) -> list[Row]:
     errors: dict[str, str] = {}
     body_ms = Stat()
     body = body_of(work)
-    ours = Ours(work, breakdown)
+    ours = Ours(work, breakdown, direct)
     loop: list[float] = []
     sched: dict[str, Stat] = {}
     try:
@@ -307,6 +336,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer sessions")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     parser.add_argument("--breakdown", action="store_true", help="add the runtime's scheduling figures per turn")
+    parser.add_argument("--via-directory", action="store_true",
+                        help="our subscriber follows through the directory and the coordinator's stream (default: "
+                             "as the CLI follows, reading the log in its own process)")
     parser.add_argument("--peer", nargs=3, help=argparse.SUPPRESS)  # one peer's round, in its own process
     args = parser.parse_args()
     if args.peer:
@@ -316,7 +348,7 @@ def main() -> None:
         print(json.dumps(runner[peer](where, runs)))
         return
     started = time.monotonic()
-    rows = run(args.quick, args.breakdown)
+    rows = run(args.quick, args.breakdown, not args.via_directory)
     print_table(rows, "per-step overhead of a durable 3-step session: ouroactors vs DBOS vs LangGraph",
                 footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores; the box is shared"])
     if args.json:
