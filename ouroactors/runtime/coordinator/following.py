@@ -75,13 +75,10 @@ class Following:
 
     def _nudge_wanted(self) -> bool:
         """Whether the nudge after a commit is worth its message: it names lent polls answered since the last one,
-        or only plain polls are held here (a reader polling again waits at the directory). While a stream is
-        served from here the directory has nothing to do at each commit, nor while nothing is held: the directory
-        lends every follower once it knows this coordinator, and subscribers that read the log themselves
-        (:mod:`.direct_follow`) are woken without it. A reader that is not lent is answered at the directory's
-        tick (:data:`~.directory.FOLLOW_TICK_S`); a nudge per commit for it cost the directory a wake-up at every
-        step of every turn."""
-        return bool(self.served) or (bool(self.held) and not any(h.request.stream for h in self.held))
+        or no stream is held here (the followers, if any, wait at the directory). While a stream is served from
+        here the directory has nothing to do at each commit; a reader that is not lent (none is, once the
+        directory knows this coordinator) is answered at the directory's tick."""
+        return bool(self.served) or not any(h.request.stream for h in self.held)
 
     def _serve_held(self, record: SessionRecord) -> None:
         """After a checkpoint commit (``record`` is what it made durable): send every follower what it lacks."""

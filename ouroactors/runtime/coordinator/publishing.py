@@ -91,6 +91,8 @@ class Publisher:
         def _serve_held(self, record: SessionRecord) -> None: ...
         def _take_served(self) -> tuple[str, ...]: ...
         def _nudge_wanted(self) -> bool: ...
+        held: list[Any]
+        served: list[str]
         def _wake_subscribers(self) -> None: ...
 
     def _publish_carried(self, record: SessionRecord) -> None:
@@ -101,7 +103,11 @@ class Publisher:
         self.published_through = record.committed_cursor
         mark("carried", record.committed_cursor)
         self._serve_held(record)
-        if self.directory is not None and self._nudge_wanted():
+        # A carried commit comes at every step of a tool turn: the directory is nudged only for the followers held
+        # here (every directory follower is lent once it knows this coordinator; one not lent is answered at the
+        # directory's tick, and a reader of the log itself is woken by its FIFO). The checkpoints of ours nudge
+        # as before.
+        if self.directory is not None and (self.served or self.held) and self._nudge_wanted():
             self.send(self.directory, Committed(self.session_id, record.committed_cursor, self._take_served()))
 
     def _pushed_batch(self, committed: int) -> Batch | None:
