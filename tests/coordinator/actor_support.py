@@ -62,6 +62,24 @@ def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:
     return config
 
 
+def suspended_after_a_turn(system: Any, tmp_path: Path) -> Any:
+    """The agent tree with session s1 on a two-turn text script, its first turn run and settled (suspended, its
+    runtime closed); the :class:`~ouroactors.sessions.Sessions` it was driven with."""
+    from ouroactors.sessions import Sessions
+
+    system.start_tree(agent_tree(str(tmp_path)))
+    script = tmp_path / "s.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "one" }]\n\n'
+                      '[[turns]]\nevents = [{ kind = "text", text = "two" }]\n')
+    sessions = Sessions(system)
+    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "hello")
+    wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    wait_for("its runtime closed", lambda: not [c for c in system.which_children("agent/execution")
+                                                if c.status == "running"])
+    return sessions
+
+
 def child_path(system: Any, supervisor: str) -> str:
     """The path of ``supervisor``'s one running child."""
     running = [c for c in system.which_children(supervisor) if c.status == "running"]

@@ -14,7 +14,7 @@ import pytest
 
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, child_path, session_config, wait_for
+from .actor_support import child_path, suspended_after_a_turn
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -25,15 +25,9 @@ def test_a_message_sent_as_its_coordinator_dies_reaches_the_restarted_one(actor_
                                                                           monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(Sessions._ask, "__defaults__", (ASK_S,))
     system = actor_system
-    system.start_tree(agent_tree(str(tmp_path)))
-    script = tmp_path / "s.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "one" }]\n\n'
-                      '[[turns]]\nevents = [{ kind = "text", text = "two" }]\n')
-    sessions = Sessions(system)
-    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "hello")
-    first = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
-    wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    sessions = suspended_after_a_turn(system, tmp_path)
+    first = list(sessions.events("s1"))
+    assert first[-1].kind == "turn_settled"
     system.kill(child_path(system, "agent/coordinator"))
     sent = time.monotonic()
     sessions.send("s1", "again")  # at once: the supervisor has not handled the exit yet

@@ -8,6 +8,8 @@ refused turn, until the system stopped.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.workspace.messages import Acquire
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config
+from .actor_support import agent_tree, child_path, session_config, suspended_after_a_turn, wait_for
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -48,21 +50,8 @@ def test_a_runtime_started_for_an_idle_session_and_never_opened_is_stopped_by_it
     """A coordinator that died between starting a runtime (its location kept) and opening it leaves a runtime that
     opened nothing; when the session's next coordinator finds it idle, it stops that runtime (it used to leave it
     running: as the owner of a lease granted to it, it kept that lease from every later turn)."""
-    import subprocess
-    import sys
-
-    from .actor_support import child_path, wait_for
-
     system = actor_system
-    system.start_tree(agent_tree(str(tmp_path)))
-    script = tmp_path / "s.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "text", text = "one" }]\n\n'
-                      '[[turns]]\nevents = [{ kind = "text", text = "two" }]\n')
-    sessions = Sessions(system)
-    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "hello")
-    wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
-    wait_for("its runtime closed", lambda: running_runtimes(system) == [])
+    sessions = suspended_after_a_turn(system, tmp_path)
     stray = system.start_child("agent/execution", ())  # what the dead coordinator had started and located
     code = ("import sys\nfrom ouroactors.runtime.coordinator.configs import put_runtime\n"
             "from ouroactors.runtime.coordinator.store import SessionStore\n"

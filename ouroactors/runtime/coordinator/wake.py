@@ -97,89 +97,22 @@ def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str) -> int:
     return woken
 
 
-class SubscriberWake:
-    """A subscriber's end: a FIFO of its own that committers write a byte to (:func:`wake_subscribers`)."""
+class _FifoEnd:
+    """A FIFO's read end plus a write end of its own, so it never reads end-of-file (which would leave the
+    descriptor readable for ever) when the writers close theirs."""
 
     def __init__(self, path: Path, fd: int, keep: int) -> None:
         self.path, self.fd, self._keep = path, fd, keep
 
-    @classmethod
-    def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> SubscriberWake | None:
-        """A FIFO for this subscriber, in place and read (None if the data dir will not hold one: poll instead)."""
-        where = subscribers_dir(data_dir, session_id)
-        name = secrets.token_hex(8)
-        making = where / f".{name}"
+    @staticmethod
+    def _open_ends(path: Path) -> tuple[int, int]:
+        flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, os.O_RDONLY | flags)
         try:
-            where.parent.mkdir(mode=0o700, exist_ok=True)
-            where.mkdir(mode=0o700, exist_ok=True)
-            if os.lstat(where).st_uid != os.geteuid() or not stat.S_ISDIR(os.lstat(where).st_mode):
-                raise OSError(f"{where} is not a directory of ours")
-            os.mkfifo(making, 0o600)
-            flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(making, os.O_RDONLY | flags)
-            keep = os.open(making, os.O_WRONLY | flags)  # never end-of-file when writers come and go
-            os.rename(making, where / name)
-        except OSError as exc:
-            log.debug("no wake-up FIFO for a subscriber of %s under %s (%s): it polls", session_id, where, exc)
-            try:
-                making.unlink()
-            except OSError:
-                pass
-            return None
-        return cls(where / name, fd, keep)
-
-    def wait(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for a wake-up; whether one came (every byte waiting is taken)."""
-        ready, _, _ = select.select([self.fd], [], [], max(timeout_s, 0.0))
-        woke = False
-        if ready:
-            while True:
-                try:
-                    chunk = os.read(self.fd, _READ)
-                except BlockingIOError:
-                    break
-                if not chunk:
-                    break
-                woke = True
-        return woke
-
-    def close(self) -> None:
-        try:
-            self.path.unlink()
-            self.path.parent.rmdir()  # the session's last subscriber: no empty directory left per session
+            return fd, os.open(path, os.O_WRONLY | flags)
         except OSError:
-            pass
-        for fd in (self.fd, self._keep):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-class WakeReader:
-    """The coordinator's end: a FIFO it reads, plus a writer of its own so it never reads end-of-file (which
-    would leave the descriptor readable for ever) when runtimes close theirs."""
-
-    def __init__(self, path: Path, fd: int, keep: int) -> None:
-        self.path, self.fd, self._keep = path, fd, keep
-        self._inode = os.fstat(fd).st_ino
-
-    @classmethod
-    def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> WakeReader | None:
-        """A fresh FIFO for this incarnation (None if the data dir will not hold one: runtimes push instead)."""
-        path = wake_path(data_dir, session_id)
-        try:
-            path.parent.mkdir(mode=0o700, exist_ok=True)
-            path.unlink(missing_ok=True)
-            os.mkfifo(path, 0o600)
-            flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(path, os.O_RDONLY | flags)
-            keep = os.open(path, os.O_WRONLY | flags)
-        except OSError as exc:
-            log.warning("no wake-up FIFO for session %s at %s (%s): the runtime's pushes tell of its commits",
-                        session_id, path, exc)
-            return None
-        return cls(path, fd, keep)
+            os.close(fd)
+            raise
 
     def drain(self) -> bool:
         """Read every byte waiting; whether there was any (a wake-up)."""
@@ -193,17 +126,83 @@ class WakeReader:
                 return woke
             woke = True
 
+    def _close_ends(self) -> None:
+        for fd in (self.fd, self._keep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class SubscriberWake(_FifoEnd):
+    """A subscriber's end: a FIFO of its own that committers write a byte to (:func:`wake_subscribers`)."""
+
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> SubscriberWake | None:
+        """A FIFO for this subscriber, in place and read (None if the data dir will not hold one: poll instead)."""
+        where = subscribers_dir(data_dir, session_id)
+        name = secrets.token_hex(8)
+        making = where / f".{name}"
+        try:
+            where.parent.mkdir(mode=0o700, exist_ok=True)
+            where.mkdir(mode=0o700, exist_ok=True)
+            if os.lstat(where).st_uid != os.geteuid() or not stat.S_ISDIR(os.lstat(where).st_mode):
+                raise OSError(f"{where} is not a directory of ours")
+            os.mkfifo(making, 0o600)
+            fd, keep = cls._open_ends(making)
+            os.rename(making, where / name)
+        except OSError as exc:
+            log.debug("no wake-up FIFO for a subscriber of %s under %s (%s): it polls", session_id, where, exc)
+            try:
+                making.unlink()
+            except OSError:
+                pass
+            return None
+        return cls(where / name, fd, keep)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a wake-up; whether one came (every byte waiting is taken)."""
+        ready, _, _ = select.select([self.fd], [], [], max(timeout_s, 0.0))
+        return bool(ready) and self.drain()
+
+    def close(self) -> None:
+        try:
+            self.path.unlink()
+            self.path.parent.rmdir()  # the session's last subscriber: no empty directory left per session
+        except OSError:
+            pass
+        self._close_ends()
+
+
+class WakeReader(_FifoEnd):
+    """The coordinator's end of the session's FIFO."""
+
+    def __init__(self, path: Path, fd: int, keep: int) -> None:
+        super().__init__(path, fd, keep)
+        self._inode = os.fstat(fd).st_ino
+
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> WakeReader | None:
+        """A fresh FIFO for this incarnation (None if the data dir will not hold one: runtimes push instead)."""
+        path = wake_path(data_dir, session_id)
+        try:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            path.unlink(missing_ok=True)
+            os.mkfifo(path, 0o600)
+            fd, keep = cls._open_ends(path)
+        except OSError as exc:
+            log.warning("no wake-up FIFO for session %s at %s (%s): the runtime's pushes tell of its commits",
+                        session_id, path, exc)
+            return None
+        return cls(path, fd, keep)
+
     def close(self) -> None:
         try:
             if os.stat(self.path).st_ino == self._inode:  # a later incarnation's FIFO is not ours to remove
                 self.path.unlink()
         except OSError:
             pass
-        for fd in (self.fd, self._keep):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._close_ends()
 
 
 class WakeWriter:
