@@ -535,3 +535,26 @@ def test_the_real_coordinators_session_survives_forged_timers(real):
     answer, view = forged_timers_during_a_send(real, "s-timers-real")
     assert isinstance(answer, coordinator.Done), f"the send was answered {answer!r}"
     assert view.state == "suspended", f"the session is {view.state}: {view.reason}"
+
+
+def test_forged_dead_letters_are_dropped_and_crash_nothing(node):
+    """The directory takes back a command thespian could not deliver (a ``DeadEnvelope``): one forged by another
+    process — not a command, malformed fields, an unhashable or unknown session id — is dropped, nothing else."""
+    from thespian.actors import DeadEnvelope
+
+    view = node.settled("s-dead")
+    before = node.before()
+    me = node.sessions.principal
+    good = coordinator.SendMessage("s-dead", "x", me, "m-dead-1", expected_version=view.state_version)
+    somewhere = node.system.resolve(DIRECTORY)
+    for forged in ("junk",
+                   coordinator.ForSession(somewhere, coordinator.ShowSession("s-dead")),  # not a command
+                   unchecked(coordinator.ForSession, coordinator.ForSession(somewhere, good),
+                             request=unchecked(coordinator.SendMessage, good, session_id=["s-dead"])),
+                   unchecked(coordinator.ForSession, coordinator.ForSession(somewhere, good),
+                             request=unchecked(coordinator.SendMessage, good, session_id="s" * 10_000)),
+                   unchecked(coordinator.ForSession, coordinator.ForSession(somewhere, good), reply_to=None),
+                   coordinator.ForSession(somewhere, coordinator.SendMessage("no-such-session", "x", me, "m-2"))):
+        node.system.tell(DIRECTORY, DeadEnvelope(somewhere, forged))
+    assert node.sessions.show("s-dead").state_version == view.state_version  # the directory answers on
+    node.unchanged(before)

@@ -27,8 +27,9 @@ few milliseconds before it handles the exit, and a command forwarded then went n
 whole ask (60 s). The directory is thespian's dead-letter handler, so such a forward comes back to it as a
 ``DeadEnvelope``; the command is forwarded again once the supervisor names another address
 (:data:`REDELIVER_EVERY_S` apart, :data:`REDELIVER_ATTEMPTS` times), or the caller is told to try again. Only a
-command in a ``ForSession`` is taken back — what any sender holding the system's secret could send itself, and
-checked again at the coordinator's door; any other dead letter is dropped, as thespian's default does. (Thespian
+command in a well-formed ``ForSession`` (checked as at the coordinator's door) for a session whose coordinator
+this directory started is taken back — what any sender holding the system's secret could send itself; any other
+dead letter is dropped, as thespian's default does. (Thespian
 hands dead letters to the last actor that asked for them only: a tree of the same system that asks for them too
 takes them from the directory.)
 
@@ -51,6 +52,7 @@ from typing import Any
 
 from thespian.actors import DeadEnvelope, WakeupMessage
 
+from ...core.boundary import check_message
 from ...core.errors import BadRequest, OuroactorsError
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
@@ -258,9 +260,16 @@ class Sessions(Sweeper, Worker):
     def _dead_letter(self, envelope: DeadEnvelope) -> None:
         """A command this directory forwarded to a coordinator that was gone: forward it again (module docstring)."""
         forwarded = envelope.deadMessage
-        if not isinstance(forwarded, ForSession) or type(forwarded.request) not in COMMANDS:
+        if not isinstance(forwarded, ForSession) or type(getattr(forwarded, "request", None)) not in COMMANDS:
             return  # not a command of ours (a lent follower is answered here after LEND_GRACE_S anyway)
+        try:  # any process holding the secret may send a dead letter: checked as the coordinator's door would
+            forwarded = check_message(forwarded)
+        except BadRequest as bad:
+            log.warning("%s: a dead letter that is no command of ours, dropped: %s", self.path, bad)
+            return
         request, session = forwarded.request, forwarded.request.session_id
+        if session not in self.keys:
+            return  # not a session whose coordinator this directory started: nothing of ours to forward again
         log.info("%s: a command for %r reached no coordinator (gone): forwarding it again", self.path, session)
         if self.serving.get(session) == envelope.deadAddress:
             self.serving.pop(session)
