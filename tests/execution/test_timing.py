@@ -53,3 +53,26 @@ def test_off_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     timing.turn_begins()
     timing.dump()
     assert not (tmp_path / "never").exists()
+
+
+def _busy_turn_work() -> int:
+    return sum(i * i for i in range(20_000))
+
+
+def test_profiling_writes_one_profile_per_turn_of_the_turns_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import pstats
+
+    monkeypatch.setattr(timing, "ENABLED", False)
+    monkeypatch.setattr(timing, "_PROFILE_DIR", str(tmp_path))
+    monkeypatch.setattr(timing, "_profile", None)
+    monkeypatch.setattr(timing, "_profiled", 0)
+    for _ in range(2):
+        timing.turn_begins()
+        _busy_turn_work()
+        timing.dump()
+    _busy_turn_work()  # between turns: not profiled
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert [name.split(".", 1)[1] for name in files] == ["1.prof", "2.prof"]
+    for name in files:
+        calls = {func[2]: stat[0] for func, stat in pstats.Stats(str(tmp_path / name)).stats.items()}
+        assert calls["_busy_turn_work"] == 1
