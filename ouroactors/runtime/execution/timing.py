@@ -14,9 +14,9 @@ missing ``/proc`` leaves them out.
 
 **Profiling.** ``OUROACTORS_RUNTIME_PROFILE`` naming a directory runs each turn's thread under :mod:`cProfile`
 from :func:`turn_begins` to :func:`dump`, and writes the turn's statistics to ``<dir>/<pid>.<n>.prof`` (the
-process's n-th turn; read them with :mod:`pstats`, which can add them up). A sampling profiler attached from outside perturbs
-a 3 ms step more than it measures, and the runtime's process is forked by the actor system, out of reach of a
-wrapper; this is the profile of the turn's own thread only.
+process's n-th turn; read them with :mod:`pstats`, which can add them up). A sampling profiler attached from
+outside perturbs a 3 ms step more than it measures, and the runtime's process is forked by the actor system, out
+of reach of a wrapper; this is the profile of the turn's own thread only.
 """
 
 from __future__ import annotations
