@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import getpass
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -88,15 +89,21 @@ class Sessions:
     """The session API over ``system`` (an :class:`~ouroactors.ActorSystem` started or connected)."""
 
     def __init__(self, system: Any, *, principal: str | None = None, directory: str = DIRECTORY,
-                 data_dir: str | Path | None = None, follow_direct: bool = False) -> None:
-        """``follow_direct``: :meth:`events` reads the committed log itself, woken by the committers
-        (:mod:`ouroactors.runtime.coordinator.direct_follow`: faster; this process must not start an actor system
-        afterwards). Only for a multiproc system on this machine; otherwise the directory serves reads."""
+                 data_dir: str | Path | None = None, follow_direct: bool | None = None) -> None:
+        """``follow_direct``: :meth:`events` reads the committed log itself, in this process, woken by the
+        committers (:mod:`ouroactors.runtime.coordinator.direct_follow`: one process hop less than the directory's
+        stream; the environment is open only while it follows, so do not start an actor system on the same data dir
+        *while* following in another thread). Only for a multiproc system whose data dir this process may read;
+        ``None`` (the default) takes it there, ``False`` always follows through the session directory."""
         self.system = system
         self.principal = principal or local_principal()
         self.directory = directory
         self.data_dir = Path(data_dir) if data_dir is not None else Path(system.data_dir)
-        self.follow_direct = follow_direct and getattr(system, "base", None) == "multiproc"
+        local = getattr(system, "base", None) == "multiproc"
+        if follow_direct is None:  # ours to read: the data dir's environment exists and this user may open it
+            lmdb_dir = self.data_dir / "lmdb"
+            follow_direct = lmdb_dir.is_dir() and os.access(lmdb_dir, os.R_OK | os.W_OK | os.X_OK)
+        self.follow_direct = bool(follow_direct) and local
 
     def _ask(self, message: Any, timeout: float = ASK_TIMEOUT_S) -> Any:
         return self.system.ask(self.directory, message, timeout)
@@ -196,8 +203,9 @@ class Sessions:
         Without ``follow`` it ends at the last committed event. With ``follow`` it waits for more
         and ends when the session is terminal and drained, when an event of kind ``until`` was
         yielded, or after ``idle_timeout`` seconds without a new event (None: never). Following is
-        a stream from the session's coordinator (see :meth:`_batches`), read again every
-        ``FOLLOW_WAIT_S`` — or, with ``follow_direct``, the durable log read in this process.
+        the durable log read in this process, woken by the committers (``follow_direct``, the default
+        where this process may read the data dir) — or a stream from the session's coordinator through
+        the directory (see :meth:`_batches`), read again every ``FOLLOW_WAIT_S``.
         """
         if self.follow_direct:
             from .runtime.coordinator import direct_follow

@@ -23,7 +23,7 @@ HOUR = 3600.0
 
 def started(system: Any, tmp_path: Any, words: int = 12, pace_ms: int = 80) -> Sessions:
     system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(system)
+    sessions = Sessions(system, follow_direct=False)  # the directory's follow is what is tested here
     script = slow_script(tmp_path / "slow.toml", words=words, pace_ms=pace_ms)
     sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "talk", last=True)  # the directory now knows the coordinator: it lends it the reads

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 @pytest.fixture
 def running(actor_system, tmp_path):
     actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
+    sessions = Sessions(actor_system, follow_direct=False)  # publication through the coordinator is tested here
     sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(slow_script(
         tmp_path / "slow.toml", words=30, pace_ms=50))}))
     sessions.send("s1", "talk")
@@ -71,7 +71,7 @@ def test_a_coordinator_killed_after_the_last_checkpoint_leaves_no_runtime_open(a
     script.write_text('[[turns]]\nevents = [{ kind = "text", text = "hello" }]\n\n'
                       '[[turns]]\nevents = [{ kind = "text", text = "again" }]\n')
     actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
+    sessions = Sessions(actor_system, follow_direct=False)  # publication through the coordinator is tested here
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
     coordinator = next(c for c in actor_system.which_children("agent/coordinator") if c.status == "running")
     path = f"agent/coordinator/{coordinator.id}"

@@ -24,7 +24,7 @@ def test_a_follower_is_answered_by_each_checkpoint_not_by_a_timer(actor_system_f
     monkeypatch.setattr(actor, "HEARTBEAT_S", HOUR)
     system = actor_system_factory("multiproc")
     system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(system)
+    sessions = Sessions(system, follow_direct=False)  # the directory's follow is what is tested here
     script = slow_script(tmp_path / "slow.toml", words=6, pace_ms=60)
     sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "talk", last=True)
@@ -52,7 +52,7 @@ def test_a_tool_call_is_carried_by_the_runtime_s_start_commit(actor_system_facto
                       '[[turns]]\nevents = [{ kind = "text", text = "done" }]\n')
     system = actor_system_factory("multiproc")
     system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(system)
+    sessions = Sessions(system, follow_direct=False)  # the directory's follow is what is tested here
     sessions.new("s1", session_config(ws, tools={"enabled": ["read"]},
                                       model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "go", last=True)

@@ -86,7 +86,7 @@ class Node:
 
     def __init__(self, system: Any, data_dir: Path, tmp: Path) -> None:
         self.system, self.data_dir, self.tmp = system, data_dir, tmp
-        self.sessions = Sessions(system)
+        self.sessions = Sessions(system, follow_direct=False)  # the directory's door is tested here
 
     def settled(self, session_id: str, **kw: Any) -> coordinator.SessionView:
         """A session created with one settled turn (suspended, its coordinator knows the directory)."""
@@ -240,7 +240,7 @@ def test_wait_and_complete_job_that_name_the_wrong_thing_are_refused_and_change_
     node.sessions.wait("s-job", "carry on", job="job-1")
     waiting = node.sessions.show("s-job")
     assert waiting.state == "waiting:external_job"
-    stranger = Sessions(node.system, principal="user:mallory")
+    stranger = Sessions(node.system, principal="user:mallory", follow_direct=False)
     cases = [
         (lambda: node.sessions.complete_job("s-job", "job-2", {"ok": 1}), "unknown job"),
         (lambda: node.sessions.complete_job("s-job", "job-1", expected_version=waiting.state_version - 1), "stale"),
@@ -512,7 +512,7 @@ def test_the_coordinators_own_nudges_still_answer_a_follower_at_once(actor_syste
     monkeypatch.setattr(actor, "HEARTBEAT_S", 3600.0)
     system = actor_system_factory("multiproc")
     system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(system)
+    sessions = Sessions(system, follow_direct=False)
     sessions.new("s1", script(tmp_path / "s1.toml", words=6, pace_ms=60))
     sessions.send("s1", "talk", last=True)
     mark = system.mark()

@@ -90,6 +90,7 @@ class StorageConfig:
 
 _open: dict[str, tuple[int, lmdb.Environment, StorageConfig]] = {}
 _dbs: dict[int, dict[bytes, lmdb._Database]] = {}
+_handed_out: dict[str, int] = {}  # path -> how many times open_env handed its handle out in this process
 
 
 def open_env(config: StorageConfig) -> lmdb.Environment:
@@ -105,12 +106,28 @@ def open_env(config: StorageConfig) -> lmdb.Environment:
             )
         if replace(opened_with, path=config.path) != config:  # the same path may be spelled otherwise
             raise StorageError(f"{config.path} is already open in this process with other settings")
+        _handed_out[key] += 1
         return env
     env = _open_checked(config)
     env.reader_check()
     _dbs[id(env)] = {name: env.open_db(name) for name in KNOWN_DBS}
     _open[key] = (os.getpid(), env, config)
+    _handed_out[key] = 1
     return env
+
+
+def is_open(config: StorageConfig) -> bool:
+    """Whether this process holds a handle on ``config.path`` it opened itself (not one inherited across a fork)."""
+    found = _open.get(os.path.realpath(config.path))
+    return found is not None and found[0] == os.getpid()
+
+
+def handed_out(config: StorageConfig) -> int:
+    """How many times :func:`open_env` handed out this process's handle on ``config.path`` since it was opened (0:
+    not open). A borrower that opened the handle may close it only while this is still what it was after its own
+    open: otherwise another part of the process holds the handle too."""
+    key = os.path.realpath(config.path)
+    return _handed_out.get(key, 0) if is_open(config) else 0
 
 
 def _open_checked(config: StorageConfig) -> lmdb.Environment:
@@ -151,6 +168,7 @@ def close_env(config: StorageConfig) -> None:
     found = _open.get(key)
     if found is not None and found[0] == os.getpid():
         del _open[key]
+        _handed_out.pop(key, None)
         _dbs.pop(id(found[1]), None)
         found[1].close()
 

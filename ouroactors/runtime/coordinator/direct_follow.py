@@ -14,20 +14,29 @@ before its commit (a reader never sees an LMDB transaction that has not committe
 latency only: the log is read again every :data:`POLL_S` regardless. It ends as the directory's follow does: at
 an event of kind ``until``, when the session is terminal and everything is read, or after ``idle_timeout``.
 
-**The price: LMDB in this process.** The subscriber opens the node's environment (once per process, trust-checked
-as every opener does). A process that did must not start an actor system afterwards — a multiproc system forks,
-and a forked child may not use the handle (``shared/notes/lmdb.md``): the registry in
-:mod:`~ouroactors.authorities.storage.env` refuses it there. So this is opt-in (``Sessions(...,
-follow_direct=True)``), taken by the CLI, whose process ends after following; a program that started its system
-follows through the directory, the default.
+**The price: LMDB in this process, while it follows.** The subscriber opens the node's environment (trust-checked
+as every opener does) for the time it follows, and closes it when the last follow of this process ends — unless
+another part of the process took the handle meanwhile (:func:`~ouroactors.authorities.storage.env.handed_out`):
+then it is theirs to close. That matters because a multiproc actor system forks, and a forked child may neither use
+nor reopen a handle its parent holds (``shared/notes/lmdb.md``): a program that follows a session and then starts a
+system on the same data dir (a test restarting its system, a tool that follows and then boots) works, as long as
+it does not start it *while* a follow is running in another thread — then the system's actors cannot open the
+environment (the registry in :mod:`~ouroactors.authorities.storage.env` says why), and a warning names the
+follow at the fork. This is the default of :class:`ouroactors.sessions.Sessions` on a multiproc system (the CLI's
+``session events`` too); ``follow_direct=False`` follows through the directory instead.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from ...authorities.storage.env import StorageConfig, close_env, handed_out, is_open, open_env
 from ...core.errors import OuroactorsError
 from .errors import UnknownSession
 from .record import PublishedEvent
@@ -40,21 +49,79 @@ __all__ = ["POLL_S", "follow"]
 POLL_S = 0.5  # the log is read at least this often while following, woken or not
 BATCH = 1000
 
-_stores: dict[str, SessionStore] = {}
+log = logging.getLogger("ouroactors.coordinator")
 
 
-def _store(data_dir: Path) -> SessionStore:
-    key = str(data_dir.resolve())
-    store = _stores.get(key)
-    if store is None:
-        store = _stores[key] = SessionStore.open(data_dir)
-    return store
+@dataclass
+class _Borrowed:
+    """The environment of one data dir while this process follows sessions in it."""
+
+    store: SessionStore
+    config: StorageConfig
+    opened_here: bool  # opened for following: closed after the last follow, if nobody else took it meanwhile
+    handed_out: int  # the registry's hand-out count right after that open
+    following: int = 0
+
+
+_lock = threading.Lock()
+_borrowed: dict[str, _Borrowed] = {}
+
+
+def _acquire(data_dir: Path) -> tuple[str, SessionStore]:
+    config = StorageConfig.under(data_dir)
+    key = os.path.realpath(config.path)
+    with _lock:
+        borrowed = _borrowed.get(key)
+        if borrowed is None:
+            opened_here = not is_open(config)
+            store = SessionStore(open_env(config))
+            borrowed = _borrowed[key] = _Borrowed(store, config, opened_here, handed_out(config))
+        borrowed.following += 1
+        return key, borrowed.store
+
+
+def _release(key: str) -> None:
+    with _lock:
+        borrowed = _borrowed[key]
+        borrowed.following -= 1
+        if borrowed.following:
+            return
+        del _borrowed[key]
+        if borrowed.opened_here and handed_out(borrowed.config) == borrowed.handed_out:
+            close_env(borrowed.config)
+
+
+def _before_fork() -> None:
+    """A child forked now inherits the handles of the follows running (see the module docstring): say so."""
+    for key, borrowed in list(_borrowed.items()):
+        if borrowed.opened_here:
+            log.warning("forking while %d follow(s) read %s: the child may not open that environment (start an "
+                        "actor system before following, or after the follow ended)", borrowed.following, key)
+
+
+def _in_child() -> None:
+    """The parent's follows are not the child's (nor is a lock some other thread of the parent held at the fork)."""
+    global _lock
+    _lock = threading.Lock()
+    _borrowed.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_in_child)
 
 
 def follow(data_dir: str | Path, session_id: str, after: int = 0, *, follow: bool = True,
            idle_timeout: float | None = None, until: str | None = None) -> Iterator[PublishedEvent]:
     """The committed events of ``session_id`` after cursor ``after``, in order, each once (see the module doc)."""
-    store = _store(Path(data_dir))
+    key, store = _acquire(Path(data_dir))
+    try:
+        yield from _follow(store, data_dir, session_id, after, follow=follow, idle_timeout=idle_timeout, until=until)
+    finally:
+        _release(key)
+
+
+def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: int, *, follow: bool,
+            idle_timeout: float | None, until: str | None) -> Iterator[PublishedEvent]:
     wake = SubscriberWake.open(data_dir, session_id) if follow else None  # before the first read: no wake is lost
     try:
         cursor = after
