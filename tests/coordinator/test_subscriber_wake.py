@@ -67,3 +67,20 @@ def test_a_session_id_with_dots_cannot_reach_another_session_s_fifos(tmp_path) -
     assert sub is not None
     assert wake_subscribers(tmp_path, "s1.subs") == 0 and not sub.wait(0)
     sub.close()
+
+
+def test_a_wake_up_carries_the_cursor_its_commit_made_durable(tmp_path):
+    sub = SubscriberWake.open(tmp_path, "s1")
+    assert sub is not None
+    try:
+        assert wake_subscribers(tmp_path, "s1", 7) == 1 and wake_subscribers(tmp_path, "s1", 3) == 1
+        assert sub.wait(0) and sub.vouched == 7  # the highest: an older wake-up never lowers it
+        fd = os.open(sub.path, os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(fd, b"\x00\x01")  # a stray tail is no cursor
+        finally:
+            os.close(fd)
+        assert sub.wait(0) and sub.vouched == 7
+        assert wake_subscribers(tmp_path, "s1", -5) == 1 and sub.wait(0) and sub.vouched == 7  # clamped to 0
+    finally:
+        sub.close()

@@ -263,9 +263,11 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         return self.record
 
     def _wake_subscribers(self) -> None:
-        """Tell the subscribers that read the session's log themselves (:mod:`.direct_follow`) of a commit."""
+        """Tell the subscribers that read the session's log themselves (:mod:`.direct_follow`) of a commit of ours
+        that returned: the cursor it made durable (the record's)."""
         if self.context is not None:
-            wake_subscribers(self.context.data_dir, self.session_id)
+            cursor = self.record.committed_cursor if self.record is not None else 0
+            wake_subscribers(self.context.data_dir, self.session_id, cursor)
 
     # -- recovery -------------------------------------------------------------------------------------------
 

@@ -125,9 +125,23 @@ def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: i
     wake = SubscriberWake.open(data_dir, session_id) if follow else None  # before the first read: no wake is lost
     try:
         cursor = after
+        durable = after  # events up to this cursor are known to be on disk
+        flush = True  # the first read; after it, only when no wake-up vouches for what was read (see below)
         quiet_since = time.monotonic()
         while True:
             events = store.events(session_id, cursor, BATCH)
+            if wake is not None:
+                durable = max(durable, wake.vouched)
+            if events and events[-1].cursor > durable:
+                # Another process's commit is visible a moment before its synced write returns (SessionStore.durable):
+                # what no committer's wake-up vouched for is flushed here — or, woken, left for the wake-up of the
+                # commit that wrote it, which comes once that commit returned.
+                if flush:
+                    store.durable()
+                    durable = events[-1].cursor
+                else:
+                    events = [event for event in events if event.cursor <= durable]
+            flush = wake is None
             for event in events:
                 if event.cursor != cursor + 1:  # the log is contiguous; anything else is a bug worth stopping on
                     raise OuroactorsError(f"session {session_id!r}: event {event.cursor} after {cursor}: a gap")
@@ -144,7 +158,10 @@ def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: i
                 raise UnknownSession(session_id)
             if not follow or is_terminal(record.state):
                 if store.events(session_id, cursor, 1):
-                    continue  # committed between the two reads (a terminal record's events are all in the log)
+                    flush = True  # all there is (a terminal record's events are all in the log): flushed, not waited
+                    continue
+                if follow:
+                    store.durable()  # the end is told only once the terminal record is on disk
                 return
             wait = POLL_S
             if idle_timeout is not None:
@@ -153,7 +170,7 @@ def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: i
                     return
                 wait = min(wait, left)
             if wake is not None:
-                wake.wait(wait)
+                flush = not wake.wait(wait)  # a wait no wake-up ended: one may have been lost; flush, do not wait
             else:
                 time.sleep(wait)  # no FIFO here: a poll, at the same period as the woken reader's floor
     finally:

@@ -350,6 +350,8 @@ class Sessions(Sweeper, Worker):
     def _events(self, message: ReadEvents) -> EventsRead:
         events = self.store.events(message.session_id, message.after, message.limit)
         record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
+        if events or is_terminal(record.state):
+            self.store.durable()  # another process's commit may be visible before it is on disk (its meta page)
         return EventsRead(tuple(events), record.committed_cursor, record.state.value, message.request_id)
 
     def _serve_followers(self, only: str | None = None, served: frozenset[str] = frozenset()) -> None:

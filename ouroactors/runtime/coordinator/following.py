@@ -103,8 +103,12 @@ class Following:
         while True:
             events = self.store.events(self.session_id, held.cursor, held.request.limit) \
                 if record.committed_cursor > held.cursor else []
+            # never beyond the record the answer reports: a commit that landed since ``record`` was read (a carried
+            # one) is served with its own record, at its wake-up
+            events = [event for event in events if event.cursor <= record.committed_cursor]
             if not events and not over:
                 return True
+            self.store.durable()  # what was read may be another process's commit not yet on disk
             caught_up = not events or events[-1].cursor >= record.committed_cursor
             # a plain poll ends with its first answer; a stream once it is over and has sent everything durable
             final = not held.request.stream or (over and caught_up)

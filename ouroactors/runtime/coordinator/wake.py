@@ -17,10 +17,11 @@ removes the path only while it is still its own.
 
 **Subscribers reading the log themselves** (:mod:`.direct_follow`) are woken the same way, each by a FIFO of its
 own under ``<data dir>/followers/<session>/``: whoever commits to the session's log — the runtime carrying its
-events, the coordinator checkpointing — writes a byte to each (:func:`wake_subscribers`) after its commit returned,
-so a subscriber woken reads a durable log. A subscriber makes its FIFO under a dot-name, opens it, and only then
-renames it into place, so a writer never finds a FIFO of a live subscriber with no reader; one it finds with no
-reader (its subscriber died) it removes.
+events, the coordinator checkpointing — writes to each (:func:`wake_subscribers`) after its commit returned: the
+cursor that commit made durable. A subscriber publishes events up to the highest cursor vouched for; an event it
+reads beyond that (a later commit visible before its synced write returned) waits for its own committer's wake-up.
+A subscriber makes its FIFO under a dot-name, opens it, and only then renames it into place, so a writer never
+finds a FIFO of a live subscriber with no reader; one it finds with no reader (its subscriber died) it removes.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import secrets
 import select
 import stat
+import struct
 from pathlib import Path
 
 from .record import check_id
@@ -42,6 +44,8 @@ log = logging.getLogger("ouroactors.coordinator")
 WAKE_DIR = "wake"
 FOLLOWERS_DIR = "followers"
 _READ = 4096
+_VOUCH = struct.Struct(">Q")  # a subscriber's wake-up: the cursor the waking commit made durable
+_VOUCH_MAX = 2**64 - 1
 
 
 def wake_path(data_dir: str | os.PathLike[str], session_id: str) -> Path:
@@ -66,9 +70,10 @@ def _open_writer(path: str | os.PathLike[str]) -> int | None:
     return fd
 
 
-def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str) -> int:
-    """After a commit to ``session_id``'s log: a byte to every subscriber's FIFO; how many were woken. Never raises
-    (a subscriber not woken reads at its next poll)."""
+def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str, cursor: int = 0) -> int:
+    """After a commit to ``session_id``'s log returned: the cursor it made durable, to every subscriber's FIFO; how
+    many were woken. Never raises (a subscriber not woken reads at its next poll)."""
+    message = _VOUCH.pack(max(0, min(cursor, _VOUCH_MAX)))
     try:
         where = subscribers_dir(data_dir, session_id)
         names = os.listdir(where)
@@ -88,7 +93,7 @@ def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str) -> int:
                 pass
             continue
         try:
-            os.write(fd, b"!")
+            os.write(fd, message)  # 8 bytes: one atomic write (<= PIPE_BUF), never interleaved with another's
             woken += 1
         except OSError:  # full (it has wake-ups to read already), or its reader just went
             pass
@@ -135,7 +140,27 @@ class _FifoEnd:
 
 
 class SubscriberWake(_FifoEnd):
-    """A subscriber's end: a FIFO of its own that committers write a byte to (:func:`wake_subscribers`)."""
+    """A subscriber's end: a FIFO of its own that committers write to (:func:`wake_subscribers`).
+
+    Each wake-up is the cursor the waking commit made durable (8 bytes); :attr:`vouched` is the highest seen. A
+    reader may publish events up to it without a flush of its own: the committer's synced commit had returned when
+    it wrote. (A forged wake-up needs the data dir's owner, who could write the log anyway.)"""
+
+    vouched = 0
+
+    def drain(self) -> bool:
+        woke = False
+        while True:
+            try:
+                chunk = os.read(self.fd, _READ)
+            except BlockingIOError:
+                return woke
+            if not chunk:
+                return woke
+            woke = True
+            whole = len(chunk) - len(chunk) % _VOUCH.size  # writes are whole; a stray tail is not a cursor
+            for (cursor,) in _VOUCH.iter_unpack(chunk[:whole]):
+                self.vouched = max(self.vouched, cursor)
 
     @classmethod
     def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> SubscriberWake | None:
@@ -213,9 +238,10 @@ class WakeWriter:
         self.data_dir, self.session_id = data_dir, session_id
         self._fd: int | None = None
 
-    def wake(self) -> bool:
-        """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself."""
-        wake_subscribers(self.data_dir, self.session_id)
+    def wake(self, cursor: int = 0) -> bool:
+        """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself, telling
+        them the cursor the commit that just returned made durable."""
+        wake_subscribers(self.data_dir, self.session_id, cursor)
         return self._wake_coordinator()
 
     def _wake_coordinator(self) -> bool:

@@ -60,7 +60,7 @@ class CarriedOutput:
     """
 
     def __init__(self, store: SessionStore, session_id: str, runtime_id: str, generation: int | None,
-                 push: Callable[[tuple[OutputEvent, ...]], bool], wake: Callable[[], bool] | None = None) -> None:
+                 push: Callable[[tuple[OutputEvent, ...]], bool], wake: Callable[[int], bool] | None = None) -> None:
         self._store = store
         self._key = check_id(session_id, "session_id").encode()
         self._runtime_id = runtime_id
@@ -153,5 +153,5 @@ class CarriedOutput:
         self._committed(staged[-1].cursor)
         self.carried += len(staged)
         faults.point(CARRIED)
-        if self._wake is None or not self._wake():  # no wake-up line: the push tells of it (one hop later)
+        if self._wake is None or not self._wake(staged[-1].cursor):  # no wake-up line: the push tells (a hop later)
             self._send(staged)
