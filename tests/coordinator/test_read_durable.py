@@ -166,3 +166,15 @@ def test_the_coordinator_never_answers_beyond_the_record_it_reports(env):
     assert coordinator._send_to(held, record) is True
     assert [e.cursor for m in sent for e in m.events] == [1, 2, 3, 4]
     assert all(m.committed == 4 for m in sent)
+
+
+def test_after_its_own_checkpoint_returned_the_coordinator_answers_without_a_flush(env):
+    """The record a checkpoint of the coordinator's wrote is on disk when the commit returns, and the answer goes no
+    further than that record: nothing to flush."""
+    seen: list[tuple[str, int]] = []
+    store = Noting(env, seen)
+    record = _with_events(store, 3)
+    coordinator = _Coordinator(store)
+    coordinator.held = [_Held("reply-to", ReadEvents("s1", 0, 100, 30.0, "r1", True), float("inf"), 0)]
+    coordinator._serve_held(record, durable=True)
+    assert ("sent", 3) in seen and ("flush", 0) not in seen

@@ -80,10 +80,11 @@ class Following:
         directory knows this coordinator) is answered at the directory's tick."""
         return bool(self.served) or not any(h.request.stream for h in self.held)
 
-    def _serve_held(self, record: SessionRecord) -> None:
-        """After a checkpoint commit (``record`` is what it made durable): send every follower what it lacks."""
+    def _serve_held(self, record: SessionRecord, *, durable: bool = False) -> None:
+        """After a commit (``record``: what it made visible; ``durable``: what a commit of ours that returned wrote,
+        so on disk already): send every follower what it lacks."""
         if self.held:
-            self.held = [h for h in self.held if self._send_to(h, record)]
+            self.held = [h for h in self.held if self._send_to(h, record, durable)]
 
     def _prune_held(self) -> None:
         """At each heartbeat: a stream past its deadline is ended (its reader polls again); a plain poll past its
@@ -97,8 +98,9 @@ class Following:
                 self._answer(held, (), self._read(), final=True)
         self.held = keep
 
-    def _send_to(self, held: _Held, record: SessionRecord) -> bool:
-        """Send ``held`` the events after its cursor, if any (or its end); whether it is still held after."""
+    def _send_to(self, held: _Held, record: SessionRecord, durable: bool = False) -> bool:
+        """Send ``held`` the events after its cursor, if any (or its end), up to ``record``'s cursor; whether it is
+        still held after. ``durable``: ``record`` is known to be on disk (else what was read is flushed first)."""
         over = is_terminal(record.state) or time.monotonic() >= held.deadline
         while True:
             events = self.store.events(self.session_id, held.cursor, held.request.limit) \
@@ -108,7 +110,8 @@ class Following:
             events = [event for event in events if event.cursor <= record.committed_cursor]
             if not events and not over:
                 return True
-            self.store.durable()  # what was read may be another process's commit not yet on disk
+            if not durable:
+                self.store.durable()  # what was read may be another process's commit not yet on disk
             caught_up = not events or events[-1].cursor >= record.committed_cursor
             # a plain poll ends with its first answer; a stream once it is over and has sent everything durable
             final = not held.request.stream or (over and caught_up)
