@@ -178,3 +178,18 @@ def test_after_its_own_checkpoint_returned_the_coordinator_answers_without_a_flu
     coordinator.held = [_Held("reply-to", ReadEvents("s1", 0, 100, 30.0, "r1", True), float("inf"), 0)]
     coordinator._serve_held(record, durable=True)
     assert ("sent", 3) in seen and ("flush", 0) not in seen
+
+
+def test_carried_commits_the_runtime_vouched_for_are_served_without_a_flush(env):
+    from ouroactors.runtime.coordinator.publishing import Publisher
+
+    seen: list[tuple[str, int]] = []
+    store = Noting(env, seen)
+    record = _with_events(store, 3)
+    for vouched, flushed in ((3, False), (2, True)):
+        seen.clear()
+        coordinator = _Coordinator(store)
+        coordinator.published_through = 0  # type: ignore[attr-defined]
+        coordinator.held = [_Held("reply-to", ReadEvents("s1", 0, 100, 30.0, "r1", True), float("inf"), 0)]
+        Publisher._publish_carried(coordinator, record, vouched=vouched)  # type: ignore[arg-type]
+        assert ("sent", 3) in seen and (("flush", 0) in seen) is flushed

@@ -65,3 +65,15 @@ def test_a_full_fifo_is_still_a_wake(tmp_path) -> None:
     assert reader.drain()
     writer.close()
     reader.close()
+
+
+def test_the_coordinator_hears_the_cursor_the_runtime_s_commit_made_durable(tmp_path) -> None:
+    reader = WakeReader.open(tmp_path, "s1")
+    writer = WakeWriter(tmp_path, "s1")
+    assert reader is not None
+    try:
+        assert writer.wake(12) and writer.wake(5)
+        assert reader.drain() and reader.vouched == 12  # the highest; an older wake-up never lowers it
+    finally:
+        writer.close()
+        reader.close()

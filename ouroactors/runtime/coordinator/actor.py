@@ -161,7 +161,7 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
                 # turn still waits for its answer); a publication job follows only if it has something to do.
                 record = self.store.get(self.session_id)
                 if record is not None:
-                    self._publish_carried(record)
+                    self._publish_carried(record, vouched=self.wake.vouched)
                 if self.attached is not None and (record is None or self.pushed or record.committed_cursor
                                                   - max(self._acked(), 0) >= publishing.ACK_EVERY):
                     self._want_publish(drain=False)  # pushed events wait, or acks are due: a job for them

@@ -95,14 +95,15 @@ class Publisher:
         served: list[str]
         def _wake_subscribers(self) -> None: ...
 
-    def _publish_carried(self, record: SessionRecord) -> None:
+    def _publish_carried(self, record: SessionRecord, *, vouched: int = 0) -> None:
         """Publish what the runtime carried in its own commits (:func:`.publication.carry`): durable, so it goes to
-        the followers now, as after a checkpoint of ours — without the commit."""
+        the followers now, as after a checkpoint of ours — without the commit. ``vouched``: the cursor the runtime's
+        wake-ups said their returned commits made durable (what goes beyond it is flushed before it is sent)."""
         if record.committed_cursor <= self.published_through:
             return
         self.published_through = record.committed_cursor
         mark("carried", record.committed_cursor)
-        self._serve_held(record)
+        self._serve_held(record, durable=record.committed_cursor <= vouched)
         # A carried commit comes at every step of a tool turn: the directory is nudged only for the followers held
         # here (every directory follower is lent once it knows this coordinator; one not lent is answered at the
         # directory's tick, and a reader of the log itself is woken by its FIFO). The checkpoints of ours nudge
@@ -153,7 +154,8 @@ class Publisher:
         self.drain_wanted = False
         while self.attached is not None:
             record = self._read()
-            self._publish_carried(record)
+            wake = getattr(self, "wake", None)  # the runtime's wake-ups say what its returned commits made durable
+            self._publish_carried(record, vouched=wake.vouched if wake is not None else 0)
             # carried events fill the runtime's buffer too: they are acked as our checkpoints are
             carried_unacked = record.committed_cursor - max(self._acked(), 0) >= ACK_EVERY
             if carried_unacked and not (yield from self._ack(record.committed_cursor)):

@@ -119,36 +119,12 @@ class _FifoEnd:
             os.close(fd)
             raise
 
-    def drain(self) -> bool:
-        """Read every byte waiting; whether there was any (a wake-up)."""
-        woke = False
-        while True:
-            try:
-                chunk = os.read(self.fd, _READ)
-            except BlockingIOError:
-                return woke
-            if not chunk:
-                return woke
-            woke = True
-
-    def _close_ends(self) -> None:
-        for fd in (self.fd, self._keep):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-class SubscriberWake(_FifoEnd):
-    """A subscriber's end: a FIFO of its own that committers write to (:func:`wake_subscribers`).
-
-    Each wake-up is the cursor the waking commit made durable (8 bytes); :attr:`vouched` is the highest seen. A
-    reader may publish events up to it without a flush of its own: the committer's synced commit had returned when
-    it wrote. (A forged wake-up needs the data dir's owner, who could write the log anyway.)"""
-
-    vouched = 0
+    vouched = 0  # the highest cursor a wake-up said its commit made durable
 
     def drain(self) -> bool:
+        """Read every wake-up waiting; whether there was any. Each is the cursor the waking commit made durable (8
+        bytes; :attr:`vouched` keeps the highest). A forged one needs the data dir's owner, who could write the
+        log itself."""
         woke = False
         while True:
             try:
@@ -161,6 +137,20 @@ class SubscriberWake(_FifoEnd):
             whole = len(chunk) - len(chunk) % _VOUCH.size  # writes are whole; a stray tail is not a cursor
             for (cursor,) in _VOUCH.iter_unpack(chunk[:whole]):
                 self.vouched = max(self.vouched, cursor)
+
+    def _close_ends(self) -> None:
+        for fd in (self.fd, self._keep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class SubscriberWake(_FifoEnd):
+    """A subscriber's end: a FIFO of its own that committers write to (:func:`wake_subscribers`).
+
+    A reader may publish events up to :attr:`vouched` without a flush of its own: the committer's synced commit had
+    returned when it wrote."""
 
     @classmethod
     def open(cls, data_dir: str | os.PathLike[str], session_id: str) -> SubscriberWake | None:
@@ -242,15 +232,15 @@ class WakeWriter:
         """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself, telling
         them the cursor the commit that just returned made durable."""
         wake_subscribers(self.data_dir, self.session_id, cursor)
-        return self._wake_coordinator()
+        return self._wake_coordinator(_VOUCH.pack(max(0, min(cursor, _VOUCH_MAX))))
 
-    def _wake_coordinator(self) -> bool:
+    def _wake_coordinator(self, message: bytes) -> bool:
         for _ in range(2):  # once more after a reader went away: a new incarnation may have a new FIFO there
             fd = self._fd if self._fd is not None else self._open()
             if fd is None:
                 return False
             try:
-                os.write(fd, b"!")
+                os.write(fd, message)  # 8 bytes: atomic
                 return True
             except BlockingIOError:
                 return True  # full of wake-ups: the reader has some to read already
