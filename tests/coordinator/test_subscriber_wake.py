@@ -82,5 +82,6 @@ def test_a_wake_up_carries_the_cursor_its_commit_made_durable(tmp_path):
             os.close(fd)
         assert sub.wait(0) and sub.vouched == 7
         assert wake_subscribers(tmp_path, "s1", -5) == 1 and sub.wait(0) and sub.vouched == 7  # clamped to 0
+        assert wake_subscribers(tmp_path, "s1", 2**80) == 1 and sub.wait(0) and sub.vouched == 2**64 - 1  # no raise
     finally:
         sub.close()

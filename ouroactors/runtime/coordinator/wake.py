@@ -70,10 +70,15 @@ def _open_writer(path: str | os.PathLike[str]) -> int | None:
     return fd
 
 
+def _vouch(cursor: int) -> bytes:
+    """A wake-up's bytes: ``cursor`` as the 8 bytes every FIFO end reads (clamped to what they can hold)."""
+    return _VOUCH.pack(max(0, min(cursor, _VOUCH_MAX)))
+
+
 def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str, cursor: int = 0) -> int:
     """After a commit to ``session_id``'s log returned: the cursor it made durable, to every subscriber's FIFO; how
     many were woken. Never raises (a subscriber not woken reads at its next poll)."""
-    message = _VOUCH.pack(max(0, min(cursor, _VOUCH_MAX)))
+    message = _vouch(cursor)
     try:
         where = subscribers_dir(data_dir, session_id)
         names = os.listdir(where)
@@ -232,7 +237,7 @@ class WakeWriter:
         """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself, telling
         them the cursor the commit that just returned made durable."""
         wake_subscribers(self.data_dir, self.session_id, cursor)
-        return self._wake_coordinator(_VOUCH.pack(max(0, min(cursor, _VOUCH_MAX))))
+        return self._wake_coordinator(_vouch(cursor))
 
     def _wake_coordinator(self, message: bytes) -> bool:
         for _ in range(2):  # once more after a reader went away: a new incarnation may have a new FIFO there
