@@ -72,6 +72,15 @@ class Record(BaseModel):
     VERSION: ClassVar[int] = 1
 
     @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Plan the record's encoding as its class is made (see :func:`_plan`), not at its first encode: a process
+        forked after the import — every actor of a multiproc system, a session runtime on each resume — inherits
+        the plan instead of computing it during its first turn."""
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.__pydantic_complete__:
+            _plan(cls)
+
+    @classmethod
     def upgrade(cls, version: int, values: list[Any]) -> list[Any]:
         """Migrate the raw field values of a record stored at an older ``version`` to ``cls.VERSION``."""
         raise CodecError(f"{cls.SCHEMA!r}: stored version {version} < {cls.VERSION} and {cls.__name__} has no upgrade")

@@ -218,3 +218,29 @@ def test_a_refused_value_leaves_the_packer_clean(value):
     with pytest.raises(CodecError):
         encode(Holder(a=value))
     assert encode(Holder(a=[1, "two"])) == reference(Holder(a=[1, "two"]))
+
+
+# -- plans are made with the class, so a forked process inherits them ------------------------------------------
+
+def test_a_record_class_is_planned_when_it_is_made_not_at_its_first_encode() -> None:
+    class Planned(Record):
+        SCHEMA = "test.planned"
+        a: int
+        b: str = "x"
+
+    assert codec._PLANS[Planned] == [("a", None), ("b", None)]  # before any encode
+
+
+def test_a_record_with_an_unresolved_reference_is_planned_once_complete() -> None:
+    class Outer(Record):
+        SCHEMA = "test.outer"
+        inner: Later | None = None
+
+    class Later(BaseModel):
+        n: int
+
+    assert Outer not in codec._PLANS  # not complete: its plan would not know Later is a model
+    Outer.model_rebuild(_types_namespace={"Later": Later})
+    value = Outer(inner=Later(n=3))
+    assert codec.decode(encode(value), Outer) == value
+    assert [name for name, _ in codec._PLANS[Outer]] == ["inner"]
