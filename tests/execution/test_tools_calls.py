@@ -53,6 +53,17 @@ def test_specs_are_the_argument_schemas() -> None:
     assert [s.name for s in specs(("shell", "read"))] == ["shell", "read"]
 
 
+def test_a_spec_is_made_once_per_tool_and_each_caller_gets_its_own_copy() -> None:
+    from ouroactors.runtime.execution.tools import base
+
+    shell = TOOLS["shell"]
+    assert shell.Args in base._SCHEMAS  # made at import: a runtime forked after it does not make it per open
+    first, second = shell.spec(), shell.spec()
+    assert first.parameters == second.parameters == shell.Args.model_json_schema()
+    first.parameters["properties"].clear()  # a caller that changes its copy changes nobody else's
+    assert shell.spec().parameters == shell.Args.model_json_schema()
+
+
 def test_unknown_tool_is_named_with_the_known_ones() -> None:
     with pytest.raises(ToolCallError) as err:
         parse_call(ToolCall(id="c7", name="rm_rf", arguments={}))

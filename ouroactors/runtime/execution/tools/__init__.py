@@ -30,6 +30,8 @@ from .shell import ShellTool
 
 TOOLS: Mapping[str, Tool[Any]] = MappingProxyType(
     {tool.name: tool for tool in (ReadTool(), WriteTool(), EditTool(), ListTool(), ShellTool(), HttpTool())})
+for _tool in TOOLS.values():  # their schemas made at import: a runtime forked after it inherits them (Tool.spec)
+    _tool.spec()
 
 
 def parse_call(call: ToolCall, tools: Mapping[str, Tool[Any]] = TOOLS) -> tuple[Tool[Any], ToolArgs]:

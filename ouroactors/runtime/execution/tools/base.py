@@ -20,6 +20,7 @@ entry stays started for the reconciler (the chaos workload's honesty rules).
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from abc import ABC, abstractmethod
@@ -197,6 +198,9 @@ class ToolArgs(BaseModel):
 A = TypeVar("A", bound=ToolArgs)
 
 
+_SCHEMAS: dict[type[BaseModel], str] = {}  # argument class -> its JSON schema, as JSON text (see Tool.spec)
+
+
 class Tool(ABC, Generic[A]):
     """One tool: a declaration the loop reasons about, and an async ``run`` under trio."""
 
@@ -210,7 +214,12 @@ class Tool(ABC, Generic[A]):
     compensation: ClassVar[str | None] = None  # how an effect that ran is undone, when retrying cannot (None: it isn't)
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description, parameters=self.Args.model_json_schema())
+        """What the model is shown. The JSON schema is generated once per argument class (pydantic takes ~1 ms a
+        tool, and a runtime opens a session per turn) and each spec gets its own copy of it."""
+        text = _SCHEMAS.get(self.Args)
+        if text is None:
+            text = _SCHEMAS[self.Args] = json.dumps(self.Args.model_json_schema())
+        return ToolSpec(name=self.name, description=self.description, parameters=json.loads(text))
 
     def fingerprint_args(self, args: A) -> dict[str, Any]:
         """The arguments the ledger fingerprint covers: ``fingerprint(ledger_kind, tool.fingerprint_args(args))``."""
