@@ -42,6 +42,9 @@ def test_after_model_and_errors_and_tools():
     assert steps.after_tools([("ok", None), ("failed", "boom"), ("denied", "no")]) is None
     assert steps.after_tools([("ok", None), ("cancelled", steps.INTERRUPTED)]).status == "interrupted"  # type: ignore[union-attr]
     assert steps.after_tools([("cancelled", steps.DEADLINE)]).status == "deadline"  # type: ignore[union-attr]
+    # an unknown outcome ends the turn too (the model is not asked to guess or retry); an interrupt still wins
+    assert steps.after_tools([("ok", None), ("unknown", "timeout")]).status == "ambiguous"  # type: ignore[union-attr]
+    assert steps.after_tools([("unknown", "t"), ("cancelled", steps.INTERRUPTED)]).status == "interrupted"  # type: ignore[union-attr]
 
 
 @given(st.text(max_size=300), st.integers(min_value=1, max_value=400))

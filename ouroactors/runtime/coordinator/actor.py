@@ -371,6 +371,10 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
             if getattr(info, "generation", None) and epoch_of(info.generation) == epoch_of(lost["generation"]):
                 yield self._execution(AdminCall("terminate_child", lost["key"]))
         self.attached = None
+        last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
+        if last and last[-1].kind == "turn_settled":  # it stopped on an effect of unknown outcome, now settled by its
+            self._transition(record, Event.TURN_COMPLETE)  # reconciler: nothing re-runs, the next message goes on
+            return
         reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
         context = self._turn_context(record)
         try:

@@ -84,6 +84,7 @@ class Publisher:
         def _heartbeat(self, drain: bool = True) -> Job: ...
         def _runtime_ask(self, message: Any, timeout_s: float = ..., to: _Attached | None = None) -> Ask: ...
         def _close_runtime(self, settle: bool = True) -> Job: ...
+        def _recover(self) -> Job: ...
         def _check_waits(self) -> Job: ...
         def _last_turn(self, record: SessionRecord) -> bool: ...
         def _approval_wait(self, record: SessionRecord, events: Any) -> tuple[Any, list[str]]: ...
@@ -183,8 +184,11 @@ class Publisher:
                 return
             if step_plan.empty:
                 return
-            settled = any(e.kind == "turn_settled" for e in step_plan.events)
+            settled_as = next((e.data.get("status") for e in step_plan.events if e.kind == "turn_settled"), None)
+            settled = settled_as is not None
             then = (Event.COMPLETE if self._last_turn(record) else Event.TURN_COMPLETE) if settled else None
+            if settled_as == "ambiguous":  # a tool call's outcome is unknown: recovery reconciles it (see below)
+                then = Event.EFFECT_UNKNOWN
             changes: dict[str, Any] = {}
             asks_left = self.answered_asks
             if not settled and record.state is State.RUNNING:
@@ -227,6 +231,9 @@ class Publisher:
                 return
             if settled:  # a runtime gone after the commit is closed all the same: its lease is released
                 yield from self._close_runtime()
+                if then is Event.EFFECT_UNKNOWN:  # recovering now: the effect's reconciler settles it, or it parks
+                    yield from self._recover()
+                    return
                 if then is Event.COMPLETE:
                     self.stop()  # the session is history: a transient child that ends normally is not restarted
                 return

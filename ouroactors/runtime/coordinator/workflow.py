@@ -78,6 +78,7 @@ class Event(str, Enum):
     TIMER_FIRED = "timer_fired"
     JOB_COMPLETED = "job_completed"
     RUNTIME_LOST = "runtime_lost"  # worker, model or tool failure: the runtime is gone
+    EFFECT_UNKNOWN = "effect_unknown"  # a turn stopped on a tool call whose outcome is unknown: reconcile first
     RECOVERED = "recovered"  # a replacement resumed from the checkpoint (or the live one was adopted)
     PARK = "park"  # recovery refused: not provably safe
     RETRY = "retry"  # an operator retries a parked recovery
@@ -105,8 +106,12 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (S.WAITING_TIMER, E.TIMER_FIRED): S.RUNNING,
     (S.WAITING_JOB, E.JOB_COMPLETED): S.RUNNING,
     (S.RUNNING, E.RUNTIME_LOST): S.RECOVERING,
+    (S.RUNNING, E.EFFECT_UNKNOWN): S.RECOVERING,
     (S.RECOVERING, E.RECOVERED): S.RUNNING,
     (S.RECOVERING, E.PARK): S.PARKED,
+    # a turn that stopped on an effect of unknown outcome had settled: once recovery settled the effect, no runtime
+    # is started for it (nothing re-runs) and the session waits for the next message
+    (S.RECOVERING, E.TURN_COMPLETE): S.SUSPENDED,
     (S.PARKED, E.RETRY): S.RECOVERING,
     (S.RUNNING, E.COMPLETE): S.COMPLETED,
     (S.RUNNING, E.FAIL): S.FAILED,

@@ -6,7 +6,8 @@ functions from its ports.
 
 Turn statuses (``turn_settled.status``): ``completed`` (the model answered without tool calls), ``failed`` (a model
 error), ``interrupted`` (an interrupt arrived), ``deadline`` (the turn's deadline passed), ``limit`` (a count
-limit: model calls in the turn, or the session's tokens).
+limit: model calls in the turn, or the session's tokens), ``ambiguous`` (a tool call's outcome is unknown: see
+:func:`after_tools`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ...core.codec import _pack, digest_of
 from .config import Limits
 from .model import Message, ModelErrorKind, ModelRequest, ToolCall, ToolSpec
 
-Status = Literal["completed", "failed", "interrupted", "deadline", "limit"]
+Status = Literal["completed", "failed", "interrupted", "deadline", "limit", "ambiguous"]
 INTERRUPTED = "interrupted"  # the detail of a CANCELLED model error / cancelled tool result caused by an interrupt
 DEADLINE = "turn deadline exceeded"
 
@@ -65,12 +66,20 @@ def on_model_error(kind: str, detail: str) -> Stop:
 
 
 def after_tools(statuses: Sequence[tuple[str, str | None]]) -> Stop | None:
-    """After a batch of tool results ``(status, error)``: a cancelled one ends the turn (interrupt or deadline)."""
+    """After a batch of tool results ``(status, error)``: a cancelled one ends the turn (interrupt or deadline), and
+    so does one whose outcome is ``unknown`` — status ``ambiguous``. The model is not asked again: told that a write
+    may or may not have happened, it could only guess or retry it (a new call, with a new idempotency key), and
+    seed 001 asks to query downstream state before retrying an ambiguous write. The coordinator takes the session
+    to recovery, where the effect's reconciler settles it or the session parks for an operator."""
     for status, error in statuses:
         if status == "cancelled":
             if error == INTERRUPTED:
                 return Stop("interrupted", "interrupted during tool calls")
             return Stop("deadline", f"tool call cancelled: {error}")
+    for status, error in statuses:
+        if status == "unknown":
+            return Stop("ambiguous", f"a tool call's outcome is unknown ({error or 'no detail'}): the turn stops "
+                                     "until its effect is reconciled or settled")
     return None
 
 
