@@ -85,3 +85,72 @@ def test_workspace_restart_turns_live_leases_into_reservations(actor_system, tmp
     reclaimed = ask_authority(actor_system, "agent/workspace", Reclaim("session-1", str(project), "exclusive",
                                                             granted.capability, owner=new_owner))
     assert reclaimed.lease.fencing_token > granted.lease.fencing_token
+
+
+# -- worktrees have owners; a corrupt record is quarantined, not fatal ---------------------------------
+
+
+def _repo(tmp_path) -> str:
+    import os
+
+    from ouroactors.authorities.workspace import worktrees as wt
+    path = os.path.join(os.path.realpath(tmp_path), "repo")
+    os.mkdir(path)
+    for args in (("init", "-q", "-b", "main"), ("commit", "-q", "--allow-empty", "-m", "initial")):
+        wt.git(path, *args)
+    return path
+
+
+def test_cleanup_is_refused_while_a_lease_is_held_and_for_another_session(actor_system, tmp_path):
+    import os
+
+    from ouroactors.authorities.workspace.messages import CleanupWorktree, CreateWorktree
+    from ouroactors.authorities.workspace.worktree_owners import NotWorktreeOwner, WorktreeHeld
+
+    repo = _repo(tmp_path)
+    actor_system.start_tree(tree(str(os.path.realpath(tmp_path))))
+    s1 = actor_system.resolve("agent/sessions/s1")
+    made = ask_authority(actor_system, "agent/workspace", CreateWorktree(repo, "s1"), timeout=30)
+    granted = ask_authority(actor_system, "agent/workspace", Acquire(made.path, "exclusive", "s1", owner=s1))
+    with pytest.raises(NotWorktreeOwner, match="'s1'"):  # another session: never, lease or not
+        ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, made.path, session_id="s2"), timeout=30)
+    with pytest.raises(NotWorktreeOwner):  # nobody named: refused
+        ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, made.path), timeout=30)
+    with pytest.raises(WorktreeHeld, match=granted.lease.lease_id):  # the owner, while its own lease is live
+        ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, made.path, session_id="s1"), timeout=30)
+    assert os.path.isdir(made.path)
+    assert [x.lease_id for x in ask_authority(actor_system, "agent/workspace", "leases")] == [granted.lease.lease_id]
+
+    ask_authority(actor_system, "agent/workspace", Release(granted.lease.lease_id, capability=granted.capability))
+    done = ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, made.path, session_id="s1"), timeout=30)
+    assert done.removed and not os.path.exists(made.path)
+    assert ask_authority(actor_system, "agent/workspace", "worktrees") == []
+
+
+def test_the_owner_survives_a_restart_and_a_verified_operator_may_clean_up(actor_system, tmp_path):
+    import os
+
+    from ouroactors.authorities.grants.operators import ensure_local_operator, read_credentials
+    from ouroactors.authorities.workspace.messages import CleanupWorktree, CreateWorktree
+    from ouroactors.authorities.workspace.worktree_owners import NotWorktreeOwner
+
+    repo = _repo(tmp_path)
+    ensure_local_operator(actor_system.data_dir)
+    name, token = read_credentials(actor_system.data_dir)
+    actor_system.start_tree(tree(str(os.path.realpath(tmp_path))))
+    made = ask_authority(actor_system, "agent/workspace", CreateWorktree(repo, "s1"), timeout=30)
+    mark = actor_system.mark()
+    actor_system.kill("agent/workspace")
+    actor_system.wait_for("started", "agent/sessions/s2", after=mark)
+    [record] = ask_authority(actor_system, "agent/workspace", "worktrees")  # reloaded from LMDB
+    assert (record.path, record.session_id) == (made.path, "s1")
+    with pytest.raises(NotWorktreeOwner, match="'s1'"):
+        ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, made.path, session_id="s2"), timeout=30)
+    with pytest.raises(NotWorktreeOwner, match="not verified"):  # a name a request merely asserts proves nothing
+        ask_authority(actor_system, "agent/workspace",
+                      CleanupWorktree(repo, made.path, operator=name, token="forged"), timeout=30)
+    assert os.path.isdir(made.path)
+    done = ask_authority(actor_system, "agent/workspace",
+                         CleanupWorktree(repo, made.path, operator=name, token=token), timeout=30)
+    assert done.removed and not os.path.exists(made.path)
+

@@ -22,6 +22,11 @@ table and the answers can never disagree.
   lease commits nothing. See :meth:`.leases.LeaseTable.acquire` for the rules and why handing the
   capability out again is safe.
 
+* **Worktrees have owners.** ``CreateWorktree`` commits a ``worktree/…`` record naming the session
+  before git makes the checkout; ``CleanupWorktree`` is answered only for that session or a verified
+  operator, and never while a live lease or reservation overlaps the worktree
+  (:mod:`.worktree_owners` decides).
+
 This is admission control on one node, not a distributed lock.
 """
 
@@ -42,6 +47,7 @@ from ...core.codec import CodecError
 from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
+from ..grants.operators import CredentialsError, load_operators, verify
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected, write
 from ..storage.env import db, decode_u64, encode_u64, meta_db, open_env
@@ -58,7 +64,19 @@ from .leases import (
 )
 from .messages import PROTOCOL, Acquire, CheckFence, CleanupWorktree, CreateWorktree, Reclaim, Release
 from .paths import PathError, canonicalize, canonicalize_roots, under
-from .worktrees import WorktreeError, cleanup, create
+from .worktree_owners import (
+    WORKTREE_PREFIX,
+    NotWorktreeOwner,
+    Quarantined,
+    WorktreeRecord,
+    WorktreeRefused,
+    decide_cleanup,
+    decide_create,
+    decode_entry,
+    worktree_key,
+    worktree_record,
+)
+from .worktrees import WorktreeError, cleanup, create, plan
 
 log = logging.getLogger("ouroactors.workspace")
 LEASE_RECORDED = faults.register_point("workspace.lease_recorded", "a lease decision is durable, not yet answered")
@@ -75,7 +93,8 @@ class Granted:
 
 
 class Workspace(Worker):
-    """Asks: Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree, ``"leases"``.
+    """Asks: Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree, ``"leases"``,
+    ``"worktrees"``.
 
     Every request is checked at the door (:mod:`.messages`) and must be stamped with this
     authority's generation. Refusals (answered, nothing changed): a bad request, lease and path
@@ -83,7 +102,7 @@ class Workspace(Worker):
     An unknown commit outcome is a crash: the restart reloads the truth from LMDB.
     """
 
-    refusals = (LeaseError, PathError, WorktreeError, CommitRejected, CodecError)
+    refusals = (LeaseError, PathError, WorktreeError, WorktreeRefused, CommitRejected, CodecError)
     protocol = PROTOCOL
     stamped_only = True
 
@@ -101,6 +120,8 @@ class Workspace(Worker):
         self.fence = storage.generation if storage is not None else None
         self.env = open_env(storage_config(self.context.data_dir, map_size))
         self.leases_db = db(self.env, b"workspace")
+        self.worktrees: dict[str, WorktreeRecord] = {}  # canonical path -> owner record
+        self.quarantined: list[Quarantined] = []
         self.table = self._load()
         self.owners: dict[str, tuple[Any, float]] = {}  # owner id -> (address, last answer)
         orphaned = sorted({lease.owner for lease in self.table.live() if lease.status == "active"})
@@ -115,20 +136,19 @@ class Workspace(Worker):
         buried: list[Lease] = []
         with self.env.begin() as txn:
             raw = txn.get(NEXT_TOKEN_KEY, db=meta_db(self.env))
-            for _key, value in txn.cursor(db=self.leases_db):
+            for key, value in txn.cursor(db=self.leases_db):
+                if bytes(key).startswith(WORKTREE_PREFIX):
+                    entry = decode_entry(bytes(key), bytes(value))
+                    if isinstance(entry, WorktreeRecord):  # else: no known owner, so only an operator removes it
+                        self.worktrees[entry.path] = entry
+                    continue
                 lease = lease_from_record(msgpack.unpackb(bytes(value), raw=False))
                 (live if lease.live else buried).append(lease)
         next_token = decode_u64(raw) if raw is not None else 1
         return LeaseTable(next_token=next_token, leases=live, tombstones=buried)
 
-    def _commit(self, decision: Decision) -> None:
-        """Make a decision durable, then apply it; a storage refusal becomes the caller's error."""
-
-        def put(txn: lmdb.Transaction) -> None:
-            for lease in decision.changes:
-                txn.put(f"lease/{lease.lease_id}".encode(), msgpack.packb(lease_record(lease)), db=self.leases_db)
-            txn.put(NEXT_TOKEN_KEY, encode_u64(decision.next_token), db=meta_db(self.env))
-
+    def _write(self, put: Any) -> None:
+        """Commit ``put`` through the storage contract; a storage refusal becomes the caller's error."""
         outcome = write(self.env, put, fence=self.fence)
         if isinstance(outcome, Rejected):
             raise CommitRejected(outcome.reason)
@@ -136,8 +156,33 @@ class Workspace(Worker):
             # Unknown: the table may or may not be on disk; this incarnation cannot know which.
             # Crash so the restart reloads the truth from LMDB (and rest_for_one restarts consumers).
             raise CommitOutcomeUnknown(outcome.reason)
+
+    def _commit(self, decision: Decision) -> None:
+        """Make a decision durable, then apply it."""
+
+        def put(txn: lmdb.Transaction) -> None:
+            for lease in decision.changes:
+                txn.put(f"lease/{lease.lease_id}".encode(), msgpack.packb(lease_record(lease)), db=self.leases_db)
+            txn.put(NEXT_TOKEN_KEY, encode_u64(decision.next_token), db=meta_db(self.env))
+
+        self._write(put)
         self.table.apply(decision)
         faults.point(LEASE_RECORDED)
+
+    def _commit_worktree(self, path: str, record: WorktreeRecord | None) -> None:
+        """Record (or, with None, forget) the owner of the worktree at ``path``, then apply it."""
+
+        def put(txn: lmdb.Transaction) -> None:
+            if record is None:
+                txn.delete(worktree_key(path), db=self.leases_db)
+            else:
+                txn.put(worktree_key(path), msgpack.packb(worktree_record(record)), db=self.leases_db)
+
+        self._write(put)
+        if record is None:
+            self.worktrees.pop(path, None)
+        else:
+            self.worktrees[path] = record
 
     # -- requests -----------------------------------------------------------------------------------
 
@@ -185,19 +230,61 @@ class Workspace(Worker):
 
     def handle_CreateWorktree(self, message: CreateWorktree, sender: Any) -> Any:
         repo = canonicalize(message.repo, allowed_roots=self.allowed_roots)
-        return create(repo, message.session_id, base=message.base, root_dir=self.worktrees_dir,
-                      allowed_roots=canonicalize_roots(self.allowed_roots))
+        roots = canonicalize_roots(self.allowed_roots)
+        top, path = plan(repo, message.session_id, root_dir=self.worktrees_dir, allowed_roots=roots)
+        earlier = self.worktrees.get(path)
+        decide_create(path, message.session_id, earlier, live=self.table.live(), quarantined=self.quarantined)
+        record = WorktreeRecord(path=path, repo=top, session_id=message.session_id,
+                                branch=f"ouroactors/{message.session_id}", created_ns=clock.time_ns())
+        self._commit_worktree(path, record)  # the owner is durable before the checkout exists
+        try:
+            return create(repo, message.session_id, base=message.base, root_dir=self.worktrees_dir,
+                          allowed_roots=roots)
+        except WorktreeError:
+            # Nothing was checked out (git refused): forget the owner again, unless it owned it before
+            # (a worktree already at that path stays that session's). A failure here leaves a record of
+            # this session for a path only this session's worktree can take: harmless.
+            if earlier is None:
+                self._commit_worktree(path, None)
+            raise
 
     def handle_CleanupWorktree(self, message: CleanupWorktree, sender: Any) -> Any:
         repo = canonicalize(message.repo, allowed_roots=self.allowed_roots)
         roots = canonicalize_roots(self.allowed_roots)
-        if not any(under(os.path.realpath(message.path), root) for root in roots):
+        path = os.path.realpath(message.path)
+        if not any(under(path, root) for root in roots):
             raise WorktreeError(repo, f"worktree {message.path} is outside the allowed roots")
-        return cleanup(repo, message.path)
+        record = self.worktrees.get(path)
+        who = decide_cleanup(path, record, session_id=message.session_id, operator=self._operator(message, path),
+                             live=self.table.live(), quarantined=self.quarantined)
+        result = cleanup(repo, path)
+        if result.removed and record is not None:
+            # Removed first, forgotten second: forgetting first would leave a kept (dirty) tree
+            # without an owner. The handler runs alone, so no lease can slip in between.
+            self._commit_worktree(path, None)
+        log.info("%s: cleanup of worktree %s by %s: %s", self.path, path, who,
+                 "removed" if result.removed else "kept (dirty)")
+        return result
+
+    def _operator(self, message: CleanupWorktree, path: str) -> str | None:
+        """The operator named by the request, verified with the grants authority's credentials (None: none named)."""
+        if message.operator is None:
+            return None
+        assert self.context is not None
+        try:
+            verified = message.token is not None and verify(load_operators(self.context.data_dir),
+                                                            message.operator, message.token)
+        except CredentialsError as exc:
+            raise NotWorktreeOwner(path, None, None, f"operator credentials cannot be checked: {exc}") from None
+        if not verified:
+            raise NotWorktreeOwner(path, None, None, f"operator {message.operator!r}: credentials not verified")
+        return message.operator
 
     def handle_str(self, message: str, sender: Any) -> Any:
         if message == "leases":
             return self.table.live()
+        if message == "worktrees":
+            return sorted(self.worktrees.values(), key=lambda r: r.path)
         return self.unhandled(message, sender)
 
     # -- owners -------------------------------------------------------------------------------------

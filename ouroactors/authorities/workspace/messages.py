@@ -8,7 +8,7 @@ the workspace generation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from ...core.boundary import Address, Name, Range, Size
@@ -59,8 +59,16 @@ class CreateWorktree:
 
 @dataclass(frozen=True)
 class CleanupWorktree:
+    """Remove a worktree: asked by its owner (``session_id``, the session that created it) or by an
+    operator proven with the grants authority's credentials (``operator`` + ``token``, checked
+    against ``<data_dir>/operators.json``). Either way refused while a live lease or reservation
+    overlaps the worktree (see :mod:`.worktree_owners`)."""
+
     repo: Path
     path: Path
+    session_id: Name | None = None  # the owner's session (asserted, as in Acquire)
+    operator: Name | None = None
+    token: Annotated[str, Size(1, 256)] | None = field(default=None, repr=False)  # the operator's; never logged
 
 
 PROTOCOL: tuple[type, ...] = (Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree)

@@ -212,6 +212,20 @@ def _inside(path: str, roots: tuple[str, ...] | None, repo: str, what: str) -> N
         raise WorktreeError(repo, f"{what} {real} is outside the allowed roots ({', '.join(roots) or 'none'})")
 
 
+def plan(repo: str, session_id: str, root_dir: str | None = None,
+         allowed_roots: tuple[str, ...] | None = None) -> tuple[str, str]:
+    """Where :func:`create` would put ``session_id``'s worktree: ``(repository top level, path)``, both
+    canonical, after the same checks (safe session id, inside ``allowed_roots``); creates nothing. The
+    workspace authority records the worktree's owner at this path before git runs."""
+    safe_session_id(session_id, repo)
+    top = _toplevel(repo)
+    _inside(top, allowed_roots, repo, "the repository's top level")
+    if root_dir is None:
+        root_dir = os.path.join(os.path.dirname(top), os.path.basename(top) + ".worktrees")
+    _inside(root_dir, allowed_roots, repo, "the worktree directory")
+    return top, os.path.join(os.path.realpath(root_dir), session_id)
+
+
 def create(repo: str, session_id: str, base: str = "HEAD", root_dir: str | None = None,
            allowed_roots: tuple[str, ...] | None = None) -> Worktree:
     """Add a worktree for ``session_id`` at ``root_dir/<session>`` on branch ``ouroactors/<session>``.
@@ -220,13 +234,7 @@ def create(repo: str, session_id: str, base: str = "HEAD", root_dir: str | None 
     then not used, and ``new_branch`` is False). With ``allowed_roots`` (canonical), the repository's
     top level and the worktree must lie inside them, or nothing is created.
     """
-    safe_session_id(session_id, repo)
-    top = _toplevel(repo)
-    _inside(top, allowed_roots, repo, "the repository's top level")
-    if root_dir is None:
-        root_dir = os.path.join(os.path.dirname(top), os.path.basename(top) + ".worktrees")
-    _inside(root_dir, allowed_roots, repo, "the worktree directory")
-    path = os.path.join(os.path.realpath(root_dir), session_id)
+    top, path = plan(repo, session_id, root_dir=root_dir, allowed_roots=allowed_roots)
     if os.path.lexists(path):
         raise WorktreeError(repo, f"worktree path {path} already exists")
     os.makedirs(os.path.dirname(path), exist_ok=True)
