@@ -154,3 +154,53 @@ def test_the_owner_survives_a_restart_and_a_verified_operator_may_clean_up(actor
                          CleanupWorktree(repo, made.path, operator=name, token=token), timeout=30)
     assert done.removed and not os.path.exists(made.path)
 
+
+def test_a_corrupt_lease_record_is_quarantined_and_still_holds_every_root(actor_system, tmp_path):
+    import os
+
+    import msgpack
+
+    from ouroactors.authorities.storage.actor import storage_config
+    from ouroactors.authorities.storage.env import close_env, db, open_env
+    from ouroactors.authorities.workspace.worktree_owners import CorruptRecordHolds
+
+    project = tmp_path / "p"
+    project.mkdir()
+    other = tmp_path / "q"
+    other.mkdir()
+    actor_system.start_tree(tree(str(os.path.realpath(tmp_path))))
+    s1 = actor_system.resolve("agent/sessions/s1")
+    granted = ask_authority(actor_system, "agent/workspace", Acquire(str(project), "exclusive", "session-1", owner=s1))
+    actor_system.terminate_child("agent", "workspace")
+    config = storage_config(str(actor_system.data_dir))
+    env = open_env(config)
+    try:
+        with env.begin(write=True) as txn:
+            txn.put(b"lease/l1", b"\xc1\xc1garbage", db=db(env, b"workspace"))
+            txn.put(b"lease/l2", msgpack.packb({"root": os.path.realpath(other), "mode": "exclusive"}),
+                    db=db(env, b"workspace"))
+    finally:
+        close_env(config)
+    actor_system.restart_child("agent", "workspace")  # before: failed_to_start_child (FormatError)
+
+    quarantined = ask_authority(actor_system, "agent/workspace", "quarantined")
+    assert [(q.where, q.root) for q in quarantined] == [("workspace/lease/l1", None),
+                                                        ("workspace/lease/l2", os.path.realpath(other))]
+    [kept] = ask_authority(actor_system, "agent/workspace", "leases")  # the readable lease still loads
+    assert kept.lease_id == granted.lease.lease_id and kept.status == "reserved"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with pytest.raises(CorruptRecordHolds, match="workspace/lease/l1"):  # its root is unknown: nothing new
+        ask_authority(actor_system, "agent/workspace", Acquire(str(fresh), "shared_read", "session-2", owner=s1))
+    s1 = actor_system.resolve("agent/sessions/s1")
+    again = ask_authority(actor_system, "agent/workspace",  # the reservation's owner still reclaims it
+                          Reclaim("session-1", str(project), "exclusive", granted.capability, owner=s1))
+    assert again.lease.status == "active"
+
+    env = open_env(config)  # this process holds no environment of the node's: open it to look
+    try:
+        with env.begin() as txn:
+            assert txn.get(b"workspace/lease/l1", db=db(env, b"quarantine")) == b"\xc1\xc1garbage"
+            assert txn.get(b"lease/l1", db=db(env, b"workspace")) == b"\xc1\xc1garbage"  # left in place
+    finally:
+        close_env(config)

@@ -26,6 +26,11 @@ table and the answers can never disagree.
   before git makes the checkout; ``CleanupWorktree`` is answered only for that session or a verified
   operator, and never while a live lease or reservation overlaps the worktree
   (:mod:`.worktree_owners` decides).
+* **Corrupt records fail closed.** A record of the ``workspace`` database that does not decode is
+  left in place, copied to ``quarantine`` (key ``workspace/<key>``), logged and listed by the
+  ``"quarantined"`` ask; the authority still boots. An unreadable lease keeps holding its root (or
+  every root when its root is unreadable): new acquisitions it may overlap are refused with an error
+  naming the record (see :mod:`.worktree_owners` for why).
 
 This is admission control on one node, not a distributed lock.
 """
@@ -59,17 +64,16 @@ from .leases import (
     LeaseTable,
     NotReservationOwner,
     capability_digest,
-    lease_from_record,
     lease_record,
 )
 from .messages import PROTOCOL, Acquire, CheckFence, CleanupWorktree, CreateWorktree, Reclaim, Release
 from .paths import PathError, canonicalize, canonicalize_roots, under
 from .worktree_owners import (
-    WORKTREE_PREFIX,
     NotWorktreeOwner,
     Quarantined,
     WorktreeRecord,
     WorktreeRefused,
+    check_admission,
     decide_cleanup,
     decide_create,
     decode_entry,
@@ -94,7 +98,7 @@ class Granted:
 
 class Workspace(Worker):
     """Asks: Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree, ``"leases"``,
-    ``"worktrees"``.
+    ``"worktrees"``, ``"quarantined"``.
 
     Every request is checked at the door (:mod:`.messages`) and must be stamped with this
     authority's generation. Refusals (answered, nothing changed): a bad request, lease and path
@@ -120,9 +124,11 @@ class Workspace(Worker):
         self.fence = storage.generation if storage is not None else None
         self.env = open_env(storage_config(self.context.data_dir, map_size))
         self.leases_db = db(self.env, b"workspace")
+        self.quarantine_db = db(self.env, b"quarantine")
         self.worktrees: dict[str, WorktreeRecord] = {}  # canonical path -> owner record
         self.quarantined: list[Quarantined] = []
         self.table = self._load()
+        self._save_quarantine()
         self.owners: dict[str, tuple[Any, float]] = {}  # owner id -> (address, last answer)
         orphaned = sorted({lease.owner for lease in self.table.live() if lease.status == "active"})
         for owner in orphaned:  # nobody survives a restart of this authority (rest_for_one)
@@ -132,20 +138,42 @@ class Workspace(Worker):
     # -- persistence --------------------------------------------------------------------------------
 
     def _load(self) -> LeaseTable:
+        """Leases, worktree owners and quarantined records from LMDB. A record that does not decode is
+        not guessed at and does not stop the boot: it is quarantined (see :mod:`.worktree_owners`)."""
         live: list[Lease] = []
         buried: list[Lease] = []
+        self._corrupt: dict[bytes, bytes] = {}
         with self.env.begin() as txn:
             raw = txn.get(NEXT_TOKEN_KEY, db=meta_db(self.env))
             for key, value in txn.cursor(db=self.leases_db):
-                if bytes(key).startswith(WORKTREE_PREFIX):
-                    entry = decode_entry(bytes(key), bytes(value))
-                    if isinstance(entry, WorktreeRecord):  # else: no known owner, so only an operator removes it
-                        self.worktrees[entry.path] = entry
-                    continue
-                lease = lease_from_record(msgpack.unpackb(bytes(value), raw=False))
-                (live if lease.live else buried).append(lease)
+                entry = decode_entry(bytes(key), bytes(value))
+                if isinstance(entry, Quarantined):
+                    log.error("%s: record %s does not decode (%s): quarantined, left in place, still holding %s",
+                              self.path, entry.where, entry.detail,
+                              "nothing" if not entry.holds_leases else repr(entry.root) if entry.root else "every root")
+                    self.quarantined.append(entry)
+                    self._corrupt[bytes(key)] = bytes(value)
+                elif isinstance(entry, WorktreeRecord):
+                    self.worktrees[entry.path] = entry
+                else:
+                    (live if entry.live else buried).append(entry)
         next_token = decode_u64(raw) if raw is not None else 1
         return LeaseTable(next_token=next_token, leases=live, tombstones=buried)
+
+    def _save_quarantine(self) -> None:
+        """Copy the undecodable records' bytes to ``quarantine`` (the originals stay in place: failing closed)."""
+        pending, self._corrupt = self._corrupt, {}
+        if not pending:
+            return
+
+        def copy(txn: lmdb.Transaction) -> None:
+            for key, raw in pending.items():
+                txn.put(b"workspace/" + key, raw, db=self.quarantine_db)
+
+        outcome = write(self.env, copy, fence=self.fence)
+        if not isinstance(outcome, Committed):  # still reported (log, "quarantined"), still holding
+            log.error("%s: could not copy %d corrupt workspace records to quarantine: %s", self.path, len(pending),
+                      outcome)
 
     def _write(self, put: Any) -> None:
         """Commit ``put`` through the storage contract; a storage refusal becomes the caller's error."""
@@ -191,6 +219,8 @@ class Workspace(Worker):
         owner = message.owner or sender
         decision = self.table.acquire(root, message.mode, message.session_id, self._owner_id(owner),
                                       clock.time_ns(), request_id=message.request_id)
+        if not decision.replayed:  # a replay re-admits only what its own request already holds
+            check_admission(root, self.quarantined)
         return self._grant(decision, owner)
 
     def _grant(self, decision: Acquired, owner: Any) -> Granted:
@@ -285,6 +315,8 @@ class Workspace(Worker):
             return self.table.live()
         if message == "worktrees":
             return sorted(self.worktrees.values(), key=lambda r: r.path)
+        if message == "quarantined":
+            return list(self.quarantined)
         return self.unhandled(message, sender)
 
     # -- owners -------------------------------------------------------------------------------------
