@@ -138,5 +138,6 @@ def test_the_workspace_authority_creates_worktrees_only_inside_its_roots(actor_s
     actor_system.start_tree(inside)
     tree = ask_authority(actor_system, "agent/workspace", CreateWorktree(str(repo), "s1"), timeout=30)
     assert tree.path == str(tmp_path / "root" / "repo.worktrees" / "s1")
-    assert ask_authority(actor_system, "agent/workspace", CleanupWorktree(str(repo), tree.path), timeout=30).removed
+    assert ask_authority(actor_system, "agent/workspace", CleanupWorktree(str(repo), tree.path, session_id="s1"),
+                         timeout=30).removed
     assert fired(markers) == set()
