@@ -25,9 +25,13 @@ from ouroactors.authorities.grants.rules import Decision, Effect, Request
 from ouroactors.authorities.ledger.actor import ListEntries, RecordStarted
 from ouroactors.authorities.ledger.direct import LedgerWriter
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
-from ouroactors.authorities.storage.env import StorageConfig, close_env
+from ouroactors.authorities.storage.commit import Committed
+from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.core.codec import digest_of
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
+from ouroactors.runtime.coordinator.store import SessionStore
+from ouroactors.runtime.coordinator.workflow import State
 from ouroactors.supervision.protocol import Stamped
 
 from .helpers import ECHO
@@ -148,7 +152,8 @@ def test_an_approval_is_refused_when_the_sessions_policy_changed_since_it_was_as
         ask_authority(actor_system, "agent/grants", ConsumeApproval(approval_id, "s1", digest, 3))
 
 
-def test_queue_is_bounded_and_a_restart_denies_orphaned_approvals(actor_system):
+def test_queue_is_bounded_and_a_restart_denies_approvals_no_live_interaction_waits_for(actor_system):
+    """Session s1 has no durable record: its waiters lived in memory and died with the authority."""
     actor_system.start_tree(tree())
     for i in range(8):
         ask_authority(actor_system, "agent/grants", RequestApproval("s1", "Bash", {"i": i}, state_version=1))
@@ -159,7 +164,67 @@ def test_queue_is_bounded_and_a_restart_denies_orphaned_approvals(actor_system):
     actor_system.wait_for("started", "agent/consumer", after=mark)
     after = ask_authority(actor_system, "agent/grants", ListApprovals())
     assert {a.status for a in after} == {"denied"}
-    assert all("no live interaction" in a.reason for a in after)
+    assert all("no live interaction" in a.reason and "no durable record" in a.reason for a in after)
+
+
+def _sessions(data_dir, *records: SessionRecord) -> None:
+    """Write coordinator session records into the node's environment (from this process, then closed)."""
+    config = StorageConfig.under(data_dir)
+    store = SessionStore(open_env(config))
+    try:
+        for record in records:
+            assert isinstance(store.create(record), Committed)
+    finally:
+        close_env(config)
+
+
+def _record(session_id: str, state: State, version: int, waits: tuple[PendingWait, ...] = ()) -> SessionRecord:
+    return SessionRecord(session_id=session_id, node="n1", state=state, state_version=version, revision=0,
+                         pinned=PinnedVersions(prompt="p", model="m", tools="t", workflow="w", policy="pol"),
+                         principal="alice", tenant="t", channels=("cli",), waits=waits)
+
+
+def test_a_restart_keeps_the_approvals_durable_sessions_still_wait_on(actor_system):
+    """Seed 001: "An approval may arrive tomorrow… Workers restart… None of those events should force the user to
+    restart the interaction." A coordinator-managed session waits durably (its record: waiting:approval at the
+    version the approval was asked at, with a wait binding the call's digest); a grants restart keeps its approval
+    pending, and the operator's answer after the restart is taken. The others are denied, each saying why."""
+    actor_system.start_tree(tree())
+    call = ("Bash", {"command": "git push origin main"})
+    digest = digest_of(list(call))
+    wait = PendingWait(kind="approval", wait_id=f"ask.v5.{digest[:16]}", issued_at_version=5,
+                       proposal_digest=digest, call={"tool": call[0], "arguments": call[1], "call_id": "c1"})
+    other = PendingWait(kind="approval", wait_id="ask.v5.other", issued_at_version=5, proposal_digest="0" * 64)
+    _sessions(actor_system.data_dir,
+              _record("live", State.WAITING_APPROVAL, 5, (wait,)),
+              _record("moved", State.WAITING_APPROVAL, 6, (wait.model_copy(update={"issued_at_version": 6}),)),
+              _record("elsewhere", State.WAITING_APPROVAL, 5, (other,)),
+              _record("over", State.COMPLETED, 5),
+              _record("running", State.RUNNING, 5))
+    asked = {sid: ask_authority(actor_system, "agent/grants", RequestApproval(sid, call[0], call[1], state_version=5))
+             for sid in ("live", "moved", "elsewhere", "over", "running", "bare")}
+
+    mark = actor_system.mark()
+    actor_system.kill("agent/grants")
+    actor_system.wait_for("started", "agent/consumer", after=mark)
+    after = {a.session_id: a for a in ask_authority(actor_system, "agent/grants", ListApprovals())}
+    assert after["live"].status == "pending" and after["live"].approval_id == asked["live"].approval_id
+    expected = {"moved": "waits at state version 6", "elsewhere": "waits on another call", "over": "is completed",
+                "running": "not waiting on an approval", "bare": "no durable record"}
+    for sid, why in expected.items():
+        assert after[sid].status == "denied" and after[sid].answered_by == "authority", sid
+        assert "no live interaction" in after[sid].reason and why in after[sid].reason, (sid, after[sid].reason)
+
+    # a whole-node restart (storage's generation changes: rest_for_one restarts grants) keeps it too
+    mark = actor_system.mark()
+    actor_system.kill("agent/storage")
+    actor_system.wait_for("started", "agent/consumer", after=mark)
+    [kept] = ask_authority(actor_system, "agent/grants", ListApprovals(session_id="live"))
+    assert kept.status == "pending"
+    name, token = read_credentials(actor_system.data_dir)
+    answered = ask_authority(actor_system, "agent/grants",
+                             AnswerApproval(kept.approval_id, True, name, token, digest, 5))
+    assert answered.status == "approved"  # the answer that arrived "tomorrow" is taken
 
 
 def test_revoking_rules_changes_generation_and_restarts_consumers(actor_system):

@@ -17,10 +17,11 @@ engine error is answered as ``ask``, never allow.
 Approvals are durable (see :mod:`.approvals`). Who may answer is this authority's policy (the
 ``answerers`` kwarg; by default the local operator), never the requester's; an operator's answer
 is verified against the credentials in the data dir, committed, and only then told to the
-waiter. At start, pending approvals no live interaction can wait for any more (waiters live in
-memory) are denied with that reason. Revoking rules changes this authority's generation:
-rest_for_one restarts its consumers. Every request must be stamped with this generation
-(:class:`ListApprovals`, a read, excepted).
+waiter. At start, pending approvals no live interaction can wait for any more are denied with the
+reason: those a durable session (the coordinator's record) still waits on are kept, the others —
+whose waiter lived in memory, or whose session is over or moved on — are denied (see :mod:`.orphans`).
+Revoking rules changes this authority's generation: rest_for_one restarts its consumers. Every
+request must be stamped with this generation (:class:`ListApprovals`, a read, excepted).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import CodecError, digest_of
-from ...core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected, CorruptRecord, StaleGeneration
+from ...runtime.coordinator.store import SessionStore
 from ...supervision.worker import Worker
 from ..ledger.domain import DEFAULT_KINDS, LedgerError, Status
 from ..ledger.store import LedgerStore, Start
@@ -46,6 +48,7 @@ from ..storage.commit import Committed, Rejected, write
 from ..storage.env import db, open_env
 from ..workspace.leases import lease_from_record
 from . import approvals as book
+from . import orphans
 from .approvals import Approval, ApprovalRefused, Refusal
 from .inline import POLICY_KEY, Policy, effective_rules, permission_entry, policy_record
 from .messages import (
@@ -69,7 +72,6 @@ from .rules import Decision, Request, Rule, RuleError, Scope, Verdict, parse_rul
 DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decision is in the ledger, not yet answered")
 APPROVAL_COMMITTED = faults.register_point("grants.approval_committed", "an answer is durable, the waiter not yet told")
 _EXPIRY = "ouroactors:approval-expiry"
-ORPHANED = "grants authority restarted: no live interaction waits for this approval any more"
 log = logging.getLogger("ouroactors.grants")
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
     "AddRules", "AnswerApproval", "ConsumeApproval", "Decide", "Grants", "Judged", "ListApprovals",
@@ -114,12 +116,38 @@ class Grants(Worker):
         # What only the configuration knows, durable for runtimes that decide inline (see .inline); written before
         # the generation is published, so every consumer started under this generation finds it.
         self._commit(policy=Policy(tuple((rules or {}).get("node", ())), configured, self.protected))
-        now = clock.time_ns()
-        orphans = [x for a in self.approvals.values() if (x := book.deny_orphan(a, now, ORPHANED)) is not None]
-        if orphans:
-            self._commit(approvals=orphans)
+        self._deny_orphans()
         self._publish_generation()
         self.wakeupAfter(timedelta(seconds=1), payload=_EXPIRY)
+
+    def _deny_orphans(self) -> None:
+        """Deny the pending approvals no live interaction can wait for any more (see :mod:`.orphans`): a durable
+        session still waiting on one keeps it; a waiter that lived in memory died with the process."""
+        pending = [a for a in self.approvals.values() if a.pending]
+        if not pending:
+            return
+        store = SessionStore(self.env, fence=self.fence)  # the coordinator's records, read only (it quarantines)
+        sessions: dict[str, orphans.Session] = {}
+        for session_id in {a.session_id for a in pending}:
+            try:
+                found = store.get(session_id)
+            except CorruptRecord as exc:
+                sessions[session_id] = orphans.Undecodable(str(exc))
+            except ValueError:  # not an id a session record can have: no coordinator manages it
+                sessions[session_id] = orphans.Missing()
+            else:
+                sessions[session_id] = orphans.Missing() if found is None else found
+        now = clock.time_ns()
+        denied: list[Approval] = []
+        for approval in pending:
+            verdict = orphans.judge(approval, sessions[approval.session_id])
+            if isinstance(verdict, str):
+                denied.append(book.deny_orphan(approval, now, verdict) or approval)
+            elif verdict is orphans.KEEP:
+                log.info("approval %s stays pending: session %r still waits on it durably", approval.approval_id,
+                         approval.session_id)
+        if denied:
+            self._commit(approvals=denied)
 
     def on_generation(self, generation: int) -> None:
         self._publish_generation()  # before the supervisor hears it adopted: consumers restart after this
