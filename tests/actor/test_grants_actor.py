@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 
+import msgpack
 import pytest
 
 from ouroactors import StaleGeneration, supervisor, worker
@@ -26,8 +28,9 @@ from ouroactors.authorities.ledger.actor import ListEntries, RecordStarted
 from ouroactors.authorities.ledger.direct import LedgerWriter
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.authorities.storage.commit import Committed
-from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
+from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
 from ouroactors.core.codec import digest_of
+from ouroactors.core.errors import CorruptRecord
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
 from ouroactors.runtime.coordinator.store import SessionStore
@@ -38,6 +41,7 @@ from .helpers import ECHO
 
 pytestmark = pytest.mark.multiproc
 
+GARBAGE = b"\xc1\xc1garbage"
 RULES = {"node": ["deny:Bash(rm *)"], "user": ["allow:Bash(git status)", "allow:Read(**)", "ask:Bash(git push *)"]}
 
 
@@ -274,3 +278,106 @@ def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_led
     assert ask_authority(actor_system, "agent/ledger", RecordStarted(effect("after", new))).answer == "created"
     ids = {entry.effect_id for entry in ask_authority(actor_system, "agent/ledger", ListEntries(kind="shell"))}
     assert ids == {"before", "after", "direct"}
+
+
+def _plant(data_dir, records: dict[bytes, bytes]) -> None:
+    """Write raw records into the grants database (from this process, then closed): what a bad disk leaves."""
+    config = StorageConfig.under(data_dir)
+    env = open_env(config)
+    try:
+        with env.begin(write=True) as txn:
+            for key, value in records.items():
+                txn.put(key, value, db=db(env, b"grants"))
+    finally:
+        close_env(config)
+
+
+def _quarantined(data_dir) -> dict[bytes, bytes]:
+    config = StorageConfig.under(data_dir)
+    env = open_env(config)
+    try:
+        with env.begin() as txn:
+            return {bytes(k): bytes(v) for k, v in txn.cursor(db=db(env, b"quarantine")) if k.startswith(b"grants/")}
+    finally:
+        close_env(config)
+
+
+def _logged(data_dir, text: str, timeout_s: float = 10.0) -> str:
+    """The line of the data dir's logs holding ``text`` (actors' records reach actors.log — or the detached admin's
+    admin.out — through thespian's logger: polled with a deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lines = [line for name in ("actors.log", "admin.out") if (data_dir / name).exists()
+                 for line in (data_dir / name).read_text(errors="replace").splitlines()]
+        found = [line for line in lines if text in line]
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not logged within {timeout_s}s ({len(lines)} lines)")
+        time.sleep(0.05)  # polling a file another process writes, not synchronising on time
+
+
+def _restart_grants(actor_system) -> None:
+    mark = actor_system.mark()
+    actor_system.kill("agent/grants")
+    actor_system.wait_for("started", "agent/consumer", after=mark)
+
+
+def test_a_corrupt_approval_is_quarantined_reported_and_not_approved_and_the_rest_loads(actor_system):
+    """DESIGN.md "Bad input": a corrupt durable record fails closed, is quarantined and reported. It used to stop
+    the whole tree with ``failed_to_start_child grants: crash(FormatError…)``, naming no key."""
+    actor_system.start_tree(tree())
+    good = ask_authority(actor_system, "agent/grants", RequestApproval("s1", "Bash", {"i": 1}, state_version=1))
+    ask_authority(actor_system, "agent/grants", SetPosture("s2", "plan"))
+    _plant(actor_system.data_dir, {b"approval/a1": GARBAGE})
+
+    _restart_grants(actor_system)  # it boots; the tree goes on
+    status = ask_authority(actor_system, "agent/grants", "status")
+    assert set(status["quarantined"]) == {"approval/a1"} and "not msgpack" in status["quarantined"]["approval/a1"]
+    assert status["postures"] == {"s2": "plan"}  # the rest loaded
+    listed = ask_authority(actor_system, "agent/grants", ListApprovals())
+    assert [a.approval_id for a in listed] == [good.approval_id]  # a1 is not in the pending set
+    name, token = read_credentials(actor_system.data_dir)
+    for refused in (WaitApproval("a1"), ConsumeApproval("a1", "s1", "0" * 64, 1),
+                    AnswerApproval("a1", True, name, token, "0" * 64, 1)):
+        with pytest.raises(ApprovalRefused, match=r"'a1' is corrupt .*not approved"):
+            ask_authority(actor_system, "agent/grants", refused)
+    assert _quarantined(actor_system.data_dir) == {b"grants/approval/a1": GARBAGE}  # the evidence, under its key
+    reported = _logged(actor_system.data_dir, "grants database, key b'approval/a1'")  # reported: db and key named
+    assert "not msgpack" in reported and "quarantined" in reported
+
+    _restart_grants(actor_system)  # still there, still failing closed: a restart does not lose it nor loop
+    assert set(ask_authority(actor_system, "agent/grants", "status")["quarantined"]) == {"approval/a1"}
+
+
+def test_a_corrupt_stored_rule_or_posture_never_allows_and_is_not_silently_replaced(actor_system):
+    actor_system.start_tree(tree())
+    assert ask_authority(actor_system, "agent/grants", Decide(bash("git status", "s1"))).decision is Decision.ALLOW
+    _plant(actor_system.data_dir, {b"rules/user": GARBAGE, b"posture/s3": msgpack.packb("anything"),
+                                   b"rules/session/s4": msgpack.packb("allow:Bash(*)")})
+    _restart_grants(actor_system)
+    status = ask_authority(actor_system, "agent/grants", "status")
+    assert set(status["quarantined"]) == {"rules/user", "posture/s3", "rules/session/s4"}
+
+    # rules/user applies to every session: what it held is unknown, so every decision asks (never allow) …
+    verdict = ask_authority(actor_system, "agent/grants", Decide(bash("git status", "s1")))
+    assert verdict.decision is Decision.ASK and "grants/rules/user" in verdict.reason
+    # … but node rules never came from the database: nothing here widens (a deny could have been lost: ask)
+    denied = ask_authority(actor_system, "agent/grants", Decide(bash("rm -rf /", "s1")))
+    assert denied.decision is not Decision.ALLOW
+    # merging into it would silently drop what it held: refused, naming the record
+    with pytest.raises(CorruptRecord, match="grants/rules/user"):
+        ask_authority(actor_system, "agent/grants", AddRules("user", ("allow:Bash(ls)",)))
+    with pytest.raises(CorruptRecord, match="grants/rules/session/s4"):
+        ask_authority(actor_system, "agent/grants", RevokeRules("session", ("allow:Bash(*)",), session_id="s4"))
+    # an approval can still be asked and answered under it (asking is how a human decides now)
+    asked = ask_authority(actor_system, "agent/grants", RequestApproval("s1", "Bash", {"c": 1}, state_version=1))
+    assert asked.pending
+
+    # a corrupt posture: that session's decisions ask, until an operator sets its posture again (set in full)
+    s3 = ask_authority(actor_system, "agent/grants", Decide(bash("git status", "s3")))
+    assert s3.decision is Decision.ASK and "grants/posture/s3" in s3.reason
+    assert ask_authority(actor_system, "agent/grants", SetPosture("s3", "plan")) == "plan"
+    assert "posture/s3" not in ask_authority(actor_system, "agent/grants", "status")["quarantined"]
+    assert set(_quarantined(actor_system.data_dir)) == {b"grants/rules/user", b"grants/posture/s3",
+                                                        b"grants/rules/session/s4"}  # the copy stays

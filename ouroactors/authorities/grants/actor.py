@@ -67,6 +67,7 @@ from .messages import (
 )
 from .operators import CredentialsError, ensure_local_operator, load_operators, verify
 from .posture import Posture, evaluate
+from .records import QUARANTINE_PREFIX, decode_record, unreadable_for
 from .rules import Decision, Request, Rule, RuleError, Scope, Verdict, parse_rules
 
 DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decision is in the ledger, not yet answered")
@@ -80,7 +81,8 @@ __all__ = [  # the protocol (.messages) is re-exported: callers import it from h
 
 
 class Grants(Worker):
-    refusals = (ApprovalRefused, RuleError, CredentialsError, LedgerError, CommitRejected, CodecError, ValueError)
+    refusals = (ApprovalRefused, RuleError, CredentialsError, LedgerError, CommitRejected, CodecError, ValueError,
+                CorruptRecord)
     protocol = PROTOCOL
     reads = READS
     stamped_only = True
@@ -109,6 +111,7 @@ class Grants(Worker):
         local = ensure_local_operator(self.context.data_dir)
         self.answerers = tuple(answerers) if answerers else (local,)
         self.waiters: dict[str, list[Any]] = {}
+        self.corrupt: dict[str, str] = {}  # key in the grants database -> what is wrong with its record (quarantined)
         self.postures, self.stored_rules, self.approvals = self._load()
         configured = {scope: tuple(texts) for scope, texts in (rules or {}).items() if scope != "node"}
         for scope, texts in configured.items():  # configured user/workspace rules join the stored ones
@@ -163,27 +166,45 @@ class Grants(Worker):
     # -- persistence --------------------------------------------------------------------------------
 
     def _load(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, Approval]]:
+        """Every record of the grants database; one that does not decode is quarantined, reported and fails closed
+        on its own (see :mod:`.records`): the rest loads."""
         postures: dict[str, str] = {}
         stored: dict[str, tuple[str, ...]] = {}
         found: dict[str, Approval] = {}
+        bad: dict[bytes, bytes] = {}
         with self.env.begin() as txn:
-            for key, value in txn.cursor(db=self.grants_db):
-                kind, _, name = bytes(key).decode().partition("/")
-                data = msgpack.unpackb(bytes(value), raw=False)
+            for raw_key, raw_value in txn.cursor(db=self.grants_db):
+                key = bytes(raw_key)
+                try:
+                    kind, name, data = decode_record(key, bytes(raw_value))
+                except CorruptRecord as exc:
+                    log.error("grants database, key %r: %s; left in place, failing closed for it", key, exc)
+                    bad[key] = bytes(raw_value)
+                    self.corrupt[key.decode(errors="replace")] = exc.detail
+                    continue
                 if kind == "posture":
                     postures[name] = data
                 elif kind == "rules" and name == Scope.SESSION.value:
                     log.warning("ignoring %d session rules stored without a session (they would apply to every "
                                 "session); add them again per session", len(data))
                 elif kind == "rules":
-                    stored[name] = tuple(data)
+                    stored[name] = data
                 elif kind == "approval":
-                    data["answerers"] = tuple(data["answerers"])
-                    data.setdefault("arguments", None)
-                    data["refusals"] = tuple(data["refusals"])
-                    data.setdefault("policy", None)  # an approval recorded before policies were bound
-                    found[name] = Approval(**data)
+                    found[name] = data
+        if bad:
+            self._quarantine(bad)
         return postures, stored, found
+
+    def _quarantine(self, bad: dict[bytes, bytes]) -> None:
+        """Copy undecodable records to ``quarantine`` as ``grants/<key>`` (the originals stay, failing closed)."""
+        def copy(txn: lmdb.Transaction) -> None:
+            quarantine = db(self.env, b"quarantine")
+            for key, raw in bad.items():
+                txn.put(QUARANTINE_PREFIX + key, raw, db=quarantine)
+
+        outcome = write(self.env, copy, fence=self.fence)
+        if not isinstance(outcome, Committed):
+            log.error("could not copy %d corrupt grants records to quarantine: %s", len(bad), outcome)
 
     def _commit(self, *, approvals: list[Approval] = (), postures: dict[str, str] | None = None,  # type: ignore[assignment]
                 rules: dict[str, tuple[str, ...]] | None = None, forget: list[str] = (),  # type: ignore[assignment]
@@ -212,19 +233,31 @@ class Grants(Worker):
             self.approvals.pop(approval_id, None)
         self.postures.update(postures or {})
         self.stored_rules.update(rules or {})
+        for session in postures or {}:  # a posture is set in full: the corrupt one is replaced (its copy kept)
+            self.corrupt.pop(f"posture/{session}", None)
+        if policy is not None:  # rewritten from the configuration, its source
+            self.corrupt.pop(POLICY_KEY.decode(), None)
 
     # -- decisions ----------------------------------------------------------------------------------
 
     def _rules(self, session_id: str) -> tuple[Rule, ...]:
-        """Node rules, the stored user and workspace rules, and the session rules of this session only."""
+        """Node rules, the stored user and workspace rules, and the session rules of this session only.
+
+        A corrupt record that could change the session's decisions (its posture, a stored rule) raises
+        :class:`CorruptRecord` naming it: the decision is ``ask``, never allow (as :mod:`.inline` answers)."""
+        unreadable = unreadable_for(self.corrupt, session_id)
+        if unreadable:
+            raise CorruptRecord(f"grants/{unreadable[0]}", self.corrupt[unreadable[0]])
         return effective_rules(self.node_rules, self.stored_rules, session_id)
 
     def _policy_digest(self, session_id: str) -> str:
         """What an approval of ``session_id`` is asked under (see :mod:`.approvals`): the rules that apply to the
         session, its posture, the protected roots and who may answer."""
-        return digest_of([sorted(str(rule) for rule in self._rules(session_id)),
-                          self.postures.get(session_id, Posture.DEFAULT.value), list(self.protected),
-                          list(self.answerers)])
+        rules = effective_rules(self.node_rules, self.stored_rules, session_id)
+        parts = [sorted(str(rule) for rule in rules), self.postures.get(session_id, Posture.DEFAULT.value),
+                 list(self.protected), list(self.answerers)]
+        unreadable = unreadable_for(self.corrupt, session_id)  # a repaired record changes the policy
+        return digest_of([*parts, unreadable] if unreadable else parts)
 
     def handle_Decide(self, message: Decide, sender: Any) -> Judged:
         """Every decision is offered to the ledger before it is answered (see :class:`Judged`)."""
@@ -288,6 +321,7 @@ class Grants(Worker):
             raise RuleError(", ".join(message.rules), "node rules come from the configuration only")
         parse_rules(message.rules, scope)  # refuse bad patterns before anything is stored
         key = _rules_key(scope, message.session_id)
+        self._intact(f"rules/{key}")
         merged = tuple(dict.fromkeys((*self.stored_rules.get(key, ()), *message.rules)))
         self._commit(rules={key: merged})
         return merged
@@ -295,6 +329,7 @@ class Grants(Worker):
     def handle_RevokeRules(self, message: RevokeRules, sender: Any) -> str:
         scope = Scope(message.scope)
         key = _rules_key(scope, message.session_id)
+        self._intact(f"rules/{key}")
         remaining = tuple(r for r in self.stored_rules.get(key, ()) if r not in message.rules)
         self._commit(rules={key: remaining})
         self.change_generation(f"rules revoked in scope {key}")  # consumers restart
@@ -379,11 +414,20 @@ class Grants(Worker):
             return {"generation": self.generation, "rules": {"node": len(self.node_rules),
                                                               **{k: len(v) for k, v in self.stored_rules.items()}},
                     "postures": dict(self.postures),
-                    "pending_approvals": sum(1 for a in self.approvals.values() if a.pending)}
+                    "pending_approvals": sum(1 for a in self.approvals.values() if a.pending),
+                    "quarantined": dict(self.corrupt)}
         return self.unhandled(message, sender)
+
+    def _intact(self, key: str) -> None:
+        """Refuse to merge into a corrupt record: what it held is unknown (its quarantined copy is the evidence)."""
+        if key in self.corrupt:
+            raise CorruptRecord(f"grants/{key}", f"{self.corrupt[key]}; not changed: what it held is unknown")
 
     def _approval(self, approval_id: str) -> Approval:
         approval = self.approvals.get(approval_id)
+        if approval is None and f"approval/{approval_id}" in self.corrupt:
+            raise ApprovalRefused(f"approval {approval_id!r} is corrupt (quarantined; not approved): "
+                                  f"{self.corrupt[f'approval/{approval_id}']}")
         if approval is None:
             raise ApprovalRefused(f"no approval {approval_id!r}")
         return approval
