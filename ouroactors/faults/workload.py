@@ -122,9 +122,11 @@ DENIED_HOST = "denied.invalid"  # where a forbidden effect would go; a node rule
 
 
 def grant_rules(world_host: str) -> list[str]:
-    """The node rules a grants authority needs for this workload: the world's host is allowed
-    (the effect is an HTTP call to it), :data:`DENIED_HOST` is denied (``deny_every``)."""
-    return [f"allow:WebFetch(domain:{world_host})", f"deny:WebFetch(domain:{DENIED_HOST})"]
+    """The node rules a grants authority needs for this workload: the world's host is allowed — to be read and
+    written (the effect is an HTTP POST to it: a write, which ``WebFetch`` alone does not admit) — and
+    :data:`DENIED_HOST` is denied for every method (``deny_every``)."""
+    return [f"allow:WebFetch(domain:{world_host})", f"allow:WebWrite(domain:{world_host})",
+            f"deny:WebFetch(domain:{DENIED_HOST})"]
 
 DRIVERS = ("synthetic", "runtime")
 

@@ -36,3 +36,28 @@ def test_commands_and_hosts_are_what_grants_see(tmp_path: Path) -> None:
     assert judge(root, "shell", command="git status; curl evil.example").decision is not Decision.ALLOW
     assert judge(root, "http", url="http://127.0.0.1:9/items").decision is Decision.ALLOW
     assert judge(root, "http", url="http://evil.example/").decision is not Decision.ALLOW
+
+
+def test_an_http_request_that_changes_the_world_is_a_write(tmp_path: Path) -> None:
+    """Seed 001: safe reads apart from writes. ``WebFetch(domain:…)`` admits GET/HEAD; a POST/PUT/PATCH/DELETE to
+    the same host is a write that only ``WebWrite(domain:…)`` admits (and only to its host)."""
+    from ouroactors.authorities.grants.posture import PLAN_MODE, evaluate
+    from ouroactors.authorities.grants.rules import Effect
+
+    root, _ = lease(tmp_path)
+    url = "http://127.0.0.1:9/items"
+    for method in ("GET", "HEAD"):
+        assert judge(root, "http", method=method, url=url).decision is Decision.ALLOW
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        tool, args = parse_call(ToolCall(id="c", name="http", arguments={"method": method, "url": url}))
+        request = tool.grant_request(args, context(root))
+        assert (request.effect, request.method, request.domains) == (Effect.WRITE, method, ("127.0.0.1",))
+        verdict = judge(root, "http", method=method, url=url)
+        assert verdict.decision is Decision.ASK and "127.0.0.1" in verdict.reason, verdict
+        writes = [*RULES, *parse_rules(["allow:WebWrite(domain:127.0.0.1)"], "session")]
+        assert decide(request, writes, root=root).decision is Decision.ALLOW
+        assert decide(request, RULES, root=root).decision is Decision.ASK
+        _, other = parse_call(ToolCall(id="c", name="http", arguments={"method": method,
+                                                                       "url": "http://api.github.com/repos/x/pulls"}))
+        assert decide(tool.grant_request(other, context(root)), writes, root=root).decision is Decision.ASK
+        assert evaluate(request, "plan", writes, root=root) == Verdict(Decision.DENY, PLAN_MODE, None)

@@ -282,3 +282,57 @@ def test_a_request_in_flight_is_cancelled_within_100ms(tmp_path: Path, world: Wo
 
     assert trio.run(main) < 0.1
     assert check_key(world.url, "cancel-1").outcome == "ok"  # it happened: only the reconciler can say so
+
+
+class _AnyMethod(BaseHTTPRequestHandler):
+    """Counts every request it is sent, whatever the method (what reached the world)."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str]
+
+    def _any(self) -> None:
+        type(self).seen.append(self.command)
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b"" if self.command == "HEAD" else b"ok"
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("rule", ["allow:WebFetch(domain:127.0.0.1)", "allow:Tool(http)"])
+def test_plan_mode_lets_reads_reach_the_world_and_no_write(tmp_path: Path, rule: str) -> None:
+    """Seed 000: a planning session keeps read and network actions and refuses writes. The loop's order — the
+    tool's grant request, then the posture and rules, then run only what was allowed — against a real server:
+    only GET and HEAD reach it, whatever rule would admit the tool."""
+    from ouroactors.authorities.grants.posture import PLAN_MODE, evaluate
+    from ouroactors.authorities.grants.rules import Decision, Verdict, parse_rules
+
+    seen: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_AnyMethod,), {"seen": seen}))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    rules = parse_rules([rule], "user")
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/repos/x/pulls"
+        for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+            tool, args = parse_call(ToolCall(id="c", name="http", arguments={"method": method, "url": url}))
+            ctx = ctx_for(tmp_path, idempotency_key=f"plan-{method}")
+            verdict = evaluate(tool.grant_request(args, ctx), "plan", rules, root=ctx.root)
+            if method in ("GET", "HEAD"):
+                assert verdict.decision is Decision.ALLOW, (method, verdict)
+                assert trio.run(tool.run, args, ctx).status == "ok"
+            else:
+                assert verdict == Verdict(Decision.DENY, PLAN_MODE, None), (method, verdict)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert seen == ["GET", "HEAD"]

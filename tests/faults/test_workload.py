@@ -150,7 +150,7 @@ def test_the_grants_authority_is_configured_for_the_workload():
     tree = prepare_tree(workload_tree(), allowed_root="/tmp/w", world_host="127.0.0.1")
     [grants] = [c for c in tree.children or () if c.id == "grants"]
     assert grants.kwargs["rules"]["node"] == grant_rules("127.0.0.1") == [
-        "allow:WebFetch(domain:127.0.0.1)", f"deny:WebFetch(domain:{DENIED_HOST})"]
+        "allow:WebFetch(domain:127.0.0.1)", "allow:WebWrite(domain:127.0.0.1)", f"deny:WebFetch(domain:{DENIED_HOST})"]
     mine = workload_tree().model_copy()
     own = [c.model_copy(update={"kwargs": {"rules": {"node": ["deny:Bash(rm *)"], "user": ["allow:Read(**)"]}}})
            if c.id == "grants" else c for c in mine.children or ()]

@@ -64,3 +64,20 @@ def test_permission_ids_are_unique_prefixed_and_in_decision_order():
     entry = permission_entry(Request("s", "shell", Effect.EXECUTE, command="true"),
                              Verdict(Decision.ALLOW, "allowed", RULES[0]), 3)
     assert entry.effect_id.startswith("permission-") and entry.idempotency_key == entry.effect_id
+
+
+def test_the_permission_entry_binds_the_http_method():
+    """What the ledger records names the method that was judged: a GET and a POST of one host are not one decision."""
+    from ouroactors.authorities.ledger.domain import fingerprint
+
+    verdict = Verdict(Decision.ASK, "no rule", None)
+    get, post = (permission_entry(Request("s", "http", Effect.NETWORK, domains=("h",), method=m), verdict, 1)
+                 for m in ("GET", "POST"))
+    assert get.fingerprint == fingerprint("permission", {"tool": "http", "effect": "network", "paths": [],
+                                                         "command": None, "domains": ["h"], "method": "GET"})
+    assert post.fingerprint == fingerprint("permission", {"tool": "http", "effect": "write", "paths": [],
+                                                          "command": None, "domains": ["h"], "method": "POST"})
+    # a request that names no method is recorded as before
+    shell = permission_entry(Request("s", "shell", Effect.EXECUTE, command="true"), verdict, 1)
+    assert shell.fingerprint == fingerprint("permission", {"tool": "shell", "effect": "execute", "paths": [],
+                                                           "command": "true", "domains": []})

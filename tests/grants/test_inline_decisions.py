@@ -43,6 +43,9 @@ def test_inline_decisions_equal_the_authoritys_for_every_request(actor_system, t
             ("http", "network", (), None, ("evil.test",)),
         ]
     ]
+    requests += [Request(s, "http", "network", (), None, (host,), method)  # a POST is a write: WebFetch is not enough
+                 for s in ("s1", "s2") for host in ("api.example.com", "evil.test")
+                 for method in ("GET", "HEAD", "POST", "DELETE", "post", "GET\r\n")]
     for request in requests:
         judged = ask_authority(actor_system, "agent/grants", Decide(request))
         mine = inline.decide(request, None)
@@ -50,6 +53,10 @@ def test_inline_decisions_equal_the_authoritys_for_every_request(actor_system, t
     decisions = {(r.principal, r.command): inline.decide(r, None).decision.value for r in requests if r.command}
     assert decisions[("s1", "make test")] == "allow" and decisions[("s3", "make test")] == "ask"
     assert decisions[("s1", "rm -rf /")] == "deny"
+    web = {(r.principal, r.domains[0], r.method): inline.decide(r, None).decision.value for r in requests if r.method}
+    assert web[("s1", "api.example.com", "GET")] == web[("s2", "api.example.com", "HEAD")] == "allow"
+    assert web[("s1", "api.example.com", "POST")] == web[("s1", "api.example.com", "GET\r\n")] == "ask"
+    assert web[("s2", "api.example.com", "POST")] == web[("s2", "api.example.com", "post")] == "deny"  # plan mode
 
 
 def test_a_warmed_session_decides_from_the_rules_parsed_at_open_and_still_sees_new_ones(actor_system, monkeypatch,

@@ -92,3 +92,62 @@ def test_protected_and_root_reach_the_rules(ws: str, layout: dict[str, str]) -> 
     link = Request("s1", "Write", Effect.WRITE, paths=("data_link/x",))
     assert evaluate(link, "default", ALLOW_ALL, (layout["{data}"],)).decision is Decision.DENY
     assert evaluate(req, "default", ALLOW_ALL, ("/w/data",), root=None).decision is Decision.ASK  # unresolvable
+
+
+# -- the http method: plan mode keeps reads of the world and refuses writes to it (seed 000, seed 001) ------------
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+STATE_CHANGING = ("POST", "PUT", "PATCH", "DELETE")
+GITHUB = [parse_rule("allow:WebFetch(domain:api.github.com)", "user")]
+
+
+def _http(method: str) -> Request:
+    return Request("s1", "http", Effect.NETWORK, domains=("api.github.com",), method=method)
+
+
+@pytest.mark.parametrize("method", STATE_CHANGING)
+def test_plan_refuses_state_changing_http_even_where_rules_allow_everything(method: str) -> None:
+    assert evaluate(_http(method), Posture.PLAN, GITHUB) == Verdict(Decision.DENY, PLAN_MODE, None)
+    every = [*ALLOW_ALL, parse_rule("allow:WebWrite(domain:*)", "node")]
+    assert evaluate(_http(method), Posture.PLAN, every) == Verdict(Decision.DENY, PLAN_MODE, None)
+    assert evaluate(_http(method), Posture.READ_ONLY, every).decision is Decision.DENY
+    assert evaluate(_http(method), Posture.DEFAULT, every).decision is Decision.ALLOW
+
+
+@pytest.mark.parametrize("method", SAFE_METHODS)
+def test_plan_lets_safe_http_through_to_the_rules(method: str) -> None:
+    assert evaluate(_http(method), Posture.PLAN, GITHUB).decision is Decision.ALLOW
+    assert evaluate(_http(method), Posture.PLAN, []).decision is Decision.ASK
+    assert evaluate(_http(method), Posture.READ_ONLY, GITHUB).decision is Decision.DENY  # read_only: no network
+
+
+@pytest.mark.parametrize("method", ["post", "get", "Get", "FOO", "GET\r\n", "GET ", "", "TRACE", "CONNECT"])
+def test_plan_refuses_a_method_that_is_not_exactly_safe(method: str) -> None:
+    assert evaluate(_http(method), Posture.PLAN, ALLOW_ALL) == Verdict(Decision.DENY, PLAN_MODE, None)
+    assert evaluate(_http(method), Posture.DEFAULT, GITHUB).decision is Decision.ASK  # a write: WebFetch is not enough
+
+
+def test_http_methods_across_postures_property() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    every = [*ALLOW_ALL, parse_rule("allow:WebWrite(domain:*)", "node")]
+    near = st.sampled_from(SAFE_METHODS).flatmap(lambda m: st.sampled_from((m.lower(), m + "\n", " " + m, m[:-1])))
+    methods = st.one_of(st.sampled_from((*SAFE_METHODS, *STATE_CHANGING)), st.text(max_size=12), near)
+
+    @settings(max_examples=300, deadline=None)
+    @given(methods, st.sampled_from(list(Posture)), st.booleans())
+    def check(method: str, posture: Posture, write_grant: bool) -> None:
+        rules = every if write_grant else GITHUB
+        verdict = evaluate(_http(method), posture, rules)
+        safe = method in SAFE_METHODS
+        if posture is Posture.READ_ONLY:
+            assert verdict.decision is Decision.DENY
+        elif posture is Posture.PLAN and not safe:
+            assert verdict == Verdict(Decision.DENY, PLAN_MODE, None)
+        elif safe or write_grant:
+            assert verdict.decision is Decision.ALLOW
+        else:  # default posture, a write, only WebFetch: never allowed
+            assert verdict.decision is Decision.ASK
+
+    check()

@@ -294,3 +294,82 @@ def test_rule_coerces_its_enums() -> None:
     assert decide(bash("rm x"), [rule, parse_rule("allow:Bash(*)", "node")]).decision is Decision.DENY
     with pytest.raises(ValueError):
         Rule("permit", "user", "Bash", "rm *", "command")  # type: ignore[arg-type]
+
+
+# -- the http method: a state-changing request is a write to its host (seed 001: safe reads apart from writes) ----
+
+SAFE = ("GET", "HEAD", "OPTIONS")
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+WEIRD = ("post", "get", "Get", "FOO", "GET\r\n", " GET", "GET ", "", "CONNECT", "TRACE", "G\u0415T")
+
+
+def http(method: str | None, host: str = "api.github.com") -> Request:
+    return Request("s1", "http", Effect.NETWORK, domains=(host,), method=method)
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [("allow:WebWrite(domain:api.github.com)", "api.github.com"), ("deny:WebWrite(domain:*.Example.com)",
+                                                                      "*.example.com"),
+     ("ask:WebWrite(domain:*)", "*")],
+)
+def test_parse_webwrite(text: str, pattern: str) -> None:
+    rule = parse_rule(text, Scope.USER)
+    assert (rule.kind, rule.tool, rule.pattern) == ("domain", "WebWrite", pattern)
+    assert parse_rule(str(rule), "user") == rule
+
+
+@pytest.mark.parametrize(("text", "problem"), [("allow:WebWrite(api.github.com)", "WebWrite(domain:"),
+                                               ("allow:WebWrite(domain:evil.com/x)", "bad host"),
+                                               ("allow:Frobnicate(x)", "WebWrite")])
+def test_parse_webwrite_errors(text: str, problem: str) -> None:
+    with pytest.raises(RuleError, match=r"invalid rule") as info:
+        parse_rule(text, Scope.SESSION)
+    assert problem in str(info.value)
+
+
+def test_a_state_changing_method_makes_the_request_a_write() -> None:
+    for method in SAFE:
+        assert http(method).effect is Effect.NETWORK and http(method).method == method
+    for method in (*UNSAFE, *WEIRD):  # only exactly a safe method is a read of the world; anything else writes
+        assert http(method).effect is Effect.WRITE, method
+    assert http(None).effect is Effect.NETWORK  # no method: the effect the caller named (e.g. a shell's fetch)
+    assert Request("s", "shell", Effect.EXECUTE, method="POST").effect is Effect.EXECUTE  # never narrowed
+    assert Request("s", "http", Effect.WRITE, domains=("x",), method="GET").effect is Effect.WRITE
+    with pytest.raises(TypeError, match="method"):
+        Request("s", "http", Effect.NETWORK, method=b"GET")  # type: ignore[arg-type]
+
+
+def test_webfetch_allows_safe_methods_only() -> None:
+    rules = _rules(("node", "allow:WebFetch(domain:api.github.com)"))
+    for method in SAFE:
+        assert decide(http(method), rules).decision is Decision.ALLOW, method
+    for method in (*UNSAFE, *WEIRD):
+        verdict = decide(http(method), rules)
+        assert verdict.decision is Decision.ASK and "api.github.com" in verdict.reason, (method, verdict)
+    assert decide(http(None), rules).decision is Decision.ALLOW  # unchanged for a request that names no method
+
+
+def test_webwrite_allows_state_changing_requests_to_its_host_only() -> None:
+    rules = _rules(("user", "allow:WebWrite(domain:api.github.com)"))
+    for method in (*UNSAFE, *WEIRD):
+        assert decide(http(method), rules).decision is Decision.ALLOW, method
+        assert decide(http(method, "evil.example"), rules).decision is Decision.ASK, method
+    assert decide(http("GET"), rules).decision is Decision.ASK  # a write grant is not a read grant (as Write/Read)
+    both = _rules(("user", "allow:WebWrite(domain:api.github.com)"), ("user", "allow:WebFetch(domain:*.github.com)"))
+    assert decide(http("POST", "uploads.github.com"), both).decision is Decision.ASK
+
+
+def test_a_denied_host_is_denied_for_every_method() -> None:
+    """Deny sees through: ``deny:WebFetch(domain:X)`` refuses every request to X, writes included; a
+    ``deny:WebWrite`` refuses only the writes."""
+    rules = _rules(("node", "deny:WebFetch(domain:evil.example)"), ("user", "allow:WebWrite(domain:*)"),
+                   ("user", "allow:WebFetch(domain:*)"))
+    for method in (*SAFE, *UNSAFE, *WEIRD):
+        assert decide(http(method, "evil.example"), rules).decision is Decision.DENY, method
+    rules = _rules(("node", "deny:WebWrite(domain:api.github.com)"), ("user", "allow:WebFetch(domain:*)"),
+                   ("user", "allow:WebWrite(domain:*)"))
+    assert decide(http("GET"), rules).decision is Decision.ALLOW
+    assert decide(http("DELETE"), rules).decision is Decision.DENY
+    ask = _rules(("node", "ask:WebFetch(domain:api.github.com)"), ("user", "allow:WebWrite(domain:*)"))
+    assert decide(http("POST"), ask).decision is Decision.ASK

@@ -72,8 +72,10 @@ def permission_id() -> str:
 
 def permission_entry(request: Request, verdict: Verdict, generation: int) -> StartRequest:
     """A decision as the ledger records it: an entry of kind ``permission`` for the session."""
-    arguments = {"tool": request.tool, "effect": request.effect.value, "paths": list(request.paths),
-                 "command": request.command, "domains": list(request.domains)}
+    arguments: dict[str, Any] = {"tool": request.tool, "effect": request.effect.value, "paths": list(request.paths),
+                                 "command": request.command, "domains": list(request.domains)}
+    if request.method is not None:  # an HTTP request's method is part of what was judged (a POST is a write)
+        arguments["method"] = request.method
     effect_id = permission_id()
     return StartRequest(effect_id=effect_id, kind="permission", idempotency_key=effect_id,
                         fingerprint=fingerprint("permission", arguments), principal=request.principal,

@@ -1,7 +1,12 @@
 """Permission rules and the decision over one request — synchronous; reads the disk only to resolve paths.
 
 A :class:`Request` names a principal (session), a tool, an effect class (read | write | execute |
-network), paths, a shell command and network domains. :func:`decide` answers allow, ask or deny:
+network), paths, a shell command, network domains and — for an HTTP request — its method. A request
+that changes the world is a write, whatever the tool calls it: a method other than exactly ``GET``,
+``HEAD`` or ``OPTIONS`` (:data:`SAFE_HTTP_METHODS`; ``post``, ``FOO`` and ``GET\r\n`` included) makes a
+read or network request a **write** (:func:`method_effect`, applied by the request itself, so every
+caller — the grants actor, an inline decider — judges the same effect). :func:`decide` answers allow,
+ask or deny:
 
 1. **Paths** are judged where they really are (:mod:`.targets`): each path of the request, and
    each file the command writes (output redirections, ``tee``, ``--output``-style options), is
@@ -32,7 +37,12 @@ allow sees only the resolved path: a relative glob matches only paths really ins
 (``Write(**)`` never covers ``/etc/passwd`` nor ``link_out/x``), an absolute glob only the real
 location. Deny and ask rules also see the spellings. ``WebFetch(domain:host)`` matches the
 host exactly, ``domain:*.host`` its subdomains (not ``host`` itself, nor ``host.evil.net``),
-``domain:*`` any host. ``Tool(name)`` or a bare name (``Bash``, ``mcp__srv__*``) matches the tool.
+``domain:*`` any host. An allow of ``WebFetch`` covers only the hosts of requests that are not
+writes (GET, HEAD, OPTIONS); ``WebWrite(domain:host)`` (same host patterns) is the family of the
+hosts of write requests (POST, PUT, PATCH, DELETE, any other method), and an allow of it covers
+nothing else. A deny or ask of ``WebFetch`` names the host itself: it matches every request to it,
+writes included; one of ``WebWrite`` only the writes. ``Tool(name)`` or a bare name (``Bash``,
+``mcp__srv__*``) matches the tool.
 
 **Asymmetry: deny sees through, allow vouches only for what it says.** Deny and ask match every
 form of a segment (``sudo rm x`` is ``rm x`` too). An allow of an inner form does not cover a
@@ -64,6 +74,7 @@ from .targets import HARMLESS_SINKS, PathView, norm, protected_reason, view
 from .targets import context as targets_context
 
 MAX_RULE_BYTES = 512
+SAFE_HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # reads of the world; any other method (TRACE too) writes
 
 
 class Effect(str, Enum):
@@ -92,6 +103,18 @@ class Scope(str, Enum):
 
 
 _SCOPE_ORDER = (Scope.NODE, Scope.USER, Scope.WORKSPACE, Scope.SESSION)
+
+
+def method_effect(method: str | None, effect: Effect | str = Effect.NETWORK) -> Effect:
+    """The effect class a request with this HTTP ``method`` is judged as: ``effect`` for a safe method
+    (exactly ``GET``, ``HEAD`` or ``OPTIONS`` — methods are case-sensitive, so ``get`` is not one) or no
+    method; otherwise a read or network request is a **write** (an execute stays execute: never narrowed)."""
+    effect = Effect(effect)
+    if method is None or method in SAFE_HTTP_METHODS or effect not in (Effect.READ, Effect.NETWORK):
+        return effect
+    return Effect.WRITE
+
+
 RuleKind = Literal["command", "path", "domain", "tool"]
 
 
@@ -107,7 +130,7 @@ class RuleError(OuroactorsError, ValueError):
 class Rule:
     action: Decision
     scope: Scope
-    tool: str | None  # the family (Bash, Read, Write, Edit, WebFetch) or, for kind "tool", the tool name
+    tool: str | None  # the family (Bash, Read, Write, Edit, WebFetch, WebWrite) or, for kind "tool", the tool name
     pattern: str
     kind: RuleKind
 
@@ -128,9 +151,12 @@ class Request:
     paths: tuple[str, ...] = ()
     command: str | None = None
     domains: tuple[str, ...] = ()
+    method: str | None = None  # an HTTP request's method, as it will be sent (not normalised)
 
     def __post_init__(self) -> None:  # validate at the boundary: a str is not a tuple of paths
-        object.__setattr__(self, "effect", Effect(self.effect))
+        if self.method is not None and not isinstance(self.method, str):
+            raise TypeError(f"Request.method must be str or None, got {type(self.method).__name__}")
+        object.__setattr__(self, "effect", method_effect(self.method, self.effect))  # a POST is a write
         for name in ("paths", "domains"):
             value = getattr(self, name)
             if isinstance(value, str | bytes) or not all(isinstance(v, str) for v in value):
@@ -154,6 +180,8 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_.*?-]+")
 _HOST = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*")
 _SHELL_OPS = re.compile(r"[;&|`<>()\n]|\$\(")
 _PATH_FAMILIES = {"Read": Effect.READ, "Write": Effect.WRITE, "Edit": Effect.WRITE}
+_DOMAIN_FAMILIES = ("WebFetch", "WebWrite")  # the hosts of requests that read / that change the world
+_FAMILIES = "Bash, Read, Write, Edit, WebFetch, WebWrite, Tool"
 
 
 def parse_rule(text: str, scope: Scope | str) -> Rule:
@@ -185,10 +213,10 @@ def parse_rule(text: str, scope: Scope | str) -> Rule:
         return Rule(action, scope, family, _check_command(text, arg.strip()), "command")
     if family in _PATH_FAMILIES:
         return Rule(action, scope, family, _check_glob(text, arg.strip()), "path")
-    if family == "WebFetch":
+    if family in _DOMAIN_FAMILIES:
         host = arg.strip().lower()
         if not host.startswith("domain:"):
-            raise RuleError(text, "WebFetch rules name a host: WebFetch(domain:example.com)")
+            raise RuleError(text, f"{family} rules name a host: {family}(domain:example.com)")
         host = host[len("domain:") :]
         if host != "*" and not _HOST.fullmatch(host.removeprefix("*.")):
             raise RuleError(text, f"bad host pattern {host!r}")
@@ -197,7 +225,7 @@ def parse_rule(text: str, scope: Scope | str) -> Rule:
         if not _TOOL_NAME.fullmatch(arg):
             raise RuleError(text, "Tool(name) takes a tool name (parameter constraints are not supported)")
         return Rule(action, scope, arg, arg, "tool")
-    raise RuleError(text, f"unknown rule family {family!r} (Bash, Read, Write, Edit, WebFetch, Tool)")
+    raise RuleError(text, f"unknown rule family {family!r} ({_FAMILIES})")
 
 
 def parse_rules(texts: Iterable[str], scope: Scope | str) -> tuple[Rule, ...]:
@@ -230,7 +258,7 @@ class _Item:
     kind: RuleKind
     segment: Segment | None = None
     view: PathView | None = None
-    effect: Effect | None = None  # a path item's effect (a redirection is a write whatever the request)
+    effect: Effect | None = None  # a path's (a redirection is a write whatever the request) or a host's (write or not)
     host: str | None = None
 
     def matched_by(self, rule: Rule, req: Request) -> bool:
@@ -242,7 +270,10 @@ class _Item:
         if self.view is not None:
             forms = self.view.real if allow else self.view.forms  # allows see only the real location
             return _PATH_FAMILIES.get(rule.tool or "") is self.effect and path_matches(rule.pattern, forms)
-        if self.kind == "domain":
+        if self.kind == "domain":  # a WebFetch allow vouches for reads only; its deny/ask names the host itself
+            writes = self.effect is Effect.WRITE
+            if (rule.tool == "WebWrite" and not writes) or (rule.tool == "WebFetch" and allow and writes):
+                return False
             return host_matches(rule.pattern, self.host)
         return fnmatchcase(req.tool, rule.pattern)
 
@@ -290,7 +321,10 @@ def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...
     if split is not None:
         items += [_Item(f"command {' '.join(s.argv)[:80]!r}" + _code_note(s), "command", segment=s)
                   for s in split.details]
-    items += [_Item(f"domain {d!r}", "domain", host=host(d)) for d in req.domains]
+    writes = req.effect is Effect.WRITE
+    note = f" [{'a write' if req.method is None else f'{req.method!r} is a write'}: only WebWrite allows it]"
+    items += [_Item(f"domain {d!r}" + (note if writes else ""), "domain",
+                    effect=Effect.WRITE if writes else Effect.NETWORK, host=host(d)) for d in req.domains]
     items.append(_Item(f"tool {req.tool!r}", "tool"))
 
     matches = {d: [(r, it) for r in rules if r.action is d for it in items if it.matched_by(r, req)] for d in Decision}
@@ -328,7 +362,7 @@ def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...
         else:
             uncovered.append(item.label)
     if not winners or uncovered:
-        coded = [label for label in uncovered if label.endswith(_NAMES_IT)]
+        coded = [label for label in uncovered if label.endswith((_NAMES_IT, _WEB_WRITE))]
         shown = uncovered if winners else coded
         return Verdict(Decision.ASK, "no rule" + (f" covers {', '.join(shown)}" if shown else ""))
     rule = max(winners, key=lambda r: r.scope.precedence)
@@ -338,6 +372,7 @@ def decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str, ...
 
 
 _NAMES_IT = ": only a rule that names it allows it]"
+_WEB_WRITE = ": only WebWrite allows it]"
 
 
 def _code_note(seg: Segment) -> str:
@@ -357,5 +392,5 @@ def safe_decide(request: Request, rules: Sequence[Rule], *, protected: tuple[str
         return Verdict(Decision.ASK, f"engine error: {type(e).__name__}: {e}")
 
 
-__all__ = ["MAX_RULE_BYTES", "Decision", "Effect", "Request", "Rule", "RuleError", "RuleKind", "Scope", "Verdict",
-           "decide", "parse_rule", "parse_rules", "safe_decide"]
+__all__ = ["MAX_RULE_BYTES", "SAFE_HTTP_METHODS", "Decision", "Effect", "Request", "Rule", "RuleError", "RuleKind",
+           "Scope", "Verdict", "decide", "method_effect", "parse_rule", "parse_rules", "safe_decide"]

@@ -4,6 +4,10 @@
 call (:meth:`ToolContext.key`: the context's ``idempotency_key``, else the effect id, else session/call id).
 A retry of the same effect sends the same key, so a service that honours the header applies it once.
 
+**What grants judge.** The host and the method (:meth:`HttpTool.grant_request`): GET and HEAD are network
+reads; any other method changes the world and is judged a **write** to its host — refused in plan mode, and
+admitted by ``allow:WebWrite(domain:…)``, not by ``allow:WebFetch(domain:…)``.
+
 **Where it may connect.** This tool runs in the runtime's process, next to its actor ports, so it applies the
 sandbox proxy's policy itself (:func:`pinned_destination`, :mod:`ouroactors.runtime.sandbox_netpolicy`): the
 host must match a granted domain (``ToolContext.network_domains``) and every address it resolves to must be
@@ -44,7 +48,7 @@ import httpx
 import trio
 from pydantic import Field, field_validator
 
-from ....authorities.grants.rules import Effect, Request
+from ....authorities.grants.rules import Effect, Request, method_effect
 from ....authorities.ledger.domain import Entry
 from ....authorities.ledger.messages import Verdict
 from ... import sandbox_netpolicy as netpolicy
@@ -132,14 +136,17 @@ class HttpTool(Tool[HttpArgs]):
     name = "http"
     description = ("Send one HTTP request (no redirects followed). The request carries an Idempotency-Key; the "
                    "status and the (capped) response body are returned.")
-    effect = Effect.NETWORK
+    effect = Effect.NETWORK  # for a safe method (GET, HEAD); any other is judged a write (see grant_request)
     Args = HttpArgs
     fingerprint_fields = ("method", "url", "headers", "body", "json_body")
     ledger_kind = "http_request"
     reconciler = "ouroactors.runtime.execution.tools.http:reconcile"
 
     def grant_request(self, args: HttpArgs, ctx: ToolContext) -> Request:
-        return Request(principal=ctx.session_id, tool=self.name, effect=self.effect, domains=(host_of(args.url),))
+        """The host and the method: a GET or HEAD reads the world (network); a POST, PUT, PATCH or DELETE changes
+        it — a write, refused in plan mode and admitted only by a ``WebWrite(domain:…)`` rule (or a tool rule)."""
+        return Request(principal=ctx.session_id, tool=self.name, effect=method_effect(args.method, self.effect),
+                       domains=(host_of(args.url),), method=args.method)
 
     async def run(self, args: HttpArgs, ctx: ToolContext) -> ToolOutcome:
         started = time.monotonic()
