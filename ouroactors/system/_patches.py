@@ -2,7 +2,7 @@
 
 Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
 change made to its modules in the process that creates the system is present in the admin and in
-every actor. Eleven things are changed, each because thespian's behaviour would break a promise of
+every actor. Twelve things are changed, each because thespian's behaviour would break a promise of
 ours:
 
 1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces.
@@ -42,6 +42,9 @@ ours:
    root logger in every actor; the admin gives that root a handler on ``admin.out`` (:func:`_log_into_admin_output`).
 11. **Messages described only when a log line is written** (:mod:`._lazy_describe`): thespian rendered every
    message it sent or received for DEBUG lines it then dropped.
+12. **A poll selector in the transport loop** (:mod:`._selector`): thespian builds a new selector on every turn of
+   its loop and registers every open socket in it; as epoll that cost a system call per socket per turn, which made
+   a supervisor of a thousand children slow down with every child (starting them took ~76 s).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ import threading
 import weakref
 from typing import Any
 
-from . import _frames, _lazy_describe
+from . import _frames, _lazy_describe, _selector
 
 _PR_SET_PDEATHSIG = 1
 _installed = False
@@ -250,6 +253,9 @@ def install() -> None:
     IPBase.IPActorAddress.__init__ = bind_to_configured_host
     _install_frames()
     _lazy_describe.install()
+    from thespian.system.transport import TCPTransport
+
+    _selector.install(TCPTransport)
 
     original_set_signal_handler = multiprocCommon.set_signal_handler
 
