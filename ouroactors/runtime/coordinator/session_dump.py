@@ -1,0 +1,55 @@
+"""Print what a session left in LMDB as JSON (``python -m ouroactors.runtime.coordinator.session_dump DIR SESSION``).
+
+The child process behind :func:`ouroactors.faults.session_read.read_durable`. It lives here, beside the store it
+reads, rather than in :mod:`ouroactors.faults`: running a module of that package imports the package first, and its
+``__init__`` imports the whole fault harness (chaos, workload, runner, thespian, the authorities) — about a second
+of start-up per read that the dump never uses; one read follows every run of a session crash enumeration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def dump(data_dir: str, session_id: str) -> dict[str, Any]:
+    """``{"record", "events", "accepted", "rejected"}`` as JSON-able dicts (``record`` None: no such session)."""
+    from ...core.codec import decode
+    from .keys import seen_key
+    from .record import AcceptedEvent
+    from .store import SessionStore
+
+    store = SessionStore.open(data_dir)
+    record = store.get(session_id)
+    if record is None:
+        return {"record": None, "events": [], "accepted": [], "rejected": []}
+    prefix = seen_key(session_id, "x")[:-1]
+    accepted = []
+    with store.env.begin(db=store.resumes) as txn:
+        cursor = txn.cursor()
+        if cursor.set_range(prefix):
+            for key, raw in cursor:
+                if not bytes(key).startswith(prefix):
+                    break
+                accepted.append(decode(bytes(raw), AcceptedEvent).model_dump(mode="json"))
+    events: list[dict[str, Any]] = []
+    while True:
+        batch = store.events(session_id, events[-1]["cursor"] if events else 0, 1000)
+        if not batch:
+            break
+        events.extend(e.model_dump(mode="json") for e in batch)
+    return {"record": record.model_dump(mode="json"), "events": events, "accepted": accepted,
+            "rejected": [r.model_dump(mode="json") for r in store.rejections(session_id)]}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m ouroactors.runtime.coordinator.session_dump DATA_DIR SESSION", file=sys.stderr)
+        return 2
+    print(json.dumps(dump(argv[0], argv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
