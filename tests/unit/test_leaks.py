@@ -34,3 +34,19 @@ def test_a_port_with_no_listening_socket_has_no_listen_inode_even_while_a_connec
                 # the client's own port number is in use by a connection, but nothing listens on it: a probe
                 # that reaches it (a TCP self-connect) must not pass for a listener left behind
                 assert listen_inodes(client_port) == set()
+
+
+def test_a_gone_group_whose_port_number_another_group_took_is_passed_at_once_not_after_the_timeout() -> None:
+    """The group is gone, so who listens on its old port is someone else: no reason to wait out the timeout."""
+    import time
+    from types import SimpleNamespace
+
+    from ouroactors.testing.leaks import assert_nothing_left
+
+    with socket.socket() as listener:  # this process (the test's group) took the port number
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        gone = SimpleNamespace(pgid=os.getpgid(0) + 100_000, admin_port=listener.getsockname()[1])  # no such group
+        began = time.monotonic()
+        assert_nothing_left(gone, timeout=5.0)  # type: ignore[arg-type]
+        assert time.monotonic() - began < 2.5
