@@ -55,6 +55,7 @@ class Ws:
     def __init__(self, root: str) -> None:
         self.actor = actor = Workspace.__new__(Workspace)
         actor.allowed_roots, actor.owners, actor.table = (root,), {}, LeaseTable()
+        actor.quarantined, actor.worktrees = [], {}  # no corrupt record, no worktree (see Workspace.on_start)
         actor._commit = actor.table.apply  # type: ignore[method-assign]  # durable at once
 
     def ask(self, message: Any) -> Any:
