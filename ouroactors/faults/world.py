@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import selectors
+import ssl
 import subprocess
 import sys
 import time
@@ -53,12 +54,25 @@ class WorldError(Exception):
     """The world service could not be started or answered something unexpected."""
 
 
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, made once per process. ``httpx.Client()`` builds a new one (loading the CA
+    bundle) for every client, ~35 ms even for this plain-http loopback service; a crash enumeration makes a client
+    for every site's bench and the ledger's reconciler one in every ledger process it runs in."""
+    global _tls
+    if _tls is None:
+        _tls = httpx.create_ssl_context()
+    return _tls
+
+
 class WorldClient:
     """A client of the world service (httpx, one keep-alive connection)."""
 
     def __init__(self, url: str, timeout: float = 5.0) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=_tls_context())
 
     def close(self) -> None:
         self._http.close()
