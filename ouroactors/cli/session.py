@@ -157,10 +157,15 @@ def session_show(data_dir: str, session_id: str) -> None:
 @click.option("--expected-version", type=VERSION, default=None,
               help="refuse unless the session is still at this state version")
 @click.option("--last", is_flag=True, help="the session completes when this turn settles")
+@click.option("--event-id", type=MessageField(m.SendMessage, "event_id"), default=None,
+              help="idempotency key: a send retried with the same id (after a timeout, say) is refused as a "
+                   "duplicate instead of starting a second turn")
 @reports_errors
-def session_send(data_dir: str, session_id: str, text: str, expected_version: int | None, last: bool) -> None:
+def session_send(data_dir: str, session_id: str, text: str, expected_version: int | None, last: bool,
+                 event_id: str | None) -> None:
     """Send a message: it starts the next turn (the session must be suspended)."""
-    done = _sessions(data_dir).send(session_id, text, expected_version=expected_version, last=last)
+    done = _sessions(data_dir).send(session_id, text, expected_version=expected_version, last=last,
+                                    event_id=event_id)
     console.print(f"{session_id}: {done.view.state} (version {done.view.state_version})", markup=False)
 
 

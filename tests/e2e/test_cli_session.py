@@ -25,7 +25,7 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
         created = cli("session", "new", "s1", "--sandbox", "none", cwd=tmp_path)
         assert created.returncode == 0, created.stderr
         assert created.stdout.strip() == "s1"
-        assert cli("session", "send", "s1", "tidy the notes", cwd=tmp_path).returncode == 0
+        assert cli("session", "send", "s1", "tidy the notes", "--event-id", "msg-0001", cwd=tmp_path).returncode == 0
 
         followed = lines(cli("session", "events", "s1", "--follow", "--until", "turn_settled", "--idle", "30",
                              "--json", cwd=tmp_path))
@@ -37,9 +37,12 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
 
         shown = cli("session", "show", "s1", cwd=tmp_path)
         assert shown.returncode == 0 and "suspended" in shown.stdout, shown.stdout
+        retried = cli("session", "send", "s1", "tidy the notes", "--event-id", "msg-0001", cwd=tmp_path)
+        assert retried.returncode == 2 and "duplicate" in retried.stderr, retried.stderr  # no second turn
+        assert "suspended" in cli("session", "show", "s1", cwd=tmp_path).stdout
         stale = cli("session", "send", "s1", "again", "--expected-version", "0", cwd=tmp_path)
         assert stale.returncode == 2 and "stale" in stale.stderr, stale.stderr
-        assert "rejected events: 1" in cli("session", "show", "s1", cwd=tmp_path).stdout
+        assert "rejected events: 2" in cli("session", "show", "s1", cwd=tmp_path).stdout
         listed = cli("session", "list", cwd=tmp_path)
         assert listed.returncode == 0 and "s1" in listed.stdout
 
