@@ -8,7 +8,7 @@ from ouroactors import supervisor, worker
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.inline import InlineGrants
 from ouroactors.authorities.grants.messages import AddRules, Decide, SetPosture
-from ouroactors.authorities.grants.rules import Request
+from ouroactors.authorities.grants.rules import Effect, Request
 from ouroactors.authorities.storage.env import StorageConfig, open_env
 
 pytestmark = pytest.mark.multiproc
@@ -90,3 +90,34 @@ def test_a_warmed_session_decides_from_the_rules_parsed_at_open_and_still_sees_n
     bare.warm("s1")  # not an error at open: the first decision reports it (NoPolicy)
     with pytest.raises(inline_module.NoPolicy):
         bare.decide(make, None)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (b"posture/s1", b"\xc1\xc1garbage"),  # not msgpack
+    (b"posture/s1", b"\xa5bogus"),  # msgpack, but no posture
+    (b"rules/user", b"\xc1\xc1garbage"),
+    (b"rules/user", b"\x92\x01\x02"),  # msgpack, but not rule texts
+])
+def test_a_corrupt_posture_or_rule_record_makes_the_inline_decision_ask_naming_it(tmp_path, key, value):
+    """As the authority answers (.records): a record that does not decode never allows, and it does not raise."""
+    import lmdb
+
+    from ouroactors.authorities.grants.inline import POLICY_KEY, Policy, policy_record
+    from ouroactors.authorities.storage.env import db
+
+    env = open_env(StorageConfig.under(tmp_path))
+    grants_db = db(env, b"grants")
+    with env.begin(write=True) as txn:
+        txn.put(POLICY_KEY, policy_record(Policy(("allow:Bash(true)",), {}, ())), db=grants_db)
+    inline = InlineGrants(env)
+    true = Request("s1", "shell", Effect.EXECUTE, command="true")
+    assert inline.decide(true, None).decision.value == "allow"  # the node rule, while the records are sound
+    with env.begin(write=True) as txn:
+        txn.put(key, value, db=grants_db)
+    try:
+        verdict = inline.decide(true, None)
+    except (lmdb.Error, ValueError) as exc:  # pragma: no cover - the failure this test is about
+        pytest.fail(f"a corrupt record raised instead of answering ask: {exc!r}")
+    assert verdict.decision.value == "ask" and "engine error" in verdict.reason, verdict
+    if key.startswith(b"posture/"):
+        assert "grants/posture/s1" in verdict.reason

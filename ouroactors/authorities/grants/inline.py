@@ -146,7 +146,13 @@ class InlineGrants:
                         break
                     stored_raw.append((bytes(key), bytes(value)))
             state = (bytes(raw), tuple(stored_raw), session)
-        posture = msgpack.unpackb(bytes(posture_raw), raw=False) if posture_raw is not None else Posture.DEFAULT.value
+        try:
+            posture = (msgpack.unpackb(bytes(posture_raw), raw=False) if posture_raw is not None
+                       else Posture.DEFAULT.value)
+            Posture(posture)
+        except Exception as exc:  # a corrupt posture: ask, never allow (as the authority answers: .records)
+            return None, Verdict(Decision.ASK, f"engine error: the record grants/posture/{session} does not decode "
+                                               f"({type(exc).__name__}: {exc})")
         cached = self._parsed
         if cached is not None and cached[0] == state:
             return posture, cached[1]
@@ -162,15 +168,18 @@ _Parsed = tuple[tuple[Rule, ...], tuple[str, ...]] | Verdict
 def _parse(policy_raw: bytes, stored_raw: tuple[tuple[bytes, bytes], ...], session: str) -> _Parsed:
     """The rules that apply to ``session`` and the protected roots, from the stored bytes; an ``ask`` verdict
     when a stored rule cannot be read (never allow)."""
-    policy = msgpack.unpackb(policy_raw, raw=False)
-    stored: dict[str, tuple[str, ...]] = {}
-    for key, value in stored_raw:
-        name = key[len(_RULES_PREFIX):].decode()
-        if name != Scope.SESSION.value:
-            stored[name] = tuple(msgpack.unpackb(value, raw=False))
-    for scope, texts in (policy.get("configured") or {}).items():
-        stored[scope] = tuple(dict.fromkeys((*stored.get(scope, ()), *texts)))
-    try:
+    try:  # a record that does not decode is an engine error: ask, never allow (as the authority answers: .records)
+        policy = msgpack.unpackb(policy_raw, raw=False)
+        stored: dict[str, tuple[str, ...]] = {}
+        for key, value in stored_raw:
+            name = key[len(_RULES_PREFIX):].decode()
+            if name != Scope.SESSION.value:
+                texts = msgpack.unpackb(value, raw=False)
+                if not isinstance(texts, list | tuple) or not all(isinstance(t, str) for t in texts):
+                    raise ValueError(f"the record grants/{key.decode()} is not a list of rule texts")
+                stored[name] = tuple(texts)
+        for scope, texts in (policy.get("configured") or {}).items():
+            stored[scope] = tuple(dict.fromkeys((*stored.get(scope, ()), *texts)))
         rules = effective_rules(parse_rules(policy.get("node") or (), Scope.NODE), stored, session)
     except Exception as exc:  # a stored rule this code cannot read: ask, never allow
         return Verdict(Decision.ASK, f"engine error: {type(exc).__name__}: {exc}")
