@@ -84,7 +84,10 @@ class Limits(_Strict):
 
 
 class Pins(_Strict):
-    """The versions a session runs under (a checkpoint pins them; a resume with others is refused upstream)."""
+    """The versions a session runs under, kept in its durable record (``session show``). Only ``workflow`` is
+    enforced: it is resolved at creation (``default`` becomes this code's :data:`.versions.WORKFLOW`) and code that
+    does not provide it refuses the session's messages, parks its recovery and will not open it (:mod:`.versions`).
+    The others are labels the caller chooses; nothing compares them yet."""
 
     prompt: str = "default"
     model: str = "default"
