@@ -84,6 +84,7 @@ class Publisher:
         def _heartbeat(self, drain: bool = True) -> Job: ...
         def _runtime_ask(self, message: Any, timeout_s: float = ..., to: _Attached | None = None) -> Ask: ...
         def _close_runtime(self, settle: bool = True) -> Job: ...
+        def _close_and_reap(self) -> Job: ...
         def _recover(self) -> Job: ...
         def _check_waits(self) -> Job: ...
         def _last_turn(self, record: SessionRecord) -> bool: ...
@@ -229,11 +230,12 @@ class Publisher:
             if not (yield from self._ack(step.ack)) and not settled and then is None:
                 yield from self._heartbeat(drain=False)  # it died mid-turn while asked: recovery now
                 return
+            if then is Event.EFFECT_UNKNOWN:  # recovering now: the effect's reconciler settles it, or it parks
+                yield from self._close_and_reap()
+                yield from self._recover()
+                return
             if settled:  # a runtime gone after the commit is closed all the same: its lease is released
                 yield from self._close_runtime()
-                if then is Event.EFFECT_UNKNOWN:  # recovering now: the effect's reconciler settles it, or it parks
-                    yield from self._recover()
-                    return
                 if then is Event.COMPLETE:
                     self.stop()  # the session is history: a transient child that ends normally is not restarted
                 return

@@ -410,6 +410,19 @@ class RuntimeLink:
             released = yield self._authority("workspace", Release(attached.lease_id, attached.capability))
             self._released(attached.lease_id, released)
 
+    def _close_and_reap(self) -> Job:
+        """Close the attached runtime, then have its supervisor terminate it — which answers once the process is
+        gone. Recovery's reconciliation must find that runtime's ledger writer dead: the ledger makes a writer's
+        unsettled starts ``ambiguous`` (what reconcilers work on) only then, and a runtime that closes exits a
+        moment after it answered."""
+        where = get_runtime(self.store, self.session_id)
+        yield from self._close_runtime()
+        if where is None:
+            return
+        info = yield self._execution(AdminCall("which_child", where["key"]), 10.0)
+        if getattr(info, "generation", None) == where["generation"] and getattr(info, "status", None) == "running":
+            yield self._execution(AdminCall("terminate_child", where["key"]), 10.0)
+
     def _released(self, lease_id: str, answer: Any) -> None:
         """Remember a lease this incarnation saw released (the next runtime need not release it again)."""
         if getattr(answer, "status", None) == "released":
