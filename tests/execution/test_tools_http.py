@@ -167,6 +167,29 @@ def test_the_connection_goes_to_the_checked_address_with_the_name_kept(
     assert out.evidence["address"] == "127.0.0.1" and seen[-1]["headers"]["Host"] == url.removeprefix("http://")
 
 
+def test_calls_share_one_tls_context_per_process(tmp_path: Path, echo: tuple[str, list[dict[str, Any]]],
+                                                 world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx builds (and loads the CA bundle into) a new TLS context for every client unless given one: 20-140 ms
+    per call. The tool and its reconciler make it once per process, with httpx's own default settings."""
+    from ouroactors.runtime.execution.tools import http as http_tool
+
+    made: list[object] = []
+    real = httpx.create_ssl_context
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(http_tool, "_tls", None)
+    monkeypatch.setattr(httpx, "create_ssl_context", counting)
+    url, _ = echo
+    for _ in range(3):
+        assert call("http", ctx_for(tmp_path), url=f"{url}/x").status == "ok"
+    assert check_key(world.url, "never-sent").outcome == "unknown"
+    assert made == [{"trust_env": False}]  # one context for every client of this process, verification on
+    assert http_tool.tls_context().verify_mode.name == "CERT_REQUIRED"
+
+
 def test_a_huge_response_is_not_held(tmp_path: Path, echo: tuple[str, list[dict[str, Any]]],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = echo

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -104,6 +105,19 @@ class _Refused(Exception):
         self.kind, self.detail = kind, detail
 
 
+_tls: ssl.SSLContext | None = None
+
+
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every client here verifies with: httpx's default (the CA bundle it ships, verification on,
+    no ``SSL_CERT_*`` from the environment, as ``trust_env=False`` says), made once per process. ``httpx`` builds
+    and loads a new one for every client otherwise — 20-140 ms measured here, on every http tool call."""
+    global _tls
+    if _tls is None:
+        _tls = httpx.create_ssl_context(trust_env=False)
+    return _tls
+
+
 async def pinned_destination(url: httpx.URL, ctx: ToolContext) -> tuple[httpx.URL, str]:
     """Resolve the URL's host once and check it with the sandbox proxy's own policy; the URL to connect to.
 
@@ -164,7 +178,8 @@ class HttpTool(Tool[HttpArgs]):
         content = args.body.encode() if args.body is not None else None
         extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
         try:
-            async with httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=False, trust_env=False) as client, \
+            async with httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=False, trust_env=False,
+                                         verify=tls_context()) as client, \
                     client.stream(args.method, target, headers=headers, content=content,
                                   json=args.json_body if content is None else None, extensions=extensions) as response:
                 body = await _read_capped(response, ctx.output_cap_bytes)
@@ -283,7 +298,7 @@ def check_key(base_url: str, key: str, *, status_path: str = DEFAULT_STATUS_PATH
         if client is not None:
             response = client.get(url, headers={IDEMPOTENCY_HEADER: key}, timeout=timeout)
         else:
-            with httpx.Client(trust_env=False, timeout=timeout) as own:
+            with httpx.Client(trust_env=False, timeout=timeout, verify=tls_context()) as own:
                 response = own.get(url, headers={IDEMPOTENCY_HEADER: key})
     except httpx.HTTPError as exc:
         return Reconciled("unknown", {"lookup": url, "key": key, "error": f"{type(exc).__name__}: {exc}"})
@@ -295,7 +310,7 @@ async def check_key_async(base_url: str, key: str, *, status_path: str = DEFAULT
     """:func:`check_key` under trio, for a runtime that reconciles its own unsettled calls on resume."""
     url = lookup_url(base_url, key, status_path)
     try:
-        async with httpx.AsyncClient(trust_env=False, timeout=timeout) as client:
+        async with httpx.AsyncClient(trust_env=False, timeout=timeout, verify=tls_context()) as client:
             response = await client.get(url, headers={IDEMPOTENCY_HEADER: key})
     except httpx.HTTPError as exc:
         return Reconciled("unknown", {"lookup": url, "key": key, "error": f"{type(exc).__name__}: {exc}"})
