@@ -85,6 +85,23 @@ def test_plain_text_stream_with_usage(llmock_server: LLMockServer) -> None:
     assert sent["tools"][0] == {"type": "function", "function": READ.model_dump()}
 
 
+def test_model_calls_share_one_tls_context_per_process(llmock_server: LLMockServer,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call has its own client; without a context given, httpx built and loaded a new one for each (20-140 ms)."""
+    import httpx
+
+    from ouroactors.runtime.execution import tls
+
+    made: list[dict[str, Any]] = []
+    real = httpx.create_ssl_context
+    monkeypatch.setattr(tls, "_contexts", {})
+    monkeypatch.setattr(httpx, "create_ssl_context", lambda *a, **k: made.append(k) or real(*a, **k))
+    for _ in range(2):
+        llmock_server.script({"type": "reply", "text": "ok"})
+        assert run(provider(llmock_server))[1] is None
+    assert made == [{"trust_env": False}]  # the config's default trust_env; verification as httpx's default
+
+
 def test_parallel_tool_calls_assembled_from_argument_deltas(llmock_server: LLMockServer) -> None:
     long_path = "docs/a/rather/long/path/to/the/notes-file.txt"  # llmock sends arguments 12 characters at a time
     llmock_server.script({"type": "reply", "text": "Looking.", "tool_calls": [

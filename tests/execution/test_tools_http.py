@@ -171,7 +171,7 @@ def test_calls_share_one_tls_context_per_process(tmp_path: Path, echo: tuple[str
                                                  world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """httpx builds (and loads the CA bundle into) a new TLS context for every client unless given one: 20-140 ms
     per call. The tool and its reconciler make it once per process, with httpx's own default settings."""
-    from ouroactors.runtime.execution.tools import http as http_tool
+    from ouroactors.runtime.execution import tls
 
     made: list[object] = []
     real = httpx.create_ssl_context
@@ -180,14 +180,14 @@ def test_calls_share_one_tls_context_per_process(tmp_path: Path, echo: tuple[str
         made.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(http_tool, "_tls", None)
+    monkeypatch.setattr(tls, "_contexts", {})
     monkeypatch.setattr(httpx, "create_ssl_context", counting)
     url, _ = echo
     for _ in range(3):
         assert call("http", ctx_for(tmp_path), url=f"{url}/x").status == "ok"
     assert check_key(world.url, "never-sent").outcome == "unknown"
     assert made == [{"trust_env": False}]  # one context for every client of this process, verification on
-    assert http_tool.tls_context().verify_mode.name == "CERT_REQUIRED"
+    assert tls.context().verify_mode.name == "CERT_REQUIRED"
 
 
 def test_a_huge_response_is_not_held(tmp_path: Path, echo: tuple[str, list[dict[str, Any]]],

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import httpx
 import trio
 
+from .. import tls
 from ..model import ModelError, ModelErrorKind, ModelEvent, ModelRequest
 from ._wire import RETRYABLE_STATUSES, ChatStreamAssembler, SSEDecoder, chat_body, parse_retry_after, retry_delay
 from .config import OpenAIConfig
@@ -96,7 +97,8 @@ class OpenAIProvider:
         body = chat_body(request, model=config.model, include_usage=config.include_usage,
                          temperature=config.temperature)
         headers = self._headers()
-        async with httpx.AsyncClient(timeout=self._timeout(), trust_env=config.trust_env) as client:
+        async with httpx.AsyncClient(timeout=self._timeout(), trust_env=config.trust_env,
+                                     verify=tls.context(trust_env=config.trust_env)) as client:
             response, deadline = await self._open(client, body, headers)
             try:
                 async with aclosing(self._events(response, deadline)) as events:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from ....authorities.grants.rules import Effect, Request, method_effect
 from ....authorities.ledger.domain import Entry
 from ....authorities.ledger.messages import Verdict
 from ... import sandbox_netpolicy as netpolicy
+from .. import tls
 from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -103,19 +103,6 @@ class _Refused(Exception):
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(detail)
         self.kind, self.detail = kind, detail
-
-
-_tls: ssl.SSLContext | None = None
-
-
-def tls_context() -> ssl.SSLContext:
-    """The TLS context every client here verifies with: httpx's default (the CA bundle it ships, verification on,
-    no ``SSL_CERT_*`` from the environment, as ``trust_env=False`` says), made once per process. ``httpx`` builds
-    and loads a new one for every client otherwise — 20-140 ms measured here, on every http tool call."""
-    global _tls
-    if _tls is None:
-        _tls = httpx.create_ssl_context(trust_env=False)
-    return _tls
 
 
 async def pinned_destination(url: httpx.URL, ctx: ToolContext) -> tuple[httpx.URL, str]:
@@ -179,7 +166,7 @@ class HttpTool(Tool[HttpArgs]):
         extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
         try:
             async with httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=False, trust_env=False,
-                                         verify=tls_context()) as client, \
+                                         verify=tls.context()) as client, \
                     client.stream(args.method, target, headers=headers, content=content,
                                   json=args.json_body if content is None else None, extensions=extensions) as response:
                 body = await _read_capped(response, ctx.output_cap_bytes)
@@ -298,7 +285,7 @@ def check_key(base_url: str, key: str, *, status_path: str = DEFAULT_STATUS_PATH
         if client is not None:
             response = client.get(url, headers={IDEMPOTENCY_HEADER: key}, timeout=timeout)
         else:
-            with httpx.Client(trust_env=False, timeout=timeout, verify=tls_context()) as own:
+            with httpx.Client(trust_env=False, timeout=timeout, verify=tls.context()) as own:
                 response = own.get(url, headers={IDEMPOTENCY_HEADER: key})
     except httpx.HTTPError as exc:
         return Reconciled("unknown", {"lookup": url, "key": key, "error": f"{type(exc).__name__}: {exc}"})
@@ -310,7 +297,7 @@ async def check_key_async(base_url: str, key: str, *, status_path: str = DEFAULT
     """:func:`check_key` under trio, for a runtime that reconciles its own unsettled calls on resume."""
     url = lookup_url(base_url, key, status_path)
     try:
-        async with httpx.AsyncClient(trust_env=False, timeout=timeout, verify=tls_context()) as client:
+        async with httpx.AsyncClient(trust_env=False, timeout=timeout, verify=tls.context()) as client:
             response = await client.get(url, headers={IDEMPOTENCY_HEADER: key})
     except httpx.HTTPError as exc:
         return Reconciled("unknown", {"lookup": url, "key": key, "error": f"{type(exc).__name__}: {exc}"})
