@@ -44,14 +44,14 @@ def test_code_that_does_not_provide_a_sessions_workflow_refuses_its_next_message
     before.shutdown()
 
     # An upgrade whose loop decides differently: a new version, the old one no longer provided.
-    monkeypatch.setattr(versions, "WORKFLOW", "turn-loop/2")
-    monkeypatch.setattr(versions, "PROVIDED", ("turn-loop/2",))
+    monkeypatch.setattr(versions, "WORKFLOW", "turn-loop/99")
+    monkeypatch.setattr(versions, "PROVIDED", ("turn-loop/99",))
     after = actor_system_factory(data_dir=data_dir)  # forked from here: its actors run the "upgraded" code
     after.start_tree(agent_tree(str(tmp_path)))
     sessions = Sessions(after)
     version = sessions.show("s1").state_version
     with pytest.raises(SessionRejected, match=re.escape(f"pinned to workflow {created_under!r}; this runtime provides "
-                                                        "'turn-loop/2'")):
+                                                        "'turn-loop/99'")):
         sessions.send("s1", "again")
     view = sessions.show("s1")
     assert (view.state, view.state_version) == ("suspended", version)  # nothing changed

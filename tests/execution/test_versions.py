@@ -24,3 +24,8 @@ def test_a_version_this_code_does_not_provide_is_refused_by_name():
     again = pickle.loads(pickle.dumps(err.value))  # it crosses processes as the runtime's answer
     assert (again.session_id, again.pinned, again.provided) == ("s1", "turn-loop/0", versions.PROVIDED)
     assert str(again) == str(err.value)
+
+
+def test_the_loop_that_stops_on_an_unknown_outcome_is_version_2_and_still_continues_version_1_sessions():
+    assert versions.WORKFLOW == "turn-loop/2"  # older code must not continue a session this code pinned
+    assert versions.check("s1", "turn-loop/1") == "turn-loop/1"  # their journals replay alike, or are refused

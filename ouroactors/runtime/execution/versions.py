@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from .errors import RuntimeRefusal
 
-WORKFLOW = "turn-loop/1"  # the version this code's loop is
-PROVIDED: tuple[str, ...] = (WORKFLOW,)  # the versions this code continues
+# 2: a tool call whose outcome is unknown ends the turn (``ambiguous``) instead of asking the model again. Sessions of
+# version 1 are still continued: their journals replay the same under this code unless a turn of theirs met an
+# unknown outcome and went on — and such a journal's replay diverges, so its runtime refuses it, naming the seq.
+WORKFLOW = "turn-loop/2"  # the version this code's loop is
+PROVIDED: tuple[str, ...] = (WORKFLOW, "turn-loop/1")  # the versions this code continues
 DEFAULT = "default"
 
 
