@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ouroactors.authorities.storage.commit import Committed, write
+from ouroactors.core.codec import encode
 from ouroactors.runtime.coordinator.publication import CarryRefused, CursorMoved, carry, chain, plan
-from ouroactors.runtime.coordinator.record import RuntimeAttachment
+from ouroactors.runtime.coordinator.record import Recoverable, RuntimeAttachment
 from ouroactors.runtime.coordinator.store import SessionStore
 from ouroactors.runtime.coordinator.workflow import Event, State
 from ouroactors.runtime.execution.output import Batch, OutputEvent
@@ -102,7 +103,10 @@ def test_a_carried_checkpoint_moves_the_cursor_not_the_revision(store) -> None:
     assert store.get("s1") == after
     log = store.events("s1")
     assert [(e.cursor, e.carried, e.generation) for e in log] == [(1, True, 3), (2, True, 3)]
-    assert store.list_recoverable("n1").sessions[0].committed_cursor == 2  # the projection follows
+    # the sweep's projection is what the coordinator's transition wrote: a carry moves nothing it holds, and writes
+    # no page of it (one fewer in the runtime's synced commit)
+    assert store.list_recoverable("n1").sessions[0] == Recoverable.of(before) == Recoverable.of(after)
+    assert not hasattr(store.list_recoverable("n1").sessions[0], "committed_cursor")
     # the coordinator's compare-and-set at the revision it read still holds, and keeps the carried cursor
     moved = store.transition("s1", before.revision, Event.SUSPEND).value
     assert (moved.state, moved.committed_cursor, moved.log_digest) == (State.SUSPENDED, 2, after.log_digest)
@@ -139,3 +143,16 @@ def test_an_event_stored_before_carried_checkpoints_reads_as_the_coordinator_s()
     stored = msgpack.packb(["coordinator.event", 1, 4, "text", 1, {"text": "hi"}, 2, 123], use_bin_type=True)
     event = decode(stored, PublishedEvent)
     assert (event.cursor, event.kind, event.generation, event.carried) == (4, "text", 2, False)
+
+
+def test_a_version_1_projection_with_its_cursor_still_decodes(store) -> None:
+    """Data dirs written before the projection dropped the cursor: their sweep reads the same projection."""
+    import msgpack
+
+    from ouroactors.core.codec import decode
+
+    current = Recoverable.of(attached(store))
+    fields = msgpack.unpackb(encode(current), raw=False)
+    assert fields[:2] == ["coordinator.recoverable", 2]
+    version_1 = msgpack.packb(["coordinator.recoverable", 1, *fields[2:8], 7, *fields[8:]], use_bin_type=True)
+    assert decode(version_1, Recoverable) == current

@@ -170,26 +170,36 @@ class SessionRecord(Record):
 
 
 class Recoverable(Record):
-    """The boot sweep's projection of a non-terminal session (``sessions_live``), small to read."""
+    """The boot sweep's projection of a non-terminal session (``sessions_live``), small to read.
+
+    It holds what changes with the coordinator's transitions only — not the committed cursor (version 1 did): a
+    checkpoint a runtime carries moves the cursor alone, so it leaves the projection as it was and its synced commit
+    writes one B-tree page fewer (the sweep never read the cursor from here)."""
 
     SCHEMA: ClassVar[str] = "coordinator.recoverable"
+    VERSION: ClassVar[int] = 2  # 2: no committed_cursor
     session_id: str
     state: State
     state_version: int
     revision: int
     runtime_id: str | None
     generation: int | None
-    committed_cursor: int
     updated_ns: int
     reason: str | None
+
+    @classmethod
+    def upgrade(cls, version: int, values: list[Any]) -> list[Any]:
+        if version == 1 and len(values) == 9:  # [..., generation, committed_cursor, updated_ns, reason]
+            return [*values[:6], *values[7:]]
+        return super().upgrade(version, values)
 
     @classmethod
     def of(cls, record: SessionRecord) -> Recoverable:
         runtime = record.runtime
         return cls(session_id=record.session_id, state=record.state, state_version=record.state_version,
                    revision=record.revision, runtime_id=runtime.runtime_id if runtime else None,
-                   generation=runtime.generation if runtime else None, committed_cursor=record.committed_cursor,
-                   updated_ns=record.updated_ns, reason=record.reason)
+                   generation=runtime.generation if runtime else None, updated_ns=record.updated_ns,
+                   reason=record.reason)
 
 
 class PublishedEvent(Record):

@@ -378,7 +378,7 @@ class SessionStore:
         new = record.model_copy(update={"committed_cursor": plan.cursor, "log_digest": plan.log_digest})
         body = encode(new)
         txn.put(new.session_id.encode(), body, db=self.sessions)
-        txn.put(live_key(new.node, new.session_id), encode(Recoverable.of(new)), db=self.live)
+        # its ``sessions_live`` projection is unchanged: a carried checkpoint moves only the cursor and the digest
         return new, body
 
     def resume(self, session_id: str, event: resume_rules.ResumeEvent, actor: resume_rules.VerifiedActor, *,
