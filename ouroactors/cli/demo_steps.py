@@ -92,10 +92,16 @@ class Demo:
     def session(self) -> None:
         n = self.n
         n.step("3. a session through the coordinator: read, edit, shell")
+        closed: set[str] = set()
         for old in self.sessions.list():  # an interrupted earlier run's session would hold the workspace lease
             if old.session_id.startswith("demo-") and old.session_id != self.sid:
                 self.sessions.cancel(old.session_id)
+                closed.add(old.session_id)
                 n.said(f"closed {old.session_id}, left {old.state} by an earlier demo run (it held the workspace)")
+        if closed:  # the workspace releases a cancelled session's reservation from its durable record, shortly
+            wait_for("the earlier run's workspace lease released", lambda: None if any(
+                lease.session_id in closed for lease in ask_authority(self.system, "agent/workspace", "leases")
+                if lease.status in ("active", "reserved")) else "released")
         view = self.sessions.new(self.sid, self.config)
         n.said(f"session {view.session_id} created ({view.state}, version {view.state_version}) by "
                f"{view.principal}; sending it one message, marked last (the session completes when its turn "

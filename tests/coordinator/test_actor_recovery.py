@@ -203,3 +203,27 @@ def test_a_runtime_lost_mid_read_is_replaced_and_the_model_told_the_read_failed(
     assert (entry.kind, entry.status.value, entry.settled_by) == ("read", "failed", "reconciler:read"), entry
     results = [e.data for e in events if e.kind == "tool_result"]
     assert results[-1]["status"] == "failed"  # the replacement told the model what the ledger holds, not "ok"
+
+
+def test_cancelling_a_parked_session_frees_its_reserved_workspace(actor_system_factory, fault_world, tmp_path):
+    """A parked session keeps its workspace reserved for its recovery; cancelled, nobody will reclaim it, so the
+    workspace releases the reservation (read from the durable record, not from a message) and another session may
+    lease the root — what a rerun of an interrupted `ouroactors demo` needs."""
+    from ouroactors.authorities.asking import ask_authority
+
+    system, sessions = lost_mid_effect(actor_system_factory, fault_world, tmp_path, http_call(fault_world),
+                                       reconciler=False)
+    wait_for("parked", lambda: sessions.show("s1").state == "parked", timeout=60)
+
+    def reserved() -> list:
+        return [lease for lease in ask_authority(system, "agent/workspace", "leases")
+                if lease.session_id == "s1" and lease.status == "reserved"]
+    wait_for("the lost runtime's lease reserved for the session", reserved, timeout=30)
+    sessions.cancel("s1")
+    wait_for("the reservation released", lambda: not reserved(), timeout=30)
+    ws = tmp_path / "ws"
+    sessions.new("s2", session_config(ws, model={"kind": "scripted", "script": str(tmp_path / "turn.json")},
+                                      tools={"enabled": ["read"]}))
+    sessions.send("s2", "go")  # its runtime leases the same root now
+    wait_for("s2 ran its turn", lambda: sessions.show("s2").state in ("suspended", "parked", "recovering")
+             and sessions.show("s2").committed_cursor > 0, timeout=60)

@@ -49,7 +49,7 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import CodecError
-from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, CorruptRecord
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..grants.operators import CredentialsError, load_operators, verify
@@ -133,6 +133,7 @@ class Workspace(Worker):
         orphaned = sorted({lease.owner for lease in self.table.live() if lease.status == "active"})
         for owner in orphaned:  # nobody survives a restart of this authority (rest_for_one)
             self._commit(self.table.owner_died(owner, "unknown"))
+        self._end_reservations_of_ended_sessions()  # those of sessions that ended while it was down, at once
         self.wakeupAfter(timedelta(seconds=heartbeat_s), payload=_HEARTBEAT)
 
     # -- persistence --------------------------------------------------------------------------------
@@ -350,4 +351,30 @@ class Workspace(Worker):
                             self.path, owner_id, len(decision.reserved))
             else:
                 self.send(address, Ping("workspace", 0))
+        self._end_reservations_of_ended_sessions()
         self.wakeupAfter(timedelta(seconds=self.heartbeat_s), payload=_HEARTBEAT)
+
+    def _end_reservations_of_ended_sessions(self) -> None:
+        """Release the reservations of sessions whose durable record is terminal (``LeaseTable.session_ended``).
+
+        A reservation waits for its session's recovering owner; a session cancelled (or failed) while it held one —
+        parked, say — has no owner left to reclaim it, and its root would stay refused to everyone. The session's
+        fate is read from the coordinator's durable record, never taken from a message: a session with no record
+        (no coordinator manages it) or one that does not decode keeps its reservation (fail closed)."""
+        reserved = {lease.session_id for lease in self.table.live() if lease.status == "reserved"}
+        if not reserved:
+            return
+        from ...runtime.coordinator.store import SessionStore  # here: the coordinator imports this module
+        from ...runtime.coordinator.workflow import is_terminal
+
+        store = SessionStore(self.env, fence=self.fence)
+        for session_id in sorted(reserved):
+            try:
+                record = store.get(session_id)
+            except (CorruptRecord, ValueError):  # quarantined by the store, or not a session id: keep it
+                continue
+            if record is not None and is_terminal(record.state):
+                decision = self.table.session_ended(session_id)
+                self._commit(decision)
+                log.info("%s: session %r is %s: released its %d reservation(s)", self.path, session_id,
+                         record.state.value, len(decision.released))
