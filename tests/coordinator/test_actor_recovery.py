@@ -129,16 +129,11 @@ def test_an_adopted_runtime_is_pushed_to_the_new_coordinator_and_closing_it_rele
     assert second[-1].data["status"] == "completed"
 
 
-def lost_mid_effect(actor_system_factory, world, tmp_path, call: dict, *, reconciler: bool = True):
-    """An agent tree (the world's reconciler on its ledger unless ``reconciler`` is False) and session ``s1`` sent a
-    turn whose one tool ``call`` (id ``e0``) runs — and whose runtime then exits (``os._exit`` at ``effect.ran``)
-    before the settlement is committed. Returns (system, sessions)."""
-    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+def world_system(actor_system_factory, world, tmp_path, *, reconciler: bool = True):
+    """A multiproc system serving the agent tree with the fault workload's rules for ``world`` — and the world's
+    reconciler on its ledger unless ``reconciler`` is False."""
     from ouroactors.faults.runner import prepare_tree
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.md").write_text("hello\n")
     with world.environ():  # the ledger's reconciler finds the world through the environment it inherits
         system = actor_system_factory()
     tree = prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path))
@@ -146,6 +141,19 @@ def lost_mid_effect(actor_system_factory, world, tmp_path, call: dict, *, reconc
         ledger = tree.children[1].model_copy(update={"kwargs": {}})
         tree = tree.model_copy(update={"children": (tree.children[0], ledger, *tree.children[2:])})
     system.start_tree(tree)
+    return system
+
+
+def lost_mid_effect(actor_system_factory, world, tmp_path, call: dict, *, reconciler: bool = True):
+    """An agent tree (the world's reconciler on its ledger unless ``reconciler`` is False) and session ``s1`` sent a
+    turn whose one tool ``call`` (id ``e0``) runs — and whose runtime then exits (``os._exit`` at ``effect.ran``)
+    before the settlement is committed. Returns (system, sessions)."""
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.md").write_text("hello\n")
+    system = world_system(actor_system_factory, world, tmp_path, reconciler=reconciler)
     script = tmp_path / "turn.json"
     script.write_text(json.dumps({"turns": [{"events": [{"kind": "tool_call", "id": "e0", **call}]},
                                             {"events": [{"kind": "text", "text": "done"}]}]}))

@@ -15,8 +15,8 @@ import pytest
 
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, journal_kinds, session_config, wait_for
-from .test_actor_recovery import ledger_entry
+from .actor_support import journal_kinds, session_config, wait_for
+from .test_actor_recovery import ledger_entry, world_system
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -24,17 +24,9 @@ pytestmark = [pytest.mark.multiproc]
 def unknown_post(actor_system_factory, world, tmp_path, *, reconciler: bool = True):
     """Session ``s1``: one turn whose model asks for an http POST (id ``e0``) that the world applies but answers
     after the tool's 0.5 s deadline, then — if it were asked again — would retry it under another call id."""
-    from ouroactors.faults.runner import prepare_tree
-
     ws = tmp_path / "ws"
     ws.mkdir()
-    with world.environ():  # the ledger's reconciler finds the world through the environment it inherits
-        system = actor_system_factory()
-    tree = prepare_tree(agent_tree(str(tmp_path)), allowed_root=str(tmp_path))
-    if not reconciler:  # the same tree, its ledger without the world's reconciler
-        ledger = tree.children[1].model_copy(update={"kwargs": {}})
-        tree = tree.model_copy(update={"children": (tree.children[0], ledger, *tree.children[2:])})
-    system.start_tree(tree)
+    system = world_system(actor_system_factory, world, tmp_path, reconciler=reconciler)
     post = {"name": "http", "arguments": {"method": "POST", "url": f"{world.url}/items",
                                           "json_body": {"payload": {"reply_delay_s": 3}}}}
     retry = {**post, "id": "e1"}
