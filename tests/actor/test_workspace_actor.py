@@ -204,3 +204,33 @@ def test_a_corrupt_lease_record_is_quarantined_and_still_holds_every_root(actor_
             assert txn.get(b"lease/l1", db=db(env, b"workspace")) == b"\xc1\xc1garbage"  # left in place
     finally:
         close_env(config)
+
+
+def test_cleanup_attacks_get_a_typed_refusal_and_remove_nothing(actor_system, tmp_path):
+    """Wrong types, over-long fields, a forged operator, and the owned worktree reached through a symlink by another
+    session: each is refused with nothing removed, and the authority goes on answering."""
+    import os
+
+    from ouroactors.authorities.workspace.messages import CleanupWorktree, CreateWorktree
+    from ouroactors.authorities.workspace.worktree_owners import NotWorktreeOwner
+
+    repo = _repo(tmp_path)
+    actor_system.start_tree(tree(str(os.path.realpath(tmp_path))))
+    made = ask_authority(actor_system, "agent/workspace", CreateWorktree(repo, "s1"), timeout=30)
+    alias = os.path.join(os.path.realpath(tmp_path), "alias")
+    os.symlink(made.path, alias)
+    bad = [CleanupWorktree(repo, made.path, session_id=123),  # type: ignore[arg-type]
+           CleanupWorktree(repo, made.path, session_id="s1" * 5000),
+           CleanupWorktree(repo, made.path, operator="root", token=b"x"),  # type: ignore[arg-type]
+           CleanupWorktree(repo, made.path, operator="root", token="t" * 100_000),
+           CleanupWorktree(repo, made.path, operator="root", token="forged-token-000"),
+           CleanupWorktree(repo, None, session_id="s1")]  # type: ignore[arg-type]
+    for message in bad:
+        with pytest.raises(Exception) as refused:
+            ask_authority(actor_system, "agent/workspace", message, timeout=30)
+        assert type(refused.value).__name__ not in ("ActorCrashed", "AskTimeout"), repr(refused.value)
+        assert os.path.isdir(made.path), message
+    with pytest.raises(NotWorktreeOwner):  # judged where the alias lands: s1's worktree, not s2's
+        ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, alias, session_id="s2"), timeout=30)
+    assert os.path.isdir(made.path)
+    assert [w for w in ask_authority(actor_system, "agent/workspace", "worktrees")]  # still recorded, still serving
