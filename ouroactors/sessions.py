@@ -145,10 +145,14 @@ class Sessions:
     def resume(self, session_id: str) -> Done:
         return self._done(self._ask(ControlSession(session_id, "resume", self.principal)))
 
-    def wait(self, session_id: str, text: str, *, seconds: float | None = None, job: str | None = None) -> Done:
+    def wait(self, session_id: str, text: str, *, seconds: float | None = None, job: str | None = None,
+             expires: float | None = None) -> Done:
         """Make a suspended session wait on a timer (``seconds``) or an external ``job``; when the wait ends its
-        next turn starts with ``text`` (a job's result appended). The wait is durable: no runtime runs meanwhile."""
-        return self._done(self._ask(WaitSession(session_id, text, self.principal, seconds=seconds, job_id=job)))
+        next turn starts with ``text`` (a job's result appended). The wait is durable: no runtime runs meanwhile.
+        A job wait expires ``expires`` seconds from now (default a day): the session is then suspended with the
+        reason and no turn runs; a completion after that is refused."""
+        return self._done(self._ask(WaitSession(session_id, text, self.principal, seconds=seconds, job_id=job,
+                                                expires_s=expires)))
 
     def complete_job(self, session_id: str, job_id: str, result: Any = None, *, event_id: str | None = None,
                      expected_version: int | None = None) -> Done:

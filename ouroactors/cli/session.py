@@ -251,14 +251,20 @@ def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str |
               help="wait on a durable timer this long (at most 366 days)")
 @click.option("--job", "job_id", type=MessageField(m.WaitSession, "job_id"), default=None,
               help="wait until this external job is completed (complete-job)")
+@click.option("--expires", "expires_s", type=MessageField(m.WaitSession, "expires_s", click.FLOAT), default=None,
+              help="with --job: the job expires this many seconds from now (default: a day); the session is then "
+                   "suspended with the reason, and a later completion is refused")
 @reports_errors
-def session_wait(data_dir: str, session_id: str, text: str, seconds: float | None, job_id: str | None) -> None:
+def session_wait(data_dir: str, session_id: str, text: str, seconds: float | None, job_id: str | None,
+                 expires_s: float | None) -> None:
     """Make a suspended session wait on a timer or an external job; its next turn then starts with TEXT.
 
     The wait is durable: no runtime runs meanwhile, and it survives restarts."""
     if (seconds is None) == (job_id is None):
         raise click.UsageError("give exactly one of --seconds or --job")
-    done = _sessions(data_dir).wait(session_id, text, seconds=seconds, job=job_id)
+    if expires_s is not None and job_id is None:
+        raise click.UsageError("--expires is for a job wait (--job); a timer is its own expiry")
+    done = _sessions(data_dir).wait(session_id, text, seconds=seconds, job=job_id, expires=expires_s)
     console.print(f"{session_id}: {done.detail} ({done.view.state}, version {done.view.state_version})",
                   markup=False)
 

@@ -65,7 +65,8 @@ def test_an_external_job_wait_is_completed_by_a_checked_resume_event(actor_syste
     sessions.new("s1", two_turns(tmp_path / "script.toml"))
     first_turn(sessions)
     view = sessions.wait("s1", "the build finished", job="build-7").view
-    assert (view.state, view.runtime_id, view.waits) == ("waiting:external_job", None, ("external_job build-7",))
+    assert (view.state, view.runtime_id) == ("waiting:external_job", None)
+    assert [w.split(" due_ns=")[0] for w in view.waits] == ["external_job build-7"]  # with its expiry (a day)
     wait_for("no runtime left running", lambda: not runtimes(actor_system))  # its process exits after the close
 
     [coordinator] = [c for c in actor_system.which_children("agent/coordinator") if c.status == "running"]
@@ -89,3 +90,23 @@ def test_an_external_job_wait_is_completed_by_a_checked_resume_event(actor_syste
         sessions.complete_job("s1", "build-7", {"ok": True}, event_id="done-1")
     after = wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v)
     assert after.rejections == 3 and after.state_version == view.state_version + 2
+
+
+def test_an_external_job_that_expires_suspends_the_session_with_the_reason_and_runs_no_turn(actor_system, tmp_path):
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", two_turns(tmp_path / "script.toml"))
+    first_turn(sessions)
+    view = sessions.wait("s1", "the build finished", job="build-9", expires=1.5).view
+    assert view.state == "waiting:external_job" and "due_ns=" in view.waits[0]
+    after = wait_for("the job expired", lambda: (v := sessions.show("s1")).state == "suspended" and v, timeout=30)
+    assert "'build-9' expired" in after.reason and after.waits == () and after.runtime_id is None
+    assert after.state_version == view.state_version + 1 and after.committed_cursor == view.committed_cursor  # no turn
+    with pytest.raises(SessionRejected, match="state"):  # the job reports too late: refused and recorded
+        sessions.complete_job("s1", "build-9", {"ok": True})
+    assert sessions.show("s1").rejections == 1
+    # the session is not stuck: the next message runs the turn the script holds, and the reason is gone
+    sessions.send("s1", "go on")
+    done = wait_for("the next turn settled", lambda: (v := sessions.show("s1")).state == "suspended"
+                    and v.committed_cursor > after.committed_cursor and v)
+    assert done.reason is None

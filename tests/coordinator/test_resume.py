@@ -154,3 +154,31 @@ def test_bad_events_are_refused_at_construction() -> None:
         approval(expected_version=-1)
     with pytest.raises(ValueError):
         approval(kind="nope")
+
+
+def job_waiting(due_ns: int | None = 1000):
+    wait = PendingWait(kind="external_job", wait_id="w1", issued_at_version=4, due_ns=due_ns)
+    return new_record(state=State.WAITING_JOB, state_version=4, waits=(wait,))
+
+
+def test_a_job_completion_after_its_expiry_is_refused_even_before_the_expiry_is_applied() -> None:
+    record = job_waiting(due_ns=1000)
+    done = ResumeEvent(event_id="j1", kind=Kind.JOB, session_id="s1", channel="cli", tenant="t", actor="alice",
+                       expected_version=4, wait_id="w1")
+    assert check(record, done, verified_principal("alice"), seen=False, now_ns=999) == \
+        Accept(Event.JOB_COMPLETED, record.waits[0])
+    late = check(record, done, verified_principal("alice"), seen=False, now_ns=1000)
+    assert refused(late) is Code.EXPIRED and "expired at 1000" in late.detail
+
+
+def test_only_the_system_expires_a_job_and_only_once_it_is_due() -> None:
+    record = job_waiting(due_ns=1000)
+    expiry = ResumeEvent(event_id="x1", kind=Kind.JOB_EXPIRY, session_id="s1", channel="cli", tenant="t",
+                         actor=system_actor().name, expected_version=4, wait_id="w1")
+    accepted = check(record, expiry, system_actor(), seen=False, now_ns=1000)
+    assert isinstance(accepted, Accept) and accepted.event is Event.JOB_EXPIRED and "'w1' expired" in accepted.reason
+    assert refused(check(record, expiry, system_actor(), seen=False, now_ns=999)) is Code.ORDERING
+    by_owner = ResumeEvent(**{**expiry.__dict__, "actor": "alice"})  # the principal cannot expire its own job
+    assert refused(check(record, by_owner, verified_principal("alice"), seen=False, now_ns=5000)) is Code.AUTHORITY
+    # a wait with no expiry (a record from before expiries) never expires
+    assert refused(check(job_waiting(None), expiry, system_actor(), seen=False, now_ns=10**18)) is Code.ORDERING

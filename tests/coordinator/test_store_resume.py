@@ -184,3 +184,33 @@ def test_the_rejection_log_keeps_the_latest_entries_and_counts_them_all(store, m
     assert [r.event_id for r in store.rejections("s1")] == ["old4", "old5", "old6"]
     assert [r.seq for r in store.rejections("s1")] == [5, 6, 7] and store.rejection_count("s1") == 7
     assert store.rejection_count("no-such") == 0
+
+
+def job_session(store: SessionStore, sid: str, due_ns: int):
+    rec = committed(store.create(new_record(sid)))
+    wait = PendingWait(kind="external_job", wait_id="build-7", issued_at_version=rec.state_version + 1,
+                       due_ns=due_ns, text="the build finished")
+    return committed(store.transition(sid, rec.revision, Event.WAIT_JOB, waits=(wait,)))
+
+
+def test_an_expired_job_wait_suspends_the_session_once_with_the_reason_after_a_restart(store, config) -> None:
+    waiting = job_session(store, "s1", 1_000)
+    close_env(config)
+    store = SessionStore(open_env(config))
+    assert store.timers_due(1_000) == [(1_000, "s1")]  # the expiry is indexed like a timer
+    assert fire_due(store, now_ns=999) == []
+    fired = fire_due(store, now_ns=1_000)
+    assert [(f.session_id, f.wait_id, f.accepted, f.detail) for f in fired] == [("s1", "build-7", True, "expired")]
+    after = store.get("s1")
+    assert after.state is State.SUSPENDED and after.waits == () and after.state_version == waiting.state_version + 1
+    assert "'build-7' expired" in after.reason and store.timers_due(10**18) == []
+    late = ResumeEvent(event_id="j-late", kind=Kind.JOB, session_id="s1", channel="cli", tenant="t", actor="alice",
+                       expected_version=after.state_version, wait_id="build-7")
+    refusal = store.resume("s1", late, VerifiedActor("alice", ActorKind.PRINCIPAL), now_ns=2_000).value
+    assert not refusal.accepted and refusal.rejection.code == "state"  # recorded, nothing moved
+    assert store.get("s1").state is State.SUSPENDED
+    # a message afterwards resumes it and clears the reason
+    message = ResumeEvent(event_id="m1", kind=Kind.MESSAGE, session_id="s1", channel="cli", tenant="t",
+                          actor="alice", expected_version=after.state_version, payload={"text": "go on"})
+    resumed = store.resume("s1", message, VerifiedActor("alice", ActorKind.PRINCIPAL), now_ns=3_000).value
+    assert resumed.accepted and resumed.record.state is State.RUNNING and resumed.record.reason is None

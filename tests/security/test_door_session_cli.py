@@ -38,6 +38,10 @@ BAD_ARGUMENTS = [
     (("wait", "", "go", "--seconds", "1"), "SESSION_ID"),
     (("wait", "s1", "go"), "--seconds"),  # neither
     (("wait", "s1", "go", "--seconds", "1", "--job", "j1"), "--seconds"),  # both
+    (("wait", "s1", "go", "--job", "j1", "--expires", "0"), "--expires"),
+    (("wait", "s1", "go", "--job", "j1", "--expires", "nan"), "--expires"),
+    (("wait", "s1", "go", "--job", "j1", "--expires", "-3"), "--expires"),
+    (("wait", "s1", "go", "--seconds", "1", "--expires", "5"), "--expires"),  # a timer has no expiry
     (("complete-job", "s1", ""), "JOB_ID"),
     (("complete-job", "s1", LONG), "JOB_ID"),
     (("complete-job", LONG, "j1"), "SESSION_ID"),

@@ -190,6 +190,12 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.WaitSession, {"seconds": None, "job_id": ""}, "job_id"),
     (coordinator.WaitSession, {"seconds": None, "job_id": "j" * 201}, "job_id"),
     (coordinator.WaitSession, {"seconds": None, "job_id": "a\x00b"}, "job_id"),
+    (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": 0.0}, "expires_s"),
+    (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": -5.0}, "expires_s"),
+    (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": math.inf}, "expires_s"),
+    (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": math.nan}, "expires_s"),
+    (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": "60"}, "expires_s"),
+    (coordinator.WaitSession, {"expires_s": 60.0}, "expires_s"),  # a timer has no expiry of its own
     (coordinator.WaitSession, {"text": ""}, "text"),
     (coordinator.WaitSession, {"text": "x" * 8001}, "text"),
     (coordinator.WaitSession, {"principal": None}, "principal"),

@@ -218,10 +218,10 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         return None
 
     def _wait_due_a_look(self) -> bool:
-        """A timer at every heartbeat (a simulated clock may jump); an approval's answer every APPROVAL_POLL_S
-        (the operator path nudges at once: this only finds a lost nudge or an answer grants gave itself)."""
+        """A timer or a job's expiry at every heartbeat (a simulated clock may jump); an approval's answer every
+        APPROVAL_POLL_S (the operator path nudges at once: this only finds a lost nudge or an answer grants gave itself)."""
         state = self.record.state if self.record is not None else None
-        if state is State.WAITING_TIMER:
+        if state in (State.WAITING_TIMER, State.WAITING_JOB):  # a timer, or a job's expiry
             return True
         return state is State.WAITING_APPROVAL and self.beats % max(1, round(APPROVAL_POLL_S / HEARTBEAT_S)) == 0
 

@@ -25,6 +25,7 @@ Ident = Annotated[str, Size(1, 128), Pattern(ID_PATTERN.pattern, "an identifier:
                                                                  "starting with a letter or digit")]
 Prompt = Annotated[str, Size(1, 200_000)]
 WaitSeconds = Annotated[float, Range(0.0, 60.0)]
+JOB_EXPIRY_S = 86400.0  # an external-job wait that names no expiry expires after a day
 Version = Annotated[int, Range(0, 2**62)]
 RequestId = Annotated[str, Size(0, 64), Pattern(r"[A-Za-z0-9._:-]*", "at most 64 of [A-Za-z0-9._:-]")]
 
@@ -124,19 +125,25 @@ class ControlSession:
 @dataclass(frozen=True)
 class WaitSession:
     """Make a suspended session wait — on a timer (``seconds`` from now) or an external job (``job_id``) — and
-    start its next turn with ``text`` when the wait completes (for a job, its result is appended)."""
+    start its next turn with ``text`` when the wait completes (for a job, its result is appended).
+
+    A job wait always expires: ``expires_s`` from now (default :data:`JOB_EXPIRY_S`); a job not completed by
+    then ends the wait, and the session is suspended with the reason (see :mod:`.waits`)."""
 
     session_id: SessionId
     text: Annotated[str, Size(1, 8000)]
     principal: Name
     seconds: Annotated[float, Range(0.0, 366 * 86400.0)] | None = None
     job_id: Ident | None = None
+    expires_s: Annotated[float, Range(0.001, 366 * 86400.0)] | None = None
 
     def check(self) -> None:
         from ...core.errors import BadRequest
 
         if (self.seconds is None) == (self.job_id is None):
             raise BadRequest("WaitSession", "seconds", "exactly one of seconds (a timer) or job_id (a job)")
+        if self.expires_s is not None and self.job_id is None:
+            raise BadRequest("WaitSession", "expires_s", "an expiry is for a job wait (job_id); a timer is its own")
 
 
 @dataclass(frozen=True)

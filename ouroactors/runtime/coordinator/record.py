@@ -90,7 +90,8 @@ class PendingWait(Record):
     """An obligation the session waits on.
 
     ``wait_id`` is the approval id, the timer id or the job id; ``due_ns`` (wall clock of
-    :mod:`ouroactors.core.clock`) is set for timers, and for approvals/jobs that expire;
+    :mod:`ouroactors.core.clock`) is when a timer fires, or when an external job expires (every job wait
+    has an expiry: :data:`.waits.JOB_EXPIRY_S` unless the wait names one);
     ``authorized`` names who may answer it (verified actor names; empty: any verified operator);
     ``proposal_digest`` binds an approval to the exact proposal it was asked for, and ``call`` keeps that
     proposal (tool, arguments, call id) so a coordinator that restarts can still ask for it; ``text`` is
@@ -164,8 +165,9 @@ class SessionRecord(Record):
         return next((w for w in self.waits if w.wait_id == wait_id), None)
 
     def timer_due(self) -> int | None:
-        """The earliest due time of the timer waits (what the timer index holds)."""
-        dues = [w.due_ns for w in self.waits if w.kind == "timer" and w.due_ns is not None]
+        """The earliest due time of the waits that come due by themselves — timers, and the expiry of an external
+        job (what the timer index holds; approvals expire in the grants authority, which answers them)."""
+        dues = [w.due_ns for w in self.waits if w.kind in ("timer", "external_job") and w.due_ns is not None]
         return min(dues) if dues else None
 
 

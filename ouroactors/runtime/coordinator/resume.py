@@ -19,11 +19,13 @@ The checks, in this order (the first failing one is the answer):
 5. **freshness** — the expected state version must be the session's current one: a stale approval
    for an old version never resumes a session (the proposal may have changed since);
 6. **ordering** — the wait it answers must be pending (an unknown or already-settled wait id is
-   refused), a timer must be due, an approval must answer the proposal it was issued for;
+   refused), a timer or a job's expiry must be due, an approval must answer the proposal it was issued
+   for, and a job's completion must come before the job's expiry (``expired`` otherwise: the rule holds
+   even before the coordinator applied the expiry);
 7. **authority** — the actor may answer this wait (named in ``authorized``, or any operator when it
-   names nobody; a message only from the session's principal; timers only from the system; a job from
-   the system or the session's principal, who made the session wait on it). An approval the grants
-   authority closed itself (deadline passed, orphan denied) comes from the system and admits nothing.
+   names nobody; a message only from the session's principal; timers and expiries only from the system;
+   a job from the system or the session's principal, who made the session wait on it). An approval the
+   grants authority closed itself (deadline passed, orphan denied) comes from the system and admits nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Kind(str, Enum):
     APPROVAL = "approval"
     TIMER = "timer"
     JOB = "job"
+    JOB_EXPIRY = "job_expiry"  # the system ends an external-job wait whose expiry passed
     MESSAGE = "message"
 
 
@@ -74,12 +77,14 @@ class Code(str, Enum):
     STALE = "stale"
     ORDERING = "ordering"
     AUTHORITY = "authority"
+    EXPIRED = "expired"
 
 
 _WAITS: dict[Kind, tuple[State, str, Event]] = {
     Kind.APPROVAL: (State.WAITING_APPROVAL, "approval", Event.APPROVAL_ANSWERED),
     Kind.TIMER: (State.WAITING_TIMER, "timer", Event.TIMER_FIRED),
     Kind.JOB: (State.WAITING_JOB, "external_job", Event.JOB_COMPLETED),
+    Kind.JOB_EXPIRY: (State.WAITING_JOB, "external_job", Event.JOB_EXPIRED),
 }
 
 
@@ -133,6 +138,7 @@ class ResumeEvent:
 class Accept:
     event: Event  # the workflow transition to apply
     wait: PendingWait | None  # the wait it settles (removed from the record)
+    reason: str | None = None  # what the record's ``reason`` says after it (an expiry names the job)
 
 
 @dataclass(frozen=True)
@@ -177,8 +183,12 @@ def _check_wait(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor,
     wait = record.wait(event.wait_id) if event.wait_id is not None else None
     if wait is None or wait.kind != wait_kind:
         return Refuse(Code.ORDERING, f"no pending {wait_kind} wait {event.wait_id!r} (settled already, or never asked)")
-    if event.kind is Kind.TIMER and (wait.due_ns is None or now_ns < wait.due_ns):
-        return Refuse(Code.ORDERING, f"timer {wait.wait_id!r} is due at {wait.due_ns}, not yet at {now_ns}")
+    if event.kind in (Kind.TIMER, Kind.JOB_EXPIRY) and (wait.due_ns is None or now_ns < wait.due_ns):
+        what = "timer" if event.kind is Kind.TIMER else "job expiry"
+        return Refuse(Code.ORDERING, f"{what} {wait.wait_id!r} is due at {wait.due_ns}, not yet at {now_ns}")
+    if event.kind is Kind.JOB and wait.due_ns is not None and now_ns >= wait.due_ns:
+        # the expiry rule holds whoever answers: a completion after it is refused even before the expiry is applied
+        return Refuse(Code.EXPIRED, f"external job {wait.wait_id!r} expired at {wait.due_ns} (now {now_ns})")
     if event.kind is Kind.APPROVAL and wait.proposal_digest is not None \
             and event.proposal_digest != wait.proposal_digest:
         return Refuse(Code.STALE, "the answer is for another proposal than the one pending: ask again")
@@ -189,6 +199,9 @@ def _check_wait(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor,
             return Refuse(Code.AUTHORITY, f"{actor.name!r} is not a verified operator")
         if wait.authorized and actor.name not in wait.authorized:
             return Refuse(Code.AUTHORITY, f"operator {actor.name!r} may not answer approval {wait.wait_id!r}")
+    elif event.kind is Kind.JOB_EXPIRY and actor.kind is ActorKind.SYSTEM:
+        return Accept(transition, wait, reason=f"external job {wait.wait_id!r} expired before it completed "
+                                               f"(due {wait.due_ns})")
     elif event.kind is Kind.JOB and actor.kind is ActorKind.PRINCIPAL and actor.name == record.principal \
             and not wait.authorized:
         return Accept(transition, wait)  # the session's owner reports the job it made the session wait on

@@ -408,7 +408,8 @@ class SessionStore:
                                      channel=event.channel, wait_id=event.wait_id, payload=event.payload,
                                      from_version=record.state_version, at_ns=now)
             txn.put(seen_at, encode(accepted), db=self.resumes)
-            moved_to = moved(record, decision.event, {"resumed_by": event.event_id})
+            # the reason says why the session is where it is: an expiry names its job, any other resume clears it
+            moved_to = moved(record, decision.event, {"resumed_by": event.event_id, "reason": decision.reason})
             return ResumeApplied(self._next(txn, record, moved_to), True)
 
         return self._write(run, RESUME_COMMITTED)

@@ -2,8 +2,9 @@
 
 A coordinator per session is what a session needs while something happens in it: a turn runs, a runtime may be
 adopted or replaced, a timer is due, an approval is awaited. Most non-terminal sessions after a restart need
-none of that: a suspended session waits for its next message, a parked one for an operator, an external job for
-its completion — each of which reaches the directory, which starts the session's coordinator on demand. And a
+none of that: a suspended session waits for its next message, a parked one for an operator — each of which reaches
+the directory, which starts the session's coordinator on demand. (A session waiting on an external job gets a
+coordinator: its wait has an expiry to apply, as a timer has a due time.) And a
 running session whose runtime died with the system, and whose recovery :func:`.recovery.decide` refuses (an
 ambiguous effect with no reconciler, a reservation it cannot reclaim), only needs to be parked with the reason.
 
@@ -14,13 +15,14 @@ session into one of three lists:
 =================================================  ===========================================================
 the session                                         the sweep
 =================================================  ===========================================================
-waiting on an approval or a timer                   ``start`` a coordinator (it polls, or fires the timer)
+waiting on an approval, a timer or a job            ``start`` a coordinator (it polls, fires the timer, expires
+                                                    the job)
 a live runtime answers to it (its record's, or      ``start`` a coordinator (it adopts, or stops the stray)
 the last one started for it)
 running/recovering, and :func:`.recovery.decide`    ``park``: the decision's transitions, applied by the sweep
 PARKs it                                            itself, many sessions to one transaction
 running/recovering, anything else (REPLACE)         ``start`` a coordinator (it reconciles, reclaims, replaces)
-suspended, parked, waiting on an external job       ``idle``: left as it is (nothing changes, nothing is written)
+suspended, parked                                   ``idle``: left as it is (nothing changes, nothing is written)
 =================================================  ===========================================================
 
 The decision is the same table a coordinator's recovery runs (:func:`.recovery.decide`) on the same facts; the
@@ -38,8 +40,8 @@ from .workflow import State
 
 __all__ = ["SweepPlan", "plan"]
 
-ACTIVE_WAITS = (State.WAITING_APPROVAL, State.WAITING_TIMER)
-IDLE = (State.SUSPENDED, State.PARKED, State.WAITING_JOB)
+ACTIVE_WAITS = (State.WAITING_APPROVAL, State.WAITING_TIMER, State.WAITING_JOB)  # a job's wait expires
+IDLE = (State.SUSPENDED, State.PARKED)
 
 
 @dataclass

@@ -1,5 +1,9 @@
 """Durable timers: a waiting session's due time lives in its record, and firing is a checked resume event.
 
+The same goes for the expiry of an external job (seed 001: pending jobs and "their expiry rules"): its
+``due_ns`` is indexed like a timer's, and when it passes the system's expiry event moves the session from
+``waiting:external_job`` to ``suspended`` with the reason — no turn runs for it.
+
 Nothing about a timer is held in memory that a restart would lose. The record's timer waits carry
 ``due_ns`` (wall clock of :mod:`ouroactors.core.clock`, so a simulation's virtual time drives them
 like everything else); the store indexes the earliest one in ``session_timers`` in the same
@@ -26,12 +30,18 @@ from .record import PendingWait, SessionRecord
 from .resume import Kind, ResumeEvent, system_actor
 from .store import SessionStore
 
-__all__ = ["Fired", "due", "fire_due", "next_due", "timer_event"]
+__all__ = ["Fired", "due", "due_event", "expired_jobs", "expiry_event", "fire_due", "next_due", "timer_event"]
 
 
 def due(waits: Iterable[PendingWait], now_ns: int) -> list[PendingWait]:
     """The timer waits due at ``now_ns`` (due time ≤ now), earliest first."""
     return sorted((w for w in waits if w.kind == "timer" and w.due_ns is not None and w.due_ns <= now_ns),
+                  key=lambda w: (w.due_ns, w.wait_id))
+
+
+def expired_jobs(waits: Iterable[PendingWait], now_ns: int) -> list[PendingWait]:
+    """The external-job waits whose expiry passed at ``now_ns``, earliest first."""
+    return sorted((w for w in waits if w.kind == "external_job" and w.due_ns is not None and w.due_ns <= now_ns),
                   key=lambda w: (w.due_ns, w.wait_id))
 
 
@@ -50,6 +60,23 @@ def timer_event(record: SessionRecord, wait: PendingWait) -> ResumeEvent:
                        payload={"text": wait.text} if wait.text is not None else {})
 
 
+def expiry_event(record: SessionRecord, wait: PendingWait) -> ResumeEvent:
+    """The resume event that ends an external-job wait whose expiry passed (the system's, like a timer's: its id
+    names the wait and the version, so applying it twice is a duplicate)."""
+    return ResumeEvent(event_id=f"expiry.{wait.wait_id}.v{record.state_version}", kind=Kind.JOB_EXPIRY,
+                       session_id=record.session_id, channel=record.channels[0], tenant=record.tenant,
+                       actor=system_actor().name, expected_version=record.state_version, wait_id=wait.wait_id)
+
+
+def due_event(record: SessionRecord, now_ns: int) -> ResumeEvent | None:
+    """The first resume event that time alone makes due for ``record``: a timer firing or a job expiring."""
+    fired = due(record.waits, now_ns)
+    if fired:
+        return timer_event(record, fired[0])
+    expired = expired_jobs(record.waits, now_ns)
+    return expiry_event(record, expired[0]) if expired else None
+
+
 @dataclass(frozen=True)
 class Fired:
     session_id: str
@@ -59,7 +86,8 @@ class Fired:
 
 
 def fire_due(store: SessionStore, now_ns: int | None = None, limit: int = 1000) -> list[Fired]:
-    """Fire every timer due at ``now_ns`` (default: :func:`ouroactors.core.clock.time_ns`) through ``store``.
+    """Fire every timer (and apply every job expiry) due at ``now_ns`` (default:
+    :func:`ouroactors.core.clock.time_ns`) through ``store``.
 
     ``store`` is a :class:`~.store.SessionStore`. A session whose commit is not ``committed`` is
     reported (``accepted=False``, the outcome as detail) and stays due: the next sweep tries again.
@@ -74,14 +102,16 @@ def fire_due(store: SessionStore, now_ns: int | None = None, limit: int = 1000) 
             continue
         if record is None:
             continue
-        for wait in due(record.waits, now)[:1]:
-            outcome = store.resume(session_id, timer_event(record, wait), system_actor(), now_ns=now)
+        event = due_event(record, now)
+        if event is not None and event.wait_id is not None:
+            wait_id = event.wait_id
+            outcome = store.resume(session_id, event, system_actor(), now_ns=now)
             if not isinstance(outcome, Committed):
-                fired.append(Fired(session_id, wait.wait_id, False, f"{outcome.kind}: {outcome.reason}"))
+                fired.append(Fired(session_id, wait_id, False, f"{outcome.kind}: {outcome.reason}"))
             elif outcome.value.accepted:
-                fired.append(Fired(session_id, wait.wait_id, True, "resumed"))
+                fired.append(Fired(session_id, wait_id, True, "resumed" if event.kind is Kind.TIMER else "expired"))
             else:
                 rejection = outcome.value.rejection
                 detail = f"{rejection.code}: {rejection.detail}" if rejection else "refused"
-                fired.append(Fired(session_id, wait.wait_id, False, detail))
+                fired.append(Fired(session_id, wait_id, False, detail))
     return fired

@@ -34,7 +34,12 @@ duplicate). After a restart the recovering coordinator fires a timer that fell d
 **External job.** :class:`~.messages.WaitSession` with ``job_id`` moves a suspended session to
 ``waiting:external_job``; :class:`~.messages.CompleteJob` (``ouroactors session complete-job``) is the
 resume event that ends it — checked for the principal, the channel, the expected version and duplicates —
-and the next turn starts with the wait's text and the job's result.
+and the next turn starts with the wait's text and the job's result. Every job wait has an expiry rule
+(``WaitSession.expires_s``, a day by default), kept as the wait's ``due_ns`` and indexed like a timer: once
+it passes, the coordinator applies the system's expiry event (the same wakeup, heartbeat look and recovery
+check as a timer) and the session is ``suspended`` with the reason naming the job — no model call runs for
+it. A completion that arrives after the expiry is refused (``expired``) and recorded, even one that races
+the coordinator applying it.
 """
 
 from __future__ import annotations
@@ -50,10 +55,10 @@ from ...core import clock
 from ...core.codec import digest_of
 from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
-from .messages import ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
+from .messages import JOB_EXPIRY_S, ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
 from .record import PendingWait, ResumeApplied, SessionRecord
 from .resume import ActorKind, Kind, ResumeEvent, VerifiedActor, system_actor, verified_principal
-from .timers import due, timer_event
+from .timers import due_event
 from .views import view_of
 from .workflow import Event, State
 
@@ -209,17 +214,18 @@ class Waits:
                 if approval is not None and not approval.pending:
                     yield from self._resume_approval(record, wait, approval)
                     return
-        elif record.state is State.WAITING_TIMER:
+        elif record.state in (State.WAITING_TIMER, State.WAITING_JOB):
             now = clock.time_ns()
-            fired = due(record.waits, now)
-            if not fired:
+            event = due_event(record, now)
+            if event is None:
                 self._arm_timer(record)
                 return
-            applied = value_of(self.store.resume(self.session_id, timer_event(record, fired[0]), system_actor(),
-                                                 now_ns=now, coordinator=self.incarnation), "timer")
+            applied = value_of(self.store.resume(self.session_id, event, system_actor(), now_ns=now,
+                                                 coordinator=self.incarnation), event.kind.value)
             if applied.accepted:
                 self.record = applied.record
-                yield from self._continue_turn(applied.record)
+                if event.kind is Kind.TIMER:  # an expired job ends the wait with no turn: suspended, with the reason
+                    yield from self._continue_turn(applied.record)
 
     def _arm_timer(self, record: SessionRecord) -> None:
         when = record.timer_due()
@@ -249,9 +255,11 @@ class Waits:
             record = self._transition(record, Event.WAIT_TIMER, waits=(wait,))
             self._arm_timer(record)
         else:
+            expires_s = JOB_EXPIRY_S if request.expires_s is None else request.expires_s
             wait = PendingWait(kind="external_job", wait_id=str(request.job_id), issued_at_version=version,
-                               text=request.text)
+                               due_ns=clock.time_ns() + int(expires_s * 1e9), text=request.text)
             record = self._transition(record, Event.WAIT_JOB, waits=(wait,))
+            self._arm_timer(record)
         return Done(view_of(record, 0), f"waiting on {wait.kind} {wait.wait_id}")
 
     def _complete_job(self, request: CompleteJob) -> Generator[Ask | OffThread, Any, Any]:

@@ -77,6 +77,7 @@ class Event(str, Enum):
     APPROVAL_ANSWERED = "approval_answered"
     TIMER_FIRED = "timer_fired"
     JOB_COMPLETED = "job_completed"
+    JOB_EXPIRED = "job_expired"  # the external job's expiry passed before it completed (see .waits)
     RUNTIME_LOST = "runtime_lost"  # worker, model or tool failure: the runtime is gone
     EFFECT_UNKNOWN = "effect_unknown"  # a turn stopped on a tool call whose outcome is unknown: reconcile first
     RECOVERED = "recovered"  # a replacement resumed from the checkpoint (or the live one was adopted)
@@ -105,6 +106,8 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (S.WAITING_APPROVAL, E.APPROVAL_ANSWERED): S.RUNNING,
     (S.WAITING_TIMER, E.TIMER_FIRED): S.RUNNING,
     (S.WAITING_JOB, E.JOB_COMPLETED): S.RUNNING,
+    # no turn runs on an expiry (no model call nobody asked for): the session waits, with the reason, for a message
+    (S.WAITING_JOB, E.JOB_EXPIRED): S.SUSPENDED,
     (S.RUNNING, E.RUNTIME_LOST): S.RECOVERING,
     (S.RUNNING, E.EFFECT_UNKNOWN): S.RECOVERING,
     (S.RECOVERING, E.RECOVERED): S.RUNNING,
