@@ -219,7 +219,8 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
 
     def _wait_due_a_look(self) -> bool:
         """A timer or a job's expiry at every heartbeat (a simulated clock may jump); an approval's answer every
-        APPROVAL_POLL_S (the operator path nudges at once: this only finds a lost nudge or an answer grants gave itself)."""
+        APPROVAL_POLL_S (the operator path nudges at once: this only finds a lost nudge or an answer grants gave
+        itself)."""
         state = self.record.state if self.record is not None else None
         if state in (State.WAITING_TIMER, State.WAITING_JOB):  # a timer, or a job's expiry
             return True
