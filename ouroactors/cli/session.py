@@ -98,6 +98,7 @@ def _print_view(view: Any) -> None:
             ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
             ("principal", view.principal), ("rejected events", str(view.rejections)),
             ("waits on", ", ".join(view.waits) or "-"),
+            ("next valid", ", ".join(getattr(view, "next_events", ())) or "none: terminal"),
             ("pinned", ", ".join(f"{k} {v}" for k, v in (getattr(view, "pinned", None) or {}).items()) or "-")]
     for key, value in rows:
         console.print(f"{key:>17}: {value}", markup=False, highlight=False)

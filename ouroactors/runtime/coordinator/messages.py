@@ -234,6 +234,7 @@ class SessionView:
     rejections: int = 0
     waits: tuple[str, ...] = ()  # what a waiting session waits on ("timer timer.v3 due_ns=…", "approval …")
     pinned: dict[str, str] | None = None  # the versions it runs under: prompt, model, tools, workflow, policy
+    next_events: tuple[str, ...] = ()  # the valid transitions from its state (seed 001), from the workflow table
 
 
 @dataclass(frozen=True)
