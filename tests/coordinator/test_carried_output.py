@@ -6,6 +6,8 @@ also writes something of its own, then ``settle_staged`` with that transaction's
 
 from __future__ import annotations
 
+import trio
+
 from ouroactors.authorities.storage.commit import Committed, Rejected, write
 from ouroactors.authorities.storage.env import db
 from ouroactors.core.codec import seq_key
@@ -148,3 +150,104 @@ def test_without_a_session_record_nothing_is_held(store) -> None:
         out.emitted(ev(cursor), rides=True)
         ledger_commit(store, out)
     assert pushed == [] and out._pending == [] and out._window == []  # held for no commit: not kept growing
+
+
+# -- the wake-up of a carried commit: on the loop, once the loop falls idle ----------------------------------------
+
+def waking(store: SessionStore, reader: bool = True) -> tuple[CarriedOutput, list, list]:
+    pushed: list[tuple[int, ...]] = []
+    woken: list[int] = []
+
+    def wake(cursor: int) -> bool:
+        woken.append(cursor)
+        return reader
+
+    out = CarriedOutput(store, "s1", "rt-1", 3, lambda events: pushed.append(tuple(e.cursor for e in events)) or True,
+                        wake=wake)
+    return out, pushed, woken
+
+
+def test_off_the_loop_a_carried_commit_wakes_the_coordinator_at_once(store) -> None:
+    attached(store)
+    out, pushed, woken = waking(store)
+    out.emitted(ev(1, "tool_result"), rides=True)
+    ledger_commit(store, out)  # a worker thread's group commit, say: no loop to wait for
+    assert woken == [1] and pushed == []
+
+
+def test_a_commit_carrying_a_tool_call_wakes_at_once_and_tells_of_the_settlement_before_it(store) -> None:
+    attached(store)
+    out, pushed, woken = waking(store)
+
+    async def turn() -> list[list[int]]:
+        seen = []
+        out.emitted(ev(1, "tool_result"), rides=True)
+        ledger_commit(store, out)  # a settlement: its wake-up waits for the loop to fall idle ...
+        seen.append(list(woken))
+        out.emitted(ev(2, "tool_call"), rides=True)
+        ledger_commit(store, out)  # ... or for the next call's start, which wakes before its tool runs
+        seen.append(list(woken))
+        await trio.sleep(0.1)
+        return seen
+
+    assert trio.run(turn) == [[], [2]] and woken == [2] and pushed == []  # one wake-up, for the highest cursor
+    assert store.get("s1").committed_cursor == 2
+
+
+def test_on_the_loop_commits_made_without_yielding_share_one_wake_up_once_the_loop_is_idle(store) -> None:
+    attached(store)
+    out, pushed, woken = waking(store)
+
+    async def turn() -> list[int]:
+        out.emitted(ev(1, "tool_result"), rides=True)
+        ledger_commit(store, out)
+        out.emitted(ev(2, "text"), rides=True)
+        ledger_commit(store, out)  # before the loop ran anything else
+        before = list(woken)
+        await trio.sleep(0.5)  # the loop is idle (a model's reply awaited): the wake-up goes out now, not later
+        return before
+
+    assert trio.run(turn) == [] and woken == [2] and pushed == []  # one wake-up, for the highest cursor
+    assert store.get("s1").committed_cursor == 2
+
+
+def test_a_busy_loop_still_wakes_within_the_deadline(store) -> None:
+    attached(store)
+    out, _, woken = waking(store)
+
+    async def turn() -> None:
+        out.emitted(ev(1, "tool_result"), rides=True)
+        ledger_commit(store, out)
+        with trio.fail_after(5):  # not reached: the wake-up's deadline (WAKE_DEFER_S) ends the spin
+            while not woken:  # a task that is never blocked: the loop never falls idle
+                await trio.lowlevel.checkpoint()
+
+    trio.run(turn)
+    assert woken == [1]
+
+
+def test_the_wake_up_is_written_when_the_loop_ends_first(store) -> None:
+    attached(store)
+    out, _, woken = waking(store)
+
+    async def turn() -> None:
+        out.emitted(ev(1, "tool_result"), rides=True)
+        ledger_commit(store, out)  # the loop's main task returns at once: its system tasks are cancelled
+
+    trio.run(turn)
+    assert woken == [1]
+
+
+def test_without_a_reader_a_deferred_wake_up_pushes_the_carried_events(store) -> None:
+    attached(store)
+    out, pushed, woken = waking(store, reader=False)
+
+    async def turn() -> None:
+        out.emitted(ev(1, "tool_result"), rides=True)
+        ledger_commit(store, out)
+        out.emitted(ev(2, "text"), rides=True)
+        ledger_commit(store, out)
+        await trio.sleep(0.1)
+
+    trio.run(turn)
+    assert woken == [2] and pushed == [(1, 2)]  # the coordinator hears of both, a hop later
