@@ -115,12 +115,14 @@ _MISSING = object()
 
 
 def _model_values(model: BaseModel, depth: int) -> list[Any]:
-    if model.model_extra:
-        raise _Unencodable(f"{type(model).__name__} has extra fields {sorted(model.model_extra)}")
+    cls = type(model)
+    names, extras = _FIELDS.get(cls) or _fields_plan(cls)
+    if extras and model.model_extra:
+        raise _Unencodable(f"{cls.__name__} has extra fields {sorted(model.model_extra)}")
     values = model.__dict__  # a pydantic model's field values (getattr for anything not kept there)
     out: list[Any] = []
     append = out.append
-    for name, _ in _plan(type(model)):
+    for name in names:
         v = values.get(name, _MISSING)
         if v is _MISSING:
             v = getattr(model, name)
@@ -190,7 +192,7 @@ def _canon(v: Any, depth: int) -> Any:  # → plain msgpack-able data (dict keys
     if isinstance(v, Enum):
         return _canon(v.value, depth + 1)
     if isinstance(v, Record):
-        return [*_schema_of(t), *_model_values(v, depth)]
+        return [*(_HEADS.get(t) or _head(t)), *_model_values(v, depth)]
     if isinstance(v, BaseModel):
         return _model_values(v, depth)
     for base, convert in ((str, str.__str__), (int, int.__int__), (float, float.__float__), (dict, dict),
@@ -223,7 +225,12 @@ def encode(record: Record) -> bytes:
     """Canonical bytes of ``record``: msgpack of ``[SCHEMA, VERSION, *field values in declaration order]``."""
     if not isinstance(record, Record):
         raise TypeError(f"encode() takes a Record, not {type(record).__name__}")
-    return _pack(record, type(record).__name__)
+    cls = type(record)
+    try:  # what _canon does with a record, without its tests of the plain types first
+        data = [*(_HEADS.get(cls) or _head(cls)), *_model_values(record, 0)]
+    except _Unencodable as e:
+        raise CodecError(f"{cls.__name__}{''.join(reversed(e.parts))}: {e.reason}") from None
+    return _packer().pack(data)
 
 
 def digest(record: Record) -> str:
@@ -256,6 +263,23 @@ def _has_model(ann: Any) -> bool:
 
 
 _PLANS: dict[type, list[tuple[str, Any]]] = {}  # class → [(field name, annotation if it may hold a model)]
+_FIELDS: dict[type, tuple[tuple[str, ...], bool]] = {}  # class → (field names, whether it may hold extra fields)
+_HEADS: dict[type, tuple[str, int]] = {}  # record class → (SCHEMA, VERSION), checked once
+
+
+def _fields_plan(cls: type[BaseModel]) -> tuple[tuple[str, ...], bool]:
+    """What encoding reads of a model: its field names in declaration order, and whether its config lets it hold
+    extra fields (only then is ``model_extra`` looked at)."""
+    plan = (tuple(name for name, _ in _plan(cls)), cls.model_config.get("extra") == "allow")
+    if cls.__pydantic_complete__:
+        _FIELDS[cls] = plan
+    return plan
+
+
+def _head(cls: type[Record]) -> tuple[str, int]:
+    head = _schema_of(cls)  # a class without SCHEMA/VERSION raises on every encode: nothing is kept
+    _HEADS[cls] = head
+    return head
 
 
 def _plan(cls: type[BaseModel]) -> list[tuple[str, Any]]:
