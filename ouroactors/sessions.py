@@ -31,7 +31,6 @@ suspended session wait; ``complete_job(s, job, result)`` ends a job wait (a chec
 from __future__ import annotations
 
 import builtins
-import getpass
 import os
 import time
 import uuid
@@ -41,6 +40,7 @@ from typing import Any
 
 from .authorities.asking import ask_authority, current_generation
 from .core.errors import OuroactorsError
+from .runtime.coordinator import principals
 from .runtime.coordinator.messages import (
     ApprovalAnswered,
     CompleteJob,
@@ -81,22 +81,29 @@ class SessionRejected(OuroactorsError):
 
 
 def local_principal() -> str:
-    """Who the local channel vouches for: the OS user running this process."""
-    return f"user:{getpass.getuser()}"
+    """Who the local channel vouches for when no token is given: the OS user running this process (the data dir's
+    owner, who alone can read the system's secret; see :mod:`ouroactors.runtime.coordinator.principals`)."""
+    return principals.local_principal()
 
 
 class Sessions:
     """The session API over ``system`` (an :class:`~ouroactors.ActorSystem` started or connected)."""
 
-    def __init__(self, system: Any, *, principal: str | None = None, directory: str = DIRECTORY,
-                 data_dir: str | Path | None = None, follow_direct: bool | None = None) -> None:
-        """``follow_direct``: :meth:`events` reads the committed log itself, in this process, woken by the
-        committers (:mod:`ouroactors.runtime.coordinator.direct_follow`: one process hop less than the directory's
-        stream; the environment is open only while it follows, so do not start an actor system on the same data dir
+    def __init__(self, system: Any, *, principal: str | None = None, token: str | None = None,
+                 directory: str = DIRECTORY, data_dir: str | Path | None = None,
+                 follow_direct: bool | None = None) -> None:
+        """``principal``/``token``: whom the requests act for — by default the local user, whom the local channel
+        vouches for without a token; any other principal gives the token :func:`principals.add_principal` made
+        (:mod:`ouroactors.runtime.coordinator.principals`).
+
+        ``follow_direct``: :meth:`events` reads the committed log itself, in this process, woken by the committers
+        (:mod:`ouroactors.runtime.coordinator.direct_follow`: one process hop less than the directory's stream; the
+        environment is open only while it follows, so do not start an actor system on the same data dir
         *while* following in another thread). Only for a multiproc system whose data dir this process may read;
         ``None`` (the default) takes it there, ``False`` always follows through the session directory."""
         self.system = system
         self.principal = principal or local_principal()
+        self.token = token  # the principal's credential (principals.add_principal); None: the local owner
         self.directory = directory
         self.data_dir = Path(data_dir) if data_dir is not None else Path(system.data_dir)
         local = getattr(system, "base", None) == "multiproc"
@@ -113,7 +120,7 @@ class Sessions:
     def new(self, session_id: str | None = None, config: dict[str, Any] | None = None) -> SessionView:
         """Create a session (suspended, version 0) and start its coordinator."""
         sid = session_id or f"s-{uuid.uuid4().hex[:12]}"
-        view: SessionView = self._ask(NewSession(sid, dict(config or {}), self.principal))
+        view: SessionView = self._ask(NewSession(sid, dict(config or {}), self.principal, token=self.token))
         return view
 
     def list(self, *, all: bool = False) -> list[SessionView]:
@@ -130,20 +137,20 @@ class Sessions:
         ``last``: the session completes when this turn settles (instead of waiting for the next message).
         """
         answer = self._ask(SendMessage(session_id, text, self.principal, event_id or f"m-{uuid.uuid4().hex}",
-                                       expected_version=expected_version, last=last))
+                                       expected_version=expected_version, last=last, token=self.token))
         return self._done(answer)
 
     def steer(self, session_id: str, text: str) -> Done:
-        return self._done(self._ask(SteerSession(session_id, text, self.principal)))
+        return self._done(self._ask(SteerSession(session_id, text, self.principal, token=self.token)))
 
     def cancel(self, session_id: str) -> Done:
-        return self._done(self._ask(ControlSession(session_id, "cancel", self.principal)))
+        return self._done(self._ask(ControlSession(session_id, "cancel", self.principal, token=self.token)))
 
     def suspend(self, session_id: str) -> Done:
-        return self._done(self._ask(ControlSession(session_id, "suspend", self.principal)))
+        return self._done(self._ask(ControlSession(session_id, "suspend", self.principal, token=self.token)))
 
     def resume(self, session_id: str) -> Done:
-        return self._done(self._ask(ControlSession(session_id, "resume", self.principal)))
+        return self._done(self._ask(ControlSession(session_id, "resume", self.principal, token=self.token)))
 
     def wait(self, session_id: str, text: str, *, seconds: float | None = None, job: str | None = None,
              expires: float | None = None) -> Done:
@@ -152,7 +159,7 @@ class Sessions:
         A job wait expires ``expires`` seconds from now (default a day): the session is then suspended with the
         reason and no turn runs; a completion after that is refused."""
         return self._done(self._ask(WaitSession(session_id, text, self.principal, seconds=seconds, job_id=job,
-                                                expires_s=expires)))
+                                                expires_s=expires, token=self.token)))
 
     def complete_job(self, session_id: str, job_id: str, result: Any = None, *, event_id: str | None = None,
                      expected_version: int | None = None) -> Done:
@@ -160,7 +167,7 @@ class Sessions:
         :class:`SessionRejected` if it is a duplicate, stale or for no pending job — the rejection is recorded)."""
         return self._done(self._ask(CompleteJob(session_id, job_id, self.principal,
                                                 event_id or f"j-{uuid.uuid4().hex}", result,
-                                                expected_version=expected_version)))
+                                                expected_version=expected_version, token=self.token)))
 
     @staticmethod
     def _done(answer: Any) -> Done:

@@ -67,10 +67,17 @@ def _result(text: str | None) -> Any:
         raise click.BadParameter(bad.problem, param_hint="'--result'") from None
 
 
+PRINCIPAL_ENV = "OUROACTORS_PRINCIPAL"  # act for this principal instead of the local user …
+PRINCIPAL_TOKEN_ENV = "OUROACTORS_PRINCIPAL_TOKEN"  # … with its token (never on the command line, where ps shows it)
+
+
 def _sessions(data_dir: str, *, follow_direct: bool = False) -> Any:
+    import os
+
     from ..sessions import Sessions
 
-    return Sessions(connect(data_dir), data_dir=data_dir, follow_direct=follow_direct)
+    return Sessions(connect(data_dir), data_dir=data_dir, follow_direct=follow_direct,
+                    principal=os.environ.get(PRINCIPAL_ENV) or None, token=os.environ.get(PRINCIPAL_TOKEN_ENV) or None)
 
 
 def _config(config_file: str | None, workspace: str | None, sandbox: str | None, script: str | None
@@ -310,3 +317,21 @@ for _action, _help in (("cancel", "Cancel the session: its runtime is stopped; t
     _make(_action, _help)
 
 __all__ = ["OuroactorsError", "session"]
+
+
+@session.command("add-principal")
+@data_dir_option
+@click.argument("name", type=MessageField(m.SendMessage, "principal"))
+@reports_errors
+def session_add_principal(data_dir: str, name: str) -> None:
+    """Give principal NAME a new token (replacing its old one) and print it once: requests act for NAME with
+    OUROACTORS_PRINCIPAL=NAME and OUROACTORS_PRINCIPAL_TOKEN=<token> (the local user needs none)."""
+    from ..runtime.coordinator.principals import add_principal
+    from ..runtime.coordinator.record import check_id
+
+    try:
+        check_id(name, "NAME")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from None
+    Path(data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    console.print(add_principal(data_dir, name), markup=False, highlight=False)

@@ -29,6 +29,15 @@ from .actor_support import agent_tree, session_config, slow_script, wait_for
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 
+def two_slow_turns(path: Path) -> Path:
+    """The slow turn, and a next one slow enough (~1 s) that its lease is seen held, however loaded the box."""
+    slow_script(path)
+    chunks = ", ".join(f'{{ kind = "text", text = "n{i} " }}' for i in range(10))
+    first = path.read_text().split("\n\n")[0]
+    path.write_text(f"{first}\n\n[[turns]]\npace_ms = 100\nevents = [{chunks}]\n")
+    return path
+
+
 def live_leases(system) -> list:
     return ask_authority(system, "agent/workspace", "leases")
 
@@ -49,7 +58,7 @@ def test_a_grant_lost_with_the_workspace_is_reclaimed_by_the_next_coordinator_wi
     system.arm_faults("agent/workspace", FaultPlan((FaultRule("workspace.lease_recorded", FaultAction.KILL, nth=1),)))
     sessions = Sessions(system)
     sessions.new("s1", session_config(ws, model={"kind": "scripted",
-                                                 "script": str(slow_script(tmp_path / "slow.toml"))}))
+                                                 "script": str(two_slow_turns(tmp_path / "slow.toml"))}))
     # told, not asked: the directory that would answer is restarted with everything after the workspace
     system.tell(sessions.directory, SendMessage("s1", "talk slowly", sessions.principal, "m-lost-acquire"))
     fired = system.wait_for("fault_fired", "agent/workspace", timeout=20)

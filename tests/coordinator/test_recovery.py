@@ -176,3 +176,15 @@ def test_a_session_pinned_to_a_workflow_this_code_does_not_provide_parks_instead
     live = decide(pinned("turn-loop/1"), commit=Commit.SETTLED, effects=(), probe=Probe("rt-1", 3),
                   reservation=Reservation.NONE, provided=("turn-loop/2",))
     assert live.action is Action.ADOPT  # a live runtime of the expected identity is adopted: it runs its own code
+
+
+def test_a_session_whose_tools_changed_parks_instead_of_being_replaced_and_a_live_runtime_is_still_adopted() -> None:
+    record = new_record(state=State.RUNNING, runtime=RT, last_generation=3)
+    why = "session 's1' is pinned to tool set 'tools/a'; this code's tools for it digest to 'tools/b'"
+    parked = decide(record, commit=Commit.SETTLED, effects=(), probe=Probe(), reservation=Reservation.NONE,
+                    tools_changed=why)
+    assert (parked.action, parked.reason, parked.detail) == (Action.PARK, ParkReason.TOOL_SET_UNAVAILABLE, why)
+    assert decide(record, commit=Commit.SETTLED, effects=(), probe=Probe(), reservation=Reservation.NONE,
+                  tools_changed=None).action is Action.REPLACE
+    assert decide(record, commit=Commit.SETTLED, effects=(), probe=Probe("rt-1", 3), reservation=Reservation.NONE,
+                  tools_changed=why).action is Action.ADOPT

@@ -44,6 +44,14 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
         stale = cli("session", "send", "s1", "again", "--expected-version", "0", cwd=tmp_path)
         assert stale.returncode == 2 and "stale" in stale.stderr, stale.stderr
         assert "rejected events: 2" in cli("session", "show", "s1", cwd=tmp_path).stdout
+        token = cli("session", "add-principal", "user:bob", cwd=tmp_path).stdout.strip()
+        assert len(token) >= 32
+        as_bob = {"OUROACTORS_PRINCIPAL": "user:bob", "OUROACTORS_PRINCIPAL_TOKEN": token}
+        bob = cli("session", "send", "s1", "mine now", cwd=tmp_path, env=as_bob)
+        assert bob.returncode == 2 and "authority" in bob.stderr, bob.stderr  # verified, but not the owner
+        claimed = cli("session", "send", "s1", "mine now", cwd=tmp_path, env={"OUROACTORS_PRINCIPAL": "user:bob"})
+        assert claimed.returncode == 2 and "identity" in claimed.stderr, claimed.stderr  # a name alone
+        assert "rejected events: 4" in cli("session", "show", "s1", cwd=tmp_path).stdout
         listed = cli("session", "list", cwd=tmp_path)
         assert listed.returncode == 0 and "s1" in listed.stdout
 

@@ -19,6 +19,8 @@ actor itself; the attacks run against the real coordinator, and against
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -266,6 +268,59 @@ def test_wait_and_complete_job_that_name_the_wrong_thing_are_refused_and_change_
         stranger.wait("s-job", "x", seconds=1.0)
     node.unchanged(before)
     assert node.sessions.show("s-job").state_version == waiting.state_version
+
+
+def test_a_principal_is_what_the_channel_verified_never_a_name_the_request_gives(node):
+    """Before, a message's principal was a claim compared with itself: any client of the system could act as any
+    principal. Now the local channel vouches for the data dir's owner alone, and any other principal shows its
+    token: a claim is refused (a resume event with ``identity``, recorded under the claim marked unverified; a
+    command with an error) and changes nothing else."""
+    from ouroactors.runtime.coordinator.principals import add_principal
+
+    node.settled("s-who")
+    mallory = Sessions(node.system, principal="user:mallory", follow_direct=False)
+    before = node.before()
+    with pytest.raises(SessionRejected, match="identity"):
+        mallory.send("s-who", "hand me the keys")
+    node.unchanged(before, rejected=True)
+    assert _rejections(node, "s-who") == ["unverified:user:mallory"]
+    owner = node.sessions.principal
+    impostor = Sessions(node.system, principal=owner, token="f" * 32, follow_direct=False)  # the owner's name, a token
+    before = node.before()
+    for attack in (lambda: mallory.cancel("s-who"), lambda: mallory.steer("s-who", "x"),
+                   lambda: mallory.wait("s-who", "x", seconds=5.0), lambda: impostor.cancel("s-who")):
+        with pytest.raises(OuroactorsError, match="is not verified"):
+            attack()
+    with pytest.raises(OuroactorsError, match="is not verified"):
+        mallory.new("s-mallory", script(node.tmp / "s-mallory.toml"))
+    node.unchanged(before)
+    assert node.sessions.show("s-who").state == "suspended"
+
+    token = add_principal(node.data_dir, "user:alice")  # a principal of its own: its token verifies it
+    alice = Sessions(node.system, principal="user:alice", token=token, follow_direct=False)
+    assert alice.new("s-alice", script(node.tmp / "s-alice.toml")).principal == "user:alice"
+    with pytest.raises(SessionRejected, match="authority"):  # verified, but not the owner of this session
+        alice.send("s-who", "hi")
+    with pytest.raises(SessionRejected, match="authority"):  # nor is the local owner the owner of alice's
+        node.sessions.send("s-alice", "hi")
+    forged = Sessions(node.system, principal="user:alice", token=token[::-1], follow_direct=False)
+    with pytest.raises(SessionRejected, match="identity"):
+        forged.send("s-alice", "hi")
+    alice.send("s-alice", "hello")
+    wait_until("alice's turn settled", lambda: (v := alice.show("s-alice")).state == "suspended"
+               and v.committed_cursor > 0)
+
+
+def _rejections(node: Any, session_id: str) -> list[str]:
+    """The actors of the session's recorded rejections, read in another process (one environment per process)."""
+    code = ("import sys\nfrom ouroactors.authorities.storage.env import StorageConfig, open_env\n"
+            "from ouroactors.runtime.coordinator.store import SessionStore\n"
+            "store = SessionStore(open_env(StorageConfig.under(sys.argv[1])))\n"
+            "print('\\n'.join(r.actor for r in store.rejections(sys.argv[2])))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(node.data_dir), session_id], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
 
 
 # -- a coordinator's door: ForSession from anyone, OutputReady forged -----------------------------------------------

@@ -40,6 +40,11 @@ def _read_private(path: Path) -> str:
     return path.read_text()
 
 
+# the same rules for other credential files of the data dir (e.g. the coordinator's principals.json)
+write_private_text = _write_private
+read_private_text = _read_private
+
+
 def ensure_local_operator(data_dir: str | os.PathLike[str], name: str | None = None) -> str:
     """Create the local operator's credentials on first use; return its name."""
     directory = Path(data_dir)

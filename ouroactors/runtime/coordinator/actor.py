@@ -300,8 +300,10 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
                 answer = yield self._authority("workspace", "leases")
                 live = answer if isinstance(answer, list | tuple) else None  # else no answer: nothing proven
             reservation, why = recovery.kept_reservation(self.session_id, record.workspace.lease_id, kept, live)
+        replacing = record.state in (State.RUNNING, State.RECOVERING) and not probe.answered  # tools matter then
         decision = recovery.decide(record, commit=recovery.Commit.SETTLED, effects=effects, probe=probe,
-                                   reservation=reservation, provided=versions.PROVIDED, why=why)
+                                   reservation=reservation, provided=versions.PROVIDED, why=why,
+                                   tools_changed=self._tools_changed(record) if replacing else None)
         log.info("%s: recovery of %s: %s %s", self.path, self.session_id, decision.action.value, decision.detail)
         for event, changes in recovery.entering(record, decision):
             record = self._transition(record, event, **changes)

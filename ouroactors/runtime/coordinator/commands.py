@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
-from ..execution import versions
+from ..execution import tool_set, versions
+from ..execution.config import parse_session_config
 from ..execution.messages import SteerTurn
 from . import recovery
 from .calls import Ask, Job, OffThread
+from .configs import get_config
 from .messages import (
     ApprovalAnswered,
     CompleteJob,
@@ -28,7 +30,8 @@ from .messages import (
     SteerSession,
     WaitSession,
 )
-from .resume import Kind, ResumeEvent, verified_principal
+from .principals import PrincipalCheck, Unverified
+from .resume import Kind, ResumeEvent, VerifiedActor
 from .views import view_of
 from .workflow import Event, State, is_terminal
 
@@ -64,6 +67,7 @@ class Commands:
         store: SessionStore
         attached: Any
         record: SessionRecord | None
+        context: Any
 
         def send(self, address: Any, message: Any) -> None: ...
         def stop(self, reason: Any = None) -> None: ...
@@ -80,6 +84,40 @@ class Commands:
         def _publish(self, drain: bool | None = None) -> Job: ...
         def _recover(self) -> Job: ...
         def _wait_command(self, request: Any) -> Generator[Ask | OffThread, Any, Any]: ...
+
+    def _tools_changed(self, record: SessionRecord) -> str | None:
+        """Why this code's tools are not the ones ``record`` pinned (:mod:`..execution.tool_set`), or None."""
+        config = get_config(self.store, self.session_id)
+        if config is None:
+            return None  # nothing to run a turn with: starting the runtime says so
+        try:
+            enabled = parse_session_config(config, f"session {self.session_id}").tools.enabled
+            tool_set.check(self.session_id, record.pinned.tools, enabled)
+        except tool_set.ToolSetChanged as exc:
+            return str(exc)
+        except (OuroactorsError, ValueError) as exc:  # a stored config this code cannot read: not its tools either
+            return f"its stored configuration does not parse here: {exc}"
+        return None
+
+    # -- who asks -------------------------------------------------------------------------------------------
+
+    def _principal(self, claimed: str, token: str | None) -> VerifiedActor | None:
+        """The principal the channel verified for this request (see :mod:`.principals`), else None."""
+        check = getattr(self, "principal_check", None) or PrincipalCheck(self.context.data_dir)
+        self.principal_check = check
+        verified = check.verify(claimed, token)
+        return None if isinstance(verified, Unverified) else verified
+
+    def _owner_only(self, request: Any, record: SessionRecord, doing: str) -> None:
+        """Refuse a command unless its principal is verified and owns the session (nothing changes either way);
+        ``doing`` completes "… may not ___"."""
+        check = getattr(self, "principal_check", None) or PrincipalCheck(self.context.data_dir)
+        self.principal_check = check
+        verified = check.verify(request.principal, request.token)
+        if isinstance(verified, Unverified):
+            raise CoordinatorError(f"{verified}; it may not {doing}")
+        if verified.name != record.principal:
+            raise CoordinatorError(f"{request.principal!r} may not {doing}")
 
     # -- commands -------------------------------------------------------------------------------------------
 
@@ -110,12 +148,15 @@ class Commands:
         if not versions.provides(record.pinned.workflow):  # refused before anything changes: see .versions
             unavailable = versions.WorkflowUnavailable(self.session_id, record.pinned.workflow, versions.PROVIDED)
             return Rejected(self.session_id, recovery.ParkReason.WORKFLOW_UNAVAILABLE.value, str(unavailable))
+        changed = self._tools_changed(record)
+        if changed is not None:  # its tools are not the ones it was created with: refused before anything changes
+            return Rejected(self.session_id, recovery.ParkReason.TOOL_SET_UNAVAILABLE.value, changed)
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
                             channel=request.channel, tenant=record.tenant, actor=request.principal,
                             expected_version=expected, payload={"text": request.text, "last": request.last})
-        # The channel vouches for the principal: on the local channel, whoever holds the system's secret.
-        applied = value_of(self.store.resume(self.session_id, event, verified_principal(request.principal),
+        # The channel vouches for the principal (.principals); an unverified claim is refused and recorded.
+        applied = value_of(self.store.resume(self.session_id, event, self._principal(request.principal, request.token),
                                            coordinator=self.incarnation), "resume")
         if not applied.accepted:
             rejection = applied.rejection
@@ -134,8 +175,7 @@ class Commands:
 
     def _steer(self, request: SteerSession) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
-        if request.principal != record.principal:
-            raise CoordinatorError(f"{request.principal!r} may not steer session {self.session_id!r}")
+        self._owner_only(request, record, f"steer session {self.session_id!r}")
         if self.attached is None:
             raise CoordinatorError(f"session {self.session_id!r} is {record.state.value}: no turn to steer")
         answer = yield self._runtime_ask(SteerTurn(request.text))
@@ -145,8 +185,7 @@ class Commands:
 
     def _control(self, request: ControlSession) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
-        if request.principal != record.principal:
-            raise CoordinatorError(f"{request.principal!r} may not {request.action} session {self.session_id!r}")
+        self._owner_only(request, record, f"{request.action} session {self.session_id!r}")
         if request.action == "resume":
             if record.state is State.PARKED:
                 self._transition(record, Event.RETRY, reason=None)

@@ -56,7 +56,7 @@ from ...core.boundary import check_message
 from ...core.errors import BadRequest, OuroactorsError
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
-from ..execution import versions
+from ..execution import tool_set, versions
 from ..execution.config import parse_session_config
 from .calls import Ask, Job, Jobs, TimedOut
 from .configs import get_config, put_config
@@ -74,6 +74,7 @@ from .messages import (
     ShowSession,
     WhichSession,
 )
+from .principals import PrincipalCheck, Unverified
 from .record import PinnedVersions, SessionRecord
 from .store import SessionStore
 from .sweeping import Sweeper
@@ -207,6 +208,10 @@ class Sessions(Sweeper, Worker):
             if not isinstance(request.config, dict):
                 raise DirectoryError(f"session {request.session_id!r}: config is a table (dict), "
                                      f"not {type(request.config).__name__}")
+            # the owner is whom the channel verified (.principals), never a name the request merely gives
+            owner = PrincipalCheck(self.context.data_dir).verify(request.principal, request.token)
+            if isinstance(owner, Unverified):
+                raise DirectoryError(f"session {request.session_id!r}: {owner}")
             config = parse_session_config(request.config, f"session {request.session_id}")
             pins = config.pins
             try:  # the workflow version is pinned as it is now (``default``: this code's), never left to resolve later
@@ -215,14 +220,17 @@ class Sessions(Sweeper, Worker):
                 raise DirectoryError(f"session {request.session_id!r}: pins.workflow: got {pins.workflow!r}; "
                                      f"allowed: {', '.join(repr(v) for v in (versions.DEFAULT, *exc.provided))}"
                                      ) from None
+            # the tool set too: ``default`` becomes the digest of its tools as this code defines them (.tool_set)
+            tools = tool_set.resolve(request.session_id, pins.tool_set, config.tools.enabled)
             record = SessionRecord(
                 session_id=request.session_id, node=self.node, state=State.SUSPENDED, state_version=0, revision=0,
-                pinned=PinnedVersions(prompt=pins.prompt, model=pins.model, tools=pins.tool_set,
+                pinned=PinnedVersions(prompt=pins.prompt, model=pins.model, tools=tools,
                                       workflow=workflow, policy=pins.policy),
                 principal=request.principal, tenant=request.tenant, channels=(request.channel,))
             if self.store.get(request.session_id) is not None:
                 raise SessionExists(request.session_id)
-            stored = {**request.config, "pins": {**(request.config.get("pins") or {}), "workflow": workflow}}
+            stored = {**request.config, "pins": {**(request.config.get("pins") or {}), "workflow": workflow,
+                                                 "tool_set": tools}}
             put = put_config(self.store, request.session_id, stored)
             if put.kind != "committed":
                 raise DirectoryError(f"session {request.session_id!r}: its configuration was not stored: {put}")

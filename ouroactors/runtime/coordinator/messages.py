@@ -11,7 +11,7 @@ Requests are checked at the door (:mod:`ouroactors.core.boundary`): a malformed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from ...core.boundary import Address, Data, Name, Pattern, Range, Size
@@ -25,6 +25,7 @@ Ident = Annotated[str, Size(1, 128), Pattern(ID_PATTERN.pattern, "an identifier:
                                                                  "starting with a letter or digit")]
 Prompt = Annotated[str, Size(1, 200_000)]
 WaitSeconds = Annotated[float, Range(0.0, 60.0)]
+Token = Annotated[str, Size(16, 256)]  # a principal's credential (see .principals); never shown in a repr
 JOB_EXPIRY_S = 86400.0  # an external-job wait that names no expiry expires after a day
 Version = Annotated[int, Range(0, 2**62)]
 RequestId = Annotated[str, Size(0, 64), Pattern(r"[A-Za-z0-9._:-]*", "at most 64 of [A-Za-z0-9._:-]")]
@@ -43,6 +44,7 @@ class NewSession:
     principal: Name
     channel: Name = "local"
     tenant: Name = "local"
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class SendMessage:
     channel: Name = "local"
     expected_version: Version | None = None
     last: bool = False  # the session completes when this turn settles (kept with the accepted event)
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class SteerSession:
     session_id: SessionId
     text: Prompt
     principal: Name
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class ControlSession:
     session_id: SessionId
     action: Annotated[str, Size(1, 16)]
     principal: Name
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
     def check(self) -> None:
         from ...core.errors import BadRequest
@@ -136,6 +141,7 @@ class WaitSession:
     seconds: Annotated[float, Range(0.0, 366 * 86400.0)] | None = None
     job_id: Ident | None = None
     expires_s: Annotated[float, Range(0.001, 366 * 86400.0)] | None = None
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
     def check(self) -> None:
         from ...core.errors import BadRequest
@@ -158,6 +164,7 @@ class CompleteJob:
     result: Annotated[Any, Data(16_000)] = None
     channel: Name = "local"
     expected_version: Version | None = None
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)

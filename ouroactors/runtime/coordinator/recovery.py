@@ -21,7 +21,9 @@ unsettled effects (:class:`Effect`), what answered when the expected runtime was
      (:func:`kept_reservation` proves it)
  8   pinned to a workflow version this code does     PARK ``workflow_unavailable`` (a replacement
      not provide (:mod:`..execution.versions`)       would run another orchestration over it)
- 9   otherwise                                       REPLACE: reconcile the listed effects,
+ 9   pinned to a tool set whose definition this      PARK ``tool_set_unavailable`` (its calls would
+     code does not have (:mod:`..execution.tool_set`) be judged by other rules)
+10   otherwise                                       REPLACE: reconcile the listed effects,
                                                      reclaim the reservation, start generation
                                                      ``last_generation + 1`` from the cursor
 ===  ==============================================  ==========================================
@@ -102,6 +104,7 @@ class ParkReason(str, Enum):
     AMBIGUOUS_EFFECT = "ambiguous_effect"
     RESERVATION_NOT_RECLAIMABLE = "reservation_not_reclaimable"
     WORKFLOW_UNAVAILABLE = "workflow_unavailable"
+    TOOL_SET_UNAVAILABLE = "tool_set_unavailable"
 
 
 @dataclass(frozen=True)
@@ -154,9 +157,11 @@ def _park(reason: ParkReason, detail: str) -> Decision:
 
 
 def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...], probe: Probe,
-           reservation: Reservation, provided: tuple[str, ...] | None = None, why: str = "") -> Decision:
+           reservation: Reservation, provided: tuple[str, ...] | None = None, why: str = "",
+           tools_changed: str | None = None) -> Decision:
     """The recovery decision for ``record`` (the table in the module docstring); ``why``: what made the
-    reservation not reclaimable (:func:`kept_reservation`), said in the park reason."""
+    reservation not reclaimable (:func:`kept_reservation`), said in the park reason; ``tools_changed``: why this
+    code's tools are not the ones the session pinned (:mod:`ouroactors.runtime.execution.tool_set`), or None."""
     if is_terminal(record.state):
         return Decision(Action.NONE, detail=f"session is {record.state.value}")
     if commit is Commit.UNKNOWN:
@@ -187,6 +192,8 @@ def decide(record: SessionRecord, *, commit: Commit, effects: tuple[Effect, ...]
         return _park(ParkReason.WORKFLOW_UNAVAILABLE, f"the session is pinned to workflow "
                                                        f"{record.pinned.workflow!r}; this code provides "
                                                        f"{', '.join(repr(p) for p in provided)}")
+    if tools_changed is not None:
+        return _park(ParkReason.TOOL_SET_UNAVAILABLE, tools_changed)
     return Decision(Action.REPLACE, generation=record.last_generation + 1, drain_after=record.committed_cursor,
                     reconcile=tuple(e.effect_id for e in effects), reclaim=reservation is Reservation.RECLAIMABLE,
                     detail="no live runtime of the expected identity: replace from the checkpoint")

@@ -10,8 +10,9 @@ The checks, in this order (the first failing one is the answer):
 
 1. **scope** — the event names this session, one of its channels and its tenant;
 2. **identity** — the actor the event claims is the one that was verified (:class:`VerifiedActor`
-   is made only by :func:`verified_operator` from the data dir's operator credentials, or by the
-   coordinator itself for timers/jobs/its session's principal); a claim proves nothing;
+   is made only by :func:`verified_operator` from the data dir's operator credentials, by
+   :mod:`.principals` for a principal its channel vouched for, or by the coordinator itself for
+   timers and expiries); a claim proves nothing, and an event nobody verified is refused here;
 3. **duplicates** — an event id accepted before is refused as a duplicate (before freshness, so a
    replay is named for what it is);
 4. **state** — a terminal session takes none; the event's kind must match what the session waits
@@ -147,15 +148,19 @@ class Refuse:
     detail: str
 
 
-def check(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor, *, seen: bool,
+def check(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor | None, *, seen: bool,
           now_ns: int) -> Accept | Refuse:
-    """Decide whether ``event`` (from verified ``actor``) may resume ``record``; see the module docstring."""
+    """Decide whether ``event`` (from verified ``actor``; None: its channel verified nobody) may resume ``record``;
+    see the module docstring."""
     if event.session_id != record.session_id:
         return Refuse(Code.SCOPE, f"event is for session {event.session_id!r}, not {record.session_id!r}")
     if event.tenant != record.tenant:
         return Refuse(Code.SCOPE, f"tenant {event.tenant!r} is not the session's")
     if event.channel not in record.channels:
         return Refuse(Code.SCOPE, f"channel {event.channel!r} is not one of the session's channels")
+    if actor is None:
+        return Refuse(Code.IDENTITY, f"event claims actor {event.actor!r}, whom its channel {event.channel!r} did not "
+                                     "verify")
     if event.actor != actor.name:
         return Refuse(Code.IDENTITY, f"event claims actor {event.actor!r} but {actor.name!r} was verified")
     if seen:

@@ -381,7 +381,7 @@ class SessionStore:
         # its ``sessions_live`` projection is unchanged: a carried checkpoint moves only the cursor and the digest
         return new, body
 
-    def resume(self, session_id: str, event: resume_rules.ResumeEvent, actor: resume_rules.VerifiedActor, *,
+    def resume(self, session_id: str, event: resume_rules.ResumeEvent, actor: resume_rules.VerifiedActor | None, *,
                now_ns: int | None = None, coordinator: str | None = None) -> Outcome[ResumeApplied]:
         """Check ``event`` (:func:`~.resume.check`) and apply it — or log its rejection — in one transaction.
 
@@ -404,6 +404,7 @@ class SessionStore:
                                           now_ns=now)
             if isinstance(decision, resume_rules.Refuse):
                 return ResumeApplied(record, False, self._reject(txn, record, event, actor, decision, now))
+            assert actor is not None  # check() refuses an event nobody verified
             accepted = AcceptedEvent(event_id=event.event_id, kind=event.kind.value, actor=actor.name,
                                      channel=event.channel, wait_id=event.wait_id, payload=event.payload,
                                      from_version=record.state_version, at_ns=now)
@@ -454,11 +455,12 @@ class SessionStore:
                 txn.put(timer_key(new_due, sid), b"", db=self.timers)
 
     def _reject(self, txn: lmdb.Transaction, record: SessionRecord, event: resume_rules.ResumeEvent,
-                actor: resume_rules.VerifiedActor, refusal: resume_rules.Refuse, now: int) -> RejectedEvent:
+                actor: resume_rules.VerifiedActor | None, refusal: resume_rules.Refuse, now: int) -> RejectedEvent:
         count_key = rejected_count_key(record.session_id)
         raw = txn.get(count_key, db=self.resumes)
         seq = (seq_of(bytes(raw)) if raw is not None else 0) + 1
-        rejected = RejectedEvent(seq=seq, event_id=event.event_id, kind=event.kind.value, actor=actor.name,
+        who = actor.name if actor is not None else f"unverified:{event.actor}"  # the claim, marked as only that
+        rejected = RejectedEvent(seq=seq, event_id=event.event_id, kind=event.kind.value, actor=who,
                                  channel=event.channel, code=refusal.code.value, detail=refusal.detail,
                                  expected_version=event.expected_version, found_version=record.state_version,
                                  at_ns=now)

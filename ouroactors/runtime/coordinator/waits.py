@@ -57,7 +57,7 @@ from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
 from .messages import JOB_EXPIRY_S, ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
 from .record import PendingWait, ResumeApplied, SessionRecord
-from .resume import ActorKind, Kind, ResumeEvent, VerifiedActor, system_actor, verified_principal
+from .resume import ActorKind, Kind, ResumeEvent, VerifiedActor, system_actor
 from .timers import due_event
 from .views import view_of
 from .workflow import Event, State
@@ -102,6 +102,8 @@ class Waits:
                            answered: tuple[str, ...] = (),
                            tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]: ...
         def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
+        def _principal(self, claimed: str, token: str | None) -> VerifiedActor | None: ...
+        def _owner_only(self, request: Any, record: SessionRecord, what: str) -> None: ...
 
     # -- the turn ---------------------------------------------------------------------------------------------
 
@@ -244,8 +246,7 @@ class Waits:
 
     def _wait(self, request: WaitSession) -> Done:
         record = self._read()
-        if request.principal != record.principal:
-            raise CoordinatorError(f"{request.principal!r} may not make session {self.session_id!r} wait")
+        self._owner_only(request, record, f"make session {self.session_id!r} wait")
         if record.state is not State.SUSPENDED:
             raise CoordinatorError(f"session is {record.state.value}: only a suspended session waits (between turns)")
         version = record.state_version + 1
@@ -272,8 +273,8 @@ class Waits:
                             channel=request.channel, tenant=record.tenant, actor=request.principal,
                             expected_version=expected, wait_id=request.job_id,
                             payload={"text": text.strip(), "result": request.result})
-        # The channel vouches for the principal, as for a message (the local CLI: whoever holds the system's secret).
-        applied = value_of(self.store.resume(self.session_id, event, verified_principal(request.principal),
+        # The channel vouches for the principal, as for a message (.principals); a claim alone is refused, recorded.
+        applied = value_of(self.store.resume(self.session_id, event, self._principal(request.principal, request.token),
                                              coordinator=self.incarnation), "resume")
         if not applied.accepted:
             return _rejected(self.session_id, applied)

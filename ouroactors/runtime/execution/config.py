@@ -84,10 +84,12 @@ class Limits(_Strict):
 
 
 class Pins(_Strict):
-    """The versions a session runs under, kept in its durable record (``session show``). Only ``workflow`` is
-    enforced: it is resolved at creation (``default`` becomes this code's :data:`.versions.WORKFLOW`) and code that
-    does not provide it refuses the session's messages, parks its recovery and will not open it (:mod:`.versions`).
-    The others are labels the caller chooses; nothing compares them yet."""
+    """The versions a session runs under, kept in its durable record (``session show``). Two are enforced, both
+    resolved at creation and checked wherever the session continues (its messages are refused, its recovery parks,
+    a runtime will not open it): ``workflow`` (``default`` becomes this code's :data:`.versions.WORKFLOW`; see
+    :mod:`.versions`) and ``tool_set`` (``default`` becomes the digest of the enabled tools as this code defines
+    them; see :mod:`.tool_set`). ``prompt``, ``model`` and ``policy`` are labels the caller chooses: the prompt and
+    the model settings are in the stored configuration itself, and the policy is the grants authority's."""
 
     prompt: str = "default"
     model: str = "default"

@@ -57,7 +57,7 @@ from ..coordinator.store import SessionStore
 from ..coordinator.trace import mark
 from ..coordinator.wake import WakeWriter
 from ..sandbox import SandboxMode
-from . import reading, timing, versions
+from . import reading, timing, tool_set, versions
 from .bridge import Outbox, TrioThread
 from .carried import CarriedOutput
 from .config import SessionConfig, parse_session_config
@@ -240,6 +240,7 @@ class Runtime(Worker):
         assert self.context is not None
         config = parse_session_config(message.config, f"session {message.session_id}")
         versions.check(message.session_id, config.pins.workflow)  # the workflow it was pinned to, or refused
+        tool_set.check(message.session_id, config.pins.tool_set, config.tools.enabled)  # and its tools' definitions
         root = self._leased_root(message.session_id, message.lease_id, config)
         provider = make_provider(config.model, on_retry=lambda notice: self.events.write(
             "model_retry", None, {"session": message.session_id, "attempt": notice.attempt,
