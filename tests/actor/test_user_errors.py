@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ouroactors import ActorCrashed, NoSuchActor, StartFailed, supervisor, worker
+from tests.inner_pytest import UNRELATED_PLUGINS
 
 from .helpers import COUNTER, ECHO, FAILING_START, wait_until
 
@@ -91,7 +92,7 @@ def test_plain_pytest_in_a_project_that_is_not_installed(tmp_path):
     (project / "tests" / "test_app.py").write_text(PROJECT_TEST)
     (project / "pyproject.toml").write_text("[project]\nname = 'myapp'\nversion = '0'\n")
     # -P: like the `pytest` script, nothing puts the current directory on sys.path (`python -m` would)
-    done = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNRELATED_PLUGINS,
                            "--basetemp", str(tmp_path / "inner")], cwd=project, capture_output=True, text=True,
                           timeout=180)
     out = done.stdout + done.stderr

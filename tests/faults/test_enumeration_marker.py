@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.inner_pytest import UNRELATED_PLUGINS
+
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.multiproc
 
@@ -120,7 +122,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterato
 @pytest.mark.slow
 def test_passes_on_the_real_ledger(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_real=REAL)
-    result = inner.runpytest_subprocess("-rA", "-p", "no:cacheprovider", timeout=120)
+    result = inner.runpytest_subprocess("-rA", "-p", "no:cacheprovider", *UNRELATED_PLUGINS, timeout=120)
     result.assert_outcomes(passed=2, errors=1)  # the error: the fixture asked for without the marker
     result.stdout.fnmatch_lines([
         "*crash_report fixture needs @pytest.mark.crash_enumeration(...) on the test*",
@@ -133,7 +135,7 @@ def test_passes_on_the_real_ledger(inner: pytest.Pytester) -> None:
 @pytest.mark.slow
 def test_fails_naming_the_site_on_the_planted_bug_ledger(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_planted=PLANTED)
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", *UNRELATED_PLUGINS, timeout=120)
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
@@ -167,7 +169,7 @@ def test_fails_naming_the_site_on_the_planted_bug_ledger(inner: pytest.Pytester)
 
 def test_a_bad_marker_argument_is_a_usage_error_naming_it(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_bad=BAD)
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", *UNRELATED_PLUGINS, timeout=60)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: test_bad.py::test_misspelt: @pytest.mark.crash_enumeration: pionts: unknown argument 'pionts' "

@@ -12,6 +12,7 @@ import pytest
 from ouroactors.faults.enumerate import CrashSite, enumerate_crashes, sites_from
 from ouroactors.faults.runner import workload_tree
 from ouroactors.faults.workload import WorkloadConfig
+from tests.inner_pytest import UNRELATED_PLUGINS
 
 from .planted_restart import PRESUMES_FAILED_LEDGER
 
@@ -92,7 +93,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 def test_the_marker_enumerates_on_the_simulated_base(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_marked=MARKED)
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", *UNRELATED_PLUGINS, timeout=120)
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "the body ran" not in out

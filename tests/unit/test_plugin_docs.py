@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.inner_pytest import UNRELATED_PLUGINS
+
 
 def test_every_ouroactors_fixture_has_a_docstring(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", *UNRELATED_PLUGINS,
+                          str(tmp_path)],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path).stdout
     lines = out.splitlines()
     undocumented = [lines[i] for i in range(len(lines) - 1)
