@@ -89,3 +89,39 @@ def test_a_denied_approval_resumes_the_turn_and_the_call_is_denied_without_askin
     assert not (ws / "denied.txt").exists() and events[-1].data["status"] == "completed"
     assert [a.status for a in sessions.approvals("s1", None)] == ["denied"]  # one approval: not asked again
     assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+
+
+def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_system, tmp_path):
+    """The audit: an answer given about one workspace was applied to another. The proposal carries the digest of
+    the lease root (an execute call) in its arguments: when the tree changed before the re-run, the answered
+    approval is not the call's any more, the command does not run, and the operator is asked again."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "build.sh").write_text("touch built.txt\n")
+    script = tmp_path / "ask.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_build", name = "shell", '
+                      'arguments = { command = "sh build.sh" } }]\n'
+                      '[[turns]]\nevents = [{ kind = "text", text = "built" }]\n')
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(sh *)"]}))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "build it")
+    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    [first] = sessions.approvals("s1")
+    bound = first.arguments["_judged_against"]
+    assert bound["workspace"] == str(ws.resolve()) and len(bound["sha256"]) == 64
+
+    (ws / "build.sh").write_text("touch built.txt; touch surprise.txt\n")  # changed after the question
+    assert sessions.approve("s1", first.approval_id, "build.sh looked fine").status == "approved"
+    asked_again = wait_for("asked again", lambda: [a for a in sessions.approvals("s1")
+                                                   if a.approval_id != first.approval_id])
+    [second] = asked_again
+    assert second.call_digest != first.call_digest and second.arguments["command"] == "sh build.sh"
+    assert second.arguments["_judged_against"]["sha256"] != bound["sha256"]
+    assert not (ws / "built.txt").exists() and not (ws / "surprise.txt").exists()  # the old answer ran nothing
+
+    assert sessions.approve("s1", second.approval_id, "the new build.sh").status == "approved"
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert events[-1].data["status"] == "completed" and (ws / "surprise.txt").exists()
+    used = {a.approval_id: a.status for a in sessions.approvals("s1", None)}
+    assert used == {first.approval_id: "approved", second.approval_id: "consumed"}

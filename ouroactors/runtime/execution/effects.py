@@ -50,6 +50,8 @@ from ...core import faults
 from ...core.errors import OuroactorsError, StaleGeneration
 from ..sandbox import SandboxMode
 from . import timing
+from .binding import KEY as BINDING_KEY
+from .binding import judged_against
 from .honesty import (
     REDECIDE_TRIES,
     Admission,
@@ -301,13 +303,17 @@ class LiveEffects:
                     _check_answer((await self._ledger(self.ledger.submit, recording, self._riders))[0],
                                   "decision")
                     recording = []
-                needed = {"tool": tool, "reason": verdict.reason, "call_id": call_id,
-                          "arguments": args.model_dump(mode="json")}
+                # the proposal is bound to the workspace content it is judged against (.binding): an answer given
+                # about other content is not found by the re-run, which asks again
+                proposal = args.model_dump(mode="json")
+                bound = judged_against(start.intent, request.effect.value, self.settings.root)
+                if bound is not None:
+                    proposal[BINDING_KEY] = bound
+                needed = {"tool": tool, "reason": verdict.reason, "call_id": call_id, "arguments": proposal}
                 # the event is journaled with the ask, so that replay derives the turn's output exactly (.tail)
                 ctx.record_approval({"asked": verdict.reason, "event": needed})
                 await ctx.emit("approval_needed", needed)
-                approved, why = await self.grants.approve(self.settings.session, tool,
-                                                          args.model_dump(mode="json"), call_id)
+                approved, why = await self.grants.approve(self.settings.session, tool, proposal, call_id)
                 ctx.record_approval({"approved": approved, "why": why})
                 admission = on_approval(approved)
                 if admission is Admission.DENY:
