@@ -636,9 +636,12 @@ class Driver:
     # -- the grant ------------------------------------------------------------------------------------------
 
     def grant_request(self, spec: EffectSpec) -> Request:
-        """What the grants authority is asked for ``spec``: a network call of tool ``http_request``."""
+        """What the grants authority is asked for ``spec``: a network call of tool ``http_request`` — the POST the
+        world is sent, with its method, so grants judge it as the write it is (``WebWrite``), as they judge the
+        runtime's ``http`` tool."""
         host = DENIED_HOST if spec.forbidden else self.world_host
-        return Request(principal=spec.session_id, tool=EFFECT_KIND, effect=Effect.NETWORK, domains=(host,))
+        return Request(principal=spec.session_id, tool=EFFECT_KIND, effect=Effect.NETWORK, domains=(host,),
+                       method="POST")
 
     def _decide(self, spec: EffectSpec, record: EffectRecord) -> Generator[str, None, GrantDecision | str]:
         """The grant for ``spec`` (a string: why there is none; the effect is then given up unrecorded)."""

@@ -160,6 +160,24 @@ def test_the_grants_authority_is_configured_for_the_workload():
                                       "user": ["allow:Read(**)"]}
 
 
+def test_the_drivers_grant_request_is_the_post_it_sends_judged_as_a_write():
+    """The synthetic driver asks grants about the HTTP POST it sends the world: with its method, so a rule set that
+    admits reads only (WebFetch) does not admit it, the workload's rules (WebWrite) do, and a denied host stays
+    denied whatever the method."""
+    from ouroactors.authorities.grants.rules import Decision, Effect, decide, parse_rules
+
+    driver = Driver(None, Targets(ledger="agent/ledger", grants="agent/grants"), None,  # type: ignore[arg-type]
+                    WorkloadConfig())
+    allowed = driver.grant_request(EffectSpec("r", "r:s0", 0, 0))
+    forbidden = driver.grant_request(EffectSpec("r", "r:s0", 1, 1, forbidden=True))
+    assert (allowed.method, allowed.effect) == ("POST", Effect.WRITE)
+    reads_only = parse_rules([f"allow:WebFetch(domain:{driver.world_host})"], "node")
+    assert decide(allowed, reads_only).decision is not Decision.ALLOW
+    workload = parse_rules(grant_rules(driver.world_host), "node")
+    assert decide(allowed, workload).decision is Decision.ALLOW
+    assert decide(forbidden, workload).decision is Decision.DENY
+
+
 def test_the_driver_rebinds_after_a_generation_change(fault_bench):
     bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=2))
     system = bench.live
