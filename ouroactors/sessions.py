@@ -251,6 +251,18 @@ class Sessions:
             if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
                 return
 
+    # -- artifacts ---------------------------------------------------------------------------------------------
+
+    def artifacts(self, session_id: str) -> builtins.list[Any]:
+        """What the session left in its workspace, named by content (:mod:`.runtime.coordinator.artifacts`):
+        derived from its settled ledger effects, oldest first."""
+        from .authorities.ledger.messages import ListEntries
+        from .runtime.coordinator.artifacts import artifacts_of
+
+        self.show(session_id)  # an unknown session is an error, not an empty list
+        entries = ask_authority(self.system, LEDGER, ListEntries("ok", session_id, None, 0, 1_000_000))
+        return artifacts_of(entries)
+
     # -- approvals (the operator path) --------------------------------------------------------------------
 
     def approvals(self, session_id: str, status: str | None = "pending") -> builtins.list[Any]:

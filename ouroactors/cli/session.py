@@ -158,6 +158,26 @@ def session_show(data_dir: str, session_id: str) -> None:
     _print_view(_sessions(data_dir).show(session_id))
 
 
+@session.command("artifacts")
+@data_dir_option
+@click.argument("session_id", type=SESSION_ID)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per artifact")
+@reports_errors
+def session_artifacts(data_dir: str, session_id: str, as_json: bool) -> None:
+    """What the session left in its workspace, named by content (sha256), from its settled ledger effects."""
+    found = _sessions(data_dir).artifacts(session_id)
+    if as_json:
+        for artifact in found:
+            click.echo(json.dumps(artifact.__dict__))
+        return
+    table = Table()
+    for column in ("artifact", "path", "effect", "replaced", "current"):
+        table.add_column(column)
+    for a in found:
+        table.add_row(a.artifact_id[:19], a.path, a.effect_id, (a.replaced or "-")[:19], "yes" if a.current else "")
+    console.print(table)
+
+
 @session.command("send")
 @data_dir_option
 @click.argument("session_id", type=SESSION_ID)

@@ -38,6 +38,11 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
         shown = cli("session", "show", "s1", cwd=tmp_path)
         assert shown.returncode == 0 and "suspended" in shown.stdout, shown.stdout
         assert "next valid: message, resume, wait_timer, wait_job, cancel" in shown.stdout, shown.stdout
+        artifacts = cli("session", "artifacts", "s1", "--json", cwd=tmp_path)
+        assert artifacts.returncode == 0 and all(json.loads(line)["artifact_id"].startswith(("sha256:", "deleted"))
+                                                 for line in artifacts.stdout.splitlines()), artifacts.stderr
+        unknown = cli("session", "artifacts", "nope", cwd=tmp_path)
+        assert unknown.returncode != 0 and "nope" in unknown.stderr, unknown.stderr
         retried = cli("session", "send", "s1", "tidy the notes", "--event-id", "msg-0001", cwd=tmp_path)
         assert retried.returncode == 2 and "duplicate" in retried.stderr, retried.stderr  # no second turn
         assert "suspended" in cli("session", "show", "s1", cwd=tmp_path).stdout
