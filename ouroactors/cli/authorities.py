@@ -56,6 +56,62 @@ def storage_backup(data_dir: str, actor_path: str | None, target: str) -> None:
     console.print(f"backup written to {written}", markup=False)
 
 
+@storage.group("quarantine")
+def storage_quarantine() -> None:
+    """Records an authority could not decode: list them; discard the ones it can do without (offline)."""
+
+
+def _offline_env(data_dir: str) -> Any:
+    """The data dir's environment, opened here — refused while a live system serves the data dir."""
+    from ..authorities.storage.env import StorageConfig, open_env
+    from ..system.marker import is_live, read_marker
+
+    if not (Path(data_dir) / "lmdb").is_dir():
+        raise click.UsageError(f"{data_dir} holds no LMDB environment")
+    marker = read_marker(Path(data_dir))
+    if marker is not None and is_live(marker):
+        raise click.UsageError(f"a system serves {data_dir}: its authorities hold what they loaded; stop it first "
+                               "(ouroactors stop)")
+    return open_env(StorageConfig.under(data_dir))
+
+
+@storage_quarantine.command("list")
+@data_dir_option
+@click.option("--json", "as_json", is_flag=True)
+@reports_errors
+def storage_quarantine_list(data_dir: str, as_json: bool) -> None:
+    """Every quarantined record and what became of its original (in place, changed, gone, discarded)."""
+    from ..authorities.storage.quarantine import listing
+
+    found = listing(_offline_env(data_dir))
+    if as_json:
+        for item in found:
+            click.echo(json.dumps(item.__dict__))
+        return
+    table = Table()
+    for column in ("key", "bytes", "original", "by"):
+        table.add_column(column)
+    for item in found:
+        table.add_row(item.key, str(item.size), item.state, item.discarded_by or "-")
+    console.print(table)
+
+
+@storage_quarantine.command("discard")
+@data_dir_option
+@click.argument("key")
+@reports_errors
+def storage_quarantine_discard(data_dir: str, key: str) -> None:
+    """Delete the original of quarantined KEY (grants and workspace records only; the copy stays as evidence),
+    as the data dir's operator, with the system stopped."""
+    from ..authorities.grants.operators import read_credentials
+    from ..authorities.storage.quarantine import DISCARDABLE, discard
+
+    env = _offline_env(data_dir)
+    who, _ = read_credentials(data_dir)
+    done = discard(env, key, f"operator:{who}")
+    console.print(f"{done.key}: discarded by {done.discarded_by} — {DISCARDABLE[done.db]}", markup=False)
+
+
 @main.group()
 def ledger() -> None:
     """The write-ahead effect ledger: list, show and settle effects."""
