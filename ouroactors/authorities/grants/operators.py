@@ -42,7 +42,6 @@ def _read_private(path: Path) -> str:
 
 # the same rules for other credential files of the data dir (e.g. the coordinator's principals.json)
 write_private_text = _write_private
-read_private_text = _read_private
 
 
 def ensure_local_operator(data_dir: str | os.PathLike[str], name: str | None = None) -> str:
@@ -64,7 +63,12 @@ def ensure_local_operator(data_dir: str | os.PathLike[str], name: str | None = N
 
 
 def load_operators(data_dir: str | os.PathLike[str]) -> dict[str, str]:
-    path = Path(data_dir) / OPERATORS_FILE
+    return load_digests(Path(data_dir) / OPERATORS_FILE)
+
+
+def load_digests(path: Path) -> dict[str, str]:
+    """A private ``{name: sha256 of token}`` file (empty when there is none); :class:`CredentialsError` if it is
+    readable by others or malformed. Shared by every credential file of the data dir."""
     try:
         data = json.loads(_read_private(path))
     except FileNotFoundError:

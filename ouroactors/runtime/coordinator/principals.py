@@ -30,7 +30,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...authorities.grants.operators import CredentialsError, read_private_text, write_private_text
+from ...authorities.grants.operators import CredentialsError, load_digests, write_private_text
 from .resume import VerifiedActor, verified_principal
 
 __all__ = ["PRINCIPALS_FILE", "PrincipalCheck", "Unverified", "add_principal", "decide", "load_principals",
@@ -79,16 +79,7 @@ def decide(claimed: str, token: str | None, *, channel_principal: str,
 def load_principals(data_dir: str | os.PathLike[str]) -> dict[str, str]:
     """``principals.json`` of ``data_dir`` (empty when there is none); :class:`CredentialsError` if it is unsafe or
     malformed."""
-    path = Path(data_dir) / PRINCIPALS_FILE
-    try:
-        data = json.loads(read_private_text(path))
-    except FileNotFoundError:
-        return {}
-    except ValueError as exc:
-        raise CredentialsError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise CredentialsError(f"{path}: expected an object of name -> sha256")
-    return data
+    return load_digests(Path(data_dir) / PRINCIPALS_FILE)
 
 
 def add_principal(data_dir: str | os.PathLike[str], name: str) -> str:
