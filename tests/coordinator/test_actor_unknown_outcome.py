@@ -48,8 +48,13 @@ def test_an_unknown_outcome_ends_the_turn_and_recovery_reconciles_it_before_the_
     settled = events[-1]
     assert settled.kind == "turn_settled" and settled.data["status"] == "ambiguous", settled
     assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["unknown"]
-    view = wait_for("suspended after recovery", lambda: (v := sessions.show("s1")).state == "suspended" and v,
-                    timeout=60)
+    try:
+        view = wait_for("suspended after recovery", lambda: (v := sessions.show("s1")).state == "suspended" and v,
+                        timeout=60)
+    except AssertionError as exc:  # say where it is instead, and why (a park names its reason)
+        shown = sessions.show("s1")
+        raise AssertionError(f"{exc}; the session is {shown.state}: {shown.reason}; "
+                             f"{ledger_entry(system, 's1/t1/e0')}") from None
     entry = ledger_entry(system, "s1/t1/e0")
     assert (entry.status.value, entry.settled_by) == ("ok", "reconciler:http_request"), entry
     kinds = journal_kinds(system.data_dir, "s1")

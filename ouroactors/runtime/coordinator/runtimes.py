@@ -21,9 +21,11 @@ releases the lease (the workspace may have made it a reservation by then; the ne
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,7 @@ from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
 from ...core.errors import OuroactorsError
 from ...core.generation_text import format_generation
+from ...core.procs import pid_alive
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
 from . import request_keys
@@ -420,8 +423,13 @@ class RuntimeLink:
         if where is None:
             return
         info = yield self._execution(AdminCall("which_child", where["key"]), 10.0)
-        if getattr(info, "generation", None) == where["generation"] and getattr(info, "status", None) == "running":
+        if getattr(info, "generation", None) != where["generation"]:
+            return  # another runtime is there now (or no answer): this one is not the supervisor's to stop
+        if getattr(info, "status", None) == "running":
             yield self._execution(AdminCall("terminate_child", where["key"]), 10.0)
+        pid = getattr(info, "pid", None)
+        if isinstance(pid, int) and pid > 0:  # and gone it is — not merely told to go — before recovery looks
+            yield OffThread(functools.partial(_wait_gone, pid, REAP_WAIT_S))
 
     def _released(self, lease_id: str, answer: Any) -> None:
         """Remember a lease this incarnation saw released (the next runtime need not release it again)."""
@@ -430,3 +438,16 @@ class RuntimeLink:
 
 
 __all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "WATCH_S", "RuntimeLink", "reclaim_request_id"]
+
+
+REAP_WAIT_S = 10.0
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    """Poll until ``pid`` is gone or a zombie (what the ledger counts as a dead writer), up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)  # another process's exit has no event to wait on here: polled, with a deadline
+    return True
