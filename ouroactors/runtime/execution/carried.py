@@ -24,9 +24,8 @@ Any other commit on the loop's thread (a settlement's ``tool_result``, a turn's 
 system task of the loop that writes it once the loop falls idle (:func:`trio.testing.wait_all_tasks_blocked`: a
 model's reply awaited, the turn over) or after :data:`WAKE_DEFER_S` at most — or to the next call's start, when it
 comes first: one wake-up, vouching for the highest cursor committed, tells of both. A commit on another thread (a
-group commit of several calls) wakes at once, as does one whose loop is ending (the task's ``finally``), and so
-does every commit while the last wake-up found nobody to wake (a runtime with no coordinator: nothing to defer).
-A wake-up never precedes its commit: it is only asked for once the transaction returned ``Committed``.
+group commit of several calls) wakes at once, as does one whose loop is ending (the task's ``finally``). A wake-up
+never precedes its commit: it is only asked for once the transaction returned ``Committed``.
 
 **Nothing depends on it.** A carry refused (not attached yet, a zombie, a gap), a transaction rejected, or a push
 lost leaves the events where they always were: in the runtime's buffer until acknowledged, pushed with the next
@@ -90,7 +89,6 @@ class CarriedOutput:
         self._seen: tuple[bytes, SessionRecord] | None = None  # the record bytes last read or written, decoded
         self._unwoken: list[OutputEvent] = []  # carried (durable), the coordinator not told yet
         self._wake_due = False  # a wake-up is scheduled (on the loop) or being written
-        self._heard = True  # the last wake-up found a reader: with none (no coordinator), there is nothing to defer
         self.carried = 0  # events committed by this runtime (metrics, tests)
 
     # -- the trio thread ------------------------------------------------------------------------------------
@@ -179,8 +177,7 @@ class CarriedOutput:
         with self._lock:
             self._unwoken.extend(staged)
             scheduled, self._wake_due = self._wake_due, True
-        if any(event.kind in _AT_ONCE for event in staged) or not self._heard \
-                or (not scheduled and not self._wake_when_idle()):
+        if any(event.kind in _AT_ONCE for event in staged) or (not scheduled and not self._wake_when_idle()):
             self.wake_now()
 
     def _wake_when_idle(self) -> bool:
@@ -208,7 +205,5 @@ class CarriedOutput:
         highest cursor; without a reader, the events are pushed instead."""
         with self._lock:
             events, self._unwoken, self._wake_due = tuple(self._unwoken), [], False
-        if events and self._wake is not None:
-            self._heard = self._wake(events[-1].cursor)  # tried again at every commit: a coordinator may come
-            if not self._heard:
-                self._send(events)
+        if events and self._wake is not None and not self._wake(events[-1].cursor):
+            self._send(events)
