@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 
-from ouroactors.runtime.coordinator import wake
 from ouroactors.runtime.coordinator.wake import SubscriberWake, WakeWriter, subscribers_dir, wake_subscribers
 
 
@@ -86,85 +85,3 @@ def test_a_wake_up_carries_the_cursor_its_commit_made_durable(tmp_path):
         assert wake_subscribers(tmp_path, "s1", 2**80) == 1 and sub.wait(0) and sub.vouched == 2**64 - 1  # no raise
     finally:
         sub.close()
-
-
-# -- the runtime's wake line keeps its subscribers' FIFOs open (wake._Fanout) ---------------------------------------
-
-def _age(where, seconds: float = 3600) -> None:
-    """Make the directory's modification time old: a listing of it can be trusted until it changes."""
-    old = os.stat(where).st_mtime_ns - int(seconds * 1e9)
-    os.utime(where, ns=(old, old))
-
-
-def test_the_wake_line_lists_an_unchanged_directory_once_and_still_wakes_everyone(tmp_path, monkeypatch) -> None:
-    sub = SubscriberWake.open(tmp_path, "s1")
-    assert sub is not None
-    _age(sub.path.parent)
-    listed: list[str] = []
-    real = os.listdir
-    monkeypatch.setattr(wake.os, "listdir", lambda path: listed.append(str(path)) or real(path))
-    line = WakeWriter(tmp_path, "s1")
-    try:
-        for cursor in (1, 2, 3):
-            line.wake(cursor)
-            assert sub.wait(0) and sub.vouched == cursor
-        assert len(listed) == 1  # one listing, trusted: the directory has not changed since
-        late = SubscriberWake.open(tmp_path, "s1")  # the directory changes: listed again, the newcomer woken
-        assert late is not None
-        line.wake(4)
-        assert late.wait(0) and late.vouched == 4 and sub.wait(0) and len(listed) == 2
-        late.close()
-    finally:
-        line.close()
-        sub.close()
-
-
-def test_a_listing_taken_in_the_directory_s_last_clock_tick_is_not_trusted(tmp_path) -> None:
-    """A change in the same coarse tick leaves the modification time as it was: such a listing is taken again."""
-    first = SubscriberWake.open(tmp_path, "s1")
-    assert first is not None
-    where = first.path.parent
-    line = WakeWriter(tmp_path, "s1")
-    try:
-        line.wake(1)  # listed now: the directory's time is fresh
-        tick = os.stat(where).st_mtime_ns
-        second = SubscriberWake.open(tmp_path, "s1")
-        assert second is not None
-        os.utime(where, ns=(tick, tick))  # ... as if the second one had come within the same tick
-        line.wake(2)
-        assert second.wait(0) and second.vouched == 2
-        second.close()
-    finally:
-        line.close()
-        first.close()
-
-
-def test_the_wake_line_removes_a_kept_fifo_whose_subscriber_died(tmp_path) -> None:
-    sub = SubscriberWake.open(tmp_path, "s1")
-    assert sub is not None
-    _age(sub.path.parent)
-    line = WakeWriter(tmp_path, "s1")
-    try:
-        line.wake(1)
-        path = sub.path
-        sub._close_ends()  # the subscriber dies: its FIFO stays, nobody reads it
-        mtime = os.stat(path.parent).st_mtime_ns
-        line.wake(2)  # the kept end finds no reader (EPIPE): closed, and the FIFO removed
-        assert not path.exists()
-        assert os.stat(path.parent).st_mtime_ns >= mtime
-    finally:
-        line.close()
-
-
-def test_the_wake_line_lets_go_of_a_closed_subscriber_and_of_a_removed_directory(tmp_path) -> None:
-    sub = SubscriberWake.open(tmp_path, "s1")
-    assert sub is not None
-    line = WakeWriter(tmp_path, "s1")
-    try:
-        line.wake(1)
-        assert sub.wait(0) and len(line._subscribers._fds) == 1
-        sub.close()  # the last subscriber: its FIFO and the directory go
-        line.wake(2)
-        assert line._subscribers._fds == {}
-    finally:
-        line.close()

@@ -3,9 +3,8 @@
 **Why.** A carried checkpoint (:func:`.publication.carry`) is durable the moment the runtime's ledger commit
 returns. Telling the coordinator by a thespian push cost about 1.3 ms on the publication path, measured: the
 runtime's actor thread must first win the GIL back from the turn loop (which goes straight on to spawn the tool,
-holding it), then send, then the message crosses TCP. A byte the runtime writes itself to a FIFO (from its loop's
-thread once the loop is idle: :mod:`~ouroactors.runtime.execution.carried`) wakes the coordinator's actor loop,
-which watches the FIFO's descriptor, in microseconds.
+holding it), then send, then the message crosses TCP. A byte the committing thread writes itself to a FIFO wakes
+the coordinator's actor loop, which watches the FIFO's descriptor, in microseconds.
 
 **What it carries: nothing but the wake.** The coordinator learns what was committed from the durable record,
 so a lost, repeated or forged byte costs one read and changes nothing. Only the data dir's owner can open the FIFO
@@ -23,13 +22,6 @@ cursor that commit made durable. A subscriber publishes events up to the highest
 reads beyond that (a later commit visible before its synced write returned) waits for its own committer's wake-up.
 A subscriber makes its FIFO under a dot-name, opens it, and only then renames it into place, so a writer never
 finds a FIFO of a live subscriber with no reader; one it finds with no reader (its subscriber died) it removes.
-
-**The runtime keeps its subscribers' FIFOs open** (:class:`_Fanout`): it wakes them after every carried commit, and
-listing the directory and opening each FIFO again cost more system calls than the write. The listing is reused
-while the directory's inode and modification time are unchanged (one ``stat`` a wake-up) — but only once that time
-is :data:`_TRUST_NS` old: a directory changes within the same coarse clock tick without a new time, so a listing
-taken then is taken again at the next wake-up. A FIFO whose reader went (``EPIPE``) is closed and removed, as
-one found without a reader is.
 """
 
 from __future__ import annotations
@@ -41,8 +33,6 @@ import secrets
 import select
 import stat
 import struct
-import threading
-import time
 from pathlib import Path
 
 from .record import check_id
@@ -56,7 +46,6 @@ FOLLOWERS_DIR = "followers"
 _READ = 4096
 _VOUCH = struct.Struct(">Q")  # a subscriber's wake-up: the cursor the waking commit made durable
 _VOUCH_MAX = 2**64 - 1
-_TRUST_NS = 50_000_000  # a directory listing is reused once its modification time is this old (coarse clock ticks)
 
 
 def wake_path(data_dir: str | os.PathLike[str], session_id: str) -> Path:
@@ -99,8 +88,14 @@ def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str, cursor: 
     for name in names:
         if name.startswith("."):
             continue  # one being made: its subscriber reads the log once it is in place
-        fd = _open_subscriber(where / name)
+        path = where / name
+        fd = _open_writer(path)
         if fd is None:
+            try:
+                if stat.S_ISFIFO(os.lstat(path).st_mode):
+                    path.unlink()  # no reader: its subscriber is gone
+            except OSError:
+                pass
             continue
         try:
             os.write(fd, message)  # 8 bytes: one atomic write (<= PIPE_BUF), never interleaved with another's
@@ -110,82 +105,6 @@ def wake_subscribers(data_dir: str | os.PathLike[str], session_id: str, cursor: 
         finally:
             os.close(fd)
     return woken
-
-
-def _open_subscriber(path: Path) -> int | None:
-    """A write end of the subscriber's FIFO at ``path``; None, and the FIFO removed, when it has no reader."""
-    fd = _open_writer(path)
-    if fd is None:
-        _remove_fifo(path)
-    return fd
-
-
-def _remove_fifo(path: Path, inode: int | None = None) -> None:
-    """Remove the FIFO at ``path`` (only that inode, if given): its subscriber is gone. Never a link or a file."""
-    try:
-        info = os.lstat(path)
-        if stat.S_ISFIFO(info.st_mode) and inode in (None, info.st_ino):
-            path.unlink()
-    except OSError:
-        pass
-
-
-class _Fanout:
-    """The FIFOs of one session's subscribers, kept open between wake-ups (see the module docstring)."""
-
-    def __init__(self, where: Path) -> None:
-        self.where = where
-        self._fds: dict[str, int] = {}
-        self._listed: tuple[int, int] | None = None  # the directory's (inode, mtime) its trusted listing saw
-
-    def wake(self, message: bytes) -> int:
-        """Write ``message`` to every subscriber's FIFO; how many were woken. Never raises."""
-        try:
-            info = os.stat(self.where)
-        except OSError:
-            self.close()  # no subscriber reads this session itself
-            return 0
-        if (info.st_ino, info.st_mtime_ns) != self._listed:
-            self._relist(info)
-        woken = 0
-        for name, fd in list(self._fds.items()):
-            try:
-                os.write(fd, message)  # 8 bytes: atomic
-                woken += 1
-            except BlockingIOError:  # full: it has wake-ups to read already
-                pass
-            except OSError:  # its reader went
-                self._drop(name, remove=True)
-        return woken
-
-    def _relist(self, info: os.stat_result) -> None:
-        self._listed = None
-        try:
-            names = {name for name in os.listdir(self.where) if not name.startswith(".")}  # dot-names: being made
-        except OSError:
-            self.close()
-            return
-        for name in [name for name in self._fds if name not in names]:
-            self._drop(name)
-        for name in names.difference(self._fds):
-            fd = _open_subscriber(self.where / name)
-            if fd is not None:
-                self._fds[name] = fd
-        if time.time_ns() - info.st_mtime_ns > _TRUST_NS:  # no change since can share its time (module docstring)
-            self._listed = (info.st_ino, info.st_mtime_ns)
-
-    def _drop(self, name: str, remove: bool = False) -> None:
-        fd = self._fds.pop(name)
-        try:
-            if remove:
-                _remove_fifo(self.where / name, os.fstat(fd).st_ino)
-        finally:
-            os.close(fd)
-
-    def close(self) -> None:
-        for name in list(self._fds):
-            self._drop(name)
-        self._listed = None
 
 
 class _FifoEnd:
@@ -313,16 +232,12 @@ class WakeWriter:
         self.path = wake_path(data_dir, session_id)
         self.data_dir, self.session_id = data_dir, session_id
         self._fd: int | None = None
-        self._subscribers = _Fanout(subscribers_dir(data_dir, session_id))
-        self._lock = threading.Lock()  # the descriptors it keeps are closed by whichever thread finds them dead
 
     def wake(self, cursor: int = 0) -> bool:
         """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself, telling
         them the cursor the commit that just returned made durable."""
-        message = _vouch(cursor)
-        with self._lock:
-            self._subscribers.wake(message)
-            return self._wake_coordinator(message)
+        wake_subscribers(self.data_dir, self.session_id, cursor)
+        return self._wake_coordinator(_vouch(cursor))
 
     def _wake_coordinator(self, message: bytes) -> bool:
         for _ in range(2):  # once more after a reader went away: a new incarnation may have a new FIFO there
@@ -335,7 +250,7 @@ class WakeWriter:
             except BlockingIOError:
                 return True  # full of wake-ups: the reader has some to read already
             except OSError as exc:
-                self._close_coordinator()
+                self.close()
                 if exc.errno != errno.EPIPE:
                     return False
         return False
@@ -345,11 +260,6 @@ class WakeWriter:
         return self._fd
 
     def close(self) -> None:
-        with self._lock:
-            self._subscribers.close()
-            self._close_coordinator()
-
-    def _close_coordinator(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
             try:

@@ -16,17 +16,6 @@ commit carries every event the coordinator has not committed yet, pushed or not 
 before, would otherwise leave a gap), up to the first one the coordinator decides on (a settled turn, an approval):
 those are always the coordinator's to commit, with the transition they cause.
 
-**When the coordinator is told.** The wake-up (:mod:`..coordinator.wake`: a byte to the coordinator's FIFO and to
-each subscriber's) wakes other processes, which then compete with the turn for the CPUs: each cost the committing
-thread ~0.2-0.4 ms measured (it was preempted by the process it woke), and a tool call made two. A commit that
-carries a ``tool_call`` wakes at once: the tool runs next, for as long as it runs, and its call is published before.
-Any other commit on the loop's thread (a settlement's ``tool_result``, a turn's last events) leaves its wake-up to a
-system task of the loop that writes it once the loop falls idle (:func:`trio.testing.wait_all_tasks_blocked`: a
-model's reply awaited, the turn over) or after :data:`WAKE_DEFER_S` at most — or to the next call's start, when it
-comes first: one wake-up, vouching for the highest cursor committed, tells of both. A commit on another thread (a
-group commit of several calls) wakes at once, as does one whose loop is ending (the task's ``finally``). A wake-up
-never precedes its commit: it is only asked for once the transaction returned ``Committed``.
-
 **Nothing depends on it.** A carry refused (not attached yet, a zombie, a gap), a transaction rejected, or a push
 lost leaves the events where they always were: in the runtime's buffer until acknowledged, pushed with the next
 event, drained at the coordinator's next poll. ``put_staged`` never raises and never spoils the ledger's
@@ -41,8 +30,6 @@ from collections.abc import Callable
 from typing import Any
 
 import lmdb
-import trio
-from trio.testing import wait_all_tasks_blocked
 
 from ...authorities.storage.commit import Committed
 from ...core import faults
@@ -60,8 +47,6 @@ log = logging.getLogger("ouroactors.runtime")
 
 # A named boundary for crash enumeration: the carried events are durable, the coordinator not yet told.
 WINDOW = 1024  # events remembered for a carry (the output buffer holds as many unacknowledged)
-WAKE_DEFER_S = 0.005  # the longest a carried commit's wake-up waits for the loop to fall idle
-_AT_ONCE = frozenset({"tool_call"})  # a commit carrying one of these wakes at once: a tool of any length runs next
 CARRIED = faults.register_point("runtime.output_carried", "a runtime's commit carried output events, not yet pushed")
 
 
@@ -69,9 +54,8 @@ class CarriedOutput:
     """The runtime's output on its way to the coordinator: pushed at once, or carried by the next ledger commit.
 
     ``push(events)`` posts one push (from any thread; the actor thread sends it) and answers whether there was a
-    reader to push to; ``wake(cursor)`` writes to the coordinator's wake-up FIFO (:mod:`..coordinator.wake`), which
-    tells it of a carried commit sooner than a push — from the loop once it is idle, or at once from another committing
-    thread (see the module docstring). It is a ledger rider
+    reader to push to; ``wake()`` writes to the coordinator's wake-up FIFO (:mod:`..coordinator.wake`), which
+    tells it of a carried commit sooner than a push, from the committing thread. It is a ledger rider
     (:class:`ouroactors.authorities.ledger.direct.Rider`).
     """
 
@@ -87,8 +71,6 @@ class CarriedOutput:
         self._pending: list[OutputEvent] = []  # riding events not pushed yet
         self._window: list[OutputEvent] = []  # every event emitted and not known to be committed, in order
         self._seen: tuple[bytes, SessionRecord] | None = None  # the record bytes last read or written, decoded
-        self._unwoken: list[OutputEvent] = []  # carried (durable), the coordinator not told yet
-        self._wake_due = False  # a wake-up is scheduled (on the loop) or being written
         self.carried = 0  # events committed by this runtime (metrics, tests)
 
     # -- the trio thread ------------------------------------------------------------------------------------
@@ -171,39 +153,5 @@ class CarriedOutput:
         self._committed(staged[-1].cursor)
         self.carried += len(staged)
         faults.point(CARRIED)
-        if self._wake is None:  # no wake-up line: the push tells (a hop later)
+        if self._wake is None or not self._wake(staged[-1].cursor):  # no wake-up line: the push tells (a hop later)
             self._send(staged)
-            return
-        with self._lock:
-            self._unwoken.extend(staged)
-            scheduled, self._wake_due = self._wake_due, True
-        if any(event.kind in _AT_ONCE for event in staged) or (not scheduled and not self._wake_when_idle()):
-            self.wake_now()
-
-    def _wake_when_idle(self) -> bool:
-        """On the loop's thread: leave the wake-up to a system task that writes it once the loop falls idle (see the
-        module docstring); False elsewhere (the caller wakes at once)."""
-        try:
-            trio.lowlevel.spawn_system_task(self._wake_idle, name="carried-wake")
-        except RuntimeError:  # not on the loop's thread (a worker thread's group commit, no loop at all)
-            return False
-        return True
-
-    async def _wake_idle(self) -> None:
-        try:
-            with trio.move_on_after(WAKE_DEFER_S):
-                await wait_all_tasks_blocked()
-        finally:  # cancelled too (the loop ends): the wake-up is written all the same
-            try:
-                self.wake_now()
-            except Exception as exc:  # a system task must not raise; the coordinator drains at its poll
-                log.warning("waking the coordinator of session %s failed: %s: %s", self._key.decode(),
-                            type(exc).__name__, exc)
-
-    def wake_now(self) -> None:
-        """Tell the coordinator (and the log's subscribers) of every carried commit not told yet: one wake-up for the
-        highest cursor; without a reader, the events are pushed instead."""
-        with self._lock:
-            events, self._unwoken, self._wake_due = tuple(self._unwoken), [], False
-        if events and self._wake is not None and not self._wake(events[-1].cursor):
-            self._send(events)
