@@ -55,6 +55,10 @@ def test_a_discard_removes_the_original_once_keeps_the_copy_and_says_who(env) ->
     ("grants/posture/s2", "is changed"),  # rewritten since: the copy does not describe it
     ("grants/nothing", "not a quarantined record"),
     ("discarded/grants/approval/a1", "not a quarantined record"),
+    ("grants/../sessions/s1", "not a quarantined record"),  # a key is a key: no path walks out of its database
+    ("grants/" + "x" * 600, "not a quarantined record"),  # longer than LMDB takes: refused, typed
+    ("grants/\udcff", "not a quarantined record"),  # undecodable bytes from a command line
+    ("", "not a quarantined record"),
 ])
 def test_a_discard_that_is_not_safe_is_refused_and_changes_nothing(env, key, why) -> None:
     before = states(env)

@@ -38,6 +38,9 @@ BAD_ARGUMENTS = [
     (("wait", "", "go", "--seconds", "1"), "SESSION_ID"),
     (("wait", "s1", "go"), "--seconds"),  # neither
     (("wait", "s1", "go", "--seconds", "1", "--job", "j1"), "--seconds"),  # both
+    (("add-principal", "user/../x"), "NAME"),  # a principal name is an identifier, never a path
+    (("add-principal", ""), "NAME"),
+    (("add-principal", "u" * 300), "NAME"),
     (("wait", "s1", "go", "--job", "j1", "--expires", "0"), "--expires"),
     (("wait", "s1", "go", "--job", "j1", "--expires", "nan"), "--expires"),
     (("wait", "s1", "go", "--job", "j1", "--expires", "-3"), "--expires"),

@@ -196,6 +196,12 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": math.nan}, "expires_s"),
     (coordinator.WaitSession, {"seconds": None, "job_id": "j1", "expires_s": "60"}, "expires_s"),
     (coordinator.WaitSession, {"expires_s": 60.0}, "expires_s"),  # a timer has no expiry of its own
+    (coordinator.SendMessage, {"token": 12345678901234567890}, "token"),  # a principal's token: a str
+    (coordinator.SendMessage, {"token": "short"}, "token"),
+    (coordinator.SendMessage, {"token": "t" * 257}, "token"),
+    (coordinator.ControlSession, {"token": b"x" * 32}, "token"),
+    (coordinator.NewSession, {"token": "t" * 10_000}, "token"),
+    (coordinator.CompleteJob, {"token": ["t" * 32]}, "token"),
     (coordinator.WaitSession, {"text": ""}, "text"),
     (coordinator.WaitSession, {"text": "x" * 8001}, "text"),
     (coordinator.WaitSession, {"principal": None}, "principal"),

@@ -32,6 +32,7 @@ from .env import db
 __all__ = ["DISCARDABLE", "QuarantineError", "Quarantined", "discard", "listing"]
 
 QUARANTINE = b"quarantine"
+MAX_KEY_BYTES = 511  # LMDB's default key limit
 DISCARDED = b"discarded/"
 DISCARDABLE = {
     "grants": "the approval is then unknown (never approved); a rule set or posture falls back to the configured one",
@@ -84,7 +85,13 @@ def listing(env: lmdb.Environment) -> list[Quarantined]:
 
 def discard(env: lmdb.Environment, key: str, operator: str, now_ns: int | None = None) -> Quarantined:
     """Delete the original of quarantined ``key`` (see the module docstring); :class:`QuarantineError` otherwise."""
-    raw = key.encode()
+    unknown = QuarantineError(f"{key!r} is not a quarantined record (see: ouroactors storage quarantine list)")
+    try:
+        raw = key.encode()
+    except UnicodeEncodeError:  # not text at all (a command line's undecodable bytes): no such key
+        raise unknown from None
+    if not raw or len(raw) > MAX_KEY_BYTES:  # no LMDB key is empty or longer: asked before LMDB refuses it
+        raise unknown
     at = time.time_ns() if now_ns is None else now_ns
 
     def run(txn: lmdb.Transaction) -> Quarantined:
