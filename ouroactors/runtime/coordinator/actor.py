@@ -308,7 +308,7 @@ class Coordinator(Publisher, Following, Waits, RuntimeLink, Commands, Worker):
         for event, changes in recovery.entering(record, decision):
             record = self._transition(record, event, **changes)
         if decision.action is recovery.Action.REPLACE and decision.reconcile:  # recovering now: reconcile first
-            decision = recovery.reconciled(decision, (yield from reconciling.reconcile(self._ledger, self.session_id)))
+            decision = recovery.reconciled(decision, (yield from reconciling.settle(self._ledger, self.session_id)))
             for event, changes in recovery.entering(record, decision):
                 record = self._transition(record, event, **changes)
         if decision.action is recovery.Action.ADOPT:

@@ -18,16 +18,20 @@ The ledger answers for itself; nothing here guesses an outcome.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Generator
 from typing import Any
 
 from ...authorities.ledger.messages import ListEntries, Reconcile, ReconcilerKinds, SessionReconciled
 from ...core.errors import OuroactorsError
 from . import recovery
-from .calls import Ask, TimedOut
+from .calls import Ask, OffThread, TimedOut
 
 UNSETTLED = ("started", "ambiguous")
 LIST_TIMEOUT_S = 10.0
+RECONCILE_ATTEMPTS = 3
+RECONCILE_PAUSE_S = 1.0
 RECONCILE_TIMEOUT_S = 60.0  # reconcilers ask the world (the http one waits up to 5 s per effect)
 
 LedgerAsk = Callable[[Any, float], Ask]  # (request, timeout) -> the stamped ask to the ledger
@@ -60,4 +64,17 @@ def reconcile(ledger: LedgerAsk, session: str) -> Generator[Ask, Any, tuple[str,
     return tuple(effect_id for effect_id, _status in answer.unsettled)
 
 
-__all__ = ["UNSETTLED", "reconcile", "reconciler_kinds", "unsettled"]
+def settle(ledger: LedgerAsk, session: str) -> Generator[Ask | OffThread, Any, tuple[str, ...]]:
+    """:func:`reconcile`, asked again (up to :data:`RECONCILE_ATTEMPTS` times, :data:`RECONCILE_PAUSE_S` apart)
+    while an effect stays unsettled: a reconciler that could not reach the world a moment after the runtime died
+    answers nothing, which proves nothing — only what is still unsettled after the last attempt parks the session."""
+    left = yield from reconcile(ledger, session)
+    for _ in range(RECONCILE_ATTEMPTS - 1):
+        if not left:
+            break
+        yield OffThread(functools.partial(time.sleep, RECONCILE_PAUSE_S))  # a retry's backoff, not a synchronisation
+        left = yield from reconcile(ledger, session)
+    return left
+
+
+__all__ = ["RECONCILE_ATTEMPTS", "UNSETTLED", "reconcile", "reconciler_kinds", "settle", "unsettled"]
