@@ -124,10 +124,11 @@ class Sessions:
         return view
 
     def list(self, *, all: bool = False) -> list[SessionView]:
-        return list(self._ask(ListSessions(all)))
+        """The sessions this principal may read (its own; the data dir's owner: all), not terminal unless ``all``."""
+        return list(self._ask(ListSessions(all, self.principal, token=self.token)))
 
     def show(self, session_id: str) -> SessionView:
-        view: SessionView = self._ask(ShowSession(session_id))
+        view: SessionView = self._ask(ShowSession(session_id, self.principal, token=self.token))
         return view
 
     def send(self, session_id: str, text: str, *, expected_version: int | None = None,
@@ -186,7 +187,8 @@ class Sessions:
         late by the directory's safety net): each read carries its own request id and takes only its answer.
         """
         answer: EventsRead = self.system.ask(
-            self.directory, ReadEvents(session_id, after, limit, wait_s, uuid.uuid4().hex), wait_s + ASK_TIMEOUT_S)
+            self.directory, ReadEvents(session_id, after, limit, wait_s, uuid.uuid4().hex, False, self.principal,
+                                       token=self.token), wait_s + ASK_TIMEOUT_S)
         return answer
 
     def _batches(self, session_id: str, after: int, wait_s: float) -> Iterator[EventsRead]:
@@ -197,7 +199,8 @@ class Sessions:
         stream = wait_s > 0 and hasattr(self.system, "listen_tagged")
         started = time.monotonic()
         batch: EventsRead = self.system.ask(
-            self.directory, ReadEvents(session_id, after, 256, wait_s, request_id, stream), wait_s + ASK_TIMEOUT_S)
+            self.directory, ReadEvents(session_id, after, 256, wait_s, request_id, stream, self.principal,
+                                       token=self.token), wait_s + ASK_TIMEOUT_S)
         yield batch
         while stream and not batch.final:
             left = max(0.0, wait_s - (time.monotonic() - started))
@@ -220,6 +223,9 @@ class Sessions:
         """
         if self.follow_direct:
             from .runtime.coordinator import direct_follow
+
+            if self.token is not None:  # reading the store itself skips the directory's scope: ask it first
+                self.show(session_id)
 
             yield from direct_follow.follow(self.data_dir, session_id, after, follow=follow,
                                             idle_timeout=idle_timeout, until=until)
@@ -268,6 +274,8 @@ class Sessions:
     def approvals(self, session_id: str, status: str | None = "pending") -> builtins.list[Any]:
         from .authorities.grants.actor import ListApprovals
 
+        if self.token is not None:  # a principal of its own sees the approvals of the sessions it may read
+            self.show(session_id)
         return list(ask_authority(self.system, GRANTS, ListApprovals(status, session_id)))
 
     def approve(self, session_id: str, approval_id: str, reason: str | None = None, *,

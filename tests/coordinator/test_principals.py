@@ -19,6 +19,7 @@ from ouroactors.runtime.coordinator.principals import (
     decide,
     load_principals,
     local_principal,
+    may_read,
 )
 from ouroactors.runtime.coordinator.resume import ActorKind, VerifiedActor
 
@@ -49,6 +50,28 @@ def test_nothing_but_the_owner_or_a_matching_token_is_ever_verified(claimed: str
     if isinstance(verdict, VerifiedActor):
         assert verdict.name == claimed
         assert (token is None and claimed == OWNER) or (claimed == "user:alice" and token == ALICE_TOKEN)
+
+
+@pytest.mark.parametrize(("reader", "owner", "allowed"), [
+    ("user:alice", "user:alice", True),  # its own
+    ("user:alice", "user:bob", False),  # another's
+    ("user:alice", OWNER, False),  # not even the data dir owner's
+    (OWNER, "user:bob", True),  # the data dir's owner reads all (it can open the store itself)
+    ("user:alice2", "user:alice", False),  # names are compared whole
+])
+def test_a_principal_reads_its_own_sessions_and_the_data_dirs_owner_reads_all(reader, owner, allowed) -> None:
+    assert may_read(reader, owner, channel_principal=OWNER) is allowed
+
+
+def test_a_reader_that_names_nobody_is_the_local_channels_own(tmp_path) -> None:
+    check = PrincipalCheck(tmp_path)
+    me = check.reader(None, None)
+    assert isinstance(me, VerifiedActor) and me.name == local_principal()
+    assert check.may_read(me, "user:anyone")
+    assert isinstance(check.reader("user:alice", None), Unverified)
+    alice = check.reader("user:alice", add_principal(tmp_path, "user:alice"))
+    assert isinstance(alice, VerifiedActor)
+    assert not check.may_read(alice, me.name) and check.may_read(alice, "user:alice")
 
 
 def test_tokens_are_kept_as_digests_in_a_private_file(tmp_path) -> None:

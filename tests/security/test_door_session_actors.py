@@ -311,6 +311,41 @@ def test_a_principal_is_what_the_channel_verified_never_a_name_the_request_gives
                and v.committed_cursor > 0)
 
 
+def test_a_principal_reads_its_own_sessions_and_no_other(node):
+    """Before, reads named nobody: any principal a gateway served could list, show and follow every session. Now
+    a read is verified as a command is; a principal of its own sees its own sessions, and another's is unknown to
+    it (not even its id); the data dir's owner still reads every one; an unverified reader is refused."""
+    from ouroactors.runtime.coordinator.principals import add_principal
+
+    node.settled("s-owned")  # the local owner's
+    carol = Sessions(node.system, principal="user:carol", token=add_principal(node.data_dir, "user:carol"),
+                     follow_direct=False)
+    carol.new("s-carol", script(node.tmp / "s-carol.toml"))
+    carol.send("s-carol", "hello")
+    wait_until("carol's turn settled", lambda: (v := carol.show("s-carol")).state == "suspended"
+               and v.committed_cursor > 0)
+    assert [v.session_id for v in carol.list(all=True)] == ["s-carol"]
+    assert list(carol.events("s-carol"))
+    for read in (lambda: carol.show("s-owned"), lambda: list(carol.events("s-owned")),
+                 lambda: carol.read("s-owned", wait_s=0.5), lambda: carol.approvals("s-owned")):
+        with pytest.raises(UnknownSession, match="s-owned"):
+            read()
+    seen = {v.session_id for v in node.sessions.list(all=True)}
+    assert {"s-owned", "s-carol"} <= seen  # the data dir's owner reads all
+    assert node.sessions.show("s-carol").principal == "user:carol"
+    assert list(node.sessions.events("s-carol"))
+    direct = Sessions(node.system, principal="user:carol", token=carol.token, follow_direct=True)
+    with pytest.raises(UnknownSession):  # reading the store itself is asked of the directory first
+        list(direct.events("s-owned"))
+    assert list(direct.events("s-carol"))
+    for stranger in (Sessions(node.system, principal="user:carol", token=carol.token[::-1], follow_direct=False),
+                     Sessions(node.system, principal="user:mallory", follow_direct=False)):
+        for read in (lambda s=stranger: s.list(), lambda s=stranger: s.show("s-carol"),
+                     lambda s=stranger: s.read("s-carol")):
+            with pytest.raises(OuroactorsError, match="is not verified"):
+                read()
+
+
 def _rejections(node: Any, session_id: str) -> list[str]:
     """The actors of the session's recorded rejections, read in another process (one environment per process)."""
     code = ("import sys\nfrom ouroactors.authorities.storage.env import StorageConfig, open_env\n"

@@ -10,13 +10,8 @@ alone restarted, coordinators are still running: it asks each running child whic
 serves (:class:`~.messages.WhichSession`) and starts only the missing ones, so a session never has
 two coordinators racing on its record (the store's claim would stop one, but racing is waste).
 
-Reads (``list``, ``show``, ``events``) are answered from the durable store here, so a reader never
-depends on a coordinator being up, and an event is readable only once its checkpoint committed
-(commit before publish). ``events`` with ``wait_s`` is a long poll: the request is held and the log
-re-read every :data:`FOLLOW_TICK_S` until something is committed or the wait ends. Once the directory knows the
-session's coordinator it also lends it the poll, which the coordinator answers right after its commit (a stream of
-answers if the reader asked for one, :mod:`.following`); the directory answers a lent poll itself only if the
-coordinator has not within :data:`LEND_GRACE_S` (it died, or never took it), or at its deadline.
+Reads (``list``, ``show``, ``events``, the long poll) are answered from the durable store, scoped to what the reader
+may read: :mod:`.reads`.
 
 Commands for one session go to its coordinator wrapped in :class:`~.messages.ForSession`; the
 coordinator answers the caller directly. The coordinator's address is looked up from its supervisor
@@ -44,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -65,7 +59,6 @@ from .messages import (
     COMMANDS,
     DIRECTORY_REQUESTS,
     Committed,
-    EventsRead,
     ForSession,
     ListSessions,
     NewSession,
@@ -75,6 +68,7 @@ from .messages import (
     WhichSession,
 )
 from .principals import PrincipalCheck, Unverified
+from .reads import FOLLOW, FOLLOW_TICK_S, LEND_GRACE_S, DirectoryError, DirectoryReads, Follower
 from .record import PinnedVersions, SessionRecord
 from .store import SessionStore
 from .sweeping import Sweeper
@@ -83,19 +77,14 @@ from .workflow import State, is_terminal
 
 log = logging.getLogger("ouroactors.coordinator")
 
-FOLLOW_TICK_S = 0.02
 REDELIVER_EVERY_S = 0.1  # a dead-lettered command is forwarded again this long apart ...
 REDELIVER_ATTEMPTS = 50  # ... this many times (the coordinator's restart), then its caller is told to try again
-LEND_GRACE_S = 0.25  # a lent poll the coordinator has not answered by then is answered here (the safety net)
 # The node a session record names. The system's node name is its admin address, which changes at every start,
 # so it cannot find "this node's sessions" after a restart; the LMDB environment, however, is the node's own (one
 # per data dir, never shared between nodes), so every session in it is this node's: one stable name suffices.
 STORE_NODE = "local"
-_FOLLOW = "directory:follow"
 
 
-class DirectoryError(OuroactorsError):
-    """A request the directory refuses (unknown session, terminal session, bad configuration)."""
 
 
 @dataclass(frozen=True)
@@ -108,15 +97,8 @@ class _Redeliver:
     attempt: int
 
 
-@dataclass
-class _Follower:
-    request: ReadEvents
-    sender: Any
-    deadline: float
-    lent_at: float | None = None  # when the poll was lent to the session's coordinator (.following)
 
-
-class Sessions(Sweeper, Worker):
+class Sessions(DirectoryReads, Sweeper, Worker):
     """The session directory; see the module docstring."""
 
     protocol = DIRECTORY_REQUESTS
@@ -129,11 +111,12 @@ class Sessions(Sweeper, Worker):
                 raise OuroactorsError(f"{self.path}: no {name!r} before the session directory in the tree")
         self.node = STORE_NODE
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
+        self.principals = PrincipalCheck(self.context.data_dir)  # who a request is from (.principals)
         self.jobs = Jobs(self.send, self.wakeupAfter)
         self.keys: dict[str, str] = {}  # session id -> its coordinator's child key
         self.serving: dict[str, Any] = {}  # session id -> the coordinator its commands were last forwarded to
         self.nudged: dict[str, int] = {}  # session id -> the cursor that coordinator last nudged
-        self.followers: list[_Follower] = []
+        self.followers: list[Follower] = []
         self.ticking = False  # one follow tick at a time (a Committed nudge may empty the list between ticks)
         self.swept: list[str] = []
         self.handleDeadLetters(startHandling=True)  # a command forwarded to a coordinator just gone comes back
@@ -146,7 +129,7 @@ class Sessions(Sweeper, Worker):
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WakeupMessage):
-            if message.payload == _FOLLOW:
+            if message.payload == FOLLOW:
                 self.ticking = False
                 self._serve_followers()
             elif isinstance(message.payload, _Redeliver):
@@ -209,7 +192,7 @@ class Sessions(Sweeper, Worker):
                 raise DirectoryError(f"session {request.session_id!r}: config is a table (dict), "
                                      f"not {type(request.config).__name__}")
             # the owner is whom the channel verified (.principals), never a name the request merely gives
-            owner = PrincipalCheck(self.context.data_dir).verify(request.principal, request.token)
+            owner = self.principals.verify(request.principal, request.token)
             if isinstance(owner, Unverified):
                 raise DirectoryError(f"session {request.session_id!r}: {owner}")
             config = parse_session_config(request.config, f"session {request.session_id}")
@@ -319,81 +302,4 @@ class Sessions(Sweeper, Worker):
                               f"{self.nudged[session]} already", repr(nudge.cursor))
         return None
 
-    # -- reads ----------------------------------------------------------------------------------------------
-
-    def _record(self, session_id: str) -> SessionRecord:
-        record = self.store.get(session_id)
-        if record is None:
-            raise UnknownSession(session_id)
-        return record
-
-    def handle_ShowSession(self, message: ShowSession, sender: Any) -> Any:
-        return view_of(self._record(message.session_id), self.store.rejection_count(message.session_id))
-
-    def handle_ListSessions(self, message: ListSessions, sender: Any) -> Any:
-        if not message.all:
-            found = self.store.list_recoverable(self.node).sessions
-            records = [self.store.get(r.session_id) for r in found]
-        else:
-            with self.store.env.begin(db=self.store.sessions) as txn:
-                ids = [bytes(key).decode() for key, _ in txn.cursor()]
-            records = [self.store.get(i) for i in ids]
-        return tuple(view_of(r) for r in records if r is not None)
-
-    def handle_ReadEvents(self, message: ReadEvents, sender: Any) -> Any:
-        answer = self._events(message)
-        if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
-            return answer
-        follower = _Follower(message, sender, time.monotonic() + message.wait_s)
-        coordinator = self.serving.get(message.session_id)
-        if coordinator is not None and message.request_id:  # it answers at its next commit, a hop sooner than here
-            self.send(coordinator, ForSession(sender, message))
-            follower.lent_at = time.monotonic()
-        self.followers.append(follower)
-        if not self.ticking:
-            self.ticking = True
-            self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
-        return None
-
-    def _events(self, message: ReadEvents) -> EventsRead:
-        events = self.store.events(message.session_id, message.after, message.limit)
-        record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
-        if events or is_terminal(record.state):
-            self.store.durable()  # another process's commit may be visible before it is on disk (its meta page)
-        return EventsRead(tuple(events), record.committed_cursor, record.state.value, message.request_id)
-
-    def _serve_followers(self, only: str | None = None, served: frozenset[str] = frozenset()) -> None:
-        """Answer the followers that have events (or whose wait ended); ``only``: those of one session (a
-        :class:`Committed` nudge naming the lent polls its coordinator ``served``; the tick stays as it is).
-
-        A poll lent to the coordinator is its to answer (:mod:`.following`): one the nudge names is forgotten here;
-        any other is answered here only after :data:`LEND_GRACE_S` or at its deadline (the reader drops a second
-        answer)."""
-        now = time.monotonic()
-        waiting: list[_Follower] = []
-        for follower in self.followers:
-            if only is not None and follower.request.session_id != only:
-                waiting.append(follower)
-                continue
-            lent = follower.lent_at is not None
-            if lent and follower.request.request_id in served:
-                continue  # answered by the coordinator
-            if lent and now - follower.lent_at < LEND_GRACE_S and now < follower.deadline:  # type: ignore[operator]
-                waiting.append(follower)
-                continue
-            try:
-                answer = self._events(follower.request)
-            except UnknownSession as exc:
-                self.send(follower.sender, exc)
-                continue
-            if answer.events or now >= follower.deadline or is_terminal(State(answer.state)):
-                self.send(follower.sender, answer)
-            else:
-                waiting.append(follower)
-        self.followers = waiting
-        if waiting and only is None:
-            self.ticking = True
-            self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=_FOLLOW)
-
-
-__all__ = ["DirectoryError", "Sessions", "get_config"]
+__all__ = ["FOLLOW_TICK_S", "LEND_GRACE_S", "DirectoryError", "Sessions", "get_config"]

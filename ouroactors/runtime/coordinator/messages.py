@@ -49,14 +49,22 @@ class NewSession:
 
 @dataclass(frozen=True)
 class ListSessions:
-    """Every session of this node that is not terminal, and (``all``) the terminal ones too."""
+    """Every session of this node that is not terminal, and (``all``) the terminal ones too — of those the reader
+    may read: ``principal`` (verified as for a command; None: the local channel's) reads its own sessions, the data
+    dir's owner reads all (see :func:`.principals.may_read`)."""
 
     all: bool = False
+    principal: Name | None = None
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)
 class ShowSession:
+    """One session's view; a session the reader may not read is answered as unknown (its existence not told)."""
+
     session_id: SessionId
+    principal: Name | None = None
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class ReadEvents:
     ``stream``: the session's coordinator may answer with a series of :class:`EventsRead` (each commit's events
     as it becomes durable, until ``wait_s`` ends or the session is terminal; the last one is ``final``) instead
     of one answer; the reader listens for them (:meth:`ouroactors.sessions.Sessions.events`).
+    ``principal``/``token``: the reader, as for :class:`ShowSession`.
     """
 
     session_id: SessionId
@@ -79,6 +88,8 @@ class ReadEvents:
     wait_s: WaitSeconds = 0.0
     request_id: RequestId = ""
     stream: bool = False
+    principal: Name | None = None
+    token: Token | None = field(default=None, repr=False)  # the principal's credential, if not the local owner
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ A request that fails is refused with the reason — a resume event (a message, a
 with code ``identity`` and recorded in the session's rejected-events log; a command (steer, control, wait,
 create) is answered with an error — and changes nothing. The decision is the pure :func:`decide`;
 :class:`PrincipalCheck` is the thin part that reads the data dir.
+
+**Reads are scoped the same way** (list, show, events through the session directory): the reader is verified as a
+command's principal is, and :func:`may_read` decides — a principal reads its own sessions; the data dir's owner
+reads every one, as it could read the store itself. A session the reader may not read is answered as unknown, so
+its existence is not told either.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from ...authorities.grants.operators import CredentialsError, load_digests, writ
 from .resume import VerifiedActor, verified_principal
 
 __all__ = ["PRINCIPALS_FILE", "PrincipalCheck", "Unverified", "add_principal", "decide", "load_principals",
-           "local_principal"]
+           "local_principal", "may_read"]
 
 PRINCIPALS_FILE = "principals.json"
 
@@ -76,6 +81,12 @@ def decide(claimed: str, token: str | None, *, channel_principal: str,
     return verified_principal(claimed)
 
 
+def may_read(reader: str, owner: str, *, channel_principal: str) -> bool:
+    """Whether the verified principal ``reader`` may read a session ``owner`` owns: its own, or any when it is
+    the data dir's owner (the local channel's principal, who can open the store itself)."""
+    return reader in (owner, channel_principal)
+
+
 def load_principals(data_dir: str | os.PathLike[str]) -> dict[str, str]:
     """``principals.json`` of ``data_dir`` (empty when there is none); :class:`CredentialsError` if it is unsafe or
     malformed."""
@@ -112,3 +123,10 @@ class PrincipalCheck:
             except (CredentialsError, OSError):
                 principals = None
         return decide(claimed, token, channel_principal=self.channel_principal, principals=principals)
+
+    def reader(self, claimed: str | None, token: str | None) -> VerifiedActor | Unverified:
+        """Who a read comes from: ``claimed`` verified as :meth:`verify` does (None: the local channel's own)."""
+        return self.verify(self.channel_principal if claimed is None else claimed, token)
+
+    def may_read(self, reader: VerifiedActor, owner: str) -> bool:
+        return may_read(reader.name, owner, channel_principal=self.channel_principal)

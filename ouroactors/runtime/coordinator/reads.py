@@ -1,0 +1,151 @@
+"""The session directory's read side: ``list``, ``show`` and ``events`` (:mod:`.directory` is the whole actor).
+
+Reads are answered from the durable store, so a reader never depends on a coordinator being up, and an event is
+readable only once its checkpoint committed (commit before publish). ``events`` with ``wait_s`` is a long poll:
+the request is held and the log re-read every :data:`FOLLOW_TICK_S` until something is committed or the wait ends.
+Once the directory knows the session's coordinator it also lends it the poll, which the coordinator answers right
+after its commit (:mod:`.following`); the directory answers a lent poll itself only if the coordinator has not
+within :data:`LEND_GRACE_S` (it died, or never took it), or at its deadline.
+
+**Who reads what** (:mod:`.principals`): the reader is verified as a command's principal is; it reads its own
+sessions, the data dir's owner reads all; a session it may not read is answered as unknown. A held poll is checked
+once, when it arrives.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ...core.errors import OuroactorsError
+from .errors import UnknownSession
+from .messages import EventsRead, ForSession, ListSessions, ReadEvents, ShowSession
+from .principals import PrincipalCheck, Unverified
+from .record import SessionRecord
+from .resume import VerifiedActor
+from .store import SessionStore
+from .views import view_of
+from .workflow import State, is_terminal
+
+__all__ = ["FOLLOW_TICK_S", "LEND_GRACE_S", "DirectoryError", "DirectoryReads"]
+
+FOLLOW_TICK_S = 0.02
+LEND_GRACE_S = 0.25  # a lent poll the coordinator has not answered by then is answered here (the safety net)
+FOLLOW = "directory:follow"  # the follow tick's wake-up payload
+
+
+class DirectoryError(OuroactorsError):
+    """A request the directory refuses (unknown session, terminal session, bad configuration)."""
+
+
+@dataclass
+class Follower:
+    request: ReadEvents
+    sender: Any
+    deadline: float
+    lent_at: float | None = None  # when the poll was lent to the session's coordinator (.following)
+
+
+class DirectoryReads:
+    """The read handlers of :class:`.directory.Sessions` (a mixin: the actor provides ``send``, ``wakeupAfter``)."""
+
+    store: SessionStore
+    node: str
+    principals: PrincipalCheck
+    followers: list[Follower]
+    serving: dict[str, Any]
+    ticking: bool
+    send: Any
+    wakeupAfter: Any
+
+    def _record(self, session_id: str) -> SessionRecord:
+        record = self.store.get(session_id)
+        if record is None:
+            raise UnknownSession(session_id)
+        return record
+
+    def _reader(self, message: ShowSession | ListSessions | ReadEvents) -> VerifiedActor:
+        """The verified principal a read comes from (:mod:`.principals`); an unverified one is refused."""
+        reader = self.principals.reader(message.principal, message.token)
+        if isinstance(reader, Unverified):
+            raise DirectoryError(str(reader))
+        return reader
+
+    def _readable(self, message: ShowSession | ReadEvents) -> SessionRecord:
+        """The session's record, if the reader may read it; one it may not is unknown to it (not even its id)."""
+        reader, record = self._reader(message), self._record(message.session_id)
+        if not self.principals.may_read(reader, record.principal):
+            raise UnknownSession(message.session_id)
+        return record
+
+    def handle_ShowSession(self, message: ShowSession, sender: Any) -> Any:
+        return view_of(self._readable(message), self.store.rejection_count(message.session_id))
+
+    def handle_ListSessions(self, message: ListSessions, sender: Any) -> Any:
+        reader = self._reader(message)
+        if not message.all:
+            found = self.store.list_recoverable(self.node).sessions
+            records = [self.store.get(r.session_id) for r in found]
+        else:
+            with self.store.env.begin(db=self.store.sessions) as txn:
+                ids = [bytes(key).decode() for key, _ in txn.cursor()]
+            records = [self.store.get(i) for i in ids]
+        return tuple(view_of(r) for r in records if r is not None and self.principals.may_read(reader, r.principal))
+
+    def handle_ReadEvents(self, message: ReadEvents, sender: Any) -> Any:
+        self._readable(message)  # checked once: a held poll is answered later from the same request
+        answer = self._events(message)
+        if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
+            return answer
+        follower = Follower(message, sender, time.monotonic() + message.wait_s)
+        coordinator = self.serving.get(message.session_id)
+        if coordinator is not None and message.request_id:  # it answers at its next commit, a hop sooner than here
+            self.send(coordinator, ForSession(sender, message))
+            follower.lent_at = time.monotonic()
+        self.followers.append(follower)
+        if not self.ticking:
+            self.ticking = True
+            self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=FOLLOW)
+        return None
+
+    def _events(self, message: ReadEvents) -> EventsRead:
+        events = self.store.events(message.session_id, message.after, message.limit)
+        record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
+        if events or is_terminal(record.state):
+            self.store.durable()  # another process's commit may be visible before it is on disk (its meta page)
+        return EventsRead(tuple(events), record.committed_cursor, record.state.value, message.request_id)
+
+    def _serve_followers(self, only: str | None = None, served: frozenset[str] = frozenset()) -> None:
+        """Answer the followers that have events (or whose wait ended); ``only``: those of one session (a
+        :class:`Committed` nudge naming the lent polls its coordinator ``served``; the tick stays as it is).
+
+        A poll lent to the coordinator is its to answer (:mod:`.following`): one the nudge names is forgotten here;
+        any other is answered here only after :data:`LEND_GRACE_S` or at its deadline (the reader drops a second
+        answer)."""
+        now = time.monotonic()
+        waiting: list[Follower] = []
+        for follower in self.followers:
+            if only is not None and follower.request.session_id != only:
+                waiting.append(follower)
+                continue
+            lent = follower.lent_at is not None
+            if lent and follower.request.request_id in served:
+                continue  # answered by the coordinator
+            if lent and now - follower.lent_at < LEND_GRACE_S and now < follower.deadline:  # type: ignore[operator]
+                waiting.append(follower)
+                continue
+            try:
+                answer = self._events(follower.request)
+            except UnknownSession as exc:
+                self.send(follower.sender, exc)
+                continue
+            if answer.events or now >= follower.deadline or is_terminal(State(answer.state)):
+                self.send(follower.sender, answer)
+            else:
+                waiting.append(follower)
+        self.followers = waiting
+        if waiting and only is None:
+            self.ticking = True
+            self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=FOLLOW)
