@@ -53,8 +53,11 @@ def test_an_unknown_outcome_ends_the_turn_and_recovery_reconciles_it_before_the_
                         timeout=60)
     except AssertionError as exc:  # say where it is instead, and why (a park names its reason)
         shown = sessions.show("s1")
+        log = system.data_dir / "actors.log"
+        said = [line for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+                if "reconcil" in line or "ambiguous" in line]
         raise AssertionError(f"{exc}; the session is {shown.state}: {shown.reason}; "
-                             f"{ledger_entry(system, 's1/t1/e0')}") from None
+                             f"{ledger_entry(system, 's1/t1/e0')}; the log said: {said[-10:]}") from None
     entry = ledger_entry(system, "s1/t1/e0")
     assert (entry.status.value, entry.settled_by) == ("ok", "reconciler:http_request"), entry
     kinds = journal_kinds(system.data_dir, "s1")

@@ -419,15 +419,19 @@ class RuntimeLink:
         unsettled starts ``ambiguous`` (what reconcilers work on) only then, and a runtime that closes exits a
         moment after it answered."""
         where = get_runtime(self.store, self.session_id)
+        pid = None
+        if where is not None:  # its pid is asked before the close: a closed runtime leaves its supervisor's list
+            info = yield self._execution(AdminCall("which_child", where["key"]), 10.0)  # before its process is gone
+            if getattr(info, "generation", None) == where["generation"]:
+                pid = getattr(info, "pid", None)
         yield from self._close_runtime()
         if where is None:
             return
         info = yield self._execution(AdminCall("which_child", where["key"]), 10.0)
         if getattr(info, "generation", None) != where["generation"]:
-            return  # another runtime is there now (or no answer): this one is not the supervisor's to stop
+            info = None  # gone from its supervisor already (or another runtime is there): not its to stop
         if getattr(info, "status", None) == "running":
             yield self._execution(AdminCall("terminate_child", where["key"]), 10.0)
-        pid = getattr(info, "pid", None)
         if isinstance(pid, int) and pid > 0:  # and gone it is — not merely told to go — before recovery looks
             yield OffThread(functools.partial(_wait_gone, pid, REAP_WAIT_S))
 

@@ -36,6 +36,7 @@ variable) and answers a ledger :class:`~ouroactors.authorities.ledger.messages.V
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -54,6 +55,8 @@ from ....authorities.ledger.messages import Verdict
 from ... import sandbox_netpolicy as netpolicy
 from .. import tls
 from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
+
+log = logging.getLogger("ouroactors.ledger")
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RECONCILE_URL_ENV = "OUROACTORS_HTTP_RECONCILE_URL"
@@ -307,10 +310,14 @@ async def check_key_async(base_url: str, key: str, *, status_path: str = DEFAULT
 def reconcile(entry: Entry) -> Verdict | None:
     """Ledger reconciler for ``http_request`` entries: ``ok``/``failed`` with evidence, or None (stays ambiguous)."""
     base = os.environ.get(RECONCILE_URL_ENV) or os.environ.get(WORLD_URL_ENV)
-    if not base:
+    if not base:  # said, not silent: an operator must know why the effect stays ambiguous
+        log.warning("http reconciler: key %s stays ambiguous: neither %s nor %s is set in the ledger's environment",
+                    entry.idempotency_key, RECONCILE_URL_ENV, WORLD_URL_ENV)
         return None
     found = check_key(base, entry.idempotency_key, status_path=os.environ.get(STATUS_PATH_ENV, DEFAULT_STATUS_PATH),
                       timeout=2.0)
     if found.outcome == "unknown":
+        log.warning("http reconciler: key %s stays ambiguous: the lookup proved nothing (%s)", entry.idempotency_key,
+                    found.evidence)
         return None
     return Verdict(found.outcome, found.evidence)
