@@ -6,33 +6,15 @@ only knowledge it adds is how thespian behaves:
 * A child reports *why* it is ending (``ChildExiting``) and then waits; the supervisor ends its
   process. So when ``ChildActorExited`` arrives the reason is already known, whatever order
   thespian delivers things in, and a death with no report is ``killed`` (SIGKILL, ``os._exit``).
-* ``ChildActorExited`` can arrive twice for one child; the second is ignored.
-* Thespian has no kill, so the supervisor SIGKILLs the pid each child reported at start. A
-  child's children die with it (parent-death signal, see ``ouroactors.system._patches``).
 * An ``ActorExitRequest`` means thespian is taking the system down: nothing is restarted.
-* Thespian never tells a parent that a child on another node died with its node (and notices a
-  lost node only after many minutes), so a supervisor pings its remote children and synthesises a
-  ``killed`` exit for those whose node stops answering.
-* Thespian also loses ``ChildActorExited`` when two children die within a few milliseconds of each
-  other. A supervisor therefore checks its local children's pids itself: a child whose process
-  is gone and whose exit notice has not come within a grace period is taken as ``killed``.
-* Thespian keeps its own list of children and, when a supervisor is ended, waits for an exit
-  notice from each one still listed — with no deadline, and its dead-target fallback only ever
-  clears the last child of the list (a late-binding closure in ``_shutdownActor``). A child whose
-  notice was lost would keep its supervisor alive forever and its ``stop_tree`` would never
-  return. So a child we take as gone without thespian's notice is SIGKILLed if its process still
-  runs and then struck from thespian's list directly (its ``_handleChildExited``, what a real
-  notice runs). Not by a ``ChildActorExited`` sent to ourselves: thespian itself turns each
-  SIGCHLD into one such self-send, and a few hundred more at once overflow its send queue —
-  which is how notices got lost in the first place.
+* How thespian treats child *processes* — duplicate and lost exit notices, no kill, nodes lost
+  without a word, children it waits for forever — and what the supervisor does about each is in
+  :mod:`.processes` (the slots, the heartbeat and local pid checks, release and kill).
 """
-
 from __future__ import annotations
 
 import logging
 import os
-import signal
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -40,13 +22,26 @@ from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMes
 
 from ..core import clock
 from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
-from ..core.procs import pid_alive as _pid_alive
 from . import reasons
 from .calls import admin_call_problem
 from .events import EventWriter
 from .faulting import arm_here
 from .generations import generation_source
 from .machine import SupervisorCore
+from .processes import (
+    _HEARTBEAT,
+    ChildProcesses,
+    _Slot,
+)
+from .processes import (
+    HEARTBEAT_INTERVAL as HEARTBEAT_INTERVAL,  # re-exported
+)
+from .processes import (
+    LOCAL_EXIT_GRACE as LOCAL_EXIT_GRACE,  # re-exported
+)
+from .processes import (
+    NODE_LOST_AFTER as NODE_LOST_AFTER,  # re-exported
+)
 from .protocol import (
     AdminAnswer,
     AdminCall,
@@ -66,12 +61,10 @@ from .protocol import (
     TimerPayload,
     this_node,
 )
-from .reasons import ExitReason
 from .signals import (
     AdminRequest,
     Boot,
     BootDone,
-    ChildDown,
     ChildStartFailed,
     ChildUp,
     Command,
@@ -95,34 +88,12 @@ from .worker import requirements_met
 
 log = logging.getLogger("ouroactors.supervisor")
 
-HEARTBEAT_INTERVAL = 0.5  # seconds between pings of remote children; also the local pid check
-LOCAL_EXIT_GRACE = 1.0  # a local child's process gone this long without an exit notice: killed
-NODE_LOST_AFTER = 2.0  # no answer for this long: the child's node is gone
-_HEARTBEAT = "ouroactors:heartbeat"
-
-
-@dataclass(eq=False)  # identity: one slot per child process
-class _Slot:
-    """One child process as thespian sees it."""
-
-    key: str
-    incarnation: int
-    address: Any
-    pid: int | None = None
-    node: str = "local"
-    last_seen: float = 0.0
-    gone_since: float | None = None  # when its pid was first seen gone without an exit notice
-    started: bool = False
-    refused: ExitReason | None = None
-    reported: ExitReason | None = None
-
-
 def thespian_class_path(actor_path: str) -> str:
     module, sep, attr = actor_path.partition(":")
     return f"{module}.{attr}" if sep else actor_path
 
 
-class Supervisor(Actor):
+class Supervisor(ChildProcesses, Actor):
     """Supervises children as its spec says. Start it through a parent or a system handle."""
 
     __ouroactors_child__ = True
@@ -260,85 +231,6 @@ class Supervisor(Actor):
         )
         self._feed(Boot())
 
-    def _start_heartbeat(self) -> None:
-        if not self._heartbeat_running:
-            self._heartbeat_running = True
-            self.wakeupAfter(timedelta(seconds=HEARTBEAT_INTERVAL), payload=_HEARTBEAT)
-
-    def _heartbeat(self) -> None:
-        """Ping remote children; a child silent for NODE_LOST_AFTER died with its node."""
-        self._heartbeat_running = False
-        now = clock.monotonic()
-        self._check_local_pids(now)
-        remote = [s for s in self._slots.values() if s.started and s.node != this_node()]
-        lost_nodes: set[str] = set()
-        for slot in remote:
-            if now - slot.last_seen > NODE_LOST_AFTER:
-                lost_nodes.add(slot.node)
-                del self._slots[(slot.key, slot.incarnation)]
-                self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
-                self._feed(ChildDown(slot.key, slot.incarnation, reasons.killed(f"node {slot.node} lost")))
-            else:
-                self.send(slot.address, Ping(slot.key, slot.incarnation))
-        for node in sorted(lost_nodes):
-            self._events.write("node_lost", None, {"peer": node, "silent_for": NODE_LOST_AFTER})
-        if any(s.started for s in self._slots.values()):
-            self._start_heartbeat()
-
-    def _check_local_pids(self, now: float) -> None:
-        if self._context is None or self._context.base == "simple":
-            return
-        for slot in list(self._slots.values()):
-            if not slot.started or slot.node != this_node() or slot.pid is None or slot.pid == os.getpid():
-                continue
-            if _pid_alive(slot.pid):
-                slot.gone_since = None
-            elif slot.gone_since is None:
-                slot.gone_since = now  # give thespian's own notice time to arrive first
-            elif now - slot.gone_since > LOCAL_EXIT_GRACE and (slot.key, slot.incarnation) in self._slots:
-                log.warning("%s: %s (pid %d) is gone but no exit notice came; taking it as exited",
-                            self.path, slot.key, slot.pid)
-                del self._slots[(slot.key, slot.incarnation)]
-                self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
-                self._release(slot)
-                self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
-
-    def _release(self, slot: _Slot) -> None:
-        """Tell thespian a child it still lists is gone (SIGKILLing it first if it still runs)."""
-        if self._context is None or self._context.base == "simple" or slot not in self._unnoticed:
-            return
-        self._unnoticed.remove(slot)
-        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node() and _pid_alive(slot.pid):
-            try:
-                os.kill(slot.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        forget = getattr(getattr(self, "_myRef", None), "_handleChildExited", None)
-        if callable(forget):
-            forget(slot.address)
-        else:  # a thespian without that bookkeeping: fall back on the notice itself
-            self.send(self.myAddress, ChildActorExited(slot.address))
-
-    def _release_all(self) -> None:
-        """Before this supervisor ends: no child may be left for thespian to wait for forever."""
-        for slot in list(getattr(self, "_unnoticed", ())):
-            if slot.node == this_node() or slot.pid is None:
-                self._release(slot)
-
-    def _child_gone(self, address: Any) -> None:
-        self._unnoticed = [s for s in self._unnoticed if s.address != address]
-        slot = self._by_address.pop(str(address), None)
-        if slot is None or slot.address != address:
-            slot = next((s for s in self._slots.values() if not s.started and s.address == address), slot)
-        if slot is None or (slot.key, slot.incarnation) not in self._slots:
-            return  # a duplicate ChildActorExited, or not one of ours
-        del self._slots[(slot.key, slot.incarnation)]
-        if not slot.started:
-            why = slot.refused or reasons.killed("exited before reporting its start")
-            self._feed(ChildStartFailed(slot.key, slot.incarnation, why))
-        else:
-            self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
-
     # -- carrying out commands --------------------------------------------------------------------
 
     def _feed(self, first: Input) -> None:
@@ -411,19 +303,6 @@ class Supervisor(Actor):
             ),
         )
         return None
-
-    def _kill(self, slot: _Slot) -> None:
-        """End a child's process now: SIGKILL on process bases, thespian's exit request in-process.
-
-        A child on another node cannot be signalled from here; its node ends it on request.
-        """
-        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
-            try:
-                os.kill(slot.pid, signal.SIGKILL)
-                return
-            except ProcessLookupError:
-                return  # already gone; its ChildActorExited is on the way
-        self.send(slot.address, ActorExitRequest())
 
     def _crash(self, exc: Exception) -> None:
         """A bug in the supervisor itself: take the subtree down and report a crash upwards."""

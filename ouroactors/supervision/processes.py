@@ -1,0 +1,178 @@
+"""A supervisor's children as thespian processes: slots, liveness, release and kill.
+
+Mixed into :class:`~.supervisor.Supervisor`; what it adds is how thespian behaves with child processes:
+
+* ``ChildActorExited`` can arrive twice for one child; the second is ignored.
+* Thespian has no kill, so the supervisor SIGKILLs the pid each child reported at start. A
+  child's children die with it (parent-death signal, see ``ouroactors.system._patches``).
+* Thespian never tells a parent that a child on another node died with its node (and notices a
+  lost node only after many minutes), so a supervisor pings its remote children and synthesises a
+  ``killed`` exit for those whose node stops answering.
+* Thespian also loses ``ChildActorExited`` when two children die within a few milliseconds of each
+  other. A supervisor therefore checks its local children's pids itself: a child whose process
+  is gone and whose exit notice has not come within a grace period is taken as ``killed``.
+* Thespian keeps its own list of children and, when a supervisor is ended, waits for an exit
+  notice from each one still listed — with no deadline, and its dead-target fallback only ever
+  clears the last child of the list (a late-binding closure in ``_shutdownActor``). A child whose
+  notice was lost would keep its supervisor alive forever and its ``stop_tree`` would never
+  return. So a child we take as gone without thespian's notice is SIGKILLed if its process still
+  runs and then struck from thespian's list directly (its ``_handleChildExited``, what a real
+  notice runs). Not by a ``ChildActorExited`` sent to ourselves: thespian itself turns each
+  SIGCHLD into one such self-send, and a few hundred more at once overflow its send queue —
+  which is how notices got lost in the first place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from thespian.actors import ActorExitRequest, ChildActorExited
+
+from ..core import clock
+from ..core.procs import pid_alive as _pid_alive
+from . import reasons
+from .protocol import Ping, SystemContext, this_node
+from .reasons import ExitReason
+from .signals import ChildDown, ChildStartFailed, Input
+
+if TYPE_CHECKING:
+    from .events import EventWriter
+
+log = logging.getLogger("ouroactors.supervisor")
+
+HEARTBEAT_INTERVAL = 0.5  # seconds between pings of remote children; also the local pid check
+LOCAL_EXIT_GRACE = 1.0  # a local child's process gone this long without an exit notice: killed
+NODE_LOST_AFTER = 2.0  # no answer for this long: the child's node is gone
+_HEARTBEAT = "ouroactors:heartbeat"
+
+
+@dataclass(eq=False)  # identity: one slot per child process
+class _Slot:
+    """One child process as thespian sees it."""
+
+    key: str
+    incarnation: int
+    address: Any
+    pid: int | None = None
+    node: str = "local"
+    last_seen: float = 0.0
+    gone_since: float | None = None  # when its pid was first seen gone without an exit notice
+    started: bool = False
+    refused: ExitReason | None = None
+    reported: ExitReason | None = None
+
+
+class ChildProcesses:
+    """Slot bookkeeping and liveness checks; the state they touch belongs to :class:`~.supervisor.Supervisor`."""
+
+    path: str
+    _context: SystemContext | None
+    _slots: dict[tuple[str, int], _Slot]
+    _by_address: dict[str, _Slot]
+    _unnoticed: list[_Slot]  # children thespian still lists: no ChildActorExited yet
+    _heartbeat_running: bool
+    _events: EventWriter
+
+    if TYPE_CHECKING:  # what the actor provides
+        myAddress: Any
+
+        def send(self, targetAddr: Any, msg: Any) -> None: ...
+        def wakeupAfter(self, timePeriod: timedelta, payload: Any = None) -> None: ...
+        def _feed(self, first: Input) -> None: ...
+
+    def _start_heartbeat(self) -> None:
+        if not self._heartbeat_running:
+            self._heartbeat_running = True
+            self.wakeupAfter(timedelta(seconds=HEARTBEAT_INTERVAL), payload=_HEARTBEAT)
+
+    def _heartbeat(self) -> None:
+        """Ping remote children; a child silent for NODE_LOST_AFTER died with its node."""
+        self._heartbeat_running = False
+        now = clock.monotonic()
+        self._check_local_pids(now)
+        remote = [s for s in self._slots.values() if s.started and s.node != this_node()]
+        lost_nodes: set[str] = set()
+        for slot in remote:
+            if now - slot.last_seen > NODE_LOST_AFTER:
+                lost_nodes.add(slot.node)
+                del self._slots[(slot.key, slot.incarnation)]
+                self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
+                self._feed(ChildDown(slot.key, slot.incarnation, reasons.killed(f"node {slot.node} lost")))
+            else:
+                self.send(slot.address, Ping(slot.key, slot.incarnation))
+        for node in sorted(lost_nodes):
+            self._events.write("node_lost", None, {"peer": node, "silent_for": NODE_LOST_AFTER})
+        if any(s.started for s in self._slots.values()):
+            self._start_heartbeat()
+
+    def _check_local_pids(self, now: float) -> None:
+        if self._context is None or self._context.base == "simple":
+            return
+        for slot in list(self._slots.values()):
+            if not slot.started or slot.node != this_node() or slot.pid is None or slot.pid == os.getpid():
+                continue
+            if _pid_alive(slot.pid):
+                slot.gone_since = None
+            elif slot.gone_since is None:
+                slot.gone_since = now  # give thespian's own notice time to arrive first
+            elif now - slot.gone_since > LOCAL_EXIT_GRACE and (slot.key, slot.incarnation) in self._slots:
+                log.warning("%s: %s (pid %d) is gone but no exit notice came; taking it as exited",
+                            self.path, slot.key, slot.pid)
+                del self._slots[(slot.key, slot.incarnation)]
+                self._by_address = {k: v for k, v in self._by_address.items() if v is not slot}
+                self._release(slot)
+                self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
+
+    def _release(self, slot: _Slot) -> None:
+        """Tell thespian a child it still lists is gone (SIGKILLing it first if it still runs)."""
+        if self._context is None or self._context.base == "simple" or slot not in self._unnoticed:
+            return
+        self._unnoticed.remove(slot)
+        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node() and _pid_alive(slot.pid):
+            try:
+                os.kill(slot.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        forget = getattr(getattr(self, "_myRef", None), "_handleChildExited", None)
+        if callable(forget):
+            forget(slot.address)
+        else:  # a thespian without that bookkeeping: fall back on the notice itself
+            self.send(self.myAddress, ChildActorExited(slot.address))
+
+    def _release_all(self) -> None:
+        """Before this supervisor ends: no child may be left for thespian to wait for forever."""
+        for slot in list(getattr(self, "_unnoticed", ())):
+            if slot.node == this_node() or slot.pid is None:
+                self._release(slot)
+
+    def _child_gone(self, address: Any) -> None:
+        self._unnoticed = [s for s in self._unnoticed if s.address != address]
+        slot = self._by_address.pop(str(address), None)
+        if slot is None or slot.address != address:
+            slot = next((s for s in self._slots.values() if not s.started and s.address == address), slot)
+        if slot is None or (slot.key, slot.incarnation) not in self._slots:
+            return  # a duplicate ChildActorExited, or not one of ours
+        del self._slots[(slot.key, slot.incarnation)]
+        if not slot.started:
+            why = slot.refused or reasons.killed("exited before reporting its start")
+            self._feed(ChildStartFailed(slot.key, slot.incarnation, why))
+        else:
+            self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))
+
+    def _kill(self, slot: _Slot) -> None:
+        """End a child's process now: SIGKILL on process bases, thespian's exit request in-process.
+
+        A child on another node cannot be signalled from here; its node ends it on request.
+        """
+        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
+            try:
+                os.kill(slot.pid, signal.SIGKILL)
+                return
+            except ProcessLookupError:
+                return  # already gone; its ChildActorExited is on the way
+        self.send(slot.address, ActorExitRequest())
