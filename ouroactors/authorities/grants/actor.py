@@ -22,35 +22,37 @@ reason: those a durable session (the coordinator's record) still waits on are ke
 whose waiter lived in memory, or whose session is over or moved on — are denied (see :mod:`.orphans`).
 Revoking rules changes this authority's generation: rest_for_one restarts its consumers. Every
 request must be stamped with this generation (:class:`ListApprovals`, a read, excepted).
+
+This module is the actor: its start, the decisions and the rules. The approval handlers are in
+:mod:`.approval_desk`, loading and committing the grants database in :mod:`.persistence`; both are
+mixed into :class:`Grants`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import uuid
 from datetime import timedelta
 from typing import Any
 
 import lmdb
 import msgpack
-from thespian.actors import WakeupMessage
 
-from ...core import clock, faults
-from ...core.codec import CodecError, digest_of
-from ...core.errors import BadRequest, CommitOutcomeUnknown, CommitRejected, CorruptRecord, StaleGeneration
-from ...runtime.coordinator.store import SessionStore
+from ...core import faults
+from ...core.codec import CodecError
+from ...core.errors import BadRequest, CommitRejected, CorruptRecord, StaleGeneration
 from ...supervision.worker import Worker
 from ..ledger.domain import DEFAULT_KINDS, LedgerError, Status
 from ..ledger.store import LedgerStore, Start
 from ..storage.actor import storage_config
-from ..storage.commit import Committed, Rejected, write
+from ..storage.commit import Committed
 from ..storage.env import db, open_env
 from ..workspace.leases import lease_from_record
-from . import approvals as book
-from . import orphans
-from .approvals import Approval, ApprovalRefused, Refusal
-from .inline import POLICY_KEY, Policy, effective_rules, permission_entry, policy_record
+from .approval_desk import _EXPIRY, ApprovalDesk
+from .approval_desk import (
+    APPROVAL_COMMITTED as APPROVAL_COMMITTED,  # re-exported
+)
+from .approvals import ApprovalRefused
+from .inline import Policy, effective_rules, permission_entry
 from .messages import (
     PROTOCOL,
     READS,
@@ -65,14 +67,13 @@ from .messages import (
     SetPosture,
     WaitApproval,
 )
-from .operators import CredentialsError, ensure_local_operator, load_operators, verify
+from .operators import CredentialsError, ensure_local_operator
+from .persistence import Persistence
 from .posture import Posture, evaluate
-from .records import QUARANTINE_PREFIX, decode_record, unreadable_for
+from .records import unreadable_for
 from .rules import Decision, Request, Rule, RuleError, Scope, Verdict, parse_rules
 
 DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decision is in the ledger, not yet answered")
-APPROVAL_COMMITTED = faults.register_point("grants.approval_committed", "an answer is durable, the waiter not yet told")
-_EXPIRY = "ouroactors:approval-expiry"
 log = logging.getLogger("ouroactors.grants")
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
     "AddRules", "AnswerApproval", "ConsumeApproval", "Decide", "Grants", "Judged", "ListApprovals",
@@ -80,7 +81,7 @@ __all__ = [  # the protocol (.messages) is re-exported: callers import it from h
 ]
 
 
-class Grants(Worker):
+class Grants(ApprovalDesk, Persistence, Worker):
     refusals = (ApprovalRefused, RuleError, CredentialsError, LedgerError, CommitRejected, CodecError, ValueError,
                 CorruptRecord)
     protocol = PROTOCOL
@@ -123,35 +124,6 @@ class Grants(Worker):
         self._publish_generation()
         self.wakeupAfter(timedelta(seconds=1), payload=_EXPIRY)
 
-    def _deny_orphans(self) -> None:
-        """Deny the pending approvals no live interaction can wait for any more (see :mod:`.orphans`): a durable
-        session still waiting on one keeps it; a waiter that lived in memory died with the process."""
-        pending = [a for a in self.approvals.values() if a.pending]
-        if not pending:
-            return
-        store = SessionStore(self.env, fence=self.fence)  # the coordinator's records, read only (it quarantines)
-        sessions: dict[str, orphans.Session] = {}
-        for session_id in {a.session_id for a in pending}:
-            try:
-                found = store.get(session_id)
-            except CorruptRecord as exc:
-                sessions[session_id] = orphans.Undecodable(str(exc))
-            except ValueError:  # not an id a session record can have: no coordinator manages it
-                sessions[session_id] = orphans.Missing()
-            else:
-                sessions[session_id] = orphans.Missing() if found is None else found
-        now = clock.time_ns()
-        denied: list[Approval] = []
-        for approval in pending:
-            verdict = orphans.judge(approval, sessions[approval.session_id])
-            if isinstance(verdict, str):
-                denied.append(book.deny_orphan(approval, now, verdict) or approval)
-            elif verdict is orphans.KEEP:
-                log.info("approval %s stays pending: session %r still waits on it durably", approval.approval_id,
-                         approval.session_id)
-        if denied:
-            self._commit(approvals=denied)
-
     def on_generation(self, generation: int) -> None:
         self._publish_generation()  # before the supervisor hears it adopted: consumers restart after this
 
@@ -162,81 +134,6 @@ class Grants(Worker):
         outcome = self.ledger.publish_generation("grants", self.generation)
         if not isinstance(outcome, Committed):
             raise RuntimeError(f"cannot publish grants generation {self.generation}: {outcome}")
-
-    # -- persistence --------------------------------------------------------------------------------
-
-    def _load(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, Approval]]:
-        """Every record of the grants database; one that does not decode is quarantined, reported and fails closed
-        on its own (see :mod:`.records`): the rest loads."""
-        postures: dict[str, str] = {}
-        stored: dict[str, tuple[str, ...]] = {}
-        found: dict[str, Approval] = {}
-        bad: dict[bytes, bytes] = {}
-        with self.env.begin() as txn:
-            for raw_key, raw_value in txn.cursor(db=self.grants_db):
-                key = bytes(raw_key)
-                try:
-                    kind, name, data = decode_record(key, bytes(raw_value))
-                except CorruptRecord as exc:
-                    log.error("grants database, key %r: %s; left in place, failing closed for it", key, exc)
-                    bad[key] = bytes(raw_value)
-                    self.corrupt[key.decode(errors="replace")] = exc.detail
-                    continue
-                if kind == "posture":
-                    postures[name] = data
-                elif kind == "rules" and name == Scope.SESSION.value:
-                    log.warning("ignoring %d session rules stored without a session (they would apply to every "
-                                "session); add them again per session", len(data))
-                elif kind == "rules":
-                    stored[name] = data
-                elif kind == "approval":
-                    found[name] = data
-        if bad:
-            self._quarantine(bad)
-        return postures, stored, found
-
-    def _quarantine(self, bad: dict[bytes, bytes]) -> None:
-        """Copy undecodable records to ``quarantine`` as ``grants/<key>`` (the originals stay, failing closed)."""
-        def copy(txn: lmdb.Transaction) -> None:
-            quarantine = db(self.env, b"quarantine")
-            for key, raw in bad.items():
-                txn.put(QUARANTINE_PREFIX + key, raw, db=quarantine)
-
-        outcome = write(self.env, copy, fence=self.fence)
-        if not isinstance(outcome, Committed):
-            log.error("could not copy %d corrupt grants records to quarantine: %s", len(bad), outcome)
-
-    def _commit(self, *, approvals: list[Approval] = (), postures: dict[str, str] | None = None,  # type: ignore[assignment]
-                rules: dict[str, tuple[str, ...]] | None = None, forget: list[str] = (),  # type: ignore[assignment]
-                policy: Policy | None = None) -> None:
-        def put(txn: lmdb.Transaction) -> None:
-            if policy is not None:
-                txn.put(POLICY_KEY, policy_record(policy), db=self.grants_db)
-            for approval_id in forget:
-                txn.delete(f"approval/{approval_id}".encode(), db=self.grants_db)
-            for approval in approvals:
-                txn.put(f"approval/{approval.approval_id}".encode(),
-                        msgpack.packb(dataclasses.asdict(approval)), db=self.grants_db)
-            for session, posture in (postures or {}).items():
-                txn.put(f"posture/{session}".encode(), msgpack.packb(posture), db=self.grants_db)
-            for scope, texts in (rules or {}).items():
-                txn.put(f"rules/{scope}".encode(), msgpack.packb(list(texts)), db=self.grants_db)
-
-        outcome = write(self.env, put, fence=self.fence)
-        if isinstance(outcome, Rejected):
-            raise CommitRejected(outcome.reason)
-        if not isinstance(outcome, Committed):
-            raise CommitOutcomeUnknown(outcome.reason)  # crash: the restart reloads the truth
-        for approval in approvals:
-            self.approvals[approval.approval_id] = approval
-        for approval_id in forget:
-            self.approvals.pop(approval_id, None)
-        self.postures.update(postures or {})
-        self.stored_rules.update(rules or {})
-        for session in postures or {}:  # a posture is set in full: the corrupt one is replaced (its copy kept)
-            self.corrupt.pop(f"posture/{session}", None)
-        if policy is not None:  # rewritten from the configuration, its source
-            self.corrupt.pop(POLICY_KEY.decode(), None)
 
     # -- decisions ----------------------------------------------------------------------------------
 
@@ -249,15 +146,6 @@ class Grants(Worker):
         if unreadable:
             raise CorruptRecord(f"grants/{unreadable[0]}", self.corrupt[unreadable[0]])
         return effective_rules(self.node_rules, self.stored_rules, session_id)
-
-    def _policy_digest(self, session_id: str) -> str:
-        """What an approval of ``session_id`` is asked under (see :mod:`.approvals`): the rules that apply to the
-        session, its posture, the protected roots and who may answer."""
-        rules = effective_rules(self.node_rules, self.stored_rules, session_id)
-        parts = [sorted(str(rule) for rule in rules), self.postures.get(session_id, Posture.DEFAULT.value),
-                 list(self.protected), list(self.answerers)]
-        unreadable = unreadable_for(self.corrupt, session_id)  # a repaired record changes the policy
-        return digest_of([*parts, unreadable] if unreadable else parts)
 
     def handle_Decide(self, message: Decide, sender: Any) -> Judged:
         """Every decision is offered to the ledger before it is answered (see :class:`Judged`)."""
@@ -335,80 +223,6 @@ class Grants(Worker):
         self.change_generation(f"rules revoked in scope {key}")  # consumers restart
         return "revoked"
 
-    # -- approvals ----------------------------------------------------------------------------------
-
-    def handle_RequestApproval(self, message: RequestApproval, sender: Any) -> Approval:
-        now = clock.time_ns()
-        approval = book.request(
-            list(self.approvals.values()), approval_id=f"approval-{uuid.uuid4().hex[:12]}",
-            session_id=message.session_id, tool=message.tool, call_digest=digest_of([message.tool, message.arguments]),
-            state_version=message.state_version, answerers=self.answerers,
-            deadline_ns=now + int(message.timeout_s * 1e9), now_ns=now, max_pending=self.max_pending,
-            max_pending_total=self.max_pending_total, arguments=message.arguments,
-            policy=self._policy_digest(message.session_id),
-        )
-        self._commit(approvals=[approval])
-        return approval
-
-    def handle_WaitApproval(self, message: WaitApproval, sender: Any) -> Approval | None:
-        approval = self._approval(message.approval_id)
-        if approval.pending:
-            self.waiters.setdefault(approval.approval_id, []).append(sender)
-            return None  # answered when decided
-        return approval
-
-    def handle_AnswerApproval(self, message: AnswerApproval, sender: Any) -> Approval:
-        approval = self._approval(message.approval_id)
-        assert self.context is not None
-        if not verify(load_operators(self.context.data_dir), message.operator, message.token):
-            forged = f"answer claiming {message.operator!r}: credentials not verified"
-            self._commit(approvals=[book.refuse(approval, forged)])  # the refusal is recorded
-            raise ApprovalRefused(forged)
-        try:
-            decided = book.answer(approval, approve=message.approve, operator=message.operator,
-                                  call_digest=message.call_digest, state_version=message.state_version,
-                                  now_ns=clock.time_ns(), reason=message.reason)
-        except Refusal as refusal:
-            self._commit(approvals=[refusal.record])
-            self._tell_waiters(refusal.record)
-            raise ApprovalRefused(str(refusal)) from None
-        self._commit(approvals=[decided])  # durable before the waiter hears it
-        faults.point(APPROVAL_COMMITTED)
-        self._tell_waiters(decided)
-        return decided
-
-    def handle_ConsumeApproval(self, message: ConsumeApproval, sender: Any) -> Approval:
-        approval = self._approval(message.approval_id)
-        try:
-            used = book.consume(approval, session_id=message.session_id, call_digest=message.call_digest,
-                                state_version=message.state_version, now_ns=clock.time_ns(),
-                                policy=self._policy_digest(message.session_id))
-        except Refusal as refusal:
-            self._commit(approvals=[refusal.record])
-            raise ApprovalRefused(str(refusal)) from None
-        self._commit(approvals=[used])
-        return used
-
-    def handle_ListApprovals(self, message: ListApprovals, sender: Any) -> list[Approval]:
-        return sorted((a for a in self.approvals.values()
-                       if (message.status is None or a.status == message.status)
-                       and (message.session_id is None or a.session_id == message.session_id)),
-                      key=lambda a: a.requested_ns)
-
-    def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
-        if message.payload == _EXPIRY:
-            now = clock.time_ns()
-            expired = [x for a in self.approvals.values() if (x := book.expire(a, now)) is not None]
-            if expired:
-                self._commit(approvals=expired)
-                for approval in expired:
-                    self._tell_waiters(approval)
-            forget = book.prune(list(self.approvals.values()), now, keep_ns=self.keep_finished_ns,
-                                keep_max=self.keep_finished)
-            if forget:
-                self._commit(forget=forget)
-            self.wakeupAfter(timedelta(seconds=1), payload=_EXPIRY)
-
     def handle_str(self, message: str, sender: Any) -> Any:
         if message == "status":
             return {"generation": self.generation, "rules": {"node": len(self.node_rules),
@@ -418,25 +232,6 @@ class Grants(Worker):
                     "quarantined": dict(self.corrupt)}
         return self.unhandled(message, sender)
 
-    def _intact(self, key: str) -> None:
-        """Refuse to merge into a corrupt record: what it held is unknown (its quarantined copy is the evidence)."""
-        if key in self.corrupt:
-            raise CorruptRecord(f"grants/{key}", f"{self.corrupt[key]}; not changed: what it held is unknown")
-
-    def _approval(self, approval_id: str) -> Approval:
-        approval = self.approvals.get(approval_id)
-        if approval is None and f"approval/{approval_id}" in self.corrupt:
-            raise ApprovalRefused(f"approval {approval_id!r} is corrupt (quarantined; not approved): "
-                                  f"{self.corrupt[f'approval/{approval_id}']}")
-        if approval is None:
-            raise ApprovalRefused(f"no approval {approval_id!r}")
-        return approval
-
-    def _tell_waiters(self, approval: Approval) -> None:
-        if approval.pending:
-            return
-        for waiter in self.waiters.pop(approval.approval_id, []):
-            self.send(waiter, approval)
 
 
 def _rules_key(scope: Scope, session_id: str | None) -> str:
