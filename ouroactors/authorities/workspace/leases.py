@@ -16,11 +16,8 @@ on: applying it to a table that moved on raises :class:`StaleDecision` instead o
 * **release** by the owner or the one-time capability (32 random bytes returned once; only its SHA-256
   is kept). Tombstones (newest 1,000) make a repeat idempotent. A *reserved* lease is not released
   this way — a zombie owner must not free it; it ends by ``reclaim`` or ``session_ended``.
-* **owner_died**: active leases become reservations when the session is not terminal *or unknown*
-  (fail closed), and are released when it is terminal.
-* **reclaim**: only with proof of the same session (``proof_session_id`` from an authenticated
-  registry) and the same root and mode; the result is a new lease (new id, capability, larger token).
-* **rebuild** (boot): reservations for non-terminal durable sessions, all or nothing.
+* **owner_died**, **session_ended**, **reclaim** and **rebuild** (boot) make and end reservations: see
+  :mod:`.lease_recovery`, mixed into :class:`LeaseTable`.
 * **fencing**: tokens come from ``next_token``, which only grows (the lead persists it).
   ``check_fence`` admits a write only with the token of the *active* exclusive lease covering the
   path, so a zombie's late write (its lease reserved, reclaimed or released) gets :class:`StaleFence`.
@@ -29,17 +26,18 @@ on: applying it to a table that moved on raises :class:`StaleDecision` instead o
   lease it created; see :meth:`LeaseTable.acquire` for the rules and the capability decision.
 
 Node-local: owners are actors on this node; this is admission control, not a distributed lock. The lease record,
-the decisions, the errors and the sealed capability live in :mod:`.lease_records` (importable from here too).
+the decisions, the errors and the sealed capability live in :mod:`.lease_records` (importable from here too);
+the argument checks in :mod:`.lease_checks`.
 """
 
 from __future__ import annotations
 
-import hmac
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import cast
 
+from .lease_checks import _authorised, _check_name, _check_request_id, _check_root, _one_of
 from .lease_records import (
     CAPABILITY_BYTES,
     MAX_REQUEST_ID,
@@ -68,27 +66,32 @@ from .lease_records import (
     SessionState,
     StaleDecision,
     StaleFence,
+    Status,
     Transitioned,
     capability_digest,
     conflicts,
     invariant_violations,
+    lease_from_record,
+    lease_record,
     request_digest,
     seal_capability,
     unseal_capability,
 )
-from .lease_records import (
-    Status as Status,  # re-exported
-)
-from .lease_records import (
-    lease_from_record as lease_from_record,  # re-exported
-)
-from .lease_records import (
-    lease_record as lease_record,  # re-exported
-)
-from .paths import is_canonical_form, under
+from .lease_recovery import LeaseRecovery
+from .paths import under
+
+__all__ = [  # the table, and (re-exported) everything of .lease_records it works with
+    "CAPABILITY_BYTES", "MAX_REQUEST_ID", "MAX_TOMBSTONES", "MIN_REQUEST_ID", "MODES", "NO_OWNER", "SESSION_STATES",
+    "Acquired", "ConflictingRecoveryState", "Decision", "IdempotencyConflict", "Lease", "LeaseConflict",
+    "LeaseError", "LeaseNotFound", "LeaseTable", "Mode", "NoReservation", "NotLeaseOwner", "NotReservationOwner",
+    "Reclaimed", "Released", "RequestCompleted", "ReservationMismatch", "ReservationPending", "SessionState",
+    "StaleDecision", "StaleFence", "Status", "Transitioned", "capability_digest", "conflicts",
+    "invariant_violations", "lease_from_record", "lease_record", "request_digest", "seal_capability",
+    "unseal_capability",
+]
 
 
-class LeaseTable:
+class LeaseTable(LeaseRecovery):
     """The node's leases. Queries return decisions; :meth:`apply` is the only mutation."""
 
     def __init__(self, *, next_token: int = 1, leases: Iterable[Lease] = (), tombstones: Iterable[Lease] = (),
@@ -251,98 +254,6 @@ class LeaseTable:
         return Released(changes=() if already else (done,), next_token=self.next_token, base_version=self.version,
                         lease=done, already=already)
 
-    def owner_died(self, owner: str,
-                   session_state: SessionState | str | Mapping[str, SessionState | str]) -> Transitioned:
-        """The owner's active leases → reserved (session not terminal, or unknown) or released (terminal).
-
-        ``session_state`` is one state for all of the owner's sessions, or a mapping per session id (a
-        session missing from the mapping counts as ``unknown``). Idempotent: a second call changes nothing.
-        """
-        states = dict(session_state) if isinstance(session_state, Mapping) else None
-        for given in states.values() if states is not None else [session_state]:
-            _one_of(given, SESSION_STATES, "session state")
-        reserved: list[Lease] = []
-        released: list[Lease] = []
-        for lease in self.leases.values():
-            if lease.owner != owner or lease.status != "active":
-                continue
-            state = states.get(lease.session_id, "unknown") if states is not None else session_state
-            if state == "terminal":
-                released.append(replace(lease, status="released"))
-            else:
-                reserved.append(replace(lease, status="reserved"))
-        return Transitioned(changes=(*reserved, *released), next_token=self.next_token,
-                            base_version=self.version, reserved=tuple(reserved), released=tuple(released))
-
-    def session_ended(self, session_id: str) -> Transitioned:
-        """The durable session is terminal: nobody will reclaim its reservations, so release them."""
-        released = tuple(replace(x, status="released") for x in self.leases.values()
-                         if x.session_id == session_id and x.status == "reserved")
-        return Transitioned(changes=released, next_token=self.next_token, base_version=self.version,
-                            released=released)
-
-    def reclaim(self, session_id: str, root: str, mode: str, owner: str, proof_session_id: str,
-                now_ns: int | None = None, *, request_id: str | None = None) -> Reclaimed:
-        """Turn ``session_id``'s reservation of ``root``/``mode`` into an active lease for ``owner``.
-
-        ``proof_session_id`` is the session the caller is registered for (from an authenticated
-        registry); it must equal ``session_id``. With ``request_id`` the new lease is keyed by it
-        (see :meth:`acquire`), so a retry whose answer was lost is answered by :meth:`replay`.
-        """
-        _check_root(root)
-        checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
-        _check_name("owner", owner)
-        if request_id is not None:
-            _check_request_id(request_id)
-        if proof_session_id != session_id:
-            raise NotReservationOwner(
-                f"caller {owner!r} proved session {proof_session_id!r}, not {session_id!r}: "
-                f"only the recovering owner of {session_id!r} may reclaim its reservation")
-        mine = [x for x in self.leases.values() if x.status == "reserved" and x.session_id == session_id]
-        if not mine:
-            raise NoReservation(f"session {session_id!r} holds no reservation (to reclaim {checked} on {root!r})")
-        match = next((x for x in mine if x.root == root and x.mode == checked), None)
-        if match is None:
-            held = ", ".join(f"{x.mode} on {x.root!r}" for x in mine)
-            raise ReservationMismatch(f"session {session_id!r} reserved {held}, not {checked} on {root!r}")
-        gone = replace(match, status="released")
-        when = match.acquired_ns if now_ns is None else now_ns
-        new = self._new_active(root, checked, session_id, owner, when, changes=(gone,), request_id=request_id)
-        return Reclaimed(changes=new.changes, next_token=new.next_token, base_version=new.base_version,
-                         lease=new.lease, capability=new.capability, reservation=gone)
-
-    def rebuild(self, durable_sessions: Iterable[tuple[str, str, str, str]], now_ns: int = 0) -> Transitioned:
-        """At boot: a reservation per non-terminal durable (session, root, mode). All or nothing: a
-        duplicate, invalid or overlapping record refuses it all (:class:`ConflictingRecoveryState`)."""
-        token = self.next_token
-        made: list[Lease] = []
-        keys: set[tuple[str, str, str]] = set()
-        for record in durable_sessions:
-            try:
-                session_id, root, mode, state = record
-                _check_name("session_id", session_id)
-                _check_root(root)
-                checked = cast(Mode, _one_of(mode, MODES, "lease mode"))
-                state = _one_of(state, SESSION_STATES, "session state")
-            except (LeaseError, ValueError, TypeError) as exc:
-                raise ConflictingRecoveryState(f"invalid recovery record {record!r}: {exc}") from None
-            if (session_id, root, checked) in keys:
-                raise ConflictingRecoveryState(f"duplicate recovery record for session {session_id!r} on {root!r}")
-            keys.add((session_id, root, checked))
-            if state == "terminal" or any(x.session_id == session_id and x.root == root and x.mode == checked
-                                          for x in self.leases.values()):
-                continue  # nothing to recover, or already held (loaded from persisted leases): idempotent
-            for other in [*self.leases.values(), *made]:
-                if conflicts(other, root, checked):
-                    raise ConflictingRecoveryState(
-                        f"recovery state of session {session_id!r} ({checked} on {root!r}) overlaps "
-                        f"session {other.session_id!r} ({other.mode} on {other.root!r})")
-            made.append(Lease(lease_id=f"recovery-{token:016x}", root=root, mode=checked, session_id=session_id,
-                              owner=NO_OWNER, fencing_token=token, acquired_ns=now_ns, capability_sha256="",
-                              status="reserved"))
-            token += 1
-        return Transitioned(changes=tuple(made), next_token=token, base_version=self.version, reserved=tuple(made))
-
     def check_fence(self, path: str, token: int, *, write: bool = True) -> Lease:
         """Admit a tool's write (or read, ``write=False``) under ``path`` with fencing ``token``.
 
@@ -401,33 +312,3 @@ class LeaseTable:
         self.tombstones[lease.lease_id] = lease
         while len(self.tombstones) > self.max_tombstones:
             del self.tombstones[next(iter(self.tombstones))]
-
-
-def _authorised(lease: Lease, owner: str | None, capability: bytes | None) -> bool:
-    if owner is not None and lease.owner != NO_OWNER and owner == lease.owner:
-        return True
-    return (isinstance(capability, bytes | bytearray) and bool(lease.capability_sha256)
-            and hmac.compare_digest(capability_digest(bytes(capability)), lease.capability_sha256))
-
-
-def _check_root(root: object) -> None:
-    if not isinstance(root, str) or not is_canonical_form(root):
-        raise LeaseError(f"root {root!r} is not a canonical absolute path (canonicalise it first)")
-
-
-def _check_request_id(request_id: object) -> None:
-    if not isinstance(request_id, str) or not MIN_REQUEST_ID <= len(request_id) <= MAX_REQUEST_ID:
-        shown = f"a str of {len(request_id)} characters" if isinstance(request_id, str) else type(request_id).__name__
-        raise LeaseError(f"request_id must be a str of {MIN_REQUEST_ID} to {MAX_REQUEST_ID} characters (an "
-                         f"unguessable key, e.g. secrets.token_urlsafe(16)), got {shown}")
-
-
-def _one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
-    if value not in allowed:
-        raise LeaseError(f"{what} {value!r} is not one of: {', '.join(allowed)}")
-    return str(value)
-
-
-def _check_name(what: str, value: object) -> None:
-    if not isinstance(value, str) or not value or len(value) > 256:
-        raise LeaseError(f"{what} must be a non-empty string of at most 256 characters, got {value!r}")
