@@ -6,30 +6,24 @@ resolves again, because the filesystem may have changed since (the lease keeps o
 session's own shell commands).
 
 ``write`` creates missing parent directories by default (``make_dirs``), one at a time inside verified
-directories; its grant request names where they would be, and nothing is made before the run. Writes are atomic:
-a temp file in the same directory (``O_EXCL | O_NOFOLLOW``), fsync, ``rename`` over the
-name, fsync of the directory. ``rename`` replaces a symlink planted at the name instead of writing through it.
-An existing file keeps its permission bits. ``edit`` refuses unless ``old`` occurs exactly once (or
+directories; its grant request names where they would be, and nothing is made before the run. Writes are atomic
+and keep an existing file's permission bits. ``edit`` refuses unless ``old`` occurs exactly once (or
 ``replace_all``), saying how many times it occurs; it also refuses when the file changed between its read and
-its write. File work is short and bounded by the size caps, so it runs in a worker thread that a cancel waits
-for (a half-applied write is worse than a late cancel).
+its write. File work runs in a worker thread that a cancel waits for. The blocking file work itself (the read of
+a regular file, the atomic write, the thread) is in :mod:`._file_io`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import secrets
 import stat
-import time
-from collections.abc import Callable
 from typing import Any
 
-import trio
 from pydantic import Field
 
 from ....authorities.grants.rules import Effect, Request
-from ._paths import PathRefused, Target, close_quietly, open_dir, open_in, resolve_dir, resolve_file
+from ._file_io import _atomic_write, _existing_mode, _guarded, _ms, _read_regular, _rel, _sha256
+from ._paths import close_quietly, open_dir, resolve_dir, resolve_file
 from .base import Tool, ToolArgs, ToolContext, ToolError, ToolOutcome, ToolRefused, cap_bytes, clean_text
 from .compensation import MAX_PREIMAGE_BYTES, preimage_evidence
 
@@ -43,39 +37,6 @@ LIST_SCAN_LIMIT = 100_000  # entries read from one directory at most
 LIST_MAX_DEPTH = 32  # levels a recursive listing descends
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _failed(exc: ToolRefused, started: float, **evidence: Any) -> ToolOutcome:
-    return ToolOutcome(status="failed", error=exc.detail, error_kind=exc.kind, evidence=evidence,
-                       duration_ms=_ms(started))
-
-
-async def _guarded(tool: str, run: Callable[[Any, ToolContext, float], ToolOutcome], args: Any, ctx: ToolContext,
-                   **evidence: Any) -> ToolOutcome:
-    """Run the blocking file work in a thread; a refusal or an I/O error becomes a ``failed`` outcome.
-
-    An ``OSError`` reaching here happened before anything was written (writes turn their own errors into
-    refusals, and report a visible-but-unproven write as written), so ``failed`` is the honest settlement.
-    """
-    started = time.monotonic()
-    try:
-        return await trio.to_thread.run_sync(run, args, ctx, started)
-    except ToolRefused as exc:
-        return _failed(exc, started, **evidence)
-    except OSError as exc:
-        return _failed(ToolRefused(tool, f"I/O error: {exc.strerror or exc}", kind="io_error"), started, **evidence)
-
-
-def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
-
-
-def _rel(path: str, root: str) -> str:
-    return "." if path == root else path[len(root.rstrip("/")) + 1:]
-
-
 # -- read -------------------------------------------------------------------------------------------
 
 
@@ -83,31 +44,6 @@ class ReadArgs(ToolArgs):
     path: str = Field(min_length=1, max_length=4096, description="file path, relative to the workspace root")
     offset: int = Field(0, ge=0, description="first line to return (0-based)")
     limit: int | None = Field(None, gt=0, le=1_000_000, description="how many lines to return (default: all)")
-
-
-def _read_regular(target: Target, root: str, tool: str, limit: int) -> tuple[bytes, os.stat_result]:
-    """Up to ``limit`` bytes of a regular file (never blocks on a FIFO or device: it is refused first)."""
-    if not target.exists:
-        raise PathRefused(tool, f"{target.path} does not exist", "not_found")
-    dfd = open_dir(target.parent, root, tool)
-    try:
-        fd = open_in(dfd, target.name, os.O_RDONLY | os.O_NONBLOCK, tool, target.path)
-    finally:
-        close_quietly(dfd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolRefused(tool, f"{target.path} is not a regular file", kind="not_a_file")
-        chunks, got = [], 0
-        while got < limit:
-            chunk = os.read(fd, min(1 << 20, limit - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks), st
-    finally:
-        close_quietly(fd)
 
 
 class ReadTool(Tool[ReadArgs]):
@@ -149,55 +85,6 @@ class WriteArgs(ToolArgs):
     path: str = Field(min_length=1, max_length=4096, description="file path, relative to the workspace root")
     content: str = Field(max_length=WRITE_MAX_BYTES, description="the whole new content of the file")
     make_dirs: bool = Field(True, description="create missing parent directories (inside the workspace)")
-
-
-def _atomic_write(target: Target, root: str, tool: str, data: bytes, keep_mode: int | None) -> bool:
-    """Temp file + fsync + rename in the same directory + directory fsync. Never writes through a link.
-
-    Every failure before the rename is a refusal (nothing changed). After the rename the new content is visible:
-    a failed directory fsync then returns False (written, durability not proven) instead of claiming failure.
-    """
-    dfd = open_dir(target.parent, root, tool)
-    tmp = f".{target.name[:200]}.{secrets.token_hex(6)}.ouro-tmp"
-    try:
-        mode = keep_mode if keep_mode is not None else 0o644
-        fd = open_in(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, tool, f"{target.parent}/{tmp}", mode)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)  # the umask must not change an existing file's bits
-            os.fsync(fd)
-        finally:
-            close_quietly(fd)
-        try:
-            os.rename(tmp, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except OSError as exc:
-            raise ToolRefused(tool, f"cannot replace {target.path}: {exc.strerror}", kind="write_failed") from None
-        tmp = ""
-        try:
-            os.fsync(dfd)
-        except OSError:
-            return False
-        return True
-    except OSError as exc:
-        raise ToolRefused(tool, f"cannot write {target.path}: {exc.strerror}", kind="write_failed") from None
-    finally:
-        if tmp:
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
-        close_quietly(dfd)
-
-
-def _existing_mode(target: Target, tool: str) -> int | None:
-    if not target.exists:
-        return None
-    st = os.lstat(target.path)
-    if not stat.S_ISREG(st.st_mode):
-        raise ToolRefused(tool, f"{target.path} exists and is not a regular file", kind="not_a_file")
-    return stat.S_IMODE(st.st_mode)
 
 
 class WriteTool(Tool[WriteArgs]):
