@@ -31,7 +31,7 @@ from ouroactors.authorities.workspace.messages import Acquire
 from ouroactors.core.boundary import check_message
 from ouroactors.core.errors import ActorSystemError
 from ouroactors.core.trusted_files import UntrustedFile
-from ouroactors.runtime.coordinator import request_keys, runtimes
+from ouroactors.runtime.coordinator import leasing, request_keys
 from ouroactors.runtime.coordinator.calls import Ask
 from ouroactors.runtime.coordinator.commands import CoordinatorError
 from ouroactors.runtime.coordinator.configs import get_lease
@@ -130,7 +130,7 @@ def test_an_attacker_with_the_session_id_and_generation_gets_no_grant_but_the_ne
     then a reservation, no lease kept beside the record); the next incarnation recomputes G1's key and reclaims it.
     One that merely knows the session id and the generation — the old key, or a key under another secret — does not
     get the capability."""
-    monkeypatch.setattr(runtimes, "get_lease", lambda store, session_id: None)  # nothing kept beside the record
+    monkeypatch.setattr(leasing, "get_lease", lambda store, session_id: None)  # nothing kept beside the record
     where, root = data_dir(tmp_path / "data"), str(tmp_path)
     ws = Ws(root)
     lost = ws.ask(Acquire(root, "exclusive", SESSION, owner="runtime-1",

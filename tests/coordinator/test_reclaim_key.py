@@ -25,7 +25,8 @@ from ouroactors.authorities.workspace.leases import (
 from ouroactors.authorities.workspace.messages import Acquire, Reclaim
 from ouroactors.runtime.coordinator.calls import Ask, TimedOut
 from ouroactors.runtime.coordinator.commands import CoordinatorError
-from ouroactors.runtime.coordinator.runtimes import NAP_S, RECLAIM_WAIT_S, RuntimeLink, _Nap, reclaim_request_id
+from ouroactors.runtime.coordinator.leasing import _Nap
+from ouroactors.runtime.coordinator.runtimes import NAP_S, RECLAIM_WAIT_S, RuntimeLink, reclaim_request_id
 
 CAP_A, CAP_B = bytes(range(32)), bytes(range(1, 33))
 

@@ -79,10 +79,11 @@ from .calls import Ask, Job, Jobs, TimedOut
 from .commands import Commands, CoordinatorError, value_of
 from .configs import get_lease, get_runtime
 from .following import Following
+from .leasing import _Nap
 from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, WhichSession
 from .publishing import Publisher
 from .record import SessionRecord, check_id
-from .runtimes import RuntimeLink, _Attached, _Nap
+from .runtimes import RuntimeLink, _Attached
 from .store import SessionStore
 from .trace import mark
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits

@@ -4,7 +4,7 @@ A mixin of :class:`~.actor.Coordinator`. The runtime is a child of ``agent/execu
 asking that supervisor (``AdminCall("start_child")``), never by the coordinator itself: this process
 holds the node's LMDB environment and must not fork. The runtime is the workspace lease's owner, so
 its death — not the coordinator's — turns the lease into a reservation; the lease's capability is
-kept durably (:func:`.configs.put_lease`) so a replacement can reclaim it (:meth:`RuntimeLink._reclaim`).
+kept durably (:func:`.configs.put_lease`) so a replacement can reclaim it (:mod:`.leasing`).
 
 **Every ask to a runtime is watched** (:meth:`RuntimeLink._runtime_ask`, :class:`.calls.Watch`): each
 :data:`WATCH_S` without an answer, the execution supervisor is asked whether the runtime's child is still that
@@ -22,40 +22,29 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import hmac
 import logging
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from ...authorities.workspace.actor import Granted
-from ...authorities.workspace.leases import (
-    LeaseConflict,
-    NotLeaseOwner,
-    NotReservationOwner,
-    ReservationPending,
-)
-from ...authorities.workspace.messages import Acquire, Reclaim, Release
+from ...authorities.workspace.messages import Release
 from ...core import faults
 from ...core.errors import OuroactorsError
 from ...core.generation_text import format_generation
 from ...core.procs import pid_alive
 from ...supervision.protocol import AdminCall
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
-from . import request_keys
 from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
-from .record import RuntimeAttachment, SessionRecord, WorkspaceLease
+from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, reclaim_request_id
+from .record import RuntimeAttachment, SessionRecord
 
 if TYPE_CHECKING:
     from ...supervision.protocol import SystemContext
     from .store import SessionStore
 
 PUSH = True  # see "Pushed publication" in the actor's module docstring
-RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
-NAP_S = 0.5
 START_ATTEMPTS = 3  # runtimes that may die while opening one turn before the turn fails
 OPEN_SLICE_S = 2.0  # how long an open waits before asking whether its runtime still lives
 OPEN_TIMEOUT_S = 30.0  # an open that a live runtime does not answer in this time fails the turn
@@ -66,37 +55,11 @@ RUNTIME_STARTED = faults.register_point("coordinator.runtime_started", "a runtim
 LEASE_KEPT = faults.register_point("coordinator.lease_kept", "the runtime's lease is durable, the runtime not open")
 RUNTIME_OPENED = faults.register_point("coordinator.runtime_opened", "the runtime opened the session, not yet attached")
 ATTACHED = faults.register_point("coordinator.attached", "the record names the runtime, no text sent yet")
-RECLAIMED = faults.register_point("coordinator.reclaimed", "the workspace granted a reclaim, its lease not yet kept")
 RUNTIME_CLOSED = faults.register_point("coordinator.runtime_closed", "the runtime closed, its lease not yet released")
-
-
-def reclaim_request_id(lease: Mapping[str, Any]) -> str:
-    """The idempotency key of every reclaim of ``lease`` (the lease kept beside the record: :func:`.configs.get_lease`).
-
-    Derived, not drawn or numbered, so that a coordinator killed after the workspace committed its reclaim (the
-    answer lost with it) is followed by one that sends the *same* key and finds the lease that reclaim made —
-    the reservation it reclaimed is gone, so the old capability alone proves nothing any more. The kept lease is
-    the durable fact every incarnation shares until a grant is kept in its place; a runtime generation is not: it
-    moves on with every attempt, and a lease the workspace hands over to a key's holder stays keyed by that key, so
-    a key named after a generation (as the acquire path's ``earlier`` is) is lost after a second interrupted attempt.
-    An HMAC under the lease's capability, because the workspace replays a key's lease *with its capability* to
-    whoever presents the key: the key must be as unguessable as a capability, and only whoever already holds this
-    lease's capability — the session's coordinators — can compute it. The lease id makes it one key per lease.
-    """
-    capability = lease.get("capability")
-    if not isinstance(capability, bytes) or not capability:
-        raise CoordinatorError(f"lease {lease.get('lease_id')!r} keeps no capability to reclaim it with")
-    message = b"ouroactors.coordinator.reclaim\0" + str(lease.get("lease_id")).encode()
-    return "reclaim-" + hmac.new(capability, message, hashlib.sha256).hexdigest()
 
 
 class RuntimeLost(CoordinatorError):
     """The runtime being opened died before it answered (the open is retried with another one)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Nap:
-    """Asked of the coordinator itself and never answered: a job's pause (the ask's timeout resumes it)."""
 
 
 @dataclasses.dataclass
@@ -111,7 +74,7 @@ class _Attached:
     token: int = 0  # the lease's fencing token
 
 
-class RuntimeLink:
+class RuntimeLink(WorkspaceLeasing):
     """See the module docstring."""
 
     if TYPE_CHECKING:  # what the coordinator provides
@@ -128,26 +91,6 @@ class RuntimeLink:
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask: ...
         def _poll(self) -> None: ...
-
-    _acquire_key: bytes | None = None  # the data dir's acquire key, read once per incarnation (.request_keys)
-
-    def _acquire_secret(self) -> bytes:
-        """The data dir's acquire secret (:func:`.request_keys.load_or_create_key`), read once per incarnation."""
-        if self._acquire_key is None:
-            assert self.context is not None
-            try:
-                self._acquire_key = request_keys.load_or_create_key(self.context.data_dir)
-            except (OuroactorsError, OSError) as exc:  # fail closed: no lease without an unguessable key
-                raise CoordinatorError(f"the coordinator's acquire key cannot be used: {exc}") from exc
-        return self._acquire_key
-
-    def _acquire_request_id(self, generation: int) -> str:
-        """The ``request_id`` of this session's workspace ``Acquire`` for its runtime of ``generation``
-        (:func:`.request_keys.acquire_request_id`; the same in every incarnation on this data dir)."""
-        try:
-            return request_keys.acquire_request_id(self._acquire_secret(), self.session_id, generation)
-        except ValueError as exc:  # e.g. a generation that is no int: no key, no lease
-            raise CoordinatorError(f"no acquire key for runtime generation {generation!r}: {exc}") from exc
 
     def _watch(self, key: str, generation: int) -> Watch:
         """Is the execution child ``key`` still generation ``generation``, running? (See the module docstring.)"""
@@ -270,86 +213,6 @@ class RuntimeLink:
             if waited >= OPEN_TIMEOUT_S:
                 return opened
 
-    def _lease_workspace(self, root: str, owner: Any, request_id: str, reclaim: dict[str, Any] | None,
-                         earlier: str | None = None) -> Generator[Ask, Any, Any]:
-        """Lease ``root`` for the runtime ``owner``: reclaim ``reclaim``'s reservation, or acquire anew.
-
-        An earlier runtime's lease may still stand although nobody will use it again: its coordinator died after
-        closing that runtime and before releasing the lease, or the runtime died where its coordinator was closing
-        it (the release was then refused: the lease had become a reservation). The lease kept beside the record
-        (:func:`.configs.get_lease`) is that lease, so it is released first with its capability — or, when it is a
-        reservation by now, reclaimed: this coordinator is that session's recovering owner. A lease this
-        incarnation released itself is skipped (one ask less per turn).
-
-        A reservation with no lease kept beside the record is one whose grant never reached a coordinator (the
-        workspace died after recording it, before answering): it is keyed by the request id of the runtime before
-        this one (``earlier``), and an acquire with that key reclaims it (the workspace's idempotent acquisition).
-        One that a reclaim made is keyed by the lease it reclaimed, still the one kept: :meth:`_reclaim` finds it.
-        """
-        prior = get_lease(self.store, self.session_id) if reclaim is None else None
-        if prior is not None and prior.get("capability") and prior.get("lease_id") != self.released_lease:
-            freed = yield self._authority("workspace", Release(prior["lease_id"], prior["capability"]))
-            if isinstance(freed, NotLeaseOwner):  # reserved for the session's recovering owner: this one
-                reclaim = prior
-        if reclaim is not None:
-            return (yield from self._reclaim(reclaim, owner))
-        granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
-                                                             request_id=request_id))
-        if not isinstance(granted, ReservationPending):
-            return granted
-        if earlier is not None and earlier != request_id:
-            granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
-                                                                 request_id=earlier))
-        if isinstance(granted, BaseException | TimedOut) and prior is not None and prior.get("capability"):
-            # the workspace found the earlier runtime dead between the release and this acquire
-            granted = yield from self._reclaim(prior, owner)
-        return granted
-
-    def _reclaim(self, lease: dict[str, Any], owner: Any) -> Generator[Ask, Any, Any]:
-        """Reclaim the reservation of ``lease`` (the lease kept beside the record) for ``owner``.
-
-        The workspace reserves a dead owner's lease only once it stopped answering its pings, so a refusal is
-        retried for :data:`RECLAIM_WAIT_S`. The reclaim is keyed by :func:`reclaim_request_id`, the same for every
-        incarnation reclaiming this lease, so one that an earlier incarnation's reclaim committed (its answer lost
-        with that coordinator) is found, not fought over:
-
-        * while the runtime it was made for is still its owner, the Reclaim is answered from it (``replayed``):
-          that grant is not this runtime's — its owner is the earlier incarnation's runtime, stopped by
-          :meth:`.actor.Coordinator._replace` — so the reclaim waits, as for any owner not yet found gone;
-        * once it is a reservation the old capability proves nothing (its reservation is gone):
-          :class:`NotReservationOwner`. An ``Acquire`` with the key then reclaims it for ``owner`` (the
-          workspace's idempotent acquisition hands a key's reserved lease to whoever holds the key, with a new
-          token, and keeps it keyed by it — so a chain of incarnations killed here is still one key).
-        """
-        key = reclaim_request_id(lease)
-        root, mode = lease["root"], lease["mode"]
-        theirs: set[str] = set()  # leases the key made for an earlier incarnation's runtime
-        answer: Any = None
-        for _ in range(int(RECLAIM_WAIT_S / NAP_S)):
-            answer = yield self._authority("workspace", Reclaim(self.session_id, root, mode, lease["capability"],
-                                                                owner=owner, request_id=key))
-            if isinstance(answer, Granted) and answer.replayed:  # the key's lease, still its earlier runtime's
-                theirs.add(answer.lease.lease_id)
-            elif isinstance(answer, NotReservationOwner) and mode == "exclusive":
-                # (exclusive only: an Acquire of a shared_read root could be granted beside the reservation)
-                taken = yield self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner,
-                                                                   request_id=key))
-                if isinstance(taken, Granted) and taken.lease.lease_id not in theirs:
-                    answer = taken
-                elif not isinstance(taken, Granted | LeaseConflict | ReservationPending):
-                    return taken  # the key's lease released, or no answer: waiting changes nothing
-            if isinstance(answer, Granted) and answer.lease.lease_id not in theirs:
-                faults.point(RECLAIMED)
-                return answer
-            if not isinstance(answer, Granted | NotReservationOwner):
-                return answer
-            yield Ask(self.myAddress, _Nap(), NAP_S)  # answered by nobody: resumes after NAP_S
-        if isinstance(answer, Granted):
-            return NotReservationOwner(f"session {self.session_id!r}: the reservation of lease "
-                                       f"{lease['lease_id']} was reclaimed for an earlier runtime, which still "
-                                       "holds it")
-        return answer
-
     def _stop_stray(self) -> Job:
         """A session that holds no runtime may still have one open: its coordinator died after the turn's last
         checkpoint and before closing it. Close it and release its lease, so the next turn can lease the root. One
@@ -377,13 +240,6 @@ class RuntimeLink:
         if lease is not None and lease.get("capability"):
             released = yield self._authority("workspace", Release(lease["lease_id"], lease["capability"]))
             self._released(lease["lease_id"], released)
-
-    def _workspace(self) -> WorkspaceLease | None:
-        attached = self.attached
-        if attached is None or attached.lease_id is None:
-            return None
-        lease = get_lease(self.store, self.session_id) or {}
-        return WorkspaceLease(lease_id=attached.lease_id, root=str(lease.get("root")), fencing_token=attached.token)
 
     def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord:
         """Name the runtime just opened in the record (a new generation, above every earlier one)."""
@@ -435,10 +291,6 @@ class RuntimeLink:
         if isinstance(pid, int) and pid > 0:  # and gone it is — not merely told to go — before recovery looks
             yield OffThread(functools.partial(_wait_gone, pid, REAP_WAIT_S))
 
-    def _released(self, lease_id: str, answer: Any) -> None:
-        """Remember a lease this incarnation saw released (the next runtime need not release it again)."""
-        if getattr(answer, "status", None) == "released":
-            self.released_lease = lease_id
 
 
 __all__ = ["NAP_S", "PUSH", "RECLAIM_WAIT_S", "WATCH_S", "RuntimeLink", "reclaim_request_id"]
