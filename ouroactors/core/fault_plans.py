@@ -1,0 +1,236 @@
+"""Fault plans: what a plan says, checked when it is built, and how it is read and written.
+
+A :class:`FaultPlan` is an ordered tuple of :class:`FaultRule`; each rule names a point (exact or
+an ``fnmatch`` glob), a :class:`FaultAction` and its trigger. Rules validate every field on
+construction (errors name the field; :meth:`FaultPlan.from_dict` and :func:`load_plan` prefix the
+rule and the file), so a plan that exists is one :func:`~ouroactors.core.faults.arm` can install.
+Plans are frozen dataclasses: they pickle, and are sent to the processes that should arm them.
+
+What an armed plan does at a point (counting hits, firing, acting) is :mod:`ouroactors.core.faults`,
+which re-exports everything here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+__all__ = ["FaultAction", "FaultPlan", "FaultRule", "load_plan"]
+
+
+class FaultAction(str, Enum):
+    """What a firing rule does.
+
+    ``raise`` an exception; ``exit`` the process at once; ``delay`` and go on; ``kill`` — SIGKILL
+    the actor named by ``target`` (its pid is resolved when the plan is armed) or, without a
+    target, this process; ``drop`` / ``duplicate`` the message being delivered (at ``message.*``
+    points, which answer the action to the caller); and the storage actions ``commit_rejected``,
+    ``commit_unknown`` and ``map_full`` (raised as
+    :class:`~ouroactors.core.faults.InjectedCommitRejected`, … for the storage commit contract to
+    turn into its outcomes).
+    """
+
+    RAISE = "raise"
+    EXIT = "exit"
+    DELAY = "delay"
+    KILL = "kill"
+    DROP = "drop"
+    DUPLICATE = "duplicate"
+    COMMIT_REJECTED = "commit_rejected"
+    COMMIT_UNKNOWN = "commit_unknown"
+    MAP_FULL = "map_full"
+
+
+
+def _resolve_exception(path: str) -> type[Exception]:
+    """Import ``"module:Qual.Name"``, ``"module.Name"`` or a bare builtin name like ``"KeyError"``."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    elif "." in path:
+        module_name, _, attr = path.rpartition(".")
+    else:
+        module_name, attr = "builtins", path
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"exception: cannot import {path!r}: {exc}")
+    if not (isinstance(obj, type) and issubclass(obj, Exception)):
+        raise ValueError(f"exception: {path!r} is not an Exception subclass")
+    try:
+        obj("probe")
+    except Exception as exc:
+        raise ValueError(f"exception: {path!r} cannot be constructed from a message: {exc}")
+    return obj
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    """One rule of a plan. ``point`` is an exact name or an fnmatch glob (``"ledger.*"``).
+
+    Trigger: at most one of ``nth`` (only the nth matching hit, 1-based), ``every`` (every n-th
+    hit) and ``probability`` (with optional ``seed``); with none of them every hit fires.
+    ``after_s`` keeps the rule dormant until that many seconds after the plan was armed (on the
+    system's clock: virtual time in a simulation); hits before then do not count, so
+    ``after_s=2, nth=1`` is "the first hit after two seconds". ``times`` caps the number of
+    firings. ``delay_s`` is for DELAY, ``exit_code`` for EXIT
+    (``os._exit``: no ``finally``, no atexit, no flush), ``exception`` for RAISE.
+    """
+
+    point: str
+    action: FaultAction
+    nth: int | None = None
+    every: int | None = None
+    probability: float | None = None
+    seed: int | None = None
+    after_s: float | None = None
+    times: int | None = None
+    delay_s: float = 0.0
+    exit_code: int = 70
+    exception: str | None = None
+    target: str | None = None  # kill: the tree path of the actor to SIGKILL
+    target_pid: int | None = None  # kill: resolved from ``target`` when the plan is armed
+    # kill: the target process's start time (see with_kill_target); a target that has been
+    # restarted since (a new process, perhaps reusing the pid) is then never killed by mistake
+    target_start: int | None = None
+
+    def __post_init__(self) -> None:
+        def fail(name: str, why: str) -> ValueError:
+            return ValueError(f"{name}: {why}, got {getattr(self, name)!r}")
+
+        def number(v: object) -> bool:
+            return isinstance(v, int | float) and not isinstance(v, bool)
+
+        if not isinstance(self.point, str) or not self.point:
+            raise fail("point", "must be a non-empty string")
+        try:
+            object.__setattr__(self, "action", FaultAction(self.action))
+        except ValueError:
+            allowed = ", ".join(repr(a.value) for a in FaultAction)
+            raise ValueError(f"action: invalid value {self.action!r}; allowed: {allowed}")
+        for name in ("nth", "every", "times"):
+            v = getattr(self, name)
+            if v is not None and (type(v) is not int or v < 1):
+                raise fail(name, "must be an int >= 1")
+        if type(self.exit_code) is not int or not 0 <= self.exit_code <= 255:
+            raise fail("exit_code", "must be an int in [0, 255]")
+        if self.seed is not None and type(self.seed) is not int:
+            raise fail("seed", "must be an int")
+        p = self.probability
+        if p is not None and not (number(p) and 0 <= p <= 1):
+            raise fail("probability", "must be a number in [0, 1]")
+        if self.after_s is not None and not (number(self.after_s) and self.after_s >= 0):
+            raise fail("after_s", "must be a number of seconds >= 0")
+        if not (number(self.delay_s) and self.delay_s >= 0):
+            raise fail("delay_s", "must be a number >= 0")
+        triggers = [n for n in ("nth", "every", "probability") if getattr(self, n) is not None]
+        if len(triggers) > 1:
+            given = ", ".join(f"{n}={getattr(self, n)!r}" for n in triggers)
+            raise ValueError(f"nth/every/probability: at most one may be given, got {given}")
+        if self.seed is not None and p is None:
+            raise fail("seed", "only meaningful together with probability")
+        if self.delay_s and self.action is not FaultAction.DELAY:
+            raise fail("delay_s", "only meaningful for action 'delay'")
+        if (self.target is not None or self.target_pid is not None or self.target_start is not None) \
+                and self.action is not FaultAction.KILL:
+            raise fail("target", "only meaningful for action 'kill'")
+        if self.target is not None and (not isinstance(self.target, str) or not self.target):
+            raise fail("target", "must be a tree path such as 'agent/ledger'")
+        if self.exception is not None:
+            if self.action is not FaultAction.RAISE or not isinstance(self.exception, str):
+                raise fail("exception", "must be an import path string, and only with action 'raise'")
+            _resolve_exception(self.exception)
+
+
+_RULE_KEYS = tuple(f.name for f in fields(FaultRule))
+_REQUIRED_KEYS = tuple(f.name for f in fields(FaultRule) if f.default is MISSING)
+
+
+def _unknown_key(where: str, key: object, allowed: tuple[str, ...]) -> ValueError:
+    close = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(allowed)})"
+    return ValueError(f"{where}unknown key {key!r}{hint}")
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """An ordered tuple of rules; picklable, and round-trips through :meth:`to_dict`.
+
+    ``forks``: how many children forked by the armed process inherit the plan (None: all). The process disarms
+    itself right after that many forks, in the parent's half of the fork: a plan armed in a supervisor for "the
+    next child it starts" reaches exactly that child, never the restarts or replacements that follow it, however
+    soon they come (a harness that disarms by asking would race them).
+    """
+
+    rules: tuple[FaultRule, ...] = field(default_factory=tuple)
+    forks: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules))
+        if self.forks is not None and (not isinstance(self.forks, int) or isinstance(self.forks, bool)
+                                       or self.forks < 1):
+            raise ValueError(f"forks: a positive int or None, got {self.forks!r}")
+        for i, rule in enumerate(self.rules):
+            if not isinstance(rule, FaultRule):
+                raise ValueError(f"rules[{i}]: expected a FaultRule, got {type(rule).__name__}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FaultPlan:
+        """Build from ``{"rules": [{"point": ..., "action": ..., ...}]}``; errors name the rule."""
+        if not isinstance(data, dict):
+            raise ValueError(f"plan: expected a dict, got {type(data).__name__}")
+        for key in data:
+            if key not in ("rules", "forks"):
+                raise _unknown_key("plan: ", key, ("rules", "forks"))
+        raw = data.get("rules", [])
+        if not isinstance(raw, list | tuple):
+            raise ValueError(f"rules: expected a list, got {type(raw).__name__}")
+        rules = []
+        for i, item in enumerate(raw):
+            if not isinstance(item, dict):
+                raise ValueError(f"rules[{i}]: expected a dict, got {type(item).__name__}")
+            for key in item:
+                if key not in _RULE_KEYS:
+                    raise _unknown_key(f"rules[{i}]: ", key, _RULE_KEYS)
+            for key in _REQUIRED_KEYS:
+                if key not in item:
+                    raise ValueError(f"rules[{i}]: missing required key {key!r}")
+            try:
+                rules.append(FaultRule(**item))
+            except ValueError as exc:
+                raise ValueError(f"rules[{i}]: {exc}")
+        return cls(tuple(rules), forks=data.get("forks"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form; fields left at their default are omitted."""
+        out = []
+        for rule in self.rules:
+            d: dict[str, Any] = {"point": rule.point, "action": rule.action.value}
+            for f in fields(FaultRule):
+                value = getattr(rule, f.name)
+                if f.name not in d and value != f.default:
+                    d[f.name] = value
+            out.append(d)
+        return {"rules": out} if self.forks is None else {"rules": out, "forks": self.forks}
+
+
+def load_plan(path: str | os.PathLike[str]) -> FaultPlan:
+    """Read a plan from TOML (``[[rules]]`` tables); errors name the file and the rule."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read fault plan: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: malformed TOML: {exc}") from None
+    try:
+        return FaultPlan.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
