@@ -23,6 +23,9 @@ process on virtual time, where a ``kill`` rule ends one actor as a SIGKILL ends 
 multiproc (its supervisor sees ``killed``, its memory is gone, LMDB keeps what was committed). A
 plan is then armed process-wide (every worker shares it, hit counts included), and a kill rule's
 ``target`` is pinned to the target's running incarnation instead of a pid.
+
+The trees are built and prepared by :mod:`.bench_trees`; readiness, healing and arming are the
+bench's base class, :class:`~._bench_system.BenchSystem`. Their names are importable from here.
 """
 
 from __future__ import annotations
@@ -41,18 +44,28 @@ from typing import Any
 
 from thespian.actors import ActorSystemFailure
 
-from ..authorities.grants.actor import Grants
-from ..authorities.ledger.actor import Ledger, ListEntries, Reconcile
+from ..authorities.ledger.actor import ListEntries, Reconcile
 from ..authorities.ledger.domain import Status
-from ..authorities.workspace.actor import Workspace
 from ..core.errors import OuroactorsError
-from ..core.faults import FaultAction, FaultPlan, with_kill_target
-from ..core.procs import pid_alive as _pid_alive
+from ..core.faults import FaultPlan
 from ..supervision.events import Event
-from ..supervision.protocol import ArmFaults
-from ..supervision.specs import ChildSpec, resolve_actor, supervisor, worker
-from ..system.handle import ActorRef, ActorSystem
+from ..supervision.specs import ChildSpec
+from ..system.handle import ActorSystem
 from ._asking import isolated
+from ._bench_system import LOST_AFTER_S as LOST_AFTER_S  # re-exported: importable from here as before
+from ._bench_system import BenchSystem
+from .bench_trees import GRANTS_ACTOR as GRANTS_ACTOR
+from .bench_trees import GRANTS_BY_DEFAULT as GRANTS_BY_DEFAULT
+from .bench_trees import LEDGER_ACTOR as LEDGER_ACTOR
+from .bench_trees import OWNER_ACTOR as OWNER_ACTOR
+from .bench_trees import OWNERS_TREE as OWNERS_TREE
+from .bench_trees import RECONCILER as RECONCILER
+from .bench_trees import STORAGE_ACTOR as STORAGE_ACTOR
+from .bench_trees import WORKSPACE_ACTOR as WORKSPACE_ACTOR
+from .bench_trees import BenchError as BenchError
+from .bench_trees import owners_tree, prepare_tree, tree_targets
+from .bench_trees import static_workers as static_workers
+from .bench_trees import workload_tree as workload_tree
 from .checks import Observation, Violation, check_all
 from .runtime_driver import (
     RUNTIME_ACTOR,
@@ -61,29 +74,13 @@ from .runtime_driver import (
     RuntimeObservation,
     check_runtime_run,
     execution_path,
-    is_runtime,
     kills_for_seed,
     run_prefix,
 )
-from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, Targets, WorkloadConfig, grant_rules
+from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, WorkloadConfig
 from .world import World, WorldClient
 
 log = logging.getLogger("ouroactors.faults")
-
-STORAGE_ACTOR = "ouroactors.authorities.storage.actor:Storage"
-LEDGER_ACTOR = "ouroactors.authorities.ledger.actor:Ledger"
-GRANTS_ACTOR = "ouroactors.authorities.grants.actor:Grants"
-WORKSPACE_ACTOR = "ouroactors.authorities.workspace.actor:Workspace"
-OWNER_ACTOR = "ouroactors.faults.workload:SessionOwner"
-RECONCILER = "ouroactors.faults.world:reconcile"
-OWNERS_TREE = "sessions"
-GRANTS_BY_DEFAULT = True  # workload_tree() includes the grants authority (see the campaign's time budget)
-LOST_AFTER_S = 1.0
-
-
-class BenchError(OuroactorsError):
-    """The bench could not bring the system into a state to run (or check) a workload."""
-
 
 SHM = Path("/dev/shm")
 
@@ -98,126 +95,6 @@ def _scratch_dir(base: str) -> Path:
     """
     where = SHM if base == "simple" and SHM.is_dir() and os.access(SHM, os.W_OK) else None
     return Path(tempfile.mkdtemp(prefix="ouroactors-faults-", dir=where))
-
-
-# -- trees ------------------------------------------------------------------------------------------------------
-
-
-def workload_tree(name: str = "agent", *, ledger: str = LEDGER_ACTOR, workspace: bool = True,
-                  grants: bool = GRANTS_BY_DEFAULT, intensity: int = 100, period: float = 5.0,
-                  heartbeat_s: float = 0.5, owner_lost_after_s: float = 2.0, runtime: bool = False,
-                  runtime_actor: str = RUNTIME_ACTOR) -> ChildSpec:
-    """storage → ledger (→ grants) (→ workspace) under rest_for_one, in agent.toml's order;
-    :func:`prepare_tree` adds the reconciler, the grants rules the workload needs and the
-    workspace's allowed root. ``intensity`` is high: chaos kills often, and an escalation
-    (possible, and handled) hides what the run would have shown. With ``grants`` the workload asks
-    the grants authority for every effect; without it, the driver's grant callable decides.
-    ``runtime`` adds agent.toml's ``execution`` with the real session runtime (``simple_one_for_one``
-    of :data:`~.runtime_driver.RUNTIME_ACTOR`, allowed to reach the world on loopback) for
-    ``WorkloadConfig(driver="runtime")``; it needs grants and the workspace."""
-    if runtime and not (grants and workspace):
-        raise BenchError("workload_tree(runtime=True): the runtime needs the grants and workspace authorities")
-    children = [worker("storage", STORAGE_ACTOR), worker("ledger", ledger)]
-    if grants:
-        children.append(worker("grants", GRANTS_ACTOR))
-    if workspace:
-        children.append(worker("workspace", WORKSPACE_ACTOR,
-                               kwargs={"heartbeat_s": heartbeat_s, "owner_lost_after_s": owner_lost_after_s}))
-    if runtime:
-        children.append(supervisor("execution", [worker("runtime", runtime_actor, restart="transient",
-                                                        kwargs={"network_private": ["127.0.0.1/32"]})],
-                                   strategy="simple_one_for_one", intensity=intensity, period=period))
-    return supervisor(name, children, strategy="rest_for_one", intensity=intensity, period=period)
-
-
-def owners_tree(owners: int, name: str = OWNERS_TREE) -> ChildSpec:
-    """One lease-owner actor per session (the workspace watches it)."""
-    return supervisor(name, [worker(f"s{i}", OWNER_ACTOR) for i in range(owners)], intensity=100, period=5.0)
-
-
-def _class_of(spec: ChildSpec) -> type | None:
-    if spec.is_supervisor or spec.actor is None:
-        return None
-    try:
-        return resolve_actor(spec.actor)
-    except ValueError:
-        return None
-
-
-def _is(spec: ChildSpec, base: type) -> bool:
-    cls = _class_of(spec)
-    return cls is not None and issubclass(cls, base)
-
-
-def prepare_tree(spec: ChildSpec, *, allowed_root: str, world_host: str = "127.0.0.1") -> ChildSpec:
-    """A copy of ``spec`` set up for the workload: the ledger (any ``Ledger`` subclass) gets the
-    world reconciler for ``http_request`` effects, a grants authority (any ``Grants``) the node
-    rules of :func:`~.workload.grant_rules` (allow the world's host, deny the forbidden one; added
-    to its own, so its denies still win), the workspace gets ``allowed_root``."""
-
-    def visit(node: ChildSpec) -> ChildSpec:
-        if node.is_supervisor:
-            return node.model_copy(update={"children": tuple(visit(c) for c in node.children or ())})
-        if _is(node, Ledger):
-            reconcilers = {**node.kwargs.get("reconcilers", {}), EFFECT_KIND: RECONCILER}
-            return node.model_copy(update={"kwargs": {**node.kwargs, "reconcilers": reconcilers}})
-        if _is(node, Grants):
-            rules = dict(node.kwargs.get("rules") or {})
-            rules["node"] = list(dict.fromkeys([*rules.get("node", ()), *grant_rules(world_host)]))
-            return node.model_copy(update={"kwargs": {**node.kwargs, "rules": rules}})
-        if is_runtime(node):  # the http tool reaches the world on loopback (a private address)
-            private = list(dict.fromkeys([*node.kwargs.get("network_private", ()), "127.0.0.1/32"]))
-            return node.model_copy(update={"kwargs": {**node.kwargs, "network_private": private}})
-        if _is(node, Workspace):
-            roots = [*node.kwargs.get("allowed_roots", []), allowed_root]
-            return node.model_copy(update={"kwargs": {**node.kwargs, "allowed_roots": roots}})
-        return node
-
-    return visit(spec)
-
-
-def tree_targets(spec: ChildSpec, owners: int, owners_name: str = OWNERS_TREE) -> Targets:
-    """Where the workload finds its authorities in ``spec`` (a Ledger, Grants and Workspace, by class)."""
-    found: dict[str, str] = {}
-
-    def visit(node: ChildSpec, path: str) -> None:
-        for child in node.children or ():
-            here = f"{path}/{child.id}"
-            if child.is_supervisor:
-                visit(child, here)
-            elif _is(child, Ledger):
-                found.setdefault("ledger", here)
-            elif _is(child, Workspace):
-                found.setdefault("workspace", here)
-            elif _is(child, Grants):
-                found.setdefault("grants", here)
-            elif child.actor == STORAGE_ACTOR:
-                found.setdefault("storage", here)
-
-    visit(spec, spec.id)
-    if "ledger" not in found:
-        raise BenchError(f"tree {spec.id!r} has no ledger (a worker whose actor is a Ledger): the workload "
-                         "records every effect there")
-    return Targets(ledger=found["ledger"], workspace=found.get("workspace"), storage=found.get("storage"),
-                   grants=found.get("grants"), owners=tuple(f"{owners_name}/s{i}" for i in range(owners)))
-
-
-def static_workers(spec: ChildSpec) -> list[str]:
-    """Paths of the workers ``spec`` declares, in start order (templates of dynamic supervisors excluded)."""
-    out: list[str] = []
-
-    def visit(node: ChildSpec, path: str) -> None:
-        if node.flags.strategy.value == "simple_one_for_one":
-            return
-        for child in node.children or ():
-            here = f"{path}/{child.id}"
-            if child.is_supervisor:
-                visit(child, here)
-            else:
-                out.append(here)
-
-    visit(spec, spec.id)
-    return out
 
 
 # -- results --------------------------------------------------------------------------------------------------
@@ -252,7 +129,7 @@ class RunResult:
 # -- the bench ------------------------------------------------------------------------------------------------
 
 
-class Bench:
+class Bench(BenchSystem):
     """A running system + world to drive workloads on. Use as a context manager."""
 
     def __init__(self, tree: ChildSpec, config: WorkloadConfig, *, base: str = "multiproc",
@@ -325,169 +202,6 @@ class Bench:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def live(self) -> ActorSystem:
-        if self.system is None:
-            raise BenchError("the bench is not started")
-        return self.system
-
-    # -- health ---------------------------------------------------------------------------------------------
-
-    def worker_paths(self) -> list[str]:
-        """Every worker of both trees (where plans are armed), as declared (no dynamic children)."""
-        return static_workers(self.tree) + static_workers(self.owners)
-
-    def running_workers(self) -> list[str]:
-        """Every running worker of both trees right now (dynamic children included)."""
-        with isolated(self.live) as system:
-            rows = system.walk(self.tree.id) + system.walk(self.owners.id)
-        return [path for path, info in rows if info.type == "worker" and info.status == "running"]
-
-    def ensure_ready(self, timeout: float | None = None) -> bool:
-        """Wait until every tree runs and every child is running; start a tree that ended.
-
-        Returns True when a tree had ended (an escalation) and was started again.
-        """
-        deadline = time.monotonic() + (timeout or self.ready_timeout)
-        restarted = False
-        while True:
-            try:
-                with isolated(self.live) as system:
-                    ready, started = self._ready_once(system)
-                restarted = restarted or started
-                if ready:
-                    return restarted
-            except OuroactorsError:
-                pass  # a supervisor restarting under us: look again
-            if time.monotonic() > deadline:
-                raise BenchError(f"the trees did not come back within {timeout or self.ready_timeout}s")
-            # Polling the supervisors for the restart to finish, bounded. An in-process system moves
-            # only while it runs (a simulated one in virtual time), so let it run rather than sleep.
-            self.live.run_for(0.01)
-
-    def _ready_once(self, system: ActorSystem) -> tuple[bool, bool]:
-        """(every tree and child is up, a tree that had ended was started again)."""
-        restarted = False
-        trees = {t.name: t for t in system.trees()}
-        for spec in (self.tree, self.owners):
-            info = trees.get(spec.id)
-            if info is None or info.status == "ended":
-                system.start_tree(spec)
-                restarted = True
-        if not all(trees.get(s.id) is not None and trees[s.id].status == "running" for s in (self.tree, self.owners)):
-            return False, restarted
-        rows = system.walk(self.tree.id) + system.walk(self.owners.id)
-        self._replace_lost(rows)
-        ready = bool(rows) and all(info.status == "running" and (info.type != "worker" or not info.pid
-                                                                 or _pid_alive(info.pid)) for _, info in rows)
-        return ready, restarted
-
-    def heal(self) -> None:
-        """Start again a tree that ended (escalation), as a node's service manager would; and
-        replace a worker whose death its supervisor never heard of (see :meth:`lost_workers`)."""
-        try:
-            with isolated(self.live) as system:
-                for info in system.trees():
-                    spec = next((s for s in (self.tree, self.owners) if s.id == info.name), None)
-                    if spec is not None and info.status == "ended":
-                        system.start_tree(spec)
-                        self._escalations += 1
-            self._replace_lost()
-        except OuroactorsError:
-            pass  # the next wait tries again
-
-    def lost_workers(self, rows: list[tuple[str, Any]] | None = None) -> list[tuple[str, int]]:
-        """Workers their supervisor shows ``running`` whose process has been gone for a while.
-
-        That is a supervision failure, not something a workload can cause: thespian did not deliver
-        the child's exit (seen when two children of one supervisor are SIGKILLed a few ms apart).
-        A pid must stay gone for :data:`LOST_AFTER_S` before it counts: an exit in flight is not lost.
-        """
-        system = self.live
-        if rows is None:
-            with isolated(system) as view:
-                rows = view.walk(self.tree.id) + view.walk(self.owners.id)
-        now = time.monotonic()
-        lost = []
-        for path, info in rows:
-            if info.type != "worker" or info.status != "running" or not info.pid:
-                continue
-            if info.node not in (None, system.context.node) or _pid_alive(info.pid):
-                continue
-            first = self._gone_since.setdefault((path, info.pid), now)
-            if now - first >= LOST_AFTER_S:
-                lost.append((path, info.pid))
-        return lost
-
-    def _replace_lost(self, rows: list[tuple[str, Any]] | None = None) -> bool:
-        lost = self.lost_workers(rows)
-        for path, pid in lost:
-            note = (f"supervision lost the exit of {path}: pid {pid} is gone but its supervisor shows it "
-                    "running; the bench terminated and restarted it")
-            log.info("%s", note)
-            self.anomalies.append(note)
-            parent, _, child = path.rpartition("/")
-            with isolated(self.live) as system:
-                system.terminate_child(parent, child, timeout=60.0)
-                system.restart_child(parent, child)
-        return bool(lost)
-
-    def arm(self, plan: FaultPlan | None, paths: Sequence[str] | None = None) -> list[str]:
-        """Arm ``plan`` (None disarms) in every running worker process (or those at ``paths``).
-
-        One walk of the trees gives every worker's address and pid; kill targets are resolved to
-        pids from it and ``ArmFaults`` goes straight to each address. A worker that is restarting
-        is retried through the system handle until the bench's ready timeout.
-        """
-        with isolated(self.live) as system:
-            return self._arm(system, plan, paths)
-
-    def _arm(self, system: ActorSystem, plan: FaultPlan | None, paths: Sequence[str] | None) -> list[str]:
-        rows: dict[str, Any] = {}
-        try:
-            rows = {path: info for path, info in system.walk(self.tree.id) + system.walk(self.owners.id)
-                    if info.type == "worker" and info.status == "running"}
-        except OuroactorsError:
-            pass  # restarting: the slow path below resolves each worker
-        wanted = list(rows) if paths is None else list(paths)
-        resolved = plan
-        if plan is not None:
-            rules = []
-            simulation = self.live.simulation
-            for rule in plan.rules:
-                target = rule.target
-                if rule.action is FaultAction.KILL and target is not None:
-                    if simulation is not None:  # one process: the target's incarnation stands for its pid
-                        rule = dataclasses.replace(rule, target_pid=simulation.incarnation_of(target))
-                    else:
-                        pid = rows[target].pid if target in rows else system.pid_of(target)
-                        rule = with_kill_target(rule, pid)
-                rules.append(rule)
-            resolved = dataclasses.replace(plan, rules=tuple(rules))
-        armed = []
-        for path in wanted:
-            info = rows.get(path)
-            if info is not None and info.address is not None:
-                try:
-                    with isolated(self.live) as fresh:
-                        ActorRef(fresh, path, info.address).ask(ArmFaults(resolved), timeout=5.0)
-                    armed.append(path)
-                    continue
-                except OuroactorsError:
-                    pass  # gone since the walk: the slow path below
-            deadline = time.monotonic() + self.ready_timeout
-            while True:
-                try:
-                    with isolated(self.live) as fresh:  # an ask that timed out above must not answer here
-                        fresh.arm_faults(path, plan)
-                    armed.append(path)
-                    break
-                except OuroactorsError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)  # the worker is restarting: bounded poll
-        return armed
 
     # -- one run --------------------------------------------------------------------------------------------
 
