@@ -5,12 +5,12 @@ generation. It owns the live conversation (:class:`~.loop.SessionLoop`), runs tu
 beside the actor (:mod:`.bridge` explains why a thread, and how the two sides talk) and keeps the output in a
 bounded buffer behind a cursor (:mod:`.output`) that a reader drains and acknowledges.
 
-What the actor does is decode, call, answer: ``OpenSession`` builds the live ports (provider, tools, journal,
-effect path, steering, output) and journals ``session_opened``; ``SendText`` starts a turn as a trio task and
-answers at once (``Busy`` if one runs); ``SteerTurn`` / ``InterruptTurn`` reach the running turn between model calls
-(an interrupt also cancels the running model call or tools within the activity's cancellation); ``DrainOutput`` /
-``AckOutput`` serve the reader while a turn runs. Everything the loop shares with these handlers lives in the trio
-thread and is touched only through :meth:`~.bridge.TrioThread.call`.
+What the actor does is decode, call, answer: ``OpenSession`` builds the live ports (provider, tools, journal, effect
+path, steering, output) and journals ``session_opened`` (:mod:`.opening`, a mixin); ``SendText`` starts a turn as a
+trio task and answers at once (``Busy`` if one runs); ``SteerTurn`` / ``InterruptTurn`` reach the running turn
+between model calls (an interrupt also cancels the running model call or tools within the activity's cancellation);
+``DrainOutput`` / ``AckOutput`` serve the reader while a turn runs. Everything the loop shares with these handlers
+lives in the trio thread and is touched only through :meth:`~.bridge.TrioThread.call`.
 
 Effects go grants → ledger → tool → settlement (:mod:`.effects`): decisions by message to the grants authority,
 ledger records written from this process (:class:`~ouroactors.authorities.ledger.LedgerWriter`, fenced on the
@@ -35,37 +35,26 @@ import logging
 import os
 import signal
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import msgpack
 from thespian.actors import WatchMessage
 
-from ...authorities.grants.inline import InlineGrants
-from ...authorities.grants.messages import ConsumeApproval, Decide, RequestApproval, WaitApproval
-from ...authorities.grants.rules import Request
 from ...authorities.ledger.direct import LedgerWriter
 from ...authorities.storage.env import db
 from ...authorities.workspace.leases import lease_from_record
 from ...core import faults
 from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
-from ...supervision.protocol import Stamped
 from ...supervision.worker import Worker
-from ..coordinator.store import SessionStore
 from ..coordinator.trace import mark
-from ..coordinator.wake import WakeWriter
-from ..sandbox import SandboxMode
-from . import reading, timing, tool_set, versions
+from . import reading, timing
 from .bridge import Outbox, TrioThread
-from .carried import CarriedOutput
-from .config import SessionConfig, parse_session_config
-from .effects import EffectSettings, LiveEffects
-from .errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen, RuntimeRefusal
-from .journal import Journal
-from .live import ActorGrants, OutputChannel
-from .loop import LoopRefusal, Ports, SessionLoop
+from .config import SessionConfig
+from .errors import Busy, NoActiveTurn, NotOpen, RuntimeRefusal
+from .loop import LoopRefusal, SessionLoop
 from .messages import (
     REQUESTS,
     Accepted,
@@ -75,8 +64,6 @@ from .messages import (
     CloseSession,
     DrainOutput,
     InterruptTurn,
-    Opened,
-    OpenSession,
     OutputReady,
     RuntimeStatus,
     RuntimeStatusRequest,
@@ -85,13 +72,12 @@ from .messages import (
     SubscribeOutput,
 )
 from .metrics import FIELD as METRICS_FIELD
-from .metrics import TurnStats
-from .output import DEFAULT_CAPACITY, OutputBuffer, OutputEvent
-from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
-from .providers import ProviderConfigError, ScriptFileError, make_provider
+from .opening import OPENED as OPENED  # re-exported: registered beside the open that reaches it
+from .opening import SessionOpening, _Live
+from .output import DEFAULT_CAPACITY
+from .providers import ProviderConfigError, ScriptFileError
 from .replay import replay_session
 from .tail import SettledTail
-from .tools.shell import warm as warm_shell
 
 
 class LeaseRefused(RuntimeRefusal):
@@ -127,25 +113,7 @@ class _TurnFailed:
     detail: str
 
 
-@dataclass
-class _Live:
-    """One open session, as the actor sees it (the objects themselves live in the trio thread)."""
-
-    session: str
-    config: SessionConfig
-    loop: SessionLoop
-    channel: OutputChannel
-    steering: SteeringQueue
-    grants: ActorGrants
-    subscriber: Any
-    running: bool = False
-    stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
-    opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
-    opened: Opened | None = None  # the open's answer, given again to a repeated open
-
-
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
-OPENED = faults.register_point("runtime.opened", "the session is open (journaled), the opener not yet answered")
 TURN_STARTED = faults.register_point("runtime.turn_started", "a turn was accepted, its loop not yet run")
 TURN_SETTLED = faults.register_point("runtime.turn_settled", "a turn settled (journaled, output appended)")
 OUTPUT_ACKED = faults.register_point("runtime.output_acked", "output up to a cursor was acked and dropped")
@@ -156,7 +124,7 @@ STALL_AFTER_S = 60.0  # a loop that has not run for this long is stalled (see "A
 EXIT_STALLED = 75  # the process's exit status when it ends a stalled loop
 
 
-class Runtime(Worker):
+class Runtime(SessionOpening, Worker):
     """One live session; see the module docstring."""
 
     protocol = REQUESTS
@@ -228,95 +196,6 @@ class Runtime(Worker):
         return super().on_message(message, sender)
 
     # -- the session ------------------------------------------------------------------------------------------
-
-    def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
-        if self.live is not None:
-            if (self.live.session, self.live.opened_with) == (message.session_id, (message.lease_id, message.start)) \
-                    and self.live.opened is not None:
-                # the same open again: its opener lost patience with the first answer (see the coordinator's
-                # _open), so it is answered exactly as the first was (its tail too), and nothing is opened twice
-                return self.live.opened
-            raise AlreadyOpen(f"this runtime serves session {self.live.session!r}")
-        assert self.context is not None
-        config = parse_session_config(message.config, f"session {message.session_id}")
-        versions.check(message.session_id, config.pins.workflow)  # the workflow it was pinned to, or refused
-        tool_set.check(message.session_id, config.pins.tool_set, config.tools.enabled)  # and its tools' definitions
-        root = self._leased_root(message.session_id, message.lease_id, config)
-        provider = make_provider(config.model, on_retry=lambda notice: self.events.write(
-            "model_retry", None, {"session": message.session_id, "attempt": notice.attempt,
-                                  "status": notice.status, "reason": notice.reason, "delay_s": notice.delay_s}))
-        grants_entry = self.authorities.get("grants")
-        if grants_entry is None:
-            raise OuroactorsError(f"{self.path}: no grants authority before this runtime in the tree")
-
-        def send_grants(payload: Any) -> None:
-            self.outbox.post(grants_entry.address, Stamped(grants_entry.generation, payload))
-
-        def decide(request: Request, root: str | None) -> Decide:
-            return Decide(request, root)
-
-        def request_approval(session: str, tool: str, arguments: dict[str, Any], call_id: str) -> RequestApproval:
-            return RequestApproval(session, tool, arguments, message.state_version)  # the version it runs under
-
-        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval, ConsumeApproval,
-                             park=message.park_approvals, answered=message.answered)
-        settings = EffectSettings(
-            session=message.session_id, root=root, sandbox_mode=SandboxMode(config.sandbox.mode),
-            data_dir=self.context.data_dir,
-            authority={name: entry.generation for name, entry in self.authorities.items()
-                       if entry.generation is not None},
-            network_private=self.network_private)
-        if root is not None and "shell" in config.tools.enabled:
-            warm_shell(root, settings.sandbox_mode, self.context.data_dir)
-        journal = Journal(self.ledger.env, message.session_id)
-        stats = TurnStats()
-        inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
-        inline.warm(message.session_id, root)  # the rules parsed at open, not in the turn's first tool call
-        subscriber = message.subscriber
-        session = message.session_id
-
-        def push(events: tuple[OutputEvent, ...]) -> bool:
-            target = self.live.subscriber if self.live is not None else subscriber  # SubscribeOutput may change it
-            if target is None:
-                return False
-            self.outbox.post(target, OutputReady(session, self.runtime_id, events[-1].cursor, events))
-            return True
-
-        # a tool call's events ride in the ledger commit that records it (see .carried): one synced commit, not two
-        self.wake_line = WakeWriter(self.context.data_dir, session)
-        carried = CarriedOutput(SessionStore(self.ledger.env), session, self.runtime_id, self.generation, push,
-                                wake=self.wake_line.wake)
-        notify = carried.emitted
-        effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
-            kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats,
-            publication=carried)
-        steering = SteeringQueue()
-        channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
-        ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
-                      journal=JournalWriter(journal, (carried,)), clock=SystemClock(),
-                      control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
-        # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
-        # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
-        loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
-        tail = SettledTail(message.tail_turn)
-        settings.resumed = self._restore(loop, session, tail)
-        runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
-        self.trio.call(lambda: loop.open(runtime=runtime))
-        withheld = tail.withheld(message.tail_published)
-        if withheld:  # the settled turn's last events, as the dead runtime emitted them (derived, nothing ran)
-            def emit_withheld() -> None:
-                for kind, turn, data in withheld:
-                    notify(channel.buffer.append(kind, turn, data))
-
-            self.trio.call(emit_withheld)
-        self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
-                          opened_with=(message.lease_id, message.start))
-        faults.point(OPENED)
-        self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
-                                                   "generation": self.generation, "root": root})
-        self.live.opened = Opened(session, self.runtime_id, self.generation, channel.buffer.produced,
-                                  tail=tail.settled)
-        return self.live.opened
 
     def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool:
         """Continue a session that already has a journal: the conversation after its last verified turn.

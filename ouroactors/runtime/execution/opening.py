@@ -1,0 +1,189 @@
+"""Opening a session in its runtime: the config checked, the live ports built, the session continued.
+
+A mixin of :class:`~.runtime.Runtime` (one actor per live session; its module docstring tells the whole story).
+``OpenSession`` is the one request that builds anything: it parses the session's config and checks the workflow
+and tool set it was pinned to (:mod:`.versions`, :mod:`.tool_set`), takes the root of the session's live lease
+(:meth:`~.runtime.Runtime._leased_root`, checked in the workspace's durable records), and builds the ports the turn
+loop runs on — the provider, grants by message (:class:`~.live.ActorGrants`), the effect path (:mod:`.effects`),
+the journal, steering and the output channel — then journals ``session_opened``. A tool call's events ride in the
+ledger commit that records it (:mod:`.carried`), the journal's records in the ledger's start and settle commits.
+
+**A session is continued, never begun again.** A runtime is started per turn and after a crash: a session that
+already has a journal is re-derived through the loop first (:meth:`~.runtime.Runtime._restore`: replay, nothing
+runs), and the settled turn's last events a dead runtime withheld are emitted again, derived from the journal
+(:mod:`.tail`).
+
+**An open is answered once.** The same open again (its opener lost patience with the first answer) gets the first
+answer again, and nothing is opened twice. Everything the open built is kept in :class:`_Live`, which the
+runtime's other handlers share. The refusals an open may answer (``LeaseRefused``, ``JournalRefused``) stay
+defined in :mod:`.runtime`: they travel pickled, by module path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...authorities.grants.inline import InlineGrants
+from ...authorities.grants.messages import ConsumeApproval, Decide, RequestApproval, WaitApproval
+from ...authorities.grants.rules import Request
+from ...core import faults
+from ...core.errors import OuroactorsError
+from ...supervision.protocol import Stamped
+from ..coordinator.store import SessionStore
+from ..coordinator.wake import WakeWriter
+from ..sandbox import SandboxMode
+from . import tool_set, versions
+from .carried import CarriedOutput
+from .config import SessionConfig, parse_session_config
+from .effects import EffectSettings, LiveEffects
+from .errors import AlreadyOpen
+from .journal import Journal
+from .live import ActorGrants, OutputChannel
+from .loop import Ports, SessionLoop
+from .messages import Opened, OpenSession, OutputReady
+from .metrics import TurnStats
+from .output import OutputBuffer, OutputEvent
+from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
+from .providers import make_provider
+from .tail import SettledTail
+from .tools.shell import warm as warm_shell
+
+if TYPE_CHECKING:
+    from ...authorities.ledger.direct import LedgerWriter
+    from ...supervision.events import EventWriter
+    from ...supervision.protocol import SystemContext
+    from ...supervision.signals import AuthorityEntry
+    from .bridge import Outbox, TrioThread
+
+
+@dataclass
+class _Live:
+    """One open session, as the actor sees it (the objects themselves live in the trio thread)."""
+
+    session: str
+    config: SessionConfig
+    loop: SessionLoop
+    channel: OutputChannel
+    steering: SteeringQueue
+    grants: ActorGrants
+    subscriber: Any
+    running: bool = False
+    stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
+    opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
+    opened: Opened | None = None  # the open's answer, given again to a repeated open
+
+
+# Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+OPENED = faults.register_point("runtime.opened", "the session is open (journaled), the opener not yet answered")
+
+
+class SessionOpening:
+    """The runtime's ``OpenSession``; see the module docstring."""
+
+    if TYPE_CHECKING:  # what the runtime provides
+        live: _Live | None
+        runtime_id: str
+        capacity: int
+        network_private: tuple[str, ...]
+        ledger: LedgerWriter
+        trio: TrioThread
+        outbox: Outbox
+        events: EventWriter
+        path: str
+        generation: int | None
+        context: SystemContext | None
+        authorities: dict[str, AuthorityEntry]
+
+        def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None: ...
+        def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool: ...
+
+    def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
+        if self.live is not None:
+            if (self.live.session, self.live.opened_with) == (message.session_id, (message.lease_id, message.start)) \
+                    and self.live.opened is not None:
+                # the same open again: its opener lost patience with the first answer (see the coordinator's
+                # _open), so it is answered exactly as the first was (its tail too), and nothing is opened twice
+                return self.live.opened
+            raise AlreadyOpen(f"this runtime serves session {self.live.session!r}")
+        assert self.context is not None
+        config = parse_session_config(message.config, f"session {message.session_id}")
+        versions.check(message.session_id, config.pins.workflow)  # the workflow it was pinned to, or refused
+        tool_set.check(message.session_id, config.pins.tool_set, config.tools.enabled)  # and its tools' definitions
+        root = self._leased_root(message.session_id, message.lease_id, config)
+        provider = make_provider(config.model, on_retry=lambda notice: self.events.write(
+            "model_retry", None, {"session": message.session_id, "attempt": notice.attempt,
+                                  "status": notice.status, "reason": notice.reason, "delay_s": notice.delay_s}))
+        grants_entry = self.authorities.get("grants")
+        if grants_entry is None:
+            raise OuroactorsError(f"{self.path}: no grants authority before this runtime in the tree")
+
+        def send_grants(payload: Any) -> None:
+            self.outbox.post(grants_entry.address, Stamped(grants_entry.generation, payload))
+
+        def decide(request: Request, root: str | None) -> Decide:
+            return Decide(request, root)
+
+        def request_approval(session: str, tool: str, arguments: dict[str, Any], call_id: str) -> RequestApproval:
+            return RequestApproval(session, tool, arguments, message.state_version)  # the version it runs under
+
+        grants = ActorGrants(send_grants, message.session_id, decide, request_approval, WaitApproval, ConsumeApproval,
+                             park=message.park_approvals, answered=message.answered)
+        settings = EffectSettings(
+            session=message.session_id, root=root, sandbox_mode=SandboxMode(config.sandbox.mode),
+            data_dir=self.context.data_dir,
+            authority={name: entry.generation for name, entry in self.authorities.items()
+                       if entry.generation is not None},
+            network_private=self.network_private)
+        if root is not None and "shell" in config.tools.enabled:
+            warm_shell(root, settings.sandbox_mode, self.context.data_dir)
+        journal = Journal(self.ledger.env, message.session_id)
+        stats = TurnStats()
+        inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
+        inline.warm(message.session_id, root)  # the rules parsed at open, not in the turn's first tool call
+        subscriber = message.subscriber
+        session = message.session_id
+
+        def push(events: tuple[OutputEvent, ...]) -> bool:
+            target = self.live.subscriber if self.live is not None else subscriber  # SubscribeOutput may change it
+            if target is None:
+                return False
+            self.outbox.post(target, OutputReady(session, self.runtime_id, events[-1].cursor, events))
+            return True
+
+        # a tool call's events ride in the ledger commit that records it (see .carried): one synced commit, not two
+        self.wake_line = WakeWriter(self.context.data_dir, session)
+        carried = CarriedOutput(SessionStore(self.ledger.env), session, self.runtime_id, self.generation, push,
+                                wake=self.wake_line.wake)
+        notify = carried.emitted
+        effects = LiveEffects(settings, grants, self.ledger, on_event=lambda kind, fields: self.events.write(
+            kind, None, {"session": message.session_id, **fields}), journal=journal, inline=inline, stats=stats,
+            publication=carried)
+        steering = SteeringQueue()
+        channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
+        ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
+                      journal=JournalWriter(journal, (carried,)), clock=SystemClock(),
+                      control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
+        # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
+        # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
+        loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
+        tail = SettledTail(message.tail_turn)
+        settings.resumed = self._restore(loop, session, tail)
+        runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
+        self.trio.call(lambda: loop.open(runtime=runtime))
+        withheld = tail.withheld(message.tail_published)
+        if withheld:  # the settled turn's last events, as the dead runtime emitted them (derived, nothing ran)
+            def emit_withheld() -> None:
+                for kind, turn, data in withheld:
+                    notify(channel.buffer.append(kind, turn, data))
+
+            self.trio.call(emit_withheld)
+        self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
+                          opened_with=(message.lease_id, message.start))
+        faults.point(OPENED)
+        self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
+                                                   "generation": self.generation, "root": root})
+        self.live.opened = Opened(session, self.runtime_id, self.generation, channel.buffer.produced,
+                                  tail=tail.settled)
+        return self.live.opened
