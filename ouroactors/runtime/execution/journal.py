@@ -6,12 +6,8 @@ write transactions**: the records a tool call produces (``tool_call`` with ``rec
 ``record_settled``) then cost no synced commit of their own, which is what keeps a tool call at two synced commits.
 A file would add a third and a fourth flush per call, and could not be atomic with the ledger.
 
-Layout (named databases, opened with the environment):
-
-* ``journal``: ``session ‖ 0x00 ‖ seq`` → ``hash ‖ prev ‖ seq ‖ body`` (:mod:`.chain`);
-* ``journal_anchor``: ``session ‖ 0x00 ‖ seq`` → the record's hash (the witness) and ``session ‖ 0x01`` → the
-  session's :class:`JournalHead` (first seq, last seq, last hash, bytes) — see :mod:`.chain` for why;
-* ``journal_blobs``: fields too large to keep inline (:mod:`.blobs`).
+Layout: the named databases, their keys and a record's encoding (inline, or its large fields spilled to blobs)
+are :mod:`.journal_format`'s.
 
 **Two ways to write.** :meth:`Journal.stage` buffers records; :meth:`Journal.put_staged` writes everything staged
 inside a write transaction *someone else* is about to commit (the ledger's) — every write planned before the first
@@ -48,16 +44,20 @@ from ...core.errors import OuroactorsError
 from . import blobs, chain
 from .chain import SEED, JournalHead
 from .chain import HeadValues as _Head
+from .journal_format import (  # the journal's layout: its callers import it from here
+    ANCHOR_DB,
+    JOURNAL_DB,
+    KINDS,
+    Op,
+    _encode,
+    _Staged,
+    head_key,
+    record_key,
+)
+from .journal_format import INLINE_LIMIT as INLINE_LIMIT  # re-exported
+from .journal_format import SPILL_FIELD_BYTES as SPILL_FIELD_BYTES  # re-exported
 
-JOURNAL_DB = b"journal"
-ANCHOR_DB = b"journal_anchor"
-KINDS = frozenset({
-    "session_opened", "turn_started", "prompt", "model_call", "model_result", "tool_call", "tool_result", "steer",
-    "interrupt", "approval", "turn_settled", "gap", "truncated",
-})
 DEFAULT_BUDGET_BYTES = 64 << 20
-INLINE_LIMIT = 1800  # body bytes kept inline (+ the 72-byte header stays under ~2 KB)
-SPILL_FIELD_BYTES = 256  # when a body is too big, every field encoding to more than this becomes a blob
 MAX_GAP_KINDS = 32
 _SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}\Z")
 
@@ -71,25 +71,6 @@ def check_session(session: str) -> bytes:
         raise JournalError(f"session id {session!r} is not 1-200 characters of [A-Za-z0-9._:@-] "
                            "starting with a letter or digit")
     return session.encode()
-
-
-def record_key(sid: bytes, seq: int) -> bytes:
-    return sid + b"\x00" + seq.to_bytes(8, "big")
-
-
-def head_key(sid: bytes) -> bytes:
-    return sid + b"\x01"
-
-
-Op = tuple[Any, bytes, bytes | None]  # (database, key, value to put — or None: delete)
-
-
-@dataclass
-class _Staged:
-    kind: str
-    body: bytes
-    spilled: list[tuple[str, bytes]]  # (address, bytes)
-    weight: int  # body + spilled bytes
 
 
 @dataclass
@@ -383,24 +364,6 @@ def _lost_of(batch: Batch, reason: str) -> _Lost:
 def _gap_fields(lost: _Lost, seq: int) -> dict[str, Any]:
     return {"lost_records": lost.count, "lost_kinds": dict(sorted(lost.kinds.items())), "reason": lost.reason,
             "lost_from_seq": seq, "first_lost_at": lost.first_at, "last_lost_at": lost.last_at}
-
-
-def _encode(kind: str, fields: dict[str, Any], turn: int | None, at: int) -> _Staged:
-    body = chain.entry_bytes(at, turn, kind, fields)
-    if len(body) <= INLINE_LIMIT:
-        return _Staged(kind, body, [], len(body))
-    spilled: list[tuple[str, bytes]] = []
-    slim: dict[str, Any] = {}
-    for name, value in fields.items():
-        data = blobs.pack_value(value)
-        if len(data) > SPILL_FIELD_BYTES:
-            ref = blobs.reference(data)
-            spilled.append((ref[blobs.REF_KEY], data))
-            slim[name] = ref
-        else:
-            slim[name] = value
-    body = chain.entry_bytes(at, turn, kind, slim)
-    return _Staged(kind, body, spilled, len(body) + sum(len(d) for _, d in spilled))
 
 
 def _decode_head(raw: bytes | memoryview, sid: bytes) -> JournalHead:
