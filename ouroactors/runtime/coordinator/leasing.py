@@ -139,7 +139,7 @@ class WorkspaceLeasing:
 
         * while the runtime it was made for is still its owner, the Reclaim is answered from it (``replayed``):
           that grant is not this runtime's — its owner is the earlier incarnation's runtime, stopped by
-          :meth:`.actor.Coordinator._replace` — so the reclaim waits, as for any owner not yet found gone;
+          :meth:`.recovering.Recovering._replace` — so the reclaim waits, as for any owner not yet found gone;
         * once it is a reservation the old capability proves nothing (its reservation is gone):
           :class:`NotReservationOwner`. An ``Acquire`` with the key then reclaims it for ``owner`` (the
           workspace's idempotent acquisition hands a key's reserved lease to whoever holds the key, with a new
