@@ -110,7 +110,9 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
 @reports_errors
 def metrics(data_dir: str) -> None:
     """Supervision metrics in the Prometheus text format."""
+    from ..runtime.execution.metrics import render as runtime_metrics
     from ..system.metrics import render
 
     system = connect(data_dir)
-    click.echo(render(system.events.all(), system.walk(), system.context.node_epoch), nl=False)
+    click.echo(render(system.events.all(), system.walk(), system.context.node_epoch, sections=(runtime_metrics,)),
+               nl=False)

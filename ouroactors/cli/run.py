@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.text import Text
 
 from ..core.errors import ActorSystemError, OuroactorsError, SpecError
+from ..runtime.execution.metrics import render as runtime_metrics
 from ..system.config import load_tree
 from ..system.handle import ActorSystem
 from ..system.marker import DataDirInUse
@@ -199,7 +200,8 @@ def _serve_metrics(system: ActorSystem, port: int) -> ThreadingHTTPServer:
                 self.send_error(404)
                 return
             dropped = system.dropped_frames() if system.base == "multiproc" else None
-            body = render(system.events.all(), _safe_walk(system), system.context.node_epoch, dropped).encode()
+            body = render(system.events.all(), _safe_walk(system), system.context.node_epoch, dropped,
+                          sections=(runtime_metrics,)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))

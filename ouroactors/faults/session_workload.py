@@ -1,7 +1,7 @@
 """The session workload: the demo's scenario, driven through real coordinators, then checked by the session invariants.
 
 One run = a fresh multiproc system with ``supervision_trees/agent.toml``'s tree (the demo's workspace root and
-permission rules, :func:`ouroactors.cli.demo_agent.agent_tree`), a fresh workspace beside its data dir, and one
+permission rules, :func:`ouroactors.runtime.demo_setup.agent_tree`), a fresh workspace beside its data dir, and one
 session driven through :class:`ouroactors.sessions.Sessions` — the path a user takes:
 
 1. ``new`` (suspended, version 0), then ``send`` one message marked ``last`` under a fixed event id. The embedded
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cli import demo_agent
 from ..core.errors import OuroactorsError
 from ..core.faults import FaultPlan
+from ..runtime import demo_setup as demo_agent
 from ..sessions import SessionRejected, Sessions
 from ..system.handle import ActorSystem
 from ._asking import isolated

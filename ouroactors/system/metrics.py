@@ -7,9 +7,8 @@ death of any actor and need no state of their own; gauges come from ``which_chil
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ..runtime.execution.metrics import render as runtime_metrics
 from ..supervision.children import ChildInfo
 from ..supervision.events import Event
 
@@ -23,11 +22,16 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+Section = Callable[[Sequence[Event], int], list[str]]  # more metric lines from the same events and node epoch
+
+
 def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], epoch: int,
-           dropped_frames: Mapping[str, int] | None = None) -> str:
+           dropped_frames: Mapping[str, int] | None = None, sections: Sequence[Section] = ()) -> str:
     """The metrics text; ``dropped_frames`` (by reason, from the data dir's counter) is included
-    for a multiproc system: inbound frames refused unread (bad MAC, oversize, malformed)."""
-    events = list(events)  # read twice (supervision and runtime counters)
+    for a multiproc system: inbound frames refused unread (bad MAC, oversize, malformed). ``sections`` add the
+    metrics of higher layers (the runtime's, :func:`ouroactors.runtime.execution.metrics.render`), which this layer
+    does not import: the caller — the CLI — composes them."""
+    events = list(events)  # read once per section
     restarts: Counter[tuple[str, str]] = Counter()
     exits: Counter[tuple[str, str]] = Counter()
     escalations: Counter[str] = Counter()
@@ -66,7 +70,8 @@ def render(events: Iterable[Event], children: Iterable[tuple[str, ChildInfo]], e
         "# TYPE ouroactors_children gauge",
         *(f"ouroactors_children{_labels(supervisor=s, status=st)} {n}" for (s, st), n in sorted(status.items())),
     ]
-    lines += runtime_metrics(events, epoch)  # ouroactors_runtime_*: carried by the runtimes' turn_settled events
+    for section in sections:  # e.g. ouroactors_runtime_*: carried by the runtimes' turn_settled events
+        lines += section(events, epoch)
     if dropped_frames is not None:
         lines += [
             "# HELP ouroactors_frames_dropped_total Inbound frames dropped before unpickling, by reason "

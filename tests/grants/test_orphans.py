@@ -8,6 +8,8 @@ import pytest
 
 from ouroactors.authorities.grants import approvals as book
 from ouroactors.authorities.grants.orphans import KEEP, ORPHANED, Missing, Undecodable, judge
+from ouroactors.authorities.session_facts import SessionFacts
+from ouroactors.runtime.coordinator.facts import facts_of
 from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
 from ouroactors.runtime.coordinator.workflow import TERMINAL, State
 
@@ -27,11 +29,12 @@ def wait(kind: str = "approval", digest: str | None = DIGEST, version: int = VER
 
 
 def session(state: State = State.WAITING_APPROVAL, version: int = VERSION,
-            waits: tuple[PendingWait, ...] | None = None) -> SessionRecord:
+            waits: tuple[PendingWait, ...] | None = None) -> SessionFacts:
+    """What the coordinator's reader (``facts.reader``) hands grants for such a record."""
     if waits is None:
         waits = (wait(),) if state is State.WAITING_APPROVAL else ()
-    return SessionRecord(session_id="s1", node="n1", state=state, state_version=version, revision=3, pinned=PINNED,
-                         principal="alice", tenant="t", channels=("cli",), waits=waits)
+    return facts_of(SessionRecord(session_id="s1", node="n1", state=state, state_version=version, revision=3,
+                                  pinned=PINNED, principal="alice", tenant="t", channels=("cli",), waits=waits))
 
 
 def test_the_session_still_waiting_durably_on_the_approval_keeps_it():

@@ -43,6 +43,7 @@ from ...core.errors import BadRequest, CommitRejected, CorruptRecord, StaleGener
 from ...supervision.worker import Worker
 from ..ledger.domain import DEFAULT_KINDS, LedgerError, Status
 from ..ledger.store import LedgerStore, Start
+from ..session_facts import DEFAULT_READER, load_reader
 from ..storage.actor import storage_config
 from ..storage.commit import Committed
 from ..storage.env import db, open_env
@@ -91,14 +92,17 @@ class Grants(ApprovalDesk, Persistence, Worker):
     def on_start(self, rules: dict[str, list[str]] | None = None, protected: list[str] | None = None,
                  max_pending_per_session: int = 8, map_size: int | None = None,
                  answerers: list[str] | None = None, max_pending: int = 256,
-                 keep_finished_s: float = 7 * 24 * 3600.0, keep_finished: int = 1000) -> None:
+                 keep_finished_s: float = 7 * 24 * 3600.0, keep_finished: int = 1000,
+                 session_facts: str = DEFAULT_READER) -> None:
         """``answerers``: the operators who may answer approvals (default: the local operator;
         ``"*"`` — any verified operator — only when configured). ``max_pending`` bounds pending
-        approvals on the node; finished ones are kept ``keep_finished_s`` and at most ``keep_finished``."""
+        approvals on the node; finished ones are kept ``keep_finished_s`` and at most ``keep_finished``.
+        ``session_facts``: who reads a session's durable state (:mod:`..session_facts`; the coordinator's)."""
         assert self.context is not None
         storage = self.authorities.get("storage")
         self.fence = storage.generation if storage is not None else None
         self.env = open_env(storage_config(self.context.data_dir, map_size))
+        self.session_facts = load_reader(session_facts)(self.env, self.fence)  # read only (.orphans)
         self.grants_db = db(self.env, b"grants")
         self.ledger = LedgerStore(self.env, node=self.context.node, kinds=DEFAULT_KINDS, fence=self.fence)
         self.protected = (self.context.data_dir, *(protected or ()))

@@ -23,8 +23,7 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import digest_of
-from ...core.errors import CorruptRecord
-from ...runtime.coordinator.store import SessionStore
+from ..session_facts import Reader
 from . import approvals as book
 from . import orphans
 from .approvals import Approval, ApprovalRefused, Refusal
@@ -48,6 +47,7 @@ class ApprovalDesk:
 
     env: lmdb.Environment
     fence: int | None
+    session_facts: Reader
     context: SystemContext | None
     node_rules: tuple[Rule, ...]
     stored_rules: dict[str, tuple[str, ...]]
@@ -76,17 +76,7 @@ class ApprovalDesk:
         pending = [a for a in self.approvals.values() if a.pending]
         if not pending:
             return
-        store = SessionStore(self.env, fence=self.fence)  # the coordinator's records, read only (it quarantines)
-        sessions: dict[str, orphans.Session] = {}
-        for session_id in {a.session_id for a in pending}:
-            try:
-                found = store.get(session_id)
-            except CorruptRecord as exc:
-                sessions[session_id] = orphans.Undecodable(str(exc))
-            except ValueError:  # not an id a session record can have: no coordinator manages it
-                sessions[session_id] = orphans.Missing()
-            else:
-                sessions[session_id] = orphans.Missing() if found is None else found
+        sessions = {session_id: self.session_facts(session_id) for session_id in {a.session_id for a in pending}}
         now = clock.time_ns()
         denied: list[Approval] = []
         for approval in pending:

@@ -13,7 +13,8 @@ denied". An approval is tied to a live interaction in one of two ways:
   waits for its approval any more.
 
 So at start the authority reads each pending approval's session record (the coordinator's ``sessions`` database in
-the same environment) and :func:`judge` decides, one row of this table per case (first match wins):
+the same environment, through the port of :mod:`..session_facts`) and :func:`judge` decides, one row of this
+table per case (first match wins):
 
 ====================================================  =======================================================
 the approval's session record                          decision
@@ -39,25 +40,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...runtime.coordinator.record import SessionRecord
-from ...runtime.coordinator.workflow import State, is_terminal
+from ..session_facts import Missing, SessionFacts, Undecodable
 from .approvals import Approval
 
 __all__ = ["KEEP", "ORPHANED", "Keep", "Missing", "Undecodable", "judge"]
 
 ORPHANED = "grants authority restarted: no live interaction waits for this approval any more"
-
-
-@dataclass(frozen=True)
-class Missing:
-    """The session has no record: no coordinator manages it (or its id cannot name one)."""
-
-
-@dataclass(frozen=True)
-class Undecodable:
-    """The session record does not decode (``detail``: what the store said, naming the record)."""
-
-    detail: str
+WAITING_APPROVAL = "waiting:approval"  # the coordinator's workflow state of a session parked on an approval
 
 
 @dataclass(frozen=True)
@@ -66,7 +55,7 @@ class Keep:
 
 
 KEEP = Keep()
-Session = SessionRecord | Missing | Undecodable
+Session = SessionFacts | Missing | Undecodable  # read through the coordinator's port (..session_facts)
 
 
 def judge(approval: Approval, session: Session) -> Keep | str | None:
@@ -77,14 +66,14 @@ def judge(approval: Approval, session: Session) -> Keep | str | None:
         return f"{ORPHANED} (session {approval.session_id!r} has no durable record: its waiter was in memory)"
     if isinstance(session, Undecodable):
         return f"{ORPHANED} (the record of session {approval.session_id!r} does not decode: {session.detail})"
-    if is_terminal(session.state):
-        return f"{ORPHANED} (session {approval.session_id!r} is {session.state.value})"
-    if session.state is not State.WAITING_APPROVAL:
-        return f"{ORPHANED} (session {approval.session_id!r} is {session.state.value}, not waiting on an approval)"
+    if session.terminal:
+        return f"{ORPHANED} (session {approval.session_id!r} is {session.state})"
+    if session.state != WAITING_APPROVAL:
+        return f"{ORPHANED} (session {approval.session_id!r} is {session.state}, not waiting on an approval)"
     if session.state_version != approval.state_version:
         return (f"{ORPHANED} (session {approval.session_id!r} waits at state version {session.state_version}, "
                 f"the approval was asked at {approval.state_version})")
-    if not any(w.kind == "approval" and w.proposal_digest == approval.call_digest
-               and w.issued_at_version == approval.state_version for w in session.waits):
+    if not any(w.proposal_digest == approval.call_digest and w.issued_at_version == approval.state_version
+               for w in session.approval_waits):
         return f"{ORPHANED} (session {approval.session_id!r} waits on another call)"
     return KEEP

@@ -49,10 +49,11 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import CodecError
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, CorruptRecord
+from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..grants.operators import CredentialsError, load_operators, verify
+from ..session_facts import DEFAULT_READER, SessionFacts, load_reader
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected, write
 from ..storage.env import db, decode_u64, encode_u64, meta_db, open_env
@@ -112,9 +113,10 @@ class Workspace(Worker):
 
     def on_start(self, allowed_roots: list[str] | None = None, heartbeat_s: float = 0.5,
                  owner_lost_after_s: float = 2.0, map_size: int | None = None,
-                 worktrees_dir: str | None = None) -> None:
+                 worktrees_dir: str | None = None, session_facts: str = DEFAULT_READER) -> None:
         """``worktrees_dir``: where session worktrees go (default ``<repo>.worktrees`` next to the
-        repository); a worktree is created only inside the allowed roots."""
+        repository); a worktree is created only inside the allowed roots. ``session_facts``: who reads a session's
+        durable state (:mod:`..session_facts`; the coordinator's)."""
         assert self.context is not None
         self.allowed_roots = tuple(allowed_roots or ())
         self.worktrees_dir = worktrees_dir
@@ -123,6 +125,7 @@ class Workspace(Worker):
         storage = self.authorities.get("storage")
         self.fence = storage.generation if storage is not None else None
         self.env = open_env(storage_config(self.context.data_dir, map_size))
+        self.session_facts = load_reader(session_facts)(self.env, self.fence)  # read only (ended sessions)
         self.leases_db = db(self.env, b"workspace")
         self.quarantine_db = db(self.env, b"quarantine")
         self.worktrees: dict[str, WorktreeRecord] = {}  # canonical path -> owner record
@@ -364,17 +367,10 @@ class Workspace(Worker):
         reserved = {lease.session_id for lease in self.table.live() if lease.status == "reserved"}
         if not reserved:
             return
-        from ...runtime.coordinator.store import SessionStore  # here: the coordinator imports this module
-        from ...runtime.coordinator.workflow import is_terminal
-
-        store = SessionStore(self.env, fence=self.fence)
         for session_id in sorted(reserved):
-            try:
-                record = store.get(session_id)
-            except (CorruptRecord, ValueError):  # quarantined by the store, or not a session id: keep it
-                continue
-            if record is not None and is_terminal(record.state):
+            facts = self.session_facts(session_id)  # no record, or a corrupt one: it keeps its reservation
+            if isinstance(facts, SessionFacts) and facts.terminal:
                 decision = self.table.session_ended(session_id)
                 self._commit(decision)
                 log.info("%s: session %r is %s: released its %d reservation(s)", self.path, session_id,
-                         record.state.value, len(decision.released))
+                         facts.state, len(decision.released))
