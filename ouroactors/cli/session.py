@@ -138,14 +138,18 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
 @click.option("--all", "show_all", is_flag=True, help="terminal sessions too")
 @reports_errors
 def session_list(data_dir: str, show_all: bool) -> None:
-    """Sessions of this node (not terminal unless --all)."""
+    """Sessions of this node you may read (your own; the data dir's owner reads all), not terminal unless --all."""
+    views = _sessions(data_dir).list(all=show_all)
     table = Table()
-    for column in ("session", "state", "version", "cursor", "runtime", "updated", "reason"):
+    for column, key in (("session", "session_id"), ("principal", "principal"), ("state", "state")):
+        # whole, however narrow the terminal: these are what a reader copies into the next command
+        table.add_column(column, no_wrap=True, min_width=max([len(column), *(len(getattr(v, key)) for v in views)]))
+    for column in ("version", "cursor", "runtime", "updated", "reason"):
         table.add_column(column)
-    for view in _sessions(data_dir).list(all=show_all):
+    for view in views:
         updated = datetime.fromtimestamp(view.updated_ns / 1e9).strftime("%H:%M:%S")
-        table.add_row(view.session_id, view.state, str(view.state_version), str(view.committed_cursor),
-                      (view.runtime_id or "-")[:12], updated, view.reason or "-")
+        table.add_row(view.session_id, view.principal, view.state, str(view.state_version),
+                      str(view.committed_cursor), (view.runtime_id or "-")[:12], updated, view.reason or "-")
     console.print(table)
 
 

@@ -59,6 +59,9 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
         assert "rejected events: 4" in cli("session", "show", "s1", cwd=tmp_path).stdout
         listed = cli("session", "list", cwd=tmp_path)
         assert listed.returncode == 0 and "s1" in listed.stdout
+        assert "s1" not in cli("session", "list", "--all", cwd=tmp_path, env=as_bob).stdout  # reads are bob's own
+        hidden = cli("session", "show", "s1", cwd=tmp_path, env=as_bob)
+        assert hidden.returncode == 2 and "s1" in hidden.stderr and "unknown" in hidden.stderr.lower(), hidden.stderr
 
         cancelled = cli("session", "cancel", "s1", cwd=tmp_path)
         assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout, cancelled.stderr
