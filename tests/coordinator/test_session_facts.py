@@ -53,3 +53,19 @@ def test_the_default_reader_gives_each_session_its_facts_and_fails_closed_on_the
 def test_a_reader_path_that_does_not_name_a_callable_is_refused_naming_it(path):
     with pytest.raises(OuroactorsError, match="session_facts"):
         load_reader(path)
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize(("name", "actor", "kwargs"), [
+    ("grants", "ouroactors.authorities.grants.actor:Grants", {}),
+    ("workspace", "ouroactors.authorities.workspace.actor:Workspace", {"allowed_roots": ["/tmp"]}),
+])
+def test_an_authority_configured_with_a_reader_it_cannot_load_does_not_start_and_says_why(actor_system, name, actor,
+                                                                                          kwargs):
+    from ouroactors import StartFailed, supervisor, worker
+
+    with pytest.raises(StartFailed, match="session_facts: cannot load 'nowhere:reader'"):
+        actor_system.start_tree(supervisor("agent", strategy="rest_for_one", children=[
+            worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+            worker(name, actor, kwargs={**kwargs, "session_facts": "nowhere:reader"}),
+        ]))
