@@ -62,6 +62,27 @@ def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:
     return config
 
 
+def waiting_on_an_approval(system: Any, tmp_path: Path, command: str, ask: str, answer: str,
+                           call_id: str = "call_touch") -> tuple[Any, Path]:
+    """The agent tree whose user rules add ``ask`` (e.g. ``ask:Bash(touch *)``) and session s1, in workspace
+    ``<tmp>/ws``, whose scripted model asks for one ``shell`` call of ``command`` and then says ``answer``: sent a
+    message and waiting on the call's approval. The :class:`~ouroactors.sessions.Sessions` and the workspace."""
+    from ouroactors.sessions import Sessions
+
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    script = tmp_path / "ask.toml"
+    script.write_text(f'[[turns]]\nevents = [{{ kind = "tool_call", id = "{call_id}", name = "shell", '
+                      f'arguments = {{ command = "{command}" }} }}]\n'
+                      f'[[turns]]\nevents = [{{ kind = "text", text = "{answer}" }}]\n')
+    system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], ask]}))
+    sessions = Sessions(system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "go")
+    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    return sessions, ws
+
+
 def suspended_after_a_turn(system: Any, tmp_path: Path) -> Any:
     """The agent tree with session s1 on a two-turn text script, its first turn run and settled (suspended, its
     runtime closed); the :class:`~ouroactors.sessions.Sessions` it was driven with."""

@@ -10,9 +10,9 @@ import pytest
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.approvals import ApprovalRefused
 from ouroactors.authorities.grants.messages import RequestApproval
-from ouroactors.sessions import GRANTS, SessionRejected, Sessions
+from ouroactors.sessions import GRANTS, SessionRejected
 
-from .actor_support import RULES, agent_tree, session_config, wait_for
+from .actor_support import wait_for, waiting_on_an_approval
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
@@ -22,20 +22,11 @@ def runtimes(system) -> list:
 
 
 def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_once(actor_system, tmp_path):
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    script = tmp_path / "ask.toml"
     # The turn the wait interrupted is left unsettled and re-run from the checkpoint: the scripted model is asked the
     # same request again and answers with the same call, which finds its approval answered.
-    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_touch", name = "shell", '
-                      'arguments = { command = "touch approved.txt" } }]\n'
-                      '[[turns]]\nevents = [{ kind = "text", text = "done" }]\n')
-    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(touch *)"]}))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "touch it")
     # (asked first, then made visible with the session's move to waiting in the checkpoint's transaction)
-    view = wait_for("waiting", lambda: (v := sessions.show("s1")).state == "waiting:approval" and v)
+    sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch approved.txt", "ask:Bash(touch *)", "done")
+    view = sessions.show("s1")
     [pending] = sessions.approvals("s1")
     assert view.runtime_id is None and view.waits == (f"approval ask.v{view.state_version}.{pending.call_digest[:16]}",)
     assert pending.state_version == view.state_version  # the session's real version, not 0
@@ -71,17 +62,8 @@ def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_onc
 
 
 def test_a_denied_approval_resumes_the_turn_and_the_call_is_denied_without_asking_again(actor_system, tmp_path):
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    script = tmp_path / "ask.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_touch", name = "shell", '
-                      'arguments = { command = "touch denied.txt" } }]\n'
-                      '[[turns]]\nevents = [{ kind = "text", text = "understood" }]\n')
-    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(touch *)"]}))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "touch it")
-    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch denied.txt", "ask:Bash(touch *)",
+                                          "understood")
     [pending] = sessions.approvals("s1")
     assert sessions.deny("s1", pending.approval_id, "not today").status == "denied"
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
@@ -98,15 +80,8 @@ def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_syste
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "build.sh").write_text("touch built.txt\n")
-    script = tmp_path / "ask.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_build", name = "shell", '
-                      'arguments = { command = "sh build.sh" } }]\n'
-                      '[[turns]]\nevents = [{ kind = "text", text = "built" }]\n')
-    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(sh *)"]}))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "build it")
-    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "sh build.sh", "ask:Bash(sh *)", "built",
+                                          call_id="call_build")
     [first] = sessions.approvals("s1")
     bound = first.arguments["_judged_against"]
     assert bound["workspace"] == str(ws.resolve()) and len(bound["sha256"]) == 64

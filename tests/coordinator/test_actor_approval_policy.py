@@ -10,26 +10,17 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.messages import AddRules
 from ouroactors.authorities.storage.env import StorageConfig, open_env
 from ouroactors.runtime.execution.reading import records
-from ouroactors.sessions import GRANTS, Sessions
+from ouroactors.sessions import GRANTS
 
-from .actor_support import RULES, agent_tree, session_config, wait_for
+from .actor_support import waiting_on_an_approval
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 
 def test_an_approval_answered_after_the_policy_changed_during_the_wait_does_not_run_the_call(actor_system,
                                                                                               tmp_path):
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    script = tmp_path / "ask.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "call_touch", name = "shell", '
-                      'arguments = { command = "touch approved.txt" } }]\n'
-                      '[[turns]]\nevents = [{ kind = "text", text = "I will ask again" }]\n')
-    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(touch *)"]}))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
-    sessions.send("s1", "touch it")
-    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch approved.txt", "ask:Bash(touch *)",
+                                          "I will ask again")
     [pending] = sessions.approvals("s1")
 
     # While the session is suspended on the answer, its permissions change (the call itself still asks).
