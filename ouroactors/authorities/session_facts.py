@@ -67,6 +67,8 @@ ReaderFactory = Callable[[lmdb.Environment, "int | None"], Reader]  # (the node'
 
 def load_reader(path: str) -> ReaderFactory:
     """The reader factory named ``module:attribute``; an error naming the path if it cannot be loaded."""
+    if not isinstance(path, str):  # a tree's kwarg of another type: said, not an AttributeError
+        raise OuroactorsError(f"session_facts: expected 'module:attribute', got {type(path).__name__} {path!r}")
     module, _, attribute = path.partition(":")
     try:
         found = getattr(importlib.import_module(module), attribute) if module and attribute else None

@@ -49,7 +49,8 @@ def test_the_default_reader_gives_each_session_its_facts_and_fails_closed_on_the
 
 
 @pytest.mark.parametrize("path", ["nowhere.at.all:reader", "ouroactors.runtime.coordinator.facts:nothing",
-                                  "no-colon", "ouroactors.authorities.session_facts:DEFAULT_READER"])
+                                  "no-colon", "ouroactors.authorities.session_facts:DEFAULT_READER", 5, None,
+                                  ":", "x" * 10_000 + ":y"])
 def test_a_reader_path_that_does_not_name_a_callable_is_refused_naming_it(path):
     with pytest.raises(OuroactorsError, match="session_facts"):
         load_reader(path)
