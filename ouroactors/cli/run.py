@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import select
 import signal
@@ -81,6 +82,9 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # `kill -USR1 <pid>` prints where every thread of this run is, without stopping it: what a user
+    # needs when a stop seems stuck (the system's own processes log their state to admin.out).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         system = ActorSystem.start(base, data_dir or tree.system.data_dir, detached=detach, capabilities=caps,
                                    bind_host=bind_host or tree.system.bind_host, admin_port=admin_port,

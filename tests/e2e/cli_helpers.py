@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +45,41 @@ class Served:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate(timeout=30)
+
+    def stop(self, data_dir: Path, *, found_from_cwd: bool = False) -> tuple[int, str]:
+        """``ouroactors stop`` as a second terminal would, then this run's exit code and output.
+
+        The command gets longer than its own ``--timeout`` so that a slow stop reports itself rather
+        than being cut off. With ``found_from_cwd`` it names no data dir and finds ``data_dir`` from where
+        the run was started, as the README's second terminal does. When it fails, the failure carries what
+        shows where it stuck: the run's Python stacks (``run`` dumps them on SIGUSR1), its output, and the
+        tails of the system's logs; the run is killed either way, so nothing is left behind.
+        """
+        stop_args = [] if found_from_cwd else ["--data-dir", str(data_dir)]
+        try:
+            stopped = cli("stop", *stop_args, "--timeout", "60", cwd=self.cwd, timeout=120)
+        except subprocess.TimeoutExpired as exc:
+            stopped = subprocess.CompletedProcess(exc.cmd, -1, str(exc.stdout or ""), "timed out after 120 s")
+        if stopped.returncode == 0:
+            return self.finish()
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGUSR1)
+        try:
+            out, _ = self.proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate(timeout=30)
+        logs = "".join(f"\n--- {name} (tail) ---\n{_tail(Path(data_dir) / name)}" for name in ("admin.out", "actors.log"))
+        raise AssertionError(f"stop exited {stopped.returncode}: {stopped.stdout}{stopped.stderr}\n"
+                             f"--- the run's output ---\n{''.join(self.lines)}{out or ''}{logs}")
+
+
+def _tail(path: Path, limit: int = 6000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
+    except OSError as exc:
+        return f"({exc})"
 
 
 def events(data_dir: Path) -> list[dict[str, Any]]:

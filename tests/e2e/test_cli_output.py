@@ -39,8 +39,7 @@ def test_tree_and_status_as_json_and_never_cut_when_piped(tmp_path):
                                text=True, timeout=60, env=env).stdout
         assert f"root/{LONG_ID}" in table and "…" not in table
     finally:
-        assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
-        served.finish()
+        served.stop(data_dir)
 
 
 def test_events_of_a_data_dir_that_does_not_exist_is_an_error(tmp_path):
@@ -81,8 +80,7 @@ def test_start_child_arguments_are_typed_literals(tmp_path):
         answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert answer.stdout.strip() == "8", answer.stdout + answer.stderr  # 7 is the int 7, not the string "7"
     finally:
-        assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
-        served.finish()
+        served.stop(data_dir)
 
 
 FAILING = """
@@ -124,8 +122,7 @@ def test_kill_names_what_exists_and_will_not_kill_a_root_without_force(tmp_path)
         plain = cli("start-child", "example", "--data-dir", str(data_dir), cwd=tmp_path)
         assert plain.returncode == 2 and "simple_one_for_one" in plain.stderr and "child spec" in plain.stderr
     finally:
-        assert cli("stop", "--data-dir", str(data_dir), cwd=tmp_path).returncode == 0
-        served.finish()
+        served.stop(data_dir)
 
 
 def test_detach_with_a_metrics_port_is_refused_saying_why(tmp_path):
@@ -173,9 +170,4 @@ def test_a_second_terminal_finds_a_system_whose_tree_sets_its_own_data_dir(tmp_p
         [row] = json.loads(cli("tree", child, "--json", cwd=tmp_path).stdout)  # a worker's tree: its own row
         assert row["path"] == child and row["type"] == "worker"
     finally:
-        stopped = cli("stop", cwd=tmp_path)
-        if stopped.returncode == 0:
-            served.finish()
-        else:
-            served.kill()  # never leave the system behind, even when the stop under test failed
-    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        served.stop(tmp_path / ".ouroactors" / "app", found_from_cwd=True)

@@ -56,5 +56,4 @@ def test_check_and_run_find_the_project_of_the_tree_file(tmp_path):
                                 cwd=tmp_path / "proj")
         assert "stored" in answer.stdout, answer.stdout + answer.stderr
     finally:
-        assert cli("stop", "--data-dir", str(data_dir), cwd=elsewhere).returncode == 0
-        served.finish()
+        served.stop(data_dir)
