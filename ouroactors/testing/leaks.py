@@ -38,13 +38,27 @@ def listener_pids(port: int) -> set[int]:
     wanted = {f"socket:[{inode}]" for inode in listen_inodes(port) or ()}
     pids: set[int] = set()
     for entry in os.listdir("/proc") if wanted else ():
-        if entry.isdigit():
-            try:
-                if any(os.readlink(f"/proc/{entry}/fd/{fd}") in wanted for fd in os.listdir(f"/proc/{entry}/fd")):
-                    pids.add(int(entry))
-            except OSError:
-                continue
+        if entry.isdigit() and any(target in wanted for target in _fd_targets(entry)):
+            pids.add(int(entry))
     return pids
+
+
+def _fd_targets(pid: str) -> list[str]:
+    """What each open descriptor of ``pid`` points at. A descriptor closed between the listing and its readlink
+    is skipped, not the whole process: a busy admin opens and closes connections all the time, and skipping it
+    for one closed descriptor hid the very holder a leak check looks for (under xdist, a port number another
+    worker's system had taken looked held by nobody, so by the gone system)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    targets = []
+    for fd in fds:
+        try:
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return targets
 
 
 def held_by_group(holders: set[int], pgid: int) -> bool:
