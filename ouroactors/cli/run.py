@@ -25,6 +25,7 @@ from ..system.metrics import render
 from . import main
 from .common import console, err_console, traceback_hint
 from .render import event_line, tree_table
+from .stop_request import StopRequest
 
 EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED = 0, 2, 3, 4, 6
 
@@ -79,9 +80,7 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     if leader and join:
         err_console.print("--leader and --join exclude each other: a node leads or joins", markup=False)
         sys.exit(EXIT_BAD_INPUT)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopRequest()  # kept until the process exits: a second Ctrl-C does not cut the orderly stop short
     # `kill -USR1 <pid>` prints where every thread of this run is, without stopping it: what a user
     # needs when a stop seems stuck (the system's own processes log their state to admin.out).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -162,7 +161,7 @@ class AdminWatch:
             self._fd = None
 
 
-def _serve(system: ActorSystem, root: str, stop: threading.Event, watch: AdminWatch) -> int:
+def _serve(system: ActorSystem, root: str, stop: StopRequest, watch: AdminWatch) -> int:
     """Print events (plain) or a live table (terminal) until asked to stop, the tree ends or the
     admin dies."""
     seen = len(system.events.all())
