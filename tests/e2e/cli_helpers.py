@@ -70,7 +70,8 @@ class Served:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, _ = self.proc.communicate(timeout=30)
-        logs = "".join(f"\n--- {name} (tail) ---\n{_tail(Path(data_dir) / name)}" for name in ("admin.out", "actors.log"))
+        logs = "".join(f"\n--- {name} (tail) ---\n{_tail(Path(data_dir) / name)}"
+                       for name in ("admin.out", "actors.log"))
         raise AssertionError(f"stop exited {stopped.returncode}: {stopped.stdout}{stopped.stderr}\n"
                              f"--- the run's output ---\n{''.join(self.lines)}{out or ''}{logs}")
 
