@@ -112,9 +112,10 @@ def test_the_directory_flushes_before_it_answers_a_read(env):
         def _record(self, session_id: str) -> Any:
             return store.get(session_id)
 
-    answer = directory.Sessions._events(Door(), ReadEvents("s1", 0, 100, 0.0, "r1", False))  # type: ignore[arg-type]
+    # the read both a first answer and a held follower's go through: events, then the record, then the flush
+    answer, record = directory.Sessions._read_events(Door(), ReadEvents("s1", 0, 100, 0.0, "r1", False))  # type: ignore[arg-type]
     seen.append(("sent", len(answer.events)))
-    assert len(answer.events) == 2
+    assert len(answer.events) == 2 and record.committed_cursor == answer.committed
     _published_after_a_flush(seen)
 
 

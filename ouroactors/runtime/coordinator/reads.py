@@ -73,7 +73,7 @@ class DirectoryReads:
             raise DirectoryError(str(reader))
         return reader
 
-    def _readable(self, message: ShowSession | ReadEvents) -> SessionRecord:
+    def _readable(self, message: ShowSession) -> SessionRecord:
         """The session's record, if the reader may read it; one it may not is unknown to it (not even its id)."""
         reader, record = self._reader(message), self._record(message.session_id)
         if not self.principals.may_read(reader, record.principal):
@@ -95,8 +95,12 @@ class DirectoryReads:
         return tuple(view_of(r) for r in records if r is not None and self.principals.may_read(reader, r.principal))
 
     def handle_ReadEvents(self, message: ReadEvents, sender: Any) -> Any:
-        self._readable(message)  # checked once: a held poll is answered later from the same request
-        answer = self._events(message)
+        reader = self._reader(message)
+        answer, record = self._read_events(message)
+        # Checked once, on the record read with the events (one read, not two): a held poll is answered later from
+        # the same request. A reader that may not read the session hears only that it is unknown, nothing read.
+        if not self.principals.may_read(reader, record.principal):
+            raise UnknownSession(message.session_id)
         if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
             return answer
         follower = Follower(message, sender, time.monotonic() + message.wait_s)
@@ -111,11 +115,14 @@ class DirectoryReads:
         return None
 
     def _events(self, message: ReadEvents) -> EventsRead:
+        return self._read_events(message)[0]
+
+    def _read_events(self, message: ReadEvents) -> tuple[EventsRead, SessionRecord]:
         events = self.store.events(message.session_id, message.after, message.limit)
         record = self._record(message.session_id)  # read after the events: its cursor covers every one of them
         if events or is_terminal(record.state):
             self.store.durable()  # another process's commit may be visible before it is on disk (its meta page)
-        return EventsRead(tuple(events), record.committed_cursor, record.state.value, message.request_id)
+        return EventsRead(tuple(events), record.committed_cursor, record.state.value, message.request_id), record
 
     def _serve_followers(self, only: str | None = None, served: frozenset[str] = frozenset()) -> None:
         """Answer the followers that have events (or whose wait ended); ``only``: those of one session (a
