@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .calls import AdminAnswer as AdminAnswer  # the answer to an AdminCall that carried a ref
 from .calls import AdminCall as AdminCall  # re-exported: the calls a caller outside the system makes
@@ -68,7 +68,12 @@ def this_node() -> str:
 
 @dataclass(frozen=True)
 class Ping:
-    """Supervisor → remote child: are you (and your node) still there?"""
+    """Supervisor → remote child: are you (and your node) still there? (Also the workspace's and the ledger's
+    heartbeat to whoever holds a lease or writes: that may be a system handle, an endpoint outside any actor.)"""
+
+    # Never the answer to an ask: an endpoint outside the actors that owns a lease is pinged between its asks, and
+    # the next ask would otherwise take the Ping for its answer (see system._answers.tagged_for).
+    NEVER_AN_ANSWER: ClassVar[bool] = True
 
     key: str
     incarnation: int

@@ -234,3 +234,25 @@ def test_cleanup_attacks_get_a_typed_refusal_and_remove_nothing(actor_system, tm
         ask_authority(actor_system, "agent/workspace", CleanupWorktree(repo, alias, session_id="s2"), timeout=30)
     assert os.path.isdir(made.path)
     assert [w for w in ask_authority(actor_system, "agent/workspace", "worktrees")]  # still recorded, still serving
+
+
+def test_a_lease_held_by_the_system_handle_never_feeds_a_heartbeat_to_its_next_ask(actor_system, tmp_path):
+    """The workspace pings whoever holds a lease; held from outside the actors, that is this handle's endpoint. A
+    Ping that arrived between two asks was taken by the next one as its answer (seen in CI: ``which_child`` got a
+    Ping, and the shutdown's ``trees()`` then got the ChildInfo that was late)."""
+    import time
+
+    from ouroactors.authorities.workspace.leases import Lease
+
+    project = tmp_path / "project"
+    project.mkdir()
+    actor_system.start_tree(tree(str(tmp_path)))
+    granted = ask_authority(actor_system, "agent/workspace", Acquire(str(project), "exclusive", "session-1"))
+    assert granted.lease.status == "active"  # its owner: this handle, an endpoint outside the actors
+    deadline = time.monotonic() + 8 * 0.1  # heartbeats every 0.1 s: several land between these asks
+    asked = 0
+    while time.monotonic() < deadline or asked < 3:
+        answer = ask_authority(actor_system, "agent/workspace", "leases")
+        assert all(isinstance(lease, Lease) for lease in answer), answer
+        assert actor_system.child_info("agent/workspace").status == "running"  # a supervisor's answer, too
+        asked += 1
