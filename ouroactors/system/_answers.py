@@ -107,6 +107,27 @@ class Answers:
                 return message
         return None
 
+    _teller: Any = None  # the endpoint tells go out through (multiproc), made at the first tell
+
+    def _tell(self, address: Any, message: Any) -> None:
+        """Send ``message`` to ``address``, expecting nothing back.
+
+        Whatever the receiver sends back to a tell's sender — an actor that answers every message, a crash report,
+        "not running" — must never reach the endpoint asks listen on: an ask takes the next message that arrives
+        there, so one answer to a tell shifted every later ask by one answer, for good. So on the multiproc base
+        tells go out through an endpoint of their own, whose incoming messages nobody reads. The in-process base
+        has one endpoint and only runs while called: a tell is handled at once, and what it sent back to the
+        caller is dropped here.
+        """
+        if self.base != "multiproc" or self.admin_port is None:
+            self._endpoint.tell(address, message)
+            while self._endpoint.listen(0) is not None:
+                pass  # the told actor's answer (or crash report) to the caller: not an answer to any ask
+            return
+        if self._teller is None:
+            self._teller = ThespianSystem(MULTIPROC, {"Admin Port": self.admin_port}, transientUnique=True)
+        self._teller.tell(address, message)
+
     def _renew_endpoint(self) -> None:
         if self.admin_port is None:
             return
@@ -115,15 +136,22 @@ class Answers:
         except Exception as exc:  # the admin is gone: the next ask reports that
             log.debug("no fresh endpoint after a timeout: %s", exc)
             return
-        self._close_endpoints()  # the previous fresh one, if any; never the one the handle was made with
+        self._close_asker()  # the previous fresh one, if any; never the one the handle was made with
         self._asker = fresh
 
-    def _close_endpoints(self) -> None:
-        """Close the endpoint this handle opened after a timeout (not the one it was made with)."""
+    def _close_asker(self) -> None:
         asker, self._asker = self._asker, None
         if asker is not None:
             with contextlib.suppress(Exception):
                 asker._systemBase.transport.close()
+
+    def _close_endpoints(self) -> None:
+        """Close the endpoints this handle opened after a timeout and for tells (not the one it was made with)."""
+        self._close_asker()
+        teller, self._teller = self._teller, None
+        if teller is not None:
+            with contextlib.suppress(Exception):
+                teller._systemBase.transport.close()
 
     @staticmethod
     def _unwrap(answer: Any, what: str, timeout: float) -> Any:

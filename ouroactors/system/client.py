@@ -42,7 +42,7 @@ class ActorRef:
         return self.system._answer(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
 
     def tell(self, message: Any) -> None:
-        self.system._endpoint.tell(self.address, message)
+        self.system._tell(self.address, message)
 
 
 def attach_endpoint(directory: Path) -> tuple[marker.Marker, Any]:
@@ -221,7 +221,8 @@ class SystemClient(Answers):
             raise
 
     def tell(self, path: str, message: Any) -> None:
-        self._endpoint.tell(self._address_of(path), message)
+        """Send ``message`` to the actor at ``path`` and return; whatever it sends back is dropped (see _tell)."""
+        self._tell(self._address_of(path), message)
 
     def _address_of(self, path: str) -> Any:
         address = self._addresses.get(path)

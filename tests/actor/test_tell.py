@@ -1,0 +1,34 @@
+"""A tell expects nothing back: what the told actor sends its caller never becomes the answer to a later ask.
+
+An ask through the handle takes the next message that reaches its endpoint. Before tells had an endpoint of their
+own, an actor that answers every message (or a crash report to the teller) put one stray message there, and every
+later ask on the handle got the answer meant for the ask before it: a ``which_child`` got a list, ``trees()`` a
+``ChildInfo``, for good.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors import supervisor, worker
+
+from .helpers import ECHO
+
+pytestmark = pytest.mark.multiproc
+
+
+@pytest.mark.parametrize("base", ["multiproc", "simple"])
+def test_what_a_tell_provokes_never_answers_a_later_ask(actor_system_factory, base):
+    system = actor_system_factory(base)
+    system.start_tree(supervisor("r", [worker("a", ECHO), worker("b", ECHO)], intensity=10))
+    mark = system.mark()
+    system.tell("r/a", "told")  # Echo answers every message, to whoever sent it
+    system.tell("r/a", "crash")  # and a crash is reported to the sender of the message that caused it
+    system.wait_for("exited", "r/a", after=mark)  # both were delivered and handled
+    for n in range(3):
+        assert system.ask("r/b", f"asked-{n}") == f"asked-{n}"
+    assert system.child_info("r/b").status == "running"  # the supervisor's answer, not a stray one
+    ref = system.ref("r/b")
+    ref.tell("told through a ref")
+    assert ref.ask("asked through a ref") == "asked through a ref"
+    assert [tree.name for tree in system.trees()] == ["r"]
