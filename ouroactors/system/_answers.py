@@ -125,14 +125,18 @@ class Answers:
                 pass  # the told actor's answer (or crash report) to the caller: not an answer to any ask
             return
         if self._teller is None:
-            self._teller = ThespianSystem(MULTIPROC, {"Admin Port": self.admin_port}, transientUnique=True)
+            self._teller = self._fresh_endpoint()
         self._teller.tell(address, message)
+
+    def _fresh_endpoint(self) -> Any:
+        """A new thespian endpoint to this system's admin (one connection, ~2 ms)."""
+        return ThespianSystem(MULTIPROC, {"Admin Port": self.admin_port}, transientUnique=True)
 
     def _renew_endpoint(self) -> None:
         if self.admin_port is None:
             return
         try:
-            fresh = ThespianSystem(MULTIPROC, {"Admin Port": self.admin_port}, transientUnique=True)
+            fresh = self._fresh_endpoint()
         except Exception as exc:  # the admin is gone: the next ask reports that
             log.debug("no fresh endpoint after a timeout: %s", exc)
             return
@@ -141,17 +145,13 @@ class Answers:
 
     def _close_asker(self) -> None:
         asker, self._asker = self._asker, None
-        if asker is not None:
-            with contextlib.suppress(Exception):
-                asker._systemBase.transport.close()
+        _close(asker)
 
     def _close_endpoints(self) -> None:
         """Close the endpoints this handle opened after a timeout and for tells (not the one it was made with)."""
         self._close_asker()
         teller, self._teller = self._teller, None
-        if teller is not None:
-            with contextlib.suppress(Exception):
-                teller._systemBase.transport.close()
+        _close(teller)
 
     @staticmethod
     def _unwrap(answer: Any, what: str, timeout: float) -> Any:
@@ -164,3 +164,10 @@ class Answers:
         if isinstance(answer, Ok):
             return answer.value
         return answer
+
+
+def _close(endpoint: Any) -> None:
+    """Close an endpoint this handle opened (None: there is none)."""
+    if endpoint is not None:
+        with contextlib.suppress(Exception):
+            endpoint._systemBase.transport.close()
