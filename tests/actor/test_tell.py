@@ -32,3 +32,15 @@ def test_what_a_tell_provokes_never_answers_a_later_ask(actor_system_factory, ba
     ref.tell("told through a ref")
     assert ref.ask("asked through a ref") == "asked through a ref"
     assert [tree.name for tree in system.trees()] == ["r"]
+
+
+@pytest.mark.parametrize("base", ["multiproc", "simple"])
+def test_odd_told_values_change_no_later_answer(actor_system_factory, base):
+    """Attacks on the tell path: None, a non-finite number, a huge int, an over-long string, bytes — each is
+    delivered (Echo answers it to the teller) and none becomes the answer to the next ask."""
+    system = actor_system_factory(base)
+    system.start_tree(supervisor("r", [worker("a", ECHO), worker("b", ECHO)], intensity=10))
+    for value in (None, float("nan"), float("inf"), 10**400, "k" * 1_000_000, b"\0" * 4096):
+        system.tell("r/a", value)
+        assert system.ask("r/b", "after") == "after", repr(value)[:40]
+    assert system.ask("r/a", "still here") == "still here"
