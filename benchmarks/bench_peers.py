@@ -29,8 +29,9 @@ run and subtracted: **per-step overhead = wall time of the 3-step session / 3 �
   each time: one checkpoint per superstep (plus the input's), written before the next node runs.
 
 Peers run in their own processes (no global state shared with our system), and the three alternate round by
-round so load from other jobs hits all alike. ``--breakdown`` adds, per turn of ours, what the runtime's scheduling
-figures say (:func:`.bench_runtime.sched_stats`): its turn thread's time on a CPU and waiting for one. Every turn
+round so load from other jobs hits all alike. ``--breakdown`` adds the parts of our steps from the runtime's timing
+marks (as ``bench_runtime --breakdown`` names them) and, per turn of ours, what the runtime's scheduling figures
+say (:func:`.bench_runtime.sched_stats`): its turn thread's time on a CPU and waiting for one. Every turn
 of a session here is the first of its runtime process (a suspended session holds none). Goals (issue 14): ours
 ≤ 0.33× DBOS's per-step overhead and ≤ 0.8× LangGraph's per-node overhead. A peer that is not installed is skipped
 with the reason.
@@ -271,6 +272,7 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     ours = Ours(work, breakdown, direct)
     loop: list[float] = []
     sched: dict[str, Stat] = {}
+    parts: dict[str, Stat] = {}
     try:
         for r in range(rounds):
             progress(f"round {r + 1}/{rounds}: {per_round} sessions each of ours, "
@@ -291,9 +293,10 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     finally:
         loop = ours.close()
         if ours.timing_file is not None and ours.timing_file.exists():
-            from .bench_runtime import sched_stats
+            from .bench_runtime import sched_stats, segments
 
             sched = sched_stats(ours.timing_file)
+            parts = segments(ours.timing_file)
         shutil.rmtree(work, ignore_errors=True)
     b = body_ms.p50
 
@@ -325,6 +328,9 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     rows.append(Row("ours", "ours: the whole session from outside, per step (send → subscriber has "
                     "turn_settled) / 3 − body", "ms", overhead(ours.outside), None, "report", None,
                     "includes runtime process start, workspace lease, open, coordinator publication"))
+    for name, stat in parts.items():
+        if stat.samples:
+            rows.append(Row("  part", f"ours, per step: {name}", "ms", stat, None))
     for name, stat in sched.items():
         rows.append(Row("  sched", f"ours, per 3-step turn: {name}", "" if "page faults" in name else "ms", stat,
                         None))
@@ -335,7 +341,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer sessions")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
-    parser.add_argument("--breakdown", action="store_true", help="add the runtime's scheduling figures per turn")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="add the parts of our steps and the runtime's scheduling figures per turn")
     parser.add_argument("--via-directory", action="store_true",
                         help="our subscriber follows through the directory and the coordinator's stream (default: "
                              "as the CLI follows, reading the log in its own process)")

@@ -119,7 +119,7 @@ SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
 )
 
 
-def _segments(timing_file: Path) -> dict[str, Stat]:
+def segments(timing_file: Path) -> dict[str, Stat]:
     """Per-step durations (ms) of each segment, from the marks the runtime appended (one JSON line per turn)."""
     found = {name: Stat() for name, _, _ in SEGMENTS}
     for line in timing_file.read_text().splitlines():
@@ -268,7 +268,7 @@ def run(quick: bool) -> list[Row]:
         parts.append(Row(f"  turn ({mode})", "a turn's time per step (final answer included; n = turns)", "ms",
                          per_turn, floor))
         if timing_file is not None:
-            for name, stat in _segments(timing_file).items():
+            for name, stat in segments(timing_file).items():
                 parts.append(Row(f"  part ({mode})", name, "ms", stat, None))
             for name, stat in sched_stats(timing_file).items():
                 unit = "" if "page faults" in name else "ms"

@@ -69,7 +69,7 @@ from .runtimes import RuntimeLink, _Attached
 from .store import SessionStore
 from .trace import mark
 from .waits import APPROVAL_POLL_S, TIMER_WAKEUP, Waits
-from .wake import WakeReader, wake_subscribers
+from .wake import SubscriberWaker, WakeReader
 from .workflow import Event, State, is_terminal
 
 log = logging.getLogger("ouroactors.coordinator")
@@ -99,6 +99,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         self.committer = CallThread(f"commit:{self.path}") if self.context.base == "multiproc" else None
         # the runtime's carried commits wake this loop through a FIFO (see .wake); pushes remain the fallback
         self.wake = WakeReader.open(self.context.data_dir, self.session_id) if self.committer is not None else None
+        self.subscribers = SubscriberWaker(self.context.data_dir, self.session_id)  # those reading the log themselves
         self.watched_fds = tuple(fd for fd in (getattr(self.committer, "fd", None), getattr(self.wake, "fd", None))
                                  if fd is not None)
         self.jobs = Jobs(self.send, self.wakeupAfter, self.committer.submit if self.committer is not None else None)
@@ -126,9 +127,9 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         committer = getattr(self, "committer", None)
         if committer is not None:
             committer.close()
-        wake = getattr(self, "wake", None)
-        if wake is not None:
-            wake.close()
+        for line in (getattr(self, "wake", None), getattr(self, "subscribers", None)):
+            if line is not None:
+                line.close()
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):  # the commit thread is done (or a stray wake-up: nothing to take)
@@ -247,9 +248,8 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
     def _wake_subscribers(self) -> None:
         """Tell the subscribers that read the session's log themselves (:mod:`.direct_follow`) of a commit of ours
         that returned: the cursor it made durable (the record's)."""
-        if self.context is not None:
-            cursor = self.record.committed_cursor if self.record is not None else 0
-            wake_subscribers(self.context.data_dir, self.session_id, cursor)
+        cursor = self.record.committed_cursor if self.record is not None else 0
+        self.subscribers.wake(cursor)
 
 
 __all__ = ["HEARTBEAT_S", "Coordinator", "CoordinatorError"]
