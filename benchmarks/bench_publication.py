@@ -97,11 +97,16 @@ def script_for(path: Path, tag: str, steps: int) -> Path:
 # -- the subscriber (its own process) -------------------------------------------------------------------------
 
 
+PERIODIC_READ_S = 0.05  # a reader that refreshes now and then (a UI), as bench_runtime's
+
+
 def follow_main(data_dir: str, direct: bool) -> None:
     """Read session ids on stdin; for each: one plain read (warm), ``ready``, then follow to ``turn_settled``,
     printing one JSON line per event with the time it was received, then ``end``. ``direct``: as the CLI follows
     (the log read in this process, :mod:`ouroactors.runtime.coordinator.direct_follow`); else through the
-    directory and the coordinator's stream."""
+    directory and the coordinator's stream. A line ``periodic <id>`` reads that session every
+    :data:`PERIODIC_READ_S` instead, printing only ``end`` once ``turn_settled`` is committed: no subscriber is woken
+    by the session's commits (the peers of ``bench_peers`` have none)."""
     from ouroactors.runtime.coordinator.trace import mark
     from ouroactors.sessions import Sessions
 
@@ -110,14 +115,31 @@ def follow_main(data_dir: str, direct: bool) -> None:
         sid = line.strip()
         if not sid:
             continue
+        periodic = sid.startswith("periodic ")
+        sid = sid.removeprefix("periodic ")
         sessions.read(sid, 0)
         print("ready", flush=True)
+        if periodic:
+            _read_periodically(sessions, sid)
+            continue
         for event in sessions.events(sid, 0, follow=True, idle_timeout=FOLLOW_DEADLINE_S, until="turn_settled"):
             got = time.time_ns()
             mark("sub_rx", event.cursor)
             print(json.dumps({"t": got, "cursor": event.cursor, "kind": event.kind,
                               "call_id": event.data.get("call_id"), "committed_ns": event.committed_ns}), flush=True)
         print("end", flush=True)
+
+
+def _read_periodically(sessions: Any, sid: str) -> None:
+    cursor, deadline = 0, time.monotonic() + FOLLOW_DEADLINE_S
+    while time.monotonic() < deadline:
+        time.sleep(PERIODIC_READ_S)  # the reader's period, not a synchronisation
+        batch = sessions.read(sid, cursor, limit=4096)
+        if batch.events:
+            cursor = batch.events[-1].cursor
+        if any(event.kind == "turn_settled" for event in batch.events):
+            break
+    print("end", flush=True)
 
 
 class Lines:
