@@ -168,7 +168,8 @@ class Journal:
         Everything is read and computed first (the head, the sealed records, a truncation's deletions); only then
         are the puts made, so the only failures left mid-way are LMDB's own (map full), which poison ``txn`` as a
         whole: nothing half-written can commit. ``isolate=True`` puts them in a nested transaction instead (a
-        failure then leaves ``txn`` unharmed), at about 0.1-0.2 ms more per transaction here. Either way a failure
+        failure then leaves ``txn`` unharmed), at about 3 µs more per transaction (measured: a synced commit's cost is
+        its pages' fsync, about 0.4 ms here for a step's records, with or without nesting). Either way a failure
         leaves the records remembered as lost. Call :meth:`settle_staged` with the outer transaction's outcome.
         """
         with self._lock:
