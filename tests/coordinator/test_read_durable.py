@@ -82,6 +82,7 @@ class _Coordinator(Following):
     def __init__(self, store: SessionStore) -> None:
         self.session_id, self.store, self.directory = "s1", store, None
         self.held, self.served, self.sent = [], [], []
+        self.quiet = None  # no wake-up FIFO here (see coordinator.quiet)
 
     def send(self, target: Any, message: Any) -> None:
         self.store.seen.append(("sent", len(message.events)))  # type: ignore[attr-defined]

@@ -62,6 +62,7 @@ from .following import Following
 from .leasing import _Nap
 from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, WhichSession
 from .publishing import Publisher
+from .quiet import QuietMarker
 from .record import SessionRecord, check_id
 from .recovering import CLAIMED as CLAIMED  # re-exported: registered beside the claim that reaches it
 from .recovering import Recovering
@@ -98,7 +99,10 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         # checkpoint commits run beside the actor thread, which keeps receiving meanwhile (see .publishing)
         self.committer = CallThread(f"commit:{self.path}") if self.context.base == "multiproc" else None
         # the runtime's carried commits wake this loop through a FIFO (see .wake); pushes remain the fallback
+        self.quiet = QuietMarker.fresh(self.context.data_dir, self.session_id) if self.committer is not None else None
         self.wake = WakeReader.open(self.context.data_dir, self.session_id) if self.committer is not None else None
+        if self.wake is None:
+            self.quiet = None  # no FIFO: the runtime pushes, and nothing is there to skip
         self.subscribers = SubscriberWaker(self.context.data_dir, self.session_id)  # those reading the log themselves
         self.watched_fds = tuple(fd for fd in (getattr(self.committer, "fd", None), getattr(self.wake, "fd", None))
                                  if fd is not None)
@@ -118,6 +122,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         self.released_lease: str | None = None  # the last lease this incarnation saw released (.runtimes)
         self.answered_asks: list[str] = []  # call digests of answered approvals the runtime decides by (.waits)
         self.beats = 0
+        self._sync_wakes()
         self.jobs.submit(self._recover)
         self.wakeupAfter(timedelta(seconds=HEARTBEAT_S), payload=_HEARTBEAT)
 
@@ -127,7 +132,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         committer = getattr(self, "committer", None)
         if committer is not None:
             committer.close()
-        for line in (getattr(self, "wake", None), getattr(self, "subscribers", None)):
+        for line in (getattr(self, "wake", None), getattr(self, "subscribers", None), getattr(self, "quiet", None)):
             if line is not None:
                 line.close()
 

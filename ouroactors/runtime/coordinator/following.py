@@ -28,6 +28,7 @@ from .trace import mark
 from .workflow import is_terminal
 
 if TYPE_CHECKING:
+    from .quiet import QuietMarker
     from .record import SessionRecord
     from .store import SessionStore
 
@@ -52,6 +53,7 @@ class Following:
         directory: Any
         held: list[_Held]
         served: list[str]
+        quiet: QuietMarker | None
 
         def send(self, target: Any, message: Any) -> None: ...
         def _read(self) -> SessionRecord: ...
@@ -61,16 +63,25 @@ class Following:
         if request.session_id != self.session_id or len(self.held) >= MAX_HELD:
             return  # not this session's (or too many): the directory, which holds it too, answers it
         mark("lent_rx", request.after)
+        if self.quiet is not None and not self.quiet.want(True):
+            return  # runtimes would not wake this coordinator for it: the directory, which holds it too, answers it
         held = _Held(reply_to, request, time.monotonic() + request.wait_s, request.after)
-        record = self._read()
+        record = self._read()  # after the marker went (see .quiet): a commit it misses wakes this coordinator
         if self._send_to(held, record):
             self.held.append(held)
         if held.answered and self.directory is not None:  # answered on arrival: the directory forgets it
             self.send(self.directory, Committed(self.session_id, record.committed_cursor, self._take_served()))
+        self._sync_wakes()
+
+    def _sync_wakes(self) -> None:
+        """Wake-ups at every commit only while a lent follower is held here or a nudge is due (see .quiet)."""
+        if self.quiet is not None:
+            self.quiet.want(bool(self.held or self.served))
 
     def _take_served(self) -> tuple[str, ...]:
         """The request ids answered since the last nudge (the nudge after each commit carries them)."""
         served, self.served = tuple(self.served), []
+        self._sync_wakes()
         return served
 
     def _nudge_wanted(self) -> bool:
@@ -85,6 +96,7 @@ class Following:
         so on disk already): send every follower what it lacks."""
         if self.held:
             self.held = [h for h in self.held if self._send_to(h, record, durable)]
+            self._sync_wakes()
 
     def _prune_held(self) -> None:
         """At each heartbeat: a stream past its deadline is ended (its reader polls again); a plain poll past its
@@ -97,6 +109,7 @@ class Following:
             elif held.request.stream:
                 self._answer(held, (), self._read(), final=True)
         self.held = keep
+        self._sync_wakes()
 
     def _send_to(self, held: _Held, record: SessionRecord, durable: bool = False) -> bool:
         """Send ``held`` the events after its cursor, if any (or its end), up to ``record``'s cursor; whether it is

@@ -9,7 +9,8 @@ the coordinator's actor loop, which watches the FIFO's descriptor, in microsecon
 **What it carries: nothing but the wake.** The coordinator learns what was committed from the durable record,
 so a lost, repeated or forged byte costs one read and changes nothing. Only the data dir's owner can open the FIFO
 anyway (0600, in the 0700 data dir; opened without following links and checked to be a FIFO of ours). Whenever the
-FIFO cannot be written, the runtime pushes as before.
+FIFO cannot be written, the runtime pushes as before. While the coordinator has no follower to serve and no ack
+is due, it asks for no wake-up at all (:mod:`.quiet`), and the runtime writes nothing.
 
 **Incarnations.** A new coordinator of the session replaces the FIFO (a fresh inode at the same path); a runtime
 that kept the old one open gets ``EPIPE`` (its reader is gone) and opens the path again. A coordinator that stops
@@ -35,8 +36,10 @@ import stat
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from .quiet import is_quiet, quiet_path
 from .record import check_id
 
 __all__ = ["WAKE_DIR", "SubscriberWake", "SubscriberWaker", "WakeReader", "WakeWriter", "wake_path",
@@ -329,17 +332,27 @@ class WakeReader(_FifoEnd):
 
 
 class WakeWriter:
-    """The runtime's end: :meth:`wake` from any thread; False when there is no reader to wake (push instead)."""
+    """The runtime's end: :meth:`wake` from any thread; False when there is no reader to wake (push instead).
 
-    def __init__(self, data_dir: str | os.PathLike[str], session_id: str) -> None:
+    ``unacked(cursor)``, when given, says how many events up to ``cursor`` the coordinator has not acked yet; while
+    that stays under ``ack_every`` and the coordinator keeps its quiet marker (:mod:`.quiet`), it is not woken."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], session_id: str,
+                 unacked: Callable[[int], int] | None = None, ack_every: int = 0) -> None:
         self.path = wake_path(data_dir, session_id)
+        self.quiet = quiet_path(data_dir, session_id)
         self.subscribers = SubscriberWaker(data_dir, session_id)
+        self.unacked, self.ack_every = unacked, ack_every
+        self.skipped = 0  # wake-ups the coordinator's quiet marker spared it (tests, metrics)
         self._fd: int | None = None
 
     def wake(self, cursor: int = 0) -> bool:
         """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself, telling
         them the cursor the commit that just returned made durable."""
         self.subscribers.wake(cursor)
+        if self.unacked is not None and self.unacked(cursor) < self.ack_every and is_quiet(self.quiet):
+            self.skipped += 1
+            return True  # it asked for none: told, as far as it cares (no push either)
         return self._wake_coordinator(_vouch(cursor))
 
     def _wake_coordinator(self, message: bytes) -> bool:

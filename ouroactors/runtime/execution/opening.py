@@ -31,6 +31,7 @@ from ...authorities.grants.rules import Request
 from ...core import faults
 from ...core.errors import OuroactorsError
 from ...supervision.protocol import Stamped
+from ..coordinator.publishing import ACK_EVERY
 from ..coordinator.store import SessionStore
 from ..coordinator.wake import WakeWriter
 from ..sandbox import SandboxMode
@@ -162,6 +163,9 @@ class SessionOpening:
             publication=carried)
         steering = SteeringQueue()
         channel = OutputChannel(OutputBuffer(capacity=self.capacity, start=message.start), notify)
+        # a coordinator with no follower to serve is woken only when acks are due (see ..coordinator.quiet)
+        self.wake_line.unacked = lambda cursor: cursor - channel.buffer.acked
+        self.wake_line.ack_every = ACK_EVERY
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
                       journal=JournalWriter(journal, (carried,)), clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
