@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ouroactors import supervisor, worker
+from ouroactors.runtime.coordinator.messages import EventsRead, ReadEvents
 
 from ..journal_support import journal_kinds as journal_kinds  # re-exported: the tests import it from here
 
@@ -44,6 +46,17 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30.0, ev
                 return last
         time.sleep(every)  # polling with a deadline, not synchronising on time
     raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+
+
+def stream(system: Any, after: int, wait_s: float = 20.0, session: str = "s1") -> list[EventsRead]:
+    """One streamed read of ``session`` through the directory, raw: every answer to it until the final one."""
+    request_id = uuid.uuid4().hex
+    answers = [system.ask("agent/sessions", ReadEvents(session, after, 256, wait_s, request_id, True), 30.0)]
+    while not answers[-1].final:
+        following = system.listen_tagged(request_id, 30.0)
+        assert isinstance(following, EventsRead), following
+        answers.append(following)
+    return answers
 
 
 def slow_script(path: Path, words: int = 40, pace_ms: int = 100) -> Path:

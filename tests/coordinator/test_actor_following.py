@@ -5,16 +5,15 @@ killed ends and the reader goes on from the log (no gap, no duplicate, no long t
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 from ouroactors.runtime.coordinator import actor, directory
-from ouroactors.runtime.coordinator.messages import EventsRead, ReadEvents, SessionView
+from ouroactors.runtime.coordinator.messages import ReadEvents, SessionView
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import agent_tree, session_config, slow_script, stream, wait_for
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -28,17 +27,6 @@ def started(system: Any, tmp_path: Any, words: int = 12, pace_ms: int = 80) -> S
     sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "talk", last=True)  # the directory now knows the coordinator: it lends it the reads
     return sessions
-
-
-def stream(system: Any, after: int, wait_s: float = 20.0) -> list[EventsRead]:
-    """One streamed read, raw: every answer to it until the final one."""
-    request_id = uuid.uuid4().hex
-    answers = [system.ask("agent/sessions", ReadEvents("s1", after, 256, wait_s, request_id, True), 30.0)]
-    while not answers[-1].final:
-        following = system.listen_tagged(request_id, 30.0)
-        assert isinstance(following, EventsRead), following
-        answers.append(following)
-    return answers
 
 
 def test_a_held_read_is_a_stream_of_each_commits_events(actor_system_factory, monkeypatch, tmp_path):

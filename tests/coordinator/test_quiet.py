@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import os
 import stat
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ouroactors.runtime.coordinator import actor, directory, trace
-from ouroactors.runtime.coordinator.messages import EventsRead, ReadEvents
+from ouroactors.runtime.coordinator.messages import EventsRead
 from ouroactors.runtime.coordinator.quiet import QuietMarker, is_quiet, quiet_path
 from ouroactors.runtime.coordinator.wake import WakeReader, WakeWriter
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config, wait_for
+from .actor_support import agent_tree, session_config, stream, wait_for
 
 HOUR = 3600.0
 
@@ -168,16 +166,6 @@ def test_nobody_following_a_tool_turn_leaves_its_coordinator_asleep(actor_system
     assert [e.kind for e in events].count("tool_result") == 6 and events[-1].kind == "turn_settled"
 
 
-def _stream(system: Any, after: int, wait_s: float = 20.0) -> list[EventsRead]:
-    request_id = uuid.uuid4().hex
-    answers = [system.ask("agent/sessions", ReadEvents("s1", after, 256, wait_s, request_id, True), 30.0)]
-    while not answers[-1].final:
-        following = system.listen_tagged(request_id, 30.0)
-        assert isinstance(following, EventsRead), following
-        answers.append(following)
-    return answers
-
-
 @pytest.mark.multiproc
 def test_a_follower_lent_mid_session_is_served_at_each_carried_commit(actor_system_factory, monkeypatch,
                                                                       tmp_path: Path) -> None:
@@ -205,7 +193,7 @@ def test_a_follower_lent_mid_session_is_served_at_each_carried_commit(actor_syst
     sessions.send("s1", "again", last=True)
     streams: list[list[EventsRead]] = []
     while not streams or not any(e.kind == "turn_settled" for a in streams[-1] for e in a.events):
-        streams.append(_stream(system, cursor))
+        streams.append(stream(system, cursor))
         cursor = max([cursor, *(e.cursor for a in streams[-1] for e in a.events)])
         assert len(streams) < 30, streams
     events = [e for s_ in streams for a in s_ for e in a.events]
