@@ -29,14 +29,17 @@ import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx
 import trio
 
 from .. import tls
 from ..model import ModelError, ModelErrorKind, ModelEvent, ModelRequest
 from ._wire import RETRYABLE_STATUSES, ChatStreamAssembler, SSEDecoder, chat_body, parse_retry_after, retry_delay
 from .config import OpenAIConfig
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_ERROR_BODY = 4096
 
@@ -88,11 +91,13 @@ class OpenAIProvider:
         return headers
 
     def _timeout(self) -> httpx.Timeout:
+        import httpx  # imported where used (about 0.1 s): see ..tls
         connect = self.config.connect_timeout_s
         # Reads are bounded by the first-token and stall deadlines (trio scopes), not by httpx.
         return httpx.Timeout(connect=connect, read=None, write=connect, pool=connect)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        import httpx  # imported where used (about 0.1 s): see ..tls
         config = self.config
         body = chat_body(request, model=config.model, include_usage=config.include_usage,
                          temperature=config.temperature)
@@ -118,6 +123,7 @@ class OpenAIProvider:
     async def _open(self, client: httpx.AsyncClient, body: dict[str, object],
                     headers: dict[str, str]) -> tuple[httpx.Response, float]:
         """Send the request until a 200 stream starts; return it with its first-token deadline."""
+        import httpx  # imported where used (about 0.1 s): see ..tls
         config = self.config
         url = config.url
         for attempt in range(1, config.max_attempts + 1):
@@ -166,6 +172,7 @@ class OpenAIProvider:
 
     async def _error_detail(self, response: httpx.Response) -> str:
         """A short description of an error answer (its ``error.message`` when it has one), read with a bound."""
+        import httpx  # imported where used (about 0.1 s): see ..tls
         raw = b""
         with trio.move_on_after(self.config.connect_timeout_s):
             try:
@@ -187,6 +194,7 @@ class OpenAIProvider:
         return repr(text[:200]) if text else "(empty body)"
 
     async def _events(self, response: httpx.Response, deadline: float) -> AsyncGenerator[ModelEvent, None]:
+        import httpx  # imported where used (about 0.1 s): see ..tls
         config = self.config
         decoder = SSEDecoder()
         assembler = ChatStreamAssembler()

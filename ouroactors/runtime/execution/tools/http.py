@@ -42,10 +42,9 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
 
-import httpx
 import trio
 from pydantic import Field, field_validator
 
@@ -55,6 +54,9 @@ from ....authorities.ledger.messages import Verdict
 from ... import sandbox_netpolicy as netpolicy
 from .. import tls
 from .base import Tool, ToolArgs, ToolContext, ToolOutcome, ToolRefused, cap_bytes
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("ouroactors.ledger")
 
@@ -153,6 +155,7 @@ class HttpTool(Tool[HttpArgs]):
                        domains=(host_of(args.url),), method=args.method)
 
     async def run(self, args: HttpArgs, ctx: ToolContext) -> ToolOutcome:
+        import httpx  # imported where used (about 0.1 s): see ..tls
         started = time.monotonic()
         base: dict[str, Any] = {"method": args.method, "url": args.url, "sent": False}
         try:
@@ -215,6 +218,7 @@ async def _read_capped(response: httpx.Response, cap: int) -> _Body:
     A hostile server cannot make the runtime hold a huge body. A break *after* the status line does not make the
     effect unknown (the server answered); it is reported as an incomplete body.
     """
+    import httpx  # imported where used (about 0.1 s): see ..tls
     kept, total, digest = bytearray(), 0, hashlib.sha256()
     try:
         async for chunk in response.aiter_bytes():
@@ -283,6 +287,7 @@ def _judged(url: str, key: str, response: httpx.Response) -> Reconciled:
 def check_key(base_url: str, key: str, *, status_path: str = DEFAULT_STATUS_PATH, timeout: float = 5.0,
               client: httpx.Client | None = None) -> Reconciled:
     """Ask the target (synchronously: reconcilers run in the ledger's thread) whether ``key`` was applied."""
+    import httpx  # imported where used (about 0.1 s): see ..tls
     url = lookup_url(base_url, key, status_path)
     try:
         if client is not None:
@@ -298,6 +303,7 @@ def check_key(base_url: str, key: str, *, status_path: str = DEFAULT_STATUS_PATH
 async def check_key_async(base_url: str, key: str, *, status_path: str = DEFAULT_STATUS_PATH,
                           timeout: float = 5.0) -> Reconciled:
     """:func:`check_key` under trio, for a runtime that reconciles its own unsettled calls on resume."""
+    import httpx  # imported where used (about 0.1 s): see ..tls
     url = lookup_url(base_url, key, status_path)
     try:
         async with httpx.AsyncClient(trust_env=False, timeout=timeout, verify=tls.context()) as client:
