@@ -71,6 +71,15 @@ def test_another_incarnation_s_marker_is_neither_removed_nor_overruled(tmp_path:
     assert not new.path.exists()
 
 
+def test_wake_ups_are_not_promised_while_another_incarnation_s_marker_is_there(tmp_path: Path) -> None:
+    ours = QuietMarker.fresh(tmp_path, "s1")
+    other = QuietMarker(quiet_path(tmp_path, "s1"))  # one that made its marker after ours started
+    assert other.want(False)
+    assert not ours.want(True)  # a follower would not be woken for: the loan is declined (the directory answers)
+    other.close()
+    assert ours.want(True)
+
+
 def test_anything_but_a_regular_file_of_ours_is_no_marker(tmp_path: Path) -> None:
     path = quiet_path(tmp_path, "s1")
     path.parent.mkdir(mode=0o700)

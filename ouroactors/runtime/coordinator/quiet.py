@@ -16,7 +16,8 @@ coordinator). Putting the marker back late only costs wake-ups.
 
 **What a wrong marker can cost.** Only latency, never an event: a skipped wake-up leaves the events committed, and
 a lent follower the coordinator does not answer is answered by the directory (see :mod:`.following`). So a marker
-that cannot be removed makes the coordinator decline the loan, and one that cannot be made leaves wake-ups on.
+that cannot be removed (or another incarnation's, made while this one runs) makes the coordinator decline the loan,
+and one that cannot be made leaves wake-ups on.
 Only the data dir's owner can write under it (0700); a marker that is not a regular file of ours is not one.
 """
 
@@ -77,7 +78,9 @@ class QuietMarker:
 
     def want(self, wanted: bool) -> bool:
         """Ask for wake-ups (``wanted``) or not; whether the marker now says so. Never raises."""
-        if wanted == (not self.quiet):
+        if wanted and not self.quiet:  # none of ours: wake-ups come unless another incarnation's marker is there
+            return not os.path.lexists(self.path)
+        if not wanted and self.quiet:
             return True
         return self._remove() if wanted else self._make()
 
