@@ -126,6 +126,26 @@ def test_the_runtime_wakes_a_quiet_coordinator_only_when_acks_are_due(tmp_path: 
         reader.close()
 
 
+def test_a_marker_with_no_coordinator_reading_its_fifo_is_ignored(tmp_path: Path) -> None:
+    """A killed coordinator's marker, or a data dir reopened on the in-process base (no FIFO): the runtime must
+    push its events, not take the marker for a coordinator that needs nothing."""
+    marker = QuietMarker.fresh(tmp_path, "s1")
+    assert marker.want(False)  # and no WakeReader: nobody reads the session's FIFO
+    writer = WakeWriter(tmp_path, "s1", unacked=lambda cursor: 0, ack_every=128)
+    try:
+        assert not writer.wake(5)  # no reader to wake: the runtime pushes instead
+        assert writer.skipped == 0
+        reader = WakeReader.open(tmp_path, "s1")  # a coordinator comes: now the marker is its word
+        assert reader is not None
+        try:
+            assert writer.wake(6) and writer.skipped == 1 and not reader.drain()
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+        marker.close()
+
+
 def test_a_runtime_that_does_not_count_acks_always_wakes(tmp_path: Path) -> None:
     reader = WakeReader.open(tmp_path, "s1")
     assert reader is not None

@@ -99,10 +99,9 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         # checkpoint commits run beside the actor thread, which keeps receiving meanwhile (see .publishing)
         self.committer = CallThread(f"commit:{self.path}") if self.context.base == "multiproc" else None
         # the runtime's carried commits wake this loop through a FIFO (see .wake); pushes remain the fallback
-        self.quiet = QuietMarker.fresh(self.context.data_dir, self.session_id) if self.committer is not None else None
         self.wake = WakeReader.open(self.context.data_dir, self.session_id) if self.committer is not None else None
-        if self.wake is None:
-            self.quiet = None  # no FIFO: the runtime pushes, and nothing is there to skip
+        # while it serves nobody, it asks its runtime for no wake-up at all (see .quiet); no FIFO: nothing to skip
+        self.quiet = QuietMarker.fresh(self.context.data_dir, self.session_id) if self.wake is not None else None
         self.subscribers = SubscriberWaker(self.context.data_dir, self.session_id)  # those reading the log themselves
         self.watched_fds = tuple(fd for fd in (getattr(self.committer, "fd", None), getattr(self.wake, "fd", None))
                                  if fd is not None)

@@ -350,10 +350,18 @@ class WakeWriter:
         """Wake the coordinator (whether there was one to wake) and every subscriber reading the log itself, telling
         them the cursor the commit that just returned made durable."""
         self.subscribers.wake(cursor)
-        if self.unacked is not None and self.unacked(cursor) < self.ack_every and is_quiet(self.quiet):
+        if self._coordinator_quiet(cursor):
             self.skipped += 1
             return True  # it asked for none: told, as far as it cares (no push either)
         return self._wake_coordinator(_vouch(cursor))
+
+    def _coordinator_quiet(self, cursor: int) -> bool:
+        """Whether the coordinator asked for no wake-up: no ack is due, and its marker is there beside a FIFO that
+        has a reader. A marker with no FIFO to read (one a killed coordinator left, a data dir reopened on the
+        in-process base) is not a coordinator asking anything: the runtime then pushes, as before."""
+        if self.unacked is None or self.unacked(cursor) >= self.ack_every or not is_quiet(self.quiet):
+            return False
+        return (self._fd if self._fd is not None else self._open()) is not None
 
     def _wake_coordinator(self, message: bytes) -> bool:
         for _ in range(2):  # once more after a reader went away: a new incarnation may have a new FIFO there
