@@ -115,6 +115,9 @@ SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
     ("settlement: records + synced commit", "eff.ran", "eff.settled"),
     ("between calls: loop, model, journal staging", "eff.settled", "eff.begin"),
     ("  of which the model call (scripted)", "model.begin", "model.end"),
+    ("a turn's start: records, its event (per turn)", "turn.begin", "turn.staged"),
+    ("a turn's start: its synced commit, with the riders' work (per turn)", "turn.staged", "turn.committed"),
+    ("a turn's start: on to the first model call (per turn)", "turn.committed", "model.begin"),
     ("a turn's end: records + synced commit (per turn)", "turn.settling", "turn.flushed"),
 )
 

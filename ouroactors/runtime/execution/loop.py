@@ -198,8 +198,10 @@ class SessionLoop:
         # first tool call committed its start, and the two fought for the disk. (With flush_before_model the
         # model call's flush, next, is that transaction.)
         await self.ports.sink.emit("turn_started", turn, {"prompt": prompt}, rides=True)
+        timing.mark("turn.staged")
         if not self.flush_before_model:
             self.ports.journal.flush()
+            timing.mark("turn.committed")
         calls, text = 0, ""
         stop: steps.Stop | None = None
         while stop is None:

@@ -77,9 +77,9 @@ def turn_begins() -> None:
     if _PROFILE_DIR is not None and _profile is None:
         _profile = cProfile.Profile()
         _profile.enable()
-    if ENABLED:
-        mark("turn.begin")
+    if ENABLED:  # the snapshot first: reading every thread's schedstat takes ~0.5 ms, which is not the turn's
         _sched_at = (_sched(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+        mark("turn.begin")
 
 
 def dump() -> None:
