@@ -15,6 +15,7 @@ from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
 from ..execution import tool_set, versions
+
 # The tool registry comes with this module, not with a session's first message. The coordinator supervisor's process
 # imports this module once, and each coordinator it forks inherits the registry. Imported by the tools check instead
 # (tool_set imports it lazily), it cost every session start ~45 ms, in a coordinator that had just been forked.
