@@ -34,8 +34,9 @@ run and subtracted: **per-step overhead = wall time of the 3-step session / 3 �
 
 Peers run in their own processes (no global state shared with our system), and the three alternate round by
 round so load from other jobs hits all alike. ``--breakdown`` adds the parts of our steps from the runtime's timing
-marks (as ``bench_runtime --breakdown`` names them) and, per turn of ours, what the runtime's scheduling figures
-say (:func:`.bench_runtime.sched_stats`): its turn thread's time on a CPU and waiting for one. Every turn
+marks (as ``bench_runtime --breakdown`` names them), where a session's start goes (:func:`start_spans`, from the
+trace marks of :mod:`ouroactors.runtime.coordinator.trace`) and, per turn of ours, what the runtime's scheduling
+figures say (:func:`.bench_runtime.sched_stats`): its turn thread's time on a CPU and waiting for one. Every turn
 of a session here is the first of its runtime process (a suspended session holds none). Goals (issue 14): ours
 ≤ 0.33× DBOS's per-step overhead and ≤ 0.8× LangGraph's per-node overhead. A peer that is not installed is skipped
 with the reason.
@@ -187,11 +188,15 @@ class Ours:
         os.environ["OUROACTORS_BIND_HOST"] = os.environ["THESPIAN_BASE_IPADDR"] = "127.0.0.1"
         os.environ.setdefault("THESPLOG_FILE", str(work / "thespian.log"))
         self.timing_file: Path | None = None
+        self.trace_file: Path | None = None
         if breakdown:
+            from ouroactors.runtime.coordinator import trace
             from ouroactors.runtime.execution import timing
 
             self.timing_file = work / "timing.jsonl"
             timing.enable(str(self.timing_file))  # before the system forks: its processes inherit the switch
+            self.trace_file = work / "trace.txt"  # the session start's marks
+            trace.enable(str(self.trace_file))
         self.system = ActorSystem.start("multiproc", work / "data")
         self.sessions = Sessions(self.system)
         self.sids: list[str] = []
@@ -269,6 +274,37 @@ class Ours:
 
 # -- the run --------------------------------------------------------------------------------------------------
 
+START_SPANS = (  # (row, from mark, to mark): where a session's start goes (ouroactors.runtime.coordinator.trace)
+    ("session start (at creation): the directory starts its coordinator", "start.coordinator_asked",
+     "start.coordinator_started"),
+    ("session start: the message's resume event, checked and committed", "start.message_received", "start.resumed"),
+    ("session start: a runtime started (execution supervisor, new process)", "start.runtime_asked",
+     "start.runtime_started"),
+    ("session start: its workspace lease", "start.runtime_started", "start.leased"),
+    ("session start: the runtime opens the session (ask included)", "start.leased", "start.opened"),
+    ("session start: the text reaches the runtime", "start.opened", "start.text_received"),
+)
+
+
+def start_spans(trace_file: Path) -> dict[str, Stat]:
+    """Per session start, in ms, the spans of :data:`START_SPANS` (the marks of every process, one clock)."""
+    marks: list[tuple[int, str]] = []
+    for line in trace_file.read_text().splitlines():
+        at, _pid, name, *_ = line.split(" ", 3)
+        if name.startswith("start."):
+            marks.append((int(at), name))
+    marks.sort()
+    found = {row: Stat() for row, _, _ in START_SPANS}
+    for row, first, last in START_SPANS:
+        began: int | None = None
+        for at, name in marks:
+            if name == first:
+                began = at
+            elif name == last and began is not None:
+                found[row].samples.append((at - began) / 1e6)
+                began = None
+    return {row: stat for row, stat in found.items() if stat.samples}
+
 
 def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     rounds, per_round = (3, 4) if quick else (6, 8)
@@ -282,6 +318,7 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     loop: list[float] = []
     sched: dict[str, Stat] = {}
     parts: dict[str, Stat] = {}
+    starts: dict[str, Stat] = {}
     try:
         for r in range(rounds):
             progress(f"round {r + 1}/{rounds}: {per_round} sessions each of ours (twice: read periodically, live), "
@@ -306,6 +343,8 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
 
             sched = sched_stats(ours.timing_file)
             parts = segments(ours.timing_file)
+        if ours.trace_file is not None and ours.trace_file.exists():
+            starts = start_spans(ours.trace_file)
         shutil.rmtree(work, ignore_errors=True)
     b = body_ms.p50
 
@@ -346,6 +385,8 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     for name, stat in parts.items():
         if stat.samples:
             rows.append(Row("  part", f"ours, per step: {name}", "ms", stat, None))
+    for name, stat in starts.items():
+        rows.append(Row("  start", f"ours, per session: {name}", "ms", stat, None))
     for name, stat in sched.items():
         rows.append(Row("  sched", f"ours, per 3-step turn: {name}", "" if "page faults" in name else "ms", stat,
                         None))

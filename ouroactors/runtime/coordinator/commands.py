@@ -37,6 +37,7 @@ from .messages import (
 )
 from .principals import PrincipalCheck, Unverified
 from .resume import Kind, ResumeEvent, VerifiedActor
+from .trace import mark
 from .views import view_of
 from .workflow import Event, State, is_terminal
 
@@ -149,6 +150,7 @@ class Commands:
         self.send(reply_to, answer)
 
     def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
+        mark("start.message_received")
         record = self._read()
         if not versions.provides(record.pinned.workflow):  # refused before anything changes: see .versions
             unavailable = versions.WorkflowUnavailable(self.session_id, record.pinned.workflow, versions.PROVIDED)
@@ -168,6 +170,7 @@ class Commands:
             return Rejected(self.session_id, rejection.code if rejection else "refused",
                             rejection.detail if rejection else "")
         record = self.record = applied.record
+        mark("start.resumed")
         try:
             opened = yield from self._start_runtime(record.committed_cursor)
         except CoordinatorError as exc:

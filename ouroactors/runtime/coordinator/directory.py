@@ -72,6 +72,7 @@ from .reads import FOLLOW, FOLLOW_TICK_S, LEND_GRACE_S, DirectoryError, Director
 from .record import PinnedVersions, SessionRecord
 from .store import SessionStore
 from .sweeping import Sweeper
+from .trace import mark
 from .views import view_of
 from .workflow import State, is_terminal
 
@@ -178,7 +179,9 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         yield from self._sweep_sessions([f for f in sweep.sessions if f.session_id not in self.keys])
 
     def _start(self, session_id: str) -> Generator[Ask, Any, Any]:
+        mark("start.coordinator_asked")
         info = yield self._coordinators(AdminCall("start_child", extra_args=(session_id,)))
+        mark("start.coordinator_started")
         if isinstance(info, BaseException | TimedOut):
             raise DirectoryError(f"could not start the coordinator of {session_id!r}: {info}")
         self.keys[session_id] = info.id

@@ -39,6 +39,7 @@ from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, reclaim_request_id
 from .record import RuntimeAttachment, SessionRecord
+from .trace import mark
 
 if TYPE_CHECKING:
     from ...supervision.protocol import SystemContext
@@ -138,7 +139,9 @@ class RuntimeLink(WorkspaceLeasing):
         # read before a runtime is started: a key file that cannot be trusted refuses the start, leaving no runtime.
         if config.get("workspace"):
             self._acquire_secret()
+        mark("start.runtime_asked")
         info = yield self._execution(AdminCall("start_child"))
+        mark("start.runtime_started")
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
         value_of(put_runtime(self.store, self.session_id, info.id, info.generation), "runtime location")
@@ -169,6 +172,7 @@ class RuntimeLink(WorkspaceLeasing):
                 "lease_id": lease.lease_id, "root": lease.root, "mode": lease.mode,
                 "capability": granted.capability, "fencing_token": lease.fencing_token}), "lease")
             faults.point(LEASE_KEPT)
+            mark("start.leased")
         subscriber = self.myAddress if PUSH else None
         version = self.record.state_version if self.record is not None else 0
         opened = yield from self._open(info, OpenSession(self.session_id, config, attached.lease_id, subscriber,
@@ -178,6 +182,7 @@ class RuntimeLink(WorkspaceLeasing):
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id
+        mark("start.opened")
         faults.point(RUNTIME_OPENED)
         self._poll()
         return opened

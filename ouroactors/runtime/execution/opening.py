@@ -33,6 +33,7 @@ from ...core.errors import OuroactorsError
 from ...supervision.protocol import Stamped
 from ..coordinator.publishing import ACK_EVERY
 from ..coordinator.store import SessionStore
+from ..coordinator.trace import mark
 from ..coordinator.wake import WakeWriter
 from ..sandbox import SandboxMode
 from . import tool_set, versions
@@ -101,6 +102,7 @@ class SessionOpening:
         def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool: ...
 
     def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
+        mark("start.open_received")
         if self.live is not None:
             if (self.live.session, self.live.opened_with) == (message.session_id, (message.lease_id, message.start)) \
                     and self.live.opened is not None:

@@ -247,6 +247,7 @@ class Runtime(SessionOpening, Worker):
         if live.running:
             raise Busy(f"session {live.session!r}: turn {live.loop.turns} is running; steer or interrupt it")
         live.running = True
+        mark("start.text_received")
         turn = live.loop.turns + 1
         self.trio.start(self._turn, live, message.text)
         return Accepted(turn)
