@@ -4,12 +4,14 @@ killed ends and the reader goes on from the log (no gap, no duplicate, no long t
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
 
-from ouroactors.runtime.coordinator import actor, directory
+from ouroactors import ActorSystem
+from ouroactors.runtime.coordinator import actor, directory, trace
 from ouroactors.runtime.coordinator.messages import ReadEvents, SessionView
 from ouroactors.sessions import Sessions
 
@@ -82,3 +84,37 @@ def test_a_stream_whose_coordinator_is_killed_ends_and_the_reader_goes_on(actor_
     assert [e.cursor for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
     assert events[-1].kind == "turn_settled"
     assert time.monotonic() - began < 45  # not a lost read's 65 s ask timeout
+
+
+def test_a_follower_before_the_first_message_is_lent_to_the_coordinator(actor_system_factory, monkeypatch, tmp_path):
+    """The directory knows a session's coordinator once it started it (at creation), not only once it forwarded it a
+    command: a reader that follows a new session before its first message is served at the coordinator's commits.
+    Before, it waited at the directory for a follow tick (20 ms: the first events of every such reader came late)."""
+    monkeypatch.setattr(directory, "FOLLOW_TICK_S", HOUR)  # only the coordinator can serve the reader in time
+    monkeypatch.setattr(actor, "POLL_S", HOUR)
+    marks = tmp_path / "trace.txt"
+    monkeypatch.setattr(trace, "_PATH", str(marks))
+    system = actor_system_factory("multiproc")
+    system.start_tree(agent_tree(str(tmp_path)))
+    Sessions(system).new("s1", session_config(None, model={"kind": "scripted", "script": str(
+        slow_script(tmp_path / "slow.toml", words=3, pace_ms=10))}))
+    sent: list[Any] = []
+
+    def lent() -> bool:
+        return marks.exists() and " lent_rx " in marks.read_text()
+
+    def send_once_lent() -> None:  # another client: the reader's asks stay on the test's own endpoint
+        wait_for("the reader lent to the coordinator", lent, timeout=20.0)
+        other = ActorSystem.connect(system.data_dir)
+        try:
+            sent.append(Sessions(other).send("s1", "talk", last=True))
+        finally:
+            other.close()
+
+    sender = threading.Thread(target=send_once_lent, daemon=True)
+    sender.start()
+    answers = stream(system, 0, wait_s=30.0)
+    sender.join(30.0)
+    assert sent, "the message was never sent: the reader was not lent to the coordinator"
+    events = [e for a in answers for e in a.events]
+    assert events and events[0].kind == "turn_started"

@@ -185,7 +185,16 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         if isinstance(info, BaseException | TimedOut):
             raise DirectoryError(f"could not start the coordinator of {session_id!r}: {info}")
         self.keys[session_id] = info.id
+        # known from now on, not from the session's first command: a follower that comes before it is lent to the
+        # coordinator (answered at its commits) instead of waiting here for a follow tick
+        self._served_by(session_id, getattr(info, "address", None))
         return info
+
+    def _served_by(self, session_id: str, address: Any) -> None:
+        """``address`` is the coordinator of ``session_id`` now; a new one's nudges start afresh."""
+        if address is not None and self.serving.get(session_id) != address:
+            self.serving[session_id] = address
+            self.nudged.pop(session_id, None)
 
     # -- creation and commands ----------------------------------------------------------------------------
 
@@ -246,9 +255,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             self.send(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running now "
                                              f"({getattr(info, 'status', info)!r}); try again"))
             return
-        if self.serving.get(request.session_id) != address:  # a new coordinator: its nudges start afresh
-            self.serving[request.session_id] = address
-            self.nudged.pop(request.session_id, None)
+        self._served_by(request.session_id, address)
         self.send(address, ForSession(sender, request))
 
     def _dead_letter(self, envelope: DeadEnvelope) -> None:
@@ -277,8 +284,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         info = (yield self._coordinators(AdminCall("which_child", key))) if key is not None else None
         address = getattr(info, "address", None)
         if getattr(info, "status", None) == "running" and address is not None and address != redeliver.dead:
-            self.serving[session] = address
-            self.nudged.pop(session, None)
+            self._served_by(session, address)
             self.send(address, ForSession(redeliver.reply_to, redeliver.request))
         elif redeliver.attempt < REDELIVER_ATTEMPTS:
             self.wakeupAfter(timedelta(seconds=REDELIVER_EVERY_S),
