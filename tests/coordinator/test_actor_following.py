@@ -86,10 +86,13 @@ def test_a_stream_whose_coordinator_is_killed_ends_and_the_reader_goes_on(actor_
     assert time.monotonic() - began < 45  # not a lost read's 65 s ask timeout
 
 
-def test_a_follower_before_the_first_message_is_lent_to_the_coordinator(actor_system_factory, monkeypatch, tmp_path):
-    """The directory knows a session's coordinator once it started it (at creation), not only once it forwarded it a
-    command: a reader that follows a new session before its first message is served at the coordinator's commits.
-    Before, it waited at the directory for a follow tick (20 ms: the first events of every such reader came late)."""
+@pytest.mark.parametrize("directory_restarted", [False, True], ids=["new-session", "restarted-directory"])
+def test_a_follower_before_the_first_message_is_lent_to_the_coordinator(actor_system_factory, monkeypatch, tmp_path,
+                                                                        directory_restarted):
+    """The directory knows a session's coordinator once it started it (at creation) or found it running (a restarted
+    directory's sweep), not only once it forwarded it a command: a reader that follows before the session's next
+    message is served at the coordinator's commits. Before, it waited at the directory for a follow tick (20 ms: the
+    first events of every such reader came late)."""
     monkeypatch.setattr(directory, "FOLLOW_TICK_S", HOUR)  # only the coordinator can serve the reader in time
     monkeypatch.setattr(actor, "POLL_S", HOUR)
     marks = tmp_path / "trace.txt"
@@ -98,6 +101,11 @@ def test_a_follower_before_the_first_message_is_lent_to_the_coordinator(actor_sy
     system.start_tree(agent_tree(str(tmp_path)))
     Sessions(system).new("s1", session_config(None, model={"kind": "scripted", "script": str(
         slow_script(tmp_path / "slow.toml", words=3, pace_ms=10))}))
+    if directory_restarted:
+        old = system.kill("agent/sessions")
+        wait_for("the directory back", lambda: system.pid_of("agent/sessions") != old
+                 and system.child_info("agent/sessions").status == "running")
+        wait_for("its sweep done", lambda: [v.session_id for v in Sessions(system).list()] == ["s1"])
     sent: list[Any] = []
 
     def lent() -> bool:

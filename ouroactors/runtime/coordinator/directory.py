@@ -172,6 +172,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                 serving = yield Ask(child.address, WhichSession(), 5.0)
                 if isinstance(serving, Serving):
                     self.keys[serving.session_id] = child.id
+                    self._served_by(serving.session_id, child.address)  # its readers are lent to it from now on
         sweep = self.store.list_recoverable(self.node)
         for corrupt in sweep.corrupt:
             log.error("%s: session %r: its recoverable projection is corrupt (quarantined); not started",
@@ -195,6 +196,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         if address is not None and self.serving.get(session_id) != address:
             self.serving[session_id] = address
             self.nudged.pop(session_id, None)
+            self._lend_waiting(session_id, address)
 
     # -- creation and commands ----------------------------------------------------------------------------
 

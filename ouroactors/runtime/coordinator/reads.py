@@ -105,14 +105,26 @@ class DirectoryReads:
             return answer
         follower = Follower(message, sender, time.monotonic() + message.wait_s)
         coordinator = self.serving.get(message.session_id)
-        if coordinator is not None and message.request_id:  # it answers at its next commit, a hop sooner than here
-            self.send(coordinator, ForSession(sender, message))
-            follower.lent_at = time.monotonic()
+        if coordinator is not None:
+            self._lend(follower, coordinator)
         self.followers.append(follower)
         if not self.ticking:
             self.ticking = True
             self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=FOLLOW)
         return None
+
+    def _lend(self, follower: Follower, coordinator: Any) -> None:
+        """Lend ``follower``'s poll to the session's coordinator: it answers at its next commit, a hop sooner than
+        here. Only a tagged poll (a request id) can be answered by another actor and still be told apart."""
+        if follower.request.request_id and follower.lent_at is None:
+            self.send(coordinator, ForSession(follower.sender, follower.request))
+            follower.lent_at = time.monotonic()
+
+    def _lend_waiting(self, session_id: str, coordinator: Any) -> None:
+        """The session's coordinator just became known: lend it the polls of that session held here unlent."""
+        for follower in self.followers:
+            if follower.request.session_id == session_id:
+                self._lend(follower, coordinator)
 
     def _events(self, message: ReadEvents) -> EventsRead:
         return self._read_events(message)[0]
