@@ -155,9 +155,7 @@ def sched_stats(timing_file: Path) -> dict[str, Stat]:
         seen.add(entry["pid"])
         run, wait = sched.get(entry["turn_thread"], (0, 0))
         others = sum(r for tid, (r, _) in sched.items() if tid != entry["turn_thread"])
-        _user, system = entry.get("thread_cpu_ns", (0, 0))
         for name, value in ((f"turn thread on a CPU ({which} turn of its process)", run / 1e6),
-                            (f"  of which in the kernel ({which} turn)", system / 1e6),
                             (f"turn thread waiting for a CPU ({which} turn)", wait / 1e6),
                             (f"other threads on a CPU ({which} turn)", others / 1e6),
                             (f"minor page faults, count ({which} turn)", float(entry["minflt"]))):
@@ -167,8 +165,7 @@ def sched_stats(timing_file: Path) -> dict[str, Stat]:
 
 SCHED_ROWS = tuple(f"{what} ({which} turn{' of its process' if i == 0 else ''})"
                    for which in ("first", "later")
-                   for i, what in enumerate(("turn thread on a CPU", "  of which in the kernel",
-                                             "turn thread waiting for a CPU",
+                   for i, what in enumerate(("turn thread on a CPU", "turn thread waiting for a CPU",
                                              "other threads on a CPU", "minor page faults, count")))
 
 

@@ -9,10 +9,8 @@ production: the variable is read once, at import.
 often waits for a CPU rather than for anything it asked. So :func:`turn_begins` also snapshots, per thread of the
 process, the kernel's ``schedstat`` (ns spent on a CPU, ns spent runnable but waiting for one) and the process's
 minor page faults, and :func:`dump` writes each thread's difference since then with the line (``sched``: thread
-id → ``[cpu_ns, wait_ns]``; ``turn_thread``: the id of the thread that ran the turn; ``minflt``), and the turn
-thread's CPU split into the interpreter's and the kernel's (``thread_cpu_ns``: ``[user, system]``, from
-``getrusage(RUSAGE_THREAD)``, sampled on the scheduler's ticks): a step that is slow on a CPU is Python, or syncs and
-spawns. Linux only; a missing ``/proc`` leaves them out.
+id → ``[cpu_ns, wait_ns]``; ``turn_thread``: the id of the thread that ran the turn; ``minflt``). Linux only; a
+missing ``/proc`` leaves them out.
 
 **Profiling.** ``OUROACTORS_RUNTIME_PROFILE`` naming a directory runs each turn's thread under :mod:`cProfile`
 from :func:`turn_begins` to :func:`dump`, and writes the turn's statistics to ``<dir>/<pid>.<n>.prof`` (the
@@ -40,7 +38,6 @@ _PROFILE_DIR = os.environ.get(PROFILE_ENV) or None
 _profile: cProfile.Profile | None = None
 _profiled = 0  # turns profiled in this process
 _sched_at: tuple[dict[str, tuple[int, int]], int] | None = None  # per-thread schedstat and minflt at turn_begins
-_cpu_at: tuple[float, float] | None = None  # the turn thread's user and system CPU seconds at turn_begins
 
 
 def enable(path: str) -> None:
@@ -74,35 +71,26 @@ def _sched() -> dict[str, tuple[int, int]]:
     return found
 
 
-def _thread_cpu() -> tuple[float, float]:
-    """The calling thread's (user, system) CPU seconds: the kernel's own work for it (a commit's sync, a spawn) apart
-    from the interpreter's."""
-    usage = resource.getrusage(resource.RUSAGE_THREAD)
-    return usage.ru_utime, usage.ru_stime
-
-
 def turn_begins() -> None:
     """Mark ``turn.begin`` and snapshot the process's scheduling figures (see the module docstring)."""
-    global _sched_at, _cpu_at, _profile
+    global _sched_at, _profile
     if _PROFILE_DIR is not None and _profile is None:
         _profile = cProfile.Profile()
         _profile.enable()
     if ENABLED:  # the snapshot first: reading every thread's schedstat takes ~0.5 ms, which is not the turn's
         _sched_at = (_sched(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
-        _cpu_at = _thread_cpu()
         mark("turn.begin")
 
 
 def dump() -> None:
     """Append the marks taken since the last dump to the timing file, as one JSON line (no-op when off)."""
-    global _sched_at, _cpu_at, _profile
+    global _sched_at, _profile
     if _profile is not None:
         _profile.disable()
         _add_profile(_profile)
         _profile = None
     if not ENABLED or _PATH is None:
         return
-    cpu_now = _thread_cpu()
     with _lock:
         taken = list(_marks)
         _marks.clear()
@@ -114,9 +102,6 @@ def dump() -> None:
                          for tid, (run, wait) in _sched().items()}
         line["turn_thread"] = str(threading.get_native_id())
         line["minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt
-    if _cpu_at is not None:
-        line["thread_cpu_ns"] = [round((now - then) * 1e9) for now, then in zip(cpu_now, _cpu_at, strict=True)]
-        _cpu_at = None
     with open(_PATH, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
 
