@@ -13,6 +13,7 @@ only knowledge it adds is how thespian behaves:
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from datetime import timedelta
@@ -84,9 +85,13 @@ from .signals import (
     Spawn,
     TimerFired,
 )
+from .specs import ChildSpec, ChildType, Strategy
 from .worker import requirements_met
 
 log = logging.getLogger("ouroactors.supervisor")
+
+_PRELOAD = "ouroactors:preload"  # a wakeup's payload: only this actor can send it
+
 
 def thespian_class_path(actor_path: str) -> str:
     module, sep, attr = actor_path.partition(":")
@@ -107,6 +112,7 @@ class Supervisor(ChildProcesses, Actor):
     _dying = False
     _parent: Any = None
     _context: SystemContext | None = None
+    _spec: ChildSpec
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         try:
@@ -159,6 +165,8 @@ class Supervisor(ChildProcesses, Actor):
             self._feed(message.payload.payload)  # a backoff delay is over
         elif isinstance(message, WakeupMessage) and message.payload == _HEARTBEAT:
             self._heartbeat()
+        elif isinstance(message, WakeupMessage) and message.payload == _PRELOAD:
+            self._preload()
         elif isinstance(message, Pong):
             slot = self._slots.get((message.key, message.incarnation))
             if slot is not None:
@@ -225,6 +233,7 @@ class Supervisor(ChildProcesses, Actor):
         self._heartbeat_running = False
         self._events = EventWriter(start.context.events_path, start.path, start.context.node_epoch,
                                    start.context.node)
+        self._spec = start.spec
         self.core = SupervisorCore(
             start.spec, path=start.path, inherited=start.snapshot,
             next_generation=generation_source(start.context.node_epoch, start.context.origin_ns),
@@ -273,6 +282,8 @@ class Supervisor(ChildProcesses, Actor):
             if cmd.failure is None:
                 self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress),
                                                      this_node()))
+                if self._template_module() is not None:
+                    self.wakeupAfter(timedelta(0), payload=_PRELOAD)
             else:
                 self._release_all()
                 self.send(self._parent, ChildStartRefused(self._key, self._incarnation, cmd.failure))
@@ -282,6 +293,34 @@ class Supervisor(ChildProcesses, Actor):
             self.send(self._parent, ChildExiting(self._key, self._incarnation, cmd.reason))
             self._dying = True
         return None
+
+    def _template_module(self) -> str | None:
+        """The module of a ``simple_one_for_one`` supervisor's worker template (None for any other supervisor)."""
+        assert self.core is not None
+        spec = self._spec
+        if spec.strategy is not Strategy.SIMPLE_ONE_FOR_ONE or not spec.children:
+            return None
+        actor = spec.children[0].actor
+        if actor is None or spec.children[0].type is not ChildType.WORKER:
+            return None
+        module, sep, _attr = actor.partition(":")
+        return module if sep else actor.rpartition(".")[0] or None
+
+    def _preload(self) -> None:
+        """Import the worker template's module in this process, once it has started.
+
+        thespian imports a child's class in the creating process (to check its requirements) and forks the child
+        from there; children created after that inherit the module. A ``simple_one_for_one`` supervisor has no child
+        at boot, so without this its first child paid the import (0.2-0.3 s for a session's coordinator or
+        runtime) on the caller's clock. Best effort: a module that fails to import fails the first ``start_child`` as
+        before, with the reason there."""
+        module = self._template_module() if self.core is not None and not self._dying else None
+        if module is None:
+            return
+        try:
+            importlib.import_module(module)
+        except Exception:  # the start_child that needs it reports the failure
+            log.debug("%s: preloading %s failed", self.path, module, exc_info=True)
 
     def _spawn(self, cmd: Spawn) -> Input | None:
         assert self._context is not None
