@@ -85,7 +85,7 @@ from .signals import (
     Spawn,
     TimerFired,
 )
-from .specs import ChildSpec, ChildType, Strategy
+from .specs import ChildSpec, ChildType, Strategy, resolve_actor
 from .worker import requirements_met
 
 log = logging.getLogger("ouroactors.supervisor")
@@ -324,6 +324,14 @@ class Supervisor(ChildProcesses, Actor):
 
     def _spawn(self, cmd: Spawn) -> Input | None:
         assert self._context is not None
+        if not cmd.spec.requires and cmd.spec.actor is not None:
+            # A class that does not load here would not load in the child forked from here either: refuse the
+            # start with the reason (OTP's undef), not with a child that dies before it can say why. A child placed
+            # by ``requires`` may be created on another node, where it is that node's to load.
+            try:
+                resolve_actor(cmd.spec.actor)
+            except ValueError as exc:
+                return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
         try:
             address = self.createActor(
                 thespian_class_path(cmd.spec.actor_path),
