@@ -105,7 +105,15 @@ def test_seeded_kills_of_the_runtime_and_the_ledger_break_no_invariant(fault_ben
     result = bench.run(f"seed{seed}", kills=kills)
     assert result.violations == [], [str(v) for v in result.violations]
     assert result.record.kills, "no kill fired"
-    assert {k.split(":")[0] for k in result.record.kills} == {"runtime", "ledger"}
+    fired = {k.split(":")[0] for k in result.record.kills}
+    assert "ledger" in fired
+    if "runtime" not in fired:
+        # The ledger's restarts take every runtime down (rest_for_one) at moments the driver does not choose: a
+        # runtime may settle the kill's turn and die before the driver drained anything of it. The replacement
+        # continues after that turn, so the kill had no moment to land — and the record says why.
+        killed_turn = runtime_effect_id(runtime_session_id(result.record.run_id, seed % 2), 1)
+        outcome = result.record.effects[killed_turn].outcome
+        assert outcome.startswith(("unseen", "abandoned")), (result.record.kills, outcome)
     statuses = {e.effect_id: e.status.value for e in result.observation.run_entries()}
     for effect_id, record in result.record.effects.items():
         # every effect ends as the crash-free run would, or visibly unsure (ambiguous), or not at all
