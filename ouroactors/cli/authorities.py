@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ..authorities.asking import ask_authority
 from . import main
-from .common import connect, console, data_dir_option, reports_errors
+from .common import connect_client, console, data_dir_option, reports_errors
 
 path_option = click.option("--at", "actor_path", default=None, help="tree path of the authority")
 
@@ -36,7 +36,7 @@ def storage_status(data_dir: str, actor_path: str | None) -> None:
     """Schema, generation, map size and usage."""
     from ..core.generation_text import format_generation
 
-    info = connect(data_dir).ask(actor_path or "agent/storage", "status")  # a read: no stamp needed
+    info = connect_client(data_dir).ask(actor_path or "agent/storage", "status")  # a read: no stamp needed
     for key, value in info.items():
         shown = format_generation(value) if key == "generation" and isinstance(value, int) else value
         console.print(f"{key:>12}: {shown}", markup=False)
@@ -51,8 +51,8 @@ def storage_backup(data_dir: str, actor_path: str | None, target: str) -> None:
     """Write a consistent, compacted copy of the environment into the empty directory TARGET."""
     from ..authorities.storage.actor import Backup
 
-    written = ask_authority(connect(data_dir), actor_path or "agent/storage", Backup(str(Path(target).resolve())),
-                            timeout=600)
+    written = ask_authority(connect_client(data_dir), actor_path or "agent/storage",
+                            Backup(str(Path(target).resolve())), timeout=600)
     console.print(f"backup written to {written}", markup=False)
 
 
@@ -131,7 +131,7 @@ def ledger_list(data_dir: str, actor_path: str | None, status: str | None, sessi
     """Effects in the order they were recorded."""
     from ..authorities.ledger.actor import ListEntries
 
-    entries = ask_authority(connect(data_dir), actor_path or "agent/ledger",
+    entries = ask_authority(connect_client(data_dir), actor_path or "agent/ledger",
                             ListEntries(status, session, kind, 0, limit))
     if as_json:
         for entry in entries:
@@ -156,7 +156,7 @@ def ledger_show(data_dir: str, actor_path: str | None, effect_id: str) -> None:
     """Everything recorded about one effect."""
     from ..authorities.ledger.actor import GetEntry
 
-    entry = ask_authority(connect(data_dir), actor_path or "agent/ledger", GetEntry(effect_id))
+    entry = ask_authority(connect_client(data_dir), actor_path or "agent/ledger", GetEntry(effect_id))
     click.echo(json.dumps(entry.model_dump(mode="json"), indent=2))
 
 
@@ -179,7 +179,7 @@ def ledger_settle(data_dir: str, actor_path: str | None, effect_id: str, status:
     who, token = read_credentials(data_dir)  # the verified identity, never a claimed name
     if operator is not None and operator != who:
         raise click.ClickException(f"--operator {operator!r}: the credentials in {data_dir} are {who!r}'s")
-    answer = ask_authority(connect(data_dir), actor_path or "agent/ledger",
+    answer = ask_authority(connect_client(data_dir), actor_path or "agent/ledger",
                            OperatorSettle(effect_id, status, reason, who, token))
     console.print(f"{effect_id}: {answer.entry.status.value} ({answer.answer}), settled by operator:{who}",
                   markup=False)
@@ -195,7 +195,7 @@ def ledger_compensate(data_dir: str, effect_id: str, reason: str) -> None:
     ledger as a compensation; refused, nothing changed, if the file changed since or the session is running."""
     from ..sessions import Sessions
 
-    entry = Sessions(connect(data_dir)).compensate(effect_id, reason)
+    entry = Sessions(connect_client(data_dir)).compensate(effect_id, reason)
     what = "removed" if entry.evidence.get("removed") else f"restored to {entry.evidence.get('sha256', '')[:12]}"
     console.print(f"{effect_id}: compensated by {entry.effect_id} ({entry.status.value}): {entry.evidence['path']} "
                   f"{what}", markup=False)
@@ -222,7 +222,7 @@ def approvals_list(data_dir: str, actor_path: str | None, status: str | None, se
 
     from ..authorities.grants.actor import ListApprovals
 
-    rows = ask_authority(connect(data_dir), actor_path or "agent/grants", ListApprovals(status, session))
+    rows = ask_authority(connect_client(data_dir), actor_path or "agent/grants", ListApprovals(status, session))
     if as_json:
         for a in rows:
             click.echo(json.dumps(dataclasses.asdict(a), default=str))
@@ -252,7 +252,7 @@ def approvals_show(data_dir: str, actor_path: str | None, approval_id: str) -> N
     """Everything about one approval, with the exact arguments of the call it approves."""
     from ..authorities.grants.actor import ListApprovals
 
-    found = [a for a in ask_authority(connect(data_dir), actor_path or "agent/grants", ListApprovals())
+    found = [a for a in ask_authority(connect_client(data_dir), actor_path or "agent/grants", ListApprovals())
              if a.approval_id == approval_id]
     if not found:
         raise click.ClickException(f"no approval {approval_id!r}")
@@ -269,7 +269,7 @@ def _answer(data_dir: str, actor_path: str | None, approval_id: str, approve: bo
     from ..authorities.grants.operators import read_credentials
 
     name, token = read_credentials(data_dir)  # the operator's verified identity, never a claimed name
-    system = connect(data_dir)
+    system = connect_client(data_dir)
     path = actor_path or "agent/grants"
     found = [a for a in ask_authority(system, path, ListApprovals()) if a.approval_id == approval_id]
     if not found:

@@ -26,7 +26,7 @@ from ..core.boundary import check_field
 from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
 from . import main
-from .common import connect, console, data_dir_option, reports_errors
+from .common import connect_client, console, data_dir_option, reports_errors
 
 
 class MessageField(click.ParamType):
@@ -76,7 +76,7 @@ def _sessions(data_dir: str, *, follow_direct: bool = False) -> Any:
 
     from ..sessions import Sessions
 
-    return Sessions(connect(data_dir), data_dir=data_dir, follow_direct=follow_direct,
+    return Sessions(connect_client(data_dir), data_dir=data_dir, follow_direct=follow_direct,
                     principal=os.environ.get(PRINCIPAL_ENV) or None, token=os.environ.get(PRINCIPAL_TOKEN_ENV) or None)
 
 

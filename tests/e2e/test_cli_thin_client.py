@@ -69,3 +69,24 @@ def test_no_system_is_exit_5_naming_the_data_dir(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert json.loads(done.stderr.strip().splitlines()[-1])["code"] == 5
     assert f"no system marker in {tmp_path / 'nothing'}" in done.stderr
+
+
+SESSION_HEAVY = ("ouroactors.supervision.supervisor", "ouroactors.system.host", "ouroactors.system.handle",
+                 "ouroactors.supervision.events")
+
+
+@pytest.mark.multiproc
+def test_session_commands_reach_the_directory_through_the_thin_client(actor_system, tmp_path):
+    """A session command asks the directory and reads the log: it needs the session messages, not what owns a
+    system (the supervisor, the tree host, the event log) — those cost every command ~0.15 s of imports."""
+    from tests.coordinator.actor_support import suspended_after_a_turn
+
+    suspended_after_a_turn(actor_system, tmp_path)
+    data_dir = str(actor_system.data_dir)
+    heavy_probe = RUN.replace(repr(HEAVY), repr(SESSION_HEAVY))
+    for command in (["session", "list"], ["session", "show", "s1"], ["session", "events", "s1", "--json"]):
+        done = subprocess.run([sys.executable, "-c", heavy_probe, *command, "--data-dir", data_dir],
+                              capture_output=True, text=True, timeout=60)
+        seen = json.loads(done.stderr.strip().splitlines()[-1])
+        assert seen == {"code": 0, "heavy": []}, (command, done.stdout, done.stderr)
+        assert "s1" in done.stdout or "turn_settled" in done.stdout, (command, done.stdout)
