@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from ..authorities.asking import ask_authority
 from . import main
@@ -88,6 +87,7 @@ def storage_quarantine_list(data_dir: str, as_json: bool) -> None:
         for item in found:
             click.echo(json.dumps(item.__dict__))
         return
+    from rich.table import Table
     table = Table()
     for column in ("key", "bytes", "original", "by"):
         table.add_column(column)
@@ -137,6 +137,7 @@ def ledger_list(data_dir: str, actor_path: str | None, status: str | None, sessi
         for entry in entries:
             click.echo(json.dumps(entry.model_dump(mode="json")))
         return
+    from rich.table import Table
     table = Table()
     for column in ("seq", "effect", "kind", "status", "session", "started", "reason"):
         table.add_column(column)
@@ -227,6 +228,7 @@ def approvals_list(data_dir: str, actor_path: str | None, status: str | None, se
         for a in rows:
             click.echo(json.dumps(dataclasses.asdict(a), default=str))
         return
+    from rich.table import Table
     table = Table()
     for column in ("approval", "session", "tool", "arguments", "state", "status", "answered by", "refusals"):
         table.add_column(column)

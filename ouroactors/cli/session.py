@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from ..core.boundary import check_field
 from ..core.errors import BadRequest, OuroactorsError
@@ -140,6 +139,7 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
 def session_list(data_dir: str, show_all: bool) -> None:
     """Sessions of this node you may read (your own; the data dir's owner reads all), not terminal unless --all."""
     views = _sessions(data_dir).list(all=show_all)
+    from rich.table import Table
     table = Table()
     for column, key in (("session", "session_id"), ("principal", "principal"), ("state", "state")):
         # whole, however narrow the terminal: these are what a reader copies into the next command
@@ -174,6 +174,7 @@ def session_artifacts(data_dir: str, session_id: str, as_json: bool) -> None:
         for artifact in found:
             click.echo(json.dumps(artifact.__dict__))
         return
+    from rich.table import Table
     table = Table()
     for column in ("artifact", "path", "effect", "replaced", "current"):
         table.add_column(column)
