@@ -312,15 +312,26 @@ class Supervisor(ChildProcesses, Actor):
         thespian imports a child's class in the creating process (to check its requirements) and forks the child
         from there; children created after that inherit the module. A ``simple_one_for_one`` supervisor has no child
         at boot, so without this its first child paid the import (0.2-0.3 s for a session's coordinator or
-        runtime) on the caller's clock. Best effort: a module that fails to import fails the first ``start_child`` as
-        before, with the reason there."""
+        runtime) on the caller's clock. Then the template's :meth:`~.worker.Worker.on_preload` warms what each
+        child would otherwise compute for itself. Best effort: a module that fails to import fails the first
+        ``start_child`` as before, with the reason there."""
         module = self._template_module() if self.core is not None and not self._dying else None
         if module is None:
             return
+        assert self._spec.children
+        actor = self._spec.children[0].actor
+        assert actor is not None
         try:
             importlib.import_module(module)
+            template = resolve_actor(actor)
         except Exception:  # the start_child that needs it reports the failure
             log.debug("%s: preloading %s failed", self.path, module, exc_info=True)
+            return
+        try:
+            template.on_preload()  # type: ignore[attr-defined]  # a Worker (resolve_actor checked the protocol)
+        except Exception:
+            log.warning("%s: %s.on_preload failed; each child does that work itself", self.path, actor,
+                        exc_info=True)
 
     def _spawn(self, cmd: Spawn) -> Input | None:
         assert self._context is not None

@@ -134,6 +134,14 @@ class Worker(Actor):
         simple_one_for_one supervisor adds nothing.
         """
 
+    @classmethod
+    def on_preload(cls) -> None:
+        """Called once in a ``simple_one_for_one`` supervisor's process, after it imported this worker's module and
+        before its children are forked from it: compute here what every child would otherwise compute for itself
+        (caches, probes), and each child inherits it. Never open what a forked child cannot share (an LMDB
+        environment, a thread, a socket). An exception is logged and ignored: the children do the work themselves.
+        """
+
     def on_message(self, message: Any, sender: Any) -> Any:
         """Handle one message. The default dispatches to ``handle_<TypeName>`` along the MRO."""
         for klass in type(message).__mro__:

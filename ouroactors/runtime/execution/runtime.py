@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import tempfile
 import uuid
 from dataclasses import dataclass
 from functools import partial
@@ -50,6 +51,7 @@ from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.worker import Worker
 from ..coordinator.trace import mark
+from ..sandbox import SandboxMode, probe_cached
 from . import reading, timing
 from .bridge import Outbox, TrioThread
 from .config import SessionConfig
@@ -78,6 +80,7 @@ from .output import DEFAULT_CAPACITY
 from .providers import ProviderConfigError, ScriptFileError
 from .replay import replay_session
 from .tail import SettledTail
+from .tools.shell import warm as warm_shell
 
 
 class LeaseRefused(RuntimeRefusal):
@@ -129,6 +132,18 @@ class Runtime(SessionOpening, Worker):
 
     protocol = REQUESTS
     refusals = (RuntimeRefusal, SpecError, ProviderConfigError, ScriptFileError, LoopRefusal)
+
+    @classmethod
+    def on_preload(cls) -> None:
+        """In the execution supervisor, before any runtime is forked: probe bubblewrap (it runs bwrap: ~15 ms) and plan
+        one command in each mode, so that every runtime inherits the probe and the sandbox's caches (the account
+        database, the read-only view). A runtime is a fresh process for each message a session gets; each used to
+        pay both when it opened, on the message's clock. The probe is then as old as the supervisor: a bwrap
+        installed or broken later is seen by ``ouroactors sandbox check`` and by the next start of ``execution``."""
+        with tempfile.TemporaryDirectory(prefix="ouroactors-preload-") as root:
+            warm_shell(root, SandboxMode.NONE, None)
+            if probe_cached().available:
+                warm_shell(root, SandboxMode.BWRAP, None)
 
     def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = (),
                  stall_after_s: float = STALL_AFTER_S) -> None:
