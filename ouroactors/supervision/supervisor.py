@@ -13,7 +13,6 @@ only knowledge it adds is how thespian behaves:
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from datetime import timedelta
@@ -113,6 +112,7 @@ class Supervisor(ChildProcesses, Actor):
     _parent: Any = None
     _context: SystemContext | None = None
     _spec: ChildSpec
+    _preloaded = False
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         try:
@@ -282,7 +282,7 @@ class Supervisor(ChildProcesses, Actor):
             if cmd.failure is None:
                 self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress),
                                                      this_node()))
-                if self._template_module() is not None:
+                if self._template() is not None:
                     self.wakeupAfter(timedelta(0), payload=_PRELOAD)
             else:
                 self._release_all()
@@ -294,17 +294,14 @@ class Supervisor(ChildProcesses, Actor):
             self._dying = True
         return None
 
-    def _template_module(self) -> str | None:
-        """The module of a ``simple_one_for_one`` supervisor's worker template (None for any other supervisor)."""
-        assert self.core is not None
+    def _template(self) -> str | None:
+        """The actor path of a ``simple_one_for_one`` supervisor's worker template, when it is created here (None
+        for any other supervisor, and for a template placed by ``requires``: its node loads it)."""
         spec = self._spec
         if spec.strategy is not Strategy.SIMPLE_ONE_FOR_ONE or not spec.children:
             return None
-        actor = spec.children[0].actor
-        if actor is None or spec.children[0].type is not ChildType.WORKER:
-            return None
-        module, sep, _attr = actor.partition(":")
-        return module if sep else actor.rpartition(".")[0] or None
+        template = spec.children[0]
+        return template.actor if template.type is ChildType.WORKER and not template.requires else None
 
     def _preload(self) -> None:
         """Import the worker template's module in this process, once it has started.
@@ -313,19 +310,16 @@ class Supervisor(ChildProcesses, Actor):
         from there; children created after that inherit the module. A ``simple_one_for_one`` supervisor has no child
         at boot, so without this its first child paid the import (0.2-0.3 s for a session's coordinator or
         runtime) on the caller's clock. Then the template's :meth:`~.worker.Worker.on_preload` warms what each
-        child would otherwise compute for itself. Best effort: a module that fails to import fails the first
-        ``start_child`` as before, with the reason there."""
-        module = self._template_module() if self.core is not None and not self._dying else None
-        if module is None:
+        child would otherwise compute for itself. Once per process. Best effort: a module that fails to import
+        fails the first ``start_child`` as before, with the reason there."""
+        actor = self._template() if self.core is not None and not self._dying and not self._preloaded else None
+        if actor is None:
             return
-        assert self._spec.children
-        actor = self._spec.children[0].actor
-        assert actor is not None
+        self._preloaded = True
         try:
-            importlib.import_module(module)
-            template = resolve_actor(actor)
-        except Exception:  # the start_child that needs it reports the failure
-            log.debug("%s: preloading %s failed", self.path, module, exc_info=True)
+            template = resolve_actor(actor)  # imports the module
+        except ValueError:  # the start_child that needs it reports the failure
+            log.debug("%s: preloading %s failed", self.path, actor, exc_info=True)
             return
         try:
             template.on_preload()  # type: ignore[attr-defined]  # a Worker (resolve_actor checked the protocol)
