@@ -126,6 +126,14 @@ class Supervisor(ChildProcesses, Actor):
         if isinstance(message, ActorExitRequest):
             self._dying = True  # thespian is ending us (and, recursively, our children)
             return
+        if isinstance(message, WakeupMessage | Loopback) and sender != self.myAddress:
+            # thespian delivers timers from the actor's own address, and a Loopback is only ever sent to itself: from
+            # anyone else they are forged, and would feed this supervisor's machine (a Loopback(ShutdownRequested)
+            # ends the tree, a timer fires a shutdown timeout early)
+            log.warning("%s: refused a forged %s from %s", self.path or "?", type(message).__name__, sender)
+            self.send(sender, BadRequest(type(message).__name__, "", "is this supervisor's own timer or "
+                                         "self-message, never one from another actor"))
+            return
         if isinstance(message, StartChild):
             self._begin(message, sender)
             return
