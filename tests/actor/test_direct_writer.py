@@ -105,7 +105,10 @@ def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system)
         entry = get_entry(system, effect_id)
         assert (entry.status, entry.reason) == (Status.AMBIGUOUS, WRITER_EXITED)
     assert get_entry(system, "k1").status is Status.OK
-    assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 1  # the restarted recorder only
+    # the restarted recorder is watched from its first commit on (its record rides in it); the dead one is forgotten
+    assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 0
+    system.ask(RECORDER_PATH, started("k4"))
+    assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 1
     # the ledger itself did not restart: this was found by watching, not by recovery
     assert ask_authority(system, LEDGER_PATH, "status")["recovered_ambiguous"] == 0
 

@@ -103,3 +103,45 @@ def test_the_loops_pulse_stops_while_its_thread_is_blocked_and_where_names_the_b
         release.set()
         assert loop.stop()
     assert not loop.alive and "ended" in loop.where()
+
+
+def test_the_loop_starts_while_its_owner_goes_on_and_the_first_call_waits_for_it(monkeypatch) -> None:
+    """A runtime's start does not wait for its loop (2-3 ms in a freshly forked process): it reports that it started
+    meanwhile, and its first call waits until the loop runs."""
+    from ouroactors.runtime.execution import bridge
+
+    gate = threading.Event()
+    real_run = trio.run
+
+    def held_run(fn, *args):  # the loop's thread waits for the gate before trio starts
+        gate.wait(30)
+        return real_run(fn, *args)
+
+    monkeypatch.setattr(bridge.trio, "run", held_run)
+    loop = TrioThread()  # returns although the loop cannot have started
+    answered: list[str] = []
+    caller = threading.Thread(target=lambda: answered.append(loop.call(lambda: "after the start")))
+    caller.start()
+    caller.join(0.2)
+    assert answered == [] and caller.is_alive()  # the call waits for the loop
+    gate.set()
+    caller.join(10)
+    assert answered == ["after the start"]
+    assert loop.stop(5)
+
+
+def test_a_loop_that_fails_to_start_fails_the_first_call_with_its_error(monkeypatch) -> None:
+    from ouroactors.runtime.execution import bridge
+
+    def broken_run(fn, *args):
+        raise OSError("no epoll here")
+
+    monkeypatch.setattr(bridge.trio, "run", broken_run)
+    loop = TrioThread()
+    try:
+        loop.call(lambda: None)
+    except RuntimeError as exc:
+        assert "failed to start" in str(exc) and "no epoll here" in str(exc)
+    else:
+        raise AssertionError("a call to a loop that never started returned")
+    assert loop.stop(5)

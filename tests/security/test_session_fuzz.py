@@ -124,7 +124,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         idle = system.start_child("agent/execution")  # a runtime with no session open
         paths = {RUNTIME: f"agent/execution/{idle.id}", DIRECTORY: "agent/sessions",
                  COORDINATOR: coordinator_path(system, "s-fz")}
-        quiet = wait_until("quiet", lambda: (d := durable(tmp / "data"))["ledger_writers"][0] == 1 and d)
+        # the settled session's runtime is gone and its record swept; the idle one has committed nothing, so it is
+        # not registered (a writer's record rides in its first commit)
+        quiet = wait_until("quiet", lambda: (d := durable(tmp / "data"))["ledger_writers"][0] == 0 and d)
         yield {"system": system, "paths": paths, "data": tmp / "data", "durable": quiet,
                "live": liveness(system), "mark": system.mark()}
     finally:

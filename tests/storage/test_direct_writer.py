@@ -259,6 +259,23 @@ def test_watched_starts_are_indexed_until_settled_and_recovery_forgets_writers(l
         assert list(txn.cursor(db=ledger.runs)) == []
 
 
+def test_a_watched_writer_registers_in_its_first_transaction_that_commits(ledger, config):
+    """Opening a writer commits nothing (a runtime opens one for every message it handles); its record rides in its
+    first transaction, and in each after it until one has committed."""
+    before = ledger.env.info()["last_txnid"]
+    writer = LedgerWriter(data_dir(config))
+    assert ledger.env.info()["last_txnid"] == before  # no transaction of its own
+    assert ledger.watched_writers() == {}
+    faults.arm(raising("storage.before_commit", "InjectedRejected"))
+    assert isinstance(writer.record_started(start_request("r1")), CommitRejected)
+    faults.disarm()
+    assert ledger.watched_writers() == {}  # the rejected transaction took the record with it
+    writer.record_started(start_request("r2"))
+    assert ledger.env.info()["last_txnid"] == before + 1  # the start and the registration: one commit
+    assert list(ledger.watched_writers()) == [writer.writer_id]
+    assert ledger.forget_writers({writer.writer_id}, WRITER_EXITED).value == ["r2"]  # watched from its first start
+
+
 def test_a_writers_own_settlement_leaves_its_run_key_to_its_next_start(ledger, config):
     """The settlement's commit does not touch ``ledger_runs``: the key waits for the writer's next start, which takes
     it away beside the key it puts. Meanwhile a sweep of the dead writer finds the effect settled and leaves it."""

@@ -18,8 +18,9 @@ bad-input checks (:func:`~.messages._to_op`), answers (:class:`~.messages.Ledger
 directly is indistinguishable from one recorded through the actor.
 
 **Watching.** A writer created with ``watch=True`` (the default) registers its process (pid and
-kernel start time) in ``ledger_writers`` and indexes its starts in ``ledger_runs``, in the same
-transactions as the starts (a start it settles itself leaves its key to its next start: see
+kernel start time) in ``ledger_writers``, in its first transaction that commits (a writer that committed nothing
+has nothing to watch; a commit of its own would cost every runtime ~1 ms at its start), and indexes its starts in
+``ledger_runs``, in the same transactions as the starts (a start it settles itself leaves its key to its next start: see
 :mod:`.store`). The ledger actor checks the registered processes every
 :data:`~.actor.RUNNER_PING_S` seconds (multiproc bases): when one has died, its unsettled starts
 become ``ambiguous`` at once — the effect may or may not have happened. No message is needed,
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...core import clock, faults
-from ...core.errors import CommitRejected, StaleGeneration
+from ...core.errors import StaleGeneration
 from ...core.procs import process_start_ticks
 from ..storage.commit import Committed, EnvironmentDead, Rejected
 from ..storage.env import StorageConfig, env_panicked, open_env
@@ -119,6 +120,7 @@ class LedgerWriter:
             stamp = current
         self.stamp = stamp
         self.writer_id: bytes | None = None
+        self._unregistered: WriterRecord | None = None  # the watch's record, until a transaction carried it
         self._dead: str | None = None
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -139,15 +141,15 @@ class LedgerWriter:
         return cls(worker.context.data_dir, node=worker.context.node, stamp=stamp, **kwargs)
 
     def _register(self) -> None:
+        """Be watched from this writer's first transaction that commits: its record rides in it (until one has
+        committed, every transaction carries it). A stamp already gone is refused now, as a registration in a
+        transaction of its own would be."""
         pid = os.getpid()
         ticks = process_start_ticks(pid)
         assert ticks is not None  # this very process
-        writer = os.urandom(8).hex().encode()
-        record = WriterRecord(pid=pid, start_ticks=ticks, node=self.node, opened_ns=clock.time_ns())
-        outcome = self._store.register_writer(writer, record, self.stamp)  # StaleGeneration propagates
-        if not isinstance(outcome, Committed):
-            raise CommitRejected(f"could not register the writer to be watched: {outcome}")
-        self.writer_id = writer
+        self._store.check_stamp(self.stamp)  # StaleGeneration propagates
+        self.writer_id = os.urandom(8).hex().encode()
+        self._unregistered = WriterRecord(pid=pid, start_ticks=ticks, node=self.node, opened_ns=clock.time_ns())
 
     # -- the protocol, as calls -------------------------------------------------------------------------
 
@@ -218,7 +220,8 @@ class LedgerWriter:
             put.extend((rider, rider.put_staged(txn, isolate=True)) for rider in riders)
 
         try:
-            outcome = self._store.apply(ops, stamp=self.stamp, writer=self.writer_id, ride=ride if riders else None)
+            outcome = self._store.apply(ops, stamp=self.stamp, writer=self.writer_id, ride=ride if riders else None,
+                                        register=self._unregistered)
         except StaleGeneration as stale:
             self._finish(batch, [stale] * len(ops))
             return
@@ -229,6 +232,7 @@ class LedgerWriter:
                 job.error, job.done = exc, True
             raise
         if isinstance(outcome, Committed):
+            self._unregistered = None  # watched from now on
             self.transactions += 1
             self.records += len(ops)
         elif not isinstance(outcome, Rejected) and env_panicked(self.env):

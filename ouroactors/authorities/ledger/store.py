@@ -126,17 +126,21 @@ class LedgerStore(WatchedWriters):
     # -- writes -------------------------------------------------------------------------------------
 
     def apply(self, ops: list[Op], *, stamp: Stamp | None = None, writer: bytes | None = None,
-              ride: Callable[[lmdb.Transaction], None] | None = None) -> Outcome[list[OpResult]]:
+              ride: Callable[[lmdb.Transaction], None] | None = None,
+              register: WriterRecord | None = None) -> Outcome[list[OpResult]]:
         """Decide and write ``ops`` in one fenced transaction.
 
         The ledger itself is fenced on its storage generation; a direct writer passes its ``stamp``
         instead (a gone generation raises :class:`StaleGeneration`, nothing written) and, when
-        watched, its ``writer`` id, which indexes its unsettled starts in ``ledger_runs``. ``ride`` puts
+        watched, its ``writer`` id, which indexes its unsettled starts in ``ledger_runs``, and until one of its
+        transactions has committed, its ``register`` record (see :meth:`_put_writer`). ``ride`` puts
         other records into the same transaction after the ledger's own (a session's journal): one commit for both.
         """
         def run(txn: lmdb.Transaction) -> list[OpResult]:
             if stamp is not None:
                 self._check_stamp(txn, stamp)
+            if register is not None and writer is not None:
+                self._put_writer(txn, writer, register)
             results = [self._apply_one(txn, op, writer) for op in ops]
             if ride is not None:
                 ride(txn)

@@ -52,12 +52,16 @@ class WatchedWriters:
     def _read(self, txn: lmdb.Transaction, effect_id: str) -> Entry | None:
         raise NotImplementedError  # LedgerStore's
 
-    def register_writer(self, writer: bytes, record: WriterRecord, stamp: Stamp) -> Outcome[None]:
-        def put(txn: lmdb.Transaction) -> None:
+    def check_stamp(self, stamp: Stamp) -> None:
+        """Raise :class:`StaleGeneration` if ``stamp`` is not in force now (a read; each write checks again)."""
+        with self.env.begin() as txn:
             self._check_stamp(txn, stamp)
-            txn.put(writer, encode(record), db=self.writers)
 
-        return write(self.env, put)
+    def _put_writer(self, txn: lmdb.Transaction, writer: bytes, record: WriterRecord) -> None:
+        """Register ``writer``: a direct writer's record rides in its first transaction that commits (see
+        :meth:`.store.LedgerStore.apply`). A process that committed nothing has no start to watch, and a synced
+        commit of its own at every writer's start cost each runtime ~1 ms (a runtime starts for each message)."""
+        txn.put(writer, encode(record), db=self.writers)
 
     def watched_writers(self) -> dict[bytes, WriterRecord]:
         with self.env.begin() as txn:
