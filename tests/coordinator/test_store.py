@@ -37,6 +37,19 @@ def running(store: SessionStore, sid: str = "s1"):
                                       last_generation=1))
 
 
+def test_a_sessions_configuration_is_stored_in_the_transaction_that_creates_it(store) -> None:
+    from ouroactors.runtime.coordinator.configs import config_writer, get_config
+
+    before = store.env.info()["last_txnid"]
+    committed(store.create(new_record("c1"), also=config_writer(store, "c1", {"workspace": "/a"})))
+    assert store.env.info()["last_txnid"] == before + 1  # one commit for both
+    assert get_config(store, "c1") == {"workspace": "/a"}
+    with pytest.raises(SessionExists):  # a second creation stores nothing, its configuration neither
+        store.create(new_record("c1"), also=config_writer(store, "c1", {"workspace": "/b"}))
+    assert get_config(store, "c1") == {"workspace": "/a"}
+    assert store.env.info()["last_txnid"] == before + 1
+
+
 def test_create_get_and_reopen(store, config) -> None:
     record = committed(store.create(new_record()))
     assert record.created_ns > 0 and record.updated_ns == record.created_ns

@@ -3,12 +3,14 @@
 Recovery must start a replacement runtime with the very configuration the session was created
 with, from durable state alone (a coordinator restarted by the boot sweep knows only the session
 id). :class:`~.record.SessionRecord` pins versions but does not hold the table, so it is stored
-here, once, before the record is created; it never changes afterwards (a changed configuration is a
-new session). The key cannot collide with the store's own (``/s/``, ``/r/``, ``/n`` in :mod:`.keys`).
+here, in the transaction that creates the record (neither is ever stored without the other); it
+never changes afterwards (a changed configuration is a new session). The key cannot collide with
+the store's own (``/s/``, ``/r/``, ``/n`` in :mod:`.keys`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -78,16 +80,19 @@ def config_key(session_id: str) -> bytes:
     return check_id(session_id, "session_id").encode() + b"/config"
 
 
-def put_config(store: SessionStore, session_id: str, config: dict[str, Any]) -> Outcome[None]:
+def config_writer(store: SessionStore, session_id: str, config: dict[str, Any]) -> Callable[[Any], None]:
+    """What puts ``session_id``'s configuration inside a transaction (the session's creation: one commit for the
+    record and its configuration, and neither without the other). Raises ValueError for an oversized one, before
+    any transaction."""
     body = msgpack.packb(config, use_bin_type=True)
     if len(body) > MAX_CONFIG_BYTES:
         raise ValueError(f"session {session_id!r}: config is {len(body)} bytes, at most {MAX_CONFIG_BYTES}")
     key = config_key(session_id)
 
-    def run(txn: Any) -> None:
+    def put(txn: Any) -> None:
         txn.put(key, body, db=store.resumes)
 
-    return write(store.env, run, fence=store.fence)
+    return put
 
 
 def get_config(store: SessionStore, session_id: str) -> dict[str, Any] | None:
@@ -99,7 +104,7 @@ def get_config(store: SessionStore, session_id: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-__all__ = ["config_key", "get_config", "get_lease", "get_runtime", "lease_key", "put_config", "put_lease",
+__all__ = ["config_key", "config_writer", "get_config", "get_lease", "get_runtime", "lease_key", "put_lease",
            "put_runtime", "runtime_generations", "runtime_key"]
 
 

@@ -53,7 +53,7 @@ from ...supervision.worker import Worker
 from ..execution import tool_set, versions
 from ..execution.config import parse_session_config
 from .calls import Ask, Job, Jobs, TimedOut
-from .configs import get_config, put_config
+from .configs import config_writer, get_config
 from .errors import SessionExists, UnknownSession
 from .messages import (
     COMMANDS,
@@ -228,10 +228,8 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                 raise SessionExists(request.session_id)
             stored = {**request.config, "pins": {**(request.config.get("pins") or {}), "workflow": workflow,
                                                  "tool_set": tools}}
-            put = put_config(self.store, request.session_id, stored)
-            if put.kind != "committed":
-                raise DirectoryError(f"session {request.session_id!r}: its configuration was not stored: {put}")
-            created = self.store.create(record)
+            # the record and its configuration in one commit: neither is ever stored without the other
+            created = self.store.create(record, also=config_writer(self.store, request.session_id, stored))
             if created.kind != "committed":
                 raise DirectoryError(f"session {request.session_id!r} was not created: {created}")
             yield from self._start(request.session_id)

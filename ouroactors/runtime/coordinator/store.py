@@ -100,8 +100,10 @@ class SessionStore(StoreReads):
             faults.point(boundary)
         return outcome
 
-    def create(self, record: SessionRecord) -> Outcome[SessionRecord]:
-        """Write a new session (its revision and state version as given, usually 0); :class:`SessionExists` else."""
+    def create(self, record: SessionRecord, also: Callable[[lmdb.Transaction], None] | None = None
+               ) -> Outcome[SessionRecord]:
+        """Write a new session (its revision and state version as given, usually 0); :class:`SessionExists` else.
+        ``also`` puts what belongs with it (its configuration) in the same transaction."""
         if record.revision != 0:
             raise InvalidChange(f"a new session starts at revision 0, not {record.revision}")
 
@@ -109,6 +111,8 @@ class SessionStore(StoreReads):
             key = record.session_id.encode()
             if txn.get(key, db=self.sessions) is not None:
                 raise SessionExists(record.session_id)
+            if also is not None:
+                also(txn)
             now = clock.time_ns()
             fresh = record.model_copy(update={"created_ns": record.created_ns or now, "updated_ns": now})
             self._put(txn, None, fresh)
