@@ -145,3 +145,26 @@ def test_a_loop_that_fails_to_start_fails_the_first_call_with_its_error(monkeypa
     else:
         raise AssertionError("a call to a loop that never started returned")
     assert loop.stop(5)
+
+
+def test_a_loop_made_not_to_start_starts_at_begin_or_at_its_first_call() -> None:
+    """``start=False``: a runtime makes its loop before it reports its start and begins it afterwards, so the loop's
+    ~2 ms of Python does not take turns on the GIL with the start itself."""
+    before = {t.name for t in threading.enumerate()}
+    loop = TrioThread("unbegun-loop", start=False)
+    assert "unbegun-loop" not in {t.name for t in threading.enumerate()} - before  # no thread yet
+    assert loop.stop(5)  # never begun: nothing to stop, and it stays ended
+    assert not loop.alive
+    try:
+        loop.call(lambda: None)
+    except RuntimeError as exc:
+        assert "failed to start" in str(exc) or "ended" in str(exc)
+    else:
+        raise AssertionError("a stopped loop ran a call")
+    later = TrioThread("begun-at-first-call", start=False)
+    try:
+        assert later.call(lambda: threading.current_thread().name) == "begun-at-first-call"
+        later.begin()  # once only: a second begin changes nothing
+        assert later.call(lambda: 7) == 7
+    finally:
+        assert later.stop(5)

@@ -121,7 +121,7 @@ class Outbox:
 class TrioThread:
     """One trio loop in a daemon thread, with a nursery that tasks can be started in from the actor."""
 
-    def __init__(self, name: str = "ouroactors-trio") -> None:
+    def __init__(self, name: str = "ouroactors-trio", *, start: bool = True) -> None:
         reset_trio_thread_cache()  # also when this module was first imported after the fork
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
@@ -130,13 +130,24 @@ class TrioThread:
         self._error: BaseException | None = None
         self._pulse = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        # Not waited for here: starting the loop costs 2-3 ms (measured in freshly forked runtimes), which a runtime
-        # would otherwise add to its start. It is done while the actor reports that it started and waits for its
-        # first request; the first use waits for it (:meth:`_started`) and raises if it failed.
-        self._thread.start()
+        self._begun = False
+        # Never waited for here: the first use waits (:meth:`_started`) and raises if the loop failed to start.
+        # ``start=False`` leaves even the thread to :meth:`begin` (or the first use). Starting the loop is ~2 ms of
+        # Python in a freshly forked runtime; begun while the actor's thread still runs Python, it only takes turns
+        # with it on the GIL. A runtime begins it once it has reported its start, while it waits for its first
+        # request (measured: its start ~5 ms -> ~2 ms).
+        if start:
+            self.begin()
+
+    def begin(self) -> None:
+        """Start the loop's thread, once (from the owner's thread)."""
+        if not self._begun:
+            self._begun = True
+            self._thread.start()
 
     def _started(self) -> None:
         """Wait until the loop runs (or has ended): raise if it did not start."""
+        self.begin()
         if not self._ready.wait(STOP_DEADLINE_S):
             raise RuntimeError("the trio loop did not start")
         if self._token is None or self._nursery is None:
@@ -220,6 +231,11 @@ class TrioThread:
 
     def stop(self, deadline_s: float = STOP_DEADLINE_S) -> bool:
         """Cancel every task and end the loop; True when the thread ended within the deadline."""
+        if not self._begun:  # never started: nothing runs, and nothing will (a watchdog ends too)
+            self._begun = True
+            self._ready.set()
+            self._done.set()
+            return True
         self._ready.wait(deadline_s)  # a loop still starting is stopped once it runs
         if self.alive and self._nursery is not None:
             try:

@@ -37,11 +37,12 @@ import signal
 import tempfile
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
 import msgpack
-from thespian.actors import WatchMessage
+from thespian.actors import WakeupMessage, WatchMessage
 
 from ...authorities.ledger.direct import LedgerWriter
 from ...authorities.storage.env import db
@@ -109,6 +110,9 @@ def _folded(earlier: Any, later: Any) -> Any:
     return earlier.then(later) if isinstance(earlier, OutputReady) else None
 
 
+_BEGIN_LOOP = "runtime:begin-loop"  # a zero-delay wakeup's payload: start the trio loop once the start is reported
+
+
 @dataclass(frozen=True)
 class _TurnFailed:
     """The trio side tells the actor that a turn raised: the runtime must crash (sent to itself)."""
@@ -158,7 +162,9 @@ class Runtime(SessionOpening, Worker):
         self.network_private = tuple(network_private)
         self.ledger = LedgerWriter.for_worker(self)  # a leaf: this process creates no actor children
         _quiet_child_exits()
-        self.trio = TrioThread(f"runtime:{self.path}")
+        # the loop's thread is begun once the start is reported (_BEGIN_LOOP): see TrioThread
+        self.trio = TrioThread(f"runtime:{self.path}", start=False)
+        self.wakeupAfter(timedelta(0), payload=_BEGIN_LOOP)
         self.outbox = Outbox()  # the trio side's sends, performed on this actor's thread (see .bridge)
         self.watched_fds = (self.outbox.read_fd,)
         self.events = EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node)
@@ -191,6 +197,9 @@ class Runtime(SessionOpening, Worker):
     # -- dispatch: requests by type, everything else is an answer from grants --------------------------------
 
     def on_message(self, message: Any, sender: Any) -> Any:
+        if isinstance(message, WakeupMessage) and message.payload == _BEGIN_LOOP:  # only ours: Worker refuses others
+            self.trio.begin()
+            return None
         if isinstance(message, WatchMessage):
             mark("outbox_take")
             for address, outgoing in self.outbox.take_merged(_folded):
