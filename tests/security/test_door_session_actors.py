@@ -656,3 +656,20 @@ def test_forged_dead_letters_are_dropped_and_crash_nothing(node):
         node.system.tell(DIRECTORY, DeadEnvelope(somewhere, forged))
     assert node.sessions.show("s-dead").state_version == view.state_version  # the directory answers on
     node.unchanged(before)
+
+
+def test_a_runtime_refuses_a_forged_begin_loop_wakeup(node):
+    """A runtime begins its trio loop on a zero-delay wakeup it sends itself once it has started: the same wakeup,
+    or one with a junk payload, from anyone else is a typed refusal that changes nothing."""
+    idle = node.system.start_child("agent/execution")  # a runtime with no session open
+    path = f"agent/execution/{idle.id}"
+    mark = node.system.mark()
+    try:
+        for payload in ("runtime:begin-loop", None, "x" * 100_000, math.inf):
+            forged = refused(node.system, path, WakeupMessage(timedelta(0), payload))
+            assert forged.message == "WakeupMessage", forged
+        status = node.system.ask(path, execution.RuntimeStatusRequest(), timeout=10.0)
+        assert status.session_id is None and not status.open  # still serving, nothing opened
+        assert node.system.child_info(path).pid == idle.pid and not crashes(node.system, mark)
+    finally:
+        node.system.terminate_child("agent/execution", idle.id)

@@ -58,9 +58,7 @@ class WatchedWriters:
             self._check_stamp(txn, stamp)
 
     def _put_writer(self, txn: lmdb.Transaction, writer: bytes, record: WriterRecord) -> None:
-        """Register ``writer``: a direct writer's record rides in its first transaction that commits (see
-        :meth:`.store.LedgerStore.apply`). A process that committed nothing has no start to watch, and a synced
-        commit of its own at every writer's start cost each runtime ~1 ms (a runtime starts for each message)."""
+        """Register ``writer`` inside ``txn`` (a direct writer's first transaction that commits: see :mod:`.direct`)."""
         txn.put(writer, encode(record), db=self.writers)
 
     def watched_writers(self) -> dict[bytes, WriterRecord]:
