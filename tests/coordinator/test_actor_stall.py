@@ -50,7 +50,7 @@ def test_a_runtime_whose_loop_stalls_mid_effect_is_crashed_and_the_session_recov
     assert time.monotonic() - began < BLOCKED_S / 2  # ended by the watchdog, not by the block running out
     assert events[-1].generation > events[0].generation  # a replacement settled the turn
     stalled = actor_system.wait_for("runtime_stalled", after=0, timeout=10)
-    assert stalled.fields["session"] == "s1" and stalled.fields["stalled_s"] > 1.0
+    assert stalled.fields["session"] == "s1" and stalled.fields["stalled_s"] >= 1.0  # rounded to the ms
     assert "point (faults.py" in stalled.fields["where"], stalled.fields  # where its thread was stuck
     results = [e.data for e in events if e.kind == "tool_result"]
     assert results[-1]["status"] == "failed"  # the lost read, settled by its reconciler: the model was told
