@@ -17,18 +17,22 @@ RULES = {"user": ["allow:Read(**)", "allow:Edit(**)", "allow:Bash(grep *)"]}
 T = TypeVar("T")
 
 
-def agent_tree(root: str, rules: dict[str, list[str]] = RULES) -> Any:
-    """storage, ledger, grants, workspace, execution, coordinator, sessions — agent.toml's order."""
+def agent_tree(root: str, rules: dict[str, list[str]] = RULES, spares: Any = 0,
+               runtime_kwargs: dict[str, Any] | None = None) -> Any:
+    """storage, ledger, grants, workspace, execution, coordinator, sessions — agent.toml's order (``spares``: the
+    directory's ``spare_runtimes``; none by default, so that a test's running runtimes are its sessions' own)."""
     return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
         worker("storage", "ouroactors.authorities.storage.actor:Storage"),
         worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
         worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": rules}),
         worker("workspace", "ouroactors.authorities.workspace.actor:Workspace", kwargs={"allowed_roots": [root]}),
         supervisor("execution", [worker("runtime", "ouroactors.runtime.execution.runtime:Runtime",
-                                        restart="transient")], strategy="simple_one_for_one", intensity=10),
+                                        restart="transient", kwargs=runtime_kwargs or {})],
+                   strategy="simple_one_for_one", intensity=10),
         supervisor("coordinator", [worker("session", "ouroactors.runtime.coordinator.actor:Coordinator",
                                           restart="transient")], strategy="simple_one_for_one", intensity=10),
-        worker("sessions", "ouroactors.runtime.coordinator.directory:Sessions"),
+        worker("sessions", "ouroactors.runtime.coordinator.directory:Sessions",
+               kwargs={"spare_runtimes": spares} if spares != 0 else {}),
     ])
 
 

@@ -60,7 +60,7 @@ from .calls import Ask, Jobs
 from .commands import Commands, CoordinatorError, value_of
 from .following import Following
 from .leasing import _Nap
-from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, WhichSession
+from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, SpareRuntime, WhichSession
 from .publishing import Publisher
 from .quiet import QuietMarker
 from .record import SessionRecord, check_id
@@ -88,9 +88,13 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
 
     # ForSession comes only from the directory, which checked the request inside it at its own door.
 
-    def on_start(self, session_id: str) -> None:
+    def on_start(self, session_id: str, directory: Any = None) -> None:
         assert self.context is not None
         self.session_id = check_id(session_id, "session_id")
+        if directory is not None and type(directory).__name__ != "ActorAddress":
+            raise OuroactorsError(f"{self.path}: the directory that starts a coordinator passes its own address, "
+                                  f"not {type(directory).__name__}")
+        self.started_by = directory  # the directory whose offers of spare runtimes need no check (.spares)
         for name in ("storage", "ledger", "execution"):
             if name not in self.authorities:
                 raise OuroactorsError(f"{self.path}: no {name!r} before the coordinator in the tree")
@@ -107,6 +111,8 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                                  if fd is not None)
         self.jobs = Jobs(self.send, self.wakeupAfter, self.committer.submit if self.committer is not None else None)
         self.attached: _Attached | None = None
+        self.spare: SpareRuntime | None = None  # offered with the latest message (.spares); used by the next start
+        self.spare_trusted = False  # offered by the directory that started this coordinator (.spares)
         self.record: SessionRecord | None = None
         self.output_waiting = False
         self.drain_wanted = False
@@ -193,6 +199,9 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
             return Serving(self.session_id)
         if isinstance(message, ForSession):
             self.directory = sender  # the nudge after each checkpoint goes there (see _publish)
+            if message.spare is not None:  # an offer; from another sender, checked before it is used (.spares)
+                self.spare = message.spare
+                self.spare_trusted = self.started_by is not None and sender == self.started_by
             if isinstance(message.request, ReadEvents):  # a lent poll: no job, it waits for the next commit
                 self._follow(message.reply_to, message.request)
                 return None

@@ -28,6 +28,10 @@ dead letter is dropped, as thespian's default does. (Thespian
 hands dead letters to the last actor that asked for them only: a tree of the same system that asks for them too
 takes them from the directory.)
 
+**Spare runtimes** (``spare_runtimes``, a tree kwarg; ``supervision_trees/agent.toml`` keeps one): runtimes the
+directory started ahead, offered with each message that starts a turn so that the turn does not wait for a process
+to start, and replaced right after; what is trusted, and how a stale one is handled: :mod:`.spares`.
+
 A :class:`~.messages.Committed` nudge passes the door like a request and is taken only from the coordinator
 the directory last forwarded that session's commands to (the only one that knows this directory's address), for
 a cursor that is durable and not below the one it nudged before; anything else is refused with
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -47,7 +52,7 @@ from typing import Any
 from thespian.actors import DeadEnvelope, WakeupMessage
 
 from ...core.boundary import check_message
-from ...core.errors import BadRequest, OuroactorsError
+from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
 from ..execution import tool_set, versions
@@ -63,13 +68,16 @@ from .messages import (
     ListSessions,
     NewSession,
     ReadEvents,
+    SendMessage,
     Serving,
     ShowSession,
+    SpareRuntime,
     WhichSession,
 )
 from .principals import PrincipalCheck, Unverified
 from .reads import FOLLOW, FOLLOW_TICK_S, LEND_GRACE_S, DirectoryError, DirectoryReads, Follower
 from .record import PinnedVersions, SessionRecord
+from .spares import SPARE_MAX_AGE_S
 from .store import SessionStore
 from .sweeping import Sweeper
 from .trace import mark
@@ -84,6 +92,7 @@ REDELIVER_ATTEMPTS = 50  # ... this many times (the coordinator's restart), then
 # so it cannot find "this node's sessions" after a restart; the LMDB environment, however, is the node's own (one
 # per data dir, never shared between nodes), so every session in it is this node's: one stable name suffices.
 STORE_NODE = "local"
+MAX_SPARES = 8  # spare runtimes a directory may keep started (kwargs.spare_runtimes)
 
 
 
@@ -105,11 +114,22 @@ class Sessions(DirectoryReads, Sweeper, Worker):
     protocol = DIRECTORY_REQUESTS
     refusals = (DirectoryError, SessionExists, UnknownSession, ValueError)
 
-    def on_start(self) -> None:
+    def on_start(self, spare_runtimes: int = 0) -> None:
         assert self.context is not None
         for name in ("storage", "coordinator"):
             if name not in self.authorities:
                 raise OuroactorsError(f"{self.path}: no {name!r} before the session directory in the tree")
+        if not isinstance(spare_runtimes, int) or isinstance(spare_runtimes, bool) \
+                or not 0 <= spare_runtimes <= MAX_SPARES:
+            raise SpecError([("kwargs.spare_runtimes", f"got {spare_runtimes!r}; an integer from 0 to {MAX_SPARES}")],
+                            "sessions")
+        if spare_runtimes and "execution" not in self.authorities:
+            raise SpecError([("kwargs.spare_runtimes", f"got {spare_runtimes}; spares are children of 'execution', "
+                                                       "which is not before the session directory in the tree")],
+                            "sessions")
+        self.spare_target = spare_runtimes
+        self.spares: list[tuple[SpareRuntime, float]] = []  # started ahead (and when), not offered yet (.spares)
+        self.refill_due = False  # a refill job is queued or running
         self.node = STORE_NODE
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
         self.principals = PrincipalCheck(self.context.data_dir)  # who a request is from (.principals)
@@ -181,7 +201,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
 
     def _start(self, session_id: str) -> Generator[Ask, Any, Any]:
         mark("start.coordinator_asked")
-        info = yield self._coordinators(AdminCall("start_child", extra_args=(session_id,)))
+        info = yield self._coordinators(AdminCall("start_child", extra_args=(session_id, self.myAddress)))
         mark("start.coordinator_started")
         if isinstance(info, BaseException | TimedOut):
             raise DirectoryError(f"could not start the coordinator of {session_id!r}: {info}")
@@ -256,7 +276,35 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                                              f"({getattr(info, 'status', info)!r}); try again"))
             return
         self._served_by(request.session_id, address)
-        self.send(address, ForSession(sender, request))
+        spare = None
+        if isinstance(request, SendMessage) and self.spare_target:
+            if record.state is State.SUSPENDED:  # a turn starts: its runtime can be one started ahead
+                spare = self._fresh_spare()
+            if not self.refill_due and len(self.spares) < self.spare_target:
+                self.refill_due = True  # after this forward, as a job of its own: nothing on the message's way
+                self.jobs.submit(self._refill)
+        self.send(address, ForSession(sender, request, spare))
+
+    # -- spare runtimes (.spares) ---------------------------------------------------------------------------
+
+    def _fresh_spare(self) -> SpareRuntime | None:
+        """The oldest spare still well within its runtime's unopened limit (older ones are ending: dropped)."""
+        while self.spares:
+            spare, started = self.spares.pop(0)
+            if time.monotonic() - started < SPARE_MAX_AGE_S:
+                return spare
+        return None
+
+    def _refill(self) -> Job:
+        try:
+            while len(self.spares) < self.spare_target:
+                info = yield Ask(self.authorities["execution"].address, AdminCall("start_child"), 30.0)
+                if isinstance(info, BaseException | TimedOut) or getattr(info, "address", None) is None:
+                    log.warning("%s: no spare runtime started: %r", self.path, info)
+                    return
+                self.spares.append((SpareRuntime(info.id, int(info.generation), info.address), time.monotonic()))
+        finally:
+            self.refill_due = False
 
     def _dead_letter(self, envelope: DeadEnvelope) -> None:
         """A command this directory forwarded to a coordinator that was gone: forward it again (module docstring)."""

@@ -198,16 +198,38 @@ class Serving:
 
 
 @dataclass(frozen=True)
+class SpareRuntime:
+    """A runtime the directory started ahead of need (``agent/execution``'s child ``key``, its ``generation``).
+
+    Only an offer: the coordinator that gets one asks the execution supervisor whether that child is running as
+    that generation at that address, and the runtime itself whether it is still unopened, before it names it in a
+    record (:meth:`~.runtimes.RuntimeLink._runtime_child`). Anything else is ignored and a runtime started anew.
+    """
+
+    key: Annotated[str, Size(1, 256)]  # a child key as its supervisor names it (``runtime#3``); asked, not trusted
+    generation: Version
+    address: Address
+
+    def check(self) -> None:
+        from ...core.errors import BadRequest
+
+        if self.address is None:
+            raise BadRequest("SpareRuntime", "address", "must be the runtime's address, not None")
+
+
+@dataclass(frozen=True)
 class ForSession:
     """The directory → a coordinator: ``request`` from ``reply_to`` (answer it there).
 
     Checked again at the coordinator's door, whoever sent it: ``request`` must be one of the :data:`COMMANDS`
     or a held :class:`ReadEvents` (a follower lent to the coordinator, answered the moment its events are durable:
     :mod:`.following`), itself well-formed (its own checks run nested), and ``reply_to`` an address to answer.
+    ``spare``: a runtime started ahead, offered with a message that will start a turn (:mod:`.spares`).
     """
 
     reply_to: Address
     request: SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered | ReadEvents
+    spare: SpareRuntime | None = None
 
     def check(self) -> None:
         from ...core.errors import BadRequest
@@ -292,5 +314,5 @@ COORDINATOR_REQUESTS = (ForSession, WhichSession, OutputReady)  # what a coordin
 __all__ = [
     "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
     "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
-    "Rejected", "SendMessage", "SessionView", "ShowSession", "SteerSession", "WaitSession",
+    "Rejected", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession", "WaitSession",
 ]

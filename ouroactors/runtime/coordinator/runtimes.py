@@ -33,12 +33,15 @@ from ...core.errors import OuroactorsError
 from ...core.generation_text import format_generation
 from ...core.procs import pid_alive
 from ...supervision.protocol import AdminCall
+from ..execution.errors import AlreadyOpen
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
+from . import spares
 from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, reclaim_request_id
 from .record import RuntimeAttachment, SessionRecord
+from .spares import SpareChild
 from .trace import mark
 
 if TYPE_CHECKING:
@@ -63,6 +66,10 @@ class RuntimeLost(CoordinatorError):
     """The runtime being opened died before it answered (the open is retried with another one)."""
 
 
+class RuntimeTaken(RuntimeLost):
+    """The spare being opened serves another session already (the open is retried with a runtime started anew)."""
+
+
 @dataclasses.dataclass
 class _Attached:
     address: Any
@@ -83,6 +90,8 @@ class RuntimeLink(WorkspaceLeasing):
         incarnation: str
         store: SessionStore
         attached: _Attached | None
+        spare: Any  # a SpareRuntime the directory offered with the command being handled, or None
+        spare_trusted: bool  # offered by the directory that started this coordinator
         record: SessionRecord | None
         answered_asks: list[str]
         released_lease: str | None
@@ -140,7 +149,7 @@ class RuntimeLink(WorkspaceLeasing):
         if config.get("workspace"):
             self._acquire_secret()
         mark("start.runtime_asked")
-        info = yield self._execution(AdminCall("start_child"))
+        info = yield from self._runtime_child(earlier)
         mark("start.runtime_started")
         if isinstance(info, BaseException | TimedOut):
             raise CoordinatorError(f"the execution supervisor did not start a runtime: {info!r}")
@@ -149,11 +158,36 @@ class RuntimeLink(WorkspaceLeasing):
         self.attached = attached = _Attached(info.address, info.id, "", info.generation)
         try:
             return (yield from self._lease_and_open(config, info, attached, start, reclaim, answered, tail, earlier))
+        except RuntimeTaken:
+            # a spare another coordinator opened first (see .spares): not ours to stop; our lease is ours to free
+            yield from self._discard(attached, stop=False)
+            raise
         except (OuroactorsError, OSError):
             # It ran nothing (an open runs no turn) and no later incarnation would find it (it opened no session):
             # stop it, and free the lease it may hold, before the failure is reported.
             yield from self._discard(attached)
             raise
+
+    def _runtime_child(self, earlier: dict[str, Any] | None) -> Generator[Ask, Any, Any]:
+        """The execution child this turn's runtime is: the spare the directory offered, if :mod:`.spares` lets it be
+        used, else one started now (its ``which_child``-like info, or the failed ask's answer)."""
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            last = max(self.record.last_generation if self.record is not None else 0,
+                       int(earlier["generation"]) if earlier else 0)
+            if self.spare_trusted:  # from the directory that started this coordinator: it came from the supervisor
+                child: Any = SpareChild(spare.key, "running", spare.generation, spare.address)
+            else:  # anybody's offer: the supervisor says whether it is a live child, the runtime whether it is unused
+                child = yield self._execution(AdminCall("which_child", spare.key), 10.0)
+            why = spares.child_refusal(spare, child, last)
+            if why is None and not self.spare_trusted:
+                status = yield Ask(spare.address, RuntimeStatusRequest(), 5.0)
+                why = spares.status_refusal(spare, status if isinstance(status, RuntimeStatus) else None)
+            if why is None:
+                mark("start.spare_taken")
+                return child
+            log.info("%s: the spare runtime offered is not used: %s; starting one", self.session_id, why)
+        return (yield self._execution(AdminCall("start_child")))
 
     def _lease_and_open(self, config: dict[str, Any], info: Any, attached: _Attached, start: int,
                         reclaim: dict[str, Any] | None, answered: tuple[str, ...], tail: tuple[int, int],
@@ -179,6 +213,9 @@ class RuntimeLink(WorkspaceLeasing):
                                                          start=start, state_version=version, park_approvals=True,
                                                          answered=answered, tail_turn=tail[0],
                                                          tail_published=tail[1]))
+        if isinstance(opened, AlreadyOpen):
+            raise RuntimeTaken(f"runtime {info.id} (generation {format_generation(info.generation)}) serves another "
+                               f"session: {opened}")
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id
@@ -187,11 +224,12 @@ class RuntimeLink(WorkspaceLeasing):
         self._poll()
         return opened
 
-    def _discard(self, runtime: _Attached) -> Generator[Ask, Any, None]:
-        """Stop a runtime that opened no session, and release the lease granted for it, if any."""
+    def _discard(self, runtime: _Attached, stop: bool = True) -> Generator[Ask, Any, None]:
+        """Stop a runtime that opened no session (``stop``), and release the lease granted for it, if any."""
         if self.attached is runtime:
             self.attached = None
-        yield self._execution(AdminCall("terminate_child", runtime.key), 10.0)
+        if stop:
+            yield self._execution(AdminCall("terminate_child", runtime.key), 10.0)
         if runtime.lease_id is not None:
             released = yield self._authority("workspace", Release(runtime.lease_id, runtime.capability))
             self._released(runtime.lease_id, released)

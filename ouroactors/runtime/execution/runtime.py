@@ -27,6 +27,10 @@ by default, far above any inline step) is reported (``runtime_stalled`` in the e
 stuck) and the process exits at once with :data:`EXIT_STALLED` — the one way out that does not need the blocked
 thread. Recovery treats it as any lost runtime: its unsettled effects are reconciled or surfaced before a
 replacement resumes from the checkpoint.
+
+**A runtime nobody opens ends itself** after ``unopened_limit_s`` (5 minutes by default): one started ahead as a
+spare (:mod:`..coordinator.spares`) whose directory died, or one whose opener died before the open, ran nothing and
+holds nothing worth keeping a process for.
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ def _folded(earlier: Any, later: Any) -> Any:
 
 
 _BEGIN_LOOP = "runtime:begin-loop"  # a zero-delay wakeup's payload: start the trio loop once the start is reported
+_UNOPENED = "runtime:unopened"  # a wakeup's payload: end the runtime if no session was opened on it by then
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,10 @@ OUTPUT_ACKED = faults.register_point("runtime.output_acked", "output up to a cur
 log = logging.getLogger("ouroactors.runtime")
 STALL_AFTER_S = 60.0  # a loop that has not run for this long is stalled (see "A stalled loop ends the runtime")
 EXIT_STALLED = 75  # the process's exit status when it ends a stalled loop
+# A runtime nobody opened in this long ends itself (a normal exit: its transient child is not restarted). Far above
+# any open's way (a lease may wait RECLAIM_WAIT_S for a reservation); it bounds how long a spare runtime (see
+# ..coordinator.spares) outlives a directory that died holding it.
+UNOPENED_LIMIT_S = 300.0
 
 
 class Runtime(SessionOpening, Worker):
@@ -150,10 +159,11 @@ class Runtime(SessionOpening, Worker):
                 warm_shell(root, SandboxMode.BWRAP, None)
 
     def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = (),
-                 stall_after_s: float = STALL_AFTER_S) -> None:
+                 stall_after_s: float = STALL_AFTER_S, unopened_limit_s: float = UNOPENED_LIMIT_S) -> None:
         assert self.context is not None
-        if not isinstance(stall_after_s, int | float) or isinstance(stall_after_s, bool) or stall_after_s <= 0:
-            raise SpecError([("kwargs.stall_after_s", f"got {stall_after_s!r}; a number of seconds > 0")], "runtime")
+        for name, value in (("stall_after_s", stall_after_s), ("unopened_limit_s", unopened_limit_s)):
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < float("inf"):
+                raise SpecError([(f"kwargs.{name}", f"got {value!r}; a number of seconds > 0")], "runtime")
         if self.context.base != "multiproc":
             raise OuroactorsError("the session runtime runs turns in a thread beside the actor: it needs the "
                                   f"multiproc base (this system is {self.context.base!r})")
@@ -171,6 +181,7 @@ class Runtime(SessionOpening, Worker):
         self.live: _Live | None = None
         self.stall_after_s = float(stall_after_s)
         self.trio.watch(self.stall_after_s, self._stalled)
+        self.wakeupAfter(timedelta(seconds=unopened_limit_s), payload=_UNOPENED)
 
     def _stalled(self, stalled_s: float, where: str) -> None:
         """The loop has not run for ``stalled_s`` (called on the watch thread): report it and end the process."""
@@ -199,6 +210,12 @@ class Runtime(SessionOpening, Worker):
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WakeupMessage) and message.payload == _BEGIN_LOOP:  # only ours: Worker refuses others
             self.trio.begin()
+            return None
+        if isinstance(message, WakeupMessage) and message.payload == _UNOPENED:
+            if self.live is None:  # nobody opened it: a spare whose directory is gone, an opener that died first
+                log.info("%s: not opened within its limit: ending (it ran nothing)", self.path)
+                self.events.write("runtime_unused", None, {"runtime_id": self.runtime_id})
+                self.stop()
             return None
         if isinstance(message, WatchMessage):
             mark("outbox_take")

@@ -1,0 +1,73 @@
+"""Spare runtimes: a process started before a message needs it, and the checks before a coordinator uses one (pure).
+
+A session's runtime is a new process for every message (a suspended session holds none), and starting it — the
+execution supervisor forks, the child reports its start — is the largest single part of a message's way to its
+turn (~20-25 ms measured, of ~60 ms before the turn runs). So the session directory may keep ``spare_runtimes``
+runtimes started ahead (a tree kwarg of ``agent/sessions``; ``supervision_trees/agent.toml`` keeps one) and offer
+one with each message that will start a turn (:class:`~.messages.ForSession`'s ``spare``). It starts the next one
+right after that forward, as a job of its own (nothing on the message's way waits for it), and only after a
+message: an idle node keeps at most what it had. A spare nobody opens ends itself (``Runtime``'s
+``unopened_limit_s``, 300 s by default), so none outlives a crashed directory for long, and the directory offers none
+older than :data:`SPARE_MAX_AGE_S` (a tree that sets the limit lower gets offers that may be gone: the open's watch
+finds that and starts another runtime, seconds later).
+
+**Whose offer is taken as it is.** A coordinator is started by its directory, which passes its own address
+(``start_child``'s arguments come from the supervisor, not from a message anybody could send). A spare offered by
+that sender came from the execution supervisor's own answer, and is used at once — only its generation is checked:
+a runtime's generation must be above every one the session had, so a spare older than the session's last runtime
+is not used. **Any other offer** (a coordinator whose directory has restarted since, or whoever holds the system's
+secret sending a ``ForSession`` naming any address) is checked before the coordinator names it in its record: the
+execution supervisor must say that child key is running as that generation at that address
+(:func:`child_refusal`), and the runtime that it serves no session yet (:func:`status_refusal`). A refusal falls
+back to starting a runtime as before; an offered runtime is never stopped for it.
+
+A spare that died before it is opened is found by the open's own watch (:meth:`~.runtimes.RuntimeLink._open`), and
+the turn starts another runtime. Two coordinators offered the same spare (a forged copy of an offer) can both
+pass the checks; the runtime opens only the first session and answers the second ``AlreadyOpen``, on which that
+coordinator releases its lease, leaves the runtime alone and starts another (:class:`~.runtimes.RuntimeTaken`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SPARE_MAX_AGE_S = 240.0  # the directory offers no spare older than this: below Runtime's default unopened limit
+
+
+@dataclass(frozen=True)
+class SpareChild:
+    """What a coordinator knows of a spare its own directory offered (the fields of ``which_child`` it uses)."""
+
+    id: str
+    status: str
+    generation: int
+    address: Any
+
+
+def child_refusal(spare: Any, child: Any, last_generation: int) -> str | None:
+    """Why the offered ``spare`` must not be used, judged from the execution supervisor's answer to
+    ``which_child(spare.key)`` (``child``) and the newest runtime generation the session has had; or None."""
+    if getattr(child, "status", None) != "running":
+        return f"child {spare.key!r} of the execution supervisor is not running ({getattr(child, 'status', child)!r})"
+    if getattr(child, "generation", None) != spare.generation:
+        return f"child {spare.key!r} is generation {getattr(child, 'generation', None)}, not {spare.generation}"
+    if getattr(child, "address", None) != spare.address:
+        return f"child {spare.key!r} is not at the address offered"
+    if spare.generation <= last_generation:
+        return f"generation {spare.generation} is not above the session's last runtime ({last_generation})"
+    return None
+
+
+def status_refusal(spare: Any, status: Any) -> str | None:
+    """Why the offered ``spare`` must not be used, judged from the runtime's own ``RuntimeStatus``; or None."""
+    if status is None:
+        return "the runtime did not say what it serves"
+    if getattr(status, "generation", None) != spare.generation:
+        return f"the runtime says it is generation {getattr(status, 'generation', None)}, not {spare.generation}"
+    if getattr(status, "session_id", "?") is not None:
+        return f"the runtime already serves session {getattr(status, 'session_id', '?')!r}"
+    return None
+
+
+__all__ = ["SPARE_MAX_AGE_S", "SpareChild", "child_refusal", "status_refusal"]

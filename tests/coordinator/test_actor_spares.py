@@ -1,0 +1,101 @@
+"""Spare runtimes (``agent/sessions``' ``spare_runtimes``) on real processes: a message's turn runs on the runtime
+started after the message before it; an offer from anybody else is checked, and a bad one neither used nor
+stopped; a runtime nobody opens ends itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ouroactors.runtime.coordinator.messages import ForSession, SendMessage, SpareRuntime
+from ouroactors.sessions import Sessions
+
+from ..security.session_door_support import coordinator_path
+from .actor_support import agent_tree, session_config, slow_script, wait_for
+
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+
+
+def events(system: Any) -> list[dict[str, Any]]:
+    path = Path(system.data_dir) / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def opened_on(system: Any, session: str) -> list[str]:
+    """The runtime paths that opened ``session``, in order (its ``runtime_opened`` events)."""
+    return [e["path"] for e in events(system)
+            if e.get("kind") == "runtime_opened" and (e.get("data") or e).get("session") == session]
+
+
+def running(system: Any) -> list[Any]:
+    return [c for c in system.which_children("agent/execution") if c.status == "running"]
+
+
+def settle(system: Any, sessions: Sessions, session: str, tmp_path: Path) -> None:
+    sessions.new(session, session_config(None, model={"kind": "scripted", "script": str(slow_script(
+        tmp_path / f"{session}.toml", words=2, pace_ms=1))}))
+    sessions.send(session, "go")
+    wait_for(f"{session} settled", lambda: sessions.show(session).state == "suspended"
+             and "turn_settled" in [e.kind for e in sessions.events(session)])
+
+
+def the_spare(system: Any, not_keys: set[str] = frozenset()) -> Any:
+    """The one running execution child once the sessions' runtimes are gone: the directory's spare."""
+    return wait_for("one spare runtime, nothing else", lambda: (r := running(system)) and len(r) == 1
+                    and r[0].id not in not_keys and r[0])
+
+
+def test_a_message_runs_on_the_spare_started_after_the_message_before(actor_system, tmp_path):
+    actor_system.start_tree(agent_tree(str(tmp_path), spares=1))
+    sessions = Sessions(actor_system)
+    settle(actor_system, sessions, "a", tmp_path)  # the first message starts its runtime, then a spare is started
+    first = opened_on(actor_system, "a")
+    spare = the_spare(actor_system)
+    assert [f"agent/execution/{spare.id}"] != first
+    settle(actor_system, sessions, "b", tmp_path)
+    assert opened_on(actor_system, "b") == [f"agent/execution/{spare.id}"]  # without spares: a child started now
+    the_spare(actor_system, not_keys={spare.id})  # and the next one is started after b's message
+
+
+def test_an_offer_not_from_the_directory_is_checked_and_a_bad_one_neither_used_nor_stopped(actor_system, tmp_path):
+    """Attack: whoever holds the system's secret sends a coordinator a ``ForSession`` whose spare names a real
+    spare's key and generation but another actor's address (the grants authority), then the wrong generation.
+    Neither is opened or stopped; each turn runs on a runtime started for it, and the real spare lives on."""
+    actor_system.start_tree(agent_tree(str(tmp_path), spares=1))
+    sessions = Sessions(actor_system)
+    settle(actor_system, sessions, "a", tmp_path)
+    spare = the_spare(actor_system)
+    grants = actor_system.resolve("agent/grants")
+    for n, forged in enumerate((SpareRuntime(spare.id, spare.generation, grants),
+                                SpareRuntime(spare.id, spare.generation + 1, spare.address))):
+        victim = f"v{n}"
+        sessions.new(victim, session_config(None, model={"kind": "scripted", "script": str(slow_script(
+            tmp_path / f"{victim}.toml", words=2, pace_ms=1))}))
+        request = SendMessage(victim, "go", sessions.principal, f"m-forged-{n}")
+        actor_system.tell(coordinator_path(actor_system, victim), ForSession(grants, request, forged))
+        wait_for(f"{victim} settled", lambda v=victim: "turn_settled" in [e.kind for e in sessions.events(v)])
+        used = opened_on(actor_system, victim)
+        assert len(used) == 1 and used != [f"agent/execution/{spare.id}"]
+        still = [c for c in running(actor_system) if c.id == spare.id]
+        assert still and still[0].generation == spare.generation and still[0].restarts == spare.restarts
+    settle(actor_system, sessions, "b", tmp_path)  # the directory's own offer still stands
+    assert opened_on(actor_system, "b") == [f"agent/execution/{spare.id}"]
+
+
+def test_a_runtime_nobody_opens_ends_itself(actor_system, tmp_path):
+    actor_system.start_tree(agent_tree(str(tmp_path), runtime_kwargs={"unopened_limit_s": 0.5}))
+    child = actor_system.start_child("agent/execution", ())
+    wait_for("the unopened runtime gone", lambda: not [c for c in running(actor_system) if c.id == child.id])
+    unused = [e for e in events(actor_system) if e.get("kind") == "runtime_unused"]
+    assert [e["path"] for e in unused] == [f"agent/execution/{child.id}"]
+    assert not [e for e in events(actor_system) if e.get("kind") in ("child_crashed", "crashed")
+                and "execution" in e.get("path", "")]
+
+
+@pytest.mark.parametrize("bad", [-1, 9, True, "1"])
+def test_spare_runtimes_must_be_a_small_integer(actor_system, tmp_path, bad):
+    with pytest.raises(Exception, match=r"kwargs\.spare_runtimes"):
+        actor_system.start_tree(agent_tree(str(tmp_path), spares=bad))

@@ -1,0 +1,48 @@
+"""The checks before a coordinator uses a spare runtime it was offered (ouroactors.runtime.coordinator.spares)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ouroactors.runtime.coordinator.spares import SpareChild, child_refusal, status_refusal
+
+HERE, ELSEWHERE = object(), object()
+SPARE = SimpleNamespace(key="runtime#4", generation=40, address=HERE)
+
+
+def child(**changes):
+    return SimpleNamespace(**{"status": "running", "generation": 40, "address": HERE, **changes})
+
+
+def status(**changes):
+    return SimpleNamespace(**{"session_id": None, "generation": 40, **changes})
+
+
+def test_a_live_unopened_child_newer_than_the_session_is_used():
+    assert child_refusal(SPARE, child(), last_generation=39) is None
+    assert status_refusal(SPARE, status()) is None
+    assert child_refusal(SPARE, SpareChild("runtime#4", "running", 40, HERE), 0) is None
+
+
+@pytest.mark.parametrize(("answer", "last", "why"), [
+    (child(status="stopped"), 0, "not running"),
+    (None, 0, "not running"),  # the supervisor did not answer
+    (TimeoutError("no answer"), 0, "not running"),
+    (child(generation=41), 0, "generation 41, not 40"),  # restarted since the offer: another process
+    (child(address=ELSEWHERE), 0, "not at the address offered"),  # a forged address
+    (child(), 40, "not above the session's last runtime"),
+    (child(), 99, "not above the session's last runtime"),
+])
+def test_the_supervisors_answer_refuses(answer, last, why):
+    assert why in child_refusal(SPARE, answer, last)
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    (None, "did not say"),
+    (status(generation=7), "generation 7, not 40"),
+    (status(session_id="other"), "already serves session 'other'"),
+])
+def test_the_runtimes_own_answer_refuses(answer, why):
+    assert why in status_refusal(SPARE, answer)
