@@ -13,6 +13,7 @@ from ..authorities.asking import ask_authority
 from ..authorities.ledger.messages import GetEntry
 from ..core.errors import OuroactorsError
 from ..core.generation_text import format_generation
+from ..runtime.execution.messages import RuntimeStatusRequest
 from ..system.handle import ActorSystem
 from . import demo_agent as setup
 from .demo import Narrator, cli, show_cli, wait_for
@@ -142,6 +143,17 @@ class Demo:
 
     # -- 5. SIGKILL mid-effect ------------------------------------------------------------------------------
 
+    def runtimes_serving(self) -> list[str]:
+        """The paths of the running runtimes that say they serve the demo's session."""
+        found = []
+        for child in self.system.which_children("agent/execution"):
+            if child.status == "running":
+                path = f"agent/execution/{child.id}"
+                status = self.system.ask(path, RuntimeStatusRequest(), timeout=10.0)
+                if getattr(status, "session_id", None) == self.sid:
+                    found.append(path)
+        return found
+
     def kill_and_recover(self) -> None:
         n = self.n
         n.step("5. SIGKILL the runtime in the middle of an effect")
@@ -149,11 +161,12 @@ class Demo:
         ledger = "agent/ledger"
         wait_for("the slow effect recorded as started",
                  lambda: ask_authority(self.system, ledger, GetEntry(effect_id)).status.value == "started")
-        running = [c for c in self.system.which_children("agent/execution") if c.status == "running"]
-        if len(running) != 1:
-            n.skipped("the SIGKILL", f"expected one running runtime under agent/execution, found {len(running)}")
+        serving = self.runtimes_serving()  # a spare the directory keeps (agent.toml) serves no session: not this one
+        if len(serving) != 1:
+            n.skipped("the SIGKILL", f"expected one runtime serving {self.sid} under agent/execution, found "
+                      f"{len(serving)}")
             return
-        path = f"agent/execution/{running[0].id}"
+        path = serving[0]
         before = self.sessions.show(self.sid).generation
         mark = self.system.mark()
         killed_at = time.time()

@@ -137,7 +137,9 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
     began = time.monotonic()
     system = ActorSystem.start("multiproc", data_dir)
     try:
-        system.start_tree(demo_agent.agent_tree(workspace.resolve()))
+        # no spare runtimes: runtime k must be the k-th one forked for the session (see "Where a fault plan is
+        # armed"), and a spare forked ahead would take an arming meant for the runtime of a later turn
+        system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=0))
         mark = system.mark()
         driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings)
         driver.drive()

@@ -36,8 +36,9 @@ def workspace_for(data_dir: Path) -> Path:
     return data_dir.parent / f"{data_dir.name}-workspace"
 
 
-def agent_tree(workspace: Path) -> ChildSpec:
-    """supervision_trees/agent.toml's tree, with the demo's workspace root and permission rules."""
+def agent_tree(workspace: Path, spare_runtimes: int | None = None) -> ChildSpec:
+    """supervision_trees/agent.toml's tree, with the demo's workspace root and permission rules (and the session
+    directory's ``spare_runtimes``, when given, instead of the file's)."""
     if not AGENT_TOML.is_file():
         raise SpecError([("", "the agent tree file is missing (the demo needs a source checkout: "
                               "pip install -e .)")], str(AGENT_TOML))
@@ -50,6 +51,8 @@ def agent_tree(workspace: Path) -> ChildSpec:
                                                         "rules": {"node": list(node_rules), "user": DEMO_RULES}}})
         elif child.id == "workspace":
             child = child.model_copy(update={"kwargs": {**child.kwargs, "allowed_roots": [str(workspace)]}})
+        elif child.id == "sessions" and spare_runtimes is not None:
+            child = child.model_copy(update={"kwargs": {**child.kwargs, "spare_runtimes": spare_runtimes}})
         children.append(child)
     return tree.model_copy(update={"children": tuple(children)})
 

@@ -161,6 +161,8 @@ class Starting(Incarnation):
     """An incarnation whose ``_start_once`` runs on a real session store; its asks are answered by :func:`drive`."""
 
     record = None
+    spare = None  # no spare runtime offered: _start_once starts one (asked of "execution" below)
+    spare_trusted = False
 
     def __init__(self, directory: Path, store: Any) -> None:
         super().__init__(directory)
