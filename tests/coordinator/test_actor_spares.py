@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ouroactors.runtime.coordinator.messages import ForSession, SendMessage, SpareRuntime
-from ouroactors.sessions import Sessions
+from ouroactors.sessions import SessionRejected, Sessions
 
 from ..security.session_door_support import coordinator_path
 from .actor_support import agent_tree, session_config, slow_script, wait_for
@@ -34,10 +34,10 @@ def running(system: Any) -> list[Any]:
     return [c for c in system.which_children("agent/execution") if c.status == "running"]
 
 
-def settle(system: Any, sessions: Sessions, session: str, tmp_path: Path) -> None:
+def settle(system: Any, sessions: Sessions, session: str, tmp_path: Path, event_id: str | None = None) -> None:
     sessions.new(session, session_config(None, model={"kind": "scripted", "script": str(slow_script(
         tmp_path / f"{session}.toml", words=2, pace_ms=1))}))
-    sessions.send(session, "go")
+    sessions.send(session, "go", event_id=event_id)
     wait_for(f"{session} settled", lambda: sessions.show(session).state == "suspended"
              and "turn_settled" in [e.kind for e in sessions.events(session)])
 
@@ -58,6 +58,17 @@ def test_a_message_runs_on_the_spare_started_after_the_message_before(actor_syst
     settle(actor_system, sessions, "b", tmp_path)
     assert opened_on(actor_system, "b") == [f"agent/execution/{spare.id}"]  # without spares: a child started now
     the_spare(actor_system, not_keys={spare.id})  # and the next one is started after b's message
+
+
+def test_a_spare_offered_with_a_message_that_starts_no_turn_is_stopped_and_replaced(actor_system, tmp_path):
+    actor_system.start_tree(agent_tree(str(tmp_path), spares=1))
+    sessions = Sessions(actor_system)
+    settle(actor_system, sessions, "a", tmp_path, event_id="m-once")
+    spare = the_spare(actor_system)
+    with pytest.raises(SessionRejected, match="duplicate"):  # the same event again: refused, no turn, no runtime
+        sessions.send("a", "go", event_id="m-once")
+    replaced = the_spare(actor_system, not_keys={spare.id})  # the offered one stopped, not left idle for minutes
+    assert not [c for c in running(actor_system) if c.id == spare.id] and replaced.id != spare.id
 
 
 def test_an_offer_not_from_the_directory_is_checked_and_a_bad_one_neither_used_nor_stopped(actor_system, tmp_path):

@@ -381,6 +381,16 @@ def coordinator_attacks(system: Any) -> list[tuple[Any, str]]:
         (coordinator.ForSession(grants, unchecked(coordinator.SendMessage, good, text=None)), "request.text"),
         (coordinator.ForSession(grants, unchecked(coordinator.SendMessage, good, expected_version=2**70)),
          "request.expected_version"),
+        # a spare runtime offered with a command: checked at the door like the command (then again before use)
+        (coordinator.ForSession(grants, good, "junk"), "spare"),  # type: ignore[arg-type]
+        (coordinator.ForSession(grants, good, coordinator.SpareRuntime("runtime#1", 1, None)), "spare.address"),
+        (coordinator.ForSession(grants, good, coordinator.SpareRuntime("k" * 5000, 1, grants)), "spare.key"),
+        (coordinator.ForSession(grants, good, coordinator.SpareRuntime(None, 1, grants)), "spare.key"),  # type: ignore[arg-type]
+        (coordinator.ForSession(grants, good, coordinator.SpareRuntime("runtime#1", -1, grants)), "spare.generation"),
+        (coordinator.ForSession(grants, good, coordinator.SpareRuntime("runtime#1", 2**70, grants)),
+         "spare.generation"),
+        (coordinator.ForSession(grants, good, coordinator.SpareRuntime("runtime#1", math.inf, grants)),  # type: ignore[arg-type]
+         "spare.generation"),
         (coordinator.ForSession(grants, unchecked(coordinator.ControlSession,
                                                   coordinator.ControlSession("s-co", "cancel", "x"),
                                                   action="explode")), "request.action"),

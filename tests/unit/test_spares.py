@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ouroactors.runtime.coordinator.spares import SpareChild, child_refusal, status_refusal
+from ouroactors.runtime.coordinator.spares import SPARE_MAX_AGE_S, SpareChild, child_refusal, status_refusal, take_fresh
 
 HERE, ELSEWHERE = object(), object()
 SPARE = SimpleNamespace(key="runtime#4", generation=40, address=HERE)
@@ -46,3 +46,12 @@ def test_the_supervisors_answer_refuses(answer, last, why):
 ])
 def test_the_runtimes_own_answer_refuses(answer, why):
     assert why in status_refusal(SPARE, answer)
+
+
+def test_the_oldest_spare_young_enough_is_taken_and_older_ones_dropped():
+    now = 1000.0
+    spares = [("old", now - SPARE_MAX_AGE_S - 1), ("a", now - 5), ("b", now - 1)]
+    assert take_fresh(spares, now) == "a" and spares == [("b", now - 1)]
+    assert take_fresh(spares, now) == "b" and take_fresh(spares, now) is None
+    gone = [("x", now - SPARE_MAX_AGE_S)]
+    assert take_fresh(gone, now) is None and gone == []

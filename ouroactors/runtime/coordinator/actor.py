@@ -111,7 +111,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                                  if fd is not None)
         self.jobs = Jobs(self.send, self.wakeupAfter, self.committer.submit if self.committer is not None else None)
         self.attached: _Attached | None = None
-        self.spare: SpareRuntime | None = None  # offered with the latest message (.spares); used by the next start
+        self.spare: SpareRuntime | None = None  # offered with the command being run (.spares); a start takes it
         self.spare_trusted = False  # offered by the directory that started this coordinator (.spares)
         self.record: SessionRecord | None = None
         self.output_waiting = False
@@ -199,13 +199,13 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
             return Serving(self.session_id)
         if isinstance(message, ForSession):
             self.directory = sender  # the nudge after each checkpoint goes there (see _publish)
-            if message.spare is not None:  # an offer; from another sender, checked before it is used (.spares)
-                self.spare = message.spare
-                self.spare_trusted = self.started_by is not None and sender == self.started_by
             if isinstance(message.request, ReadEvents):  # a lent poll: no job, it waits for the next commit
                 self._follow(message.reply_to, message.request)
                 return None
-            self.jobs.submit(lambda: self._command(message.reply_to, message.request))
+            # a spare runtime offered with the command is its own (.spares); from another sender, checked before use
+            trusted = self.started_by is not None and sender == self.started_by
+            self.jobs.submit(lambda: self._offering(message.spare, trusted,
+                                                    self._command(message.reply_to, message.request)))
             return None
         if self.jobs.offer(message, sender):
             return None

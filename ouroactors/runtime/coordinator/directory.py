@@ -77,7 +77,7 @@ from .messages import (
 from .principals import PrincipalCheck, Unverified
 from .reads import FOLLOW, FOLLOW_TICK_S, LEND_GRACE_S, DirectoryError, DirectoryReads, Follower
 from .record import PinnedVersions, SessionRecord
-from .spares import SPARE_MAX_AGE_S
+from .spares import take_fresh
 from .store import SessionStore
 from .sweeping import Sweeper
 from .trace import mark
@@ -279,21 +279,13 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         spare = None
         if isinstance(request, SendMessage) and self.spare_target:
             if record.state is State.SUSPENDED:  # a turn starts: its runtime can be one started ahead
-                spare = self._fresh_spare()
+                spare = take_fresh(self.spares, time.monotonic())
             if not self.refill_due and len(self.spares) < self.spare_target:
                 self.refill_due = True  # after this forward, as a job of its own: nothing on the message's way
                 self.jobs.submit(self._refill)
         self.send(address, ForSession(sender, request, spare))
 
     # -- spare runtimes (.spares) ---------------------------------------------------------------------------
-
-    def _fresh_spare(self) -> SpareRuntime | None:
-        """The oldest spare still well within its runtime's unopened limit (older ones are ending: dropped)."""
-        while self.spares:
-            spare, started = self.spares.pop(0)
-            if time.monotonic() - started < SPARE_MAX_AGE_S:
-                return spare
-        return None
 
     def _refill(self) -> Job:
         try:

@@ -201,9 +201,10 @@ class Serving:
 class SpareRuntime:
     """A runtime the directory started ahead of need (``agent/execution``'s child ``key``, its ``generation``).
 
-    Only an offer: the coordinator that gets one asks the execution supervisor whether that child is running as
-    that generation at that address, and the runtime itself whether it is still unopened, before it names it in a
-    record (:meth:`~.runtimes.RuntimeLink._runtime_child`). Anything else is ignored and a runtime started anew.
+    Only an offer, for the one command it comes with. From the directory that started the coordinator it is used as
+    it is (its generation must be above the session's last runtime); from anybody else, the execution supervisor
+    must say that child runs as that generation at that address, and the runtime that it serves no session yet,
+    before the coordinator names it in a record (:mod:`.spares`). A refused offer is ignored and a runtime started.
     """
 
     key: Annotated[str, Size(1, 256)]  # a child key as its supervisor names it (``runtime#3``); asked, not trusted

@@ -90,7 +90,7 @@ class RuntimeLink(WorkspaceLeasing):
         incarnation: str
         store: SessionStore
         attached: _Attached | None
-        spare: Any  # a SpareRuntime the directory offered with the command being handled, or None
+        spare: Any  # a SpareRuntime offered with the command being run, or None (see _offering)
         spare_trusted: bool  # offered by the directory that started this coordinator
         record: SessionRecord | None
         answered_asks: list[str]
@@ -167,6 +167,18 @@ class RuntimeLink(WorkspaceLeasing):
             # stop it, and free the lease it may hold, before the failure is reported.
             yield from self._discard(attached)
             raise
+
+    def _offering(self, spare: Any, trusted: bool, command: Job) -> Job:
+        """Run ``command`` with ``spare`` (or None) on offer to the runtime start it may make. A spare this
+        coordinator's directory offered and the command did not take (a duplicate, a stale version …) is stopped once
+        the command has answered: it would otherwise idle until its unopened limit. Anybody else's is left alone."""
+        self.spare, self.spare_trusted = spare, trusted
+        try:
+            yield from command
+        finally:
+            unused, self.spare = self.spare, None
+        if unused is not None and trusted:
+            yield self._execution(AdminCall("terminate_child", unused.key), 10.0)
 
     def _runtime_child(self, earlier: dict[str, Any] | None) -> Generator[Ask, Any, Any]:
         """The execution child this turn's runtime is: the spare the directory offered, if :mod:`.spares` lets it be

@@ -45,6 +45,16 @@ class SpareChild:
     address: Any
 
 
+def take_fresh(spares: list[tuple[Any, float]], now: float) -> Any:
+    """Pop and answer the oldest of ``spares`` (``(spare, started_at)``, oldest first) started less than
+    :data:`SPARE_MAX_AGE_S` before ``now``; older ones, ending by themselves soon, are dropped. None if none is left."""
+    while spares:
+        spare, started = spares.pop(0)
+        if now - started < SPARE_MAX_AGE_S:
+            return spare
+    return None
+
+
 def child_refusal(spare: Any, child: Any, last_generation: int) -> str | None:
     """Why the offered ``spare`` must not be used, judged from the execution supervisor's answer to
     ``which_child(spare.key)`` (``child``) and the newest runtime generation the session has had; or None."""
@@ -70,4 +80,4 @@ def status_refusal(spare: Any, status: Any) -> str | None:
     return None
 
 
-__all__ = ["SPARE_MAX_AGE_S", "SpareChild", "child_refusal", "status_refusal"]
+__all__ = ["SPARE_MAX_AGE_S", "SpareChild", "child_refusal", "status_refusal", "take_fresh"]
