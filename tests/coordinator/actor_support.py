@@ -80,7 +80,7 @@ def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:
 
 
 def waiting_on_an_approval(system: Any, tmp_path: Path, command: str, ask: str, answer: str,
-                           call_id: str = "call_touch") -> tuple[Any, Path]:
+                           call_id: str = "call_touch", spares: int = 0) -> tuple[Any, Path]:
     """The agent tree whose user rules add ``ask`` (e.g. ``ask:Bash(touch *)``) and session s1, in workspace
     ``<tmp>/ws``, whose scripted model asks for one ``shell`` call of ``command`` and then says ``answer``: sent a
     message and waiting on the call's approval. The :class:`~ouroactors.sessions.Sessions` and the workspace."""
@@ -92,7 +92,7 @@ def waiting_on_an_approval(system: Any, tmp_path: Path, command: str, ask: str, 
     script.write_text(f'[[turns]]\nevents = [{{ kind = "tool_call", id = "{call_id}", name = "shell", '
                       f'arguments = {{ command = "{command}" }} }}]\n'
                       f'[[turns]]\nevents = [{{ kind = "text", text = "{answer}" }}]\n')
-    system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], ask]}))
+    system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], ask]}, spares=spares))
     sessions = Sessions(system)
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
     sessions.send("s1", "go")

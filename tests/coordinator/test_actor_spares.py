@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from ouroactors.runtime.coordinator.messages import ForSession, SendMessage, SpareRuntime
+from ouroactors.runtime.execution.messages import RuntimeStatusRequest
 from ouroactors.sessions import SessionRejected, Sessions
 
 from ..security.session_door_support import coordinator_path
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import agent_tree, session_config, slow_script, wait_for, waiting_on_an_approval
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
@@ -42,10 +43,15 @@ def settle(system: Any, sessions: Sessions, session: str, tmp_path: Path, event_
              and "turn_settled" in [e.kind for e in sessions.events(session)])
 
 
+def serves(system: Any, child: Any) -> Any:
+    return system.ask(f"agent/execution/{child.id}", RuntimeStatusRequest(), timeout=10.0).session_id
+
+
 def the_spare(system: Any, not_keys: set[str] = frozenset()) -> Any:
-    """The one running execution child once the sessions' runtimes are gone: the directory's spare."""
+    """The one running execution child once the sessions' runtimes are gone: the directory's spare (it says it
+    serves no session)."""
     return wait_for("one spare runtime, nothing else", lambda: (r := running(system)) and len(r) == 1
-                    and r[0].id not in not_keys and r[0])
+                    and r[0].id not in not_keys and serves(system, r[0]) is None and r[0])
 
 
 def test_a_message_runs_on_the_spare_started_after_the_message_before(actor_system, tmp_path):
@@ -58,6 +64,16 @@ def test_a_message_runs_on_the_spare_started_after_the_message_before(actor_syst
     settle(actor_system, sessions, "b", tmp_path)
     assert opened_on(actor_system, "b") == [f"agent/execution/{spare.id}"]  # without spares: a child started now
     the_spare(actor_system, not_keys={spare.id})  # and the next one is started after b's message
+
+
+def test_an_approvals_answer_resumes_the_turn_on_a_spare(actor_system, tmp_path):
+    sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch approved.txt", "ask:Bash(touch *)", "done",
+                                          spares=1)
+    spare = the_spare(actor_system)  # the waiting session holds no runtime: the one running is the spare
+    [pending] = sessions.approvals("s1")
+    sessions.approve("s1", pending.approval_id, "fine")
+    wait_for("the resumed turn settled", lambda: [e.kind for e in sessions.events("s1")].count("turn_settled") == 1)
+    assert opened_on(actor_system, "s1")[-1] == f"agent/execution/{spare.id}" and (ws / "approved.txt").exists()
 
 
 def test_a_spare_offered_with_a_message_that_starts_no_turn_is_stopped_and_replaced(actor_system, tmp_path):

@@ -6,7 +6,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from ouroactors.runtime.coordinator.spares import SPARE_MAX_AGE_S, SpareChild, child_refusal, status_refusal, take_fresh
+from ouroactors.runtime.coordinator.messages import (
+    ApprovalAnswered,
+    CompleteJob,
+    ControlSession,
+    SendMessage,
+    SteerSession,
+)
+from ouroactors.runtime.coordinator.spares import (
+    SPARE_MAX_AGE_S,
+    SpareChild,
+    child_refusal,
+    may_start_a_runtime,
+    status_refusal,
+    take_fresh,
+)
+from ouroactors.runtime.coordinator.workflow import State
 
 HERE, ELSEWHERE = object(), object()
 SPARE = SimpleNamespace(key="runtime#4", generation=40, address=HERE)
@@ -55,3 +70,22 @@ def test_the_oldest_spare_young_enough_is_taken_and_older_ones_dropped():
     assert take_fresh(spares, now) == "b" and take_fresh(spares, now) is None
     gone = [("x", now - SPARE_MAX_AGE_S)]
     assert take_fresh(gone, now) is None and gone == []
+
+
+@pytest.mark.parametrize(("request_", "state", "offered"), [
+    (SendMessage("s", "hi", "user:x", "m1"), State.SUSPENDED, True),
+    (SendMessage("s", "hi", "user:x", "m1"), State.RUNNING, False),  # busy: the message is refused, no runtime
+    (SendMessage("s", "hi", "user:x", "m1"), State.WAITING_APPROVAL, False),
+    (ApprovalAnswered("s", "a1"), State.WAITING_APPROVAL, True),
+    (ApprovalAnswered("s", "a1"), State.SUSPENDED, False),
+    (CompleteJob("s", "j1", "user:x", "e1"), State.WAITING_JOB, True),
+    (CompleteJob("s", "j1", "user:x", "e1"), State.WAITING_TIMER, False),
+    (ControlSession("s", "resume", "user:x"), State.SUSPENDED, True),
+    (ControlSession("s", "resume", "user:x"), State.PARKED, True),
+    (ControlSession("s", "cancel", "user:x"), State.SUSPENDED, False),
+    (ControlSession("s", "suspend", "user:x"), State.RUNNING, False),
+    (SteerSession("s", "hi", "user:x"), State.RUNNING, False),
+    (SendMessage("s", "hi", "user:x", "m1"), State.COMPLETED, False),
+])
+def test_a_spare_is_offered_only_with_a_command_that_may_start_a_runtime(request_, state, offered):
+    assert may_start_a_runtime(request_, state) is offered

@@ -29,8 +29,8 @@ hands dead letters to the last actor that asked for them only: a tree of the sam
 takes them from the directory.)
 
 **Spare runtimes** (``spare_runtimes``, a tree kwarg; ``supervision_trees/agent.toml`` keeps one): runtimes the
-directory started ahead, offered with each message that starts a turn so that the turn does not wait for a process
-to start, and replaced right after; what is trusted, and how a stale one is handled: :mod:`.spares`.
+directory started ahead, offered with each command that may start a runtime so that its turn does not wait for a
+process to start, and replaced right after; what is trusted, and how a stale one is handled: :mod:`.spares`.
 
 A :class:`~.messages.Committed` nudge passes the door like a request and is taken only from the coordinator
 the directory last forwarded that session's commands to (the only one that knows this directory's address), for
@@ -68,7 +68,6 @@ from .messages import (
     ListSessions,
     NewSession,
     ReadEvents,
-    SendMessage,
     Serving,
     ShowSession,
     SpareRuntime,
@@ -77,7 +76,7 @@ from .messages import (
 from .principals import PrincipalCheck, Unverified
 from .reads import FOLLOW, FOLLOW_TICK_S, LEND_GRACE_S, DirectoryError, DirectoryReads, Follower
 from .record import PinnedVersions, SessionRecord
-from .spares import take_fresh
+from .spares import REFILL_COLD_S, may_start_a_runtime, take_fresh
 from .store import SessionStore
 from .sweeping import Sweeper
 from .trace import mark
@@ -93,6 +92,7 @@ REDELIVER_ATTEMPTS = 50  # ... this many times (the coordinator's restart), then
 # per data dir, never shared between nodes), so every session in it is this node's: one stable name suffices.
 STORE_NODE = "local"
 MAX_SPARES = 8  # spare runtimes a directory may keep started (kwargs.spare_runtimes)
+_REFILL = "sessions:refill-spares"  # a wakeup's payload: start the spares missing (.spares)
 
 
 
@@ -153,6 +153,8 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             if message.payload == FOLLOW:
                 self.ticking = False
                 self._serve_followers()
+            elif message.payload == _REFILL:
+                self.jobs.submit(self._refill)
             elif isinstance(message.payload, _Redeliver):
                 redeliver = message.payload
                 self.jobs.submit(lambda: self._forward_again(redeliver))
@@ -277,12 +279,14 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             return
         self._served_by(request.session_id, address)
         spare = None
-        if isinstance(request, SendMessage) and self.spare_target:
-            if record.state is State.SUSPENDED:  # a turn starts: its runtime can be one started ahead
-                spare = take_fresh(self.spares, time.monotonic())
+        if self.spare_target and may_start_a_runtime(request, record.state):  # it can be one started ahead
+            spare = take_fresh(self.spares, time.monotonic())
             if not self.refill_due and len(self.spares) < self.spare_target:
                 self.refill_due = True  # after this forward, as a job of its own: nothing on the message's way
-                self.jobs.submit(self._refill)
+                if spare is not None:
+                    self.jobs.submit(self._refill)
+                else:  # the coordinator starts a runtime now: the spare must come after it (a newer generation)
+                    self.wakeupAfter(timedelta(seconds=REFILL_COLD_S), payload=_REFILL)
         self.send(address, ForSession(sender, request, spare))
 
     # -- spare runtimes (.spares) ---------------------------------------------------------------------------

@@ -225,7 +225,7 @@ class ForSession:
     Checked again at the coordinator's door, whoever sent it: ``request`` must be one of the :data:`COMMANDS`
     or a held :class:`ReadEvents` (a follower lent to the coordinator, answered the moment its events are durable:
     :mod:`.following`), itself well-formed (its own checks run nested), and ``reply_to`` an address to answer.
-    ``spare``: a runtime started ahead, offered with a message that will start a turn (:mod:`.spares`).
+    ``spare``: a runtime started ahead, offered with a command that may start one (:mod:`.spares`).
     """
 
     reply_to: Address

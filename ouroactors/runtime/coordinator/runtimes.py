@@ -171,7 +171,8 @@ class RuntimeLink(WorkspaceLeasing):
     def _offering(self, spare: Any, trusted: bool, command: Job) -> Job:
         """Run ``command`` with ``spare`` (or None) on offer to the runtime start it may make. A spare this
         coordinator's directory offered and the command did not take (a duplicate, a stale version …) is stopped once
-        the command has answered: it would otherwise idle until its unopened limit. Anybody else's is left alone."""
+        the command has answered (or that it refused: too old for this session), as it would otherwise idle until its
+        unopened limit. Anybody else's is left alone."""
         self.spare, self.spare_trusted = spare, trusted
         try:
             yield from command
@@ -199,6 +200,8 @@ class RuntimeLink(WorkspaceLeasing):
                 mark("start.spare_taken")
                 return child
             log.info("%s: the spare runtime offered is not used: %s; starting one", self.session_id, why)
+            if self.spare_trusted:  # our directory's, offered to nobody else now: stopped once the command answered
+                self.spare = spare
         return (yield self._execution(AdminCall("start_child")))
 
     def _lease_and_open(self, config: dict[str, Any], info: Any, attached: _Attached, start: int,

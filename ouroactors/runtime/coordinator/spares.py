@@ -4,12 +4,13 @@ A session's runtime is a new process for every message (a suspended session hold
 execution supervisor forks, the child reports its start — is the largest single part of a message's way to its
 turn (~20-25 ms measured, of ~60 ms before the turn runs). So the session directory may keep ``spare_runtimes``
 runtimes started ahead (a tree kwarg of ``agent/sessions``; ``supervision_trees/agent.toml`` keeps one) and offer
-one with each message that will start a turn (:class:`~.messages.ForSession`'s ``spare``). It starts the next one
-right after that forward, as a job of its own (nothing on the message's way waits for it), and only after a
-message: an idle node keeps at most what it had. A spare nobody opens ends itself (``Runtime``'s
-``unopened_limit_s``, 300 s by default), so none outlives a crashed directory for long, and the directory offers none
-older than :data:`SPARE_MAX_AGE_S` (a tree that sets the limit lower gets offers that may be gone: the open's watch
-finds that and starts another runtime, seconds later).
+one with each command that may start a runtime (:data:`STARTS_A_RUNTIME`: a message, an approval's answer, a job's
+completion, a resume; :class:`~.messages.ForSession`'s ``spare``). It starts the next one right after that
+forward, as a job of its own (nothing on the command's way waits for it) — or, when it had none to offer,
+:data:`REFILL_COLD_S` later — and only after such a command: an idle node keeps at most what it had. A spare nobody
+opens ends itself (``Runtime``'s ``unopened_limit_s``, 300 s by default), so none outlives a crashed directory for
+long, and the directory offers none older than :data:`SPARE_MAX_AGE_S` (a tree that sets the limit lower gets
+offers that may be gone: the open's watch finds that and starts another runtime, seconds later).
 
 **Whose offer is taken as it is.** A coordinator is started by its directory, which passes its own address
 (``start_child``'s arguments come from the supervisor, not from a message anybody could send). A spare offered by
@@ -32,6 +33,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .messages import ApprovalAnswered, CompleteJob, ControlSession, SendMessage
+from .workflow import State
+
+# With no spare to offer, the coordinator starts a runtime itself: the refill waits this long so that its spare is
+# started after that one. A spare is usable by a session only while it is newer than the session's last runtime
+# (generations only grow), so a spare started first would be refused by that very session at its next command.
+REFILL_COLD_S = 0.2
 SPARE_MAX_AGE_S = 240.0  # the directory offers no spare older than this: below Runtime's default unopened limit
 
 
@@ -43,6 +51,23 @@ class SpareChild:
     status: str
     generation: int
     address: Any
+
+
+# The commands after which a session in these states runs a turn on a runtime of its own (none runs while it waits
+# or is suspended): with these, the directory offers a spare. A command that turns out to start nothing (a duplicate,
+# a stale version, "nothing to resume") leaves it unused, and the coordinator stops it.
+STARTS_A_RUNTIME: dict[tuple[type, str | None], frozenset[State]] = {
+    (SendMessage, None): frozenset({State.SUSPENDED}),
+    (ApprovalAnswered, None): frozenset({State.WAITING_APPROVAL}),
+    (CompleteJob, None): frozenset({State.WAITING_JOB}),
+    (ControlSession, "resume"): frozenset({State.SUSPENDED, State.PARKED}),  # an interrupted turn; a retried recovery
+}
+
+
+def may_start_a_runtime(request: Any, state: State) -> bool:
+    """Whether ``request`` for a session in ``state`` may start a runtime (:data:`STARTS_A_RUNTIME`)."""
+    action = getattr(request, "action", None) if isinstance(request, ControlSession) else None
+    return state in STARTS_A_RUNTIME.get((type(request), action), frozenset())
 
 
 def take_fresh(spares: list[tuple[Any, float]], now: float) -> Any:
@@ -80,4 +105,7 @@ def status_refusal(spare: Any, status: Any) -> str | None:
     return None
 
 
-__all__ = ["SPARE_MAX_AGE_S", "SpareChild", "child_refusal", "status_refusal", "take_fresh"]
+__all__ = [
+    "REFILL_COLD_S", "SPARE_MAX_AGE_S", "STARTS_A_RUNTIME", "SpareChild", "child_refusal",
+    "may_start_a_runtime", "status_refusal", "take_fresh",
+]
