@@ -157,6 +157,9 @@ def _unknown_key(where: str, key: object, allowed: tuple[str, ...]) -> ValueErro
     return ValueError(f"{where}unknown key {key!r}{hint}")
 
 
+_PLAN_KEYS = ("rules", "forks", "skip_forks")
+
+
 @dataclass(frozen=True)
 class FaultPlan:
     """An ordered tuple of rules; picklable, and round-trips through :meth:`to_dict`.
@@ -165,16 +168,24 @@ class FaultPlan:
     itself right after that many forks, in the parent's half of the fork: a plan armed in a supervisor for "the
     next child it starts" reaches exactly that child, never the restarts or replacements that follow it, however
     soon they come (a harness that disarms by asking would race them).
+
+    ``skip_forks``: how many children forked first run free (the plan is not inherited by them, nor counted in
+    ``forks``). Armed before anything starts, ``skip_forks=k-1, forks=1`` aims at the supervisor's k-th child from
+    then on, whenever it comes, with nothing to watch and no window to race (a harness that armed "once child k-1
+    exists" would race a child forked by somebody else meanwhile, a spare runtime for one).
     """
 
     rules: tuple[FaultRule, ...] = field(default_factory=tuple)
     forks: int | None = None
+    skip_forks: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules))
         if self.forks is not None and (not isinstance(self.forks, int) or isinstance(self.forks, bool)
                                        or self.forks < 1):
             raise ValueError(f"forks: a positive int or None, got {self.forks!r}")
+        if not isinstance(self.skip_forks, int) or isinstance(self.skip_forks, bool) or self.skip_forks < 0:
+            raise ValueError(f"skip_forks: an int ≥ 0, got {self.skip_forks!r}")
         for i, rule in enumerate(self.rules):
             if not isinstance(rule, FaultRule):
                 raise ValueError(f"rules[{i}]: expected a FaultRule, got {type(rule).__name__}")
@@ -185,8 +196,8 @@ class FaultPlan:
         if not isinstance(data, dict):
             raise ValueError(f"plan: expected a dict, got {type(data).__name__}")
         for key in data:
-            if key not in ("rules", "forks"):
-                raise _unknown_key("plan: ", key, ("rules", "forks"))
+            if key not in _PLAN_KEYS:
+                raise _unknown_key("plan: ", key, _PLAN_KEYS)
         raw = data.get("rules", [])
         if not isinstance(raw, list | tuple):
             raise ValueError(f"rules: expected a list, got {type(raw).__name__}")
@@ -204,7 +215,7 @@ class FaultPlan:
                 rules.append(FaultRule(**item))
             except ValueError as exc:
                 raise ValueError(f"rules[{i}]: {exc}")
-        return cls(tuple(rules), forks=data.get("forks"))
+        return cls(tuple(rules), forks=data.get("forks"), skip_forks=data.get("skip_forks", 0))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form; fields left at their default are omitted."""
@@ -216,7 +227,12 @@ class FaultPlan:
                 if f.name not in d and value != f.default:
                     d[f.name] = value
             out.append(d)
-        return {"rules": out} if self.forks is None else {"rules": out, "forks": self.forks}
+        plan: dict[str, Any] = {"rules": out}
+        if self.forks is not None:
+            plan["forks"] = self.forks
+        if self.skip_forks:
+            plan["skip_forks"] = self.skip_forks
+        return plan
 
 
 def load_plan(path: str | os.PathLike[str]) -> FaultPlan:

@@ -147,6 +147,7 @@ class _Armed:
         self.lock = threading.Lock()
         self.firings: list[FaultFiring] = []
         self.forks_left = plan.forks  # see FaultPlan.forks
+        self.skips_left = plan.skip_forks  # see FaultPlan.skip_forks
 
 
 _ARMED: _Armed | None = None  # the fast-path flag: None means point() returns at once
@@ -183,10 +184,16 @@ def _reset_lock_in_child() -> None:
 
 
 def _count_fork_in_parent() -> None:
-    """A plan armed for a number of forks (:attr:`FaultPlan.forks`) disarms this process after the last one."""
+    """A plan armed for a number of forks (:attr:`FaultPlan.forks`) disarms this process after the last one; the
+    forks it skips first (:attr:`FaultPlan.skip_forks`) do not count."""
     global _ARMED
     state = _ARMED
-    if state is None or state.forks_left is None:
+    if state is None:
+        return
+    if state.skips_left > 0:
+        state.skips_left -= 1
+        return
+    if state.forks_left is None:
         return
     state.forks_left -= 1
     if state.forks_left <= 0:
@@ -194,9 +201,13 @@ def _count_fork_in_parent() -> None:
 
 
 def _reset_in_child() -> None:
+    global _ARMED
     _reset_lock_in_child()
-    if _ARMED is not None:  # the child's own forks count afresh
+    if _ARMED is not None and _ARMED.skips_left > 0:  # a skipped fork: this child runs free
+        _ARMED = None
+    elif _ARMED is not None:  # the child's own forks count afresh
         _ARMED.forks_left = _ARMED.plan.forks
+        _ARMED.skips_left = _ARMED.plan.skip_forks
 
 
 os.register_at_fork(after_in_child=_reset_in_child, after_in_parent=_count_fork_in_parent)

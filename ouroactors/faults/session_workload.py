@@ -21,11 +21,18 @@ session driven through :class:`ouroactors.sessions.Sessions` — the path a user
 armed by path before the session exists. A session's coordinator and runtimes are children forked by their
 supervisors, and a plan armed in a supervisor is inherited by what it forks, from the child's first instruction.
 So the workload arms ``agent/coordinator`` just around ``new`` (the session's first coordinator carries the
-plan), and ``agent/execution`` only while the runtime it aims at is the next one to be forked: runtime *k*
-(``agent/execution/runtime#k``: a session opens a runtime per turn and per resumed wait — the demo's approval is
-one) is armed by arming the supervisor once runtime *k-1* exists and disarming it as soon as runtime *k* does.
-Incarnations that recovery starts later do not carry the plan: a crash site is a crash of *that* process at the
-n-th time it reaches the point, and what follows is recovery, not a crash loop. (A recording arms every runtime.)
+plan), and ``agent/execution`` once, before ``send``, for the *k*-th runtime it forks from then on
+(``agent/execution/runtime#k``: ``FaultPlan(skip_forks=k-1, forks=1)``, counted by the supervisor as it forks).
+Incarnations forked after it do not carry the plan: a crash site is a crash of *that* process at the n-th time it
+reaches the point, and what follows is recovery, not a crash loop. (A recording arms every runtime.)
+
+**Spare runtimes** (``spare_runtimes``: None runs the tree file's, which keeps one). The directory forks a spare
+0.2 s after the message it could offer none with, and offers it with the approval's answer. So in the crash-free
+run runtime #1 is the one the coordinator started for the message, #2 the spare that resumes the turn after the
+approval, #3 the next spare (never used). The operator here **answers an approval only once the spare exists**
+(a person takes seconds; bounded by ``spare_wait``): answered sooner, which process resumes the turn — the spare
+or one the coordinator starts itself — would turn on a race of milliseconds, and the recording's runtime numbers
+would not name the same processes in the crash runs.
 ``sandbox = none`` (the demo takes bwrap when it works): the run checks the coordinator, not the sandbox.
 
 **Every ask goes through its own endpoint** (:func:`~._asking.isolated`): under crashes asks time out, and a
@@ -46,6 +53,7 @@ from typing import Any
 from ..core.errors import OuroactorsError
 from ..core.faults import FaultPlan
 from ..runtime import demo_setup as demo_agent
+from ..runtime.execution.messages import RuntimeStatus, RuntimeStatusRequest
 from ..sessions import SessionRejected, Sessions
 from ..system.handle import ActorSystem
 from ._asking import isolated
@@ -69,6 +77,8 @@ class SessionWorkload:
     read_wait: float = 0.3  # the subscriber's long poll
     deadline: float = 30.0  # the session must be terminal or parked within this (after send; retries: half)
     sandbox: str = "none"
+    spare_runtimes: int | None = None  # None: the tree file's (supervision_trees/agent.toml keeps one)
+    spare_wait: float = 2.0  # the operator answers an approval once a spare exists, or after this
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ class SessionRun:
     errors: list[str] = field(default_factory=list)  # asks that failed along the way (expected under crashes)
     approvals: int = 0
     duration_s: float = 0.0
+    spares_seen: list[str] = field(default_factory=list)  # the spare each approval was answered beside
 
     @property
     def killed(self) -> list[str]:
@@ -120,6 +131,15 @@ class _Sessions(Sessions):
         return self.system.ask(self.directory, message, self.ask_timeout)
 
 
+def spares_of(config: SessionWorkload) -> int:
+    """The spare runtimes the run's directory keeps (the tree file's when the workload names none)."""
+    if config.spare_runtimes is not None:
+        return config.spare_runtimes
+    tree = demo_agent.agent_tree(Path("."))
+    sessions = next((c for c in tree.children or () if c.id == "sessions"), None)
+    return int(sessions.kwargs.get("spare_runtimes", 0)) if sessions is not None else 0
+
+
 def incarnation_of(path: str) -> int:
     """The k of a dynamic child's path (``agent/execution/runtime#k``): its supervisor's k-th child."""
     _, _, number = path.rpartition("#")
@@ -137,9 +157,7 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
     began = time.monotonic()
     system = ActorSystem.start("multiproc", data_dir)
     try:
-        # no spare runtimes: runtime k must be the k-th one forked for the session (see "Where a fault plan is
-        # armed"), and a spare forked ahead would take an arming meant for the runtime of a later turn
-        system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=0))
+        system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=config.spare_runtimes))
         mark = system.mark()
         driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings)
         driver.drive()
@@ -149,7 +167,7 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
         system.shutdown()
     history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference)
     return SessionRun(name, driver.sid, history, check_session(history), firings, driver.errors, driver.approvals,
-                      time.monotonic() - began)
+                      time.monotonic() - began, driver.spares_seen)
 
 
 def fault_firings(system: ActorSystem, mark: int) -> list[dict[str, Any]]:
@@ -184,8 +202,8 @@ class _Driver:
         self.errors: list[str] = []
         self.approvals = 0
         self.cursor = 0
-        self.runtimes = 0  # the highest runtime incarnation seen so far
-        self.windows: dict[int, str] = {}  # runtime arming index → "armed" | "done"
+        self.spares = spares_of(config)
+        self.spares_seen: list[str] = []  # the spare that existed when each approval was answered
 
     @contextlib.contextmanager
     def api(self) -> Iterator[_Sessions]:
@@ -198,33 +216,42 @@ class _Driver:
                 with isolated(self.system) as view:
                     view.arm_faults(arming.path if role == "static" else path, None if disarm else arming.plan)
 
-    def _runtime_windows(self) -> None:
-        """Arm ``agent/execution`` while the runtime an arming aims at is the next one forked (module docstring)."""
-        for index, arming in enumerate(self.armings):
-            if arming.role != "runtime" or self.windows.get(index) == "done":
-                continue
+    def _arm_runtimes(self) -> None:
+        """Arm ``agent/execution`` for the k-th runtime it forks from now (every runtime: a recording)."""
+        aimed = [arming for arming in self.armings if arming.role == "runtime"]
+        if len(aimed) > 1:
+            raise ValueError("one runtime arming per run: a process holds one plan")
+        for arming in aimed:
             want = arming.incarnation
-            if index not in self.windows and (want is None or self.runtimes == want - 1):
-                # runtime k alone carries the plan: the supervisor disarms itself as it forks it, so a restart
-                # or a replacement started before this harness looks again runs free (recovery, not a crash loop)
-                plan = arming.plan if want is None else dataclasses.replace(arming.plan, forks=1)
-                with isolated(self.system) as view:
-                    view.arm_faults(EXECUTION, plan)
-                self.windows[index] = "armed"
-            elif self.windows.get(index) == "armed" and want is not None and self.runtimes >= want:
-                with isolated(self.system) as view:
-                    view.arm_faults(EXECUTION, None)
-                self.windows[index] = "done"
-
-    def _seen_runtimes(self) -> None:
-        try:
+            plan = arming.plan if want is None else dataclasses.replace(arming.plan, forks=1, skip_forks=want - 1)
             with isolated(self.system) as view:
-                children = view.which_children(EXECUTION)
-        except OuroactorsError as exc:  # the supervisor restarting: looked at again next time
-            self._error("runtimes", exc)
-            return
-        self.runtimes = max([self.runtimes, *(incarnation_of(c.id) for c in children)])
-        self._runtime_windows()
+                view.arm_faults(EXECUTION, plan)
+
+    def _spare_ready(self) -> str | None:
+        """The path of a running runtime that serves no session (the directory's spare), or None."""
+        with isolated(self.system) as view:
+            for child in view.which_children(EXECUTION):
+                if child.status != "running":
+                    continue
+                try:
+                    status = view.ask(f"{EXECUTION}/{child.id}", RuntimeStatusRequest(), self.config.ask_timeout)
+                except OuroactorsError:  # a runtime that ended since it was listed (the turn's, parked): not a spare
+                    continue
+                if isinstance(status, RuntimeStatus) and status.session_id is None:
+                    return f"{EXECUTION}/{child.id}"
+        return None
+
+    def _wait_for_a_spare(self) -> None:
+        deadline = time.monotonic() + self.config.spare_wait
+        while self.spares and time.monotonic() < deadline:
+            try:
+                spare = self._spare_ready()
+                if spare is not None:
+                    self.spares_seen.append(spare)
+                    return
+            except OuroactorsError as exc:  # the supervisor restarting, a runtime gone meanwhile: looked at again
+                self._error("spare", exc)
+            time.sleep(0.02)  # polling a condition with a deadline (the spare is forked 0.2 s after the message)
 
     def _error(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:300])
@@ -240,9 +267,8 @@ class _Driver:
         while not created and time.monotonic() < deadline:
             time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
             created = self._new()
-        self._runtime_windows()
+        self._arm_runtimes()
         self._send()
-        self._seen_runtimes()
         self._follow()
 
     def _new(self) -> bool:
@@ -284,7 +310,6 @@ class _Driver:
         deadline = time.monotonic() + self.config.deadline
         asked = time.monotonic()
         while time.monotonic() < deadline:
-            self._seen_runtimes()
             try:
                 with self.api() as sessions:
                     batch = sessions.read(self.sid, self.cursor, 256, self.config.read_wait)
@@ -317,6 +342,8 @@ class _Driver:
         try:
             with self.api() as sessions:
                 pending = sessions.approvals(self.sid)
+            if pending:
+                self._wait_for_a_spare()
             for approval in pending:
                 with self.api() as sessions:
                     sessions.approve(self.sid, approval.approval_id, "session workload: the edit is asked for")

@@ -48,6 +48,11 @@ def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_ever
     reference = report.reference
     assert reference.violations == [] and reference.errors == []
     assert reference.history.state == "completed"
+    # the tree file's directory keeps a spare runtime: the turn resumed after the approval ran on it (#2, forked by
+    # the directory after the message), so the sites below on runtime#2 are crashes of a spare the session took
+    assert reference.spares_seen == ["agent/execution/runtime#2"]
+    assert {f["point"] for f in reference.firings if f["path"] == "agent/execution/runtime#2"} >= {
+        "runtime.opened", "effect.started", "runtime.turn_settled"}
     reached = {f["point"] for f in reference.firings}
     assert reached >= BOUNDARIES, f"not reached: {sorted(BOUNDARIES - reached)}"
     assert set(faults.known_points()) >= BOUNDARIES  # registered where they are

@@ -23,6 +23,14 @@ def test_a_bad_sample_size_is_refused_naming_the_option(tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
 
 
+@pytest.mark.parametrize("count", ["-1", "9", "one"])
+def test_a_bad_spare_count_is_refused_naming_the_option(tmp_path, count):
+    done = subprocess.run([*CLI, "--spare-runtimes", count, "--data-dir", str(tmp_path)], capture_output=True,
+                          text=True, env=ENV, timeout=120)
+    assert done.returncode == 2 and "--spare-runtimes" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_one_site_as_json_rows_then_a_summary_and_exit_zero(tmp_path):
@@ -33,3 +41,4 @@ def test_one_site_as_json_rows_then_a_summary_and_exit_zero(tmp_path):
     rows, summary = lines[:-1], lines[-1]["summary"]
     assert [(r["point"], r["hit"], r["outcome"]) for r in rows] == [("coordinator.claimed", 1, "ok")]
     assert summary["sites"] == 1 and summary["violations"] == 0 and summary["reference"] == "completed"
+    assert summary["spare_runtimes"] == 1  # the tree file's: the scenario runs what a user runs

@@ -521,6 +521,26 @@ def test_a_kill_never_hits_a_process_that_is_no_longer_its_target() -> None:
             victim.wait()
 
 
+def _forked_children(count: int) -> list[str]:
+    """Fork ``count`` children one after the other; each says whether it carries a plan (and, armed, whether its own
+    first fork would: its forks count afresh)."""
+    children = []
+    for _ in range(count):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child reports whether it carries the plan, and leaves at once
+            os.close(read)
+            state = faults._ARMED
+            said = "free" if state is None else f"armed:{state.skips_left}/{state.forks_left}"
+            os.write(write, said.encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            children.append(pipe.read().decode())
+        os.waitpid(pid, 0)
+    return children
+
+
 def test_a_plan_armed_for_one_fork_reaches_that_child_alone() -> None:
     """``forks=1``: the next child forked carries the plan; the parent disarms itself as it forks it, so the children
     after it (a supervisor's restart of the first, a replacement) carry nothing."""
@@ -528,21 +548,36 @@ def test_a_plan_armed_for_one_fork_reaches_that_child_alone() -> None:
     assert FaultPlan.from_dict(plan.to_dict()) == plan and pickle.loads(pickle.dumps(plan)) == plan
     faults.arm(plan)
     try:
-        children = []
-        for _ in range(2):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child reports whether it carries the plan, and leaves at once
-                os.close(read)
-                os.write(write, b"armed" if faults.armed() is not None else b"free")
-                os._exit(0)
-            os.close(write)
-            with os.fdopen(read, "rb") as pipe:
-                children.append(pipe.read().decode())
-            os.waitpid(pid, 0)
-        assert children == ["armed", "free"]
+        assert _forked_children(2) == ["armed:0/1", "free"]
         assert faults.armed() is None  # the parent too: it was armed for that one child
     finally:
         faults.disarm()
     with pytest.raises(ValueError, match="forks"):
         FaultPlan((), forks=0)
+
+
+def test_a_plan_skipping_forks_reaches_the_kth_child_alone() -> None:
+    """``skip_forks=2, forks=1``: the third child forked from now carries the plan — the two before it run free and
+    do not use up ``forks`` — and the parent disarms itself as it forks that one."""
+    plan = FaultPlan((FaultRule("p.x", FaultAction.RAISE),), forks=1, skip_forks=2)
+    assert FaultPlan.from_dict(plan.to_dict()) == plan and plan.to_dict()["skip_forks"] == 2
+    assert "skip_forks" not in FaultPlan((), forks=1).to_dict()
+    faults.arm(plan)
+    try:
+        assert _forked_children(4) == ["free", "free", "armed:2/1", "free"]
+        assert faults.armed() is None
+    finally:
+        faults.disarm()
+    faults.arm(FaultPlan((FaultRule("p.x", FaultAction.RAISE),), skip_forks=1))  # then every child after the first
+    try:
+        assert _forked_children(3) == ["free", "armed:1/None", "armed:1/None"]
+        assert faults.armed() is not None
+    finally:
+        faults.disarm()
+    for bad in (-1, True, 1.5, "1"):
+        with pytest.raises(ValueError, match="skip_forks"):
+            FaultPlan((), skip_forks=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="skip_forks"):
+        FaultPlan.from_dict({"rules": [], "skip_forks": -2})
+    with pytest.raises(ValueError, match=r"unknown key .skips."):
+        FaultPlan.from_dict({"rules": [], "skips": 1})
