@@ -28,7 +28,7 @@ from ouroactors.runtime.execution.messages import (
 )
 from ouroactors.runtime.execution.runtime import LeaseRefused
 
-from ..journal_support import journal_verdict
+from ..journal_support import journal_kinds, journal_verdict
 
 pytestmark = pytest.mark.multiproc
 
@@ -229,3 +229,29 @@ def test_a_new_runtime_continues_the_session_from_its_journal(session, tmp_path)
     text = "".join(e.data["text"] for e in events if e.kind == "text")
     assert text == "second answer"  # the model saw the first turn: the conversation was restored
     assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]
+
+
+def test_the_open_commits_nothing_of_its_own_and_a_close_without_a_turn_still_journals_it(session):
+    """``session_opened`` is staged at the open and rides in the first turn's start (one synced commit fewer on a
+    message's way); a runtime opened and closed with no turn since still journals it (the close commits it)."""
+    from ouroactors.authorities.workspace.messages import Release
+    from ouroactors.runtime.execution.messages import CloseSession
+
+    system, path, ws, lease = session
+    config = {"workspace": str(ws), "sandbox": {"mode": "none"}}
+    system.ask(path, OpenSession("s1", config, lease.lease_id))
+    assert journal_kinds(system.data_dir, "s1") == []  # the open committed nothing
+    system.ask(path, SendText("please"))
+    Reader(system, path).until("turn_settled")
+    assert journal_kinds(system.data_dir, "s1")[:2] == ["session_opened", "turn_started"]
+    system.ask(path, CloseSession())
+
+    again = f"agent/execution/{system.start_child('agent/execution', ()).id}"
+    ask_authority(system, "agent/workspace", Release(lease.lease_id, CAPABILITIES[lease.lease_id]))
+    lease2 = ask_authority(system, "agent/workspace",
+                           Acquire(str(ws), "exclusive", "s1", owner=system.resolve(again))).lease
+    system.ask(again, OpenSession("s1", config, lease2.lease_id))
+    assert journal_kinds(system.data_dir, "s1").count("session_opened") == 1
+    system.ask(again, CloseSession())  # answered once the staged record is committed
+    assert journal_kinds(system.data_dir, "s1").count("session_opened") == 2
+    assert journal_verdict(system.data_dir, "s1") == ["ok", "session_opened"]

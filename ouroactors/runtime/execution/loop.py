@@ -160,15 +160,19 @@ class SessionLoop:
         self.ports.journal.record(kind, turn, at, fields)
         return at
 
-    def open(self, *, runtime: dict[str, Any] | None = None) -> None:
-        """Record ``session_opened``: everything replay needs to rebuild this loop (config, tool specs)."""
+    def open(self, *, runtime: dict[str, Any] | None = None, flush: bool = True) -> None:
+        """Record ``session_opened``: everything replay needs to rebuild this loop (config, tool specs).
+
+        ``flush=False`` leaves the record staged for the next commit of the session's journal (the runtime's: its
+        first turn's start follows the open at once, see :mod:`.opening`)."""
         specs = self.ports.catalog.specs()
         self._record("session_opened", None, {
             "version": JOURNAL_VERSION, "session": self.session, "config": self.config.model_dump(mode="python"),
             "config_digest": self.config.digest(), "tools": [s.model_dump(mode="python") for s in specs],
             "runtime": runtime or {},
         })
-        self.ports.journal.flush()
+        if flush:
+            self.ports.journal.flush()
 
     def cancel_activity(self) -> None:
         """Interrupt: cancel the running model call or tool batch (the runtime also queues an Interrupt)."""

@@ -177,7 +177,10 @@ class SessionOpening:
         tail = SettledTail(message.tail_turn)
         settings.resumed = self._restore(loop, session, tail)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
-        self.trio.call(lambda: loop.open(runtime=runtime))
+        # session_opened is staged, not committed: it rides in the next commit of the journal — the first turn's start,
+        # which follows the open at once (or the close's flush) — one synced commit fewer on a message's way (a runtime
+        # lost before that commit ran nothing, and leaves no record of its open but the event log's runtime_opened)
+        self.trio.call(lambda: loop.open(runtime=runtime, flush=False))
         withheld = tail.withheld(message.tail_published)
         if withheld:  # the settled turn's last events, as the dead runtime emitted them (derived, nothing ran)
             def emit_withheld() -> None:

@@ -39,6 +39,7 @@ import logging
 import os
 import signal
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -86,6 +87,7 @@ from .providers import ProviderConfigError, ScriptFileError
 from .replay import replay_session
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
+from .warming import REHEARSE_AFTER_S, preload, rehearse
 
 
 class LeaseRefused(RuntimeRefusal):
@@ -116,6 +118,7 @@ def _folded(earlier: Any, later: Any) -> Any:
 
 _BEGIN_LOOP = "runtime:begin-loop"  # a zero-delay wakeup's payload: start the trio loop once the start is reported
 _UNOPENED = "runtime:unopened"  # a wakeup's payload: end the runtime if no session was opened on it by then
+_REHEARSE = "runtime:rehearse"  # a wakeup's payload: warm the open's process-wide work if still unopened (.warming)
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,7 @@ class Runtime(SessionOpening, Worker):
             warm_shell(root, SandboxMode.NONE, None)
             if probe_cached().available:
                 warm_shell(root, SandboxMode.BWRAP, None)
+        preload()
 
     def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = (),
                  stall_after_s: float = STALL_AFTER_S, unopened_limit_s: float = UNOPENED_LIMIT_S) -> None:
@@ -182,6 +186,7 @@ class Runtime(SessionOpening, Worker):
         self.stall_after_s = float(stall_after_s)
         self.trio.watch(self.stall_after_s, self._stalled)
         self.wakeupAfter(timedelta(seconds=unopened_limit_s), payload=_UNOPENED)
+        self.wakeupAfter(timedelta(seconds=REHEARSE_AFTER_S), payload=_REHEARSE)
 
     def _stalled(self, stalled_s: float, where: str) -> None:
         """The loop has not run for ``stalled_s`` (called on the watch thread): report it and end the process."""
@@ -210,6 +215,14 @@ class Runtime(SessionOpening, Worker):
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WakeupMessage) and message.payload == _BEGIN_LOOP:  # only ours: Worker refuses others
             self.trio.begin()
+            return None
+        if isinstance(message, WakeupMessage) and message.payload == _REHEARSE:
+            if self.live is None:  # a spare, most likely: nobody has opened it yet (see .warming)
+                began = time.perf_counter()
+                modes = (SandboxMode.NONE, SandboxMode.BWRAP) if probe_cached().available else (SandboxMode.NONE,)
+                rehearse(self.ledger.env, self.context.data_dir if self.context else None, modes)
+                self.events.write("runtime_rehearsed", None, {"runtime_id": self.runtime_id,
+                                                              "ms": round((time.perf_counter() - began) * 1e3, 3)})
             return None
         if isinstance(message, WakeupMessage) and message.payload == _UNOPENED:
             if self.live is None:  # nobody opened it: a spare whose directory is gone, an opener that died first
@@ -352,6 +365,8 @@ class Runtime(SessionOpening, Worker):
         live = self._open()
         if live.running and message.settle:  # else the stop cancels the turn unsettled (see CloseSession)
             self.trio.call(live.loop.cancel_activity)
+        elif not live.running:  # opened and closed with no turn since: its session_opened is still only staged
+            self.trio.call(live.loop.ports.journal.flush)
         self.events.write("runtime_closed", None, {"session": live.session, "runtime_id": self.runtime_id})
         self.stop()
         return Closed(live.session)
