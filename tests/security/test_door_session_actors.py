@@ -99,7 +99,11 @@ class Node:
 
     def before(self) -> dict[str, Any]:
         """What ``unchanged`` compares, once the node is quiet: a closed runtime's ledger-writer record is removed
-        by the ledger's own sweep, a write of its own that no attack caused."""
+        by the ledger's own sweep, a write of its own that no attack caused; and a settled session's runtime has
+        exited (it is closed after the session is shown suspended, and one whose turns ran no tool has no writer
+        record to wait for). This node keeps no spare runtimes: every runtime is a session's."""
+        wait_until("no runtime running", lambda: not any(
+            child.status == "running" for child in self.system.which_children("agent/execution")))
         quiet = wait_until("no runtime's writer record left", lambda: (d := durable(self.data_dir))
                            ["ledger_writers"][0] == 0 and d)
         return {"durable": quiet, "live": liveness(self.system), "mark": self.system.mark()}
