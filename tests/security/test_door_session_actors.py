@@ -673,13 +673,14 @@ def test_forged_dead_letters_are_dropped_and_crash_nothing(node):
 
 
 def test_a_runtime_refuses_a_forged_begin_loop_wakeup(node):
-    """A runtime begins its trio loop on a zero-delay wakeup it sends itself once it has started: the same wakeup,
-    or one with a junk payload, from anyone else is a typed refusal that changes nothing."""
+    """A runtime begins its trio loop on a zero-delay wakeup it sends itself once it has started (and rehearses its
+    open, and ends itself if never opened, on two more): the same wakeups, or one with a junk payload, from anyone
+    else are typed refusals that change nothing — a forged "unopened" must not stop a spare."""
     idle = node.system.start_child("agent/execution")  # a runtime with no session open
     path = f"agent/execution/{idle.id}"
     mark = node.system.mark()
     try:
-        for payload in ("runtime:begin-loop", None, "x" * 100_000, math.inf):
+        for payload in ("runtime:begin-loop", "runtime:rehearse", "runtime:unopened", None, "x" * 100_000, math.inf):
             forged = refused(node.system, path, WakeupMessage(timedelta(0), payload))
             assert forged.message == "WakeupMessage", forged
         status = node.system.ask(path, execution.RuntimeStatusRequest(), timeout=10.0)
