@@ -94,6 +94,17 @@ def runtime_with_lease(system, ws: Path, session: str) -> tuple[str, Any]:
 CAPABILITIES: dict[str, bytes] = {}  # lease id -> the capability its grant carried (to release it)
 
 
+def replacement(system: Any, ws: Path, lease: Any) -> tuple[str, Any]:
+    """A new runtime for session ``s1``, and the workspace lease moved to it (released, then acquired anew)."""
+    from ouroactors.authorities.workspace.messages import Release
+
+    again = f"agent/execution/{system.start_child('agent/execution', ()).id}"
+    ask_authority(system, "agent/workspace", Release(lease.lease_id, CAPABILITIES[lease.lease_id]))
+    granted = ask_authority(system, "agent/workspace", Acquire(str(ws), "exclusive", "s1", owner=system.resolve(again)))
+    CAPABILITIES[granted.lease.lease_id] = granted.capability
+    return again, granted.lease
+
+
 def test_a_scripted_turn_runs_every_call_through_grants_ledger_and_journal(session):
     system, path, ws, lease = session
     with pytest.raises(NotOpen):
@@ -217,12 +228,7 @@ def test_a_new_runtime_continues_the_session_from_its_journal(session, tmp_path)
     Reader(system, path).until("turn_settled")
     system.ask(path, CloseSession())
     # A replacement runtime (as after a crash, or the next turn of a suspended session) holding a new lease.
-    again = f"agent/execution/{system.start_child('agent/execution', ()).id}"
-    from ouroactors.authorities.workspace.messages import Release
-
-    ask_authority(system, "agent/workspace", Release(lease.lease_id, CAPABILITIES[lease.lease_id]))
-    lease2 = ask_authority(system, "agent/workspace",
-                           Acquire(str(ws), "exclusive", "s1", owner=system.resolve(again))).lease
+    again, lease2 = replacement(system, ws, lease)
     system.ask(again, OpenSession("s1", config, lease2.lease_id))
     assert system.ask(again, SendText("two")).turn == 2  # turn numbers (and so effect ids) never repeat
     events = Reader(system, again).until("turn_settled")
@@ -234,7 +240,6 @@ def test_a_new_runtime_continues_the_session_from_its_journal(session, tmp_path)
 def test_the_open_commits_nothing_of_its_own_and_a_close_without_a_turn_still_journals_it(session):
     """``session_opened`` is staged at the open and rides in the first turn's start (one synced commit fewer on a
     message's way); a runtime opened and closed with no turn since still journals it (the close commits it)."""
-    from ouroactors.authorities.workspace.messages import Release
     from ouroactors.runtime.execution.messages import CloseSession
 
     system, path, ws, lease = session
@@ -246,10 +251,7 @@ def test_the_open_commits_nothing_of_its_own_and_a_close_without_a_turn_still_jo
     assert journal_kinds(system.data_dir, "s1")[:2] == ["session_opened", "turn_started"]
     system.ask(path, CloseSession())
 
-    again = f"agent/execution/{system.start_child('agent/execution', ()).id}"
-    ask_authority(system, "agent/workspace", Release(lease.lease_id, CAPABILITIES[lease.lease_id]))
-    lease2 = ask_authority(system, "agent/workspace",
-                           Acquire(str(ws), "exclusive", "s1", owner=system.resolve(again))).lease
+    again, lease2 = replacement(system, ws, lease)
     system.ask(again, OpenSession("s1", config, lease2.lease_id))
     assert journal_kinds(system.data_dir, "s1").count("session_opened") == 1
     system.ask(again, CloseSession())  # answered once the staged record is committed
