@@ -32,7 +32,8 @@ run runtime #1 is the one the coordinator started for the message, #2 the spare 
 approval, #3 the next spare (never used). The operator here **answers an approval only once the spare exists**
 (a person takes seconds; bounded by ``spare_wait``): answered sooner, which process resumes the turn — the spare
 or one the coordinator starts itself — would turn on a race of milliseconds, and the recording's runtime numbers
-would not name the same processes in the crash runs.
+would not name the same processes in the crash runs. "The spare exists" is read from the event log (a runtime's
+``runtime_rehearsed`` and no ``runtime_opened`` since) and the supervisor's children, never asked of the runtimes.
 ``sandbox = none`` (the demo takes bwrap when it works): the run checks the coordinator, not the sandbox.
 
 **Every ask goes through its own endpoint** (:func:`~._asking.isolated`): under crashes asks time out, and a
@@ -53,7 +54,6 @@ from typing import Any
 from ..core.errors import OuroactorsError
 from ..core.faults import FaultPlan
 from ..runtime import demo_setup as demo_agent
-from ..runtime.execution.messages import RuntimeStatus, RuntimeStatusRequest
 from ..sessions import SessionRejected, Sessions
 from ..system.handle import ActorSystem
 from ._asking import isolated
@@ -159,7 +159,7 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
     try:
         system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=config.spare_runtimes))
         mark = system.mark()
-        driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings)
+        driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings, mark)
         driver.drive()
         firings = fault_firings(system, mark)
         durable = read_durable(str(data_dir), driver.sid)
@@ -192,7 +192,7 @@ def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list
 
 class _Driver:
     def __init__(self, system: ActorSystem, config: SessionWorkload, sid: str, workspace: str,
-                 armings: Sequence[Arming]) -> None:
+                 armings: Sequence[Arming], mark: int = 0) -> None:
         self.system, self.config, self.sid = system, config, sid
         self.session_config = {"workspace": workspace, "sandbox": {"mode": config.sandbox}}
         self.armings = armings
@@ -203,6 +203,7 @@ class _Driver:
         self.approvals = 0
         self.cursor = 0
         self.spares = spares_of(config)
+        self.mark = mark  # the event log's length when the run began (see _spare_ready)
         self.spares_seen: list[str] = []  # the spare that existed when each approval was answered
 
     @contextlib.contextmanager
@@ -228,18 +229,27 @@ class _Driver:
                 view.arm_faults(EXECUTION, plan)
 
     def _spare_ready(self) -> str | None:
-        """The path of a running runtime that serves no session (the directory's spare), or None."""
+        """The path of a running runtime that rehearsed its open and was not opened since (the directory's spare:
+        nobody opened it within 50 ms of its start), or None. Read from the event log and the supervisor, never asked
+        of the runtimes: a fresh endpoint asking every runtime every few milliseconds was load of the harness's own
+        on the processes under test (and met a thespian transport failure in one)."""
+        events = self.system.events
+        events.poll()
+        rehearsed: set[str] = set()
+        opened: set[str] = set()
+        for event in events.all()[self.mark:]:
+            if event.kind == "runtime_rehearsed" and event.path:
+                rehearsed.add(event.path)
+            elif event.kind == "runtime_opened" and event.path:
+                opened.add(event.path)
+        waiting = rehearsed - opened
+        if not waiting:
+            return None
         with isolated(self.system) as view:
-            for child in view.which_children(EXECUTION):
-                if child.status != "running":
-                    continue
-                try:
-                    status = view.ask(f"{EXECUTION}/{child.id}", RuntimeStatusRequest(), self.config.ask_timeout)
-                except OuroactorsError:  # a runtime that ended since it was listed (the turn's, parked): not a spare
-                    continue
-                if isinstance(status, RuntimeStatus) and status.session_id is None:
-                    return f"{EXECUTION}/{child.id}"
-        return None
+            running = {f"{EXECUTION}/{child.id}" for child in view.which_children(EXECUTION)
+                       if child.status == "running"}
+        found = sorted(waiting & running, key=incarnation_of)
+        return found[0] if found else None
 
     def _wait_for_a_spare(self) -> None:
         deadline = time.monotonic() + self.config.spare_wait
@@ -251,7 +261,7 @@ class _Driver:
                     return
             except OuroactorsError as exc:  # the supervisor restarting, a runtime gone meanwhile: looked at again
                 self._error("spare", exc)
-            time.sleep(0.02)  # polling a condition with a deadline (the spare is forked 0.2 s after the message)
+            time.sleep(0.05)  # polling a condition with a deadline (the spare is forked 0.2 s after the message)
 
     def _error(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:300])
