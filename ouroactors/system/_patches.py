@@ -44,7 +44,8 @@ ours:
    message it sent or received for DEBUG lines it then dropped.
 12. **A poll selector in the transport loop** (:mod:`._selector`): thespian builds a new selector on every turn of
    its loop and registers every open socket in it; as epoll that cost a system call per socket per turn, which made
-   a supervisor of a thousand children slow down with every child (starting them took ~76 s).
+   a supervisor of a thousand children slow down with every child (starting them took ~76 s). A descriptor the loop
+   lists twice is one registration there (a selector's ``KeyError`` had killed an actor process).
 """
 
 from __future__ import annotations

@@ -13,6 +13,13 @@ call per turn. A descriptor that is not open is refused differently, though: epo
 ``EBADF``, and thespian's loop relies on that to find a closed descriptor an actor asked it to watch (and its
 ``_check_fd`` probe uses the same selector). ``poll`` reports such a descriptor as ``POLLNVAL`` instead, so
 :meth:`PollSelector.select` raises ``OSError(EBADF)`` for it: thespian takes the same path as before.
+
+**A descriptor listed twice** (thespian 4.0.1 builds its read list from transmit intents awaiting an ack, incoming
+sockets and open sockets, and its write list from intents ready to send: one socket may be in two of them). The
+``select.select`` thespian used before took duplicates; a selector's ``register`` raises ``KeyError``, which the loop
+does not catch, and the actor process died of it (seen once: a session runtime answering status asks from many
+short-lived endpoints). :meth:`PollSelector.register` merges a second registration into the first (the events
+or'ed), which is what ``select.select`` made of the duplicate.
 """
 
 from __future__ import annotations
@@ -27,7 +34,15 @@ from typing import Any
 
 class PollSelector(selectors.PollSelector):
     """``selectors.PollSelector`` whose ``select`` raises ``EBADF`` for a descriptor that is not open (as
-    epoll's ``register`` does), instead of reporting it ready."""
+    epoll's ``register`` does), instead of reporting it ready, and whose ``register`` takes a descriptor already
+    registered as one registration with both events (see the module docstring)."""
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        try:
+            return super().register(fileobj, events, data)
+        except KeyError:  # listed twice: one registration, for what either listing asked
+            known = self.get_key(fileobj)
+            return self.modify(fileobj, known.events | events, known.data if data is None else data)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         # As selectors._PollLikeSelector.select (Python 3.11), plus the POLLNVAL check.
