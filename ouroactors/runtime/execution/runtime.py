@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -57,7 +56,6 @@ from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.worker import Worker
 from ..coordinator.trace import mark
-from ..sandbox import SandboxMode, probe_cached
 from . import reading, timing
 from .bridge import Outbox, TrioThread
 from .config import SessionConfig
@@ -86,7 +84,6 @@ from .output import DEFAULT_CAPACITY
 from .providers import ProviderConfigError, ScriptFileError
 from .replay import replay_session
 from .tail import SettledTail
-from .tools.shell import warm as warm_shell
 from .warming import REHEARSE_AFTER_S, preload, rehearse
 
 
@@ -156,10 +153,6 @@ class Runtime(SessionOpening, Worker):
         database, the read-only view). A runtime is a fresh process for each message a session gets; each used to
         pay both when it opened, on the message's clock. The probe is then as old as the supervisor: a bwrap
         installed or broken later is seen by ``ouroactors sandbox check`` and by the next start of ``execution``."""
-        with tempfile.TemporaryDirectory(prefix="ouroactors-preload-") as root:
-            warm_shell(root, SandboxMode.NONE, None)
-            if probe_cached().available:
-                warm_shell(root, SandboxMode.BWRAP, None)
         preload()
 
     def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = (),
@@ -218,9 +211,9 @@ class Runtime(SessionOpening, Worker):
             return None
         if isinstance(message, WakeupMessage) and message.payload == _REHEARSE:
             if self.live is None:  # a spare, most likely: nobody has opened it yet (see .warming)
+                assert self.context is not None  # set before any message (on_start)
                 began = time.perf_counter()
-                modes = (SandboxMode.NONE, SandboxMode.BWRAP) if probe_cached().available else (SandboxMode.NONE,)
-                rehearse(self.ledger.env, self.context.data_dir if self.context else None, modes)
+                rehearse(self.ledger.env, self.context.data_dir)
                 self.events.write("runtime_rehearsed", None, {"runtime_id": self.runtime_id,
                                                               "ms": round((time.perf_counter() - began) * 1e3, 3)})
             return None

@@ -33,22 +33,36 @@ REHEARSE_AFTER_S = 0.05  # an unopened runtime rehearses its open after this lon
 WARM_SESSION = "warm-up"  # the session id of the rehearsal's throwaway decision (nothing is recorded under it)
 
 
+def sandbox_modes() -> tuple[Any, ...]:
+    """The sandbox modes a session may run in here: ``none``, and ``bwrap`` when the (cached) probe says it works."""
+    from ..sandbox import SandboxMode, probe_cached
+
+    return (SandboxMode.NONE, SandboxMode.BWRAP) if probe_cached().available else (SandboxMode.NONE,)
+
+
 def preload() -> None:
-    """In the execution supervisor: fill the caches every runtime it forks inherits (see the module docstring)."""
+    """In the execution supervisor: fill the caches every runtime it forks inherits (see the module docstring) — the
+    sandbox's probe and planner (one command planned in each mode: the account database, the read-only view), the
+    default tool set's digest, a default configuration parsed."""
     from . import tool_set
     from .config import TOOL_NAMES, parse_session_config
+    from .tools.shell import warm as warm_shell
 
+    with tempfile.TemporaryDirectory(prefix="ouroactors-preload-") as root:
+        for mode in sandbox_modes():
+            warm_shell(root, mode, None)
     tool_set.digest(TOOL_NAMES)
     parse_session_config({}, "preload")
 
 
-def rehearse(env: Any, data_dir: str | None, modes: tuple[Any, ...]) -> None:
+def rehearse(env: Any, data_dir: str) -> None:
     """In an unopened runtime: run the open's process-wide work once, keeping nothing (see the module docstring)."""
     from ...authorities.grants.inline import InlineGrants
     from .config import parse_session_config
     from .journal_format import _encode
     from .tools.shell import warm as warm_shell
 
+    modes = sandbox_modes()
     try:
         config = parse_session_config({}, "rehearsal")
         _encode("session_opened", {"config": config.model_dump(mode="python"), "config_digest": config.digest()},
@@ -61,4 +75,4 @@ def rehearse(env: Any, data_dir: str | None, modes: tuple[Any, ...]) -> None:
         log.debug("a runtime's rehearsal failed (the open will say why): %r", exc)
 
 
-__all__ = ["REHEARSE_AFTER_S", "WARM_SESSION", "preload", "rehearse"]
+__all__ = ["REHEARSE_AFTER_S", "WARM_SESSION", "preload", "rehearse", "sandbox_modes"]
