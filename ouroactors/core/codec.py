@@ -291,6 +291,35 @@ def _plan(cls: type[BaseModel]) -> list[tuple[str, Any]]:
     return plan
 
 
+def prepare(*classes: type[BaseModel]) -> None:
+    """Plan the encoding of ``classes`` and of every model their fields may hold, now rather than at first use.
+
+    The plans are cached per class for the life of the process, so a process that forks workers (the execution
+    supervisor) prepares the records they write once, and every child inherits them; each child would otherwise
+    plan them on its first record of each type, on a message's way (~5 classes per session runtime)."""
+    todo = list(classes)
+    seen: set[type] = set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen or not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            continue
+        seen.add(cls)
+        if issubclass(cls, Record) and cls not in _HEADS:
+            _head(cls)
+        if cls not in _FIELDS:
+            _fields_plan(cls)
+        for _, ann in _plan(cls):
+            if ann is not None:
+                todo.extend(_models_in(ann))
+
+
+def _models_in(ann: Any) -> list[type]:
+    """The model classes an annotation names, at any depth of unions, containers and ``Annotated``."""
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return [ann]
+    return [cls for arg in get_args(ann) for cls in _models_in(arg)]
+
+
 def _zip_fields(cls: type[BaseModel], values: Any, where: str) -> dict[str, Any]:
     plan = _plan(cls)
     if not isinstance(values, list | tuple) or len(values) != len(plan):

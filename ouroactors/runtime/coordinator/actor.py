@@ -49,6 +49,8 @@ from typing import Any
 
 from thespian.actors import WakeupMessage, WatchMessage
 
+from ...authorities.ledger.domain import Entry
+from ...core import codec
 from ...core.call_thread import CallThread
 from ...core.errors import BadRequest, OuroactorsError
 from ...supervision.protocol import AdminCall, Stamped
@@ -63,7 +65,7 @@ from .leasing import _Nap
 from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, SpareRuntime, WhichSession
 from .publishing import Publisher
 from .quiet import QuietMarker
-from .record import SessionRecord, check_id
+from .record import AcceptedEvent, PublishedEvent, Recoverable, RejectedEvent, SessionRecord, check_id
 from .recovering import CLAIMED as CLAIMED  # re-exported: registered beside the claim that reaches it
 from .recovering import Recovering
 from .runtimes import RuntimeLink, _Attached
@@ -87,6 +89,12 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
     protocol = COORDINATOR_REQUESTS  # ForSession (the command inside too), WhichSession, OutputReady: at the door
 
     # ForSession comes only from the directory, which checked the request inside it at its own door.
+
+    @classmethod
+    def on_preload(cls) -> None:
+        """Every coordinator is forked from its supervisor: the records it writes are planned there once (see
+        :func:`ouroactors.core.codec.prepare`), not in each session's coordinator on its first command."""
+        codec.prepare(SessionRecord, Recoverable, PublishedEvent, AcceptedEvent, RejectedEvent, Entry)
 
     def on_start(self, session_id: str, directory: Any = None) -> None:
         assert self.context is not None
