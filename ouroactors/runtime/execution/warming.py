@@ -8,8 +8,9 @@ message's way:
 
 * :func:`preload`, in the **execution supervisor** before it forks any runtime: what is the same in every runtime
   and needs no LMDB environment (a supervisor must not open one: it forks) — the digest of the default tool set
-  and a default session configuration parsed once, and the encoding of every record a runtime writes planned
-  (:func:`~ouroactors.core.codec.prepare`, :func:`written_records`), so every runtime inherits those caches.
+  and a default session configuration parsed once, the encoding of every record a runtime writes planned
+  (:func:`~ouroactors.core.codec.prepare`, :func:`written_records`), httpx imported and its TLS contexts built
+  (:mod:`.tls`), so every runtime inherits those caches.
 * :func:`rehearse`, in a **runtime nobody has opened yet** (:data:`REHEARSE_AFTER_S` after its start: a spare the
   session directory keeps, see :mod:`..coordinator.spares`; a runtime its coordinator started for a message is
   opened well before then): a dry run of the open's process-wide work — a sandbox plan in a scratch directory,
@@ -50,7 +51,7 @@ def preload() -> None:
     """In the execution supervisor: fill the caches every runtime it forks inherits (see the module docstring) — the
     sandbox's probe and planner (one command planned in each mode: the account database, the read-only view), the
     default tool set's digest, a default configuration parsed."""
-    from . import tool_set
+    from . import tls, tool_set
     from .config import TOOL_NAMES, parse_session_config
     from .tools.shell import warm as warm_shell
 
@@ -60,6 +61,7 @@ def preload() -> None:
     tool_set.digest(TOOL_NAMES)
     parse_session_config({}, "preload")
     codec.prepare(*written_records())
+    tls.preload()  # httpx and its TLS contexts: a runtime's first model call paid them, 170-260 ms (see .tls)
 
 
 def written_records() -> tuple[type, ...]:
