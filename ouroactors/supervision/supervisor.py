@@ -20,7 +20,7 @@ from typing import Any
 
 from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMessage, WakeupMessage
 
-from ..core import clock
+from ..core import boundary, clock
 from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
 from . import reasons
 from .calls import admin_call_problem
@@ -317,9 +317,11 @@ class Supervisor(ChildProcesses, Actor):
         thespian imports a child's class in the creating process (to check its requirements) and forks the child
         from there; children created after that inherit the module. A ``simple_one_for_one`` supervisor has no child
         at boot, so without this its first child paid the import (0.2-0.3 s for a session's coordinator or
-        runtime) on the caller's clock. Then the template's :meth:`~.worker.Worker.on_preload` warms what each
-        child would otherwise compute for itself. Once per process. Best effort: a module that fails to import
-        fails the first ``start_child`` as before, with the reason there."""
+        runtime) on the caller's clock. Then its door's message checks are resolved
+        (:func:`ouroactors.core.boundary.prepare`: 1-2 ms a child paid on its first message of each kind) and the
+        template's :meth:`~.worker.Worker.on_preload` warms what each child would otherwise compute for itself. Once
+        per process. Best effort: a module that fails to import fails the first ``start_child`` as before, with the
+        reason there."""
         actor = self._template() if self.core is not None and not self._dying and not self._preloaded else None
         if actor is None:
             return
@@ -329,6 +331,7 @@ class Supervisor(ChildProcesses, Actor):
         except ValueError:  # the start_child that needs it reports the failure
             log.debug("%s: preloading %s failed", self.path, actor, exc_info=True)
             return
+        boundary.prepare(*getattr(template, "protocol", ()))  # its door's checks, resolved once for every child
         try:
             template.on_preload()  # type: ignore[attr-defined]  # a Worker (resolve_actor checked the protocol)
         except Exception:

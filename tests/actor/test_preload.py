@@ -66,3 +66,19 @@ def test_a_warm_up_that_raises_changes_nothing_else(actor_system):
                                        strategy="simple_one_for_one"))
     assert actor_system.start_child("pool", ()).status == "running"
     assert len(actor_system.which_children("pool")) == 1
+
+
+def test_the_doors_checks_are_resolved_in_the_supervisor_and_inherited(actor_system_factory, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """A child's first message of a kind resolved its class's annotations (1-2 ms for a session's OpenSession); the
+    supervisor resolves its template's protocol, nested message classes included, before it forks children."""
+    from .warm_probe import DoorQuestion
+
+    log = tmp_path / "imports.txt"
+    monkeypatch.setenv("OUROACTORS_TEST_IMPORT_LOG", str(log))
+    system = actor_system_factory()
+    system.start_tree(supervisor("pool", [worker("w", "tests.actor.warm_probe:DoorReady")],
+                                 strategy="simple_one_for_one"))
+    wait_until(lambda: any(line.startswith("door-preload ") for line in read_lines(log)), what="the warm-up")
+    child = system.start_child("pool", ())
+    assert system.ask(f"pool/{child.id}", DoorQuestion(), timeout=10) == {"DoorQuestion": True, "Part": True}
