@@ -1,4 +1,5 @@
-"""Fixtures for the execution tests: a real OpenAI-compatible server (``llmock serve``) on 127.0.0.1.
+"""Fixtures for the execution tests: a real OpenAI-compatible server (``llmock serve``) on 127.0.0.1, and ``env``
+(the node's LMDB environment in a fresh data dir, for the journal, replay and loop tests).
 
 llmock (PyPI, pinned 0.2.2) is a server this project did not write; the ``openai`` provider is tested against it so
 that "speaks Chat Completions" means what a third party implements, not what we think it means. It is scripted
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import lmdb
 import pytest
 
+from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.system.handle import free_port
 from ouroactors.testing.leaks import port_listening
 
@@ -122,3 +125,14 @@ def llmock_server(_llmock_process: LLMockServer) -> LLMockServer:
     """The session's llmock server, with no queued behaviour and no recorded request."""
     _llmock_process.reset()
     return _llmock_process
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[lmdb.Environment]:
+    """The node's LMDB environment in a fresh data dir, opened in this process, closed after the test."""
+    config = StorageConfig.under(tmp_path)
+    handle = open_env(config)
+    try:
+        yield handle
+    finally:
+        close_env(config)

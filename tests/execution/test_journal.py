@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ouroactors.authorities.storage import commit
-from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+from ouroactors.authorities.storage.env import db
 from ouroactors.core import faults
 from ouroactors.core.codec import encode
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
@@ -34,16 +34,6 @@ def _disarmed() -> Iterator[None]:
     faults.disarm()
     yield
     faults.disarm()
-
-
-@pytest.fixture
-def env(tmp_path) -> Iterator[lmdb.Environment]:
-    config = StorageConfig.under(tmp_path)
-    handle = open_env(config)
-    try:
-        yield handle
-    finally:
-        close_env(config)
 
 
 def _fill(env: lmdb.Environment, n: int = 20) -> Journal:

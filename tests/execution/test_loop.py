@@ -3,29 +3,16 @@ a fake effect port. Each test also replays what it recorded through the same loo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import lmdb
 import pytest
 import trio
 
-from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.execution import reading, steps
 from ouroactors.runtime.execution.loop import CallContext, LoopRefusal, ParsedCall, Steer, ToolResult
 from ouroactors.runtime.execution.model import Finished, Message, TextDelta, ToolCall
 from ouroactors.runtime.execution.replay import replay
 
 from .loop_support import FakeEffects, call, make_session, text, usage
-
-
-@pytest.fixture
-def env(tmp_path) -> Iterator[lmdb.Environment]:
-    config = StorageConfig.under(tmp_path)
-    handle = open_env(config)
-    try:
-        yield handle
-    finally:
-        close_env(config)
 
 
 def kinds(env: lmdb.Environment, session: str = "s1") -> list[str]:

@@ -3,7 +3,6 @@ Replay must stop at them as an honest boundary (naming the seq), never crash or 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import lmdb
@@ -11,7 +10,6 @@ import msgpack
 import pytest
 import trio
 
-from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.execution import reading, steps
 from ouroactors.runtime.execution.archive import import_journal
 from ouroactors.runtime.execution.journal import Journal, JournalError
@@ -19,16 +17,6 @@ from ouroactors.runtime.execution.model import Message
 from ouroactors.runtime.execution.replay import replay
 
 from .loop_support import FakeEffects, call, make_session, text
-
-
-@pytest.fixture
-def env(tmp_path) -> Iterator[lmdb.Environment]:
-    config = StorageConfig.under(tmp_path)
-    handle = open_env(config)
-    try:
-        yield handle
-    finally:
-        close_env(config)
 
 
 def _crafted_second_turn(env: lmdb.Environment, kind: str, fields: dict[str, Any]) -> int:

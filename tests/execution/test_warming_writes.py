@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import lmdb
 import pytest
 
-from ouroactors.authorities.storage.env import KNOWN_DBS, StorageConfig, close_env, db, open_env
+from ouroactors.authorities.storage.env import KNOWN_DBS, db
 from ouroactors.core import codec
 from ouroactors.runtime.coordinator.record import (
     PendingWait,
@@ -32,16 +31,6 @@ from ouroactors.runtime.execution import warming
 from ouroactors.runtime.execution.journal import Journal
 
 from ..coordinator.support import new_record
-
-
-@pytest.fixture
-def env(tmp_path) -> Iterator[lmdb.Environment]:
-    config = StorageConfig.under(tmp_path)
-    handle = open_env(config)
-    try:
-        yield handle
-    finally:
-        close_env(config)
 
 
 def _forget(*classes: type) -> None:
