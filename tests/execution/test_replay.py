@@ -12,7 +12,7 @@ import lmdb
 import pytest
 import trio
 
-from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+from ouroactors.authorities.storage.env import db
 from ouroactors.core import faults
 from ouroactors.core.codec import encode
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
@@ -30,15 +30,10 @@ from .loop_support import FakeEffects, call, make_session, text, usage
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "journals"
 
 
-@pytest.fixture
-def env(tmp_path) -> Iterator[lmdb.Environment]:
-    config = StorageConfig.under(tmp_path)
-    handle = open_env(config)
-    try:
-        yield handle
-    finally:
-        close_env(config)
-        faults.disarm()
+@pytest.fixture(autouse=True)
+def _disarmed() -> Iterator[None]:
+    yield
+    faults.disarm()  # a test that armed a plan leaves none behind
 
 
 @pytest.mark.parametrize("name", SESSIONS)
