@@ -25,6 +25,13 @@ gets ``Finished`` is comparable. Rows, sampled interleaved so drift hits both si
   ``turn_settled`` after a text answer (its journal commit, synced, is on that path) and the first ``tool_call``
   after a tool-call answer (the model result recorded first). Tools answer at once (an in-process stub: the tools
   are not what is measured). Baseline: the raw read, as above; goal ≤ 2 ms.
+* **a message through the agent tree** (reported, measured first): a multiproc system on ``agent.toml``'s tree
+  (``bench_peers.Ours``), a new session per sample on this provider, ``send`` until a live follower in its own
+  process has ``turn_settled`` — resume event, runtime (a new process per message), lease, open, the model call,
+  the journal and publication — against the raw whole call (request → ``[DONE]``, a TLS context made once, as the
+  provider's). It runs before anything in this process imports httpx or makes a TLS context, because thespian forks
+  the system from here: its processes must inherit what they would from ``ouroactors run``. This row is what showed
+  a runtime paying httpx's import and a CA bundle on every message (~150 ms, before ``tls.preload``).
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import IO, Any
 
-import httpx
 import trio
 
 from ouroactors.runtime.execution.model import Finished, Message, ModelRequest
@@ -131,10 +137,13 @@ async def _ours(provider: OpenAIProvider, kind: str) -> tuple[int, int]:
     raise RuntimeError("the stream ended without Finished")
 
 
-async def _raw(url: str, kind: str) -> tuple[int, int]:
+async def _raw(url: str, kind: str, context: Any = True) -> tuple[int, int]:
+    import httpx  # imported where used: see _measure_message
+
     started = time.monotonic_ns()
     body = {"model": kind, "messages": [{"role": "user", "content": "hello"}], "stream": True}
-    async with httpx.AsyncClient(trust_env=False) as client, client.stream("POST", url, json=body) as response:
+    async with httpx.AsyncClient(trust_env=False, verify=context) as client, \
+            client.stream("POST", url, json=body) as response:
         tail = b""
         async for piece in response.aiter_bytes():
             tail = (tail + piece)[-64:]
@@ -239,6 +248,55 @@ def _measure_loop(url: str, stamps: IO[str], kind: str, samples: int, data_dir: 
     return ours, raw
 
 
+def _measure_message(url: str, stamps: IO[str], samples: int) -> tuple[Stat, Stat]:
+    """A text message to a new session on this provider, through the agent tree (``bench_peers.Ours``: multiproc,
+    the session directory, a live follower in its own process): ``send`` until the follower has ``turn_settled``,
+    against the raw httpx whole call, interleaved. Each message runs in a runtime process of its own — what every
+    message of a user's session pays, its first model call in that process included."""
+    from pathlib import Path
+
+    from .bench_peers import Ours
+
+    base_url = url.removesuffix("/chat/completions")
+    ours_stat, raw_stat = Stat(), Stat()
+    with tempfile.TemporaryDirectory(prefix="bench-model-message-") as work:
+        # Started before this process imports httpx or makes a TLS context (this row runs first, and the module
+        # imports httpx where it uses it): thespian forks the system from here, and what the processes inherit from
+        # this one must be what they would inherit from `ouroactors run`, nothing more.
+        assert "httpx" not in sys.modules, "the message row must run before anything here imports httpx"
+        ours = Ours(Path(work))
+        import httpx
+
+        context = httpx.create_ssl_context(trust_env=False)  # made once, as the provider's (not in the baseline's time)
+        try:
+            assert ours.follower is not None and ours.follower.stdin is not None
+            for index in range(samples + 1):
+                sid = f"message-{index}"
+                ours.sessions.new(sid, {"workspace": str(ours.ws), "sandbox": {"mode": "none"},
+                                        "model": {"kind": "openai", "base_url": base_url, "model": "text"}})
+                ours.follower.stdin.write(sid + "\n")
+                ours.follower.stdin.flush()
+                deadline = time.monotonic() + 60
+                if ours.lines.next(deadline) != "ready":
+                    raise RuntimeError("the subscriber did not get ready")
+                started = time.perf_counter()
+                ours.sessions.send(sid, "hello", last=True)
+                while ours.lines.next(deadline) != "end":  # every event up to turn_settled
+                    pass
+                took = (time.perf_counter() - started) * 1e3
+                stamps.readline()  # the server's stamp of that model call
+                raw_started, raw_done = trio.run(_raw, url, "text", context)
+                stamps.readline()
+                if index == 0:
+                    continue  # warm-up: the system's first session
+                ours_stat.samples.append(took)
+                raw_stat.samples.append((raw_done - raw_started) / 1e6)
+        finally:
+            ours.close_follower()
+            ours.system.shutdown()
+    return ours_stat, raw_stat
+
+
 def run(quick: bool) -> list[Row]:
     samples = 60 if quick else 300
     server = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
@@ -246,6 +304,11 @@ def run(quick: bool) -> list[Row]:
         assert server.stdout is not None
         url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1/chat/completions"
         rows: list[Row] = []
+        progress(f"message: {max(samples // 8, 6)} sessions, each a new runtime process")
+        ours, raw = _measure_message(url, server.stdout, max(samples // 8, 6))
+        rows.append(Row("model stream", "a message through the agent tree: send → subscriber has turn_settled, text "
+                        "answer, vs the raw httpx whole call", "ms", ours, raw, "report", None,
+                        note="multiproc agent tree, a new session (and runtime process) per message, live follower"))
         goal: Callable[[float, float], bool] = lambda ours, _ratio: ours <= 2.0  # noqa: E731
         for kind, label in (("text", "text answer, 40 deltas"), ("tools", "2 parallel tool calls, argument deltas")):
             progress(f"{kind}: {samples} samples per side")
