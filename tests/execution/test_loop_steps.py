@@ -85,3 +85,32 @@ def test_incremental_digests_equal_the_canonical_ones(conversation, max_tokens, 
         request = steps.build_request("m", system, messages, tools, max_tokens)
         assert digests.request(request) == digest_of(request) == steps.request_digest(request)
         assert digests.conversation(messages) == digest_of(list(messages))
+
+
+def test_a_turns_digests_encode_only_its_new_messages(monkeypatch):
+    """A session's turns alternate requests (system message first) and its settled conversation (no system): each
+    keeps its own run, so a long session's turn encodes its new messages once and calls nothing per old message."""
+    digests = steps.Digests()
+    system = Message(role="system", content="sys")
+    conversation = [Message(role="user", content=f"m{i}") for i in range(300)]
+    for size in (100, 200, 300):  # three turns, each a request then its settled conversation
+        digests.request(steps.build_request("m", system, conversation[:size], (), None))
+        digests.conversation(conversation[:size])
+    packed: list[object] = []
+    real = digests.packed
+    monkeypatch.setattr(digests, "packed", lambda value: packed.append(value) or real(value))
+    more = [*conversation, Message(role="assistant", content="next")]
+    request = steps.build_request("m", system, more, (), None)
+    assert digests.request(request) == digest_of(request)
+    assert digests.conversation(more) == digest_of(more)
+    assert packed.count(more[-1]) == 2 and not any(m in packed for m in conversation)  # the new one, once a run
+
+
+def test_forget_prunes_only_once_the_cache_doubled_and_keeps_digests_exact():
+    digests = steps.Digests()
+    turns = [[Message(role="user", content=f"t{t}-{i}") for i in range(40)] for t in range(6)]
+    for messages in turns:  # each turn a new conversation: the old messages are no longer kept
+        assert digests.conversation(messages) == digest_of(messages)
+        digests.forget(messages)
+        assert len(digests._cache) <= 2 * len(messages) + 64 + len(messages)
+    assert digests.conversation(turns[0]) == digest_of(turns[0])  # forgotten ones are encoded again, the same

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -112,19 +112,44 @@ def _array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
+class _Run:
+    """Values encoded end to end, and the values themselves (by identity): a sequence that extends the last one
+    seen appends only its new values' encodings (the prefix is checked in C: ``map(operator.is_)``)."""
+
+    __slots__ = ("data", "values")
+
+    def __init__(self) -> None:
+        self.values: list[object] = []
+        self.data = bytearray()
+
+    def of(self, values: Sequence[object], packed: Callable[[object], bytes]) -> bytearray:
+        known = len(self.values)
+        if len(values) < known or not all(map(operator.is_, values[:known], self.values)):
+            self.values.clear()
+            self.data = bytearray()
+            known = 0
+        for value in values[known:]:
+            self.data += packed(value)
+            self.values.append(value)
+        return self.data
+
+
 class Digests:
     """The same digests as :func:`request_digest` and :func:`conversation_digest`, byte for byte, without
     re-encoding the whole conversation on every call: a msgpack array is its header followed by its elements'
     encodings, so each (immutable) message is encoded once and its bytes reused. A session's requests grow with
-    its conversation; re-encoding all of it per call made a 100-turn replay quadratic (most of its time)."""
+    its conversation; re-encoding all of it per call made a 100-turn replay quadratic (most of its time).
+
+    Requests and the conversation keep a run each (:class:`_Run`: a request starts with the system message, the
+    conversation does not, so one run would be rebuilt at every switch): a turn's requests and its settled
+    conversation then cost the encodings of their new messages and one SHA-256 over the bytes, not a Python call
+    per message of the whole session (which, per turn, made a 200-turn replay quadratic again: ~84k calls)."""
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[object, bytes]] = {}
-        # The request's messages so far and their encodings end to end: a request holds the previous request's
-        # messages plus the new ones, so only those are encoded and appended (checked by identity, in C: map(is_)).
         # A per-message loop in Python cost ~1 µs a message — a 60-turn session's requests hold ~1000 of them.
-        self._run: list[object] = []
-        self._run_bytes = bytearray()
+        self._requests = _Run()
+        self._conversation = _Run()
 
     def packed(self, value: object) -> bytes:
         hit = self._cache.get(id(value))
@@ -135,7 +160,11 @@ class Digests:
         return data
 
     def forget(self, keep: Sequence[object]) -> None:
-        """Drop cached encodings of values no longer in ``keep`` (the loop calls it as turns settle)."""
+        """Drop cached encodings of values no longer in ``keep`` (the loop calls it as turns settle). Only once the
+        cache holds twice as many as ``keep`` (and a margin): pruning walks all of ``keep``, so pruning at every turn
+        made a long session's turns cost in proportion to its length; amortised, it is constant per turn."""
+        if len(self._cache) <= 2 * len(keep) + 64:
+            return
         alive = {id(v) for v in keep}
         alive.update(id(x) for v in keep if type(v) is tuple for x in v)  # a tuple's elements (the tool specs)
         self._cache = {k: v for k, v in self._cache.items() if k in alive}
@@ -144,29 +173,16 @@ class Digests:
         h = hashlib.sha256(b"\x94")  # ModelRequest: [model, messages, tools, max_tokens]
         h.update(_pack(request.model, "model"))
         h.update(_array_header(len(request.messages)))
-        h.update(self._messages(request.messages))
+        h.update(self._requests.of(request.messages, self.packed))
         h.update(_array_header(len(request.tools)))  # each spec's bytes cached (the tuple may be a new object)
         for spec in request.tools:
             h.update(self.packed(spec))
         h.update(_pack(request.max_tokens, "max_tokens"))
         return h.hexdigest()
 
-    def _messages(self, messages: Sequence[object]) -> bytearray:
-        """The encodings of ``messages`` end to end, appending to the previous request's when it is a prefix."""
-        run, known = self._run, len(self._run)
-        if len(messages) < known or not all(map(operator.is_, messages[:known], run)):
-            run.clear()
-            self._run_bytes = bytearray()
-            known = 0
-        for message in messages[known:]:
-            self._run_bytes += self.packed(message)
-            run.append(message)
-        return self._run_bytes
-
     def conversation(self, conversation: Sequence[Message]) -> str:
         h = hashlib.sha256(_array_header(len(conversation)))
-        for message in conversation:
-            h.update(self.packed(message))
+        h.update(self._conversation.of(conversation, self.packed))
         return h.hexdigest()
 
 
