@@ -19,9 +19,9 @@ message's way:
   begun, the newest record of each database a turn writes read, decoded, encoded and put back, then **aborted**).
   Nothing durable is written and nothing is sent (the event log gets ``runtime_rehearsed``, with its duration);
   nothing it computes is kept as a session's state: the open still reads, parses and decides everything afresh.
-  Measured in the agent tree (bench_peers' sessions, trace marks): ~1.5 ms less per open on a spare, of ~11 ms;
-  the dry write transaction and the planned records, ~0.5 ms less on the first turn's first commit (p50 2.5-3.9
-  → 2.3-2.6 ms in three interleaved runs each).
+  Measured in the agent tree (bench_peers' sessions, trace marks): ~1.5 ms less per open on a spare, of ~11 ms.
+  The dry write transaction and the planned records took ~0.5 ms off the first turn's first commit in one A/B of
+  three interleaved runs (p50 2.5-3.9 → 2.3-2.6 ms), within the noise in a later one of five.
 
 A failure here is nobody's: the open that meets the same problem reports it (the rehearsal swallows every error).
 """
@@ -127,4 +127,5 @@ def rehearse_writes(env: Any) -> None:
         txn.abort()
 
 
-__all__ = ["REHEARSE_AFTER_S", "WARM_SESSION", "preload", "rehearse", "sandbox_modes"]
+__all__ = ["REHEARSE_AFTER_S", "WARM_SESSION", "preload", "rehearse", "rehearse_writes", "sandbox_modes",
+           "written_records"]
