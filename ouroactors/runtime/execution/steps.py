@@ -124,7 +124,7 @@ class _Run:
 
     def of(self, values: Sequence[object], packed: Callable[[object], bytes]) -> bytearray:
         known = len(self.values)
-        if len(values) < known or not all(map(operator.is_, values[:known], self.values)):
+        if len(values) < known or not all(map(operator.is_, values, self.values)):  # map stops at the shorter
             self.values.clear()
             self.data = bytearray()
             known = 0
