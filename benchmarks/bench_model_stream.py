@@ -269,21 +269,8 @@ def _measure_message(url: str, stamps: IO[str], samples: int) -> tuple[Stat, Sta
 
         context = httpx.create_ssl_context(trust_env=False)  # made once, as the provider's (not in the baseline's time)
         try:
-            assert ours.follower is not None and ours.follower.stdin is not None
             for index in range(samples + 1):
-                sid = f"message-{index}"
-                ours.sessions.new(sid, {"workspace": str(ours.ws), "sandbox": {"mode": "none"},
-                                        "model": {"kind": "openai", "base_url": base_url, "model": "text"}})
-                ours.follower.stdin.write(sid + "\n")
-                ours.follower.stdin.flush()
-                deadline = time.monotonic() + 60
-                if ours.lines.next(deadline) != "ready":
-                    raise RuntimeError("the subscriber did not get ready")
-                started = time.perf_counter()
-                ours.sessions.send(sid, "hello", last=True)
-                while ours.lines.next(deadline) != "end":  # every event up to turn_settled
-                    pass
-                took = (time.perf_counter() - started) * 1e3
+                took = ours.session(model={"kind": "openai", "base_url": base_url, "model": "text"})
                 stamps.readline()  # the server's stamp of that model call
                 raw_started, raw_done = trio.run(_raw, url, "text", context)
                 stamps.readline()

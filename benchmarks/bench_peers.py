@@ -55,6 +55,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ._common import Row, Stat, print_table, progress
 
@@ -228,15 +229,17 @@ class Ours:
                 self.follower.wait()
             self.follower = None
 
-    def session(self, live: bool = True) -> None:
-        """One 3-step session; ``live``: the subscriber follows every event as it is committed (else it reads the
-        session every 50 ms, and no commit of the session wakes anyone but its coordinator)."""
+    def session(self, live: bool = True, model: dict[str, Any] | None = None) -> float:
+        """One session of one message (``last``); answers ``send`` → the subscriber has ``turn_settled``, in ms.
+        ``live``: the subscriber follows every event as it is committed (else it reads the session every 50 ms, and
+        no commit of the session wakes anyone but its coordinator). ``model``: the session's ``[model]`` table
+        (default: a scripted 3-step turn)."""
         from .bench_publication import script_for
 
         sid = f"peer-{len(self.sids)}"
-        turns = script_for(self.work / f"{sid}.json", sid, STEPS)
-        config = {"workspace": str(self.ws), "sandbox": {"mode": "none"},
-                  "model": {"kind": "scripted", "script": str(turns)}}
+        if model is None:
+            model = {"kind": "scripted", "script": str(script_for(self.work / f"{sid}.json", sid, STEPS))}
+        config = {"workspace": str(self.ws), "sandbox": {"mode": "none"}, "model": model}
         self.sessions.new(sid, config)
         assert self.follower is not None and self.follower.stdin is not None
         self.follower.stdin.write(("" if live else "periodic ") + sid + "\n")
@@ -248,10 +251,12 @@ class Ours:
         self.sessions.send(sid, "go", last=True)
         while self.lines.next(deadline) != "end":  # every event up to turn_settled, then its end
             pass
+        took = (time.perf_counter() - start) * 1e3
         if live:
-            self.outside.append((time.perf_counter() - start) * 1e3)
+            self.outside.append(took)
         self.sids.append(sid)
         self.live.append(live)
+        return took
 
     def close(self) -> list[float]:
         """Shut down; the loop's time per session (ms) from the journals, read in another process."""
