@@ -167,6 +167,49 @@ def replay_time(root: Path) -> list[Row]:
                 note="live: scripted model, fake effects, real journal (3 synced commits per turn)")]
 
 
+def restore_time(root: Path, n: int) -> list[Row]:
+    """What a session's open pays to rebuild its loop (``Runtime._restore``) once the session has ``n`` turns: from a
+    conversation snapshot :data:`~.snapshots.REPLAY_BEFORE_SNAPSHOT` turns back (checked against the journal, then
+    those turns replayed: the most an open replays) vs the whole journal replayed (no snapshot)."""
+    from functools import partial
+
+    from ouroactors.runtime.execution import snapshots
+    from ouroactors.runtime.execution.replay import replay_session
+    from tests.execution.loop_support import call, make_session, text, usage
+
+    config = StorageConfig.under(root / "restore")
+    env = open_env(config)
+    back = snapshots.REPLAY_BEFORE_SNAPSHOT
+    try:
+        turns = []
+        for i in range(n):
+            turns.append([call(f"r{i}", "read", path=f"f{i}.txt"), usage(10, 5)])
+            turns.append([text(f"answer {i}"), usage(10, 5)])
+        h = make_session(env, "bench", turns, config='[sandbox]\nmode = "none"\n[limits]\nmax_tokens = 100000000')
+        for i in range(n):
+            if i == n - back:  # the snapshot an open leaves, `back` turns before the head
+                report = replay(env, "bench")
+                assert report.state is not None and report.settled_at is not None
+                assert snapshots.save(env, "bench", *report.settled_at, report.state) is None
+            trio.run(h.loop.run_turn, f"question {i}")
+        whole, snapped = Stat(), Stat()
+        for _ in range(3):
+            t0 = time.perf_counter()
+            report = trio.run(partial(replay_session, env, "bench"))
+            whole.samples.append((time.perf_counter() - t0) * 1e3)
+            assert report.ok and report.verified_turns == n
+            t0 = time.perf_counter()
+            start, refused = snapshots.offered(env, "bench", 0)
+            report = trio.run(partial(replay_session, env, "bench", start=start))
+            snapped.samples.append((time.perf_counter() - t0) * 1e3)
+            assert refused is None and report.snapshot_refused is None and report.verified_turns == back
+    finally:
+        close_env(config)
+    return [Row("restore", f"an open's restore of a {n}-turn session: from a snapshot {back} turns back vs the whole "
+                "journal replayed", "ms", snapped, whole, note="1 tool call + answer per turn; the snapshot is "
+                "checked against the chain and the settled turn's conversation digest")]
+
+
 def run(quick: bool) -> list[Row]:
     root = Path(tempfile.mkdtemp(prefix=".bench-journal-", dir="."))
     try:
@@ -176,6 +219,8 @@ def run(quick: bool) -> list[Row]:
         rows += verify_rate(root, 20_000 if quick else 50_000)
         progress("replay")
         rows += replay_time(root)
+        progress("restore")
+        rows += restore_time(root, 200 if quick else 400)
         return rows
     finally:
         shutil.rmtree(root, ignore_errors=True)

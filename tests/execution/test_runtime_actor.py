@@ -257,3 +257,46 @@ def test_the_open_commits_nothing_of_its_own_and_a_close_without_a_turn_still_jo
     system.ask(again, CloseSession())  # answered once the staged record is committed
     assert journal_kinds(system.data_dir, "s1").count("session_opened") == 2
     assert journal_verdict(system.data_dir, "s1") == ["ok", "session_opened"]
+
+
+def test_a_long_replay_leaves_a_snapshot_in_the_turns_first_commit_and_the_next_open_starts_from_it(session,
+                                                                                                     tmp_path):
+    """Nine turns, then a new runtime: its open replays them and stages a snapshot that rides in its turn's start
+    commit (the open commits nothing of its own); the runtime after it replays only the turn since."""
+    from ouroactors.runtime.execution import snapshots
+    from ouroactors.runtime.execution.messages import CloseSession
+    from ouroactors.supervision.events import EventReader
+
+    system, path, ws, lease = session
+    script = tmp_path / "many.toml"
+    script.write_text("".join(f'[[turns]]\nevents = [{{ kind = "text", text = "answer {i}" }}]\n\n'
+                              for i in range(12)))
+    config = {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(script)}}
+    system.ask(path, OpenSession("s1", config, lease.lease_id))
+    reader = Reader(system, path)
+    for i in range(9):
+        system.ask(path, SendText(f"question {i}"))
+        reader.until("turn_settled")
+    system.ask(path, CloseSession())
+
+    def restored() -> dict[str, Any]:
+        found = [e for e in EventReader(str(system.data_dir / "events.jsonl")).poll() if e.kind == "runtime_restored"]
+        return found[-1].fields
+
+    again, lease2 = replacement(system, ws, lease)
+    system.ask(again, OpenSession("s1", config, lease2.lease_id))
+    assert restored()["replayed"] == 9 and restored()["snapshot_staged"] is not None
+    assert journal_kinds(system.data_dir, "s1").count("session_opened") == 1  # nothing committed by the open
+    system.ask(again, SendText("question 9"))
+    Reader(system, again).until("turn_settled")
+    system.ask(again, CloseSession())
+
+    third, lease3 = replacement(system, ws, lease2)
+    system.ask(third, OpenSession("s1", config, lease3.lease_id))
+    seen = restored()
+    assert (seen["from_snapshot"], seen["replayed"], seen["turns"], seen["snapshot_refused"]) == (9, 1, 10, None)
+    assert system.ask(third, SendText("question 10")).turn == 11
+    events = Reader(system, third).until("turn_settled")
+    assert "".join(e.data["text"] for e in events if e.kind == "text") == "answer 10"
+    assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]
+    assert snapshots.REPLAY_BEFORE_SNAPSHOT <= 9  # what the nine turns above rely on

@@ -151,7 +151,7 @@ class Verdict:
 
 
 def verify(items: Iterable[tuple[int, bytes, bytes | None]], head: Head | None,
-           external: Mapping[int, bytes] | None = None) -> Verdict:
+           external: Mapping[int, bytes] | None = None, *, trusted: tuple[int, bytes] | None = None) -> Verdict:
     """Check ``items`` — ``(key seq, stored value, witness hash)`` in key order — against the chain rules, the
     witness and the head.
 
@@ -161,8 +161,12 @@ def verify(items: Iterable[tuple[int, bytes, bytes | None]], head: Head | None,
     ends before or after the anchored head (a cut tail). ``external``: hashes of some seqs recorded *outside* the
     journal's database (the ledger's settled evidence); a record whose hash differs from one is named too — that
     catches a forger who rewrote the anchor database as well, at the first external anchor after the change.
+    ``trusted``: ``(seq, hash)`` of a record verified earlier (a conversation snapshot's, :mod:`.snapshots`): the
+    items start there, the first must have that hash, and the chain is checked from it on (its own link is not).
     """
     expected = head.first_seq if head is not None else None
+    if trusted is not None:
+        expected = trusted[0]
     prev: bytes | None = None
     count = 0
     last_hash: bytes | None = None
@@ -192,7 +196,10 @@ def verify(items: Iterable[tuple[int, bytes, bytes | None]], head: Head | None,
         if stored_seq != seq:
             return broken(seq, f"record {seq}: the record names seq {stored_seq} (moved or duplicated)")
         link = value[32:64]
-        if prev is None:
+        if trusted is not None and count == 0:
+            if digest != trusted[1]:
+                return broken(seq, f"record {seq}: hash differs from the one its snapshot was taken at")
+        elif prev is None:
             first_prev = _first_prev(seq, value, link)
             if isinstance(first_prev, str):
                 return broken(seq, first_prev)

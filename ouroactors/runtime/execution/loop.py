@@ -151,6 +151,13 @@ class SessionLoop:
         self.conversation = list(state.conversation)
         self.turns = state.turns
         self.tokens_used = state.tokens_used
+        if state.packed is not None:
+            self._digests.seed(state.conversation, state.packed)
+
+    def encodings(self, state: LoopState) -> bytes:
+        """The canonical encodings of ``state``'s conversation end to end (those of its messages this loop has
+        encoded already are reused): what a conversation snapshot of it keeps."""
+        return self._digests.encodings(state.conversation)
 
     # -- recording ------------------------------------------------------------------------------------------
 

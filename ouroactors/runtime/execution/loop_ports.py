@@ -144,6 +144,8 @@ class LoopState:
     conversation: tuple[Message, ...]
     turns: int
     tokens_used: int
+    # the messages' canonical encodings, when the state was decoded from them (a snapshot): not part of the state
+    packed: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from .metrics import TurnStats
 from .output import OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import make_provider
+from .snapshots import SnapshotRider
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
 
@@ -99,7 +100,8 @@ class SessionOpening:
         authorities: dict[str, AuthorityEntry]
 
         def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None: ...
-        def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool: ...
+        def _restore(self, loop: SessionLoop, session: str, tail: SettledTail,
+                     snapshot: SnapshotRider) -> bool: ...
 
     def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
         mark("start.open_received")
@@ -168,14 +170,15 @@ class SessionOpening:
         # a coordinator with no follower to serve is woken only when acks are due (see ..coordinator.quiet)
         self.wake_line.unacked = lambda cursor: cursor - channel.buffer.acked
         self.wake_line.ack_every = ACK_EVERY
+        snapshot = SnapshotRider(self.ledger.env, session)  # a long replay's snapshot rides in the turn's start
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
-                      journal=JournalWriter(journal, (carried,)), clock=SystemClock(),
+                      journal=JournalWriter(journal, (carried, snapshot)), clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
         # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
         loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
         tail = SettledTail(message.tail_turn)
-        settings.resumed = self._restore(loop, session, tail)
+        settings.resumed = self._restore(loop, session, tail, snapshot)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         # session_opened is staged, not committed: it rides in the next commit of the journal — the first turn's start,
         # which follows the open at once (or the close's flush) — one synced commit fewer on a message's way (a runtime

@@ -14,7 +14,7 @@ does not verify (``chain_broken``), ``gap``, ``truncated``, an ``unsettled_turn`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -22,7 +22,8 @@ import lmdb
 import trio
 from pydantic import ValidationError
 
-from . import blobs, reading
+from ...core.codec import CodecError
+from . import blobs, chain, reading
 from .config import SessionConfig
 from .journal import KINDS
 from .loop import LoopState, OutputSink, Ports, SessionLoop, ToolCatalog
@@ -41,6 +42,7 @@ from .replay_ports import (  # the recording standing in for each port
     _Sink,
     _Tape,
 )
+from .snapshots import ConversationSnapshot, binding_problem, state_of
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,10 @@ class ReplayReport:
     # runtime, or a crash did): their records stay in the chain, verified by it, and are not replayed — the
     # run that settled is
     cut_short: int = 0
+    snapshot_turns: int = 0  # turns taken from a conversation snapshot (not replayed: see .snapshots)
+    snapshot_refused: str | None = None  # why a snapshot offered was not used (the whole journal was replayed)
+    settled_at: tuple[int, bytes] | None = None  # (seq, hash) of the turn_settled record ``state`` follows
+    encodings: bytes | None = field(default=None, repr=False)  # ``state``'s conversation encoded (for a snapshot)
 
     @property
     def ok(self) -> bool:
@@ -123,15 +129,47 @@ def _scan(records: list[StoredRecord], env: lmdb.Environment) -> tuple[list[Stor
     return out, None
 
 
+def _since_snapshot(env: lmdb.Environment, session: str, start: ConversationSnapshot
+                    ) -> tuple[chain.Verdict, list[StoredRecord], LoopState] | str:
+    """The verdict and the records a replay from ``start`` uses (the session's first record, then the snapshot's
+    ``turn_settled`` and what follows it) and the snapshot's state, or why the snapshot cannot be continued from
+    (see :mod:`.snapshots`)."""
+    found = reading.verify_since(env, session, start.seq, start.hash)
+    if found is None:
+        return "the session has no journal"
+    verdict, opened, since = found
+    if not since or since[0].seq != start.seq:
+        return f"record {start.seq} is gone or no longer has the snapshot's hash ({verdict.reason})"
+    if opened is None or opened.kind != "session_opened":
+        return "the journal's first record is not a session_opened that verifies"
+    problem = binding_problem(start, since[0])
+    if problem is not None:
+        return problem
+    try:
+        state = state_of(start)  # its bytes are the digested ones: only a bug makes them not decode
+    except CodecError as exc:
+        return str(exc)
+    return verdict, [opened, *since], state
+
+
 async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None,
-                         sink: OutputSink | None = None) -> ReplayReport:
+                         sink: OutputSink | None = None, start: ConversationSnapshot | None = None) -> ReplayReport:
     """Replay ``session``. ``catalog``: the tool set to re-parse calls with and to show the model (default: the
     specs and parse outcomes recorded in the journal — what happened; pass today's ``ToolsCatalog`` to find out
     whether today's tools would have led the session elsewhere). ``sink``: where the replayed turns' output events
-    go (default: nowhere); a runtime collects a settled turn's events there to publish what a crash withheld."""
-    verdict = reading.verify(env, session)
-    stored = [r for r in reading.records(env, session)  # not what was appended after the verified snapshot
-              if verdict.head_seq is None or r.seq <= verdict.head_seq]
+    go (default: nowhere); a runtime collects a settled turn's events there to publish what a crash withheld.
+    ``start``: a conversation snapshot to continue from, replaying only the turns after it — used only if the
+    journal attests it (:mod:`.snapshots`), else the whole journal is replayed and ``snapshot_refused`` says why."""
+    refused: str | None = None
+    resumed = _since_snapshot(env, session, start) if start is not None else None
+    if isinstance(resumed, str):
+        refused, resumed = resumed, None
+    if resumed is not None:
+        verdict, stored, _ = resumed
+    else:
+        verdict = reading.verify(env, session)
+        stored = [r for r in reading.records(env, session)  # not what was appended after the verified snapshot
+                  if verdict.head_seq is None or r.seq <= verdict.head_seq]
     boundary: Boundary | None = None
     if not verdict.ok:
         assert verdict.broken_seq is not None
@@ -139,31 +177,36 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         boundary = Boundary("chain_broken", verdict.broken_seq)
     usable, stop = _scan(stored, env)
     boundary = stop or boundary
-    turns = sum(1 for r in stored if r.kind == "turn_started")
+    base = start.turns if resumed is not None and start is not None else 0
+    turns = base + sum(1 for r in stored if r.kind == "turn_started")
 
     states: list[LoopState] = []  # the state after each verified turn
+    settled: list[tuple[int, bytes] | None] = []  # the turn_settled record each state follows
+    loops: list[SessionLoop] = []  # the loop, once made
     cut_short = 0
 
     def report(verified: int, *, divergence: Divergence | None = None, boundary: Boundary | None = None
                ) -> ReplayReport:
-        return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary,
-                            states[-1] if states else None, cut_short)
+        state = states[-1] if states else None
+        return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary, state,
+                            cut_short, base, refused, settled[-1] if settled else None,
+                            None if state is None or not loops else loops[0].encodings(state))
 
     if not usable or usable[0].kind != "session_opened":
         return report(0, boundary=boundary or Boundary("no_session_opened", stored[0].seq if stored else 0))
     opened = usable[0]
     # the turns that settled before the boundary
     spans: list[tuple[int, int]] = []
-    start: int | None = None
+    began: int | None = None
     for i, r in enumerate(usable):
         if r.kind == "turn_started":
-            cut_short += start is not None  # the run before it never settled: a later runtime ran the turn again
-            start = i
-        elif r.kind == "turn_settled" and start is not None:
-            spans.append((start, i))
-            start = None
-    if start is not None and boundary is None:
-        boundary = Boundary("unsettled_turn", usable[start].seq)
+            cut_short += began is not None  # the run before it never settled: a later runtime ran the turn again
+            began = i
+        elif r.kind == "turn_settled" and began is not None:
+            spans.append((began, i))
+            began = None
+    if began is not None and boundary is None:
+        boundary = Boundary("unsettled_turn", usable[began].seq)
     tape = _Tape(usable)
     try:
         config = SessionConfig.model_validate(opened.fields["config"])
@@ -173,6 +216,12 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     ports = Ports(model=_Model(tape), effects=_Effects(tape), journal=_Journal(tape), clock=_Clock(tape),
                   control=_Control(tape), sink=sink or _Sink(), catalog=tools)
     loop = SessionLoop(session, config, ports, deadlines=False)
+    loops.append(loop)
+    if resumed is not None and start is not None:
+        loop.restore(resumed[2])
+        settled.append((start.seq, start.hash))
+    else:
+        settled.append(None)
     states.append(loop.state())
     verified = 0
     for first, last in spans:
@@ -196,6 +245,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
                 usable[min(tape.pos, last)].seq, usable[first].turn, "records", last + 1 - first, tape.pos - first))
         verified += 1
         states.append(loop.state())
+        settled.append((usable[last].seq, usable[last].hash))
     return report(verified, boundary=boundary)
 
 

@@ -56,7 +56,7 @@ from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.worker import Worker
 from ..coordinator.trace import mark
-from . import reading, timing
+from . import reading, snapshots, timing
 from .bridge import Outbox, TrioThread
 from .config import SessionConfig
 from .errors import Busy, NoActiveTurn, NotOpen, RuntimeRefusal
@@ -244,24 +244,34 @@ class Runtime(SessionOpening, Worker):
 
     # -- the session ------------------------------------------------------------------------------------------
 
-    def _restore(self, loop: SessionLoop, session: str, tail: SettledTail) -> bool:
+    def _restore(self, loop: SessionLoop, session: str, tail: SettledTail,
+                 snapshot: snapshots.SnapshotRider) -> bool:
         """Continue a session that already has a journal: the conversation after its last verified turn.
 
         A runtime is started per turn and after a crash, so it must not begin with an empty conversation (turn
         numbers would repeat, and with them effect ids). The journal is re-derived through the loop (replay: no
-        tool, no write); a journal that diverges from this code cannot be continued honestly and is refused.
+        tool, no write); a journal that diverges from this code cannot be continued honestly and is refused. The
+        replay starts from the session's conversation snapshot when the journal attests it, and a long replay
+        stages one for the next open, to ride in this turn's first commit (:mod:`.snapshots`).
         """
-        if reading.head(self.ledger.env, session) is None:
+        env = self.ledger.env
+        if reading.head(env, session) is None:
             return False
-        report = self.trio.run(partial(replay_session, self.ledger.env, session, sink=tail))
+        start, refused = snapshots.offered(env, session, tail.turn)  # continue from it, if the journal attests it
+        report = self.trio.run(partial(replay_session, env, session, sink=tail, start=start))
         if report.divergence is not None:
             d = report.divergence
             raise JournalRefused(f"session {session!r}: its journal diverges from this runtime at seq {d.seq} "
                                  f"({d.field}); it cannot be continued — see `ouroactors journal replay {session}`")
         if report.state is not None:
             loop.restore(report.state)
-        self.events.write("runtime_restored", None, {"session": session, "turns": report.verified_turns,
-                                                     "boundary": report.boundary.reason if report.boundary else None})
+        staged, failed = snapshot.stage(report.verified_turns, report.state, report.settled_at, report.encodings)
+        self.events.write("runtime_restored", None, {
+            "session": session, "turns": report.snapshot_turns + report.verified_turns,
+            "replayed": report.verified_turns, "from_snapshot": report.snapshot_turns,
+            "snapshot_refused": report.snapshot_refused or refused, "snapshot_staged": staged,
+            "snapshot_failed": failed,
+            "boundary": report.boundary.reason if report.boundary else None})
         return True
 
     def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None:

@@ -185,6 +185,23 @@ class Digests:
         h.update(self._conversation.of(conversation, self.packed))
         return h.hexdigest()
 
+    def encodings(self, conversation: Sequence[Message]) -> bytes:
+        """The conversation's messages' canonical encodings end to end (what :meth:`conversation` hashes after the
+        array's header): a conversation snapshot keeps these bytes (:mod:`.snapshots`)."""
+        return bytes(self._conversation.of(conversation, self.packed))
+
+    def seed(self, values: Sequence[object], encodings: Sequence[bytes]) -> None:
+        """Take ``encodings[i]`` as the encoding of ``values[i]`` (decoded from those very bytes, and checked against
+        a digest): a restored conversation is not encoded again by its first request."""
+        for value, data in zip(values, encodings, strict=True):
+            self._cache[id(value)] = (value, data)
+
+
+def run_digest(count: int, encodings: bytes) -> str:
+    """:func:`conversation_digest` of a conversation of ``count`` messages whose encodings, end to end, are
+    ``encodings`` (:meth:`Digests.encodings`)."""
+    return hashlib.sha256(_array_header(count) + encodings).hexdigest()
+
 
 def assistant_message(text: str, calls: Sequence[ToolCall]) -> Message:
     return Message(role="assistant", content=text, tool_calls=tuple(calls))

@@ -1,0 +1,236 @@
+"""Conversation snapshots: an open continues from a snapshot the journal attests and replays only the turns after it;
+a snapshot that the journal does not attest (altered, moved, from another chain, another workflow, past the tail turn)
+is ignored and the whole journal replayed, with the same outcome as without one."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import trio
+
+from ouroactors.authorities.storage import commit
+from ouroactors.authorities.storage.env import db
+from ouroactors.core.codec import encode
+from ouroactors.runtime.execution import reading, snapshots, steps, versions
+from ouroactors.runtime.execution.journal import ANCHOR_DB, JOURNAL_DB, record_key
+from ouroactors.runtime.execution.loop import LoopState
+from ouroactors.runtime.execution.model import Message
+from ouroactors.runtime.execution.replay import replay, replay_session
+from ouroactors.runtime.execution.snapshots import ConversationSnapshot, SnapshotRider
+from ouroactors.runtime.execution.tail import SettledTail
+
+from .loop_support import call, make_session, text, usage
+
+CONFIG = '[sandbox]\nmode = "none"\n[limits]\nmax_tokens = 100000000'
+
+
+def _session(env, turns: int, session: str = "s1"):
+    """A session of ``turns`` turns, each a tool call and an answer; returns the harness (more turns can follow)."""
+    script = []
+    for i in range(turns + 10):
+        script.append([call(f"r{i}", "read", path=f"f{i}.txt"), usage(10, 5)])
+        script.append([text(f"answer {i}"), usage(10, 5)])
+    h = make_session(env, session, script, config=CONFIG)
+    for i in range(turns):
+        trio.run(h.loop.run_turn, f"question {i}")
+    return h
+
+
+def _from(env, start, sink=None):
+    return trio.run(partial(replay_session, env, "s1", start=start, sink=sink))
+
+
+def _snapshot_after_full_replay(env) -> ConversationSnapshot:
+    """What an open leaves: the full replay's last state, staged and committed as a journal rider would."""
+    report = replay(env, "s1")
+    rider = SnapshotRider(env, "s1")
+    staged, why = rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings)
+    assert why is None and staged == report.settled_at[0]
+    put: list[int | None] = []
+    outcome = commit.write(env, lambda txn: put.append(rider.put_staged(txn, isolate=True)))
+    rider.settle_staged(put[0], outcome)
+    assert isinstance(outcome, commit.Committed) and rider.saved == staged and rider.pending is None
+    found = snapshots.load(env, "s1")
+    assert isinstance(found, ConversationSnapshot) and found.turns == report.verified_turns
+    return found
+
+
+def _put_raw(env, value: bytes) -> None:
+    with env.begin(write=True) as txn:
+        txn.put(snapshots.snapshot_key(b"s1"), value, db=db(env, ANCHOR_DB))
+
+
+def test_an_open_replays_only_the_turns_after_the_snapshot_and_reaches_the_same_state(env):
+    h = _session(env, 12)
+    snap = _snapshot_after_full_replay(env)
+    for i in range(12, 15):
+        trio.run(h.loop.run_turn, f"question {i}")
+    full = replay(env, "s1")
+    start, refused = snapshots.offered(env, "s1", tail_turn=0)
+    assert refused is None and start == snap
+    report = _from(env, start)
+    assert report.ok and report.snapshot_refused is None and report.boundary is None
+    assert (report.snapshot_turns, report.verified_turns) == (12, 3)
+    assert report.state == full.state == h.loop.state()
+    assert report.settled_at == full.settled_at
+    assert report.records < full.records / 4  # it read the records after the snapshot, not the session's
+
+
+def test_a_snapshot_at_the_head_replays_nothing(env):
+    h = _session(env, 9)
+    snap = _snapshot_after_full_replay(env)
+    report = _from(env, snap)
+    assert (report.snapshot_turns, report.verified_turns, report.snapshot_refused) == (9, 0, None)
+    assert report.state == h.loop.state()
+
+
+def test_a_short_replay_stages_nothing_and_a_rider_with_nothing_staged_puts_nothing(env):
+    _session(env, snapshots.REPLAY_BEFORE_SNAPSHOT - 1)
+    report = replay(env, "s1")
+    rider = SnapshotRider(env, "s1")
+    assert rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings) == (None, None)
+    with env.begin(write=True) as txn:
+        assert rider.put_staged(txn, isolate=True) is None
+    assert snapshots.load(env, "s1") is None
+
+
+def test_a_staged_snapshot_is_dropped_unless_its_commit_lands(env):
+    _session(env, 8)
+    report = replay(env, "s1")
+    rider = SnapshotRider(env, "s1")
+    rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings)
+    txn = env.begin(write=True)
+    staged = rider.put_staged(txn, isolate=True)
+    txn.abort()
+    rider.settle_staged(staged, commit.Unknown("the commit's outcome is unknown"))
+    assert snapshots.load(env, "s1") is None and rider.pending is not None and rider.saved is None
+
+
+def _altered(snap: ConversationSnapshot, **changes) -> bytes:
+    return encode(snap.model_copy(update=changes))
+
+
+def test_a_snapshot_the_journal_does_not_attest_is_ignored_and_the_whole_journal_replayed(env):
+    h = _session(env, 10)
+    snap = _snapshot_after_full_replay(env)
+    trio.run(h.loop.run_turn, "question 10")
+    full = replay(env, "s1")
+    settled = [r for r in reading.records(env, "s1") if r.kind == "turn_settled"]
+    forged = list(snapshots.state_of(snap).conversation)
+    forged[0] = Message(role="user", content="a question never asked")
+    cases = {
+        "digest differs": _altered(snap, messages=steps.Digests().encodings(forged)),
+        "digest differs ": _altered(snap, count=snap.count - 1),  # the same bytes, read as one message fewer
+        "tokens used": _altered(snap, tokens_used=snap.tokens_used + 1),
+        "settles turn": _altered(snap, turns=snap.turns - 1),
+        "snapshot's hash": _altered(snap, hash=bytes(32)),
+        "not turn_settled": _altered(snap, seq=snap.seq - 1, hash=reading.records(env, "s1")[snap.seq - 1].hash),
+        "settles turn 9": _altered(snap, seq=settled[8].seq, hash=settled[8].hash),  # an earlier turn's record
+        "gone": _altered(snap, seq=snap.seq + 10_000),
+    }
+    for why, value in cases.items():
+        _put_raw(env, value)
+        start, refused = snapshots.offered(env, "s1", tail_turn=0)
+        assert start is not None and refused is None  # it decodes and is of this workflow: the journal decides
+        report = _from(env, start)
+        assert report.snapshot_refused is not None and why.strip() in report.snapshot_refused, (why, report.snapshot_refused)
+        assert (report.snapshot_turns, report.verified_turns) == (0, 11)
+        assert report.state == full.state and report.ok
+
+
+def test_undecodable_or_other_workflow_snapshots_are_not_offered(env, monkeypatch):
+    _session(env, 8)
+    snap = _snapshot_after_full_replay(env)
+    _put_raw(env, b"\x93garbage")
+    start, refused = snapshots.offered(env, "s1", tail_turn=0)
+    assert start is None and refused is not None and "does not decode" in refused
+    _put_raw(env, _altered(snap, workflow="turn-loop/1"))
+    start, refused = snapshots.offered(env, "s1", tail_turn=0)
+    assert start is None and refused is not None and versions.WORKFLOW in refused
+
+
+def test_the_tail_turn_is_always_replayed(env):
+    """A replacement runtime derives the events a crash withheld by replaying that turn: a snapshot at or past it is
+    not used; one before it is, and the turn's events come out exactly as from the whole journal."""
+    h = _session(env, 9)
+    snap = _snapshot_after_full_replay(env)
+    assert snapshots.offered(env, "s1", tail_turn=9)[0] is None
+    assert "must be derived again" in (snapshots.offered(env, "s1", tail_turn=9)[1] or "")
+    trio.run(h.loop.run_turn, "question 9")
+    start, refused = snapshots.offered(env, "s1", tail_turn=10)
+    assert start == snap and refused is None
+    from_snapshot, whole = SettledTail(10), SettledTail(10)
+    _from(env, start, sink=from_snapshot)
+    _from(env, None, sink=whole)
+    assert from_snapshot.settled and from_snapshot.events == whole.events
+
+
+def test_a_record_changed_after_the_snapshot_stops_the_replay_where_the_whole_replay_stops(env):
+    h = _session(env, 9)
+    snap = _snapshot_after_full_replay(env)
+    for i in range(9, 12):
+        trio.run(h.loop.run_turn, f"question {i}")
+    settled = [r for r in reading.records(env, "s1") if r.kind == "turn_settled"]
+    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
+        key = record_key(b"s1", settled[10].seq)
+        value = bytes(txn.get(key))
+        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+    whole = replay(env, "s1")
+    report = _from(env, snap)
+    assert report.snapshot_refused is None and report.boundary == whole.boundary
+    assert report.boundary is not None and report.boundary.reason == "chain_broken"
+    assert (report.snapshot_turns, report.verified_turns) == (9, 1) and whole.verified_turns == 10
+    assert report.state == whole.state
+
+
+def test_a_changed_first_record_refuses_the_snapshot(env):
+    """The session's first record (its config, which the replay rebuilds the loop from) is checked on its own."""
+    _session(env, 8)
+    snap = _snapshot_after_full_replay(env)
+    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
+        key = record_key(b"s1", 0)
+        value = bytes(txn.get(key))
+        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+    report = _from(env, snap)
+    assert report.snapshot_refused is not None and "first record" in report.snapshot_refused
+    assert report.snapshot_turns == 0 and report.boundary is not None and report.boundary.reason == "chain_broken"
+
+
+def test_save_writes_what_a_rider_would(env):
+    _session(env, 8)
+    report = replay(env, "s1")
+    assert report.state is not None and report.settled_at is not None
+    assert snapshots.save(env, "s1", *report.settled_at, report.state) is None
+    found = snapshots.load(env, "s1")
+    assert isinstance(found, ConversationSnapshot) and snapshots.state_of(found) == report.state
+    assert snapshots.state_of(found) == LoopState(report.state.conversation, 8, report.state.tokens_used)
+    assert found.messages == report.encodings  # what the replay's loop had encoded: the rider writes the same
+    assert reading.sessions(env) == ["s1"]  # the snapshot's key is not taken for a session's head
+
+
+def test_state_of_refuses_bytes_that_are_not_the_messages_it_counts(env):
+    _session(env, 8)
+    snap = _snapshot_after_full_replay(env)
+    import pytest
+
+    from ouroactors.core.codec import CodecError
+
+    for changes in ({"count": snap.count + 1}, {"messages": snap.messages + b"\x01"},
+                    {"messages": b"\x92\xa4user\xa1x"}, {"messages": snap.messages[:-3]}):
+        with pytest.raises(CodecError):
+            snapshots.state_of(snap.model_copy(update=changes))
+
+
+def test_a_restored_conversation_is_not_encoded_again(env, monkeypatch):
+    """The snapshot's bytes seed the loop's digest cache: its first request digest packs no old message."""
+    _session(env, 8)
+    state = snapshots.state_of(_snapshot_after_full_replay(env))
+    expected = steps.conversation_digest(state.conversation)
+    digests = steps.Digests()
+    digests.seed(state.conversation, state.packed or ())
+
+    def refuse(value, root):
+        raise AssertionError(f"{root} encoded again")
+
+    monkeypatch.setattr(steps, "_pack", refuse)
+    assert digests.conversation(state.conversation) == expected
