@@ -190,7 +190,7 @@ def restore_time(root: Path, n: int) -> list[Row]:
             if i == n - back:  # the snapshot an open leaves, `back` turns before the head
                 report = replay(env, "bench")
                 assert report.state is not None and report.settled_at is not None
-                assert snapshots.save(env, "bench", *report.settled_at, report.state) is None
+                assert snapshots.save(env, "bench", *report.settled_at, report.state, report.opened or {}) is None
             trio.run(h.loop.run_turn, f"question {i}")
         whole, snapped = Stat(), Stat()
         for _ in range(3):

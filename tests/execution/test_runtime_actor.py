@@ -259,11 +259,14 @@ def test_the_open_commits_nothing_of_its_own_and_a_close_without_a_turn_still_jo
     assert journal_verdict(system.data_dir, "s1") == ["ok", "session_opened"]
 
 
-def test_a_long_replay_leaves_a_snapshot_in_the_turns_first_commit_and_the_next_open_starts_from_it(session,
+def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in_the_next_turns_start(session,
                                                                                                      tmp_path):
-    """Nine turns, then a new runtime: its open replays them and stages a snapshot that rides in its turn's start
-    commit (the open commits nothing of its own); the runtime after it replays only the turn since."""
+    """Nine turns in one runtime: it staged a snapshot after the eighth, committed with the ninth's start. With that
+    snapshot gone, the next open replays all nine and stages one (the open commits nothing of its own: it rides in
+    its turn's start); the runtime after it replays only the turn since."""
+    from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
     from ouroactors.runtime.execution import snapshots
+    from ouroactors.runtime.execution.journal import ANCHOR_DB
     from ouroactors.runtime.execution.messages import CloseSession
     from ouroactors.supervision.events import EventReader
 
@@ -278,6 +281,12 @@ def test_a_long_replay_leaves_a_snapshot_in_the_turns_first_commit_and_the_next_
         system.ask(path, SendText(f"question {i}"))
         reader.until("turn_settled")
     system.ask(path, CloseSession())
+    storage = StorageConfig.under(system.data_dir)
+    env = open_env(storage)
+    live = snapshots.load(env, "s1")
+    assert isinstance(live, snapshots.ConversationSnapshot) and live.turns == snapshots.REPLAY_BEFORE_SNAPSHOT == 8
+    with env.begin(write=True) as txn:
+        txn.delete(snapshots.snapshot_key(b"s1"), db=db(env, ANCHOR_DB))
 
     def restored() -> dict[str, Any]:
         found = [e for e in EventReader(str(system.data_dir / "events.jsonl")).poll() if e.kind == "runtime_restored"]
@@ -287,9 +296,13 @@ def test_a_long_replay_leaves_a_snapshot_in_the_turns_first_commit_and_the_next_
     system.ask(again, OpenSession("s1", config, lease2.lease_id))
     assert restored()["replayed"] == 9 and restored()["snapshot_staged"] is not None
     assert journal_kinds(system.data_dir, "s1").count("session_opened") == 1  # nothing committed by the open
+    assert snapshots.load(env, "s1") is None
     system.ask(again, SendText("question 9"))
     Reader(system, again).until("turn_settled")
     system.ask(again, CloseSession())
+    staged = snapshots.load(env, "s1")
+    assert isinstance(staged, snapshots.ConversationSnapshot) and staged.turns == 9
+    close_env(storage)
 
     third, lease3 = replacement(system, ws, lease2)
     system.ask(third, OpenSession("s1", config, lease3.lease_id))
@@ -299,4 +312,47 @@ def test_a_long_replay_leaves_a_snapshot_in_the_turns_first_commit_and_the_next_
     events = Reader(system, third).until("turn_settled")
     assert "".join(e.data["text"] for e in events if e.kind == "text") == "answer 10"
     assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]
-    assert snapshots.REPLAY_BEFORE_SNAPSHOT <= 9  # what the nine turns above rely on
+
+
+def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_refused_without_one(session, tmp_path):
+    """``limits.journal_budget_bytes`` drops old turns; a runtime that ran them staged snapshots as it went (every
+    few turns), so a replacement continues the session with its whole conversation and its turn numbers. Without a
+    snapshot, the open refuses rather than start the session again at turn 1."""
+    from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+    from ouroactors.runtime.execution import reading, snapshots
+    from ouroactors.runtime.execution.errors import RuntimeRefusal
+    from ouroactors.runtime.execution.journal import ANCHOR_DB
+    from ouroactors.runtime.execution.messages import CloseSession
+
+    system, path, ws, lease = session
+    script = tmp_path / "long.toml"
+    script.write_text("".join(f'[[turns]]\nevents = [{{ kind = "text", text = "answer {i} {"x" * 2000}" }}]\n\n'
+                              for i in range(32)))
+    config = {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(script)},
+              "limits": {"journal_budget_bytes": 65536}}
+    system.ask(path, OpenSession("s1", config, lease.lease_id))
+    reader = Reader(system, path)
+    for i in range(30):
+        system.ask(path, SendText(f"question {i}"))
+        reader.until("turn_settled")
+    system.ask(path, CloseSession())
+    storage = StorageConfig.under(system.data_dir)
+    env = open_env(storage)
+    first = reading.records(env, "s1")[0]
+    assert first.kind == "truncated"  # the config's budget applies
+    snapshot = snapshots.load(env, "s1")
+    assert isinstance(snapshot, snapshots.ConversationSnapshot) and snapshot.seq > first.seq
+
+    again, lease2 = replacement(system, ws, lease)
+    system.ask(again, OpenSession("s1", config, lease2.lease_id))
+    assert system.ask(again, SendText("question 30")).turn == 31
+    events = Reader(system, again).until("turn_settled")
+    assert "answer 30" in "".join(e.data["text"] for e in events if e.kind == "text")
+    system.ask(again, CloseSession())
+
+    with env.begin(write=True) as txn:  # the snapshot gone: the conversation before the cut is nowhere
+        txn.delete(snapshots.snapshot_key(b"s1"), db=db(env, ANCHOR_DB))
+    third, lease3 = replacement(system, ws, lease2)
+    with pytest.raises(RuntimeRefusal, match="dropped its oldest turns"):
+        system.ask(third, OpenSession("s1", config, lease3.lease_id))
+    close_env(storage)

@@ -44,7 +44,8 @@ def _snapshot_after_full_replay(env) -> ConversationSnapshot:
     """What an open leaves: the full replay's last state, staged and committed as a journal rider would."""
     report = replay(env, "s1")
     rider = SnapshotRider(env, "s1")
-    staged, why = rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings)
+    staged, why = rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                                report.opened)
     assert why is None and staged == report.settled_at[0]
     put: list[int | None] = []
     outcome = commit.write(env, lambda txn: put.append(rider.put_staged(txn, isolate=True)))
@@ -88,7 +89,8 @@ def test_a_short_replay_stages_nothing_and_a_rider_with_nothing_staged_puts_noth
     _session(env, snapshots.REPLAY_BEFORE_SNAPSHOT - 1)
     report = replay(env, "s1")
     rider = SnapshotRider(env, "s1")
-    assert rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings) == (None, None)
+    assert rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                       report.opened) == (None, None)
     with env.begin(write=True) as txn:
         assert rider.put_staged(txn, isolate=True) is None
     assert snapshots.load(env, "s1") is None
@@ -98,7 +100,8 @@ def test_a_staged_snapshot_is_dropped_unless_its_commit_lands(env):
     _session(env, 8)
     report = replay(env, "s1")
     rider = SnapshotRider(env, "s1")
-    rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings)
+    rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                                report.opened)
     txn = env.begin(write=True)
     staged = rider.put_staged(txn, isolate=True)
     txn.abort()
@@ -133,7 +136,8 @@ def test_a_snapshot_the_journal_does_not_attest_is_ignored_and_the_whole_journal
         start, refused = snapshots.offered(env, "s1", tail_turn=0)
         assert start is not None and refused is None  # it decodes and is of this workflow: the journal decides
         report = _from(env, start)
-        assert report.snapshot_refused is not None and why.strip() in report.snapshot_refused, (why, report.snapshot_refused)
+        refused_for = report.snapshot_refused
+        assert refused_for is not None and why.strip() in refused_for, (why, refused_for)
         assert (report.snapshot_turns, report.verified_turns) == (0, 11)
         assert report.state == full.state and report.ok
 
@@ -183,24 +187,30 @@ def test_a_record_changed_after_the_snapshot_stops_the_replay_where_the_whole_re
     assert report.state == whole.state
 
 
-def test_a_changed_first_record_refuses_the_snapshot(env):
-    """The session's first record (its config, which the replay rebuilds the loop from) is checked on its own."""
-    _session(env, 8)
+def test_the_snapshot_needs_no_record_before_it_and_its_opened_fields_are_checked_by_the_turns_after_it(env):
+    """Replay from a snapshot rebuilds the loop from the session_opened fields kept in it (a truncated journal keeps
+    no record before it); fields that differ from those the later turns ran under diverge at their first model call."""
+    h = _session(env, 8)
     snap = _snapshot_after_full_replay(env)
-    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
+    trio.run(h.loop.run_turn, "question 8")
+    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:  # the first record, changed: not needed any more
         key = record_key(b"s1", 0)
         value = bytes(txn.get(key))
         txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
     report = _from(env, snap)
-    assert report.snapshot_refused is not None and "first record" in report.snapshot_refused
-    assert report.snapshot_turns == 0 and report.boundary is not None and report.boundary.reason == "chain_broken"
+    assert report.ok and report.snapshot_refused is None and (report.snapshot_turns, report.verified_turns) == (8, 1)
+    assert report.state == h.loop.state()
+    config = dict(snap.opened["config"], system_prompt="You are someone else.")
+    report = _from(env, snap.model_copy(update={"opened": dict(snap.opened, config=config)}))
+    assert report.snapshot_refused is None and report.divergence is not None
+    assert report.divergence.field == "model_call.request_digest" and report.divergence.turn == 9
 
 
 def test_save_writes_what_a_rider_would(env):
     _session(env, 8)
     report = replay(env, "s1")
     assert report.state is not None and report.settled_at is not None
-    assert snapshots.save(env, "s1", *report.settled_at, report.state) is None
+    assert snapshots.save(env, "s1", *report.settled_at, report.state, report.opened or {}) is None
     found = snapshots.load(env, "s1")
     assert isinstance(found, ConversationSnapshot) and snapshots.state_of(found) == report.state
     assert snapshots.state_of(found) == LoopState(report.state.conversation, 8, report.state.tokens_used)
@@ -234,3 +244,61 @@ def test_a_restored_conversation_is_not_encoded_again(env, monkeypatch):
 
     monkeypatch.setattr(steps, "_pack", refuse)
     assert digests.conversation(state.conversation) == expected
+
+
+# -- the journal's size budget keeps what the snapshot continues from --------------------------------------------
+
+
+def test_a_journal_over_its_budget_keeps_the_snapshots_turn_and_the_session_continues_from_it(env):
+    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(40)])
+    h.journal.budget_bytes = 20000
+    for i in range(12):
+        trio.run(h.loop.run_turn, f"turn {i}")
+    snap = _snapshot_after_full_replay(env)  # before any truncation: all 12 turns replay
+    for i in range(12, 40):
+        trio.run(h.loop.run_turn, f"turn {i}")
+    records = reading.records(env, "s1")
+    assert records[0].kind == "truncated" and reading.verify(env, "s1").ok
+    assert records[0].seq < snap.seq  # cut short of the snapshot's record, over the budget meanwhile
+    assert replay(env, "s1").verified_turns == 0  # the whole journal cannot be replayed any more
+    report = _from(env, snap)
+    assert report.ok and report.snapshot_refused is None
+    assert (report.snapshot_turns, report.verified_turns) == (12, 28) and report.state == h.loop.state()
+
+
+def test_a_later_snapshot_lets_the_journal_cut_further(env):
+    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(60)])
+    h.journal.budget_bytes = 20000
+    for i in range(40):
+        trio.run(h.loop.run_turn, f"turn {i}")
+    report = replay(env, "s1")  # no snapshot yet: the journal was cut as far as its budget says
+    first = reading.records(env, "s1")[0]
+    assert first.kind == "truncated" and report.verified_turns == 0
+    rider = SnapshotRider(env, "s1")
+    state = h.loop.state()
+    head = reading.head(env, "s1")
+    assert head is not None
+    rider.stage(snapshots.REPLAY_BEFORE_SNAPSHOT, state, (head.head_seq, head.head_hash), h.loop.encodings(state),
+                h.loop.opened)
+    h.loop.ports.journal.riders = (rider,)  # as the runtime's journal port carries it
+    trio.run(h.loop.run_turn, "turn 40")  # it rides in the turn's start
+    assert rider.saved == head.head_seq and rider.pending is None
+    for i in range(41, 60):
+        trio.run(h.loop.run_turn, f"turn {i}")
+    assert reading.records(env, "s1")[0].seq > first.seq  # cut further, not past the snapshot's record
+    start, _ = snapshots.offered(env, "s1", 0)
+    report = _from(env, start)
+    assert (report.snapshot_turns, report.verified_turns) == (40, 20) and report.state == h.loop.state()
+
+
+def test_a_snapshot_of_records_already_cut_does_not_stop_the_budget(env):
+    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(40)])
+    h.journal.budget_bytes = 20000
+    for i in range(10):
+        trio.run(h.loop.run_turn, f"turn {i}")
+    snap = _snapshot_after_full_replay(env)
+    _put_raw(env, _altered(snap, seq=10_000))  # names no record of this chain
+    for i in range(10, 40):
+        trio.run(h.loop.run_turn, f"turn {i}")
+    head = reading.head(env, "s1")
+    assert head is not None and head.bytes <= 20000 + 2000  # cut to its budget as if there were no snapshot

@@ -1,7 +1,9 @@
 """The journal's size budget: which whole old turns to drop, planned inside the appending transaction.
 
 When a turn starts and a session's bytes exceed its budget, the oldest whole turns are dropped until it is under
-3/4 of the budget — never the turn that runs — and a ``truncated`` record takes the place of the last dropped one.
+3/4 of the budget — never the turn that runs, nor the settled turn its conversation snapshot continues from (a
+runtime rebuilds the conversation from that snapshot once the turns before it are gone, :mod:`.snapshots`) — and a
+``truncated`` record takes the place of the last dropped one.
 It chains from the seed and carries ``resume_prev`` (the hash the first surviving record chains from), so the
 survivors are neither rewritten nor re-hashed (see :mod:`.chain`). Blobs are not deleted (they are shared by
 address).
@@ -15,7 +17,7 @@ from typing import Any
 import lmdb
 
 from ...authorities.storage.env import db
-from ...core.codec import encode
+from ...core.codec import CodecError, decode, encode
 from . import blobs, chain
 from .chain import SEED, JournalEntry
 from .journal import ANCHOR_DB, JOURNAL_DB, JournalHead, Op, record_key
@@ -27,6 +29,9 @@ def truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: Jou
     started): deletions and the ``truncated`` record are appended to ``ops``; the new head is returned."""
     records, anchor = db(env, JOURNAL_DB), db(env, ANCHOR_DB)
     target = budget * 3 // 4
+    keep = _snapshot_seq(txn, anchor, sid)  # the record a conversation snapshot continues from stays
+    if keep is not None and not head.first_seq <= keep <= head.head_seq:
+        keep = None  # not a record of this chain any more: it protects nothing
     dropped = 0
     candidate: tuple[int, int, bytes, int, int] | None = None  # (through, bytes, hash, records, turns)
     turns = 0
@@ -37,6 +42,8 @@ def truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: Jou
             break
         arr = chain.body_array(value[chain.HEADER:])
         if arr is not None and arr[chain.KIND_INDEX] == "turn_started" and seq > head.first_seq:
+            if keep is not None and seq - 1 >= keep:  # the cut would take the snapshot's record: stop before it
+                break
             candidate = (seq - 1, dropped, last_hash, n, turns)
             if head.bytes - dropped <= target:
                 break
@@ -62,6 +69,21 @@ def truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: Jou
     head_hash = digest if through == head.head_seq else head.head_hash
     return JournalHead(first_seq=through, head_seq=head.head_seq, head_hash=head_hash,
                        bytes=head.bytes - gone_bytes + len(value), records=head.records - gone_records + 1)
+
+
+def _snapshot_seq(txn: lmdb.Transaction, anchor: Any, sid: bytes) -> int | None:
+    """The seq of the record the session's conversation snapshot continues from (None: no snapshot that decodes).
+    A truncation that dropped it would leave a runtime nothing to rebuild the conversation from (see
+    :mod:`.snapshots`): the journal then stays over its budget until a newer snapshot lets it cut further."""
+    from .snapshots import ConversationSnapshot, snapshot_key
+
+    raw = txn.get(snapshot_key(sid), db=anchor)
+    if raw is None:
+        return None
+    try:
+        return decode(bytes(raw), ConversationSnapshot).seq
+    except CodecError:
+        return None
 
 
 def _spilled_bytes(arr: list[Any] | None) -> int:

@@ -142,6 +142,7 @@ class SessionLoop:
         self._interrupting = False
         self._system = Message(role="system", content=config.system_prompt) if config.system_prompt else None
         self._digests = steps.Digests()
+        self.opened: dict[str, Any] | None = None  # the fields of the session_opened this loop recorded
 
     def state(self) -> LoopState:
         return LoopState(tuple(self.conversation), self.turns, self.tokens_used)
@@ -173,11 +174,12 @@ class SessionLoop:
         ``flush=False`` leaves the record staged for the next commit of the session's journal (the runtime's: its
         first turn's start follows the open at once, see :mod:`.opening`)."""
         specs = self.ports.catalog.specs()
-        self._record("session_opened", None, {
+        self.opened = {
             "version": JOURNAL_VERSION, "session": self.session, "config": self.config.model_dump(mode="python"),
             "config_digest": self.config.digest(), "tools": [s.model_dump(mode="python") for s in specs],
             "runtime": runtime or {},
-        })
+        }
+        self._record("session_opened", None, self.opened)
         if flush:
             self.ports.journal.flush()
 

@@ -76,6 +76,8 @@ class _Live:
     stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
     opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
     opened: Opened | None = None  # the open's answer, given again to a repeated open
+    journal: Journal | None = None
+    snapshot: SnapshotRider | None = None  # staged after a turn when due (see .snapshots)
 
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -143,7 +145,7 @@ class SessionOpening:
             network_private=self.network_private)
         if root is not None and "shell" in config.tools.enabled:
             warm_shell(root, settings.sandbox_mode, self.context.data_dir)
-        journal = Journal(self.ledger.env, message.session_id)
+        journal = Journal(self.ledger.env, message.session_id, budget_bytes=config.limits.journal_budget_bytes)
         stats = TurnStats()
         inline = InlineGrants(self.ledger.env)  # decisions in this process, recorded with the start
         inline.warm(message.session_id, root)  # the rules parsed at open, not in the turn's first tool call
@@ -192,7 +194,7 @@ class SessionOpening:
 
             self.trio.call(emit_withheld)
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
-                          opened_with=(message.lease_id, message.start))
+                          opened_with=(message.lease_id, message.start), journal=journal, snapshot=snapshot)
         faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})

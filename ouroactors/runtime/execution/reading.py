@@ -94,26 +94,20 @@ def verify(env: lmdb.Environment, session: str, anchors: Mapping[int, bytes] | N
 
 
 def verify_since(env: lmdb.Environment, session: str, seq: int, digest: bytes
-                 ) -> tuple[Verdict, StoredRecord | None, list[StoredRecord]] | None:
+                 ) -> tuple[Verdict, list[StoredRecord]] | None:
     """The chain from a record verified earlier (``seq``, which must still hash to ``digest``: a conversation
-    snapshot's, :mod:`.snapshots`) to the anchored head; the session's first record, checked on its own (its bytes,
-    its seed, its witness; None if it does not verify); and the records from ``seq`` up to the verified head — all
-    from one snapshot of the database. None when the session has no journal."""
+    snapshot's, :mod:`.snapshots`) to the anchored head, and the records from ``seq`` up to where it verifies, from
+    one snapshot of the database. None when the session has no journal."""
     sid = check_session(session)
     with env.begin() as txn:
         anchor = _head_in(txn, env, sid)
         if anchor is None:
             return None
         items = [(s, bytes(v), None if w is None else bytes(w)) for s, v, w in _items(txn, env, sid, seq)]
-        first = next(((s, bytes(v), None if w is None else bytes(w))
-                      for s, v, w in _items(txn, env, sid, anchor.first_seq)), None)
     verdict = chain.verify(items, chain.Head(anchor.first_seq, anchor.head_seq, anchor.head_hash),
                            trusted=(seq, digest))
-    opened: StoredRecord | None = None
-    if first is not None and first[0] < seq and chain.verify([first], chain.Head(first[0], first[0], first[1][:32])).ok:
-        opened = decode_record(first[0], first[1])
     through = verdict.verified_through if verdict.ok else (verdict.broken_seq or seq) - 1
-    return verdict, opened, [decode_record(s, v) for s, v, _ in items if through is not None and s <= through]
+    return verdict, [decode_record(s, v) for s, v, _ in items if through is not None and s <= through]
 
 
 def records(env: lmdb.Environment, session: str) -> list[StoredRecord]:

@@ -70,6 +70,7 @@ class ReplayReport:
     snapshot_refused: str | None = None  # why a snapshot offered was not used (the whole journal was replayed)
     settled_at: tuple[int, bytes] | None = None  # (seq, hash) of the turn_settled record ``state`` follows
     encodings: bytes | None = field(default=None, repr=False)  # ``state``'s conversation encoded (for a snapshot)
+    opened: dict[str, Any] | None = field(default=None, repr=False)  # the session_opened fields the loop was built from
 
     @property
     def ok(self) -> bool:
@@ -131,17 +132,15 @@ def _scan(records: list[StoredRecord], env: lmdb.Environment) -> tuple[list[Stor
 
 def _since_snapshot(env: lmdb.Environment, session: str, start: ConversationSnapshot
                     ) -> tuple[chain.Verdict, list[StoredRecord], LoopState] | str:
-    """The verdict and the records a replay from ``start`` uses (the session's first record, then the snapshot's
-    ``turn_settled`` and what follows it) and the snapshot's state, or why the snapshot cannot be continued from
-    (see :mod:`.snapshots`)."""
+    """The verdict and the records a replay from ``start`` uses (the session_opened fields the snapshot's loop was
+    rebuilt from, then its ``turn_settled`` and what follows it) and its state, or why the snapshot cannot be
+    continued from (see :mod:`.snapshots`)."""
     found = reading.verify_since(env, session, start.seq, start.hash)
     if found is None:
         return "the session has no journal"
-    verdict, opened, since = found
+    verdict, since = found
     if not since or since[0].seq != start.seq:
         return f"record {start.seq} is gone or no longer has the snapshot's hash ({verdict.reason})"
-    if opened is None or opened.kind != "session_opened":
-        return "the journal's first record is not a session_opened that verifies"
     problem = binding_problem(start, since[0])
     if problem is not None:
         return problem
@@ -149,6 +148,7 @@ def _since_snapshot(env: lmdb.Environment, session: str, start: ConversationSnap
         state = state_of(start)  # its bytes are the digested ones: only a bug makes them not decode
     except CodecError as exc:
         return str(exc)
+    opened = StoredRecord(start.seq, b"", b"", 0, None, "session_opened", start.opened)  # as the loop was rebuilt
     return verdict, [opened, *since], state
 
 
@@ -190,7 +190,8 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         state = states[-1] if states else None
         return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary, state,
                             cut_short, base, refused, settled[-1] if settled else None,
-                            None if state is None or not loops else loops[0].encodings(state))
+                            None if state is None or not loops else loops[0].encodings(state),
+                            usable[0].fields if loops else None)
 
     if not usable or usable[0].kind != "session_opened":
         return report(0, boundary=boundary or Boundary("no_session_opened", stored[0].seq if stored else 0))

@@ -263,9 +263,16 @@ class Runtime(SessionOpening, Worker):
             d = report.divergence
             raise JournalRefused(f"session {session!r}: its journal diverges from this runtime at seq {d.seq} "
                                  f"({d.field}); it cannot be continued — see `ouroactors journal replay {session}`")
+        if report.boundary is not None and report.boundary.reason == "truncated" and not report.snapshot_turns \
+                and not report.verified_turns:  # its first turns are gone, and no snapshot holds their conversation
+            why = report.snapshot_refused or refused
+            raise JournalRefused(f"session {session!r}: its journal dropped its oldest turns to its size budget (seq "
+                                 f"{report.boundary.seq}) and holds no conversation snapshot to continue from"
+                                 + (f" ({why})" if why else "") + "; it cannot be continued with its context")
         if report.state is not None:
             loop.restore(report.state)
-        staged, failed = snapshot.stage(report.verified_turns, report.state, report.settled_at, report.encodings)
+        staged, failed = snapshot.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                                        report.opened)
         self.events.write("runtime_restored", None, {
             "session": session, "turns": report.snapshot_turns + report.verified_turns,
             "replayed": report.verified_turns, "from_snapshot": report.snapshot_turns,
@@ -317,6 +324,7 @@ class Runtime(SessionOpening, Worker):
             faults.point(TURN_STARTED)
             outcome = await live.loop.run_turn(text)
             timing.dump()
+            self._snapshot_due(live)
             faults.point(TURN_SETTLED)
             self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
                                                      "status": outcome.status, "reason": outcome.reason,
@@ -325,6 +333,16 @@ class Runtime(SessionOpening, Worker):
             self.send(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
         finally:
             live.running = False
+
+    @staticmethod
+    def _snapshot_due(live: _Live) -> None:
+        """Stage a conversation snapshot after a settled turn once it is due (it rides in the next commit)."""
+        snapshot, journal, loop = live.snapshot, live.journal, live.loop
+        if snapshot is None or journal is None or not snapshot.due(loop.turns) or journal.degraded:
+            return
+        state = loop.state()  # settled: the journal's committed head is this turn's turn_settled
+        snapshot.stage(state.turns - snapshot.turns_at, state, journal.committed_head, loop.encodings(state),
+                       loop.opened)
 
     def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
         live = self._running()

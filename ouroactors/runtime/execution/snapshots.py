@@ -67,6 +67,9 @@ class ConversationSnapshot(Record):
     tokens_used: int
     count: int
     messages: bytes
+    opened: dict[str, Any]  # the session_opened fields the loop was rebuilt from (config, tool specs): replay from
+    # here needs no record before it (a truncated journal keeps none); what they change is checked by the digests of
+    # the turns replayed after it
 
 
 _MESSAGE_FIELDS = tuple(Message.model_fields)  # a plain model encodes as its field values in declaration order
@@ -159,20 +162,30 @@ class SnapshotRider:
         self.env, self.sid = env, check_session(session)
         self.pending: tuple[int, bytes] | None = None  # (seq, encoded snapshot)
         self.saved: int | None = None  # the seq of the snapshot last committed
+        self.turns_at = 0  # the turn of the last snapshot this runtime started from or staged
+
+    def due(self, turns: int) -> bool:
+        """Whether a loop at ``turns`` is :data:`REPLAY_BEFORE_SNAPSHOT` turns past the last snapshot: a live runtime
+        then stages one after its turn (so a long-lived runtime, too, leaves the next open little to replay, and a
+        journal that drops old turns to its budget keeps a snapshot to continue from: see :mod:`.budget`)."""
+        return turns - self.turns_at >= REPLAY_BEFORE_SNAPSHOT
 
     def stage(self, replayed: int, state: LoopState | None, settled_at: tuple[int, bytes] | None,
-              encodings: bytes | None) -> tuple[int | None, str | None]:
+              encodings: bytes | None, opened: dict[str, Any] | None) -> tuple[int | None, str | None]:
         """After an open's replay of ``replayed`` turns ending at ``state`` (which follows the ``turn_settled`` record
         ``settled_at``; ``encodings``: its conversation's, :meth:`.loop.SessionLoop.encodings`): stage a snapshot
         there if the replay was long enough. ``(seq staged, why not staged)``."""
-        if replayed < REPLAY_BEFORE_SNAPSHOT or state is None or settled_at is None or encodings is None:
+        if state is not None:
+            self.turns_at = max(self.turns_at, state.turns - replayed)
+        if replayed < REPLAY_BEFORE_SNAPSHOT or state is None or settled_at is None or encodings is None \
+                or opened is None:
             return None, None
         seq, digest = settled_at
         try:
-            data = encoded(seq, digest, state, encodings)
+            data = encoded(seq, digest, state, encodings, opened)
         except CodecError as exc:
             return None, f"the state does not encode: {exc}"
-        self.pending = (seq, data)
+        self.pending, self.turns_at = (seq, data), state.turns
         return seq, None
 
     def put_staged(self, txn: lmdb.Transaction, *, isolate: bool = False) -> int | None:
@@ -201,20 +214,21 @@ class SnapshotRider:
             self.pending, self.saved = None, staged
 
 
-def encoded(seq: int, digest: bytes, state: LoopState, encodings: bytes) -> bytes:
+def encoded(seq: int, digest: bytes, state: LoopState, encodings: bytes, opened: dict[str, Any]) -> bytes:
     """The stored bytes of a snapshot of ``state`` (its conversation's ``encodings``), which follows the
-    ``turn_settled`` record ``seq`` (``digest``)."""
+    ``turn_settled`` record ``seq`` (``digest``), in a session opened with ``opened``."""
     return encode(ConversationSnapshot(workflow=versions.WORKFLOW, seq=seq, hash=digest, turns=state.turns,
                                        tokens_used=state.tokens_used, count=len(state.conversation),
-                                       messages=encodings))
+                                       messages=encodings, opened=opened))
 
 
-def save(env: lmdb.Environment, session: str, seq: int, digest: bytes, state: LoopState) -> str | None:
+def save(env: lmdb.Environment, session: str, seq: int, digest: bytes, state: LoopState,
+         opened: dict[str, Any]) -> str | None:
     """Write the session's snapshot in a commit of its own (replacing the last; an open stages one on a
     :class:`SnapshotRider` instead); None when committed, else why not (nothing written)."""
     sid = check_session(session)
     try:
-        data = encoded(seq, digest, state, steps.Digests().encodings(state.conversation))
+        data = encoded(seq, digest, state, steps.Digests().encodings(state.conversation), opened)
     except CodecError as exc:
         return f"the state does not encode: {exc}"
 
