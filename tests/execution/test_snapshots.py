@@ -302,3 +302,15 @@ def test_a_snapshot_of_records_already_cut_does_not_stop_the_budget(env):
         trio.run(h.loop.run_turn, f"turn {i}")
     head = reading.head(env, "s1")
     assert head is not None and head.bytes <= 20000 + 2000  # cut to its budget as if there were no snapshot
+
+
+def test_an_open_with_a_pending_tail_stages_no_snapshot_at_or_past_it(env):
+    _session(env, 9)
+    report = replay(env, "s1")
+    rider = SnapshotRider(env, "s1")
+    staged, why = rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                              report.opened, tail_turn=9)
+    assert staged is None and why is not None and "turn 9" in why and rider.pending is None
+    staged, why = rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                              report.opened, tail_turn=10)  # a turn after it (running when the runtime was lost)
+    assert staged == report.settled_at[0] and why is None

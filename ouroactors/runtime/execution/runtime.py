@@ -271,13 +271,13 @@ class Runtime(SessionOpening, Worker):
                                  + (f" ({why})" if why else "") + "; it cannot be continued with its context")
         if report.state is not None:
             loop.restore(report.state)
-        staged, failed = snapshot.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
-                                        report.opened)
+        staged, unstaged = snapshot.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                                        report.opened, tail_turn=tail.turn)
         self.events.write("runtime_restored", None, {
             "session": session, "turns": report.snapshot_turns + report.verified_turns,
             "replayed": report.verified_turns, "from_snapshot": report.snapshot_turns,
             "snapshot_refused": report.snapshot_refused or refused, "snapshot_staged": staged,
-            "snapshot_failed": failed,
+            "snapshot_not_staged": unstaged,
             "boundary": report.boundary.reason if report.boundary else None})
         return True
 

@@ -171,15 +171,20 @@ class SnapshotRider:
         return turns - self.turns_at >= REPLAY_BEFORE_SNAPSHOT
 
     def stage(self, replayed: int, state: LoopState | None, settled_at: tuple[int, bytes] | None,
-              encodings: bytes | None, opened: dict[str, Any] | None) -> tuple[int | None, str | None]:
+              encodings: bytes | None, opened: dict[str, Any] | None, *, tail_turn: int = 0
+              ) -> tuple[int | None, str | None]:
         """After an open's replay of ``replayed`` turns ending at ``state`` (which follows the ``turn_settled`` record
         ``settled_at``; ``encodings``: its conversation's, :meth:`.loop.SessionLoop.encodings`): stage a snapshot
-        there if the replay was long enough. ``(seq staged, why not staged)``."""
+        there if the replay was long enough. Not at or past ``tail_turn`` (a turn whose events the opener has not
+        all committed: an open after a crash of this runtime must still replay it, :func:`usable_for`).
+        ``(seq staged, why not staged)``."""
         if state is not None:
             self.turns_at = max(self.turns_at, state.turns - replayed)
         if replayed < REPLAY_BEFORE_SNAPSHOT or state is None or settled_at is None or encodings is None \
                 or opened is None:
             return None, None
+        if tail_turn and state.turns >= tail_turn:
+            return None, f"turn {tail_turn}'s events are not all committed by the opener yet"
         seq, digest = settled_at
         try:
             data = encoded(seq, digest, state, encodings, opened)
