@@ -4,9 +4,12 @@ is ignored and the whole journal replayed, with the same outcome as without one.
 
 from __future__ import annotations
 
+import itertools
 from functools import partial
 
 import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ouroactors.authorities.storage import commit
 from ouroactors.authorities.storage.env import db
@@ -314,3 +317,57 @@ def test_an_open_with_a_pending_tail_stages_no_snapshot_at_or_past_it(env):
     staged, why = rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
                               report.opened, tail_turn=10)  # a turn after it (running when the runtime was lost)
     assert staged == report.settled_at[0] and why is None
+
+
+# -- a property: from any snapshot, the same state as from the first turn -----------------------------------------
+
+_TURN = st.lists(st.one_of(
+    st.tuples(st.just("text"), st.text(alphabet="abcé ☃\n", max_size=40)),
+    st.tuples(st.just("calls"), st.lists(st.sampled_from(["read", "list"]), min_size=1, max_size=3))), min_size=1,
+    max_size=3)
+_examples = itertools.count()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(_TURN, min_size=1, max_size=10), at=st.integers(min_value=0, max_value=10))
+def test_any_snapshot_continues_to_the_state_the_whole_replay_reaches(env, turns, at):
+    """Sessions of text and parallel tool calls, the snapshot taken after any settled turn: the replay from it
+    reaches the very state (conversation, turns, tokens) and head the whole journal's replay reaches."""
+    session = f"p{next(_examples)}"
+    script: list[list[dict]] = []
+    for n, steps_of_turn in enumerate(turns):
+        for k, (kind, value) in enumerate(steps_of_turn):
+            if kind == "text":
+                script.append([text(value), usage(3, 2)])
+            else:
+                script.append([*(call(f"t{n}s{k}c{i}", name, path=".") for i, name in enumerate(value)),
+                               usage(5, 1)])
+        script.append([text(f"done {n}"), usage(1, 1)])
+    h = make_session(env, session, script, config=CONFIG)
+    cut = min(at, len(turns))
+    snapshot = None
+    for n in range(len(turns)):
+        if n == cut:
+            snapshot = _save_now(env, session, h)
+        trio.run(h.loop.run_turn, f"prompt {n}")
+    if snapshot is None:
+        snapshot = _save_now(env, session, h)
+    whole = replay(env, session)
+    start = snapshots.load(env, session)
+    assert isinstance(start, ConversationSnapshot)
+    report = trio.run(partial(replay_session, env, session, start=start))
+    assert report.snapshot_refused is None and report.ok, report
+    assert report.snapshot_turns + report.verified_turns == whole.verified_turns == h.loop.turns
+    assert report.state == whole.state == h.loop.state() and report.settled_at == whole.settled_at
+
+
+def _save_now(env, session: str, h) -> ConversationSnapshot | None:
+    """A snapshot of the loop as it stands (after a settled turn), bound to the journal's head (its turn_settled)."""
+    state = h.loop.state()
+    head = reading.head(env, session)
+    if head is None or state.turns == 0:
+        return None
+    assert snapshots.save(env, session, head.head_seq, head.head_hash, state, h.loop.opened or {}) is None
+    found = snapshots.load(env, session)
+    assert isinstance(found, ConversationSnapshot)
+    return found
