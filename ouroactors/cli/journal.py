@@ -90,16 +90,29 @@ def verify(data_dir: str, session: str, no_ledger: bool) -> None:
 @journal.command("replay")
 @data_dir_option
 @click.argument("session")
+@click.option("--from-snapshot", is_flag=True,
+              help="start from the session's conversation snapshot, as a runtime's open does (checked against the "
+                   "chain); the turns before it are not replayed — the way to check a journal cut to its budget")
 @reports_errors
-def replay(data_dir: str, session: str) -> None:
+def replay(data_dir: str, session: str, from_snapshot: bool) -> None:
     """Re-run SESSION's turns through the loop with the recording substituted; compare every digest."""
-    from ..runtime.execution.replay import replay as run_replay
+    from functools import partial
+
+    import trio
+
+    from ..runtime.execution import snapshots
+    from ..runtime.execution.replay import replay_session
 
     env = _open(data_dir)
     _need(env, session)
-    report = run_replay(env, session)
-    console.print(f"session {session}: {report.verified_turns} of {report.turns} turns verified "
-                  f"({report.records} records)", markup=False)
+    start, refused = snapshots.offered(env, session, 0) if from_snapshot else (None, None)
+    report = trio.run(partial(replay_session, env, session, start=start))
+    if from_snapshot:
+        why = report.snapshot_refused or refused or ("the session has none" if start is None else None)
+        console.print(f"from the conversation snapshot after turn {report.snapshot_turns}" if why is None else
+                      f"snapshot not used ({why}): the whole journal replayed", markup=False)
+    console.print(f"session {session}: {report.snapshot_turns + report.verified_turns} of "
+                  f"{report.turns} turns verified ({report.records} records)", markup=False)
     if report.cut_short:
         console.print(f"{report.cut_short} of those turns were runs cut short before they settled (an approval wait "
                       "or a crash ended their runtime, and a later one ran the turn again): their records are in "

@@ -71,3 +71,32 @@ def test_show_list_and_bad_input(data_dir, tmp_path):
     assert code == 2 and "no ouroactors data" in out and not (tmp_path / "absent").exists()
     code, out = run("verify", "bad/id", "--data-dir", path)
     assert code == 2 and "session id" in out
+
+
+def test_replay_from_the_snapshot(tmp_path):
+    import trio
+
+    from ouroactors.runtime.execution import snapshots
+
+    from .loop_support import make_session, text
+
+    config = StorageConfig.under(tmp_path)
+    env = open_env(config)
+    try:
+        h = make_session(env, "long", [[text(f"answer {i}")] for i in range(12)])
+        for i in range(12):
+            if i == 9:
+                report = reading.records(env, "long")[-1]
+                assert report.kind == "turn_settled"
+                assert snapshots.save(env, "long", report.seq, report.hash, h.loop.state(), h.loop.opened or {}) is None
+            trio.run(h.loop.run_turn, f"question {i}")
+        code, out = run("replay", "long", "--from-snapshot", "--data-dir", str(tmp_path))
+        assert code == 0 and "from the conversation snapshot after turn 9" in out and "12 of 12 turns" in out, out
+        code, out = run("replay", "nope", "--from-snapshot", "--data-dir", str(tmp_path))
+        assert code == 2 and "no journal for session 'nope'" in out and "long" in out
+        with env.begin(write=True) as txn:
+            txn.put(snapshots.snapshot_key(b"long"), b"\x01", db=db(env, b"journal_anchor"))
+        code, out = run("replay", "long", "--from-snapshot", "--data-dir", str(tmp_path))
+        assert code == 0 and "snapshot not used (the snapshot does not decode" in out and "12 of 12" in out, out
+    finally:
+        close_env(config)
