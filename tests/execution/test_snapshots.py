@@ -371,3 +371,24 @@ def _save_now(env, session: str, h) -> ConversationSnapshot | None:
     found = snapshots.load(env, session)
     assert isinstance(found, ConversationSnapshot)
     return found
+
+
+def test_a_snapshot_whose_opened_fields_do_not_rebuild_a_loop_falls_back_to_the_whole_journal(env):
+    """Never a silent start from nothing: opened fields that are not a session's (a bad config, a tool list that is
+    not specs, a value that looks like a blob reference) refuse the snapshot, and the whole journal is replayed."""
+    h = _session(env, 9)
+    snap = _snapshot_after_full_replay(env)
+    whole = replay(env, "s1")
+    from ouroactors.runtime.execution import blobs
+
+    bad = [
+        ("do not rebuild a loop", dict(snap.opened, config={"model": {"kind": "nonsense"}})),
+        ("do not rebuild a loop", dict(snap.opened, tools=[{"name": 3}])),
+        ("are not well-formed", dict(snap.opened, config=[1, 2])),
+        ("are not well-formed", dict(snap.opened, config={blobs.REF_KEY: "00" * 32, "bytes": 10})),
+    ]
+    for why, opened in bad:
+        report = _from(env, snap.model_copy(update={"opened": opened}))
+        assert report.snapshot_refused is not None and why in report.snapshot_refused, (why, opened, report)
+        assert (report.snapshot_turns, report.verified_turns) == (0, 9) and report.state == whole.state
+    assert whole.state == h.loop.state()

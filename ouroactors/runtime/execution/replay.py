@@ -14,6 +14,7 @@ does not verify (``chain_broken``), ``gap``, ``truncated``, an ``unsettled_turn`
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -193,7 +194,13 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
                             None if state is None or not loops else loops[0].encodings(state),
                             usable[0].fields if loops else None)
 
+    async def without_snapshot(why: str) -> ReplayReport:  # nothing ran yet: the whole journal, as if none
+        whole = await replay_session(env, session, catalog=catalog, sink=sink)
+        return dataclasses.replace(whole, snapshot_refused=f"its session_opened fields {why}")
+
     if not usable or usable[0].kind != "session_opened":
+        if resumed is not None:
+            return await without_snapshot("are not well-formed")
         return report(0, boundary=boundary or Boundary("no_session_opened", stored[0].seq if stored else 0))
     opened = usable[0]
     # the turns that settled before the boundary
@@ -213,6 +220,8 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         config = SessionConfig.model_validate(opened.fields["config"])
         tools: ToolCatalog = catalog or RecordedCatalog(opened.fields.get("tools", []), tape)
     except (ValidationError, KeyError, TypeError):
+        if resumed is not None:
+            return await without_snapshot("do not rebuild a loop")
         return report(0, boundary=Boundary("bad_session_opened", opened.seq))
     ports = Ports(model=_Model(tape), effects=_Effects(tape), journal=_Journal(tape), clock=_Clock(tape),
                   control=_Control(tape), sink=sink or _Sink(), catalog=tools)
