@@ -259,12 +259,28 @@ def test_the_open_commits_nothing_of_its_own_and_a_close_without_a_turn_still_jo
     assert journal_verdict(system.data_dir, "s1") == ["ok", "session_opened"]
 
 
+def run_turns(system: Any, path: str, config: dict[str, Any], lease_id: str, turns: int) -> tuple[Any, Any]:
+    """Open ``s1`` on the runtime at ``path``, run ``turns`` turns, close it; the data dir's environment, opened here
+    (and its config, to close it)."""
+    from ouroactors.authorities.storage.env import StorageConfig, open_env
+    from ouroactors.runtime.execution.messages import CloseSession
+
+    system.ask(path, OpenSession("s1", config, lease_id))
+    reader = Reader(system, path)
+    for i in range(turns):
+        system.ask(path, SendText(f"question {i}"))
+        reader.until("turn_settled")
+    system.ask(path, CloseSession())
+    storage = StorageConfig.under(system.data_dir)
+    return open_env(storage), storage
+
+
 def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in_the_next_turns_start(session,
                                                                                                      tmp_path):
     """Nine turns in one runtime: it staged a snapshot after the eighth, committed with the ninth's start. With that
     snapshot gone, the next open replays all nine and stages one (the open commits nothing of its own: it rides in
     its turn's start); the runtime after it replays only the turn since."""
-    from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+    from ouroactors.authorities.storage.env import close_env, db
     from ouroactors.runtime.execution import snapshots
     from ouroactors.runtime.execution.journal import ANCHOR_DB
     from ouroactors.runtime.execution.messages import CloseSession
@@ -275,14 +291,7 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
     script.write_text("".join(f'[[turns]]\nevents = [{{ kind = "text", text = "answer {i}" }}]\n\n'
                               for i in range(12)))
     config = {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(script)}}
-    system.ask(path, OpenSession("s1", config, lease.lease_id))
-    reader = Reader(system, path)
-    for i in range(9):
-        system.ask(path, SendText(f"question {i}"))
-        reader.until("turn_settled")
-    system.ask(path, CloseSession())
-    storage = StorageConfig.under(system.data_dir)
-    env = open_env(storage)
+    env, storage = run_turns(system, path, config, lease.lease_id, 9)
     live = snapshots.load(env, "s1")
     assert isinstance(live, snapshots.ConversationSnapshot) and live.turns == snapshots.REPLAY_BEFORE_SNAPSHOT == 8
     with env.begin(write=True) as txn:
@@ -318,7 +327,7 @@ def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_ref
     """``limits.journal_budget_bytes`` drops old turns; a runtime that ran them staged snapshots as it went (every
     few turns), so a replacement continues the session with its whole conversation and its turn numbers. Without a
     snapshot, the open refuses rather than start the session again at turn 1."""
-    from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
+    from ouroactors.authorities.storage.env import close_env, db
     from ouroactors.runtime.execution import reading, snapshots
     from ouroactors.runtime.execution.errors import RuntimeRefusal
     from ouroactors.runtime.execution.journal import ANCHOR_DB
@@ -330,14 +339,7 @@ def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_ref
                               for i in range(32)))
     config = {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(script)},
               "limits": {"journal_budget_bytes": 65536}}
-    system.ask(path, OpenSession("s1", config, lease.lease_id))
-    reader = Reader(system, path)
-    for i in range(30):
-        system.ask(path, SendText(f"question {i}"))
-        reader.until("turn_settled")
-    system.ask(path, CloseSession())
-    storage = StorageConfig.under(system.data_dir)
-    env = open_env(storage)
+    env, storage = run_turns(system, path, config, lease.lease_id, 30)
     first = reading.records(env, "s1")[0]
     assert first.kind == "truncated"  # the config's budget applies
     snapshot = snapshots.load(env, "s1")

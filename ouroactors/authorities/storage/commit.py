@@ -25,7 +25,8 @@ happened but was not acknowledged, before it one that did not happen — both ar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -122,6 +123,23 @@ def write(env: lmdb.Environment, fn: Callable[[lmdb.Transaction], T], *, fence: 
     except InjectedUnknown as exc:
         return Unknown(f"injected: commit outcome unknown after commit ({exc})")
     return Committed(value)
+
+
+@contextlib.contextmanager
+def nested(env: lmdb.Environment, txn: lmdb.Transaction, isolate: bool = True) -> Iterator[lmdb.Transaction]:
+    """``txn`` itself, or with ``isolate`` a child transaction of it: committed into ``txn`` when the block ends,
+    aborted if it raises — so a rider's failed puts leave the transaction it rides in as it was (the ledger's
+    riders)."""
+    if not isolate:
+        yield txn
+        return
+    child = env.begin(write=True, parent=txn)
+    try:
+        yield child
+    except BaseException:
+        child.abort()
+        raise
+    child.commit()
 
 
 def _check_fence(env: lmdb.Environment, txn: lmdb.Transaction, expected: int) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import lmdb
 
-from ...authorities.storage.commit import Committed
+from ...authorities.storage.commit import Committed, nested
 from ...core import faults
 from ...core.codec import decode
 from ..coordinator.publication import CarryRefused, carry
@@ -124,15 +124,8 @@ class CarriedOutput:
             plan = carry(record, self._runtime_id, self._generation, window)
             if isinstance(plan, CarryRefused) or plan.empty:
                 return None
-            target = self._store.env.begin(write=True, parent=txn) if isolate else txn
-            try:
+            with nested(self._store.env, txn, isolate) as target:
                 written = self._store.put_carried(target, record, plan)
-                if isolate:
-                    target.commit()
-            except BaseException:
-                if isolate:
-                    target.abort()
-                raise
             self._seen = (written[1], written[0])
             return plan.events
         except Exception as exc:  # publication never refuses an effect: the coordinator commits these instead

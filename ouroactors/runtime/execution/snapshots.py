@@ -23,11 +23,18 @@ A snapshot that fails any check is ignored and the whole journal replayed, exact
 a snapshot does not re-check is the chain *before* it: that was verified when the snapshot was written, and
 ``ouroactors journal verify`` still checks all of it.
 
+The snapshot also keeps the ``session_opened`` fields its loop was rebuilt from (config, tool specs), so a replay
+from it needs no record before it: a journal cut to its size budget (:mod:`.budget`) keeps none, and the budget never
+cuts the record a snapshot continues from. What those fields change is checked by the digests of the turns replayed
+after the snapshot; fields that do not rebuild a loop refuse the snapshot. A journal cut with no snapshot to continue
+from is refused by the open (its conversation is gone), never continued from nothing.
+
 **When one is written.** By an open whose replay verified at least :data:`REPLAY_BEFORE_SNAPSHOT` turns (from the
-first, or from the last snapshot), so an open replays at most about that many. It is staged, not committed: it rides
-in the journal's next commit, the first turn's start (:class:`SnapshotRider`), so the open still commits nothing of
-its own and a message's way gains no synced commit. A runtime lost before that commit loses the snapshot only; a
-failed put is logged and changes nothing else.
+first, or from the last snapshot), and by a live runtime every that many turns (:meth:`SnapshotRider.due`), so an
+open replays at most about that many. It is staged, not committed: it rides in the journal's next commit, the next
+turn's start (:class:`SnapshotRider`), so the open still commits nothing of its own and a message's way gains no
+synced commit. A runtime lost before that commit loses the snapshot only; a failed put is logged and changes nothing
+else.
 """
 
 from __future__ import annotations
@@ -200,15 +207,8 @@ class SnapshotRider:
         if pending is None:
             return None
         try:
-            target = self.env.begin(write=True, parent=txn) if isolate else txn
-            try:
+            with commit.nested(self.env, txn, isolate) as target:
                 target.put(snapshot_key(self.sid), pending[1], db=db(self.env, ANCHOR_DB))
-                if isolate:
-                    target.commit()
-            except BaseException:
-                if isolate:
-                    target.abort()
-                raise
         except Exception as exc:
             log.warning("snapshot of session %s not written: %s: %s", self.sid.decode(), type(exc).__name__, exc)
             return None
