@@ -316,6 +316,23 @@ def test_large_fields_go_to_blobs(env):
     assert reading.verify(env, "s1").ok  # the chain covers the reference, not the blob
 
 
+def test_a_blob_already_stored_is_not_written_again(env):
+    """Blobs are content-addressed: every open's session_opened spills the same tool specs, and rewriting them would
+    dirty their pages in each message's first commit. A blob already under the address is left as it is (shown by a
+    stand-in put there first: a rewrite would replace it)."""
+    big = "y" * 10_000
+    first = Journal(env, "s1")
+    first.append("session_opened", {"big": big}, at=1)
+    address = reading.records(env, "s1")[0].fields["big"]["$blob"]
+    with env.begin(write=True, db=db(env, b"journal_blobs")) as txn:
+        txn.put(bytes.fromhex(address), b"stand-in")
+    again = Journal(env, "s2")
+    assert again.append("session_opened", {"big": big}, at=2).committed
+    with env.begin(db=db(env, b"journal_blobs")) as txn:
+        assert bytes(txn.get(bytes.fromhex(address))) == b"stand-in"
+    assert reading.records(env, "s2")[0].fields["big"]["$blob"] == address and reading.verify(env, "s2").ok
+
+
 def test_budget_drops_whole_old_turns_and_leaves_a_truncated_head(env):
     journal = Journal(env, "s1", budget_bytes=4000)
     journal.append("session_opened", {"version": 1}, at=0)

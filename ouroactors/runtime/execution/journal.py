@@ -190,9 +190,12 @@ class Journal:
             self._restore(staged, lost, doubt, f"cannot begin a nested transaction: {exc}")
             return None
         try:
+            blobs_db = self._blobs
             for database, key, value in ops:
                 if value is None:
                     target.delete(key, db=database)
+                elif database is blobs_db:  # content-addressed: a blob already there is these bytes; rewriting it
+                    target.put(key, value, db=database, overwrite=False)  # would dirty its pages (every open's tools)
                 else:
                     target.put(key, value, db=database)
             if isolate:
