@@ -31,6 +31,7 @@ suspended session wait; ``complete_job(s, job, result)`` ends a job wait (a chec
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import time
 import uuid
@@ -55,10 +56,12 @@ from .runtime.coordinator.messages import (
     SessionView,
     ShowSession,
     SteerSession,
+    StopReading,
     WaitSession,
 )
 from .runtime.coordinator.record import PublishedEvent
 
+log = logging.getLogger(__name__)
 DIRECTORY = "agent/sessions"
 GRANTS = "agent/grants"
 LEDGER = "agent/ledger"
@@ -201,14 +204,26 @@ class Sessions:
         batch: EventsRead = self.system.ask(
             self.directory, ReadEvents(session_id, after, 256, wait_s, request_id, stream, self.principal,
                                        token=self.token), wait_s + ASK_TIMEOUT_S)
-        yield batch
-        while stream and not batch.final:
-            left = max(0.0, wait_s - (time.monotonic() - started))
-            following = self.system.listen_tagged(request_id, left + STREAM_SLACK_S)
-            if not isinstance(following, EventsRead):
-                return
-            batch = following
+        try:
             yield batch
+            while stream and not batch.final:
+                left = max(0.0, wait_s - (time.monotonic() - started))
+                following = self.system.listen_tagged(request_id, left + STREAM_SLACK_S)
+                if not isinstance(following, EventsRead):
+                    return
+                batch = following
+                yield batch
+        finally:
+            if stream and not batch.final:  # the caller stopped reading (a break, `until`): end it at the source
+                self._stop_reading(session_id, request_id)
+
+    def _stop_reading(self, session_id: str, request_id: str) -> None:
+        """Tell the directory this process is done with stream ``request_id`` (see
+        :class:`~.runtime.coordinator.messages.StopReading`); a system already gone has nothing to stop."""
+        try:
+            self.system.tell(self.directory, StopReading(session_id, request_id, self.principal, token=self.token))
+        except Exception as exc:  # the reader's own shutdown: the stream ends at its wait_s, as it always did
+            log.debug("stopping stream %s of %s: %s", request_id, session_id, exc)
 
     def events(self, session_id: str, after: int = 0, *, follow: bool = False,
                idle_timeout: float | None = None, until: str | None = None) -> Iterator[PublishedEvent]:

@@ -53,6 +53,7 @@ GOOD: dict[type, Any] = {
     coordinator.ListSessions: coordinator.ListSessions(True),
     coordinator.ShowSession: coordinator.ShowSession("s1"),
     coordinator.ReadEvents: coordinator.ReadEvents("s1", 0, 10, 1.5),
+    coordinator.StopReading: coordinator.StopReading("s1", "a" * 32),
     coordinator.SendMessage: coordinator.SendMessage("s1", "hi", "user:me", "m-1", expected_version=2),
     coordinator.SteerSession: coordinator.SteerSession("s1", "more", "user:me"),
     coordinator.ControlSession: coordinator.ControlSession("s1", "cancel", "user:me"),
@@ -226,6 +227,10 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.ReadEvents, {"request_id": "r id"}, "request_id"),
     (coordinator.ReadEvents, {"request_id": 7}, "request_id"),
     (coordinator.ReadEvents, {"stream": "yes"}, "stream"),
+    (coordinator.StopReading, {"request_id": "r" * 65}, "request_id"),  # a reader's stream to end: its own id
+    (coordinator.StopReading, {"request_id": None}, "request_id"),
+    (coordinator.StopReading, {"session_id": "s 1"}, "session_id"),
+    (coordinator.StopReading, {"principal": 3}, "principal"),
     (coordinator.Committed, {"served": ("ok", "not ok")}, "served[1]"),  # the ids of lent polls a coordinator answered
     (coordinator.Committed, {"served": tuple(f"r{i}" for i in range(257))}, "served"),
     (coordinator.Committed, {"served": "r1"}, "served"),

@@ -62,7 +62,15 @@ from .calls import Ask, Jobs
 from .commands import Commands, CoordinatorError, value_of
 from .following import Following
 from .leasing import _Nap
-from .messages import COORDINATOR_REQUESTS, ForSession, ReadEvents, Serving, SpareRuntime, WhichSession
+from .messages import (
+    COORDINATOR_REQUESTS,
+    ForSession,
+    ReadEvents,
+    Serving,
+    SpareRuntime,
+    StopReading,
+    WhichSession,
+)
 from .publishing import Publisher
 from .quiet import QuietMarker
 from .record import AcceptedEvent, PublishedEvent, Recoverable, RejectedEvent, SessionRecord, check_id
@@ -209,6 +217,9 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
             self.directory = sender  # the nudge after each checkpoint goes there (see _publish)
             if isinstance(message.request, ReadEvents):  # a lent poll: no job, it waits for the next commit
                 self._follow(message.reply_to, message.request)
+                return None
+            if isinstance(message.request, StopReading):  # its reader is done with it
+                self._unfollow(message.request)
                 return None
             # a spare runtime offered with the command is its own (.spares); from another sender, checked before use
             trusted = self.started_by is not None and sender == self.started_by

@@ -71,6 +71,7 @@ from .messages import (
     Serving,
     ShowSession,
     SpareRuntime,
+    StopReading,
     WhichSession,
 )
 from .principals import PrincipalCheck, Unverified
@@ -177,7 +178,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         if isinstance(message, NewSession):
             self.jobs.submit(lambda: self._new(message, sender))
             return None
-        if isinstance(message, ListSessions | ShowSession | ReadEvents):
+        if isinstance(message, ListSessions | ShowSession | ReadEvents | StopReading):
             return super().on_message(message, sender)
         if self.jobs.offer(message, sender):
             return None

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .messages import Committed, EventsRead, ReadEvents
+from .messages import Committed, EventsRead, ReadEvents, StopReading
 from .trace import mark
 from .workflow import is_terminal
 
@@ -72,6 +72,15 @@ class Following:
         if held.answered and self.directory is not None:  # answered on arrival: the directory forgets it
             self.send(self.directory, Committed(self.session_id, record.committed_cursor, self._take_served()))
         self._sync_wakes()
+
+    def _unfollow(self, stop: StopReading) -> None:
+        """A held stream's reader is done with it (:class:`~.messages.StopReading`, checked by the directory that
+        forwards it): no more answers to it. Matched by request id and principal, not by address: the stop comes
+        from the reader's own sending endpoint, not the one its answers go to."""
+        if stop.session_id == self.session_id and stop.request_id:
+            self.held = [h for h in self.held if (h.request.request_id, h.request.principal)
+                         != (stop.request_id, stop.principal)]
+            self._sync_wakes()
 
     def _sync_wakes(self) -> None:
         """Wake-ups at every commit only while a lent follower is held here or a nudge is due (see .quiet)."""

@@ -93,6 +93,24 @@ class ReadEvents:
 
 
 @dataclass(frozen=True)
+class StopReading:
+    """A reader is done with its :class:`ReadEvents` stream ``request_id``: the directory, and the session's
+    coordinator it lent the stream to, stop serving it now instead of at every commit until its ``wait_s`` ends.
+
+    :meth:`ouroactors.sessions.Sessions.events` sends it when its caller stops iterating (a ``break``, ``until``):
+    without it, each abandoned stream cost the coordinator a read and a message at every commit for ``wait_s`` — a
+    client following each message's turn and moving on made every later commit slower. Only the reader's own
+    stream ends: the request id is the reader's (random, known only to it and the actors serving it), and the
+    principal must be the one the read was made for.
+    """
+
+    session_id: SessionId
+    request_id: RequestId
+    principal: Name | None = None
+    token: Token | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class SendMessage:
     """A user message: a resume event bound to the principal, the channel and the expected state version.
 
@@ -224,12 +242,14 @@ class ForSession:
 
     Checked again at the coordinator's door, whoever sent it: ``request`` must be one of the :data:`COMMANDS`
     or a held :class:`ReadEvents` (a follower lent to the coordinator, answered the moment its events are durable:
-    :mod:`.following`), itself well-formed (its own checks run nested), and ``reply_to`` an address to answer.
+    :mod:`.following`) or the :class:`StopReading` that ends one, itself well-formed (its own checks run nested),
+    and ``reply_to`` an address to answer.
     ``spare``: a runtime started ahead, offered with a command that may start one (:mod:`.spares`).
     """
 
     reply_to: Address
-    request: SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered | ReadEvents
+    request: (SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered | ReadEvents
+              | StopReading)
     spare: SpareRuntime | None = None
 
     def check(self) -> None:
@@ -306,7 +326,7 @@ class Rejected:
     detail: str
 
 
-REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, SendMessage, SteerSession, ControlSession,
+REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, StopReading, SendMessage, SteerSession, ControlSession,
             WaitSession, CompleteJob, ApprovalAnswered)
 COMMANDS = (SendMessage, SteerSession, ControlSession, WaitSession, CompleteJob, ApprovalAnswered)
 DIRECTORY_REQUESTS = (*REQUESTS, Committed)  # what the session directory checks at its door
@@ -315,5 +335,6 @@ COORDINATOR_REQUESTS = (ForSession, WhichSession, OutputReady)  # what a coordin
 __all__ = [
     "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
     "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
-    "Rejected", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession", "WaitSession",
+    "Rejected", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession", "StopReading",
+    "WaitSession",
 ]

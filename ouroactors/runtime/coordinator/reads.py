@@ -21,7 +21,7 @@ from typing import Any
 
 from ...core.errors import OuroactorsError
 from .errors import UnknownSession
-from .messages import EventsRead, ForSession, ListSessions, ReadEvents, ShowSession
+from .messages import EventsRead, ForSession, ListSessions, ReadEvents, ShowSession, StopReading
 from .principals import PrincipalCheck, Unverified
 from .record import SessionRecord
 from .resume import VerifiedActor
@@ -66,7 +66,7 @@ class DirectoryReads:
             raise UnknownSession(session_id)
         return record
 
-    def _reader(self, message: ShowSession | ListSessions | ReadEvents) -> VerifiedActor:
+    def _reader(self, message: ShowSession | ListSessions | ReadEvents | StopReading) -> VerifiedActor:
         """The verified principal a read comes from (:mod:`.principals`); an unverified one is refused."""
         reader = self.principals.reader(message.principal, message.token)
         if isinstance(reader, Unverified):
@@ -111,6 +111,24 @@ class DirectoryReads:
         if not self.ticking:
             self.ticking = True
             self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=FOLLOW)
+        return None
+
+    def handle_StopReading(self, message: StopReading, sender: Any) -> None:
+        """A reader is done with its stream: forget it here, and where it was lent (see
+        :class:`~.messages.StopReading`). Matched by its request id (the reader's random one, which only it and the
+        actors serving it know) and principal: a stop for a stream that is not held (answered, expired, another
+        reader's) changes nothing and is not answered (it is a tell)."""
+        try:
+            self._reader(message)  # verified as the read was
+        except DirectoryError:
+            return None
+        if not message.request_id:
+            return None
+        self.followers = [f for f in self.followers if (f.request.request_id, f.request.session_id, f.request.principal)
+                          != (message.request_id, message.session_id, message.principal)]
+        coordinator = self.serving.get(message.session_id)
+        if coordinator is not None:  # a stream it answered once is its alone (the nudge made this side forget it)
+            self.send(coordinator, ForSession(sender, message))
         return None
 
     def _lend(self, follower: Follower, coordinator: Any) -> None:
