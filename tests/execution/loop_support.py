@@ -10,8 +10,9 @@ from typing import Any
 import lmdb
 import trio
 
+from ouroactors.authorities.storage.env import db
 from ouroactors.runtime.execution.config import SessionConfig, parse_session_config
-from ouroactors.runtime.execution.journal import Journal
+from ouroactors.runtime.execution.journal import JOURNAL_DB, Journal, record_key
 from ouroactors.runtime.execution.loop import CallContext, ParsedCall, Ports, SessionLoop, ToolResult
 from ouroactors.runtime.execution.ports import JournalWriter, ProviderModel, SteeringQueue, ToolsCatalog
 from ouroactors.runtime.execution.providers import ScriptedProvider, parse_script
@@ -83,6 +84,14 @@ class ListSink:
 
     def kinds(self) -> list[str]:
         return [k for k, _, _ in self.events]
+
+
+def flip_last_byte(env: lmdb.Environment, session: str, seq: int) -> None:
+    """Tamper with the journal record at ``seq`` of ``session``: its last byte flipped (its hash no longer matches)."""
+    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
+        key = record_key(session.encode(), seq)
+        value = bytes(txn.get(key))
+        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
 
 
 def text(t: str) -> dict[str, Any]:

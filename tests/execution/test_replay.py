@@ -25,7 +25,7 @@ from ouroactors.runtime.execution.replay import replay, replay_session
 from ouroactors.runtime.execution.tail import SettledTail, TailRefused
 
 from .journal_corpus import SESSIONS
-from .loop_support import FakeEffects, call, make_session, text, usage
+from .loop_support import FakeEffects, call, flip_last_byte, make_session, text, usage
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "journals"
 
@@ -191,10 +191,7 @@ def test_boundary_at_unknown_or_unreadable_record(env, kind, body, reason):
 def test_boundary_at_a_broken_chain(env):
     _three_turns(env)
     settled = [r for r in reading.records(env, "s1") if r.kind == "turn_settled"]
-    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
-        key = record_key(b"s1", settled[1].seq)
-        value = bytes(txn.get(key))
-        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+    flip_last_byte(env, "s1", settled[1].seq)
     report = replay(env, "s1")
     assert report.verified_turns == 1 and report.boundary is not None
     assert (report.boundary.reason, report.boundary.seq) == ("chain_broken", settled[1].seq)

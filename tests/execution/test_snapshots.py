@@ -15,14 +15,14 @@ from ouroactors.authorities.storage import commit
 from ouroactors.authorities.storage.env import db
 from ouroactors.core.codec import encode
 from ouroactors.runtime.execution import reading, snapshots, steps, versions
-from ouroactors.runtime.execution.journal import ANCHOR_DB, JOURNAL_DB, record_key
+from ouroactors.runtime.execution.journal import ANCHOR_DB
 from ouroactors.runtime.execution.loop import LoopState
 from ouroactors.runtime.execution.model import Message
 from ouroactors.runtime.execution.replay import replay, replay_session
 from ouroactors.runtime.execution.snapshots import ConversationSnapshot, SnapshotRider
 from ouroactors.runtime.execution.tail import SettledTail
 
-from .loop_support import call, make_session, text, usage
+from .loop_support import call, flip_last_byte, make_session, text, usage
 
 CONFIG = '[sandbox]\nmode = "none"\n[limits]\nmax_tokens = 100000000'
 
@@ -178,10 +178,7 @@ def test_a_record_changed_after_the_snapshot_stops_the_replay_where_the_whole_re
     for i in range(9, 12):
         trio.run(h.loop.run_turn, f"question {i}")
     settled = [r for r in reading.records(env, "s1") if r.kind == "turn_settled"]
-    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:
-        key = record_key(b"s1", settled[10].seq)
-        value = bytes(txn.get(key))
-        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+    flip_last_byte(env, "s1", settled[10].seq)
     whole = replay(env, "s1")
     report = _from(env, snap)
     assert report.snapshot_refused is None and report.boundary == whole.boundary
@@ -196,10 +193,7 @@ def test_the_snapshot_needs_no_record_before_it_and_its_opened_fields_are_checke
     h = _session(env, 8)
     snap = _snapshot_after_full_replay(env)
     trio.run(h.loop.run_turn, "question 8")
-    with env.begin(write=True, db=db(env, JOURNAL_DB)) as txn:  # the first record, changed: not needed any more
-        key = record_key(b"s1", 0)
-        value = bytes(txn.get(key))
-        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+    flip_last_byte(env, "s1", 0)
     report = _from(env, snap)
     assert report.ok and report.snapshot_refused is None and (report.snapshot_turns, report.verified_turns) == (8, 1)
     assert report.state == h.loop.state()
