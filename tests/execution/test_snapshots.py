@@ -386,3 +386,34 @@ def test_a_snapshot_whose_opened_fields_do_not_rebuild_a_loop_falls_back_to_the_
         assert report.snapshot_refused is not None and why in report.snapshot_refused, (why, opened, report)
         assert (report.snapshot_turns, report.verified_turns) == (0, 9) and report.state == whole.state
     assert whole.state == h.loop.state()
+
+
+def test_a_snapshot_staged_after_a_gap_lets_the_next_open_go_past_it(env):
+    """A journal write that failed leaves a gap; a replay stops there, so the next open would continue from before
+    it. A live runtime stages a snapshot after the turn whose end wrote the gap (``due``, long before 8 turns), and
+    the next open continues from it: every turn, none repeated."""
+    from ouroactors.core import faults
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    h = make_session(env, "s1", [[text("a")], [text("b")], [text("c")], [text("d")]])
+    rider = SnapshotRider(env, "s1")
+    h.loop.ports.journal.riders = (rider,)
+    trio.run(h.loop.run_turn, "1")
+    assert not rider.due(h.loop.turns, h.journal.gaps_written)
+    faults.arm(FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=1, times=1),)))
+    try:
+        trio.run(h.loop.run_turn, "2")  # its first flush fails: a gap, written by the turn's end
+    finally:
+        faults.disarm()
+    assert h.journal.gaps_written == 1 and rider.due(h.loop.turns, h.journal.gaps_written)
+    state = h.loop.state()
+    staged, why = rider.stage_after_turn(state, h.journal.committed_head, h.loop.encodings(state), h.loop.opened,
+                                         h.journal.gaps_written)
+    assert why is None and staged is not None and not rider.due(h.loop.turns, h.journal.gaps_written)
+    trio.run(h.loop.run_turn, "3")  # the snapshot rides in its start
+    assert rider.saved == staged
+    assert replay(env, "s1").verified_turns == 1  # the whole journal stops at the gap
+    start, refused = snapshots.offered(env, "s1", 0)
+    report = _from(env, start)
+    assert refused is None and report.snapshot_refused is None and report.boundary is None
+    assert (report.snapshot_turns, report.verified_turns) == (2, 1) and report.state == h.loop.state()

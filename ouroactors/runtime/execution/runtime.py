@@ -338,11 +338,12 @@ class Runtime(SessionOpening, Worker):
     def _snapshot_due(live: _Live) -> None:
         """Stage a conversation snapshot after a settled turn once it is due (it rides in the next commit)."""
         snapshot, journal, loop = live.snapshot, live.journal, live.loop
-        if snapshot is None or journal is None or not snapshot.due(loop.turns) or journal.degraded:
+        if snapshot is None or journal is None or journal.degraded or not snapshot.due(loop.turns,
+                                                                                        journal.gaps_written):
             return
         state = loop.state()  # settled: the journal's committed head is this turn's turn_settled
-        snapshot.stage(state.turns - snapshot.turns_at, state, journal.committed_head, loop.encodings(state),
-                       loop.opened)
+        snapshot.stage_after_turn(state, journal.committed_head, loop.encodings(state), loop.opened,
+                                  journal.gaps_written)
 
     def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
         live = self._running()

@@ -170,12 +170,15 @@ class SnapshotRider:
         self.pending: tuple[int, bytes] | None = None  # (seq, encoded snapshot)
         self.saved: int | None = None  # the seq of the snapshot last committed
         self.turns_at = 0  # the turn of the last snapshot this runtime started from or staged
+        self.gaps_seen = 0  # the journal's gap records when this runtime last staged one
 
-    def due(self, turns: int) -> bool:
-        """Whether a loop at ``turns`` is :data:`REPLAY_BEFORE_SNAPSHOT` turns past the last snapshot: a live runtime
-        then stages one after its turn (so a long-lived runtime, too, leaves the next open little to replay, and a
-        journal that drops old turns to its budget keeps a snapshot to continue from: see :mod:`.budget`)."""
-        return turns - self.turns_at >= REPLAY_BEFORE_SNAPSHOT
+    def due(self, turns: int, gaps_written: int = 0) -> bool:
+        """Whether a live runtime stages a snapshot after the turn that brought its loop to ``turns``: once it is
+        :data:`REPLAY_BEFORE_SNAPSHOT` turns past the last one (so a long-lived runtime, too, leaves the next open
+        little to replay, and a journal that drops old turns to its budget keeps a snapshot to continue from: see
+        :mod:`.budget`), and once its journal wrote a ``gap`` record since (``gaps_written``: a replay stops at a
+        gap, so the next open would continue from before it; from a snapshot after it, it goes on)."""
+        return turns - self.turns_at >= REPLAY_BEFORE_SNAPSHOT or gaps_written > self.gaps_seen
 
     def stage(self, replayed: int, state: LoopState | None, settled_at: tuple[int, bytes] | None,
               encodings: bytes | None, opened: dict[str, Any] | None, *, tail_turn: int = 0
@@ -192,6 +195,19 @@ class SnapshotRider:
             return None, None
         if tail_turn and state.turns >= tail_turn:
             return None, f"turn {tail_turn}'s events are not all committed by the opener yet"
+        return self._stage(state, settled_at, encodings, opened)
+
+    def stage_after_turn(self, state: LoopState, settled_at: tuple[int, bytes] | None, encodings: bytes,
+                         opened: dict[str, Any] | None, gaps_written: int = 0) -> tuple[int | None, str | None]:
+        """A live runtime's, after a turn settled when :meth:`due`: a snapshot of ``state`` (which follows the
+        journal's committed head ``settled_at``, that turn's ``turn_settled``)."""
+        self.gaps_seen = gaps_written
+        if settled_at is None or opened is None:
+            return None, "no committed turn_settled to bind it to"
+        return self._stage(state, settled_at, encodings, opened)
+
+    def _stage(self, state: LoopState, settled_at: tuple[int, bytes], encodings: bytes, opened: dict[str, Any]
+               ) -> tuple[int | None, str | None]:
         seq, digest = settled_at
         try:
             data = encoded(seq, digest, state, encodings, opened)
