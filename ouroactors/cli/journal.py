@@ -80,11 +80,28 @@ def verify(data_dir: str, session: str, no_ledger: bool) -> None:
     console.print(f"session {session}: {verdict.records} records verified, first seq {verdict.first_seq}, "
                   f"head seq {verdict.head_seq} ({head[:16]}…), verified through {verdict.verified_through}",
                   markup=False)
+    _snapshot_line(env, session)
     if not verdict.ok:
         err_console.print(f"BROKEN at seq {verdict.broken_seq}: {verdict.reason}", style="red", markup=False,
                           highlight=False)
         sys.exit(1)
     console.print("chain ok", markup=False)
+
+
+def _snapshot_line(env: lmdb.Environment, session: str) -> None:
+    """Say whether the session's conversation snapshot is one a runtime's open would continue from (not a verdict on
+    the chain: a snapshot is a cache, and without it an open replays the whole journal)."""
+    from ..runtime.execution import snapshots
+    from ..runtime.execution.replay import snapshot_problem
+
+    found, refused = snapshots.offered(env, session, 0)
+    if found is None and refused is None:
+        return
+    problem = refused if found is None else snapshot_problem(env, session, found)
+    where = "" if found is None else f" after turn {found.turns} (seq {found.seq})"
+    console.print(f"conversation snapshot{where}: " + ("attested by the chain" if problem is None else
+                                                       f"not usable, an open replays the whole journal ({problem})"),
+                  markup=False)
 
 
 @journal.command("replay")

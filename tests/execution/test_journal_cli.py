@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
 from ouroactors.cli import main
+from ouroactors.core.codec import encode
 from ouroactors.runtime.execution import reading
 from ouroactors.runtime.execution.archive import read_archive
 from ouroactors.runtime.execution.journal import JOURNAL_DB, record_key
@@ -92,6 +93,21 @@ def test_replay_from_the_snapshot(tmp_path):
             trio.run(h.loop.run_turn, f"question {i}")
         code, out = run("replay", "long", "--from-snapshot", "--data-dir", str(tmp_path))
         assert code == 0 and "from the conversation snapshot after turn 9" in out and "12 of 12 turns" in out, out
+        code, out = run("verify", "long", "--data-dir", str(tmp_path))
+        assert code == 0 and "conversation snapshot after turn 9" in out and "attested by the chain" in out, out
+        code, out = run("verify", "text-turns", "--data-dir", str(tmp_path))
+        assert "no journal" in out  # not here; and a session without a snapshot prints no snapshot line:
+        h2 = make_session(env, "short", [[text("x")]])
+        trio.run(h2.loop.run_turn, "q")
+        code, out = run("verify", "short", "--data-dir", str(tmp_path))
+        assert code == 0 and "snapshot" not in out
+        state = h.loop.state()
+        forged = snapshots.ConversationSnapshot.model_validate(
+            {**snapshots.load(env, "long").model_dump(), "tokens_used": state.tokens_used + 7})
+        with env.begin(write=True) as txn:
+            txn.put(snapshots.snapshot_key(b"long"), encode(forged), db=db(env, b"journal_anchor"))
+        code, out = run("verify", "long", "--data-dir", str(tmp_path))
+        assert code == 0 and "not usable" in out and "tokens used" in out and "chain ok" in out, out
         code, out = run("replay", "nope", "--from-snapshot", "--data-dir", str(tmp_path))
         assert code == 2 and "no journal for session 'nope'" in out and "long" in out
         with env.begin(write=True) as txn:

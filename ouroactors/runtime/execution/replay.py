@@ -153,6 +153,13 @@ def _since_snapshot(env: lmdb.Environment, session: str, start: ConversationSnap
     return verdict, [opened, *since], state
 
 
+def snapshot_problem(env: lmdb.Environment, session: str, start: ConversationSnapshot) -> str | None:
+    """Why ``start`` could not be continued from now (what a replay from it checks before it replays anything);
+    None when the journal attests it."""
+    found = _since_snapshot(env, session, start)
+    return found if isinstance(found, str) else None
+
+
 async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None,
                          sink: OutputSink | None = None, start: ConversationSnapshot | None = None) -> ReplayReport:
     """Replay ``session``. ``catalog``: the tool set to re-parse calls with and to show the model (default: the
