@@ -63,6 +63,13 @@ def _problems(text: str) -> list[tuple[str, str]]:
     ('[model]\nkind = "openai"\nmodel = "m"', "model.base_url", ["is required"]),
     ('[model]\nkind = "openai"\nbase_url = "ftp://x"\nmodel = "m"', "model.base_url", ["'ftp://x'"]),
     ('workspce = "/x"', "workspce", ["did you mean 'workspace'"]),
+    # the journal budget now applies (it was ignored): a value that would never cut, or cut everything, is refused
+    ('[limits]\njournal_budget_bytes = 1024', "limits.journal_budget_bytes", ["1024", "greater than or equal"]),
+    ('[limits]\njournal_budget_bytes = -1', "limits.journal_budget_bytes", ["-1"]),
+    ('[limits]\njournal_budget_bytes = 1e300', "limits.journal_budget_bytes", ["1e+300"]),
+    ('[limits]\njournal_budget_bytes = inf', "limits.journal_budget_bytes", ["inf"]),
+    ('[limits]\njournal_budget_bytes = 99999999999999999', "limits.journal_budget_bytes", ["less than or equal"]),
+    ('[limits]\njournal_budget_bytes = "64MB"', "limits.journal_budget_bytes", ["'64MB'"]),
 ])
 def test_bad_values_name_path_value_and_choices(text, where, needles):
     problems = _problems(text)

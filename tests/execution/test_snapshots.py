@@ -246,9 +246,15 @@ def test_a_restored_conversation_is_not_encoded_again(env, monkeypatch):
 # -- the journal's size budget keeps what the snapshot continues from --------------------------------------------
 
 
-def test_a_journal_over_its_budget_keeps_the_snapshots_turn_and_the_session_continues_from_it(env):
-    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(40)])
+def _budgeted(env, turns: int):
+    """A session of ``turns`` scripted answers of 300 bytes, its journal's budget 20 kB (about 15 of those turns)."""
+    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(turns)])
     h.journal.budget_bytes = 20000
+    return h
+
+
+def test_a_journal_over_its_budget_keeps_the_snapshots_turn_and_the_session_continues_from_it(env):
+    h = _budgeted(env, 40)
     for i in range(12):
         trio.run(h.loop.run_turn, f"turn {i}")
     snap = _snapshot_after_full_replay(env)  # before any truncation: all 12 turns replay
@@ -264,8 +270,7 @@ def test_a_journal_over_its_budget_keeps_the_snapshots_turn_and_the_session_cont
 
 
 def test_a_later_snapshot_lets_the_journal_cut_further(env):
-    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(60)])
-    h.journal.budget_bytes = 20000
+    h = _budgeted(env, 60)
     for i in range(40):
         trio.run(h.loop.run_turn, f"turn {i}")
     report = replay(env, "s1")  # no snapshot yet: the journal was cut as far as its budget says
@@ -274,9 +279,8 @@ def test_a_later_snapshot_lets_the_journal_cut_further(env):
     rider = SnapshotRider(env, "s1")
     state = h.loop.state()
     head = reading.head(env, "s1")
-    assert head is not None
-    rider.stage(snapshots.REPLAY_BEFORE_SNAPSHOT, state, (head.head_seq, head.head_hash), h.loop.encodings(state),
-                h.loop.opened)
+    assert head is not None and rider.due(h.loop.turns)  # a live runtime's, after its turn
+    rider.stage_after_turn(state, (head.head_seq, head.head_hash), h.loop.encodings(state), h.loop.opened)
     h.loop.ports.journal.riders = (rider,)  # as the runtime's journal port carries it
     trio.run(h.loop.run_turn, "turn 40")  # it rides in the turn's start
     assert rider.saved == head.head_seq and rider.pending is None
@@ -289,8 +293,7 @@ def test_a_later_snapshot_lets_the_journal_cut_further(env):
 
 
 def test_a_snapshot_of_records_already_cut_does_not_stop_the_budget(env):
-    h = make_session(env, "s1", [[text("a" * 300)] for _ in range(40)])
-    h.journal.budget_bytes = 20000
+    h = _budgeted(env, 40)
     for i in range(10):
         trio.run(h.loop.run_turn, f"turn {i}")
     snap = _snapshot_after_full_replay(env)
