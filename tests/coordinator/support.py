@@ -7,6 +7,7 @@ from typing import Any
 from ouroactors.authorities.storage.commit import Committed
 from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
 from ouroactors.runtime.coordinator.errors import RevisionConflict
+from ouroactors.runtime.coordinator.reads import DirectoryReads, Follower
 from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
 from ouroactors.runtime.coordinator.store import SessionStore
 from ouroactors.runtime.coordinator.workflow import State
@@ -42,3 +43,21 @@ def cas_writer(config: StorageConfig, session_id: str, tag: str, ready: Any, go:
         results.put(f"won:{outcome.value.coordinator}" if isinstance(outcome, Committed) else f"other:{outcome}")
     finally:
         close_env(config)
+
+
+class RecordingDirectory(DirectoryReads):
+    """The directory's read side alone: what it sends is recorded, its follow tick only noted (pure tests)."""
+
+    def __init__(self, principals: Any = None) -> None:
+        self.followers: list[Follower] = []
+        self.serving: dict[str, Any] = {}
+        self.sent: list[tuple[Any, Any]] = []
+        self.ticking = False
+        if principals is not None:
+            self.principals = principals
+
+    def send(self, target: Any, message: Any) -> None:
+        self.sent.append((target, message))
+
+    def wakeupAfter(self, delay: Any, payload: Any = None) -> None:
+        self.ticking = True

@@ -4,32 +4,18 @@ directory's sweep, or forwarded a command). Pure: the mixin with a recording ``s
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from ouroactors.authorities.storage.commit import Committed
 from ouroactors.runtime.coordinator.errors import UnknownSession
 from ouroactors.runtime.coordinator.messages import ForSession, ReadEvents
 from ouroactors.runtime.coordinator.principals import PrincipalCheck, add_principal
-from ouroactors.runtime.coordinator.reads import DirectoryReads, Follower
+from ouroactors.runtime.coordinator.reads import Follower
 from ouroactors.runtime.coordinator.store import SessionStore
 
-from .support import new_record
+from .support import RecordingDirectory, new_record
 
-
-class Directory(DirectoryReads):
-    def __init__(self) -> None:
-        self.followers: list[Follower] = []
-        self.serving: dict[str, Any] = {}
-        self.sent: list[tuple[Any, Any]] = []
-        self.ticking = False
-
-    def send(self, target: Any, message: Any) -> None:
-        self.sent.append((target, message))
-
-    def wakeupAfter(self, delay: Any, payload: Any = None) -> None:
-        self.ticking = True
+Directory = RecordingDirectory
 
 
 def held(session: str, request_id: str, lent_at: float | None = None) -> Follower:

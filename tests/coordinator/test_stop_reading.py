@@ -11,19 +11,10 @@ from typing import Any
 from ouroactors.runtime.coordinator.following import Following, _Held
 from ouroactors.runtime.coordinator.messages import EventsRead, ForSession, ReadEvents, StopReading
 from ouroactors.runtime.coordinator.principals import PrincipalCheck, add_principal
-from ouroactors.runtime.coordinator.reads import DirectoryReads, Follower
+from ouroactors.runtime.coordinator.reads import Follower
 from ouroactors.sessions import Sessions
 
-
-class Directory(DirectoryReads):
-    def __init__(self, principals: PrincipalCheck) -> None:
-        self.followers: list[Follower] = []
-        self.serving: dict[str, Any] = {}
-        self.sent: list[tuple[Any, Any]] = []
-        self.principals = principals
-
-    def send(self, target: Any, message: Any) -> None:
-        self.sent.append((target, message))
+from .support import RecordingDirectory
 
 
 def read(request_id: str, session: str = "s1", principal: str | None = None, token: str | None = None) -> ReadEvents:
@@ -31,7 +22,7 @@ def read(request_id: str, session: str = "s1", principal: str | None = None, tok
 
 
 def test_the_directory_forgets_the_stream_and_tells_the_coordinator(tmp_path) -> None:
-    directory = Directory(PrincipalCheck(tmp_path))
+    directory = RecordingDirectory(PrincipalCheck(tmp_path))
     directory.followers = [Follower(read("r1"), "reader", 1e12), Follower(read("r2"), "other", 1e12),
                            Follower(read("r1", "s2"), "reader", 1e12)]
     directory.serving = {"s1": "coordinator-of-s1"}
@@ -47,7 +38,7 @@ def test_a_stop_from_another_principal_or_unverified_or_untagged_ends_nothing(tm
     matches; claiming bob's name without his token is refused before anything is looked at."""
     bob = add_principal(tmp_path, "user:bob")
     alice = add_principal(tmp_path, "user:alice")
-    directory = Directory(PrincipalCheck(tmp_path))
+    directory = RecordingDirectory(PrincipalCheck(tmp_path))
     directory.followers = [Follower(read("r1", principal="user:bob", token=bob), "bob", 1e12),
                            Follower(read(""), "x", 1e12)]
     directory.handle_StopReading(StopReading("s1", "r1", "user:alice", token=alice), "alice")
