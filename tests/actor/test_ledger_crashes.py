@@ -141,6 +141,7 @@ class _Stream(threading.Thread):
         return None, None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", [LEDGER_PATH, STORAGE_PATH])
 def test_kill_during_a_stream_of_records_keeps_every_answered_commit(actor_system, victim):
     actor_system.start_tree(agent_tree())

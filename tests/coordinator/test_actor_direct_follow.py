@@ -33,6 +33,7 @@ def script(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_cli_follows_the_log_itself_through_a_coordinator_restart(actor_system, tmp_path: Path):
     system = actor_system
     ws = tmp_path / "ws"

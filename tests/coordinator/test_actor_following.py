@@ -71,6 +71,7 @@ def test_an_abandoned_streams_answers_are_not_taken_by_other_asks(actor_system_f
     assert [e.cursor for e in everything] == list(range(1, len(everything) + 1))
 
 
+@pytest.mark.slow
 def test_a_stream_whose_coordinator_is_killed_ends_and_the_reader_goes_on(actor_system_factory, tmp_path):
     system = actor_system_factory("multiproc")
     sessions = started(system, tmp_path, words=30, pace_ms=100)

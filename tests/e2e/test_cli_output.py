@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from .cli_helpers import CLI, Served, cli, write_tree
 
 LONG_ID = "a-child-with-a-name-long-enough-that-an-eighty-column-table-would-cut-it-short"
@@ -104,6 +106,7 @@ def test_a_start_failure_names_the_users_file_and_line_and_the_log(tmp_path):
     assert str(data_dir / "admin.out") in text
 
 
+@pytest.mark.slow
 def test_kill_names_what_exists_and_will_not_kill_a_root_without_force(tmp_path):
     tree_file = write_tree(tmp_path / "pool.toml", POOL)
     data_dir = tmp_path / "data"
@@ -146,6 +149,7 @@ restart = "temporary"
 """
 
 
+@pytest.mark.slow
 def test_a_second_terminal_finds_a_system_whose_tree_sets_its_own_data_dir(tmp_path):
     tree_file = write_tree(tmp_path / "app.toml", '[system]\ndata_dir = ".ouroactors/app"\n' + POOL + BROKEN_POOL)
     served = Served(tmp_path, str(tree_file))  # the README's layout: the tree names a data dir below the default

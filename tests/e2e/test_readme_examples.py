@@ -55,6 +55,7 @@ def test_the_readme_python_example_runs_as_printed(project: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PYTEST.exists(), reason="no pytest script beside the interpreter")
 def test_the_readme_plugin_example_passes_under_plain_pytest(project: Path) -> None:
     tests = project / "tests"

@@ -45,6 +45,7 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tu
        turn=st.none() | st.integers(-5, 2**66) | st.text(max_size=2),
        kind=st.sampled_from(["tool_result", "model_call", "é"]) | st.integers(0, 3),
        fields=st.dictionaries(st.text(max_size=6) | st.integers(0, 3), values, max_size=4) | st.lists(values))
+@pytest.mark.slow
 def test_the_bytes_or_the_refusal_are_the_models(at: Any, turn: Any, kind: Any, fields: Any) -> None:
     assert _fast(at, turn, kind, fields) == _model(at, turn, kind, fields)
 

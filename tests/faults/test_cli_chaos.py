@@ -82,6 +82,7 @@ def test_a_small_campaign_prints_a_summary_and_leaves_nothing(tmp_path):
     assert leftovers(tree) == []
 
 
+@pytest.mark.slow
 def test_a_simulated_campaign_replays_its_event_log_byte_for_byte_from_another_process(tmp_path):
     """Two separate CLI runs (two processes, two pids) of the same seeds on the simple base."""
     tree = tree_file(tmp_path)
@@ -96,6 +97,7 @@ def test_a_simulated_campaign_replays_its_event_log_byte_for_byte_from_another_p
     assert logs[0] == logs[1] and b'"kind":"fault_fired"' in logs[0]
 
 
+@pytest.mark.slow
 @pytest.mark.multiproc
 def test_the_planted_bug_is_reported_with_seed_plan_and_replay(tmp_path):
     tree = tree_file(tmp_path, "tests.faults.planted:AnswersBeforeCommit")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "ouroactors.cli"]
 ENV = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
@@ -51,6 +53,7 @@ def tree_file(tmp_path: Path, ledger: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_each_site_its_outcome_and_its_plan_and_a_violation_exits_1(tmp_path):
     tree = tree_file(tmp_path, PLANTED)
     done = run("faults", "enumerate", tree, "--workload", "sessions", "--points", "ledger.settle_received",
@@ -89,6 +92,7 @@ def test_json_and_the_real_ledger_exits_0(tmp_path):
                                               "ledger.settle_committed"}
 
 
+@pytest.mark.slow
 def test_plans_dir_writes_each_sites_plan_and_the_command_names_it(tmp_path):
     plans = tmp_path / "plans"
     done = run("faults", "enumerate", tree_file(tmp_path, PLANTED), "--workload", "sessions", "--points",

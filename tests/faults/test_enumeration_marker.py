@@ -167,6 +167,7 @@ def test_fails_naming_the_site_on_the_planted_bug_ledger(inner: pytest.Pytester)
     ]) in out
 
 
+@pytest.mark.slow
 def test_a_bad_marker_argument_is_a_usage_error_naming_it(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_bad=BAD)
     result = inner.runpytest_subprocess("-p", "no:cacheprovider", *UNRELATED_PLUGINS, timeout=60)

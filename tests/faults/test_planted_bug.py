@@ -26,6 +26,7 @@ def lost_start(violation: Violation) -> bool:
 CONFIG = WorkloadConfig(sessions=2, effects=2, ask_timeout=0.4, lease_wait=3.0, op_deadline=10.0)
 
 
+@pytest.mark.slow
 def test_the_planted_bug_is_caught_with_its_seed(tmp_path):
     tree = workload_tree(ledger=PLANTED_LEDGER)
     with Campaign(tree, CONFIG, data_dir=tmp_path / "campaign") as campaign:
@@ -47,6 +48,7 @@ def test_the_planted_bug_is_caught_with_its_seed(tmp_path):
     assert any(lost_start(v) for v in again.violations), again.violations
 
 
+@pytest.mark.slow
 def test_the_real_ledger_passes_the_seeds_that_catch_the_planted_one(tmp_path):
     with Campaign(workload_tree(), CONFIG, data_dir=tmp_path) as campaign:
         results = list(campaign.run(range(12)))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from ouroactors.faults.chaos import Campaign, SeedResult
 from ouroactors.faults.runner import workload_tree
 from ouroactors.faults.workload import WorkloadConfig
@@ -29,6 +31,7 @@ def caught(result: SeedResult) -> bool:
     return any(v.invariant in ("ambiguous-not-failed", "outcome-diverged") for v in result.violations)
 
 
+@pytest.mark.slow
 def test_simulated_kills_catch_the_planted_restart_bug_in_a_quarter_of_the_seeds(tmp_path, record_property):
     tree = workload_tree(ledger=PRESUMES_FAILED_LEDGER)
     began = time.monotonic()

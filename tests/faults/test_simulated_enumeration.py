@@ -91,6 +91,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterato
     yield pytester
 
 
+@pytest.mark.slow
 def test_the_marker_enumerates_on_the_simulated_base(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_marked=MARKED)
     result = inner.runpytest_subprocess("-p", "no:cacheprovider", *UNRELATED_PLUGINS, timeout=120)

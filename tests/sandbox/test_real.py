@@ -181,6 +181,7 @@ def test_background_process_does_not_outlive_the_command(ws: Path, mode: Sandbox
         assert not os.path.exists(f"/proc/{pid}") or Path(f"/proc/{pid}/cmdline").read_bytes() == b""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_timeout_kills_the_command_and_its_children(ws: Path, mode: SandboxMode,
                                                     new_mark: Callable[[], str]) -> None:

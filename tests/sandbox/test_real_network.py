@@ -61,6 +61,7 @@ def test_only_the_proxy_variables_and_socket_are_added(ws: Path, found: Probe) -
     assert any("only through the runtime's proxy: proxy(example.com)" in n for n in result.boundary.notes)
 
 
+@pytest.mark.slow
 def test_proxy_is_gone_after_the_command(ws: Path, found: Probe, new_mark: Callable[[], str]) -> None:
     before = _proxy_dirs()
     mark = new_mark()

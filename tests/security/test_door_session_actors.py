@@ -458,6 +458,7 @@ def forge_a_push(node: Node, session_id: str) -> tuple[BaseException | Any, list
     return answer, events
 
 
+@pytest.mark.slow
 def test_a_push_forged_by_something_that_is_not_the_runtime_is_refused_and_not_published(node):
     mark = node.system.mark()
     answer, events = forge_a_push(node, "s-forge")
@@ -486,6 +487,7 @@ def malformed_pushes_mid_turn(node: Node, session_id: str) -> None:
     assert not crashes(node.system, mark)
 
 
+@pytest.mark.slow
 def test_a_malformed_push_mid_turn_is_refused_and_the_turn_goes_on(node):
     malformed_pushes_mid_turn(node, "s-midturn")
 
@@ -517,6 +519,7 @@ def forged_timers_during_a_send(node: Node, session_id: str) -> tuple[Any, coord
     return answer, view
 
 
+@pytest.mark.slow
 def test_a_forged_timer_does_not_resume_a_coordinators_ask(node):
     mark = node.system.mark()
     answer, view = forged_timers_during_a_send(node, "s-timers")
@@ -531,6 +534,7 @@ def test_a_forged_timer_does_not_resume_a_coordinators_ask(node):
 # -- a runtime's door: the reader's requests ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_runtime_refuses_malformed_reader_requests(node):
     view = node.settled("s-rt", words=3, pace_ms=400, turns=2)
     node.sessions.send("s-rt", "again", last=True)

@@ -343,6 +343,7 @@ def tampered(draw: st.DrawFn) -> tuple[type, str, Any]:
     return cls, name, unchecked(cls, **{name: draw(junk)})
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(tampered())
 def test_any_value_in_any_field_is_admitted_or_refused_never_anything_else(case):

@@ -78,6 +78,7 @@ def _campaign(data_dir: Path, seeds: range) -> tuple[bytes, list[list[str]]]:
     return (data_dir / "system" / "events.jsonl").read_bytes(), [r.fired() for r in results]
 
 
+@pytest.mark.slow
 def test_a_simple_base_campaign_is_deterministic_byte_for_byte(tmp_path: Path) -> None:
     seeds = range(24)
     first_log, first_fired = _campaign(tmp_path / "a", seeds)

@@ -272,6 +272,7 @@ def unvalidated_specs(draw: st.DrawFn, depth: int = 0) -> ChildSpec:
     "ref": st.one_of(st.none(), st.text(min_size=1, max_size=10), junk),
 }), drop=st.lists(st.sampled_from(["op", "child_id", "spec", "extra_args", "ref"]), max_size=2),
    odd_key=st.one_of(st.none(), st.none(), st.integers(), st.builds(EvilKey, st.sampled_from(["ref", "z"]))))
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 def test_arbitrary_fields_never_raise_and_a_problem_names_a_field(fields: dict[str, Any], drop: list[str],
                                                                    odd_key: object) -> None:

@@ -178,6 +178,7 @@ holders = st.builds(Holder, a=payloads, b=payloads, leaf=st.none() | st.builds(L
                     leaves=st.lists(st.builds(Leaf, label=payloads), max_size=2))
 
 
+@pytest.mark.slow
 @settings(max_examples=600)
 @given(holders)
 def test_the_fast_paths_give_the_old_bytes_and_the_old_refusals(record):

@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from ouroactors.cli.stop_request import StopRequest
 
 # A parent loops on wait() while a child sends it SIGTERM as fast as it can: a handler that took a lock the
@@ -80,6 +82,7 @@ print(delivered, woke)
 """
 
 
+@pytest.mark.slow
 def test_a_stop_signal_delivered_at_any_point_of_the_wait_never_deadlocks_it():
     ours = subprocess.run([sys.executable, "-c", AT_EVERY_LINE, "ours"], capture_output=True, text=True, timeout=60)
     assert ours.returncode == 0, ours.stderr
