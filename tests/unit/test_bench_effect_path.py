@@ -1,0 +1,45 @@
+"""bench_effect_path measures the path a live runtime runs: each call is decided, started and settled in the ledger,
+and its model turn's records and its result ride in the journal (which verifies); the raw baseline commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from benchmarks import bench_effect_path
+from ouroactors.authorities.ledger.domain import Status
+from ouroactors.authorities.ledger.store import LedgerStore
+from ouroactors.runtime.execution import reading
+
+
+def test_each_call_is_recorded_as_the_runtime_records_it(tmp_path: Path) -> None:
+    path = bench_effect_path._Path(tmp_path)
+    try:
+        async def calls() -> list[float]:
+            return [await path.one(bench_effect_path._NoopShell()), await path.one(bench_effect_path.ShellTool())]
+
+        took = trio.run(calls)
+        assert all(t > 0 for t in took)
+        env = path.journal.env
+        store = LedgerStore(env, node="test", kinds=frozenset(), fence=None)
+        for call in ("c1", "c2"):
+            entry = store.get(f"{bench_effect_path.SESSION}/t1/{call}")
+            assert entry is not None and entry.status is Status.OK
+            assert entry.grant is not None and entry.grant.startswith("permission-")  # the decision rode with it
+        kinds = [r.kind for r in reading.records(env, bench_effect_path.SESSION)]
+        assert kinds == ["model_result", "tool_call", "tool_result"] * 2
+        assert reading.verify(env, bench_effect_path.SESSION).ok
+    finally:
+        path.close()
+
+
+def test_the_raw_baseline_commits_two_records_per_sample(tmp_path: Path) -> None:
+    raw = bench_effect_path._Raw(tmp_path / "raw")
+    try:
+        raw.two()
+        raw.two()
+        with raw.env.begin() as txn:
+            assert txn.stat()["entries"] == 4
+    finally:
+        raw.close()
