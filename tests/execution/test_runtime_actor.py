@@ -280,7 +280,7 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
     """Nine turns in one runtime: it staged a snapshot after the eighth, committed with the ninth's start. With that
     snapshot gone, the next open replays all nine and stages one (the open commits nothing of its own: it rides in
     its turn's start); the runtime after it replays only the turn since."""
-    from ouroactors.authorities.storage.env import close_env, db
+    from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
     from ouroactors.runtime.execution import snapshots
     from ouroactors.runtime.execution.journal import ANCHOR_DB
     from ouroactors.runtime.execution.messages import CloseSession
@@ -317,10 +317,19 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
     system.ask(third, OpenSession("s1", config, lease3.lease_id))
     seen = restored()
     assert (seen["from_snapshot"], seen["replayed"], seen["turns"], seen["snapshot_refused"]) == (9, 1, 10, None)
+    # a small conversation: one replayed turn is enough for the open to stage the next snapshot (a session's runtime
+    # is a new process per message, so the next open replays one turn at most)
+    assert seen["snapshot_staged"] is not None
     assert system.ask(third, SendText("question 10")).turn == 11
     events = Reader(system, third).until("turn_settled")
     assert "".join(e.data["text"] for e in events if e.kind == "text") == "answer 10"
     assert journal_verdict(system.data_dir, "s1") == ["ok", "turn_settled"]
+    system.ask(third, CloseSession())
+    storage = StorageConfig.under(system.data_dir)
+    env = open_env(storage)
+    moved = snapshots.load(env, "s1")
+    assert isinstance(moved, snapshots.ConversationSnapshot) and moved.turns == 10
+    close_env(storage)
 
 
 def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_refused_without_one(session, tmp_path):

@@ -88,15 +88,55 @@ def test_a_snapshot_at_the_head_replays_nothing(env):
     assert report.state == h.loop.state()
 
 
-def test_a_short_replay_stages_nothing_and_a_rider_with_nothing_staged_puts_nothing(env):
-    _session(env, snapshots.REPLAY_BEFORE_SNAPSHOT - 1)
-    report = replay(env, "s1")
+def test_a_replay_of_nothing_stages_nothing_and_a_rider_with_nothing_staged_puts_nothing(env):
+    _session(env, 3)
+    snap = _snapshot_after_full_replay(env)
+    report = _from(env, snap)  # the snapshot is at the head: no turn replayed
+    assert (report.snapshot_turns, report.verified_turns) == (3, 0)
     rider = SnapshotRider(env, "s1")
     assert rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
                        report.opened) == (None, None)
     with env.begin(write=True) as txn:
         assert rider.put_staged(txn, isolate=True) is None
-    assert snapshots.load(env, "s1") is None
+    assert snapshots.load(env, "s1") == snap
+
+
+def test_a_small_conversation_is_snapshotted_after_one_replayed_turn():
+    """A session's runtime is a new process per message: each open replays the turns since the last snapshot, so a
+    small conversation is snapshotted after every one (the next open replays at most one turn)."""
+    kib = 1024
+    assert [snapshots.replays_before_snapshot(n) for n in (0, 1, 10 * kib, 59 * kib)] == [1, 1, 1, 1]
+    assert snapshots.replays_before_snapshot(160 * kib) == 2  # sqrt(160 / 40)
+    assert snapshots.replays_before_snapshot(640 * kib) == 4
+    assert snapshots.replays_before_snapshot(100 << 20) == snapshots.REPLAY_BEFORE_SNAPSHOT  # never fewer than that
+
+
+@given(st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=0, max_value=1 << 40))
+def test_a_larger_snapshot_never_waits_for_fewer_replayed_turns(a, b):
+    small, large = sorted((a, b))
+    assert 1 <= snapshots.replays_before_snapshot(small) <= snapshots.replays_before_snapshot(large) \
+        <= snapshots.REPLAY_BEFORE_SNAPSHOT
+
+
+def _long_answers(env, turns: int, answer_bytes: int):
+    script = [[text("x" * answer_bytes), usage(10, 5)] for _ in range(turns)]
+    h = make_session(env, "s1", script, config=CONFIG)
+    for i in range(turns):
+        trio.run(h.loop.run_turn, f"question {i}")
+    return h
+
+
+def test_a_large_conversation_is_snapshotted_after_more_replayed_turns(env):
+    """~200 KiB of conversation: a snapshot waits for two replayed turns (one would cost more to write than the
+    replay it saves)."""
+    _long_answers(env, 1, 200 * 1024)
+    report = replay(env, "s1")
+    assert report.verified_turns == 1 and len(report.encodings) > 160 * 1024
+    rider = SnapshotRider(env, "s1")
+    assert rider.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
+                       report.opened) == (None, None)
+    assert rider.stage(2, report.state, report.settled_at, report.encodings, report.opened)[0] == \
+        report.settled_at[0]
 
 
 def test_a_staged_snapshot_is_dropped_unless_its_commit_lands(env):

@@ -29,17 +29,19 @@ cuts the record a snapshot continues from. What those fields change is checked b
 after the snapshot; fields that do not rebuild a loop refuse the snapshot. A journal cut with no snapshot to continue
 from is refused by the open (its conversation is gone), never continued from nothing.
 
-**When one is written.** By an open whose replay verified at least :data:`REPLAY_BEFORE_SNAPSHOT` turns (from the
-first, or from the last snapshot), and by a live runtime every that many turns (:meth:`SnapshotRider.due`), so an
-open replays at most about that many. It is staged, not committed: it rides in the journal's next commit, the next
-turn's start (:class:`SnapshotRider`), so the open still commits nothing of its own and a message's way gains no
-synced commit. A runtime lost before that commit loses the snapshot only; a failed put is logged and changes nothing
-else.
+**When one is written.** By an open whose replay verified enough turns (from the first, or from the last snapshot)
+for the snapshot's size (:func:`replays_before_snapshot`: one turn while the conversation is small, more as it grows,
+never more than :data:`REPLAY_BEFORE_SNAPSHOT`), and by a live runtime every :data:`REPLAY_BEFORE_SNAPSHOT` turns
+(:meth:`SnapshotRider.due`), so an open replays at most about that many. It is staged, not committed: it rides in
+the journal's next commit, the next turn's start (:class:`SnapshotRider`), so the open still commits nothing of its
+own and a message's way gains no synced commit. A runtime lost before that commit loses the snapshot only; a failed
+put is logged and changes nothing else.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import lmdb
@@ -56,7 +58,23 @@ from .model import Message, ToolCall
 from .reading import StoredRecord
 
 log = logging.getLogger(__name__)
-REPLAY_BEFORE_SNAPSHOT = 8  # turns an open replays before it leaves a snapshot for the next one
+REPLAY_BEFORE_SNAPSHOT = 8  # the most turns an open replays before it leaves a snapshot; a live runtime's cadence
+SNAPSHOT_KIB_PER_TURN = 40  # the snapshot size whose write costs about what replaying one turn costs (see below)
+
+
+def replays_before_snapshot(snapshot_bytes: int) -> int:
+    """How many turns an open replays before it stages a snapshot of ``snapshot_bytes`` for the next open.
+
+    Two costs meet here (measured on this project's box, 2 cores, ext4). Each turn left to replay costs every later
+    open ~0.6-1 ms (the loop run again on the recorded chunks); a snapshot costs the synced commit it rides in its
+    pages, ~0.01 ms a KiB, and it is the whole conversation, written again each time. Snapshotting every ``k`` turns,
+    a message pays on average about ``k/2`` replayed turns plus ``1/k`` of a write; the sum is least near
+    ``k = sqrt(2 * size * write / replay) ~ sqrt(size / 40 KiB)``. So a small conversation is snapshotted by every
+    open that replayed a turn (the next open replays one at most, and a session's runtime is a new process per
+    message), a large one less often — never less often than every :data:`REPLAY_BEFORE_SNAPSHOT` turns.
+    """
+    k = round(math.sqrt(max(snapshot_bytes, 0) / (SNAPSHOT_KIB_PER_TURN * 1024)))
+    return max(1, min(REPLAY_BEFORE_SNAPSHOT, k))
 
 
 class ConversationSnapshot(Record):
@@ -185,13 +203,14 @@ class SnapshotRider:
               ) -> tuple[int | None, str | None]:
         """After an open's replay of ``replayed`` turns ending at ``state`` (which follows the ``turn_settled`` record
         ``settled_at``; ``encodings``: its conversation's, :meth:`.loop.SessionLoop.encodings`): stage a snapshot
-        there if the replay was long enough. Not at or past ``tail_turn`` (a turn whose events the opener has not
-        all committed: an open after a crash of this runtime must still replay it, :func:`usable_for`).
+        there if the replay was long enough for its size (:func:`replays_before_snapshot`). Not at or past
+        ``tail_turn`` (a turn whose events the opener has not all committed: an open after a crash of this runtime
+        must still replay it, :func:`usable_for`).
         ``(seq staged, why not staged)``."""
         if state is not None:
             self.turns_at = max(self.turns_at, state.turns - replayed)
-        if replayed < REPLAY_BEFORE_SNAPSHOT or state is None or settled_at is None or encodings is None \
-                or opened is None:
+        if state is None or settled_at is None or encodings is None or opened is None \
+                or replayed < replays_before_snapshot(len(encodings)):
             return None, None
         if tail_turn and state.turns >= tail_turn:
             return None, f"turn {tail_turn}'s events are not all committed by the opener yet"
@@ -264,11 +283,13 @@ def save(env: lmdb.Environment, session: str, seq: int, digest: bytes, state: Lo
 
 __all__ = [
     "REPLAY_BEFORE_SNAPSHOT",
+    "SNAPSHOT_KIB_PER_TURN",
     "ConversationSnapshot",
     "binding_problem",
     "encoded",
     "load",
     "offered",
+    "replays_before_snapshot",
     "save",
     "snapshot_key",
     "state_of",
