@@ -29,6 +29,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,25 +98,48 @@ class _Call:
         pass
 
 
+@dataclass
+class Prepared:
+    """A data dir as the agent tree leaves it, and the live effect path of one session on it."""
+
+    config: StorageConfig
+    store: LedgerStore
+    journal: Journal
+    effects: LiveEffects
+
+
+def prepared(data: Path, root: Path, session: str = SESSION, authority: dict[str, int] | None = None,
+             rules: tuple[str, ...] = ("allow:Bash(true)",), watch: bool = True) -> Prepared:
+    """Write what the tree's authorities would (the storage generation, grants' policy with ``rules`` for
+    ``user``, a recovered ledger, grants' published generation) into ``data``'s environment, opened in this process,
+    and build ``session``'s :class:`LiveEffects` over the leased ``root`` as a runtime does: the inline decision, a
+    ``LedgerWriter`` (``watch``: registered as a runtime's is) and the journal riding in its transactions. Shared
+    with ``tests/execution/test_effects_inprocess.py``. Close with :func:`close_env` ``(result.config)``."""
+    authority = dict(authority or AUTHORITY)
+    config = StorageConfig.under(data)
+    env = open_env(config)
+    with env.begin(write=True) as txn:
+        txn.put(GENERATION_KEY, encode_u64(authority["storage"]), db=meta_db(env))
+        txn.put(POLICY_KEY, policy_record(Policy((), {"user": rules}, ())), db=db(env, b"grants"))
+    store = LedgerStore(env, node="bench", kinds=DEFAULT_KINDS, fence=authority["storage"])
+    store.recover(authority["ledger"])
+    store.publish_generation("grants", authority["grants"])
+    journal = Journal(env, session)
+    settings = EffectSettings(session=session, root=os.path.realpath(root), sandbox_mode=sandbox.SandboxMode.NONE,
+                              data_dir=str(data), authority=authority)
+    effects = LiveEffects(settings, grants=None, ledger=LedgerWriter(data, node="bench", watch=watch),  # type: ignore[arg-type]
+                          journal=journal, inline=InlineGrants(env))
+    return Prepared(config, store, journal, effects)
+
+
 class _Path:
-    """A data dir as the agent tree leaves it (storage and ledger generations, grants' policy), and the path."""
+    """The benchmark's session on a prepared data dir."""
 
     def __init__(self, base: Path) -> None:
-        data, self.root = base / "data", base / "ws"
+        self.root = base / "ws"
         self.root.mkdir()
-        self.config = StorageConfig.under(data)
-        env = open_env(self.config)
-        with env.begin(write=True) as txn:
-            txn.put(GENERATION_KEY, encode_u64(AUTHORITY["storage"]), db=meta_db(env))
-            txn.put(POLICY_KEY, policy_record(Policy((), {"user": ("allow:Bash(true)",)}, ())), db=db(env, b"grants"))
-        store = LedgerStore(env, node="bench", kinds=DEFAULT_KINDS, fence=AUTHORITY["storage"])
-        store.recover(AUTHORITY["ledger"])
-        store.publish_generation("grants", AUTHORITY["grants"])
-        self.journal = Journal(env, SESSION)
-        settings = EffectSettings(session=SESSION, root=os.path.realpath(self.root),
-                                  sandbox_mode=sandbox.SandboxMode.NONE, data_dir=str(data), authority=dict(AUTHORITY))
-        self.effects = LiveEffects(settings, grants=None, ledger=LedgerWriter(data, node="bench"),  # type: ignore[arg-type]
-                                   journal=self.journal, inline=InlineGrants(env))
+        ready = prepared(base / "data", self.root)
+        self.config, self.journal, self.effects = ready.config, ready.journal, ready.effects
         self.calls = 0
 
     async def one(self, tool: ShellTool) -> float:

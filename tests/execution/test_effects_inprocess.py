@@ -9,7 +9,6 @@ journal always recorded it.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,23 +17,12 @@ import pytest
 import trio
 from pydantic import ValidationError
 
-from ouroactors.authorities.grants.inline import POLICY_KEY, InlineGrants, Policy, policy_record
-from ouroactors.authorities.ledger.direct import LedgerWriter
-from ouroactors.authorities.ledger.domain import DEFAULT_KINDS, Status
-from ouroactors.authorities.ledger.store import LedgerStore
-from ouroactors.authorities.storage.env import (
-    GENERATION_KEY,
-    StorageConfig,
-    close_env,
-    db,
-    encode_u64,
-    meta_db,
-    open_env,
-)
+from benchmarks.bench_effect_path import prepared
+from ouroactors.authorities.ledger.domain import Status
+from ouroactors.authorities.storage.env import close_env
 from ouroactors.runtime import sandbox
 from ouroactors.runtime.execution import reading
-from ouroactors.runtime.execution.effects import EffectSettings, LiveEffects, _boundary_fields
-from ouroactors.runtime.execution.journal import Journal
+from ouroactors.runtime.execution.effects import _boundary_fields
 from ouroactors.runtime.execution.loop import ParsedCall, ToolResult
 from ouroactors.runtime.execution.model import ToolCall
 from ouroactors.runtime.execution.tools import BoundaryRecord, ToolContext, ToolOutcome
@@ -81,26 +69,13 @@ class Ctx:
 
 @pytest.fixture
 def port(tmp_path: Path) -> Any:
-    data, root = tmp_path / "data", tmp_path / "ws"
+    root = tmp_path / "ws"
     root.mkdir()
-    config = StorageConfig.under(data)
-    env = open_env(config)
-    with env.begin(write=True) as txn:
-        txn.put(GENERATION_KEY, encode_u64(AUTHORITY["storage"]), db=meta_db(env))
-        txn.put(POLICY_KEY, policy_record(Policy((), {"user": ("allow:Bash(true)",)}, ())), db=db(env, b"grants"))
-    store = LedgerStore(env, node="n", kinds=DEFAULT_KINDS, fence=AUTHORITY["storage"])
-    store.recover(AUTHORITY["ledger"])
-    store.publish_generation("grants", AUTHORITY["grants"])
-    writer = LedgerWriter(data, node="n", watch=False)
-    settings = EffectSettings(session="s1", root=os.path.realpath(root), sandbox_mode=sandbox.SandboxMode.NONE,
-                              data_dir=str(data), authority=dict(AUTHORITY))
-    journal = Journal(env, "s1")
-    effects = LiveEffects(settings, grants=None, ledger=writer, journal=journal,  # type: ignore[arg-type]
-                          inline=InlineGrants(env))
+    ready = prepared(tmp_path / "data", root, session="s1", authority=AUTHORITY, watch=False)
     try:
-        yield effects, store, env, root.resolve()
+        yield ready.effects, ready.store, ready.journal.env, root.resolve()
     finally:
-        close_env(config)
+        close_env(ready.config)
 
 
 def _call(tool: SeeingShell, call_id: str) -> tuple[ParsedCall, Ctx]:
