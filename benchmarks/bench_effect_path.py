@@ -139,7 +139,7 @@ class _Path:
         self.root = base / "ws"
         self.root.mkdir()
         ready = prepared(base / "data", self.root)
-        self.config, self.journal, self.effects = ready.config, ready.journal, ready.effects
+        self.config, self.store, self.journal, self.effects = ready.config, ready.store, ready.journal, ready.effects
         self.calls = 0
 
     async def one(self, tool: ShellTool) -> float:

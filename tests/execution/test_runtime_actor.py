@@ -327,9 +327,11 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
     system.ask(third, CloseSession())
     storage = StorageConfig.under(system.data_dir)
     env = open_env(storage)
-    moved = snapshots.load(env, "s1")
+    try:
+        moved = snapshots.load(env, "s1")
+    finally:
+        close_env(storage)
     assert isinstance(moved, snapshots.ConversationSnapshot) and moved.turns == 10
-    close_env(storage)
 
 
 def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_refused_without_one(session, tmp_path):

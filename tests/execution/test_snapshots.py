@@ -105,7 +105,7 @@ def test_a_small_conversation_is_snapshotted_after_one_replayed_turn():
     """A session's runtime is a new process per message: each open replays the turns since the last snapshot, so a
     small conversation is snapshotted after every one (the next open replays at most one turn)."""
     kib = 1024
-    assert [snapshots.replays_before_snapshot(n) for n in (0, 1, 10 * kib, 59 * kib)] == [1, 1, 1, 1]
+    assert [snapshots.replays_before_snapshot(n) for n in (-1, 0, 1, 10 * kib, 59 * kib)] == [1, 1, 1, 1, 1]
     assert snapshots.replays_before_snapshot(160 * kib) == 2  # sqrt(160 / 40)
     assert snapshots.replays_before_snapshot(640 * kib) == 4
     assert snapshots.replays_before_snapshot(100 << 20) == snapshots.REPLAY_BEFORE_SNAPSHOT  # never fewer than that

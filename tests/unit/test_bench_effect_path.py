@@ -9,7 +9,6 @@ import trio
 
 from benchmarks import bench_effect_path
 from ouroactors.authorities.ledger.domain import Status
-from ouroactors.authorities.ledger.store import LedgerStore
 from ouroactors.runtime.execution import reading
 
 
@@ -22,9 +21,8 @@ def test_each_call_is_recorded_as_the_runtime_records_it(tmp_path: Path) -> None
         took = trio.run(calls)
         assert all(t > 0 for t in took)
         env = path.journal.env
-        store = LedgerStore(env, node="test", kinds=frozenset(), fence=None)
         for call in ("c1", "c2"):
-            entry = store.get(f"{bench_effect_path.SESSION}/t1/{call}")
+            entry = path.store.get(f"{bench_effect_path.SESSION}/t1/{call}")
             assert entry is not None and entry.status is Status.OK
             assert entry.grant is not None and entry.grant.startswith("permission-")  # the decision rode with it
         kinds = [r.kind for r in reading.records(env, bench_effect_path.SESSION)]

@@ -62,8 +62,9 @@ REPLAY_BEFORE_SNAPSHOT = 8  # the most turns an open replays before it leaves a 
 SNAPSHOT_KIB_PER_TURN = 40  # the snapshot size whose write costs about what replaying one turn costs (see below)
 
 
-def replays_before_snapshot(snapshot_bytes: int) -> int:
-    """How many turns an open replays before it stages a snapshot of ``snapshot_bytes`` for the next open.
+def replays_before_snapshot(conversation_bytes: int) -> int:
+    """How many turns an open replays before it stages a snapshot of a conversation of ``conversation_bytes`` (its
+    messages' encodings: the bulk of the snapshot) for the next open.
 
     Two costs meet here (measured on this project's box, 2 cores, ext4). Each turn left to replay costs every later
     open ~0.6-1 ms (the loop run again on the recorded chunks); a snapshot costs the synced commit it rides in its
@@ -73,7 +74,7 @@ def replays_before_snapshot(snapshot_bytes: int) -> int:
     open that replayed a turn (the next open replays one at most, and a session's runtime is a new process per
     message), a large one less often — never less often than every :data:`REPLAY_BEFORE_SNAPSHOT` turns.
     """
-    k = round(math.sqrt(max(snapshot_bytes, 0) / (SNAPSHOT_KIB_PER_TURN * 1024)))
+    k = round(math.sqrt(max(conversation_bytes, 0) / (SNAPSHOT_KIB_PER_TURN * 1024)))
     return max(1, min(REPLAY_BEFORE_SNAPSHOT, k))
 
 
