@@ -77,7 +77,7 @@ def test_show_list_and_bad_input(data_dir, tmp_path):
 def test_replay_from_the_snapshot(tmp_path):
     import trio
 
-    from ouroactors.runtime.execution import snapshots
+    from ouroactors.runtime.execution import snapshot_rider, snapshots
 
     from .loop_support import make_session, text
 
@@ -89,7 +89,8 @@ def test_replay_from_the_snapshot(tmp_path):
             if i == 9:
                 report = reading.records(env, "long")[-1]
                 assert report.kind == "turn_settled"
-                assert snapshots.save(env, "long", report.seq, report.hash, h.loop.state(), h.loop.opened or {}) is None
+                assert snapshot_rider.save(env, "long", report.seq, report.hash, h.loop.state(),
+                                           h.loop.opened or {}) is None
             trio.run(h.loop.run_turn, f"question {i}")
         code, out = run("replay", "long", "--from-snapshot", "--data-dir", str(tmp_path))
         assert code == 0 and "from the conversation snapshot after turn 9" in out and "12 of 12 turns" in out, out

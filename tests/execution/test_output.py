@@ -113,3 +113,28 @@ def test_the_channel_pushes_every_event_itself_not_once_per_drain() -> None:
     trio.run(emit_three)
     assert [(e.cursor, e.data["text"]) for e in pushed] == [(1, "a"), (2, "b"), (3, "c")]  # type: ignore[attr-defined]
     assert len(channel.buffer) == 3  # still held until acknowledged
+
+
+def test_a_turn_counts_as_published_once_its_turn_settled_event_is_acked() -> None:
+    """What a runtime's snapshots may rely on (:mod:`~ouroactors.runtime.execution.snapshot_rider`): a turn whose
+    ``turn_settled`` event a reader committed would not be replayed by a replacement runtime."""
+    import trio
+
+    from ouroactors.runtime.execution.live import OutputChannel
+
+    channel = OutputChannel(OutputBuffer(capacity=16), lambda event, rides: None)
+
+    async def turn(n: int) -> None:
+        await channel.emit("text", n, {"text": "x"})
+        await channel.emit("turn_settled", n, {"status": "completed"})
+
+    trio.run(turn, 1)
+    trio.run(turn, 2)
+    assert channel.published_turn == 0  # nothing acked
+    channel.ack(3)  # turn 2's text, not its turn_settled
+    assert channel.published_turn == 1
+    withheld = channel.append("turn_settled", 3, {"status": "completed"})  # a settled turn's events, owed
+    channel.ack(withheld.cursor)
+    assert channel.published_turn == 3
+    channel.ack(2)  # an older ack moves nothing back
+    assert channel.published_turn == 3

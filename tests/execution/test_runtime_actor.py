@@ -275,11 +275,11 @@ def run_turns(system: Any, path: str, config: dict[str, Any], lease_id: str, tur
     return open_env(storage), storage
 
 
-def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in_the_next_turns_start(session,
-                                                                                                     tmp_path):
-    """Nine turns in one runtime: it staged a snapshot after the eighth, committed with the ninth's start. With that
-    snapshot gone, the next open replays all nine and stages one (the open commits nothing of its own: it rides in
-    its turn's start); the runtime after it replays only the turn since."""
+def test_a_runtime_snapshots_the_end_of_its_turns_and_the_next_open_replays_nothing(session, tmp_path):
+    """Nine turns in one runtime: the end of each (a small conversation) is snapshotted in the commit of its
+    turn_settled, the last two kept. With both gone, the next open replays all nine and stages one (the open commits
+    nothing of its own); its turn's end goes into the other slot. The runtime after it replays nothing, and keeps the
+    snapshot it opened from beside its own."""
     from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
     from ouroactors.runtime.execution import snapshots
     from ouroactors.runtime.execution.journal import ANCHOR_DB
@@ -292,10 +292,14 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
                               for i in range(12)))
     config = {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {"kind": "scripted", "script": str(script)}}
     env, storage = run_turns(system, path, config, lease.lease_id, 9)
-    live = snapshots.load(env, "s1")
-    assert isinstance(live, snapshots.ConversationSnapshot) and live.turns == snapshots.REPLAY_BEFORE_SNAPSHOT == 8
+
+    def slots() -> list[int]:
+        return sorted(f.turns for f in snapshots.load_slots(env, "s1") if isinstance(f, snapshots.ConversationSnapshot))
+
+    assert slots() == [8, 9]
     with env.begin(write=True) as txn:
-        txn.delete(snapshots.snapshot_key(b"s1"), db=db(env, ANCHOR_DB))
+        for key in snapshots.slot_keys(b"s1"):
+            txn.delete(key, db=db(env, ANCHOR_DB))
 
     def restored() -> dict[str, Any]:
         found = [e for e in EventReader(str(system.data_dir / "events.jsonl")).poll() if e.kind == "runtime_restored"]
@@ -305,21 +309,18 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
     system.ask(again, OpenSession("s1", config, lease2.lease_id))
     assert restored()["replayed"] == 9 and restored()["snapshot_staged"] is not None
     assert journal_kinds(system.data_dir, "s1").count("session_opened") == 1  # nothing committed by the open
-    assert snapshots.load(env, "s1") is None
+    assert slots() == []
     system.ask(again, SendText("question 9"))
     Reader(system, again).until("turn_settled")
     system.ask(again, CloseSession())
-    staged = snapshots.load(env, "s1")
-    assert isinstance(staged, snapshots.ConversationSnapshot) and staged.turns == 9
+    assert slots() == [9, 10]  # the open's, committed with the turn's first records, and the turn's end
     close_env(storage)
 
     third, lease3 = replacement(system, ws, lease2)
     system.ask(third, OpenSession("s1", config, lease3.lease_id))
     seen = restored()
-    assert (seen["from_snapshot"], seen["replayed"], seen["turns"], seen["snapshot_refused"]) == (9, 1, 10, None)
-    # a small conversation: one replayed turn is enough for the open to stage the next snapshot (a session's runtime
-    # is a new process per message, so the next open replays one turn at most)
-    assert seen["snapshot_staged"] is not None
+    assert (seen["from_snapshot"], seen["replayed"], seen["turns"], seen["snapshot_refused"]) == (10, 0, 10, None)
+    assert seen["snapshot_staged"] is None  # nothing replayed: nothing to stage
     assert system.ask(third, SendText("question 10")).turn == 11
     events = Reader(system, third).until("turn_settled")
     assert "".join(e.data["text"] for e in events if e.kind == "text") == "answer 10"
@@ -328,10 +329,9 @@ def test_snapshots_are_staged_by_a_live_runtime_and_by_a_long_replay_and_ride_in
     storage = StorageConfig.under(system.data_dir)
     env = open_env(storage)
     try:
-        moved = snapshots.load(env, "s1")
+        assert slots() == [10, 11]
     finally:
         close_env(storage)
-    assert isinstance(moved, snapshots.ConversationSnapshot) and moved.turns == 10
 
 
 def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_refused_without_one(session, tmp_path):
@@ -363,8 +363,9 @@ def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_ref
     assert "answer 30" in "".join(e.data["text"] for e in events if e.kind == "text")
     system.ask(again, CloseSession())
 
-    with env.begin(write=True) as txn:  # the snapshot gone: the conversation before the cut is nowhere
-        txn.delete(snapshots.snapshot_key(b"s1"), db=db(env, ANCHOR_DB))
+    with env.begin(write=True) as txn:  # the snapshots gone: the conversation before the cut is nowhere
+        for key in snapshots.slot_keys(b"s1"):
+            txn.delete(key, db=db(env, ANCHOR_DB))
     third, lease3 = replacement(system, ws, lease2)
     with pytest.raises(RuntimeRefusal, match="dropped its oldest turns"):
         system.ask(third, OpenSession("s1", config, lease3.lease_id))

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from ouroactors.authorities.storage import commit
 from ouroactors.authorities.storage.env import db
 from ouroactors.core.codec import encode
-from ouroactors.runtime.execution import reading, snapshots, steps, versions
+from ouroactors.runtime.execution import reading, snapshot_rider, snapshots, steps, versions
 from ouroactors.runtime.execution.journal import ANCHOR_DB
 from ouroactors.runtime.execution.loop import LoopState
 from ouroactors.runtime.execution.model import Message
 from ouroactors.runtime.execution.replay import replay, replay_session
-from ouroactors.runtime.execution.snapshots import ConversationSnapshot, SnapshotRider
+from ouroactors.runtime.execution.snapshot_rider import SnapshotRider, tail_hook
+from ouroactors.runtime.execution.snapshots import ConversationSnapshot
 from ouroactors.runtime.execution.tail import SettledTail
 
 from .loop_support import call, flip_last_byte, make_session, text, usage
@@ -247,7 +248,7 @@ def test_save_writes_what_a_rider_would(env):
     _session(env, 8)
     report = replay(env, "s1")
     assert report.state is not None and report.settled_at is not None
-    assert snapshots.save(env, "s1", *report.settled_at, report.state, report.opened or {}) is None
+    assert snapshot_rider.save(env, "s1", *report.settled_at, report.state, report.opened or {}) is None
     found = snapshots.load(env, "s1")
     assert isinstance(found, ConversationSnapshot) and snapshots.state_of(found) == report.state
     assert snapshots.state_of(found) == LoopState(report.state.conversation, 8, report.state.tokens_used)
@@ -309,6 +310,21 @@ def test_a_journal_over_its_budget_keeps_the_snapshots_turn_and_the_session_cont
     assert (report.snapshot_turns, report.verified_turns) == (12, 28) and report.state == h.loop.state()
 
 
+def _live_rider(env, h, safe_through: int = snapshot_rider.EVERY_TURN_SAFE, session: str = "s1") -> SnapshotRider:
+    """A rider on ``h``'s journal port as a runtime's: it rides in the journal's flushes and stages the end of each
+    turn (:func:`tail_hook`) when due."""
+    rider = SnapshotRider(env, session, h.journal)
+    rider.safe_through = safe_through
+    h.loop.ports.journal.riders = (rider,)
+    h.loop.ports.journal.on_settled = tail_hook(rider, h.loop, h.journal)
+    return rider
+
+
+def _detach(h) -> None:
+    h.loop.ports.journal.riders = ()
+    h.loop.ports.journal.on_settled = None
+
+
 def test_a_later_snapshot_lets_the_journal_cut_further(env):
     h = _budgeted(env, 60)
     for i in range(40):
@@ -316,20 +332,114 @@ def test_a_later_snapshot_lets_the_journal_cut_further(env):
     report = replay(env, "s1")  # no snapshot yet: the journal was cut as far as its budget says
     first = reading.records(env, "s1")[0]
     assert first.kind == "truncated" and report.verified_turns == 0
-    rider = SnapshotRider(env, "s1")
-    state = h.loop.state()
+    rider = _live_rider(env, h)
+    trio.run(h.loop.run_turn, "turn 40")  # its end is snapshotted, in the commit of its turn_settled
     head = reading.head(env, "s1")
-    assert head is not None and rider.due(h.loop.turns)  # a live runtime's, after its turn
-    rider.stage_after_turn(state, (head.head_seq, head.head_hash), h.loop.encodings(state), h.loop.opened)
-    h.loop.ports.journal.riders = (rider,)  # as the runtime's journal port carries it
-    trio.run(h.loop.run_turn, "turn 40")  # it rides in the turn's start
-    assert rider.saved == head.head_seq and rider.pending is None
+    assert head is not None and rider.saved == head.head_seq and rider.tail is None
+    _detach(h)
     for i in range(41, 60):
         trio.run(h.loop.run_turn, f"turn {i}")
     assert reading.records(env, "s1")[0].seq > first.seq  # cut further, not past the snapshot's record
     start, _ = snapshots.offered(env, "s1", 0)
     report = _from(env, start)
-    assert (report.snapshot_turns, report.verified_turns) == (40, 20) and report.state == h.loop.state()
+    assert (report.snapshot_turns, report.verified_turns) == (41, 19) and report.state == h.loop.state()
+
+
+def test_the_end_of_a_turn_is_snapshotted_in_its_own_commit_and_the_next_open_replays_nothing(env):
+    h = make_session(env, "s1", [[text("a")], [text("b")], [text("c")], [text("d")]])
+    rider = _live_rider(env, h)
+    trio.run(h.loop.run_turn, "1")
+    commits: list[int] = []
+    original = commit.write
+
+    def counted(*args, **kwargs):
+        commits.append(1)
+        return original(*args, **kwargs)
+
+    import ouroactors.runtime.execution.journal as journal_module
+
+    def commits_of(turn: str) -> int:
+        commits.clear()
+        journal_module.commit.write = counted  # type: ignore[assignment]
+        try:
+            trio.run(h.loop.run_turn, turn)
+        finally:
+            journal_module.commit.write = original  # type: ignore[assignment]
+        return len(commits)
+
+    with_snapshot = commits_of("2")
+    snapshotted = reading.head(env, "s1")
+    assert snapshotted is not None and rider.saved == snapshotted.head_seq  # bound to the turn_settled it wrote
+    _detach(h)
+    assert commits_of("3") == with_snapshot  # the snapshot has no commit of its own
+    _live_rider(env, h)
+    trio.run(h.loop.run_turn, "4")
+    report = _from(env, snapshots.candidates(env, "s1", 0)[0])
+    assert (report.snapshot_turns, report.verified_turns, report.snapshot_refused) == (4, 0, None)
+    assert report.state == h.loop.state()
+    assert sorted(f.turns for f in snapshot_slots(env)) == [2, 4]  # the one before it kept in the other slot
+
+
+def snapshot_slots(env, session: str = "s1") -> list[ConversationSnapshot]:
+    return [f for f in snapshots.load_slots(env, session) if isinstance(f, ConversationSnapshot)]
+
+
+def test_a_replacement_that_must_replay_the_last_turn_continues_from_the_other_slot_even_past_the_budget(env):
+    """A runtime lost after its turn committed, before the coordinator committed that turn's last events: its
+    replacement must replay that turn (``tail_turn``), so the snapshot at it is of no use; the one before it, in the
+    other slot, is — also when the journal's budget has dropped every turn before both. With one slot the tail
+    snapshot would have replaced it, and the session could not be continued."""
+    h = _budgeted(env, 40)
+    opened_at = 0
+    for i in range(30):  # a runtime per message: each opens knowing every earlier turn's events committed
+        rider = _live_rider(env, h, safe_through=opened_at)
+        trio.run(h.loop.run_turn, f"turn {i}")
+        opened_at = h.loop.turns
+    assert reading.records(env, "s1")[0].kind == "truncated" and replay(env, "s1").verified_turns == 0
+    assert sorted(f.turns for f in snapshot_slots(env)) == [29, 30]
+    offers, refused = snapshots.candidates(env, "s1", tail_turn=30)  # turn 30's events must be derived again
+    assert [f.turns for f in offers] == [29] and refused is not None and "turn 30" in refused
+    sink = SettledTail(30)
+    report = _from(env, offers, sink=sink)
+    assert (report.snapshot_turns, report.verified_turns) == (29, 1) and report.state == h.loop.state()
+    assert sink.settled and sink.events  # the turn's events, derived again
+    # and the replacement's own snapshot does not replace the one it continued from
+    _detach(h)
+    rider = _live_rider(env, h, safe_through=29)
+    h2 = h  # the same loop, standing in for the replacement's (restored to the same state)
+    trio.run(h2.loop.run_turn, "turn 30")
+    assert sorted(f.turns for f in snapshot_slots(env)) == [29, 31]
+    assert rider.saved is not None
+
+
+@given(turns=st.lists(st.one_of(st.none(), st.integers(min_value=0, max_value=20)), min_size=2, max_size=2),
+       safe=st.integers(min_value=0, max_value=25))
+def test_a_new_snapshot_never_replaces_the_newest_one_a_replacement_may_use(turns, safe):
+    slot = snapshot_rider.slot_to_write(turns, safe)
+    usable = [t for t in turns if t is not None and t <= safe]
+    if usable:
+        assert turns[slot] != max(usable) or turns.count(max(usable)) == 2
+    if None in turns:
+        assert turns[slot] is None or all(t is not None and t <= safe for t in turns if t is not None)
+
+
+def test_the_slot_choice_keeps_the_safe_one_and_fills_an_empty_slot_first():
+    assert snapshot_rider.slot_to_write([None, None], 0) == 0
+    assert snapshot_rider.slot_to_write([3, None], 3) == 1
+    assert snapshot_rider.slot_to_write([3, 4], 4) == 0  # 4 is the newest usable: kept
+    assert snapshot_rider.slot_to_write([3, 4], 3) == 1  # 4 is past the bound (its turn unpublished): 3 kept
+    assert snapshot_rider.slot_to_write([5, 4], 3) == 1  # neither usable: the oldest goes
+
+
+def test_a_tail_is_dropped_unless_the_commit_ends_with_its_turn_settled(env):
+    h = make_session(env, "s1", [[text("a")], [text("b")]])
+    trio.run(h.loop.run_turn, "1")
+    rider = SnapshotRider(env, "s1", h.journal)
+    state = h.loop.state()
+    assert rider.stage_tail(12345, state, h.loop.encodings(state), h.loop.opened)  # not the record's time
+    h.journal.stage("steer", {"text": "x"}, turn=1, at=1)
+    assert h.journal.flush((rider,)).committed
+    assert rider.tail is None and rider.saved is None and snapshot_slots(env) == []
 
 
 def test_a_snapshot_of_records_already_cut_does_not_stop_the_budget(env):
@@ -404,7 +514,7 @@ def _save_now(env, session: str, h) -> ConversationSnapshot | None:
     head = reading.head(env, session)
     if head is None or state.turns == 0:
         return None
-    assert snapshots.save(env, session, head.head_seq, head.head_hash, state, h.loop.opened or {}) is None
+    assert snapshot_rider.save(env, session, head.head_seq, head.head_hash, state, h.loop.opened or {}) is None
     found = snapshots.load(env, session)
     assert isinstance(found, ConversationSnapshot)
     return found
@@ -433,30 +543,26 @@ def test_a_snapshot_whose_opened_fields_do_not_rebuild_a_loop_falls_back_to_the_
 
 def test_a_snapshot_staged_after_a_gap_lets_the_next_open_go_past_it(env):
     """A journal write that failed leaves a gap; a replay stops there, so the next open would continue from before
-    it. A live runtime stages a snapshot after the turn whose end wrote the gap (``due``, long before 8 turns), and
-    the next open continues from it: every turn, none repeated."""
+    it. The end of the turn whose commits wrote the gap is snapshotted even when not due for its size, and the next
+    open continues from it: every turn, none repeated."""
     from ouroactors.core import faults
     from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 
-    h = make_session(env, "s1", [[text("a")], [text("b")], [text("c")], [text("d")]])
-    rider = SnapshotRider(env, "s1")
-    h.loop.ports.journal.riders = (rider,)
+    big = "x" * 700_000  # a conversation whose end is snapshotted every 4 turns for its size
+    h = make_session(env, "s1", [[text(big)], [text("b")], [text("c")], [text("d")]])
+    rider = _live_rider(env, h)
     trio.run(h.loop.run_turn, "1")
-    assert not rider.due(h.loop.turns, h.journal.gaps_written)
+    trio.run(h.loop.run_turn, "2")
+    assert rider.saved is None  # not due for its size
     faults.arm(FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=1, times=1),)))
     try:
-        trio.run(h.loop.run_turn, "2")  # its first flush fails: a gap, written by the turn's end
+        trio.run(h.loop.run_turn, "3")  # its first flush fails: its records lost, a gap to write
     finally:
         faults.disarm()
-    assert h.journal.gaps_written == 1 and rider.due(h.loop.turns, h.journal.gaps_written)
-    state = h.loop.state()
-    staged, why = rider.stage_after_turn(state, h.journal.committed_head, h.loop.encodings(state), h.loop.opened,
-                                         h.journal.gaps_written)
-    assert why is None and staged is not None and not rider.due(h.loop.turns, h.journal.gaps_written)
-    trio.run(h.loop.run_turn, "3")  # the snapshot rides in its start
-    assert rider.saved == staged
-    assert replay(env, "s1").verified_turns == 1  # the whole journal stops at the gap
+    assert h.journal.gaps_written == 1 and rider.saved is not None  # the gap written by the turn's end: snapshotted
+    trio.run(h.loop.run_turn, "4")
+    assert replay(env, "s1").boundary is not None  # the whole journal stops at the gap
     start, refused = snapshots.offered(env, "s1", 0)
     report = _from(env, start)
     assert refused is None and report.snapshot_refused is None and report.boundary is None
-    assert (report.snapshot_turns, report.verified_turns) == (2, 1) and report.state == h.loop.state()
+    assert (report.snapshot_turns, report.verified_turns) == (3, 1) and report.state == h.loop.state()

@@ -1,7 +1,7 @@
 """The journal's size budget: which whole old turns to drop, planned inside the appending transaction.
 
 When a turn starts and a session's bytes exceed its budget, the oldest whole turns are dropped until it is under
-3/4 of the budget — never the turn that runs, nor the settled turn its conversation snapshot continues from (a
+3/4 of the budget — never the turn that runs, nor the settled turns its conversation snapshots continue from (a
 runtime rebuilds the conversation from that snapshot once the turns before it are gone, :mod:`.snapshots`) — and a
 ``truncated`` record takes the place of the last dropped one.
 It chains from the seed and carries ``resume_prev`` (the hash the first surviving record chains from), so the
@@ -72,18 +72,23 @@ def truncate(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes, head: Jou
 
 
 def _snapshot_seq(txn: lmdb.Transaction, anchor: Any, sid: bytes) -> int | None:
-    """The seq of the record the session's conversation snapshot continues from (None: no snapshot that decodes).
-    A truncation that dropped it would leave a runtime nothing to rebuild the conversation from (see
-    :mod:`.snapshots`): the journal then stays over its budget until a newer snapshot lets it cut further."""
-    from .snapshots import ConversationSnapshot, snapshot_key
+    """The seq of the oldest record the session's conversation snapshots continue from (None: no snapshot that
+    decodes). Both slots' are kept: a replacement runtime that cannot use the newer one (its turn's events must be
+    derived again, :mod:`.snapshot_rider`) continues from the other. A truncation that dropped it would leave a
+    runtime nothing to rebuild the conversation from (see :mod:`.snapshots`): the journal then stays over its budget
+    until newer snapshots let it cut further."""
+    from .snapshots import ConversationSnapshot, slot_keys
 
-    raw = txn.get(snapshot_key(sid), db=anchor)
-    if raw is None:
-        return None
-    try:
-        return decode(bytes(raw), ConversationSnapshot).seq
-    except CodecError:
-        return None
+    seqs: list[int] = []
+    for key in slot_keys(sid):
+        raw = txn.get(key, db=anchor)
+        if raw is None:
+            continue
+        try:
+            seqs.append(decode(bytes(raw), ConversationSnapshot).seq)
+        except CodecError:
+            continue
+    return min(seqs) if seqs else None
 
 
 def _spilled_bytes(arr: list[Any] | None) -> int:

@@ -138,6 +138,9 @@ class Journal:
         self._head_written: tuple[bytes, _Head] | None = None  # the head bytes it put last, and their head
         self.gaps_written = 0
         self.degraded = False  # a write failed since the last successful one
+        # What the last put_staged wrote, until the next one: riders put after it in the same transaction (a tail
+        # snapshot, :mod:`.snapshots`) bind to the record it ended with. None when it wrote nothing or failed.
+        self.last_put: Batch | None = None
 
     # -- staging ------------------------------------------------------------------------------------------
 
@@ -172,6 +175,7 @@ class Journal:
         its pages' fsync, about 0.4 ms here for a step's records, with or without nesting). Either way a failure
         leaves the records remembered as lost. Call :meth:`settle_staged` with the outer transaction's outcome.
         """
+        self.last_put = None
         with self._lock:
             staged, self._staged = self._staged, []
             lost, self._lost = self._lost, _Lost()
@@ -200,6 +204,7 @@ class Journal:
                     target.put(key, value, db=database)
             if isolate:
                 target.commit()
+            self.last_put = batch
             return batch
         except Exception as exc:
             if isolate:

@@ -9,6 +9,7 @@ calls :meth:`ActorGrants.answer` through :meth:`~.bridge.TrioThread.call`.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -36,17 +37,30 @@ class OutputChannel:
         self.buffer = buffer
         self._notify = notify
         self._room = trio.Event()
+        self._settling: deque[tuple[int, int]] = deque()  # (cursor, turn) of turn_settled events not acked yet
+        # the last turn whose turn_settled event a reader has committed (acked): a replacement runtime would not
+        # have to derive that turn's events again (see .snapshot_rider)
+        self.published_turn = 0
 
     async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
         while not self.buffer.has_room():
             await self._room.wait()
-        self._notify(self.buffer.append(kind, turn, data), rides)
+        self._notify(self.append(kind, turn, data), rides)
+
+    def append(self, kind: str, turn: int, data: dict[str, Any]) -> OutputEvent:
+        """Append an event now (room or not: the caller's events are owed, e.g. a settled turn's withheld ones)."""
+        event = self.buffer.append(kind, turn, data)
+        if kind == "turn_settled":
+            self._settling.append((event.cursor, turn))
+        return event
 
     def drain(self, after: int, limit: int) -> Batch:
         return self.buffer.drain(after, limit)
 
     def ack(self, cursor: int) -> int:
         dropped = self.buffer.ack(cursor)
+        while self._settling and self._settling[0][0] <= self.buffer.acked:
+            self.published_turn = max(self.published_turn, self._settling.popleft()[1])
         if dropped:
             self._room.set()
             self._room = trio.Event()

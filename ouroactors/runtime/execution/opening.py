@@ -49,7 +49,7 @@ from .metrics import TurnStats
 from .output import OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import make_provider
-from .snapshots import SnapshotRider
+from .snapshot_rider import SnapshotRider, tail_hook
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
 
@@ -77,7 +77,6 @@ class _Live:
     opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
     opened: Opened | None = None  # the open's answer, given again to a repeated open
     journal: Journal | None = None
-    snapshot: SnapshotRider | None = None  # staged after a turn when due (see .snapshots)
 
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -172,13 +171,18 @@ class SessionOpening:
         # a coordinator with no follower to serve is woken only when acks are due (see ..coordinator.quiet)
         self.wake_line.unacked = lambda cursor: cursor - channel.buffer.acked
         self.wake_line.ack_every = ACK_EVERY
-        snapshot = SnapshotRider(self.ledger.env, session)  # a long replay's snapshot rides in the turn's start
+        # a conversation snapshot rides in the journal's commit at the end of a turn, bound to its turn_settled, or
+        # (a long replay's, staged by the open) in the journal's next commit (see .snapshot_rider)
+        snapshot = SnapshotRider(self.ledger.env, session, journal)
+        journal_port = JournalWriter(journal, (carried, snapshot))
         ports = Ports(model=ProviderModel(provider, on_call=stats.model_call), effects=effects,
-                      journal=JournalWriter(journal, (carried, snapshot)), clock=SystemClock(),
+                      journal=journal_port, clock=SystemClock(),
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
         # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
         loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
+        journal_port.on_settled = tail_hook(snapshot, loop, journal)
+        snapshot.published = lambda: channel.published_turn
         tail = SettledTail(message.tail_turn)
         settings.resumed = self._restore(loop, session, tail, snapshot)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
@@ -190,11 +194,11 @@ class SessionOpening:
         if withheld:  # the settled turn's last events, as the dead runtime emitted them (derived, nothing ran)
             def emit_withheld() -> None:
                 for kind, turn, data in withheld:
-                    notify(channel.buffer.append(kind, turn, data))
+                    notify(channel.append(kind, turn, data))
 
             self.trio.call(emit_withheld)
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
-                          opened_with=(message.lease_id, message.start), journal=journal, snapshot=snapshot)
+                          opened_with=(message.lease_id, message.start), journal=journal)
         faults.point(OPENED)
         self.events.write("runtime_opened", None, {"session": session, "runtime_id": self.runtime_id,
                                                    "generation": self.generation, "root": root})

@@ -24,12 +24,18 @@ class JournalWriter:
     records inside its ledger transactions instead (``journal.put_staged``), which makes the loop's flush a no-op.
     """
 
-    def __init__(self, journal: Journal, riders: tuple[Any, ...] = ()) -> None:
+    def __init__(self, journal: Journal, riders: tuple[Any, ...] = (),
+                 on_settled: Callable[[int, int], None] | None = None) -> None:
         self.journal = journal
         self.riders = riders  # put in the flush's transaction too (the runtime's carried output: see .carried)
+        # told (turn, at) of each turn_settled staged, before the flush that commits it (a tail snapshot to stage:
+        # .snapshot_rider.tail_hook)
+        self.on_settled = on_settled
 
     def record(self, kind: str, turn: int | None, at: int, fields: dict[str, Any]) -> None:
         self.journal.stage(kind, fields, turn=turn, at=at)
+        if kind == "turn_settled" and turn is not None and self.on_settled is not None:
+            self.on_settled(turn, at)
 
     def flush(self) -> None:
         self.journal.flush(self.riders)

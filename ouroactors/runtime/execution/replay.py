@@ -15,6 +15,7 @@ does not verify (``chain_broken``), ``gap``, ``truncated``, an ``unsettled_turn`
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -161,17 +162,28 @@ def snapshot_problem(env: lmdb.Environment, session: str, start: ConversationSna
 
 
 async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCatalog | None = None,
-                         sink: OutputSink | None = None, start: ConversationSnapshot | None = None) -> ReplayReport:
+                         sink: OutputSink | None = None,
+                         start: ConversationSnapshot | Sequence[ConversationSnapshot] | None = None) -> ReplayReport:
     """Replay ``session``. ``catalog``: the tool set to re-parse calls with and to show the model (default: the
     specs and parse outcomes recorded in the journal — what happened; pass today's ``ToolsCatalog`` to find out
     whether today's tools would have led the session elsewhere). ``sink``: where the replayed turns' output events
     go (default: nowhere); a runtime collects a settled turn's events there to publish what a crash withheld.
     ``start``: a conversation snapshot to continue from, replaying only the turns after it — used only if the
-    journal attests it (:mod:`.snapshots`), else the whole journal is replayed and ``snapshot_refused`` says why."""
+    journal attests it (:mod:`.snapshots`), else the whole journal is replayed and ``snapshot_refused`` says why;
+    several (:func:`.snapshots.candidates`, newest first): the first the journal attests."""
     refused: str | None = None
-    resumed = _since_snapshot(env, session, start) if start is not None else None
-    if isinstance(resumed, str):
-        refused, resumed = resumed, None
+    offers = [start] if isinstance(start, ConversationSnapshot) else list(start or ())
+    resumed: tuple[chain.Verdict, list[StoredRecord], LoopState] | None = None
+    chosen: ConversationSnapshot | None = None
+    why: list[str] = []
+    for offer in offers:
+        attested = _since_snapshot(env, session, offer)
+        if not isinstance(attested, str):
+            resumed, chosen = attested, offer
+            break
+        why.append(attested)
+    if resumed is None:
+        refused = "; ".join(why) or None
     if resumed is not None:
         verdict, stored, _ = resumed
     else:
@@ -185,7 +197,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         boundary = Boundary("chain_broken", verdict.broken_seq)
     usable, stop = _scan(stored, env)
     boundary = stop or boundary
-    base = start.turns if resumed is not None and start is not None else 0
+    base = chosen.turns if resumed is not None and chosen is not None else 0
     turns = base + sum(1 for r in stored if r.kind == "turn_started")
 
     states: list[LoopState] = []  # the state after each verified turn
@@ -234,9 +246,9 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
                   control=_Control(tape), sink=sink or _Sink(), catalog=tools)
     loop = SessionLoop(session, config, ports, deadlines=False)
     loops.append(loop)
-    if resumed is not None and start is not None:
+    if resumed is not None and chosen is not None:
         loop.restore(resumed[2])
-        settled.append((start.seq, start.hash))
+        settled.append((chosen.seq, chosen.hash))
     else:
         settled.append(None)
     states.append(loop.state())

@@ -83,6 +83,7 @@ from .opening import SessionOpening, _Live
 from .output import DEFAULT_CAPACITY
 from .providers import ProviderConfigError, ScriptFileError
 from .replay import replay_session
+from .snapshot_rider import SnapshotRider
 from .tail import SettledTail
 from .warming import REHEARSE_AFTER_S, preload, rehearse
 
@@ -245,20 +246,23 @@ class Runtime(SessionOpening, Worker):
     # -- the session ------------------------------------------------------------------------------------------
 
     def _restore(self, loop: SessionLoop, session: str, tail: SettledTail,
-                 snapshot: snapshots.SnapshotRider) -> bool:
+                 snapshot: SnapshotRider) -> bool:
         """Continue a session that already has a journal: the conversation after its last verified turn.
 
         A runtime is started per turn and after a crash, so it must not begin with an empty conversation (turn
         numbers would repeat, and with them effect ids). The journal is re-derived through the loop (replay: no
         tool, no write); a journal that diverges from this code cannot be continued honestly and is refused. The
-        replay starts from the session's conversation snapshot when the journal attests it, and a long replay
-        stages one for the next open, to ride in this turn's first commit (:mod:`.snapshots`).
+        replay starts from the session's newest conversation snapshot the journal attests (the last runtime left one
+        at the end of its turn), and a long replay stages one for the next open, to ride in the journal's next commit
+        (:mod:`.snapshot_rider`).
         """
         env = self.ledger.env
+        snapshot.safe_through = 0  # no turn's events are known to be committed yet: the acks will tell
         if reading.head(env, session) is None:
             return False
-        start, refused = snapshots.offered(env, session, tail.turn)  # continue from it, if the journal attests it
-        report = self.trio.run(partial(replay_session, env, session, sink=tail, start=start))
+        # continue from the newest snapshot the journal attests (see .snapshots)
+        offers, refused = snapshots.candidates(env, session, tail.turn)
+        report = self.trio.run(partial(replay_session, env, session, sink=tail, start=offers))
         if report.divergence is not None:
             d = report.divergence
             raise JournalRefused(f"session {session!r}: its journal diverges from this runtime at seq {d.seq} "
@@ -271,6 +275,10 @@ class Runtime(SessionOpening, Worker):
                                  + (f" ({why})" if why else "") + "; it cannot be continued with its context")
         if report.state is not None:
             loop.restore(report.state)
+        # the turns whose events the opener's committed log holds: a snapshot of one of them is what a replacement of
+        # this runtime may continue from, and is kept in its slot (.snapshot_rider)
+        restored = report.state.turns if report.state is not None else 0
+        snapshot.safe_through = tail.turn - 1 if tail.turn else restored
         staged, unstaged = snapshot.stage(report.verified_turns, report.state, report.settled_at, report.encodings,
                                         report.opened, tail_turn=tail.turn)
         self.events.write("runtime_restored", None, {
@@ -324,7 +332,6 @@ class Runtime(SessionOpening, Worker):
             faults.point(TURN_STARTED)
             outcome = await live.loop.run_turn(text)
             timing.dump()
-            self._snapshot_due(live)
             faults.point(TURN_SETTLED)
             self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
                                                      "status": outcome.status, "reason": outcome.reason,
@@ -333,17 +340,6 @@ class Runtime(SessionOpening, Worker):
             self.send(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
         finally:
             live.running = False
-
-    @staticmethod
-    def _snapshot_due(live: _Live) -> None:
-        """Stage a conversation snapshot after a settled turn once it is due (it rides in the next commit)."""
-        snapshot, journal, loop = live.snapshot, live.journal, live.loop
-        if snapshot is None or journal is None or journal.degraded or not snapshot.due(loop.turns,
-                                                                                        journal.gaps_written):
-            return
-        state = loop.state()  # settled: the journal's committed head is this turn's turn_settled
-        snapshot.stage_after_turn(state, journal.committed_head, loop.encodings(state), loop.opened,
-                                  journal.gaps_written)
 
     def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
         live = self._running()

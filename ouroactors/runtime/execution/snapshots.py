@@ -29,13 +29,11 @@ cuts the record a snapshot continues from. What those fields change is checked b
 after the snapshot; fields that do not rebuild a loop refuse the snapshot. A journal cut with no snapshot to continue
 from is refused by the open (its conversation is gone), never continued from nothing.
 
-**When one is written.** By an open whose replay verified enough turns (from the first, or from the last snapshot)
-for the snapshot's size (:func:`replays_before_snapshot`: one turn while the conversation is small, more as it grows,
-never more than :data:`REPLAY_BEFORE_SNAPSHOT`), and by a live runtime every :data:`REPLAY_BEFORE_SNAPSHOT` turns
-(:meth:`SnapshotRider.due`), so an open replays at most about that many. It is staged, not committed: it rides in
-the journal's next commit, the next turn's start (:class:`SnapshotRider`), so the open still commits nothing of its
-own and a message's way gains no synced commit. A runtime lost before that commit loses the snapshot only; a failed
-put is logged and changes nothing else.
+**When one is written, and where** (:mod:`.snapshot_rider`): by a live runtime at the end of a turn, in the commit
+that writes its ``turn_settled`` (so the next open replays nothing), and by an open whose replay verified enough
+turns for the snapshot's size (:func:`replays_before_snapshot`). A session has two slots (:func:`slot_keys`): a new
+snapshot never replaces the newest one a replacement runtime may still need after a crash; an open tries the newest
+first (:func:`candidates`).
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ import lmdb
 import msgpack
 import pydantic
 
-from ...authorities.storage import commit
 from ...authorities.storage.env import db
 from ...core.codec import CodecError, Record, decode, encode
 from . import steps, versions
@@ -125,23 +122,42 @@ def state_of(snapshot: ConversationSnapshot) -> LoopState:
 
 
 def snapshot_key(sid: bytes) -> bytes:
-    """``session ‖ 0x02`` in ``journal_anchor`` (session ids are printable ASCII: no clash with the records' keys,
-    ``session ‖ 0x00 ‖ seq``, or the head's, ``session ‖ 0x01``)."""
+    """The first of the session's two snapshot slots: ``session ‖ 0x02`` in ``journal_anchor`` (session ids are
+    printable ASCII: no clash with the records' keys, ``session ‖ 0x00 ‖ seq``, or the head's, ``session ‖ 0x01``)."""
     return sid + b"\x02"
 
 
-def load(env: lmdb.Environment, session: str) -> ConversationSnapshot | str | None:
-    """The session's snapshot; None if it has none; a string saying why if it does not decode."""
-    sid = check_session(session)
-    with env.begin() as txn:
-        raw = txn.get(snapshot_key(sid), db=db(env, ANCHOR_DB))
-        data = None if raw is None else bytes(raw)
-    if data is None:
+def slot_keys(sid: bytes) -> tuple[bytes, bytes]:
+    """The session's two snapshot slots (``0x02``, ``0x03``): a new snapshot never replaces the newest one a
+    replacement runtime may still need (:func:`.snapshot_rider.slot_to_write`)."""
+    return sid + b"\x02", sid + b"\x03"
+
+
+def _decoded(raw: bytes | None) -> ConversationSnapshot | str | None:
+    if raw is None:
         return None
     try:
-        return decode(data, ConversationSnapshot)
+        return decode(raw, ConversationSnapshot)
     except CodecError as exc:
         return f"the snapshot does not decode: {exc}"
+
+
+def load_slots(env: lmdb.Environment, session: str) -> tuple[ConversationSnapshot | str | None, ...]:
+    """Each slot's snapshot: None if empty, a string saying why if it does not decode."""
+    sid = check_session(session)
+    with env.begin() as txn:
+        raws = [txn.get(key, db=db(env, ANCHOR_DB)) for key in slot_keys(sid)]
+        data = [None if raw is None else bytes(raw) for raw in raws]
+    return tuple(_decoded(d) for d in data)
+
+
+def load(env: lmdb.Environment, session: str) -> ConversationSnapshot | str | None:
+    """The session's newest snapshot; None if it has none; a string saying why if none it has decodes."""
+    found = load_slots(env, session)
+    snaps = [f for f in found if isinstance(f, ConversationSnapshot)]
+    if snaps:
+        return max(snaps, key=lambda f: (f.turns, f.seq))
+    return next((f for f in found if isinstance(f, str)), None)
 
 
 def usable_for(snapshot: ConversationSnapshot, tail_turn: int) -> str | None:
@@ -169,90 +185,27 @@ def binding_problem(snapshot: ConversationSnapshot, record: StoredRecord) -> str
     return None
 
 
+def candidates(env: lmdb.Environment, session: str, tail_turn: int) -> tuple[list[ConversationSnapshot], str | None]:
+    """The snapshots an open may try to continue from, newest first (each is checked against the journal by the
+    replay, which takes the first it attests), and why the others may not be (None: no slot was refused)."""
+    usable: list[ConversationSnapshot] = []
+    refused: list[str] = []
+    for found in load_slots(env, session):
+        if found is None:
+            continue
+        problem = found if isinstance(found, str) else usable_for(found, tail_turn)
+        if problem is None and isinstance(found, ConversationSnapshot):
+            usable.append(found)
+        elif problem is not None:
+            refused.append(problem)
+    usable.sort(key=lambda f: (f.turns, f.seq), reverse=True)
+    return usable, "; ".join(refused) or None
+
+
 def offered(env: lmdb.Environment, session: str, tail_turn: int) -> tuple[ConversationSnapshot | None, str | None]:
-    """The snapshot an open may try to continue from (it is checked against the journal by the replay), or why the
-    session's snapshot may not be (``(None, None)``: it has none)."""
-    found = load(env, session)
-    if found is None or isinstance(found, str):
-        return None, found
-    problem = usable_for(found, tail_turn)
-    return (found, None) if problem is None else (None, problem)
-
-
-class SnapshotRider:
-    """A session's snapshot waiting for the journal's next commit — the first turn's start, which follows the open —
-    to ride in (a journal rider, as :class:`.carried.CarriedOutput` is): an open writes no commit of its own, and a
-    message's way keeps its synced commits. Lost with its runtime if no commit follows; the next open replays more."""
-
-    def __init__(self, env: lmdb.Environment, session: str) -> None:
-        self.env, self.sid = env, check_session(session)
-        self.pending: tuple[int, bytes] | None = None  # (seq, encoded snapshot)
-        self.saved: int | None = None  # the seq of the snapshot last committed
-        self.turns_at = 0  # the turn of the last snapshot this runtime started from or staged
-        self.gaps_seen = 0  # the journal's gap records when this runtime last staged one
-
-    def due(self, turns: int, gaps_written: int = 0) -> bool:
-        """Whether a live runtime stages a snapshot after the turn that brought its loop to ``turns``: once it is
-        :data:`REPLAY_BEFORE_SNAPSHOT` turns past the last one (so a long-lived runtime, too, leaves the next open
-        little to replay, and a journal that drops old turns to its budget keeps a snapshot to continue from: see
-        :mod:`.budget`), and once its journal wrote a ``gap`` record since (``gaps_written``: a replay stops at a
-        gap, so the next open would continue from before it; from a snapshot after it, it goes on)."""
-        return turns - self.turns_at >= REPLAY_BEFORE_SNAPSHOT or gaps_written > self.gaps_seen
-
-    def stage(self, replayed: int, state: LoopState | None, settled_at: tuple[int, bytes] | None,
-              encodings: bytes | None, opened: dict[str, Any] | None, *, tail_turn: int = 0
-              ) -> tuple[int | None, str | None]:
-        """After an open's replay of ``replayed`` turns ending at ``state`` (which follows the ``turn_settled`` record
-        ``settled_at``; ``encodings``: its conversation's, :meth:`.loop.SessionLoop.encodings`): stage a snapshot
-        there if the replay was long enough for its size (:func:`replays_before_snapshot`). Not at or past
-        ``tail_turn`` (a turn whose events the opener has not all committed: an open after a crash of this runtime
-        must still replay it, :func:`usable_for`).
-        ``(seq staged, why not staged)``."""
-        if state is not None:
-            self.turns_at = max(self.turns_at, state.turns - replayed)
-        if state is None or settled_at is None or encodings is None or opened is None \
-                or replayed < replays_before_snapshot(len(encodings)):
-            return None, None
-        if tail_turn and state.turns >= tail_turn:
-            return None, f"turn {tail_turn}'s events are not all committed by the opener yet"
-        return self._stage(state, settled_at, encodings, opened)
-
-    def stage_after_turn(self, state: LoopState, settled_at: tuple[int, bytes] | None, encodings: bytes,
-                         opened: dict[str, Any] | None, gaps_written: int = 0) -> tuple[int | None, str | None]:
-        """A live runtime's, after a turn settled when :meth:`due`: a snapshot of ``state`` (which follows the
-        journal's committed head ``settled_at``, that turn's ``turn_settled``)."""
-        self.gaps_seen = gaps_written
-        if settled_at is None or opened is None:
-            return None, "no committed turn_settled to bind it to"
-        return self._stage(state, settled_at, encodings, opened)
-
-    def _stage(self, state: LoopState, settled_at: tuple[int, bytes], encodings: bytes, opened: dict[str, Any]
-               ) -> tuple[int | None, str | None]:
-        seq, digest = settled_at
-        try:
-            data = encoded(seq, digest, state, encodings, opened)
-        except CodecError as exc:
-            return None, f"the state does not encode: {exc}"
-        self.pending, self.turns_at = (seq, data), state.turns
-        return seq, None
-
-    def put_staged(self, txn: lmdb.Transaction, *, isolate: bool = False) -> int | None:
-        """Put the staged snapshot in ``txn`` (in a nested transaction with ``isolate``). Never raises: a snapshot
-        is a cache, and the commit it rides in is the journal's."""
-        pending = self.pending
-        if pending is None:
-            return None
-        try:
-            with commit.nested(self.env, txn, isolate) as target:
-                target.put(snapshot_key(self.sid), pending[1], db=db(self.env, ANCHOR_DB))
-        except Exception as exc:
-            log.warning("snapshot of session %s not written: %s: %s", self.sid.decode(), type(exc).__name__, exc)
-            return None
-        return pending[0]
-
-    def settle_staged(self, staged: int | None, outcome: Any) -> None:
-        if staged is not None and isinstance(outcome, commit.Committed):
-            self.pending, self.saved = None, staged
+    """The newest snapshot an open may try to continue from, or why none may be (``(None, None)``: it has none)."""
+    usable, refused = candidates(env, session, tail_turn)
+    return (usable[0], None) if usable else (None, refused)
 
 
 def encoded(seq: int, digest: bytes, state: LoopState, encodings: bytes, opened: dict[str, Any]) -> bytes:
@@ -263,35 +216,18 @@ def encoded(seq: int, digest: bytes, state: LoopState, encodings: bytes, opened:
                                        messages=encodings, opened=opened))
 
 
-def save(env: lmdb.Environment, session: str, seq: int, digest: bytes, state: LoopState,
-         opened: dict[str, Any]) -> str | None:
-    """Write the session's snapshot in a commit of its own (replacing the last; an open stages one on a
-    :class:`SnapshotRider` instead); None when committed, else why not (nothing written)."""
-    sid = check_session(session)
-    try:
-        data = encoded(seq, digest, state, steps.Digests().encodings(state.conversation), opened)
-    except CodecError as exc:
-        return f"the state does not encode: {exc}"
-
-    def put(txn: lmdb.Transaction) -> None:
-        txn.put(snapshot_key(sid), data, db=db(env, ANCHOR_DB))
-
-    outcome = commit.write(env, put)
-    if isinstance(outcome, commit.Committed):
-        return None
-    return getattr(outcome, "reason", type(outcome).__name__)
-
-
 __all__ = [
     "REPLAY_BEFORE_SNAPSHOT",
     "SNAPSHOT_KIB_PER_TURN",
     "ConversationSnapshot",
     "binding_problem",
+    "candidates",
     "encoded",
     "load",
+    "load_slots",
     "offered",
     "replays_before_snapshot",
-    "save",
+    "slot_keys",
     "snapshot_key",
     "state_of",
     "usable_for",
