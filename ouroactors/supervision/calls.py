@@ -13,6 +13,12 @@ again could take the late answer of the first for the answer of the second. A ca
 answer is the bare value, exactly as before. A ``ref`` that is not a str of 1 to :data:`MAX_REF_CHARS`
 characters is refused (``BadRequest`` naming ``AdminCall.ref``, bare: the ref itself cannot be trusted).
 
+**Tagged requests.** The same holds for a request to a worker (an authority, a session's runtime): an actor that
+asks in sequence (:mod:`ouroactors.runtime.coordinator.calls`) wraps it in :class:`Tagged` with a fresh ``ref``,
+and the worker answers :class:`TaggedAnswer` with it — its answer, refusal or error, whatever it would have
+answered the bare request with — so a late answer is never taken for the next one. A worker serves bare requests
+as before. A :class:`Tagged` whose ``ref`` has a problem is refused bare (``BadRequest`` naming ``Tagged.ref``).
+
 **The door.** Every field of an :class:`AdminCall` is checked before the supervisor acts on it
 (:func:`admin_call_problem`): ``op`` one of :data:`ADMIN_OPS`; ``child_id`` None or a str of 1 to
 :data:`MAX_CHILD_ID_CHARS` characters; ``spec`` None or a valid :class:`~.specs.ChildSpec` (re-validated, since
@@ -44,6 +50,22 @@ class AdminCall:
 
 
 MAX_REF_CHARS = 128
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A caller → a worker: ``request`` (what it would send bare), answered :class:`TaggedAnswer` ``(ref, …)``."""
+
+    ref: str
+    request: Any
+
+
+@dataclass(frozen=True)
+class TaggedAnswer:
+    """A worker → the caller of a :class:`Tagged` request: what it answers the bare request with, and its ``ref``."""
+
+    ref: str
+    value: Any
 
 
 def ref_problem(ref: object) -> str | None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -57,6 +58,7 @@ from ..core.errors import (
 )
 from ..core.faults import FaultAction
 from . import reasons
+from .calls import Tagged, TaggedAnswer, ref_problem
 from .faulting import arm_here
 from .protocol import (
     AnnounceGeneration,
@@ -100,6 +102,14 @@ IGNORE = _Ignore()  # returned by ``on_start``: see :meth:`Worker.on_start`
 def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] | None) -> bool:
     """Placement: every required capability must be present with the same value."""
     return all(capabilities.get(key) == value for key, value in (requirements or {}).items())
+
+
+@dataclass(frozen=True)
+class Asker:
+    """The sender of a request and the tag its answer carries (None: a bare request): :meth:`Worker.answer_asker`."""
+
+    address: Any
+    tag: str | None = None
 
 
 class Worker(Actor):
@@ -217,15 +227,31 @@ class Worker(Actor):
     _supervisor: Any = None
     _key = ""
     _incarnation = 0
+    _tag: str | None = None  # the ref of the tagged request being handled (its answers are tagged with it)
 
     def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
+        if isinstance(message, Tagged):  # answered TaggedAnswer(ref, ...), whatever the answer (see .calls)
+            problem = ref_problem(message.ref) or (None if isinstance(message.ref, str) else "must be a str")
+            if problem is None and isinstance(message.request, Tagged):
+                problem = "tags a request that is tagged already"
+            if problem is not None:
+                self.send(sender, BadRequest("Tagged", "ref", problem, repr(message.ref)[:80]))
+                return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
+            self._tag = message.ref
+            try:
+                return self._door(message.request, sender)  # it meets every check a bare request does
+            finally:
+                self._tag = None
+        return self._door(message, sender)
+
+    def _door(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, ActorExitRequest):
             return None  # our process is being ended (by the supervisor, or the system shutting down)
         if isinstance(message, WakeupMessage) and sender != self.myAddress:
             # thespian delivers an actor's timers from its own address (every base); one sent by another actor is
             # forged: it could resume a pending ask as timed out, or end this worker (_SELF_EXIT)
-            self.send(sender, BadRequest("WakeupMessage", "", "is a timer of the actor itself, never a message "
-                                                              "from another"))
+            self._answer_now(sender, BadRequest("WakeupMessage", "", "is a timer of the actor itself, never a message "
+                                                                 "from another"))
             return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
         if isinstance(message, WakeupMessage) and message.payload == _SELF_EXIT:
             self.send(self.myAddress, ActorExitRequest())
@@ -249,7 +275,7 @@ class Worker(Actor):
             self._finish(message.reason)
             return
         if isinstance(message, Ping):
-            self.send(sender, Pong(message.key, message.incarnation))
+            self._answer_now(sender, Pong(message.key, message.incarnation))
             return
         if isinstance(message, GenerationAssigned):
             self.generation = message.generation
@@ -259,18 +285,18 @@ class Worker(Actor):
             return
         if isinstance(message, ArmFaults):
             arm_here(message.plan, self.context, self.path)
-            self.send(sender, Ok())
+            self._answer_now(sender, Ok())
             return
         if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
             return  # plain thespian children of this worker are its own business
         if isinstance(message, Stamped):
             if self._generation_pending or message.generation != self.generation:
                 expected = None if self._generation_pending else self.generation
-                self.send(sender, StaleGeneration(self.path, expected, message.generation))
+                self._answer_now(sender, StaleGeneration(self.path, expected, message.generation))
                 return
             message = message.payload
         elif self.stamped_only and isinstance(message, self.protocol) and type(message) not in self.reads:
-            self.send(sender, StampRequired(self.path, self.generation))
+            self._answer_now(sender, StampRequired(self.path, self.generation))
             return
         if self.protocol and isinstance(message, self.protocol):
             try:  # a subclass would reach a handler by the MRO without its own annotations checked
@@ -278,7 +304,7 @@ class Worker(Actor):
                     raise BadRequest(type(message).__name__, "", "is a subclass of a request type, not one")
                 message = check_message(message)
             except BadRequest as bad:
-                self.send(sender, bad)
+                self._answer_now(sender, bad)
                 return
         verdict = faults.point(f"message.{self.path}")  # free unless a plan is armed
         if verdict is FaultAction.DROP:
@@ -290,7 +316,7 @@ class Worker(Actor):
             except refusals as refusal:
                 result = refusal
             if result is not None:
-                self.send(sender, result)
+                self._answer_now(sender, result)
         self.after_message()
         if self._stop_after is not None:
             self._finish(self._stop_after)
@@ -341,6 +367,19 @@ class Worker(Actor):
         if self.context is not None and self.context.base != "simple":
             self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
 
+    def _answer_now(self, sender: Any, answer: Any) -> None:
+        """Answer the request being handled: inside :class:`~.calls.TaggedAnswer` when it came tagged."""
+        self.send(sender, answer if self._tag is None else TaggedAnswer(self._tag, answer))
+
+    def asker_of(self, sender: Any) -> Asker:
+        """Who sent the request being handled, to :meth:`answer_asker` later (a worker that answers after the handler
+        returned: a group commit), tagged as the request was."""
+        return Asker(sender, self._tag)
+
+    def answer_asker(self, asker: Asker, value: Any) -> None:
+        """Answer a request handled earlier (:meth:`asker_of`) as a handler's return value would have been."""
+        self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
+
     def _crash(self, exc: Exception, sender: Any) -> None:
         reason = reasons.crash(exc)
         if self._state != "running":
@@ -351,7 +390,7 @@ class Worker(Actor):
         self._crash_reason = reason
         self._finish(reason)  # the supervisor hears first: its restart is the critical path
         if sender is not None and sender != self._supervisor:
-            self.send(sender, ActorCrashed(self.path, str(reason)))
+            self._answer_now(sender, ActorCrashed(self.path, str(reason)))
         log.error("%s crashed: %s", self.path, reason, exc_info=(type(exc), exc, exc.__traceback__))
 
     def _refuse(self, message: Any, sender: Any) -> None:
@@ -360,6 +399,6 @@ class Worker(Actor):
         if isinstance(message, StopRequest | GenerationAssigned | ArmFaults):
             return
         if self._crash_reason is not None:
-            self.send(sender, ActorCrashed(self.path, str(self._crash_reason)))
+            self._answer_now(sender, ActorCrashed(self.path, str(self._crash_reason)))
         else:
-            self.send(sender, NoSuchActor(f"{self.path or type(self).__name__} is not running"))
+            self._answer_now(sender, NoSuchActor(f"{self.path or type(self).__name__} is not running"))

@@ -10,7 +10,7 @@ from typing import Any
 from thespian.actors import PoisonMessage
 
 from ouroactors.runtime.coordinator.calls import Ask, Gone, Job, Jobs, TimedOut, Watch
-from ouroactors.supervision.calls import AdminAnswer, AdminCall, Ok
+from ouroactors.supervision.calls import AdminAnswer, AdminCall, Ok, Tagged, TaggedAnswer
 
 SUPERVISOR = "execution-supervisor"
 
@@ -21,9 +21,16 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[Any, Any]] = []
         self.timers: list[Any] = []
+        self.tags: dict[Any, str] = {}
 
     def send(self, target: Any, message: Any) -> None:
+        if isinstance(message, Tagged):
+            self.tags[target] = message.ref
         self.sent.append((target, message))
+
+    def tagged(self, target: Any, value: Any) -> TaggedAnswer:
+        """``target``'s answer to the last (tagged) request sent to it, as a worker gives it."""
+        return TaggedAnswer(self.tags[target], value)
 
     def wakeup(self, delay: Any, payload: Any) -> None:
         self.timers.append(payload)
@@ -62,7 +69,7 @@ def test_a_late_answer_of_a_check_given_up_is_not_taken_for_the_next_asks_answer
     check_ref = rec.last_ref()
     assert rec.sent[-1][1] == AdminCall("which_child", "runtime#1", ref=check_ref)
     rec.fire(jobs, "_CheckTimeout")  # the check went unanswered: given up
-    assert jobs.offer("acked", "runtime") and log == ["acked"]
+    assert jobs.offer(rec.tagged("runtime", "acked"), "runtime") and log == ["acked"]
     start_ref = rec.last_ref()
     assert start_ref != check_ref
     assert jobs.offer(AdminAnswer(check_ref, "running"), SUPERVISOR)  # the check's answer, late: dropped
@@ -120,12 +127,12 @@ def test_an_answer_is_unwrapped_for_the_job_and_a_check_answer_judges_by_its_val
     assert jobs.offer(AdminAnswer(rec.last_ref(), "running"), SUPERVISOR) and log == []  # alive: watched on
     rec.fire(jobs, "_CheckTimer")
     check = rec.last_ref()
-    assert jobs.offer("acked", "runtime") and log == []  # held until the check is answered
+    assert jobs.offer(rec.tagged("runtime", "acked"), "runtime") and log == []  # held until the check is answered
     assert jobs.offer(AdminAnswer(check, "running"), SUPERVISOR) and log == ["acked"]
     assert jobs.offer(AdminAnswer(rec.last_ref(), ["a", "b"]), SUPERVISOR) and log == ["acked", ["a", "b"]]
 
 
-def test_every_admin_call_gets_a_fresh_ref_a_jobs_own_ref_is_kept_and_other_messages_go_as_they_are() -> None:
+def test_every_call_gets_a_fresh_ref_a_jobs_own_ref_is_kept_and_other_requests_go_tagged() -> None:
     def job() -> Job:
         yield Ask(SUPERVISOR, AdminCall("which_children"), 1.0)
         yield Ask(SUPERVISOR, AdminCall("which_children"), 1.0)
@@ -139,9 +146,10 @@ def test_every_admin_call_gets_a_fresh_ref_a_jobs_own_ref_is_kept_and_other_mess
     assert jobs.offer(AdminAnswer(refs[1], []), SUPERVISOR)
     assert rec.last_ref() == "mine"
     assert jobs.offer(AdminAnswer("mine", []), SUPERVISOR)
-    assert rec.sent[-1] == ("ledger", "read")  # not an admin call: sent as asked, answered by sender
-    assert len(set(refs)) == 2 and all(isinstance(r, str) and 0 < len(r) <= 128 for r in refs)
-    assert jobs.offer("entries", "ledger") and not jobs.busy
+    target, sent = rec.sent[-1]  # not an admin call: tagged with a ref of its own
+    assert target == "ledger" and isinstance(sent, Tagged) and sent.request == "read" and sent.ref not in refs
+    assert len(set(refs)) == 2 and all(isinstance(r, str) and 0 < len(r) <= 128 for r in [*refs, sent.ref])
+    assert jobs.offer(TaggedAnswer(sent.ref, "entries"), "ledger") and not jobs.busy
 
 
 def test_an_answer_with_no_ask_waiting_for_it_is_taken_and_dropped_never_passed_on() -> None:
@@ -175,3 +183,53 @@ def test_a_poison_message_is_matched_by_the_ref_of_the_call_it_returns() -> None
     assert jobs.offer(PoisonMessage(old), SUPERVISOR) and len(log) == 1  # the returned call was given up
     poison = PoisonMessage(current)
     assert jobs.offer(poison, SUPERVISOR) and log[1] is poison  # delivered as before: the job judges it
+
+
+# -- tagged asks: requests to runtimes and authorities ------------------------------------------------------------
+
+
+def test_a_late_answer_of_a_tagged_ask_that_timed_out_is_dropped_and_the_next_ask_gets_its_own() -> None:
+    """The attack this closes: a runtime slow to answer ``drain`` answers after the ask timed out, while the job
+    waits for its ``ack``: matched by sender alone, the drain's answer would have been taken for the ack's."""
+    log: list[Any] = []
+
+    def job() -> Job:
+        log.append((yield Ask("runtime", "drain", 10.0)))
+        log.append((yield Ask("runtime", "ack", 10.0)))
+
+    rec, jobs = run(job())
+    drain_ref = rec.tags["runtime"]
+    rec.fire(jobs, "_AskTimer")
+    assert log == [TimedOut("drain")]  # the request as the job asked it
+    ack_ref = rec.tags["runtime"]
+    assert ack_ref != drain_ref and rec.sent[-1] == ("runtime", Tagged(ack_ref, "ack"))
+    assert jobs.offer(TaggedAnswer(drain_ref, "events 1-9"), "runtime")  # late: taken off the queue, dropped
+    assert log == [TimedOut("drain")] and jobs.busy
+    assert jobs.offer(TaggedAnswer(ack_ref, "acked"), "runtime")
+    assert log == [TimedOut("drain"), "acked"] and not jobs.busy
+
+
+def test_a_bare_message_from_the_one_asked_is_not_the_answer_of_a_tagged_ask() -> None:
+    log: list[Any] = []
+
+    def job() -> Job:
+        log.append((yield Ask("runtime", "ack", 10.0)))
+
+    rec, jobs = run(job())
+    assert not jobs.offer("acked", "runtime")  # left to the actor's handlers, as any message nobody asked for
+    assert log == [] and jobs.busy
+    assert jobs.offer(TaggedAnswer(rec.tags["runtime"], "acked"), "someone-else")  # right ref, wrong sender:
+    assert log == [] and jobs.busy  # dropped
+    assert jobs.offer(TaggedAnswer(rec.tags["runtime"], "acked"), "runtime") and log == ["acked"]
+
+
+def test_a_tagged_request_the_worker_could_not_handle_comes_back_by_its_ref() -> None:
+    log: list[Any] = []
+
+    def job() -> Job:
+        log.append((yield Ask("runtime", "ack", 10.0)))
+
+    rec, jobs = run(job())
+    _, sent = rec.sent[-1]
+    returned = PoisonMessage(sent)
+    assert jobs.offer(returned, "runtime") and log == [returned]

@@ -12,15 +12,23 @@ import pytest
 
 from ouroactors.core.call_thread import CallThread
 from ouroactors.runtime.coordinator.calls import Ask, Job, Jobs, OffThread
+from ouroactors.supervision.calls import Tagged, TaggedAnswer
 
 
 class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[Any, Any]] = []
         self.offloaded: list[Any] = []
+        self.ref = ""
 
     def send(self, target: Any, message: Any) -> None:
+        """Recorded as the request itself (asks go tagged: the ref is kept to answer them)."""
+        if isinstance(message, Tagged):
+            self.ref, message = message.ref, message.request
         self.sent.append((target, message))
+
+    def answer(self, value: Any) -> TaggedAnswer:
+        return TaggedAnswer(self.ref, value)
 
     def wakeup(self, delay: Any, payload: Any) -> None:
         pass
@@ -50,7 +58,7 @@ def test_an_offloaded_call_holds_its_job_and_resumes_it_with_the_value() -> None
     assert log == ["committed"] and rec.sent == [("peer", "after")]
     jobs.finished("stray", None)  # a stray wake-up while the job waits on an ask changes nothing
     assert log == ["committed"]
-    assert jobs.offer("answer", "peer")
+    assert jobs.offer(rec.answer("answer"), "peer")
     assert log == ["committed", "answer"] and len(rec.offloaded) == 2  # the second job started and went away
 
 

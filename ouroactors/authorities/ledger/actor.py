@@ -115,7 +115,7 @@ class Ledger(GroupCommit):
             self._pending_ops = 0
             error = CommitRejected(f"ledger stopped before committing this request ({reason}): not written")
             for item in pending:
-                self.send(item.sender, [error] * len(item.ops) if item.batch else error)
+                self.answer_asker(item.sender, [error] * len(item.ops) if item.batch else error)
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None

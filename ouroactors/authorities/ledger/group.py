@@ -73,7 +73,7 @@ class GroupCommit(Worker):
     def _enqueue(self, ops: list[Op], sender: Any, batch: bool) -> None:
         if faults.armed() is not None and any(isinstance(op, Settle) for op in ops):
             faults.point(SETTLE_RECEIVED)
-        self._pending.append(_Pending(ops, sender, batch))
+        self._pending.append(_Pending(ops, self.asker_of(sender), batch))
         self._pending_ops += len(ops)
         if self._pending_ops >= MAX_BATCH and self._inflight is None:
             self._flush()
@@ -184,7 +184,7 @@ class GroupCommit(Worker):
         # recovers every unsettled entry as ambiguous.
         unknown = CommitOutcomeUnknown(f"ledger crashed during commit: {type(exc).__name__}: {exc}")
         for item in pending:
-            self.send(item.sender, [unknown] * len(item.ops) if item.batch else unknown)
+            self.answer_asker(item.sender, [unknown] * len(item.ops) if item.batch else unknown)
 
     def _deliver(self, pending: list[_Pending], outcome: Outcome[list[OpResult]]) -> None:
         answers = iter(answers_for([op for item in pending for op in item.ops], outcome))
@@ -193,6 +193,6 @@ class GroupCommit(Worker):
             self._committed_ops += len(outcome.value)
         for item in pending:
             mine = [next(answers) for _ in item.ops]
-            self.send(item.sender, mine if item.batch else mine[0])
+            self.answer_asker(item.sender, mine if item.batch else mine[0])
         if not isinstance(outcome, Committed | Rejected) and env_panicked(self.env):
             raise RuntimeError(f"storage environment panicked: {outcome.reason}")  # crash; restart recovers

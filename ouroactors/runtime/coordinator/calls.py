@@ -6,9 +6,9 @@ as callbacks it would be a tangle of half-states; written as a generator it read
 does, and the actor stays responsive: while a job waits, other messages are queued as jobs of their
 own (one job at a time, so two jobs never interleave their reads and writes of the session record).
 
-An answer is matched by its sender (the address asked); an ask that is not answered within its
-timeout resumes the job with :class:`TimedOut`. A job that raises crashes the worker — let it crash:
-the supervisor restarts the coordinator and recovery reads the durable record back.
+An answer is matched by its sender (the address asked) and the ref its ask was sent with (below); an ask that
+is not answered within its timeout resumes the job with :class:`TimedOut`. A job that raises crashes the worker
+— let it crash: the supervisor restarts the coordinator and recovery reads the durable record back.
 
 **Watched asks.** Thespian tells nobody but its supervisor that an actor died, so an ask to a dead
 runtime waits out its whole timeout — and, one job at a time, so does everything else, recovery
@@ -31,7 +31,14 @@ check's — carries a fresh ``ref`` (one the job set itself is kept), the superv
 ref is the one the pending ask (or check) was sent with; the job is resumed with the answer's ``value``, as
 before. Any other ``AdminAnswer`` — late, of an ask or check given up — is dropped (logged at debug), never
 delivered to another ask. A thespian ``PoisonMessage`` returning a ref'd call is matched by that ref the same
-way. Other answers (asks to authorities and runtimes) are matched by sender as above.
+way.
+
+**Tagged asks.** The same holds for every other ask: a runtime or an authority asked again after a timeout could
+answer the first ask late. So every ask that is not an ``AdminCall`` goes
+:class:`~ouroactors.supervision.calls.Tagged` with a fresh ref, the worker answers
+:class:`~ouroactors.supervision.calls.TaggedAnswer` with it (what it would answer the bare request with), and
+the runner takes it by that ref exactly as it takes an ``AdminAnswer``; a bare message from the one asked is never
+taken for the answer of a tagged ask.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from typing import Any
 
 from thespian.actors import PoisonMessage
 
-from ...supervision.calls import AdminAnswer, AdminCall
+from ...supervision.calls import AdminAnswer, AdminCall, Tagged, TaggedAnswer
 
 log = logging.getLogger("ouroactors.coordinator")
 
@@ -168,7 +175,7 @@ class Jobs:
             return True
         ref = _ref_of(message)
         if ref is not None:  # a correlated answer: taken by the ask (or check) sent with its ref, or by nothing
-            answer = message.value if isinstance(message, AdminAnswer) else message
+            answer = message.value if isinstance(message, AdminAnswer | TaggedAnswer) else message
             if asked is not None and ref == self._ref and sender == asked.address:
                 if not self._checking:
                     self._resume(answer)
@@ -182,15 +189,19 @@ class Jobs:
                 log.debug("dropped %s (ref %s) from %s: no ask waits for it (given up, or answered)",
                           type(message).__name__, ref, sender)
             return True
+        # A bare message is an answer only to a bare ask: every ask and check is sent with a ref (see _with_ref), so
+        # a bare message from the one asked is not its answer — a late answer to a bare request, or one it sent of
+        # its own accord — and goes to the actor's handlers like any other.
         if asked is None:
             return False
-        if sender == asked.address:
+        if sender == asked.address and self._ref is None:
             if not self._checking:
                 self._resume(message)
             elif self._held is None:
                 self._held = (message,)
             return True
-        if self._checking and asked.watch is not None and sender == asked.watch.check.address:
+        if (self._checking and self._check_ref is None and asked.watch is not None
+                and sender == asked.watch.check.address):
             self._checking = False
             self._checked(asked, message)
             return True
@@ -219,13 +230,15 @@ class Jobs:
             self._wakeup(timedelta(seconds=asked.watch.every_s), _CheckTimer(self._token))
 
     def _with_ref(self, message: Any) -> tuple[Any, str | None]:
-        """``message`` as sent, and the ref its answer must carry: an AdminCall gets a fresh ref unless it has one."""
-        if not isinstance(message, AdminCall):
-            return message, None
-        if message.ref is None:
-            self._serial += 1
-            message = dataclasses.replace(message, ref=f"{self._refs}.{self._serial}")
-        return message, message.ref
+        """``message`` as sent, and the ref its answer must carry: an AdminCall gets a fresh ref unless it has one;
+        any other request goes :class:`~ouroactors.supervision.calls.Tagged` with one."""
+        if isinstance(message, AdminCall) and message.ref is not None:
+            return message, message.ref
+        self._serial += 1
+        ref = f"{self._refs}.{self._serial}"
+        if isinstance(message, AdminCall):
+            return dataclasses.replace(message, ref=ref), ref
+        return Tagged(ref, message), ref
 
     def timer_payload(self, payload: Any) -> bool:
         return isinstance(payload, _AskTimer | _CheckTimer | _CheckTimeout)
@@ -277,11 +290,12 @@ class Jobs:
 
 
 def _ref_of(message: Any) -> str | None:
-    """The ref a message answers by: an AdminAnswer's, or that of the ref'd AdminCall a PoisonMessage returns."""
-    if isinstance(message, AdminAnswer):
+    """The ref a message answers by: an AdminAnswer's or TaggedAnswer's, or that of the ref'd AdminCall or the
+    Tagged request a PoisonMessage returns."""
+    if isinstance(message, AdminAnswer | TaggedAnswer):
         return message.ref if isinstance(message.ref, str) else ""  # a junk ref matches no ask
     returned = message.poisonMessage if isinstance(message, PoisonMessage) else None
-    if isinstance(returned, AdminCall) and returned.ref is not None:
+    if (isinstance(returned, AdminCall) and returned.ref is not None) or isinstance(returned, Tagged):
         return returned.ref if isinstance(returned.ref, str) else ""
     return None
 

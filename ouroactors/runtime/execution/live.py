@@ -9,16 +9,19 @@ calls :meth:`ActorGrants.answer` through :meth:`~.bridge.TrioThread.call`.
 
 from __future__ import annotations
 
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import trio
+from thespian.actors import PoisonMessage
 
 from ...authorities.grants.approvals import ApprovalRefused
 from ...authorities.grants.rules import Request, Verdict
 from ...core.codec import digest_of
 from ...core.errors import StaleGeneration
+from ...supervision.calls import Tagged, TaggedAnswer
 from .errors import CursorError
 from .output import Batch, OutputBuffer, OutputEvent
 
@@ -70,13 +73,16 @@ class OutputChannel:
 class ActorGrants:
     """:class:`~.effects.GrantsPort` through messages to the grants authority, one request at a time.
 
-    One request is outstanding at a time (a trio lock), so an answer belongs to the request before it; an
-    authority that does not answer within :data:`GRANTS_ANSWER_TIMEOUT_S` is gone (it restarts, and rest_for_one
-    restarts this runtime after it): the call raises and the runtime crashes rather than matching a late answer
-    to the next request.
+    One request is outstanding at a time (a trio lock). Each goes :class:`~ouroactors.supervision.calls.Tagged`
+    with a ref of its own, and only the :class:`~ouroactors.supervision.calls.TaggedAnswer` carrying it is taken:
+    an answer that comes after its request gave up (a timeout the caller goes on from, as :meth:`approve` does for
+    an approval it cannot look up) is dropped, never taken for the next request's. An authority that does not
+    answer within :data:`GRANTS_ANSWER_TIMEOUT_S` is gone (it restarts, and rest_for_one restarts this runtime
+    after it): the call raises.
     """
 
-    def __init__(self, send: Callable[[Any], None], session: str, make_decide: Callable[[Request, str | None], Any],
+    def __init__(self, send: Callable[[str, Any], None], session: str,
+                 make_decide: Callable[[Request, str | None], Any],
                  make_approval: Callable[[str, str, dict[str, Any], str], Any] | None = None,
                  make_wait: Callable[[str], Any] | None = None,
                  make_consume: Callable[[str, str, str, int], Any] | None = None, *, park: bool = False,
@@ -92,19 +98,31 @@ class ActorGrants:
         self._lock = trio.Lock()
         self._waiting: trio.Event | None = None
         self._answer: Any = None
+        self._refs = f"g.{uuid.uuid4().hex[:16]}"  # this runtime's request refs: f"{_refs}.{n}"
+        self._serial = 0
+        self._ref: str | None = None  # the ref of the request waiting for its answer
 
     def answer(self, message: Any) -> bool:
-        """An answer from grants arrived (called in the trio thread); False if nothing was waiting for one."""
-        if self._waiting is None or self._waiting.is_set():
+        """A message from grants arrived (called in the trio thread): True when it answers a request of ours (the
+        one waiting, which it resumes, or one given up, dropped); False for anything else."""
+        if isinstance(message, TaggedAnswer):
+            ref, value = message.ref, message.value
+        elif isinstance(message, PoisonMessage) and isinstance(message.poisonMessage, Tagged):
+            ref, value = message.poisonMessage.ref, message  # our request came back unhandled
+        else:
             return False
-        self._answer = message
+        if self._waiting is None or self._waiting.is_set() or ref != self._ref:
+            return True  # late: its request gave up
+        self._answer = value
         self._waiting.set()
         return True
 
     async def _ask(self, message: Any, timeout: float = GRANTS_ANSWER_TIMEOUT_S) -> Any:
         async with self._lock:
             self._waiting, self._answer = trio.Event(), None
-            self._send(message)
+            self._serial += 1
+            self._ref = f"{self._refs}.{self._serial}"
+            self._send(self._ref, message)
             with trio.fail_after(timeout):
                 await self._waiting.wait()
             answer, self._waiting = self._answer, None

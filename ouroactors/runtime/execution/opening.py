@@ -30,6 +30,7 @@ from ...authorities.grants.messages import ConsumeApproval, Decide, RequestAppro
 from ...authorities.grants.rules import Request
 from ...core import faults
 from ...core.errors import OuroactorsError
+from ...supervision.calls import Tagged
 from ...supervision.protocol import Stamped
 from ..coordinator.publishing import ACK_EVERY
 from ..coordinator.store import SessionStore
@@ -125,8 +126,8 @@ class SessionOpening:
         if grants_entry is None:
             raise OuroactorsError(f"{self.path}: no grants authority before this runtime in the tree")
 
-        def send_grants(payload: Any) -> None:
-            self.outbox.post(grants_entry.address, Stamped(grants_entry.generation, payload))
+        def send_grants(ref: str, payload: Any) -> None:
+            self.outbox.post(grants_entry.address, Tagged(ref, Stamped(grants_entry.generation, payload)))
 
         def decide(request: Request, root: str | None) -> Decide:
             return Decide(request, root)
