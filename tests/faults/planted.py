@@ -38,7 +38,7 @@ class AnswersBeforeCommit(Ledger):
         results = iter(decided)
         for item in pending:
             answers = [answer_for(next(results)) for _ in item.ops]
-            self.send(item.sender, answers if item.batch else answers[0])  # the bug: answered first
+            self.answer_asker(item.sender, answers if item.batch else answers[0])  # the bug: answered first
         faults.point(ANSWERED)
         outcome = self.store.apply(ops)
         if not isinstance(outcome, Committed):

@@ -114,7 +114,7 @@ class ApprovalDesk:
     def handle_WaitApproval(self, message: WaitApproval, sender: Any) -> Approval | None:
         approval = self._approval(message.approval_id)
         if approval.pending:
-            self.waiters.setdefault(approval.approval_id, []).append(sender)
+            self.waiters.setdefault(approval.approval_id, []).append(self.asker_of(sender))  # tagged as asked
             return None  # answered when decided
         return approval
 
@@ -183,4 +183,4 @@ class ApprovalDesk:
         if approval.pending:
             return
         for waiter in self.waiters.pop(approval.approval_id, []):
-            self.send(waiter, approval)
+            self.answer_asker(waiter, approval)
