@@ -36,6 +36,7 @@ from .rules import Rule
 
 if TYPE_CHECKING:
     from ...supervision.protocol import SystemContext
+    from ...supervision.worker import Asker
 
 APPROVAL_COMMITTED = faults.register_point("grants.approval_committed", "an answer is durable, the waiter not yet told")
 _EXPIRY = "ouroactors:approval-expiry"
@@ -56,7 +57,7 @@ class ApprovalDesk:
     answerers: tuple[str, ...]
     corrupt: dict[str, str]
     approvals: dict[str, Approval]
-    waiters: dict[str, list[Any]]
+    waiters: dict[str, list[Asker]]
     max_pending: int
     max_pending_total: int
     keep_finished_ns: int
@@ -65,6 +66,8 @@ class ApprovalDesk:
     if TYPE_CHECKING:  # what the actor provides
 
         def send(self, targetAddr: Any, msg: Any) -> None: ...
+        def asker_of(self, sender: Any) -> Asker: ...
+        def answer_asker(self, asker: Asker, value: Any) -> None: ...
         def wakeupAfter(self, timePeriod: timedelta, payload: Any = None) -> None: ...
         def _commit(self, *, approvals: list[Approval] = ..., postures: dict[str, str] | None = None,
                     rules: dict[str, tuple[str, ...]] | None = None, forget: list[str] = ...,
