@@ -20,6 +20,12 @@ A handler may also *refuse* a request by raising one of the exception types the 
 the sender gets the exception as its answer and the worker carries on. Every other exception is a
 crash.
 
+**Tagged requests.** A request may come wrapped in :class:`~.calls.Tagged` (an asker that must tell its answers
+apart: :mod:`ouroactors.runtime.coordinator.calls`). It is unwrapped and meets every check a bare one does; every
+answer to it — the return value, a refusal, a stale stamp, the crash report — goes back inside
+:class:`~.calls.TaggedAnswer` with its ref. A worker that answers after its handler returned (a group commit) keeps
+:meth:`Worker.asker_of` the sender and answers with :meth:`Worker.answer_asker`, tagged the same way.
+
 **The door of an authority.** A message whose type is in the class's ``protocol`` is checked
 field by field against its annotations (:func:`ouroactors.core.boundary.check_message`) before any
 handler sees it; a bad one is answered with :class:`~ouroactors.core.errors.BadRequest` and does
