@@ -261,7 +261,7 @@ class _Driver:
                     return
             except OuroactorsError as exc:  # the supervisor restarting, a runtime gone meanwhile: looked at again
                 self._error("spare", exc)
-            time.sleep(0.05)  # polling a condition with a deadline (the spare is forked 0.2 s after the message)
+            time.sleep(0.05)  # polling a condition with a deadline (the spare is forked after the message's runtime)
 
     def _error(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:300])

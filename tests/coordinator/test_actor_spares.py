@@ -66,6 +66,38 @@ def test_a_message_runs_on_the_spare_started_after_the_message_before(actor_syst
     the_spare(actor_system, not_keys={spare.id})  # and the next one is started after b's message
 
 
+def test_a_cold_refill_waits_for_the_coordinators_runtime_however_slow_its_start(actor_system, tmp_path):
+    """The first message finds no spare: its coordinator starts the runtime itself, and the directory's refill
+    waits for its word (RuntimeStarted), so the spare is newer and the session's next message can take it — even
+    when the coordinator's start lags (here its resume commit is held 0.6 s; a refill on a timer ran first and
+    started a spare the session then had to refuse)."""
+    from ouroactors.core.fault_plans import FaultAction, FaultPlan, FaultRule
+
+    actor_system.start_tree(agent_tree(str(tmp_path), spares=1))
+    sessions = Sessions(actor_system)
+    sessions.new("a", session_config(None, model={"kind": "scripted", "script": str(slow_script(
+        tmp_path / "a.toml", words=2, pace_ms=1))}))
+    actor_system.arm_faults(coordinator_path(actor_system, "a"), FaultPlan((FaultRule(
+        "coordinator.resume_committed", FaultAction.DELAY, nth=1, delay_s=0.6),)))
+    sessions.send("a", "go")
+    wait_for("a settled", lambda: sessions.show("a").state == "suspended"
+             and [e.kind for e in sessions.events("a")].count("turn_settled") == 1)
+    first = opened_on(actor_system, "a")
+    spare = the_spare(actor_system)
+    assert first and first != [f"agent/execution/{spare.id}"]
+    sessions.send("a", "again")
+    wait_for("a settled twice", lambda: sessions.show("a").state == "suspended"
+             and [e.kind for e in sessions.events("a")].count("turn_settled") == 2)
+    assert opened_on(actor_system, "a")[-1] == f"agent/execution/{spare.id}"  # the spare was newer: taken
+    # the word is taken from the session's coordinator only: anybody else's is refused, naming the field
+    from ouroactors.core.errors import BadRequest
+    from ouroactors.runtime.coordinator.messages import RuntimeStarted
+
+    with pytest.raises(BadRequest) as refused:
+        actor_system.ask("agent/sessions", RuntimeStarted("a"), timeout=10.0)
+    assert refused.value.field == "session_id"
+
+
 def test_an_approvals_answer_resumes_the_turn_on_a_spare(actor_system, tmp_path):
     sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch approved.txt", "ask:Bash(touch *)", "done",
                                           spares=1)

@@ -32,7 +32,8 @@ takes them from the directory.)
 directory started ahead, offered with each command that may start a runtime so that its turn does not wait for a
 process to start, and replaced right after; what is trusted, and how a stale one is handled: :mod:`.spares`.
 
-A :class:`~.messages.Committed` nudge passes the door like a request and is taken only from the coordinator
+A :class:`~.messages.Committed` nudge (and a :class:`~.messages.RuntimeStarted`, which only lets a spare refill
+start) passes the door like a request and is taken only from the coordinator
 the directory last forwarded that session's commands to (the only one that knows this directory's address), for
 a cursor that is durable and not below the one it nudged before; anything else is refused with
 :class:`~ouroactors.core.errors.BadRequest` naming the field. A nudge only makes followers read the durable log
@@ -68,6 +69,7 @@ from .messages import (
     ListSessions,
     NewSession,
     ReadEvents,
+    RuntimeStarted,
     Serving,
     ShowSession,
     SpareRuntime,
@@ -130,7 +132,8 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                             "sessions")
         self.spare_target = spare_runtimes
         self.spares: list[tuple[SpareRuntime, float]] = []  # started ahead (and when), not offered yet (.spares)
-        self.refill_due = False  # a refill job is queued or running
+        self.refill_due = False  # a refill job is queued or running, or waits for a coordinator's RuntimeStarted
+        self.cold_refill: str | None = None  # the session whose coordinator's RuntimeStarted the refill waits for
         self.node = STORE_NODE
         self.store = SessionStore.open(self.context.data_dir, fence=self.authorities["storage"].generation)
         self.principals = PrincipalCheck(self.context.data_dir)  # who a request is from (.principals)
@@ -154,8 +157,10 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             if message.payload == FOLLOW:
                 self.ticking = False
                 self._serve_followers()
-            elif message.payload == _REFILL:
-                self.jobs.submit(self._refill)
+            elif message.payload == _REFILL:  # the coordinator did not say it started its runtime: refill anyway
+                if self.cold_refill is not None:
+                    self.cold_refill = None
+                    self.jobs.submit(self._refill)
             elif isinstance(message.payload, _Redeliver):
                 redeliver = message.payload
                 self.jobs.submit(lambda: self._forward_again(redeliver))
@@ -168,6 +173,14 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                 return refused
             self.nudged[message.session_id] = message.cursor
             self._serve_followers(message.session_id, frozenset(message.served))
+            return None
+        if isinstance(message, RuntimeStarted):  # the runtime a cold command needed is started: the refill goes now
+            refused = self._refused_sender("RuntimeStarted", message.session_id, sender)
+            if refused is not None:
+                return refused
+            if self.cold_refill == message.session_id:
+                self.cold_refill = None
+                self.jobs.submit(self._refill)
             return None
         if type(message) in COMMANDS:
             self.jobs.submit(lambda: self._forward(message, sender))
@@ -286,7 +299,9 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                 self.refill_due = True  # after this forward, as a job of its own: nothing on the message's way
                 if spare is not None:
                     self.jobs.submit(self._refill)
-                else:  # the coordinator starts a runtime now: the spare must come after it (a newer generation)
+                else:  # the coordinator starts a runtime now: the spare must come after it (a newer generation),
+                    # so the refill waits for its RuntimeStarted (at most REFILL_COLD_S)
+                    self.cold_refill = request.session_id
                     self.wakeupAfter(timedelta(seconds=REFILL_COLD_S), payload=_REFILL)
         self.send(address, ForSession(sender, request, spare))
 
@@ -339,12 +354,19 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                 f"the coordinator of {session!r} died as the command reached it and is not back "
                 f"({getattr(info, 'status', info)!r}); try again"))
 
+    def _refused_sender(self, what: str, session: str, sender: Any) -> BadRequest | None:
+        """Why a coordinator's word about ``session`` is not taken from ``sender`` (None: it is that session's)."""
+        if sender is None or self.serving.get(session) != sender:
+            return BadRequest(what, "session_id", "is not a session whose commands the directory forwards "
+                              "to the sender (only its coordinator nudges)", repr(session[:80]))
+        return None
+
     def _refused_nudge(self, nudge: Committed, sender: Any) -> BadRequest | None:
         """Why ``nudge`` is not taken (see the module docstring), or None."""
         session = nudge.session_id
-        if sender is None or self.serving.get(session) != sender:
-            return BadRequest("Committed", "session_id", "is not a session whose commands the directory forwards "
-                              "to the sender (only its coordinator nudges)", repr(session[:80]))
+        refused = self._refused_sender("Committed", session, sender)
+        if refused is not None:
+            return refused
         record = self.store.get(session)
         if record is None:
             return BadRequest("Committed", "session_id", "is not a session of this node", repr(session[:80]))

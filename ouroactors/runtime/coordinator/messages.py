@@ -329,12 +329,22 @@ class Rejected:
 REQUESTS = (NewSession, ListSessions, ShowSession, ReadEvents, StopReading, SendMessage, SteerSession, ControlSession,
             WaitSession, CompleteJob, ApprovalAnswered)
 COMMANDS = (SendMessage, SteerSession, ControlSession, WaitSession, CompleteJob, ApprovalAnswered)
-DIRECTORY_REQUESTS = (*REQUESTS, Committed)  # what the session directory checks at its door
+@dataclass(frozen=True)
+class RuntimeStarted:
+    """A coordinator → the directory: it started the runtime a command of ``session_id`` needed itself (no spare
+    was offered, or none it could use). The directory's spare refill that such a command left waiting starts now:
+    its runtime is then newer than this one, so the session can take it at its next command (:mod:`.spares`).
+    Checked at the directory's door and taken only from the coordinator it forwards that session's commands to."""
+
+    session_id: SessionId
+
+
+DIRECTORY_REQUESTS = (*REQUESTS, Committed, RuntimeStarted)  # what the session directory checks at its door
 COORDINATOR_REQUESTS = (ForSession, WhichSession, OutputReady)  # what a coordinator checks at its door
 
 __all__ = [
     "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
     "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
-    "Rejected", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession", "StopReading",
-    "WaitSession",
+    "Rejected", "RuntimeStarted", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession",
+    "StopReading", "WaitSession",
 ]

@@ -40,6 +40,7 @@ from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, reclaim_request_id
+from .messages import RuntimeStarted
 from .record import RuntimeAttachment, SessionRecord
 from .spares import SpareChild
 from .trace import mark
@@ -85,6 +86,8 @@ class _Attached:
 class RuntimeLink(WorkspaceLeasing):
     """See the module docstring."""
 
+    directory: Any = None  # the session directory that forwards this session's commands (None: none yet)
+
     if TYPE_CHECKING:  # what the coordinator provides
         session_id: str
         incarnation: str
@@ -97,6 +100,8 @@ class RuntimeLink(WorkspaceLeasing):
         released_lease: str | None
         myAddress: Any
         context: SystemContext | None
+
+        def send(self, targetAddr: Any, msg: Any) -> None: ...
 
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _execution(self, call: AdminCall, timeout_s: float = 30.0) -> Ask: ...
@@ -202,7 +207,10 @@ class RuntimeLink(WorkspaceLeasing):
             log.info("%s: the spare runtime offered is not used: %s; starting one", self.session_id, why)
             if self.spare_trusted:  # our directory's, offered to nobody else now: stopped once the command answered
                 self.spare = spare
-        return (yield self._execution(AdminCall("start_child")))
+        started = yield self._execution(AdminCall("start_child"))
+        if self.directory is not None:  # a spare it starts from now on is newer than this runtime (.spares)
+            self.send(self.directory, RuntimeStarted(self.session_id))
+        return started
 
     def _lease_and_open(self, config: dict[str, Any], info: Any, attached: _Attached, start: int,
                         reclaim: dict[str, Any] | None, answered: tuple[str, ...], tail: tuple[int, int],

@@ -6,8 +6,9 @@ turn (~20-25 ms measured, of ~60 ms before the turn runs). So the session direct
 runtimes started ahead (a tree kwarg of ``agent/sessions``; ``supervision_trees/agent.toml`` keeps one) and offer
 one with each command that may start a runtime (:data:`STARTS_A_RUNTIME`: a message, an approval's answer, a job's
 completion, a resume; :class:`~.messages.ForSession`'s ``spare``). It starts the next one right after that
-forward, as a job of its own (nothing on the command's way waits for it) — or, when it had none to offer,
-:data:`REFILL_COLD_S` later — and only after such a command: an idle node keeps at most what it had. A spare nobody
+forward, as a job of its own (nothing on the command's way waits for it) — or, when it had none to offer, once
+the coordinator says it started the command's runtime itself (:class:`~.messages.RuntimeStarted`; at most
+:data:`REFILL_COLD_S` later) — and only after such a command: an idle node keeps at most what it had. A spare nobody
 opens ends itself (``Runtime``'s ``unopened_limit_s``, 300 s by default), so none outlives a crashed directory for
 long, and the directory offers none older than :data:`SPARE_MAX_AGE_S` (a tree that sets the limit lower gets
 offers that may be gone: the open's watch finds that and starts another runtime, seconds later).
@@ -36,10 +37,12 @@ from typing import Any
 from .messages import ApprovalAnswered, CompleteJob, ControlSession, SendMessage
 from .workflow import State
 
-# With no spare to offer, the coordinator starts a runtime itself: the refill waits this long so that its spare is
-# started after that one. A spare is usable by a session only while it is newer than the session's last runtime
-# (generations only grow), so a spare started first would be refused by that very session at its next command.
-REFILL_COLD_S = 0.2
+# With no spare to offer, the coordinator starts a runtime itself, and the refill waits for its word that it has
+# (:class:`~.messages.RuntimeStarted`), so that the spare is started after that one: a spare is usable by a session
+# only while it is newer than the session's last runtime (generations only grow), so a spare started first would be
+# refused by that very session at its next command. A coordinator that never says so (it died first) is waited for
+# this long at most.
+REFILL_COLD_S = 2.0
 SPARE_MAX_AGE_S = 240.0  # the directory offers no spare older than this: below Runtime's default unopened limit
 
 
