@@ -63,13 +63,14 @@ GOOD: dict[type, Any] = {
     coordinator.WhichSession: coordinator.WhichSession(),
     coordinator.ForSession: coordinator.ForSession(ADDRESS, coordinator.SendMessage("s1", "hi", "user:me", "m-1")),
     coordinator.Committed: coordinator.Committed("s1", 7),
+    coordinator.RuntimeStarted: coordinator.RuntimeStarted("s1"),
 }
 
 # Who receives each of them (the actor class whose protocol must list it).
 RECEIVER: dict[type, type] = {
     **{t: Runtime for t in execution.REQUESTS},
     **{t: Sessions for t in coordinator.REQUESTS},
-    coordinator.Committed: Sessions,
+    coordinator.Committed: Sessions, coordinator.RuntimeStarted: Sessions,
     coordinator.ForSession: Coordinator, coordinator.WhichSession: Coordinator, execution.OutputReady: Coordinator,
 }
 
@@ -89,8 +90,10 @@ def raw_event(**fields: Any) -> OutputEvent:
 
 def test_every_message_of_the_session_boundary_has_a_good_sample_and_a_receiver():
     messages = {t for t in (*execution.REQUESTS, *coordinator.REQUESTS)} | {
-        execution.OutputReady, coordinator.Committed, coordinator.ForSession, coordinator.WhichSession}
-    assert messages == set(GOOD) == set(RECEIVER)
+        execution.OutputReady, coordinator.Committed, coordinator.RuntimeStarted, coordinator.ForSession,
+        coordinator.WhichSession}
+    assert messages == set(GOOD) == set(RECEIVER) == {*coordinator.DIRECTORY_REQUESTS, *execution.REQUESTS,
+                                                      *coordinator.COORDINATOR_REQUESTS}
 
 
 @pytest.mark.parametrize("cls", sorted(GOOD, key=lambda t: t.__name__), ids=lambda t: t.__name__)
@@ -167,6 +170,10 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.Committed, {"cursor": "1"}, "cursor"),
     (coordinator.Committed, {"cursor": math.nan}, "cursor"),
     (coordinator.Committed, {"cursor": True}, "cursor"),
+    # the coordinator's word that it started a cold command's runtime
+    (coordinator.RuntimeStarted, {"session_id": None}, "session_id"),
+    (coordinator.RuntimeStarted, {"session_id": "s" * 600}, "session_id"),
+    (coordinator.RuntimeStarted, {"session_id": b"s1"}, "session_id"),
     # the directory -> a coordinator
     (coordinator.ForSession, {"reply_to": None}, "reply_to"),
     (coordinator.ForSession, {"reply_to": "someone"}, "reply_to"),
