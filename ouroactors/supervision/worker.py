@@ -375,7 +375,7 @@ class Worker(Actor):
 
     def _answer_now(self, sender: Any, answer: Any) -> None:
         """Answer the request being handled: inside :class:`~.calls.TaggedAnswer` when it came tagged."""
-        self.send(sender, answer if self._tag is None else TaggedAnswer(self._tag, answer))
+        self.answer_asker(self.asker_of(sender), answer)
 
     def asker_of(self, sender: Any) -> Asker:
         """Who sent the request being handled, to :meth:`answer_asker` later (a worker that answers after the handler

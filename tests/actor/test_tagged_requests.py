@@ -42,6 +42,9 @@ def test_a_tagged_request_is_answered_with_its_ref_whatever_the_answer(ledger):
     assert isinstance(stale, TaggedAnswer) and stale.ref == "t-stale" and isinstance(stale.value, StaleGeneration)
     bad = _raw(ledger, Tagged("t-bad", Stamped(gen, RecordSettled(None, "ok"))))  # type: ignore[arg-type]
     assert isinstance(bad, TaggedAnswer) and isinstance(bad.value, BadRequest) and bad.value.field == "effect_id"
+    for field, value in (("since_seq", 2**70), ("since_seq", float("nan")), ("session", "s" * 600)):
+        huge = _raw(ledger, Tagged("t-huge", Stamped(gen, ListEntries(**{field: value}))))
+        assert isinstance(huge, TaggedAnswer) and isinstance(huge.value, BadRequest) and huge.value.field == field
     # a start is answered after its group commit, not by the handler: still with its ref
     request = StartRequest(effect_id="e-1", kind="http_request", idempotency_key="e-1",
                            fingerprint=fingerprint("http_request", {"n": 1}), principal="s1")
