@@ -349,3 +349,115 @@ def test_without_a_flush_before_the_model_the_turn_start_is_committed_before_the
     assert trio.run(h.loop.run_turn, "go").status == "completed"
     assert seen[0][-2:] == ["turn_started", "prompt"]
     assert h.sink.events[0][0] == "turn_started"
+
+
+def _lazy(h, grace_s: float) -> None:
+    """The live runtime's settings: the journal rides in the effect port's commits, the start within a grace."""
+    h.loop.flush_before_tools = h.loop.flush_before_model = False
+    h.loop.start_grace_s = grace_s
+
+
+def _counting_flushes(h) -> list[list[str]]:
+    """Each journal commit the loop asks for, as the kinds durable before it."""
+    seen: list[list[str]] = []
+    port, flush = h.loop.ports.journal, h.loop.ports.journal.flush
+
+    def counted() -> None:
+        seen.append(kinds(h.journal.env))
+        flush()
+
+    port.flush = counted
+    return seen
+
+
+def _durable_at_tool(env, effects: FakeEffects) -> list[list[str]]:
+    seen: list[list[str]] = []
+    run = effects.run
+
+    async def watched(call, ctx):
+        seen.append(kinds(env))
+        return await run(call, ctx)
+
+    effects.run = watched  # type: ignore[method-assign]
+    return seen
+
+
+def test_with_a_start_grace_and_a_fast_model_the_turn_start_rides_in_the_first_tool_calls_commit(env):
+    """No commit of its own: at the tool, nothing of the turn is durable yet (the runtime's ledger start carries
+    it); the loop commits once, at the turn's end. Without the grace it commits the start first (two commits)."""
+    effects = FakeEffects()
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("ok")], [call("c2", "read", path="y")],
+                                     [text("ok")]], effects=effects)
+    at_tool = _durable_at_tool(env, effects)
+    flushes = _counting_flushes(h)
+    _lazy(h, grace_s=30.0)
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    assert at_tool[0] == ["session_opened"] and len(flushes) == 1
+    assert h.sink.kinds()[0] == "turn_started" and h.sink.kinds().count("turn_started") == 1
+    h.loop.start_grace_s = None  # as before: the start committed before the model is called
+    assert trio.run(h.loop.run_turn, "again").status == "completed"
+    assert at_tool[1][-3:] == ["turn_settled", "turn_started", "prompt"] and len(flushes) == 3
+    assert_replays(env)
+
+
+def test_with_a_start_grace_and_a_slow_model_the_turn_start_is_committed_while_the_model_streams(env):
+    """The model answers only once the turn's start is durable: the grace's end commits it, mid-call."""
+    durable: list[list[str]] = []
+
+    def hook(ports):
+        model = ports.model
+
+        class Slow:
+            async def stream(self, request, *, turn, index):
+                with trio.fail_after(10):  # polled: the grace's task commits while this call waits
+                    while "turn_started" not in kinds(env):
+                        await trio.sleep(0.005)
+                durable.append(kinds(env))
+                async for event in model.stream(request, turn=turn, index=index):
+                    yield event
+
+        ports.model = Slow()
+
+    h = make_session(env, "s1", [[text("a")]], hook=hook)
+    _lazy(h, grace_s=0.01)
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    assert durable[0][-3:] == ["turn_started", "prompt", "model_call"]
+    assert kinds(env)[-2:] == ["model_result", "turn_settled"] and h.sink.kinds()[-1] == "turn_settled"
+    assert_replays(env)
+
+
+def test_with_a_start_grace_an_event_pushed_on_its_own_follows_its_durable_turn_start(env):
+    """A text delta is published as it streams: the turn's start is committed before it, not after."""
+    h = make_session(env, "s1", [[text("Hel"), text("lo")]])
+    durable_at: list[tuple[str, list[str]]] = []
+    emit = h.sink.emit
+
+    async def watched(kind, turn, data, *, rides=False):
+        durable_at.append((kind, kinds(env)))
+        await emit(kind, turn, data, rides=rides)
+
+    h.sink.emit = watched  # type: ignore[method-assign]
+    _lazy(h, grace_s=30.0)
+    assert trio.run(h.loop.run_turn, "hi").status == "completed"
+    assert durable_at[0] == ("turn_started", ["session_opened"])  # it rides: staged with its records
+    assert durable_at[1][0] == "text" and durable_at[1][1][-3:] == ["turn_started", "prompt", "model_call"]
+    assert_replays(env)
+
+
+def test_with_a_start_grace_a_model_error_is_recorded_as_without_it(env):
+    from ouroactors.runtime.execution.model import ModelError, ModelErrorKind
+
+    def hook(ports):
+        class Broken:
+            async def stream(self, request, *, turn, index):
+                raise ModelError(ModelErrorKind.MALFORMED, "garbage chunk")
+                yield  # an async generator
+
+        ports.model = Broken()
+
+    h = make_session(env, "s1", [[text("a")]], hook=hook)
+    _lazy(h, grace_s=30.0)
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "failed" and "garbage chunk" in outcome.reason
+    assert kinds(env)[1:] == ["turn_started", "prompt", "model_call", "model_result", "turn_settled"]
+    assert_replays(env)

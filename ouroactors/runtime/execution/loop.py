@@ -26,7 +26,8 @@ the conversation's canonical digest). Every decision is a pure function of :mod:
 batch of tools runs, and when the turn settles, so nothing the loop acts on is unrecorded. An effect port that puts
 the staged records into its own ledger transactions (``model_result`` and ``tool_call`` ride with
 ``record_started``, ``tool_result`` with ``record_settled``) passes ``flush_before_tools=False`` and a tool call then
-costs the ledger's two synced commits and no more. Text deltas are shown
+costs the ledger's two synced commits and no more; with ``start_grace_s`` the turn's start rides in the first
+of them too, when the model answers within the grace. Text deltas are shown
 to the sink as they stream (display only); the conversation changes only after ``model_result`` is recorded.
 """
 
@@ -100,7 +101,7 @@ class _Context:
         self._loop._record("approval", self.turn, {"call_id": self.call.id, **fields})
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
-        await self._loop.ports.sink.emit(kind, self.turn, {"call_id": self.call.id, **data})
+        await self._loop._emit(kind, self.turn, {"call_id": self.call.id, **data})
 
     async def result_ready(self) -> None:
         """The effect port recorded the result and commits its settlement next. The ``tool_result`` of the one call
@@ -122,7 +123,8 @@ class SessionLoop:
     """One session's conversation and its turns. Not thread-safe: it lives in the runtime's trio loop."""
 
     def __init__(self, session: str, config: SessionConfig, ports: Ports, *, deadlines: bool = True,
-                 flush_before_tools: bool = True, flush_before_model: bool = True) -> None:
+                 flush_before_tools: bool = True, flush_before_model: bool = True,
+                 start_grace_s: float | None = None) -> None:
         self.session = session
         # True: commit the model's result and the tool_call records before any tool runs. An effect port that
         # puts staged records into its ledger-start transaction (Journal.put_staged) makes this a commit saved.
@@ -131,6 +133,14 @@ class SessionLoop:
         # effect port's start, or the turn's settlement) — a call the process died in the middle of is then not in
         # the journal, but nothing was acted on from it: the ledger, not the journal, is the gate for effects.
         self.flush_before_model = flush_before_model
+        # Without flush_before_model, when the turn's start (its records and its riding turn_started event) is
+        # committed. None: at once, in a transaction of its own. A number: it rides in the turn's next commit — the
+        # first tool call's ledger start, typically a millisecond later with a fast model — unless that does not
+        # come within this many seconds of the model call (a slow model: then it is committed while the model
+        # streams, so a runtime lost in a long call has it and a follower sees the turn begin) or an event is
+        # pushed on its own first (a text delta: the start is committed before it). One synced commit a turn fewer.
+        self.start_grace_s = start_grace_s
+        self._start_unflushed = False
         self.config = config
         self.ports = ports
         self.deadlines = deadlines  # replay turns them off: recorded outcomes stand in for what timed out
@@ -161,6 +171,20 @@ class SessionLoop:
         return self._digests.encodings(state.conversation)
 
     # -- recording ------------------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        self._start_unflushed = False  # whatever is staged, the turn's start with it, is in this commit
+        self.ports.journal.flush()
+
+    def _commit_start(self) -> None:
+        if self._start_unflushed:
+            self._flush()
+            timing.mark("turn.committed")
+
+    async def _emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
+        if not rides:  # pushed on its own, it must not be published before the start of its turn is durable
+            self._commit_start()
+        await self.ports.sink.emit(kind, turn, data, rides=rides)
 
     def _record(self, kind: str, turn: int | None, fields: dict[str, Any]) -> int:
         at = self.ports.clock.now_ns()
@@ -210,11 +234,12 @@ class SessionLoop:
         # (the event rides in it: see .carried) — before, the coordinator committed the event while this turn's
         # first tool call committed its start, and the two fought for the disk. (With flush_before_model the
         # model call's flush, next, is that transaction.)
-        await self.ports.sink.emit("turn_started", turn, {"prompt": prompt}, rides=True)
+        await self._emit("turn_started", turn, {"prompt": prompt}, rides=True)
         timing.mark("turn.staged")
         if not self.flush_before_model:
-            self.ports.journal.flush()
-            timing.mark("turn.committed")
+            self._start_unflushed = True
+            if self.start_grace_s is None:
+                self._commit_start()
         calls, text = 0, ""
         stop: steps.Stop | None = None
         while stop is None:
@@ -227,10 +252,10 @@ class SessionLoop:
             self._record("model_call", turn, {"index": calls, "request_digest": self._digests.request(request),
                                               "messages": len(request.messages)})
             if self.flush_before_model:
-                self.ports.journal.flush()
+                self._flush()
             try:
                 timing.mark("model.begin")
-                chunks, tool_calls, usage, finish = await self._stream(request, turn, calls, deadline_ns)
+                chunks, tool_calls, usage, finish = await self._stream_in_grace(request, turn, calls, deadline_ns)
                 timing.mark("model.end")
             except ModelError as exc:
                 error = {"kind": exc.kind.value, "detail": exc.detail, "status": exc.status, "attempts": exc.attempts}
@@ -257,10 +282,10 @@ class SessionLoop:
         self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])
         self._record("turn_settled", turn, {"status": stop.status, "reason": stop.reason, "model_calls": calls,
                                             "tokens_used": self.tokens_used, "conversation_digest": digest})
-        self.ports.journal.flush()
+        self._flush()
         timing.mark("turn.flushed")
         degraded = bool(getattr(self.ports.journal, "degraded", False))  # evidence of this turn is incomplete
-        await self.ports.sink.emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason,
+        await self._emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason,
                                                           "journal_degraded": degraded})
         return TurnOutcome(turn, stop.status, stop.reason, text, digest)
 
@@ -282,6 +307,30 @@ class SessionLoop:
         remaining = min((deadline_ns - self.last_at) / 1e9, limit_s)
         return trio.CancelScope(deadline=trio.current_time() + max(remaining, 0.0))
 
+    async def _stream_in_grace(self, request: ModelRequest, turn: int, index: int, deadline_ns: int
+                               ) -> tuple[list[str], list[ToolCall], dict[str, int] | None, str]:
+        """:meth:`_stream`, committing the turn's start if the model is still streaming when the grace is over."""
+        grace = self.start_grace_s
+        if not self._start_unflushed or grace is None:
+            return await self._stream(request, turn, index, deadline_ns)
+
+        async def commit_when_over() -> None:
+            await trio.sleep(grace)
+            self._commit_start()  # synchronous: no record is staged half-way in between
+
+        failed: ModelError | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(commit_when_over)
+            try:
+                streamed = await self._stream(request, turn, index, deadline_ns)
+            except ModelError as exc:  # raised past the nursery, not inside an exception group
+                failed = exc
+            finally:
+                nursery.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return streamed
+
     async def _stream(self, request: ModelRequest, turn: int, index: int, deadline_ns: int
                       ) -> tuple[list[str], list[ToolCall], dict[str, int] | None, str]:
         chunks: list[str] = []
@@ -294,7 +343,7 @@ class SessionLoop:
                 async for event in self.ports.model.stream(request, turn=turn, index=index):
                     if isinstance(event, TextDelta):
                         chunks.append(event.text)
-                        await self.ports.sink.emit("text", turn, {"text": event.text})
+                        await self._emit("text", turn, {"text": event.text})
                     elif isinstance(event, ToolCall):
                         calls.append(event)
                     elif isinstance(event, Usage):
@@ -333,11 +382,12 @@ class SessionLoop:
                                                  "valid": True})
                 runnable.append((ctx, parsed))
             # a valid call's start (or denial) is recorded next: a commit that may carry this event (.carried)
-            await self.ports.sink.emit("tool_call", turn, {"call_id": call.id, "name": call.name,
-                                                           "arguments": call.arguments},
-                                       rides=not isinstance(parsed, CallProblem))
+            await self._emit("tool_call", turn, {"call_id": call.id, "name": call.name, "arguments": call.arguments},
+                             rides=not isinstance(parsed, CallProblem))
         if runnable and self.flush_before_tools:
-            self.ports.journal.flush()
+            self._flush()
+        elif runnable:  # the first commit of a call that runs (its start, its denial) carries the turn's start
+            self._start_unflushed = False
         if len(runnable) == 1:
             runnable[0][0].alone = True
         if len(contexts) == 1:
@@ -362,7 +412,7 @@ class SessionLoop:
         for ctx, r in zip(contexts, results, strict=True):
             assert r is not None
             if not ctx.result_emitted:
-                await self.ports.sink.emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
+                await self._emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
         return [r for r in results if r is not None]
 
     async def _one_tool(self, ctx: _Context, parsed: ParsedCall) -> None:

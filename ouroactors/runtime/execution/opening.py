@@ -82,6 +82,10 @@ class _Live:
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
 OPENED = faults.register_point("runtime.opened", "the session is open (journaled), the opener not yet answered")
+# How long a turn's start may wait, staged, for the commit of its first tool call (SessionLoop.start_grace_s): far
+# above a local or scripted model's answer (well under a millisecond to a few), far below a hosted model's first
+# token, and too short for a follower to notice the turn began late.
+START_GRACE_S = 0.05
 
 
 class SessionOpening:
@@ -181,7 +185,9 @@ class SessionOpening:
                       control=steering, sink=channel, catalog=ToolsCatalog(tuple(config.tools.enabled)))
         # The journal's records ride in the ledger's start and settle commits (see .effects): no flush of its own
         # before tools or model calls; it still commits at turn_settled and whenever a turn runs no tool.
-        loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False)
+        # The turn's start rides in its first tool call's start commit too, unless the model is slow (START_GRACE_S).
+        loop = SessionLoop(session, config, ports, flush_before_tools=False, flush_before_model=False,
+                           start_grace_s=START_GRACE_S)
         journal_port.on_settled = tail_hook(snapshot, loop, journal)
         snapshot.published = lambda: channel.published_turn
         tail = SettledTail(message.tail_turn)
