@@ -34,7 +34,6 @@ to the sink as they stream (display only); the conversation changes only after `
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import trio
@@ -42,6 +41,8 @@ import trio
 from ...core.codec import CodecError, _pack
 from . import steps, timing
 from .config import SessionConfig, model_name
+from .loop_context import EARLY_RESULT_WAIT_S as EARLY_RESULT_WAIT_S
+from .loop_context import ToolCallContext
 from .loop_ports import CallContext as CallContext  # re-exported: the contract lives in loop_ports
 from .loop_ports import CallProblem as CallProblem
 from .loop_ports import ClockPort as ClockPort
@@ -63,60 +64,9 @@ from .loop_ports import TurnOutcome as TurnOutcome
 from .model import Finished, Message, ModelError, ModelErrorKind, ModelRequest, TextDelta, ToolCall, Usage
 
 JOURNAL_VERSION = 1
-EARLY_RESULT_WAIT_S = 0.5  # how long a lone call's early tool_result may wait for room in the output buffer
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
-
-
-class _Context:
-    """The :class:`CallContext` of one tool call: records its result (once) and approvals through the loop.
-
-    ``alone``: the only call of its model turn that runs (in the loop's own task, no nursery) — no sibling call can
-    be on its way into the effect port, which then need not yield to let one in before a ledger commit.
-    """
-
-    alone = False
-    only = False  # the one call its model turn asked for (valid or not): its result event may go out early
-    result_emitted = False  # the tool_result event went out already (result_ready)
-
-    def __init__(self, loop: SessionLoop, turn: int, call: ToolCall) -> None:
-        self.session = loop.session
-        self.turn = turn
-        self.call = call
-        self.output_cap_bytes = loop.config.limits.max_output_bytes
-        self.timeout_s = loop.config.limits.tool_deadline_s
-        self._loop = loop
-        self.result: ToolResult | None = None
-
-    def record_result(self, result: ToolResult) -> None:
-        if self.result is None:
-            if steps.text_problem(result.output) or (result.error and steps.text_problem(result.error)):
-                result = replace(result, output=steps.repaired(result.output),
-                                 error=steps.repaired(result.error) if result.error else None)
-            self.result = result
-            self._loop._record("tool_result", self.turn, result.fields())
-
-    def record_approval(self, fields: dict[str, Any]) -> None:
-        self._loop._record("approval", self.turn, {"call_id": self.call.id, **fields})
-
-    async def emit(self, kind: str, data: dict[str, Any]) -> None:
-        await self._loop._emit(kind, self.turn, {"call_id": self.call.id, **data})
-
-    async def result_ready(self) -> None:
-        """The effect port recorded the result and commits its settlement next. The ``tool_result`` of the one call
-        of its model turn is emitted now, to ride in that commit (see :mod:`.carried`): the order is the same as at
-        the batch's end, as nothing else of the turn happens in between (replay, which emits it there, derives the
-        same events). Calls asked together keep theirs for the end, in call order."""
-        if not self.only or self.result is None or self.result_emitted:
-            return
-        # Shielded, so an interrupt cannot land between the tool's end and its settlement; bounded, so a full
-        # buffer cannot hold the settlement back: then the event waits for the batch's end, as before.
-        with trio.move_on_after(EARLY_RESULT_WAIT_S) as scope:
-            scope.shield = True
-            await self._loop.ports.sink.emit("tool_result", self.turn, {"call_id": self.result.call_id,
-                                                                        "status": self.result.status}, rides=True)
-            self.result_emitted = True
 
 
 class SessionLoop:
@@ -365,10 +315,10 @@ class SessionLoop:
         return chunks, calls, usage, finish
 
     async def _run_tools(self, turn: int, calls: Sequence[ToolCall], deadline_ns: int) -> list[ToolResult]:
-        contexts: list[_Context] = []
-        runnable: list[tuple[_Context, ParsedCall]] = []
+        contexts: list[ToolCallContext] = []
+        runnable: list[tuple[ToolCallContext, ParsedCall]] = []
         for call in calls:
-            ctx = _Context(self, turn, call)
+            ctx = ToolCallContext(self, turn, call)
             contexts.append(ctx)
             parsed = self.ports.catalog.parse(call)
             if isinstance(parsed, CallProblem):
@@ -415,6 +365,6 @@ class SessionLoop:
                 await self._emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
         return [r for r in results if r is not None]
 
-    async def _one_tool(self, ctx: _Context, parsed: ParsedCall) -> None:
+    async def _one_tool(self, ctx: ToolCallContext, parsed: ParsedCall) -> None:
         result = await self.ports.effects.run(parsed, ctx)
         ctx.record_result(result)
