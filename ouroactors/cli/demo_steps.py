@@ -192,8 +192,9 @@ class Demo:
         view = wait_for("a replacement runtime", lambda: (v := self.sessions.show(self.sid)).runtime_id and v)
         n.said(f"a replacement runtime {view.runtime_id[:12]}… (generation {format_generation(view.generation)}, was "
                f"{format_generation(before)}) "
-               f"continues after cursor {view.committed_cursor}: it re-runs the interrupted turn from its start; "
-               "an effect the ledger already holds is reported to the model, never run again")
+               f"continues after cursor {view.committed_cursor}: it re-runs the interrupted turn from its start, "
+               "taking the model's answers the journal recorded instead of asking the model again; an effect the "
+               "ledger already holds is reported to the model, never run again")
 
     def reapprove(self) -> None:
         """The replacement re-runs the interrupted turn from its start, so grants is asked about the edit again

@@ -11,6 +11,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.approvals import ApprovalRefused
 from ouroactors.authorities.grants.messages import RequestApproval
 from ouroactors.sessions import GRANTS, SessionRejected
+from ouroactors.supervision.events import EventReader
 
 from .actor_support import wait_for, waiting_on_an_approval
 
@@ -22,8 +23,9 @@ def runtimes(system) -> list:
 
 
 def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_once(actor_system, tmp_path):
-    # The turn the wait interrupted is left unsettled and re-run from the checkpoint: the scripted model is asked the
-    # same request again and answers with the same call, which finds its approval answered.
+    # The turn the wait interrupted is left unsettled and re-run from the checkpoint: the model is not asked again —
+    # its answer (the call) rode in the commit that recorded the ask, and the re-run takes it from the journal — and
+    # the same call finds its approval answered.
     # (asked first, then made visible with the session's move to waiting in the checkpoint's transaction)
     sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch approved.txt", "ask:Bash(touch *)", "done")
     view = sessions.show("s1")
@@ -59,6 +61,9 @@ def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_onc
     used = {a.approval_id: a.status for a in sessions.approvals("s1", None)}
     assert used == {pending.approval_id: "consumed", old.approval_id: "approved"}  # not asked twice
     assert wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v).rejections == 1
+    reused = [e.fields for e in EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
+              if e.kind == "model_call_reused"]
+    assert [(f["turn"], f["index"]) for f in reused] == [(1, 0)]  # the model's call taken from the journal
 
 
 def test_a_denied_approval_resumes_the_turn_and_the_call_is_denied_without_asking_again(actor_system, tmp_path):

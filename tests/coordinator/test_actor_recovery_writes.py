@@ -13,6 +13,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.messages import GetEntry
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.sessions import Sessions
+from ouroactors.supervision.events import EventReader
 
 from .actor_support import agent_tree, session_config, wait_for
 
@@ -55,3 +56,13 @@ def test_a_runtime_lost_before_its_write_ran_is_replaced_and_the_write_settled_f
     assert "writing again is safe" in entry.evidence["finding"]
     assert not (ws / "out.txt").exists()  # nothing was written, and the replacement did not run it either
     assert [e.data["status"] for e in events if e.kind == "tool_result"][-1] == "failed"
+
+
+def test_the_replacement_takes_the_models_recorded_answer_instead_of_asking_again(actor_system, tmp_path):
+    """Seed 001: "never call the model again merely to reconstruct what it previously decided". The lost runtime's
+    model result rode in its write's start; the replacement's re-run of turn 1 takes it (model call 0) from the
+    journal and asks the model only for the answer it never gave (call 1)."""
+    lost_at(actor_system, tmp_path, "effect.ran")
+    events = EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
+    reused = [e.fields for e in events if e.kind == "model_call_reused"]
+    assert [(f["session"], f["turn"], f["index"]) for f in reused] == [("s1", 1, 0)], reused

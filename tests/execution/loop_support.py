@@ -16,6 +16,7 @@ from ouroactors.runtime.execution.journal import JOURNAL_DB, Journal, record_key
 from ouroactors.runtime.execution.loop import CallContext, ParsedCall, Ports, SessionLoop, ToolResult
 from ouroactors.runtime.execution.ports import JournalWriter, ProviderModel, SteeringQueue, ToolsCatalog
 from ouroactors.runtime.execution.providers import ScriptedProvider, parse_script
+from ouroactors.runtime.execution.replay import ReplayReport, replay_session
 
 
 class StepClock:
@@ -114,11 +115,14 @@ class Harness:
     sink: ListSink
     clock: StepClock
     steering: SteeringQueue
+    restored: ReplayReport | None = None  # with restore: the replay the loop continued from
 
 
 def make_session(env: lmdb.Environment, session: str, turns: list[list[dict[str, Any]]], *,
                  config: SessionConfig | str = "", effects: FakeEffects | None = None,
-                 pace_ms: int = 0, hook: Callable[[Ports], None] | None = None) -> Harness:
+                 pace_ms: int = 0, hook: Callable[[Ports], None] | None = None, restore: bool = False) -> Harness:
+    """A session's loop on ``env``; with ``restore``, as a later runtime opens it: continued from the journal's
+    replay (its last verified turn), then opened (a second session_opened)."""
     if isinstance(config, str):
         config = parse_session_config(config or '[sandbox]\nmode = "none"\n[tools]\nenabled = ["read", "list", '
                                                 '"write"]')
@@ -131,5 +135,8 @@ def make_session(env: lmdb.Environment, session: str, turns: list[list[dict[str,
     if hook is not None:
         hook(ports)
     loop = SessionLoop(session, config, ports)
-    loop.open(runtime={"runtime_id": "test", "generation": 1})
-    return Harness(loop, journal, effects, sink, clock, steering)
+    restored = trio.run(replay_session, env, session) if restore else None
+    if restored is not None and restored.state is not None:
+        loop.restore(restored.state)
+    loop.open(runtime={"runtime_id": "test", "generation": 2 if restore else 1})
+    return Harness(loop, journal, effects, sink, clock, steering, restored)

@@ -50,6 +50,7 @@ from .metrics import TurnStats
 from .output import OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import make_provider
+from .reuse import RecordedCall, ReusingModel, recorded_calls
 from .snapshot_rider import SnapshotRider, tail_hook
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from ...supervision.protocol import SystemContext
     from ...supervision.signals import AuthorityEntry
     from .bridge import Outbox, TrioThread
+    from .replay import ReplayReport
 
 
 @dataclass
@@ -107,7 +109,7 @@ class SessionOpening:
 
         def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None: ...
         def _restore(self, loop: SessionLoop, session: str, tail: SettledTail,
-                     snapshot: SnapshotRider) -> bool: ...
+                     snapshot: SnapshotRider) -> ReplayReport | None: ...
 
     def handle_OpenSession(self, message: OpenSession, sender: Any) -> Opened:
         mark("start.open_received")
@@ -191,7 +193,10 @@ class SessionOpening:
         journal_port.on_settled = tail_hook(snapshot, loop, journal)
         snapshot.published = lambda: channel.published_turn
         tail = SettledTail(message.tail_turn)
-        settings.resumed = self._restore(loop, session, tail, snapshot)
+        restored = self._restore(loop, session, tail, snapshot)
+        settings.resumed = restored is not None
+        if restored is not None:  # a turn it re-runs takes the model's recorded answers first (.reuse)
+            self._reuse_recorded(ports, session, recorded_calls(restored.unsettled, loop.turns + 1), loop.turns + 1)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         # session_opened is staged, not committed: it rides in the next commit of the journal — the first turn's start,
         # which follows the open at once (or the close's flush) — one synced commit fewer on a message's way (a runtime
@@ -212,3 +217,15 @@ class SessionOpening:
         self.live.opened = Opened(session, self.runtime_id, self.generation, channel.buffer.produced,
                                   tail=tail.settled)
         return self.live.opened
+
+    def _reuse_recorded(self, ports: Ports, session: str, recorded: dict[int, RecordedCall], turn: int) -> None:
+        """Answer the re-run of ``turn`` from the model results its unsettled runs recorded (:mod:`.reuse`), each
+        call so answered told in the event log (``model_call_reused``: the journal record it took)."""
+        if not recorded:
+            return
+
+        def reused(turn: int, index: int, seq: int) -> None:
+            self.events.write("model_call_reused", None, {"session": session, "turn": turn, "index": index,
+                                                          "seq": seq})
+
+        ports.model = ReusingModel(ports.model, turn, recorded, on_reuse=reused)

@@ -1,7 +1,8 @@
 """What a re-run turn tells the model about a call whose effect the ledger already holds.
 
 A turn that did not settle (its runtime died, or it waited for an approval and its runtime went away) is run again
-from its start by a replacement runtime, and the model asks for the same calls again. Their effects are in the
+from its start by a replacement runtime, which takes the model's recorded answers (:mod:`.reuse`), so the same
+calls come again — or, for an answer that was never committed, the model asks for them again. Their effects are in the
 ledger, so none runs again (:mod:`.effects`). What the model is told must be what happened, not a failure: an edit
 that was made and is reported as failed invites the model to make it another way, a second time.
 

@@ -73,6 +73,9 @@ class ReplayReport:
     settled_at: tuple[int, bytes] | None = None  # (seq, hash) of the turn_settled record ``state`` follows
     encodings: bytes | None = field(default=None, repr=False)  # ``state``'s conversation encoded (for a snapshot)
     opened: dict[str, Any] | None = field(default=None, repr=False)  # the session_opened fields the loop was built from
+    # the records after the last verified turn, when replay reached the end of the journal: the unsettled runs of
+    # the next turn, whose model results a runtime re-running it takes instead of asking the model again (.reuse)
+    unsettled: tuple[StoredRecord, ...] = field(default=(), repr=False)
 
     @property
     def ok(self) -> bool:
@@ -205,13 +208,13 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     loops: list[SessionLoop] = []  # the loop, once made
     cut_short = 0
 
-    def report(verified: int, *, divergence: Divergence | None = None, boundary: Boundary | None = None
-               ) -> ReplayReport:
+    def report(verified: int, *, divergence: Divergence | None = None, boundary: Boundary | None = None,
+               unsettled: tuple[StoredRecord, ...] = ()) -> ReplayReport:
         state = states[-1] if states else None
         return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary, state,
                             cut_short, base, refused, settled[-1] if settled else None,
                             None if state is None or not loops else loops[0].encodings(state),
-                            usable[0].fields if loops else None)
+                            usable[0].fields if loops else None, unsettled)
 
     async def without_snapshot(why: str) -> ReplayReport:  # nothing ran yet: the whole journal, as if none
         whole = await replay_session(env, session, catalog=catalog, sink=sink)
@@ -275,7 +278,9 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         verified += 1
         states.append(loop.state())
         settled.append((usable[last].seq, usable[last].hash))
-    return report(verified, boundary=boundary)
+    after = spans[-1][1] + 1 if spans else 1  # after the last settled turn (or the session_opened)
+    end = boundary is None or boundary.reason == "unsettled_turn"  # nothing unread past them
+    return report(verified, boundary=boundary, unsettled=tuple(usable[after:]) if end else ())
 
 
 def _unreplayable(tape: _Tape, exc: BaseException) -> Boundary:

@@ -30,16 +30,14 @@ from .loop import (
     ToolResult,
 )
 from .model import (
-    Finished,
     ModelError,
     ModelErrorKind,
     ModelRequest,
-    TextDelta,
     ToolCall,
     ToolSpec,
-    Usage,
 )
 from .reading import StoredRecord
+from .reuse import recorded_events
 
 # fields compared per kind (besides kind and turn)
 COMPARED: dict[str, tuple[str, ...]] = {
@@ -165,14 +163,8 @@ class _Model:
         if error is not None:
             raise ModelError(ModelErrorKind(error["kind"]), error["detail"], status=error.get("status"),
                              attempts=error.get("attempts") or 1)
-        for chunk in f.get("chunks", ()):
-            yield TextDelta(text=chunk)
-        for call in f.get("tool_calls", ()):
-            yield ToolCall.model_validate(call)
-        usage = f.get("usage")
-        if usage:
-            yield Usage(**usage)
-        yield Finished(reason=f["finish"])
+        for event in recorded_events(f):
+            yield event
 
 
 class _Effects:

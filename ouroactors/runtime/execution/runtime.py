@@ -82,7 +82,7 @@ from .opening import OPENED as OPENED  # re-exported: registered beside the open
 from .opening import SessionOpening, _Live
 from .output import DEFAULT_CAPACITY
 from .providers import ProviderConfigError, ScriptFileError
-from .replay import replay_session
+from .replay import ReplayReport, replay_session
 from .snapshot_rider import SnapshotRider
 from .tail import SettledTail
 from .warming import REHEARSE_AFTER_S, preload, rehearse
@@ -246,7 +246,7 @@ class Runtime(SessionOpening, Worker):
     # -- the session ------------------------------------------------------------------------------------------
 
     def _restore(self, loop: SessionLoop, session: str, tail: SettledTail,
-                 snapshot: SnapshotRider) -> bool:
+                 snapshot: SnapshotRider) -> ReplayReport | None:
         """Continue a session that already has a journal: the conversation after its last verified turn.
 
         A runtime is started per turn and after a crash, so it must not begin with an empty conversation (turn
@@ -254,12 +254,13 @@ class Runtime(SessionOpening, Worker):
         tool, no write); a journal that diverges from this code cannot be continued honestly and is refused. The
         replay starts from the session's newest conversation snapshot the journal attests (the last runtime left one
         at the end of its turn), and a long replay stages one for the next open, to ride in the journal's next commit
-        (:mod:`.snapshot_rider`).
+        (:mod:`.snapshot_rider`). The report (None: the session has no journal yet) also holds the records after the
+        last verified turn: the model results a re-run of the next turn takes instead of asking again (:mod:`.reuse`).
         """
         env = self.ledger.env
         snapshot.safe_through = 0  # no turn's events are known to be committed yet: the acks will tell
         if reading.head(env, session) is None:
-            return False
+            return None
         # continue from the newest snapshot the journal attests (see .snapshots)
         offers, refused = snapshots.candidates(env, session, tail.turn)
         report = self.trio.run(partial(replay_session, env, session, sink=tail, start=offers))
@@ -287,7 +288,7 @@ class Runtime(SessionOpening, Worker):
             "snapshot_refused": report.snapshot_refused or refused, "snapshot_staged": staged,
             "snapshot_not_staged": unstaged,
             "boundary": report.boundary.reason if report.boundary else None})
-        return True
+        return report
 
     def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None:
         """The canonical root of the session's live lease, checked in the workspace's durable records."""

@@ -1,0 +1,119 @@
+"""A re-run turn takes the model's recorded answers instead of asking the model again (seed 001: "never call the
+model again merely to reconstruct what it previously decided").
+
+A turn that did not settle — its runtime died, or it parked on an approval and its process went away — is run
+again from its start by the next runtime. The loop is deterministic; the model is not: asked again, it may answer
+differently, and a real provider names its tool calls afresh (``call_…`` ids), so the effect ids derived from them
+(:func:`~.effects.effect_id_of`) would be new, and a write the first run made would be run a second time under a
+new id. The journal holds what the model said the first time: each ``model_result`` of the unsettled run, durable
+with the commit it rode in (the start of the tool call it asked for, at the latest).
+
+**The rule.** The re-run's model call ``index`` of that turn is answered from the recording when the journal holds a
+successful ``model_result`` for it and the request the loop makes now has the digest the recorded ``model_call``
+had — the same conversation, so the same decision is due. The first call that has no recording, or whose request
+differs (a tool the ledger reports differently now, a steer that came in between), goes to the model, and so does
+every later call of the turn: the recording is a prefix, never picked from. A recorded error is not reused (an
+error is no decision; the call is made again). Several unsettled runs of the turn: the latest recording of each
+index wins (a later run re-recorded or superseded it).
+
+:func:`recorded_calls` is the pure selection; :class:`ReusingModel` the model port that applies it; the events a
+recording stands for are :func:`recorded_events` (replay substitutes the same ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from . import steps
+from .loop_ports import ModelPort
+from .model import Finished, ModelEvent, ModelRequest, TextDelta, ToolCall, Usage
+from .reading import StoredRecord
+
+__all__ = ["RecordedCall", "ReusingModel", "recorded_calls", "recorded_events"]
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """A model call of the unsettled turn whose result the journal holds."""
+
+    index: int
+    request_digest: str  # of the request it answered (its model_call record)
+    result: Mapping[str, Any]  # the model_result record's fields
+    seq: int  # the model_result record's seq (evidence: which record the re-run took)
+
+
+def recorded_calls(records: Sequence[StoredRecord], turn: int) -> dict[int, RecordedCall]:
+    """The model calls of ``turn`` that a re-run may take from ``records`` (the journal after its last settled turn,
+    in order): by index, each successful ``model_result`` with the digest of its run's ``model_call``."""
+    found: dict[int, RecordedCall] = {}
+    asked: dict[int, str] = {}  # this run's model_call digests by index
+    for record in records:
+        if record.turn != turn:
+            continue
+        fields = record.fields
+        if record.kind == "turn_started":
+            asked = {}  # another run of the turn: its own calls
+        elif record.kind == "model_call":
+            asked[fields["index"]] = fields["request_digest"]
+        elif record.kind == "model_result" and fields.get("error") is None:
+            index = fields["index"]
+            digest = asked.get(index)
+            if digest is not None:
+                found[index] = RecordedCall(index, digest, fields, record.seq)
+    return found
+
+
+def recorded_events(result: Mapping[str, Any]) -> list[ModelEvent]:
+    """The stream a successful ``model_result`` records: its text, its tool calls, its usage, its finish."""
+    events: list[ModelEvent] = [TextDelta(text=chunk) for chunk in result.get("chunks", ())]
+    events.extend(ToolCall.model_validate(call) for call in result.get("tool_calls", ()))
+    usage = result.get("usage")
+    if usage:
+        events.append(Usage(**usage))
+    events.append(Finished(reason=result["finish"]))
+    return events
+
+
+class ReusingModel:
+    """:class:`~.loop_ports.ModelPort`: ``live``, except for the re-run of ``turn``'s recorded prefix of calls.
+
+    ``on_reuse(turn, index, seq)`` is told of each call answered from the recording (the runtime's event log)."""
+
+    def __init__(self, live: ModelPort, turn: int, recorded: Mapping[int, RecordedCall],
+                 on_reuse: Callable[[int, int, int], None] | None = None) -> None:
+        self.live = live
+        self.turn = turn
+        self._recorded = dict(recorded)
+        self._on_reuse = on_reuse
+        self.reused: list[int] = []  # indices answered from the recording
+        self._done = not recorded  # a call went to the model: the rest of the turn does too
+
+    def stream(self, request: ModelRequest, *, turn: int, index: int) -> AsyncIterator[Any]:
+        recorded = self._take(request, turn, index)
+        if recorded is None:
+            return self.live.stream(request, turn=turn, index=index)
+        self.reused.append(index)
+        if self._on_reuse is not None:
+            self._on_reuse(turn, index, recorded.seq)
+        return _replayed(recorded_events(recorded.result))
+
+    def _take(self, request: ModelRequest, turn: int, index: int) -> RecordedCall | None:
+        if self._done or turn != self.turn:
+            self._done = self._done or turn > self.turn  # a later turn: the re-run is over
+            return None
+        recorded = self._recorded.get(index)
+        # a fresh Digests: the digest the loop just recorded for this request, computed the same way
+        if recorded is None or steps.Digests().request(request) != recorded.request_digest:
+            self._done = True
+            return None
+        return recorded
+
+
+async def _replayed(events: list[ModelEvent]) -> AsyncIterator[ModelEvent]:
+    for event in events:
+        await trio.lowlevel.checkpoint()  # cancellable between events, as a stream is
+        yield event
