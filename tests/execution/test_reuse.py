@@ -7,6 +7,7 @@ provider may: a re-run that asked it again would take another decision and deriv
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -147,3 +148,17 @@ def test_a_reusing_model_with_nothing_recorded_is_the_live_model():
     live.inner = type("Inner", (), {"stream": lambda self, request, turn, index: iter(())})()
     model.stream(None, turn=1, index=0)  # type: ignore[arg-type]
     assert live.asked == [0] and model.reused == []
+
+
+def test_a_recorded_answer_that_is_no_stream_is_asked_for(env):
+    """A chained record can still be crafted (its tool call no call at all): the re-run asks the model instead of
+    failing the turn on it, every time it is opened."""
+    lost_run(env, "c2")
+    h = make_session(env, "s1", OTHER, restore=True)
+    assert h.restored is not None
+    recorded = recorded_calls(h.restored.unsettled, 1)
+    bad = dataclasses.replace(recorded[0], result={**recorded[0].result, "tool_calls": [{"id": 7}]})
+    live = Counting(h.loop.ports.model)
+    model = h.loop.ports.model = ReusingModel(live, 1, {0: bad, 1: recorded[1]})
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    assert model.reused == [] and live.asked == [0, 1, 2]

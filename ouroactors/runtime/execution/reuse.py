@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
+from pydantic import ValidationError
 
 from . import steps
 from .loop_ports import ModelPort
@@ -93,15 +94,16 @@ class ReusingModel:
         self._done = not recorded  # a call went to the model: the rest of the turn does too
 
     def stream(self, request: ModelRequest, *, turn: int, index: int) -> AsyncIterator[Any]:
-        recorded = self._take(request, turn, index)
-        if recorded is None:
+        taken = self._take(request, turn, index)
+        if taken is None:
             return self.live.stream(request, turn=turn, index=index)
+        recorded, events = taken
         self.reused.append(index)
         if self._on_reuse is not None:
             self._on_reuse(turn, index, recorded.seq)
-        return _replayed(recorded_events(recorded.result))
+        return _replayed(events)
 
-    def _take(self, request: ModelRequest, turn: int, index: int) -> RecordedCall | None:
+    def _take(self, request: ModelRequest, turn: int, index: int) -> tuple[RecordedCall, list[ModelEvent]] | None:
         if self._done or turn != self.turn:
             self._done = self._done or turn > self.turn  # a later turn: the re-run is over
             return None
@@ -110,7 +112,11 @@ class ReusingModel:
         if recorded is None or steps.Digests().request(request) != recorded.request_digest:
             self._done = True
             return None
-        return recorded
+        try:
+            return recorded, recorded_events(recorded.result)
+        except (ValidationError, TypeError, KeyError, ValueError):  # a record that is no stream (crafted): asked
+            self._done = True
+            return None
 
 
 async def _replayed(events: list[ModelEvent]) -> AsyncIterator[ModelEvent]:
