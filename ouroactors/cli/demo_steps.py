@@ -14,6 +14,7 @@ from ..authorities.ledger.messages import GetEntry
 from ..core.errors import OuroactorsError
 from ..core.generation_text import format_generation
 from ..runtime.execution.messages import RuntimeStatusRequest
+from ..supervision.events import EventReader
 from ..system.handle import ActorSystem
 from . import demo_agent as setup
 from .demo import Narrator, cli, show_cli, wait_for
@@ -240,6 +241,12 @@ class Demo:
                 self.reapprove()
         view = self.state("suspended", "parked", *TERMINAL)
         self.final = view.state
+        if self.recovered:
+            reused = [e for e in EventReader(str(self.data_dir / "events.jsonl")).poll()
+                      if e.kind == "model_call_reused" and e.fields.get("session") == self.sid]
+            n.said(f"the turn's re-runs (after its approval wait and after the kill) took {len(reused)} model "
+                   "answer(s) from the journal (`model_call_reused` in the event log): the model was asked only for "
+                   "what it had not answered yet")
         n.step("the session is finished")
         n.said(f"session {self.sid}: {view.state} after {view.committed_cursor} committed events; NOTES.md now:")
         for line in (self.workspace / "NOTES.md").read_text().splitlines():
@@ -255,8 +262,7 @@ class Demo:
             show_cli(n, done)
             if words[1] == "replay" and done.returncode == 1 and self.recovered:
                 n.said("  ↳ a finding, shown as it is: replay diverges in the turn the replacement runtime re-ran "
-                       "after recovery (where the edit's approval was asked again); the same session without the kill "
-                       "replays clean (ouroactors demo --no-kill)")
+                       "after recovery; the same session without the kill replays clean (ouroactors demo --no-kill)")
             elif done.returncode not in (0, 3):
                 raise OuroactorsError(f"{n.command(*words)} exited {done.returncode}")
         n.why("every record is chained to the one before and the ledger keeps the journal hashes it saw: a "

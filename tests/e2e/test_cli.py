@@ -51,6 +51,10 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
             re.findall(rf"tool_result +(\w+) \({call}\)", out)) == {"ok"}, out
     assert re.search(r"session demo-\d+: completed after \d+ committed events", out), out  # sent with last=True
     assert re.search(r"\d+ of \d+ turns verified", out), out  # replay's verdict, shown whatever it is
+    # the re-runs took the model's answers from the journal (seed 001: the model is not asked again what it decided),
+    # so the turn that settled is the one its recording replays, digest for digest
+    assert re.search(r"took [1-9]\d* model answer\(s\) from the journal", out), out
+    assert "replay ok: every request and conversation digest matches" in out, out
     assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir
     assert "no process left behind" in out and not _group_alive(_printed_pgid(out))
     # The system is gone: what asks it is labelled as needing --keep, and every command still offered runs.
