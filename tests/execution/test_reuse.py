@@ -8,15 +8,17 @@ provider may: a re-run that asked it again would take another decision and deriv
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any
 
 import pytest
 import trio
 
-from ouroactors.runtime.execution import reading
+from ouroactors.runtime.execution import reading, snapshot_rider, snapshots
 from ouroactors.runtime.execution.loop import CallContext, ParsedCall, ToolResult
 from ouroactors.runtime.execution.model import Finished, TextDelta, ToolCall, Usage
 from ouroactors.runtime.execution.reading import StoredRecord
+from ouroactors.runtime.execution.replay import replay, replay_session
 from ouroactors.runtime.execution.reuse import ReusingModel, recorded_calls, recorded_events
 
 from .loop_support import FakeEffects, call, make_session, text, usage
@@ -162,3 +164,19 @@ def test_a_recorded_answer_that_is_no_stream_is_asked_for(env):
     model = h.loop.ports.model = ReusingModel(live, 1, {0: bad, 1: recorded[1]})
     assert trio.run(h.loop.run_turn, "go").status == "completed"
     assert model.reused == [] and live.asked == [0, 1, 2]
+
+
+def test_an_open_from_a_conversation_snapshot_finds_the_unsettled_turns_answers(env):
+    """A runtime opens from the snapshot of the last settled turn (the live runtime leaves one at every turn's end):
+    the records after it still give the re-run its recorded answers."""
+    h = make_session(env, "s1", [[call("r0", "read", path="a")], [text("a0")], *FIRST], effects=LosingEffects("c2"))
+    trio.run(h.loop.run_turn, "first question")
+    settled = replay(env, "s1")
+    assert settled.settled_at is not None and settled.state is not None
+    assert snapshot_rider.save(env, "s1", *settled.settled_at, settled.state, settled.opened or {}) is None
+    with pytest.raises(Lost):
+        trio.run(h.loop.run_turn, "go")
+    report = trio.run(partial(replay_session, env, "s1", start=snapshots.candidates(env, "s1", 0)[0]))
+    assert (report.snapshot_turns, report.verified_turns, report.boundary.reason) == (1, 0, "unsettled_turn")
+    found = recorded_calls(report.unsettled, 2)
+    assert sorted(found) == [0, 1] and [c["id"] for c in found[1].result["tool_calls"]] == ["c2"]
