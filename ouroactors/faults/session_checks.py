@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Five invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Six invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -27,6 +27,12 @@ crash-free run of the same scenario (:class:`Reference`). Five invariants, one f
 (e) :func:`carried_out_of_turn` — a runtime carries only what it may (``publication.carry``): no event the
     coordinator decides on (``turn_settled``, ``approval_needed``) is carried, and along the log the runtime
     generations never go back — a zombie runtime's carry, committed after its replacement's events, would.
+
+(f) :func:`model_asked_again` — a re-run turn never asks the model what an earlier run of it recorded (seed 001):
+    when a later run of a turn makes model call *i* with the request digest an earlier run's durable, successful
+    answer was for (and did so for every call before *i*), a ``model_call_reused`` event took it from the journal
+    (:mod:`ouroactors.runtime.execution.reuse`). Counted per (turn, call): a re-run whose records a crash left out of
+    the journal is not counted, its event may be; a turn after a ``gap`` or ``truncated`` record is not judged.
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -116,6 +122,10 @@ class SessionHistory:
     rejected: list[Mapping[str, Any]] = field(default_factory=list)  # RejectedEvent fields
     sent: list[tuple[str, str]] = field(default_factory=list)  # (event id, answer) per attempt: done|rejected:…|error
     reference: Reference | None = None
+    # the journal's turn_started / model_call / model_result / gap / truncated records, in order (session_dump's
+    # journal_outline: seq, turn, kind, index, digest, ok), and the (turn, index) of each model_call_reused event
+    journal: list[Mapping[str, Any]] = field(default_factory=list)
+    reused: list[tuple[int, int]] = field(default_factory=list)
 
     def last_settled(self) -> str | None:
         settled = [e for e in self.log if e.kind == "turn_settled"]
@@ -258,12 +268,51 @@ def carried_out_of_turn(h: SessionHistory) -> list[Violation]:
     return out
 
 
+def model_asked_again(h: SessionHistory) -> list[Violation]:
+    """(f) see the module docstring."""
+    runs: dict[int, list[dict[int, list[Any]]]] = {}  # turn → its runs in order: index → [digest, answered]
+    unprovable: set[int] = set()  # turns whose records a gap or a cut may have lost
+    for r in sorted(h.journal, key=lambda r: int(r["seq"])):
+        kind, turn = r["kind"], r.get("turn")
+        if kind in ("gap", "truncated"):
+            unprovable.update(runs)  # what follows may lack an answer the runs before it recorded
+            continue
+        if not isinstance(turn, int):
+            continue
+        if kind == "turn_started":
+            runs.setdefault(turn, []).append({})
+        elif kind == "model_call" and runs.get(turn):
+            runs[turn][-1][int(r["index"])] = [r.get("digest"), False]
+        elif kind == "model_result" and runs.get(turn) and r.get("ok"):
+            call = runs[turn][-1].get(int(r["index"]))
+            if call is not None:
+                call[1] = True
+    due: Counter[tuple[int, int]] = Counter()
+    for turn, turn_runs in runs.items():
+        if turn in unprovable:
+            continue
+        answered: dict[int, Any] = {}  # index → the request digest an earlier run recorded an answer for
+        for n, run in enumerate(turn_runs):
+            index = 0
+            while n and index in run and answered.get(index) == run[index][0]:
+                due[(turn, index)] += 1  # the same request again, its answer durable: taken from the journal
+                index += 1
+            answered.update((i, digest) for i, (digest, ok) in run.items() if ok)
+    taken = Counter(h.reused)
+    return [Violation("model-asked-again", f"{h.session_id}/t{turn}/call{index}",
+                      f"{count} re-run(s) of turn {turn} made model call {index} with the request an earlier run's "
+                      f"durable answer was for, and {taken[(turn, index)]} took it from the journal: the model was "
+                      "asked again")
+            for (turn, index), count in sorted(due.items()) if taken[(turn, index)] < count]
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
     "terminal-diverged": terminal_diverged,
     "resume-twice": resume_twice,
     "carried-out-of-turn": carried_out_of_turn,
+    "model-asked-again": model_asked_again,
 }
 
 
@@ -278,6 +327,6 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
-    "carried_out_of_turn", "check_session", "cursor_went_back", "published_beyond_commit", "resume_twice",
-    "terminal_diverged",
+    "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_beyond_commit",
+    "resume_twice", "terminal_diverged",
 ]

@@ -162,10 +162,11 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
         driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings, mark)
         driver.drive()
         firings = fault_firings(system, mark)
+        reused = reused_calls(system, mark, driver.sid)
         durable = read_durable(str(data_dir), driver.sid)
     finally:
         system.shutdown()
-    history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference)
+    history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference, reused)
     return SessionRun(name, driver.sid, history, check_session(history), firings, driver.errors, driver.approvals,
                       time.monotonic() - began, driver.spares_seen)
 
@@ -182,12 +183,20 @@ def fault_firings(system: ActorSystem, mark: int) -> list[dict[str, Any]]:
     return out
 
 
+def reused_calls(system: ActorSystem, mark: int, sid: str) -> list[tuple[int, int]]:
+    """(turn, index) of each model call a re-run of ``sid``'s turns took from the journal since ``mark``."""
+    system.events.poll()
+    return [(int(e.fields["turn"]), int(e.fields["index"])) for e in system.events.all()[mark:]
+            if e.kind == "model_call_reused" and e.fields.get("session") == sid]
+
+
 def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list[View], sent: list[tuple[str, str]],
-               reference: Reference | None) -> SessionHistory:
+               reference: Reference | None, reused: list[tuple[int, int]] | None = None) -> SessionHistory:
     record = durable.get("record") or {}
     return SessionHistory(sid, str(record.get("state", "missing")), int(record.get("committed_cursor", 0)),
                           record.get("reason"), [Seen.of(e) for e in durable.get("events", [])], reads, views,
-                          list(durable.get("accepted", [])), list(durable.get("rejected", [])), sent, reference)
+                          list(durable.get("accepted", [])), list(durable.get("rejected", [])), sent, reference,
+                          list(durable.get("journal", [])), list(reused or []))
 
 
 class _Driver:

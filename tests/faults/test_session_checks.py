@@ -26,6 +26,7 @@ from ouroactors.faults.session_checks import (
     carried_out_of_turn,
     check_session,
     cursor_went_back,
+    model_asked_again,
     published_beyond_commit,
     resume_twice,
     terminal_diverged,
@@ -202,7 +203,7 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
-                                   "resume-twice", "carried-out-of-turn"}
+                                   "resume-twice", "carried-out-of-turn", "model-asked-again"}
 
 
 def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
@@ -219,3 +220,49 @@ def test_a_zombie_s_carry_after_its_replacement_s_events_is_caught() -> None:
     events.append(Seen(7, "tool_call", 1, {"i": 9}, GEN, carried=True))  # the old generation, after the new one
     found = carried_out_of_turn(clean(log=events, committed_cursor=7))
     assert len(found) == 1 and "no longer attached" in found[0].message
+
+
+def journal_of(*runs: list[tuple[str, Any]], turn: int = 1) -> list[dict[str, Any]]:
+    """Journal outline records: each run a turn_started, then ("call", digest) / ("answer", ok) / ("gap", None)."""
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        out.append({"seq": len(out), "turn": turn, "kind": "turn_started"})
+        index = 0
+        for what, value in run:
+            if what == "call":
+                out.append({"seq": len(out), "turn": turn, "kind": "model_call", "index": index, "digest": value})
+            elif what == "answer":
+                out.append({"seq": len(out), "turn": turn, "kind": "model_result", "index": index, "ok": value})
+                index += 1
+            else:
+                out.append({"seq": len(out), "turn": None, "kind": what})
+    return out
+
+
+FIRST_RUN = [("call", "d0"), ("answer", True), ("call", "d1"), ("answer", True), ("call", "d2")]
+
+
+def test_a_rerun_that_took_its_recorded_answers_passes_and_one_that_asked_again_is_caught() -> None:
+    rerun = [("call", "d0"), ("answer", True), ("call", "d1"), ("answer", True), ("call", "d2"), ("answer", True)]
+    journal = journal_of(FIRST_RUN, rerun)
+    assert check_session(clean(journal=journal, reused=[(1, 0), (1, 1)])) == []
+    found = model_asked_again(clean(journal=journal, reused=[(1, 0)]))  # call 1 was asked of the model again
+    assert [v.subject for v in found] == ["sess/t1/call1"] and "asked again" in found[0].message
+
+
+def test_a_rerun_whose_request_differs_or_whose_answer_was_never_durable_may_ask() -> None:
+    differs = [("call", "d0"), ("answer", True), ("call", "other"), ("answer", True)]
+    assert model_asked_again(clean(journal=journal_of(FIRST_RUN, differs), reused=[(1, 0)])) == []
+    errored = [("call", "d0"), ("answer", False)]  # the first run's answer was an error: asking again is right
+    assert model_asked_again(clean(journal=journal_of(errored, [("call", "d0"), ("answer", True)]))) == []
+    after_gap = journal_of(FIRST_RUN, [("gap", None), ("call", "d0"), ("answer", True)])
+    assert model_asked_again(clean(journal=after_gap)) == []  # the gap may have lost what it needed: not judged
+
+
+def test_every_rerun_counts_and_a_third_run_takes_the_seconds_answers() -> None:
+    second = [("call", "d0"), ("answer", True), ("call", "d1b"), ("answer", True)]  # asked anew from call 1
+    third = [("call", "d0"), ("answer", True), ("call", "d1b"), ("answer", True)]
+    journal = journal_of(FIRST_RUN, second, third)
+    assert model_asked_again(clean(journal=journal, reused=[(1, 0), (1, 0), (1, 1)])) == []
+    found = model_asked_again(clean(journal=journal, reused=[(1, 0), (1, 1)]))
+    assert [v.subject for v in found] == ["sess/t1/call0"] and "2 re-run(s)" in found[0].message

@@ -55,6 +55,10 @@ def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_ever
         "runtime.opened", "effect.started", "runtime.turn_settled"}
     reached = {f["point"] for f in reference.firings}
     assert reached >= BOUNDARIES, f"not reached: {sorted(BOUNDARIES - reached)}"
+    # the turn re-run after the approval took the model's answers from the journal (what model-asked-again checks,
+    # on every row, from the session's journal and event log)
+    assert reference.history.reused == [(1, 0), (1, 1)], reference.history.reused
+    assert [r["kind"] for r in reference.history.journal].count("turn_started") == 2
     assert set(faults.known_points()) >= BOUNDARIES  # registered where they are
     # the message taken (its sender retries: refused as a duplicate), and the effect start in both runtimes (the
     # turn's, and the one after the approval)

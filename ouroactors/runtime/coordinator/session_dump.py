@@ -14,7 +14,8 @@ from typing import Any
 
 
 def dump(data_dir: str, session_id: str) -> dict[str, Any]:
-    """``{"record", "events", "accepted", "rejected"}`` as JSON-able dicts (``record`` None: no such session)."""
+    """``{"record", "events", "accepted", "rejected", "journal"}`` as JSON-able dicts (``record`` None: no such
+    session; ``journal``: :func:`journal_outline`)."""
     from ...core.codec import decode
     from .keys import seen_key
     from .record import AcceptedEvent
@@ -23,7 +24,7 @@ def dump(data_dir: str, session_id: str) -> dict[str, Any]:
     store = SessionStore.open(data_dir)
     record = store.get(session_id)
     if record is None:
-        return {"record": None, "events": [], "accepted": [], "rejected": []}
+        return {"record": None, "events": [], "accepted": [], "rejected": [], "journal": []}
     prefix = seen_key(session_id, "x")[:-1]
     accepted = []
     with store.env.begin(db=store.resumes) as txn:
@@ -40,7 +41,25 @@ def dump(data_dir: str, session_id: str) -> dict[str, Any]:
             break
         events.extend(e.model_dump(mode="json") for e in batch)
     return {"record": record.model_dump(mode="json"), "events": events, "accepted": accepted,
-            "rejected": [r.model_dump(mode="json") for r in store.rejections(session_id)]}
+            "rejected": [r.model_dump(mode="json") for r in store.rejections(session_id)],
+            "journal": journal_outline(store.env, session_id)}
+
+
+MODEL_KINDS = ("turn_started", "model_call", "model_result", "gap", "truncated")
+
+
+def journal_outline(env: Any, session_id: str) -> list[dict[str, Any]]:
+    """The session's journal records that say which model calls each run of a turn made and which answers it
+    recorded (the session check ``model-asked-again``), and the gaps and cuts that make that unprovable."""
+    from ..execution import reading
+
+    out = []
+    for r in reading.records(env, session_id):
+        if r.kind in MODEL_KINDS:
+            f = r.fields
+            out.append({"seq": r.seq, "turn": r.turn, "kind": r.kind, "index": f.get("index"),
+                        "digest": f.get("request_digest"), "ok": r.kind == "model_result" and f.get("error") is None})
+    return out
 
 
 def main(argv: list[str]) -> int:
