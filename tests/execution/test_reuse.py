@@ -17,6 +17,8 @@ import trio
 from ouroactors.runtime.execution import reading, snapshot_rider, snapshots
 from ouroactors.runtime.execution.loop import CallContext, ParsedCall, ToolResult
 from ouroactors.runtime.execution.model import Finished, TextDelta, ToolCall, Usage
+from ouroactors.runtime.execution.ports import ProviderModel
+from ouroactors.runtime.execution.providers import OpenAIConfig, OpenAIProvider
 from ouroactors.runtime.execution.reading import StoredRecord
 from ouroactors.runtime.execution.replay import replay, replay_session
 from ouroactors.runtime.execution.reuse import ReusingModel, recorded_calls, recorded_events
@@ -33,14 +35,14 @@ class Lost(Exception):
 
 
 class LosingEffects(FakeEffects):
-    """Answers calls until ``lose_at`` (a call id), where the process is lost."""
+    """Answers calls until ``lose_at`` (a call id; None: the first call), where the process is lost."""
 
-    def __init__(self, lose_at: str) -> None:
+    def __init__(self, lose_at: str | None) -> None:
         super().__init__()
         self.lose_at = lose_at
 
     async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
-        if call.call.id == self.lose_at:
+        if self.lose_at in (None, call.call.id):
             raise Lost(call.call.id)
         return await super().run(call, ctx)
 
@@ -180,3 +182,32 @@ def test_an_open_from_a_conversation_snapshot_finds_the_unsettled_turns_answers(
     assert (report.snapshot_turns, report.verified_turns, report.boundary.reason) == (1, 0, "unsettled_turn")
     found = recorded_calls(report.unsettled, 2)
     assert sorted(found) == [0, 1] and [c["id"] for c in found[1].result["tool_calls"]] == ["c2"]
+
+
+def test_a_real_provider_is_not_asked_again_and_its_call_keeps_the_id_it_gave(env, llmock_server):
+    """Against an OpenAI-compatible server this project did not write (llmock), which names its tool calls itself:
+    asked again, it would give the call a new id, hence a new effect id. The re-run takes the recorded answer — the
+    server gets one request fewer, and the call keeps its first id all the way into the next request."""
+    def openai(ports):
+        config = OpenAIConfig(kind="openai", base_url=llmock_server.base_url, model="gpt-4o",
+                              first_token_timeout_s=10.0, stall_timeout_s=10.0)
+        ports.model = ProviderModel(OpenAIProvider(config))
+
+    llmock_server.script({"type": "reply", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]})
+    first = make_session(env, "s1", [[text("unused")]], effects=LosingEffects(None), hook=openai)
+    with pytest.raises(Lost):
+        trio.run(first.loop.run_turn, "what is in notes.txt?")
+    [given] = rerun_calls(env)
+    assert given and len(llmock_server.requests()) == 1
+
+    llmock_server.reset()
+    llmock_server.script({"type": "reply", "text": "It lists two tasks."})
+    h = make_session(env, "s1", [[text("unused")]], restore=True, hook=openai)
+    assert h.restored is not None
+    model = h.loop.ports.model = ReusingModel(h.loop.ports.model, 1, recorded_calls(h.restored.unsettled, 1))
+    outcome = trio.run(h.loop.run_turn, "what is in notes.txt?")
+    assert (outcome.status, outcome.text, model.reused) == ("completed", "It lists two tasks.", [0])
+    assert rerun_calls(env) == [given]  # the call the server named the first time, not a new one
+    [asked] = llmock_server.requests()  # only the answer it never gave was asked for
+    sent = [m for m in asked["body"]["messages"] if m.get("role") in ("assistant", "tool")]
+    assert [c["id"] for c in sent[0]["tool_calls"]] == [given] and sent[1]["tool_call_id"] == given
