@@ -175,3 +175,38 @@ def test_a_lone_call_commits_on_the_loops_thread_and_a_batch_in_worker_threads(p
         entry = store.get(f"s1/t1/{call_id}")
         assert entry is not None and entry.status is Status.OK
     assert reading.verify(env, "s1").ok
+
+
+class RemoteAsk:
+    """A grants authority deciding remotely (no inline decision, hence no permission record to commit): it asks, and
+    its approval wait notes what the journal holds durably when it is asked."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.durable_at_ask: list[str] = []
+
+    async def decide(self, request: Any, root: str | None) -> Any:
+        from ouroactors.authorities.grants.rules import Decision, Verdict
+
+        return Verdict(Decision.ASK, "no rule: ask")
+
+    async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
+        self.durable_at_ask = [r.kind for r in reading.records(self.env, session)]
+        return True, "approved"
+
+
+def test_an_ask_that_records_nothing_still_commits_the_models_answer_before_the_wait(port):
+    """The wait may outlive the runtime (the coordinator closes it and a new one re-runs the turn): the answer that
+    asked is durable first, so the re-run takes it from the journal instead of asking the model (.reuse)."""
+    effects, store, env, _root = port
+    effects.inline = None
+    effects.grants = grants = RemoteAsk(env)
+    tool = SeeingShell()
+    parsed, ctx = _call(tool, "asked")
+    effects.journal.stage("model_result", {"index": 0, "chunks": [], "finish": "tool_calls", "usage": None,
+                                           "tool_calls": [parsed.call.model_dump(mode="python")]}, turn=1, at=1)
+    effects.journal.stage("tool_call", {"call_id": "asked", "name": "shell", "arguments": parsed.call.arguments},
+                          turn=1, at=2)
+    assert trio.run(effects.run, parsed, ctx).status == "ok"
+    assert grants.durable_at_ask == ["model_result", "tool_call"]
+    assert store.get("s1/t1/asked").status is Status.OK

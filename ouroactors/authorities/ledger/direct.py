@@ -164,6 +164,13 @@ class LedgerWriter:
                        riders: Sequence[Rider] = ()) -> Answer:
         return self.submit([RecordSettled(effect_id, status, reason, evidence, by)], riders)[0]
 
+    def carry(self, riders: Sequence[Rider]) -> None:
+        """Commit what ``riders`` hold staged, in a transaction of the group commit with no ledger record of its own:
+        before a wait that records nothing (an approval a grants authority decided remotely), so the journal's
+        records of the model's answer that asks it are durable first. Fenced by the writer's stamp, as every commit."""
+        if riders:
+            self._commit([], riders)
+
     def submit(self, requests: Sequence[Request], riders: Sequence[Rider] = ()) -> list[Answer]:
         """Record ``requests`` (in order, in one transaction with whatever other threads queued).
 

@@ -97,6 +97,7 @@ class GrantsPort(Protocol):
 class LedgerPort(Protocol):
     def get(self, effect_id: str) -> Any: ...
     def submit(self, requests: Sequence[Any], riders: Sequence[Any] = ()) -> list[Any]: ...
+    def carry(self, riders: Sequence[Any]) -> None: ...
     def record_started(self, request: StartRequest, riders: Sequence[Any] = ()) -> Any: ...
     def record_denied(self, request: StartRequest, reason: str, riders: Sequence[Any] = ()) -> Any: ...
     def record_settled(self, effect_id: str, status: str, reason: str | None = None,
@@ -303,6 +304,9 @@ class LiveEffects:
                     _check_answer((await self._ledger(self.ledger.submit, recording, self._riders))[0],
                                   "decision")
                     recording = []
+                else:  # nothing of it to record: the model's answer that asks it is still made durable first, so a
+                    # runtime closed for the wait leaves it for the re-run to take (.reuse), not to ask again
+                    await self._ledger(self.ledger.carry, self._riders)
                 # the proposal is bound to the workspace content it is judged against (.binding): an answer given
                 # about other content is not found by the re-run, which asks again
                 proposal = args.model_dump(mode="json")
