@@ -133,3 +133,43 @@ def test_truncated_under_the_agent_tree_every_reader_is_stopped_and_the_tree_fai
     gone = actor_system.wait_for(None, STORAGE_PATH, after=mark, timeout=1.0,
                                  predicate=lambda e: e.kind in ("exited", "terminated"))
     assert gone is not None
+
+
+_GROW = """
+import os, sys, lmdb
+env = lmdb.open(sys.argv[1], map_size=1 << 30, max_dbs=64, subdir=True)
+with env.begin(write=True) as txn:
+    for i in range(200):
+        txn.put(b"grown-%06d" % i, os.urandom(3000))
+env.close()
+"""
+
+
+def test_a_commit_of_another_process_during_the_check_is_no_truncation(tmp_path: Path, monkeypatch) -> None:
+    """A system writes while another process opens the environment beside it (a follower): a commit that extends
+    the file and writes a newer meta page between the check's two reads must not look like lost pages."""
+    import subprocess
+    import sys
+
+    from ouroactors.authorities.storage import datafile
+
+    config = _filled(tmp_path, records=10)
+    real = datafile.newest_meta
+    grown: list[int] = []
+
+    def commit_in_between(first_page: bytes, read_at):  # a real commit by another process, at the worst moment
+        subprocess.run([sys.executable, "-c", _GROW, config.path], check=True, timeout=60)
+        grown.append((Path(config.path) / DATA_FILE).stat().st_size)
+        return real(real_pread(fd_of[0], datafile._META_BYTES, 0), read_at)
+
+    fd_of: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        fd_of[:] = [fd]
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(datafile.os, "pread", pread)
+    monkeypatch.setattr(datafile, "newest_meta", commit_in_between)
+    meta = check_data_file(config.path)
+    assert grown and meta is not None and meta.used_bytes > 10 * 4096 and grown[0] >= meta.used_bytes

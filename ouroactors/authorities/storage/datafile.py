@@ -104,8 +104,12 @@ def check_data_file(env_dir: str) -> Meta | None:
     try:
         with open(path, "rb") as handle:
             fd = handle.fileno()
-            size = os.fstat(fd).st_size
             meta = newest_meta(os.pread(fd, _META_BYTES, 0), lambda offset: os.pread(fd, _META_BYTES, offset))
+            # The size after the meta: a transaction's pages are written before its meta page, and LMDB never
+            # shrinks the file, so the size read now covers the meta read before it unless pages were really lost.
+            # Read the other way round, a commit of a running system landing in between (it extends the file and
+            # writes a newer meta) looked like a truncation to a process opening the environment beside it.
+            size = os.fstat(fd).st_size
     except FileNotFoundError:
         return None
     except OSError as exc:
