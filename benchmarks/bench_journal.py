@@ -173,7 +173,7 @@ def restore_time(root: Path, n: int) -> list[Row]:
     those turns replayed: the most an open replays) vs the whole journal replayed (no snapshot)."""
     from functools import partial
 
-    from ouroactors.runtime.execution import snapshots
+    from ouroactors.runtime.execution import snapshot_rider, snapshots
     from ouroactors.runtime.execution.replay import replay_session
     from tests.execution.loop_support import call, make_session, text, usage
 
@@ -190,7 +190,8 @@ def restore_time(root: Path, n: int) -> list[Row]:
             if i == n - back:  # the snapshot an open leaves, `back` turns before the head
                 report = replay(env, "bench")
                 assert report.state is not None and report.settled_at is not None
-                assert snapshots.save(env, "bench", *report.settled_at, report.state, report.opened or {}) is None
+                assert snapshot_rider.save(env, "bench", *report.settled_at, report.state,
+                                           report.opened or {}) is None
             trio.run(h.loop.run_turn, f"question {i}")
         whole, snapped = Stat(), Stat()
         for _ in range(3):
