@@ -57,16 +57,19 @@ def run(quick: bool) -> list[Row]:
         grants, ledger, workspace = (StampedRef(system, f"agent/{x}") for x in ("grants", "ledger", "workspace"))
         owner = system.resolve("agent/owner")
         request = Request(principal="s1", tool="Bash", effect=Effect.EXECUTE, command="git diff --stat && git status")
+        # a start names every published authority at its generation (the ledger refuses one that leaves grants out)
+        authority = {"grants": grants.generation}
         for i in range(20):
             grants.ask(Decide(request))
             ledger.ask(RecordStarted(StartRequest(effect_id=f"w{i}", kind="example", idempotency_key=f"w{i}",
-                                                  fingerprint=fingerprint("example", i), principal="s1")))
+                                                  fingerprint=fingerprint("example", i), principal="s1",
+                                                  authority=authority)))
         progress("decision latency")
         decide, record = Stat(), Stat()
         for i in range(n):
             decide.samples.append(timed(lambda: grants.ask(Decide(request))))
             start = StartRequest(effect_id=f"b{i}", kind="example", idempotency_key=f"b{i}",
-                                 fingerprint=fingerprint("example", i), principal="s1")
+                                 fingerprint=fingerprint("example", i), principal="s1", authority=authority)
             record.samples.append(timed(lambda start=start: ledger.ask(RecordStarted(start))))
         rows.append(Row("grants", "decision: posture + rules + ledger record", "ms", decide, record, "report", None,
                         "baseline: a bare ledger record (RecordStarted)"))
