@@ -277,14 +277,16 @@ def model_asked_again(h: SessionHistory) -> list[Violation]:
         if kind in ("gap", "truncated"):
             unprovable.update(runs)  # what follows may lack an answer the runs before it recorded
             continue
-        if not isinstance(turn, int):
-            continue
+        raw = r.get("index")
+        index = raw if type(raw) is int else -1
+        if not isinstance(turn, int) or (kind != "turn_started" and index < 0):
+            continue  # a record replay would not take (no int turn or call index) is no evidence either way
         if kind == "turn_started":
             runs.setdefault(turn, []).append({})
         elif kind == "model_call" and runs.get(turn):
-            runs[turn][-1][int(r["index"])] = [r.get("digest"), False]
+            runs[turn][-1][index] = [r.get("digest"), False]
         elif kind == "model_result" and runs.get(turn) and r.get("ok"):
-            call = runs[turn][-1].get(int(r["index"]))
+            call = runs[turn][-1].get(index)
             if call is not None:
                 call[1] = True
     due: Counter[tuple[int, int]] = Counter()

@@ -211,3 +211,17 @@ def test_a_real_provider_is_not_asked_again_and_its_call_keeps_the_id_it_gave(en
     [asked] = llmock_server.requests()  # only the answer it never gave was asked for
     sent = [m for m in asked["body"]["messages"] if m.get("role") in ("assistant", "tool")]
     assert [c["id"] for c in sent[0]["tool_calls"]] == [given] and sent[1]["tool_call_id"] == given
+
+
+def test_a_recorded_usage_with_unknown_fields_is_asked_for_not_a_crash(env):
+    """Attack: a chained model_result whose usage dict names fields a Usage has not (well-formed for replay's shape
+    check): the re-run asks the model for that call instead of failing at every open."""
+    lost_run(env, "c2")
+    h = make_session(env, "s1", OTHER, restore=True)
+    assert h.restored is not None
+    recorded = recorded_calls(h.restored.unsettled, 1)
+    bad = dataclasses.replace(recorded[0], result={**recorded[0].result, "usage": {"tokens": 2 ** 70}})
+    live = Counting(h.loop.ports.model)
+    model = h.loop.ports.model = ReusingModel(live, 1, {0: bad, 1: recorded[1]})
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    assert model.reused == [] and live.asked == [0, 1, 2]

@@ -266,3 +266,11 @@ def test_every_rerun_counts_and_a_third_run_takes_the_seconds_answers() -> None:
     assert model_asked_again(clean(journal=journal, reused=[(1, 0), (1, 0), (1, 1)])) == []
     found = model_asked_again(clean(journal=journal, reused=[(1, 0), (1, 1)]))
     assert [v.subject for v in found] == ["sess/t1/call0"] and "2 re-run(s)" in found[0].message
+
+
+def test_records_without_an_int_call_index_are_no_evidence_and_never_crash_the_check() -> None:
+    journal = journal_of(FIRST_RUN, [("call", "d0"), ("answer", True)])
+    for record in journal[1:3]:
+        record["index"] = None if record["kind"] == "model_call" else "0"
+    journal.append({"seq": 99, "turn": 1, "kind": "model_call", "index": True, "digest": "d0"})
+    assert model_asked_again(clean(journal=journal, reused=[(1, 0)])) == []
