@@ -66,3 +66,38 @@ def test_the_replacement_takes_the_models_recorded_answer_instead_of_asking_agai
     events = EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
     reused = [e.fields for e in events if e.kind == "model_call_reused"]
     assert [(f["session"], f["turn"], f["index"]) for f in reused] == [("s1", 1, 0)], reused
+
+
+def test_the_replacement_delivers_the_lost_runs_steer_again_and_takes_the_answer_that_followed(actor_system,
+                                                                                                 tmp_path):
+    """A steer the lost run delivered before its second model call is part of that call's request: the replacement
+    delivers it again at the same point (``steer_redelivered``), so the recorded answer that followed is taken too
+    and the user's message is in the conversation the turn settles with."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    write = {"name": "write", "arguments": {"path": "first.txt", "content": "1\n"}}
+    chunks = [{"kind": "text", "text": f"w{i} "} for i in range(20)]
+    script = tmp_path / "turn.json"
+    script.write_text(json.dumps({"turns": [
+        {"events": [*chunks, {"kind": "tool_call", "id": "w0", **write}], "pace_ms": 100},
+        {"events": [{"kind": "tool_call", "id": "e0", **WRITE}]},
+        {"events": [{"kind": "text", "text": "done"}]}]}))
+    # the second write's tool ran, its settlement not committed: the runtime is lost there
+    actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT, nth=2),),
+                                                         forks=1))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, tools={"enabled": ["write"]},
+                                      model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "go")
+    first = next(e for e in sessions.events("s1", follow=True, idle_timeout=60) if e.kind == "text")
+    sessions.steer("s1", "keep the files short")  # model call 0 streams on for ~2 s: delivered before call 1
+    events = list(sessions.events("s1", first.cursor, follow=True, until="turn_settled", idle_timeout=60))
+    assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
+    assert events[-1].generation > first.generation  # a replacement ended the turn
+    log = EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
+    redelivered = [e.fields for e in log if e.kind == "steer_redelivered"]
+    assert [(f["session"], f["turn"], f["at_call"]) for f in redelivered] == [("s1", 1, 1)], redelivered
+    reused = [e.fields["index"] for e in log if e.kind == "model_call_reused"]
+    assert reused == [0, 1], reused  # without the steer, call 1's request differs: the model is asked again
+    assert (ws / "out.txt").read_text() == "written once\n" and (ws / "first.txt").read_text() == "1\n"

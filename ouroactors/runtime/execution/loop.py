@@ -244,7 +244,10 @@ class SessionLoop:
         for item in self.ports.control.take(turn, point):
             if isinstance(item, Steer):
                 text = steps.repaired(item.text)  # the queue refuses such text; this is the second line
-                self._record("steer", turn, {"text": text, "at_call": point})
+                fields: dict[str, Any] = {"text": text, "at_call": point}
+                if item.redelivered:  # only then: a recorded session's steer records keep their shape
+                    fields["redelivered"] = True
+                self._record("steer", turn, fields)
                 self.conversation.append(Message(role="user", content=text))
             elif stop is None:
                 self._record("interrupt", turn, {"at_call": point})

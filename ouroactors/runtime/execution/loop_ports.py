@@ -61,7 +61,12 @@ class CallProblem:
 
 @dataclass(frozen=True)
 class Steer:
+    """A user message for the running turn. ``redelivered``: a steer an earlier, lost run of the turn delivered at
+    this point, handed to its re-run from the journal (:mod:`.reuse`) — recorded as such, so it is never taken for
+    a new one."""
+
     text: str
+    redelivered: bool = False
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ defined in :mod:`.runtime`: they travel pickled, by module path.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,8 @@ from .metrics import TurnStats
 from .output import OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import make_provider
-from .reuse import RecordedCall, ReusingModel, recorded_calls
+from .reading import StoredRecord
+from .reuse import RedeliveringControl, ReusingModel, recorded_calls, recorded_steers
 from .snapshot_rider import SnapshotRider, tail_hook
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
@@ -198,7 +200,7 @@ class SessionOpening:
         restored = self._restore(loop, session, tail, snapshot)
         settings.resumed = restored is not None
         if restored is not None:  # a turn it re-runs takes the model's recorded answers first (.reuse)
-            self._reuse_recorded(ports, session, recorded_calls(restored.unsettled, loop.turns + 1), loop.turns + 1)
+            self._reuse_recorded(ports, session, restored.unsettled, loop.turns + 1)
         runtime = {"runtime_id": self.runtime_id, "generation": self.generation, "pid": os.getpid()}
         # session_opened is staged, not committed: it rides in the next commit of the journal — the first turn's start,
         # which follows the open at once (or the close's flush) — one synced commit fewer on a message's way (a runtime
@@ -220,9 +222,18 @@ class SessionOpening:
                                   tail=tail.settled)
         return self.live.opened
 
-    def _reuse_recorded(self, ports: Ports, session: str, recorded: dict[int, RecordedCall], turn: int) -> None:
-        """Answer the re-run of ``turn`` from the model results its unsettled runs recorded (:mod:`.reuse`), each
-        call so answered told in the event log (``model_call_reused``: the journal record it took)."""
+    def _reuse_recorded(self, ports: Ports, session: str, unsettled: Sequence[StoredRecord], turn: int) -> None:
+        """Answer the re-run of ``turn`` from the model results its unsettled runs recorded, and deliver the steers
+        they delivered again (:mod:`.reuse`), each told in the event log (``model_call_reused``,
+        ``steer_redelivered``: the journal record it took)."""
+        steers = recorded_steers(unsettled, turn)
+        if steers:
+            def redelivered(turn: int, at_call: int, seq: int) -> None:
+                self.events.write("steer_redelivered", None, {"session": session, "turn": turn, "at_call": at_call,
+                                                              "seq": seq})
+
+            ports.control = RedeliveringControl(ports.control, turn, steers, on_redeliver=redelivered)
+        recorded = recorded_calls(unsettled, turn)
         if not recorded:
             return
 

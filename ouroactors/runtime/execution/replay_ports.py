@@ -43,7 +43,7 @@ from .reuse import recorded_events
 COMPARED: dict[str, tuple[str, ...]] = {
     "turn_started": ("turn",), "prompt": ("text",), "model_call": ("index", "request_digest"),
     "model_result": ("index",), "tool_call": ("call_id", "name", "valid"), "tool_result": ("call_id", "status"),
-    "approval": ("call_id",), "steer": ("text", "at_call"), "interrupt": ("at_call",),
+    "approval": ("call_id",), "steer": ("text", "at_call", "redelivered"), "interrupt": ("at_call",),
     "turn_settled": ("status", "conversation_digest"),
 }
 _MATCH_BY_CALL = ("tool_result", "approval")
@@ -96,7 +96,8 @@ class _Tape:
             elif r.kind == "tool_call":
                 self.calls[(r.turn, f["call_id"])] = f
             elif r.kind == "steer":
-                self.controls.setdefault((r.turn, f["at_call"]), []).append(Steer(f["text"]))
+                steer = Steer(f["text"], redelivered=f.get("redelivered") is True)
+                self.controls.setdefault((r.turn, f["at_call"]), []).append(steer)
             elif r.kind == "interrupt":
                 self.controls.setdefault((r.turn, f["at_call"]), []).append(Interrupt())
 

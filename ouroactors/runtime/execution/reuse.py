@@ -16,8 +16,20 @@ every later call of the turn: the recording is a prefix, never picked from. A re
 error is no decision; the call is made again). Several unsettled runs of the turn: the latest recording of each
 index wins (a later run re-recorded or superseded it).
 
-:func:`recorded_calls` is the pure selection; :class:`ReusingModel` the model port that applies it; the events a
-recording stands for are :func:`recorded_events` (replay substitutes the same ones).
+**Steers are delivered again.** A user's steer the lost run delivered between two model calls is part of the
+request that followed it; a re-run without it would make another request, ask the model again, and lose what the
+user said. So the re-run takes, from the journal, every steer an unsettled run of the turn delivered as a new one
+(``steer`` records without ``redelivered``: a steer re-delivered by an earlier re-run is the same message) and
+hands it to the loop at the point (model calls made) it was delivered, before the live ones
+(:class:`RedeliveringControl`); the loop records it with ``redelivered: true``. A steer whose point the re-run never
+reaches (it ended sooner) is not delivered — as a live steer that comes after its turn's last model call. Interrupts
+need no such care: an ``interrupt`` record commits with the ``turn_settled`` it causes (one flush), so a turn whose
+interrupt is durable is settled, never re-run. A steer the lost run held but had not delivered (no record) is lost
+with it.
+
+:func:`recorded_calls` and :func:`recorded_steers` are the pure selections; :class:`ReusingModel` and
+:class:`RedeliveringControl` the ports that apply them; the events a recording stands for are
+:func:`recorded_events` (replay substitutes the same ones).
 """
 
 from __future__ import annotations
@@ -30,11 +42,12 @@ import trio
 from pydantic import ValidationError
 
 from . import steps
-from .loop_ports import ModelPort
+from .loop_ports import Control, ControlPort, ModelPort, Steer
 from .model import Finished, ModelEvent, ModelRequest, TextDelta, ToolCall, Usage
 from .reading import StoredRecord
 
-__all__ = ["RecordedCall", "ReusingModel", "recorded_calls", "recorded_events"]
+__all__ = ["RecordedCall", "RecordedSteer", "RedeliveringControl", "ReusingModel", "recorded_calls", "recorded_events",
+           "recorded_steers"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,29 @@ def recorded_calls(records: Sequence[StoredRecord], turn: int) -> dict[int, Reco
             digest = asked.get(index)
             if digest is not None:
                 found[index] = RecordedCall(index, digest, fields, record.seq)
+    return found
+
+
+@dataclass(frozen=True)
+class RecordedSteer:
+    """A steer an unsettled run of the turn delivered, as a new message, after ``at_call`` model calls."""
+
+    at_call: int
+    text: str
+    seq: int  # its steer record's seq
+
+
+def recorded_steers(records: Sequence[StoredRecord], turn: int) -> list[RecordedSteer]:
+    """The steers of ``turn`` a re-run delivers again, from ``records`` (as :func:`recorded_calls`): each new one
+    (not itself a re-delivery) of every run, in the journal's order; a record of another shape (crafted) is none."""
+    found: list[RecordedSteer] = []
+    for record in records:
+        fields = record.fields
+        if record.turn != turn or record.kind != "steer" or fields.get("redelivered") is not None:
+            continue
+        at_call, text = fields.get("at_call"), fields.get("text")
+        if isinstance(at_call, int) and not isinstance(at_call, bool) and at_call >= 0 and isinstance(text, str):
+            found.append(RecordedSteer(at_call, text, record.seq))
     return found
 
 
@@ -123,3 +159,31 @@ async def _replayed(events: list[ModelEvent]) -> AsyncIterator[ModelEvent]:
     for event in events:
         await trio.lowlevel.checkpoint()  # cancellable between events, as a stream is
         yield event
+
+
+class RedeliveringControl:
+    """:class:`~.loop_ports.ControlPort`: ``live``, with the recorded steers of ``turn``'s lost runs handed over first,
+    each at the point it was delivered (or the first point past it the re-run reaches).
+
+    ``on_redeliver(turn, at_call, seq)`` is told of each (the runtime's event log)."""
+
+    def __init__(self, live: ControlPort, turn: int, recorded: Sequence[RecordedSteer],
+                 on_redeliver: Callable[[int, int, int], None] | None = None) -> None:
+        self.live = live
+        self.turn = turn
+        self._pending = sorted(recorded, key=lambda s: s.at_call)  # stable: the journal's order within a point
+        self._on_redeliver = on_redeliver
+        self.redelivered: list[RecordedSteer] = []
+
+    def take(self, turn: int, point: int) -> list[Control]:
+        due: list[RecordedSteer] = []
+        if turn == self.turn:
+            due = [s for s in self._pending if s.at_call <= point]
+            self._pending = [s for s in self._pending if s.at_call > point]
+        elif turn > self.turn:
+            self._pending = []  # the re-run is over; what it did not reach is not delivered later
+        for steer in due:
+            self.redelivered.append(steer)
+            if self._on_redeliver is not None:
+                self._on_redeliver(turn, steer.at_call, steer.seq)
+        return [*(Steer(s.text, redelivered=True) for s in due), *self.live.take(turn, point)]

@@ -1,0 +1,156 @@
+"""A re-run turn delivers again the steers its lost runs delivered (:mod:`ouroactors.runtime.execution.reuse`): the
+user's message is not lost with the runtime, and the request that followed it is the recorded one, so the model is
+not asked again for it.
+
+Each first run here is steered while its first tool runs (delivered before model call 1) and lost in its second
+tool; the re-run's live model answers differently (``OTHER``), as a real one may."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from ouroactors.runtime.execution import reading
+from ouroactors.runtime.execution.loop import CallContext, ParsedCall, ToolResult
+from ouroactors.runtime.execution.loop_ports import Interrupt, Steer
+from ouroactors.runtime.execution.model import Message
+from ouroactors.runtime.execution.reading import StoredRecord
+from ouroactors.runtime.execution.reuse import (
+    RecordedSteer,
+    RedeliveringControl,
+    ReusingModel,
+    recorded_calls,
+    recorded_steers,
+)
+
+from .loop_support import make_session
+from .test_loop import assert_replays
+from .test_reuse import FIRST, OTHER, Counting, LosingEffects, Lost
+
+STEER = "only the top-level files, please"
+
+
+class SteeredEffects(LosingEffects):
+    """Steers the running turn while the tool ``steer_at`` runs; the process is lost in ``lose_at``."""
+
+    def __init__(self, lose_at: str | None, steer_at: str | None = "c1") -> None:
+        super().__init__(lose_at)
+        self.steer_at = steer_at
+        self.steering: Any = None
+
+    async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
+        if call.call.id == self.steer_at:
+            self.steering.steer(1, STEER)
+        return await super().run(call, ctx)
+
+
+def steered_run(env, lose_at: str | None = "c2") -> None:
+    effects = SteeredEffects(lose_at)
+    h = make_session(env, "s1", FIRST, effects=effects)
+    effects.steering = h.steering
+    with pytest.raises(Lost):
+        trio.run(h.loop.run_turn, "go")
+
+
+def rerun(env, effects: Any = None) -> tuple[Any, Any, Counting, ReusingModel, RedeliveringControl]:
+    """The next runtime as the runtime's open wires it: recorded answers and recorded steers."""
+    h = make_session(env, "s1", OTHER, restore=True, effects=effects)
+    assert h.restored is not None
+    live = Counting(h.loop.ports.model)
+    model = h.loop.ports.model = ReusingModel(live, 1, recorded_calls(h.restored.unsettled, 1))
+    control = h.loop.ports.control = RedeliveringControl(h.loop.ports.control, 1,
+                                                         recorded_steers(h.restored.unsettled, 1))
+    try:
+        outcome = trio.run(h.loop.run_turn, "go")
+    except Lost:
+        outcome = None
+    return h, outcome, live, model, control
+
+
+def last_run(env) -> list[StoredRecord]:
+    records = reading.records(env, "s1")
+    return records[max(i for i, r in enumerate(records) if r.kind == "turn_started"):]
+
+
+def test_a_rerun_delivers_the_lost_runs_steer_where_it_was_and_takes_the_answer_that_followed(env):
+    steered_run(env)
+    h, outcome, live, model, control = rerun(env)
+    assert outcome is not None and outcome.status == "completed"
+    # without the steer, call 1's request would differ from the recorded one: the model asked again ([1, 2])
+    assert model.reused == [0, 1] and live.asked == [2]
+    assert [s.at_call for s in control.redelivered] == [1]
+    assert h.loop.conversation.count(Message(role="user", content=STEER)) == 1
+    [steer] = [r for r in last_run(env) if r.kind == "steer"]
+    assert steer.fields == {"text": STEER, "at_call": 1, "redelivered": True}
+    assert_replays(env, turns=1)  # a re-delivered steer replays at its point as recorded
+
+
+def test_a_steer_redelivered_by_a_lost_rerun_is_delivered_once_by_the_next(env):
+    steered_run(env)
+    _h, outcome, _live, model, _control = rerun(env, effects=LosingEffects("c2"))  # lost again, in the same tool
+    assert outcome is None and model.reused == [0, 1]
+    h, outcome, live, model, control = rerun(env)
+    assert outcome is not None and outcome.status == "completed"
+    assert model.reused == [0, 1] and live.asked == [2]
+    assert len(control.redelivered) == 1 and h.loop.conversation.count(Message(role="user", content=STEER)) == 1
+    assert_replays(env, turns=1)
+
+
+def test_a_live_steer_of_the_rerun_follows_the_redelivered_one_and_is_new(env):
+    steered_run(env)
+    h = make_session(env, "s1", OTHER, restore=True)
+    assert h.restored is not None
+    h.loop.ports.model = ReusingModel(h.loop.ports.model, 1, recorded_calls(h.restored.unsettled, 1))
+    h.loop.ports.control = RedeliveringControl(h.steering, 1, recorded_steers(h.restored.unsettled, 1))
+    h.steering.steer(1, "and be brief")  # arrives before the re-run starts: delivered at its first point
+    trio.run(h.loop.run_turn, "go")
+    steers = [(r.fields["at_call"], r.fields["text"], r.fields.get("redelivered")) for r in last_run(env)
+              if r.kind == "steer"]
+    assert steers == [(0, "and be brief", None), (1, STEER, True)]
+    assert [s.text for s in recorded_steers(last_run(env), 1)] == ["and be brief"]  # the new one only
+    assert_replays(env, turns=1)
+
+
+def _steer(seq: int, turn: int, **fields: Any) -> StoredRecord:
+    return StoredRecord(seq, b"", b"", seq, turn, "steer", fields)
+
+
+def test_recorded_steers_are_the_new_ones_of_every_run_of_the_turn_and_never_a_crafted_one():
+    records = [
+        _steer(1, 2, text="a", at_call=1),
+        _steer(2, 3, text="other turn", at_call=0),
+        StoredRecord(3, b"", b"", 3, 2, "turn_started", {"turn": 2}),
+        _steer(4, 2, text="a", at_call=1, redelivered=True),  # the same message again: not a second one
+        _steer(5, 2, text="b", at_call=2),
+        _steer(6, 2, text="bool", at_call=True), _steer(7, 2, text=b"bytes", at_call=0),
+        _steer(8, 2, text="negative", at_call=-1), _steer(9, 2, at_call=0),
+    ]
+    assert recorded_steers(records, 2) == [RecordedSteer(1, "a", 1), RecordedSteer(2, "b", 5)]
+
+
+class _Live:
+    def __init__(self) -> None:
+        self.items: dict[int, list[Any]] = {}
+
+    def take(self, turn: int, point: int) -> list[Any]:
+        return self.items.pop(point, [])
+
+
+def test_redelivering_control_hands_each_recorded_steer_once_at_its_point_before_the_live_ones():
+    live = _Live()
+    live.items[1] = [Interrupt()]
+    told: list[tuple[int, int, int]] = []
+    control = RedeliveringControl(live, 4, [RecordedSteer(2, "late", 9), RecordedSteer(1, "x", 5),
+                                            RecordedSteer(1, "y", 6)], on_redeliver=lambda *a: told.append(a))
+    assert control.take(4, 0) == []
+    assert control.take(4, 1) == [Steer("x", True), Steer("y", True), Interrupt()]
+    assert control.take(4, 1) == []  # never twice
+    assert control.take(5, 0) == []  # a later turn: the re-run is over, "late" is not delivered in it
+    assert control.take(4, 3) == [] and told == [(4, 1, 5), (4, 1, 6)]
+
+
+def test_a_point_the_rerun_skips_still_gets_its_steer_at_the_next_one():
+    control = RedeliveringControl(_Live(), 1, [RecordedSteer(1, "x", 5)])
+    assert control.take(1, 2) == [Steer("x", True)]
