@@ -162,7 +162,8 @@ def _blob(value: Any) -> Any:
 
 
 def _summary(kind: str, fields: dict[str, Any]) -> str:
-    keys = {"prompt": ("text",), "steer": ("text",), "model_call": ("index", "request_digest"),
+    keys = {"prompt": ("text",), "steer": ("text", "at_call", "redelivered"),
+            "steer_received": ("id", "text"), "model_call": ("index", "request_digest"),
             "model_result": ("index", "finish", "error"), "tool_call": ("call_id", "name", "valid"),
             "tool_result": ("call_id", "status", "error"), "turn_settled": ("status", "reason"),
             "gap": ("lost_records", "lost_kinds", "reason"), "truncated": ("dropped_from_seq", "dropped_through_seq")}

@@ -15,6 +15,7 @@ from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.sessions import Sessions
 from ouroactors.supervision.events import EventReader
 
+from ..journal_support import read_journal
 from .actor_support import agent_tree, session_config, wait_for
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
@@ -68,11 +69,10 @@ def test_the_replacement_takes_the_models_recorded_answer_instead_of_asking_agai
     assert [(f["session"], f["turn"], f["index"]) for f in reused] == [("s1", 1, 0)], reused
 
 
-def test_the_replacement_delivers_the_lost_runs_steer_again_and_takes_the_answer_that_followed(actor_system,
-                                                                                                 tmp_path):
-    """A steer the lost run delivered before its second model call is part of that call's request: the replacement
-    delivers it again at the same point (``steer_redelivered``), so the recorded answer that followed is taken too
-    and the user's message is in the conversation the turn settles with."""
+def steered_and_lost(actor_system, tmp_path, nth: int):
+    """Session ``s1``: model call 0 streams for ~2 s and asks for write ``w0``, call 1 for write ``e0``; steered as
+    soon as call 0 streams (delivered before call 1), its runtime lost at the ``nth`` write's ``effect.ran``. The
+    events the follower saw from the steer on, and the system's event log."""
     ws = tmp_path / "ws"
     ws.mkdir()
     actor_system.start_tree(agent_tree(str(tmp_path)))
@@ -83,8 +83,7 @@ def test_the_replacement_delivers_the_lost_runs_steer_again_and_takes_the_answer
         {"events": [*chunks, {"kind": "tool_call", "id": "w0", **write}], "pace_ms": 100},
         {"events": [{"kind": "tool_call", "id": "e0", **WRITE}]},
         {"events": [{"kind": "text", "text": "done"}]}]}))
-    # the second write's tool ran, its settlement not committed: the runtime is lost there
-    actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT, nth=2),),
+    actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("effect.ran", FaultAction.EXIT, nth=nth),),
                                                          forks=1))
     sessions = Sessions(actor_system)
     sessions.new("s1", session_config(ws, tools={"enabled": ["write"]},
@@ -95,9 +94,32 @@ def test_the_replacement_delivers_the_lost_runs_steer_again_and_takes_the_answer
     events = list(sessions.events("s1", first.cursor, follow=True, until="turn_settled", idle_timeout=60))
     assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
     assert events[-1].generation > first.generation  # a replacement ended the turn
-    log = EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
+    assert (ws / "out.txt").read_text() == "written once\n" and (ws / "first.txt").read_text() == "1\n"
+    return EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
+
+
+def test_the_replacement_delivers_the_lost_runs_steer_again_and_takes_the_answer_that_followed(actor_system,
+                                                                                                 tmp_path):
+    """A steer the lost run delivered before its second model call is part of that call's request: the replacement
+    delivers it again at the same point (``steer_redelivered``), so the recorded answer that followed is taken too
+    and the user's message is in the conversation the turn settles with."""
+    log = steered_and_lost(actor_system, tmp_path, nth=2)  # lost after e0 ran: call 1 and its steer recorded
     redelivered = [e.fields for e in log if e.kind == "steer_redelivered"]
-    assert [(f["session"], f["turn"], f["at_call"]) for f in redelivered] == [("s1", 1, 1)], redelivered
+    assert [(f["session"], f["turn"], f["at_call"], f["delivered"]) for f in redelivered] == [("s1", 1, 1, True)]
     reused = [e.fields["index"] for e in log if e.kind == "model_call_reused"]
     assert reused == [0, 1], reused  # without the steer, call 1's request differs: the model is asked again
-    assert (ws / "out.txt").read_text() == "written once\n" and (ws / "first.txt").read_text() == "1\n"
+
+
+def test_a_steer_the_runtime_acknowledged_is_delivered_by_the_replacement_though_it_never_was(actor_system,
+                                                                                             tmp_path):
+    """The steer was answered (its acceptance committed in the journal) while call 0 streamed; the runtime was lost
+    in w0, before the loop reached the point that delivers it. The replacement delivers it there, as a first
+    delivery, after taking call 0's recorded answer — it is not lost with the process that acknowledged it."""
+    log = steered_and_lost(actor_system, tmp_path, nth=1)
+    redelivered = [e.fields for e in log if e.kind == "steer_redelivered"]
+    assert [(f["turn"], f["at_call"], f["delivered"]) for f in redelivered] == [(1, 1, False)], redelivered
+    assert [e.fields["index"] for e in log if e.kind == "model_call_reused"] == [0]
+    read = read_journal(actor_system.data_dir, "s1", verify=True)
+    rerun = read.kinds[max(i for i, k in enumerate(read.kinds) if k == "turn_started"):]
+    assert read.verdict == "ok" and read.kinds.count("steer_received") == 1
+    assert read.kinds.count("steer") == 1 and "steer" in rerun  # delivered once: by the replacement

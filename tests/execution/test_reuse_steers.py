@@ -130,6 +130,22 @@ def test_recorded_steers_are_the_new_ones_of_every_run_of_the_turn_and_never_a_c
     assert recorded_steers(records, 2) == [RecordedSteer(1, "a", 1), RecordedSteer(2, "b", 5)]
 
 
+def test_an_accepted_steer_no_delivery_names_is_due_past_the_recorded_calls_once():
+    records = [
+        StoredRecord(1, b"", b"", 1, 2, "model_call", {"index": 0, "request_digest": "d"}),
+        StoredRecord(2, b"", b"", 2, 2, "steer_received", {"id": "k1", "text": "delivered"}),
+        StoredRecord(3, b"", b"", 3, 2, "steer_received", {"id": "k2", "text": "held"}),
+        StoredRecord(4, b"", b"", 4, 2, "steer_received", {"id": "k2", "text": "held (a copy)"}),
+        StoredRecord(5, b"", b"", 5, 2, "steer_received", {"id": 7, "text": "crafted"}),
+        _steer(6, 2, text="delivered", at_call=1, id="k1"),
+        StoredRecord(7, b"", b"", 7, 2, "model_call", {"index": 1, "request_digest": "e"}),
+        StoredRecord(8, b"", b"", 8, 2, "model_call", {"index": True, "request_digest": "crafted"}),
+    ]
+    assert recorded_steers(records, 2) == [RecordedSteer(1, "delivered", 6, "k1"),
+                                           RecordedSteer(2, "held", 3, "k2", delivered=False)]
+    assert recorded_steers(records[2:3], 2) == [RecordedSteer(0, "held", 3, "k2", delivered=False)]  # no call yet
+
+
 class _Live:
     def __init__(self) -> None:
         self.items: dict[int, list[Any]] = {}
@@ -141,16 +157,57 @@ class _Live:
 def test_redelivering_control_hands_each_recorded_steer_once_at_its_point_before_the_live_ones():
     live = _Live()
     live.items[1] = [Interrupt()]
-    told: list[tuple[int, int, int]] = []
-    control = RedeliveringControl(live, 4, [RecordedSteer(2, "late", 9), RecordedSteer(1, "x", 5),
-                                            RecordedSteer(1, "y", 6)], on_redeliver=lambda *a: told.append(a))
+    told: list[RecordedSteer] = []
+    y = RecordedSteer(1, "y", 6, "k6", delivered=False)  # accepted, never delivered: a first delivery
+    control = RedeliveringControl(live, 4, [RecordedSteer(2, "late", 9), RecordedSteer(1, "x", 5), y],
+                                  on_redeliver=told.append)
     assert control.take(4, 0) == []
-    assert control.take(4, 1) == [Steer("x", True), Steer("y", True), Interrupt()]
+    assert control.take(4, 1) == [Steer("x", True), Steer("y", False, "k6"), Interrupt()]
     assert control.take(4, 1) == []  # never twice
     assert control.take(5, 0) == []  # a later turn: the re-run is over, "late" is not delivered in it
-    assert control.take(4, 3) == [] and told == [(4, 1, 5), (4, 1, 6)]
+    assert control.take(4, 3) == [] and [s.seq for s in told] == [5, 6]
 
 
 def test_a_point_the_rerun_skips_still_gets_its_steer_at_the_next_one():
     control = RedeliveringControl(_Live(), 1, [RecordedSteer(1, "x", 5)])
     assert control.take(1, 2) == [Steer("x", True)]
+
+
+class HeldSteerEffects(LosingEffects):
+    """The runtime accepts a steer while ``c1`` runs (journaled, queued) and is lost before the loop delivers it."""
+
+    def __init__(self) -> None:
+        super().__init__("c1")
+        self.loop: Any = None
+
+    async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
+        self.loop.receive_steer(1, "k1", STEER)  # what the runtime's handler does before it answers
+        self.loop.ports.control.steer(1, STEER, "k1")
+        return await super().run(call, ctx)
+
+
+def test_a_steer_accepted_but_never_delivered_is_delivered_by_the_rerun_past_the_recorded_calls(env):
+    effects = HeldSteerEffects()
+    h = make_session(env, "s1", FIRST, effects=effects)
+    effects.loop = h.loop
+    with pytest.raises(Lost):
+        trio.run(h.loop.run_turn, "go")
+    assert [r.kind for r in reading.records(env, "s1")][-2:] == ["tool_call", "steer_received"]  # durable
+    h, outcome, live, model, control = rerun(env)
+    assert outcome is not None and outcome.status == "completed"
+    assert model.reused == [0] and live.asked == [1, 2]  # call 0 taken; the steer comes before call 1
+    assert [(s.at_call, s.delivered) for s in control.redelivered] == [(1, False)]
+    [steer] = [r for r in last_run(env) if r.kind == "steer"]
+    assert steer.fields == {"text": STEER, "at_call": 1, "id": "k1"}  # a first delivery, not a re-delivery
+    assert h.loop.conversation.count(Message(role="user", content=STEER)) == 1
+    assert_replays(env, turns=1)
+
+
+def test_a_journal_with_accepted_steers_replays_and_verifies(env):
+    h = make_session(env, "s1", FIRST)
+    h.loop.receive_steer(1, "k1", "before the turn")  # raced with the turn's start: evidence only
+    h.steering.steer(1, "before the turn", "k1")
+    assert trio.run(h.loop.run_turn, "go").status == "completed"
+    kinds = [r.kind for r in reading.records(env, "s1")]
+    assert kinds.count("steer_received") == 1 and kinds.count("steer") == 1
+    assert_replays(env, turns=1)

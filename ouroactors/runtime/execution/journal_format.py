@@ -27,7 +27,7 @@ JOURNAL_DB = b"journal"
 ANCHOR_DB = b"journal_anchor"
 KINDS = frozenset({
     "session_opened", "turn_started", "prompt", "model_call", "model_result", "tool_call", "tool_result", "steer",
-    "interrupt", "approval", "turn_settled", "gap", "truncated",
+    "steer_received", "interrupt", "approval", "turn_settled", "gap", "truncated",
 })
 INLINE_LIMIT = 1800  # body bytes kept inline (+ the 72-byte header stays under ~2 KB)
 SPILL_FIELD_BYTES = 256  # when a body is too big, every field encoding to more than this becomes a blob

@@ -61,12 +61,14 @@ class CallProblem:
 
 @dataclass(frozen=True)
 class Steer:
-    """A user message for the running turn. ``redelivered``: a steer an earlier, lost run of the turn delivered at
-    this point, handed to its re-run from the journal (:mod:`.reuse`) — recorded as such, so it is never taken for
-    a new one."""
+    """A user message for the running turn. ``steer_id``: the id its acceptance was journaled under
+    (``steer_received``; empty for a steer nobody accepted through a runtime, e.g. replay's of an older journal).
+    ``redelivered``: a steer an earlier, lost run of the turn delivered at this point, handed to its re-run from the
+    journal (:mod:`.reuse`) — recorded as such, so it is never taken for a new one."""
 
     text: str
     redelivered: bool = False
+    steer_id: str = ""
 
 
 @dataclass(frozen=True)

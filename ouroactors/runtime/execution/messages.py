@@ -68,7 +68,9 @@ class SendText:
 
 @dataclass(frozen=True)
 class SteerTurn:
-    """Add a user message to the running turn, delivered before its next model call."""
+    """Add a user message to the running turn, delivered before its next model call. Answered (``Accepted``) once
+    its acceptance is committed in the session's journal (``steer_received``): a runtime lost before delivering it
+    leaves it to the turn's re-run (:mod:`.reuse`)."""
 
     text: Prompt
 

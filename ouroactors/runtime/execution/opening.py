@@ -52,7 +52,7 @@ from .output import OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import make_provider
 from .reading import StoredRecord
-from .reuse import RedeliveringControl, ReusingModel, recorded_calls, recorded_steers
+from .reuse import RecordedSteer, RedeliveringControl, ReusingModel, recorded_calls, recorded_steers
 from .snapshot_rider import SnapshotRider, tail_hook
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
@@ -228,9 +228,10 @@ class SessionOpening:
         ``steer_redelivered``: the journal record it took)."""
         steers = recorded_steers(unsettled, turn)
         if steers:
-            def redelivered(turn: int, at_call: int, seq: int) -> None:
-                self.events.write("steer_redelivered", None, {"session": session, "turn": turn, "at_call": at_call,
-                                                              "seq": seq})
+            def redelivered(steer: RecordedSteer) -> None:  # delivered: False — accepted, never delivered before
+                self.events.write("steer_redelivered", None, {"session": session, "turn": turn,
+                                                              "at_call": steer.at_call, "seq": steer.seq,
+                                                              "delivered": steer.delivered})
 
             ports.control = RedeliveringControl(ports.control, turn, steers, on_redeliver=redelivered)
         recorded = recorded_calls(unsettled, turn)

@@ -64,12 +64,17 @@ class SteeringQueue:
         self._lock = threading.Lock()
         self._items: list[tuple[int, Control]] = []
 
-    def steer(self, turn: int, text: str) -> None:
+    @staticmethod
+    def check(text: str) -> None:
+        """Refuse a steer text the loop would have to repair (:func:`~.steps.text_problem`)."""
         problem = steps.text_problem(text)
         if problem is not None:
             raise LoopRefusal(f"steer text is {problem}")
+
+    def steer(self, turn: int, text: str, steer_id: str = "") -> None:
+        self.check(text)
         with self._lock:
-            self._items.append((turn, Steer(text)))
+            self._items.append((turn, Steer(text, steer_id=steer_id)))
 
     def interrupt(self, turn: int) -> None:
         with self._lock:

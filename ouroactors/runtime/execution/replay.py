@@ -89,8 +89,12 @@ _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "tool_call": {"call_id": str, "name": str, "arguments": dict}, "tool_result": {"call_id": str, "name": str,
                                                                                  "status": str},
     "approval": {"call_id": str}, "steer": {"text": str, "at_call": int}, "interrupt": {"at_call": int},
+    "steer_received": {"id": str, "text": str},
     "turn_settled": {"status": str, "conversation_digest": str},
 }
+# records the loop does not write itself, kept as evidence (a steer the runtime accepted: see .reuse); replay
+# leaves them out of the run it compares, and hands them on in ``unsettled``
+EVIDENCE_ONLY = frozenset({"steer_received"})
 _ERROR_KINDS = frozenset(k.value for k in ModelErrorKind)
 _FINISH = frozenset({"stop", "tool_calls", "length", "content_filter"})
 
@@ -220,6 +224,8 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         whole = await replay_session(env, session, catalog=catalog, sink=sink)
         return dataclasses.replace(whole, snapshot_refused=f"its session_opened fields {why}")
 
+    evidence = usable  # every usable record; the loop's are those it writes itself (a steer_received is not)
+    usable = [r for r in usable if r.kind not in EVIDENCE_ONLY]
     if not usable or usable[0].kind != "session_opened":
         if resumed is not None:
             return await without_snapshot("are not well-formed")
@@ -278,9 +284,9 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         verified += 1
         states.append(loop.state())
         settled.append((usable[last].seq, usable[last].hash))
-    after = spans[-1][1] + 1 if spans else 1  # after the last settled turn (or the session_opened)
+    ended = usable[spans[-1][1]].seq if spans else opened.seq  # the last settled turn's end (or the session_opened)
     end = boundary is None or boundary.reason == "unsettled_turn"  # nothing unread past them
-    return report(verified, boundary=boundary, unsettled=tuple(usable[after:]) if end else ())
+    return report(verified, boundary=boundary, unsettled=tuple(r for r in evidence if r.seq > ended) if end else ())
 
 
 def _unreplayable(tape: _Tape, exc: BaseException) -> Boundary:

@@ -96,7 +96,8 @@ class _Tape:
             elif r.kind == "tool_call":
                 self.calls[(r.turn, f["call_id"])] = f
             elif r.kind == "steer":
-                steer = Steer(f["text"], redelivered=f.get("redelivered") is True)
+                steer = Steer(f["text"], redelivered=f.get("redelivered") is True,
+                              steer_id=f["id"] if isinstance(f.get("id"), str) else "")
                 self.controls.setdefault((r.turn, f["at_call"]), []).append(steer)
             elif r.kind == "interrupt":
                 self.controls.setdefault((r.turn, f["at_call"]), []).append(Interrupt())

@@ -21,11 +21,13 @@ request that followed it; a re-run without it would make another request, ask th
 user said. So the re-run takes, from the journal, every steer an unsettled run of the turn delivered as a new one
 (``steer`` records without ``redelivered``: a steer re-delivered by an earlier re-run is the same message) and
 hands it to the loop at the point (model calls made) it was delivered, before the live ones
-(:class:`RedeliveringControl`); the loop records it with ``redelivered: true``. A steer whose point the re-run never
-reaches (it ended sooner) is not delivered — as a live steer that comes after its turn's last model call. Interrupts
-need no such care: an ``interrupt`` record commits with the ``turn_settled`` it causes (one flush), so a turn whose
-interrupt is durable is settled, never re-run. A steer the lost run held but had not delivered (no record) is lost
-with it.
+(:class:`RedeliveringControl`); the loop records it with ``redelivered: true``. A steer the runtime had accepted
+but not delivered yet is in the journal too — the runtime commits a ``steer_received`` record (its id, its text)
+before it answers the steer — and a re-run delivers each such steer whose id no ``steer`` record names at the first
+point past every model call the lost runs recorded (so the recorded answers before it are still taken), as a new
+delivery. A steer whose point the re-run never reaches (it ended sooner) is not delivered — as a live steer that
+comes after its turn's last model call. Interrupts need no such care: an ``interrupt`` record commits with the
+``turn_settled`` it causes (one flush), so a turn whose interrupt is durable is settled, never re-run.
 
 :func:`recorded_calls` and :func:`recorded_steers` are the pure selections; :class:`ReusingModel` and
 :class:`RedeliveringControl` the ports that apply them; the events a recording stands for are
@@ -34,6 +36,7 @@ with it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,25 +86,46 @@ def recorded_calls(records: Sequence[StoredRecord], turn: int) -> dict[int, Reco
 
 @dataclass(frozen=True)
 class RecordedSteer:
-    """A steer an unsettled run of the turn delivered, as a new message, after ``at_call`` model calls."""
+    """A steer of the turn for its re-run to deliver after ``at_call`` model calls: one an unsettled run delivered
+    (``delivered``: the re-run delivers it again), or one a runtime accepted and never delivered (at the first point
+    past the recorded calls)."""
 
     at_call: int
     text: str
-    seq: int  # its steer record's seq
+    seq: int  # its steer (or steer_received) record's seq
+    steer_id: str = ""
+    delivered: bool = True
 
 
 def recorded_steers(records: Sequence[StoredRecord], turn: int) -> list[RecordedSteer]:
-    """The steers of ``turn`` a re-run delivers again, from ``records`` (as :func:`recorded_calls`): each new one
-    (not itself a re-delivery) of every run, in the journal's order; a record of another shape (crafted) is none."""
+    """The steers of ``turn`` a re-run delivers, from ``records`` (as :func:`recorded_calls`): each new delivery (not
+    itself a re-delivery) of every run, in the journal's order, then each accepted steer no delivery names; a record
+    of another shape (crafted) is none."""
     found: list[RecordedSteer] = []
+    received: dict[str, RecordedSteer] = {}  # accepted steers by id, the first record of each
+    named: set[str] = set()  # ids a steer record (a delivery) names
+    calls = -1  # the highest model call index the runs recorded
     for record in records:
         fields = record.fields
-        if record.turn != turn or record.kind != "steer" or fields.get("redelivered") is not None:
+        if record.turn != turn:
             continue
-        at_call, text = fields.get("at_call"), fields.get("text")
-        if isinstance(at_call, int) and not isinstance(at_call, bool) and at_call >= 0 and isinstance(text, str):
-            found.append(RecordedSteer(at_call, text, record.seq))
-    return found
+        steer_id, text = fields.get("id"), fields.get("text")
+        steer_id = steer_id if isinstance(steer_id, str) else ""
+        if record.kind == "model_call":
+            index = fields.get("index")
+            if type(index) is int:
+                calls = max(calls, index)
+        elif record.kind == "steer_received" and steer_id and isinstance(text, str):
+            received.setdefault(steer_id, RecordedSteer(-1, text, record.seq, steer_id, delivered=False))
+        elif record.kind == "steer":
+            if steer_id:
+                named.add(steer_id)
+            at_call = fields.get("at_call")
+            if (fields.get("redelivered") is None and type(at_call) is int and at_call >= 0
+                    and isinstance(text, str)):
+                found.append(RecordedSteer(at_call, text, record.seq, steer_id))
+    late = [dataclasses.replace(s, at_call=calls + 1) for i, s in received.items() if i not in named]
+    return found + late
 
 
 def recorded_events(result: Mapping[str, Any]) -> list[ModelEvent]:
@@ -165,10 +189,10 @@ class RedeliveringControl:
     """:class:`~.loop_ports.ControlPort`: ``live``, with the recorded steers of ``turn``'s lost runs handed over first,
     each at the point it was delivered (or the first point past it the re-run reaches).
 
-    ``on_redeliver(turn, at_call, seq)`` is told of each (the runtime's event log)."""
+    ``on_redeliver(steer)`` is told of each (the runtime's event log)."""
 
     def __init__(self, live: ControlPort, turn: int, recorded: Sequence[RecordedSteer],
-                 on_redeliver: Callable[[int, int, int], None] | None = None) -> None:
+                 on_redeliver: Callable[[RecordedSteer], None] | None = None) -> None:
         self.live = live
         self.turn = turn
         self._pending = sorted(recorded, key=lambda s: s.at_call)  # stable: the journal's order within a point
@@ -185,5 +209,6 @@ class RedeliveringControl:
         for steer in due:
             self.redelivered.append(steer)
             if self._on_redeliver is not None:
-                self._on_redeliver(turn, steer.at_call, steer.seq)
-        return [*(Steer(s.text, redelivered=True) for s in due), *self.live.take(turn, point)]
+                self._on_redeliver(steer)
+        return [*(Steer(s.text, redelivered=s.delivered, steer_id=s.steer_id) for s in due),
+                *self.live.take(turn, point)]

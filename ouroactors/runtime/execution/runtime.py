@@ -343,9 +343,16 @@ class Runtime(SessionOpening, Worker):
             live.running = False
 
     def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
+        """Journal the steer's acceptance (committed, in the turn's thread) before answering, then queue it for the
+        loop's next point: a steer this runtime acknowledged is delivered by a re-run if the process is lost first
+        (:mod:`.reuse`)."""
         live = self._running()
-        live.steering.steer(live.loop.turns, message.text)
-        return Accepted(live.loop.turns)
+        turn = live.loop.turns
+        live.steering.check(message.text)
+        steer_id = uuid.uuid4().hex[:16]
+        self.trio.call(live.loop.receive_steer, turn, steer_id, message.text)
+        live.steering.steer(turn, message.text, steer_id)
+        return Accepted(turn)
 
     def handle_InterruptTurn(self, message: InterruptTurn, sender: Any) -> Accepted:
         live = self._running()
