@@ -7,7 +7,7 @@ import pytest
 from ouroactors.core.errors import OuroactorsError
 from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import agent_tree, journal_kinds, session_config, slow_script, wait_for
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
@@ -45,7 +45,11 @@ def test_suspend_stops_the_runtime_and_resume_runs_the_interrupted_turn_again(ta
 
 def test_steer_reaches_the_running_turn_and_cancel_ends_the_session(talking):
     system, sessions = talking
+    with pytest.raises(OuroactorsError, match="lone surrogate"):  # bad input: refused, nothing journaled
+        sessions.steer("s1", "brief \ud800")
     assert sessions.steer("s1", "and be brief").detail == "steered"
+    # answered once its acceptance is durable: the journal holds it, whether or not the loop delivered it yet
+    assert journal_kinds(system.data_dir, "s1").count("steer_received") == 1
     done = sessions.cancel("s1")
     assert done.view.state == "cancelled" and done.view.reason == f"cancelled by {sessions.principal}"
     wait_for("the coordinator gone", lambda: not [c for c in system.which_children("agent/coordinator")
