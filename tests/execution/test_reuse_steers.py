@@ -205,7 +205,7 @@ def test_a_steer_accepted_but_never_delivered_is_delivered_by_the_rerun_past_the
 
 def test_a_journal_with_accepted_steers_replays_and_verifies(env):
     h = make_session(env, "s1", FIRST)
-    h.loop.receive_steer(1, "k1", "before the turn")  # raced with the turn's start: evidence only
+    h.loop.receive_steer(1, "k1", "before the turn")  # accepted as the turn was starting: evidence only
     h.steering.steer(1, "before the turn", "k1")
     assert trio.run(h.loop.run_turn, "go").status == "completed"
     kinds = [r.kind for r in reading.records(env, "s1")]

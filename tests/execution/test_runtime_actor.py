@@ -17,6 +17,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.actor import GetEntry
 from ouroactors.authorities.ledger.domain import Status
 from ouroactors.authorities.workspace.messages import Acquire
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.execution.errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen
 from ouroactors.runtime.execution.messages import (
     AckOutput,
@@ -183,6 +184,23 @@ def test_interrupt_cancels_the_running_turn(session, tmp_path):
     events = reader.until("turn_settled")
     assert time.monotonic() - started < 5
     assert events[-1].data["status"] == "interrupted", events[-1].data
+
+
+def test_a_steer_sent_right_after_the_message_is_delivered_in_the_turn_it_started(session, tmp_path):
+    """The turn's thread has not begun the turn yet (held at its start by a fault plan) when the steer arrives: the
+    steer is still the new turn's — tagged with the loop's count of turns, it was the previous turn's, and dropped."""
+    system, path, ws, lease = session
+    script = tmp_path / "short.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "r1", name = "read", arguments = { path = '
+                      '"NOTES.md" } }]\n\n[[turns]]\nevents = [{ kind = "text", text = "ok" }]\n')
+    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"},
+                                        "model": {"kind": "scripted", "script": str(script)}}, lease.lease_id))
+    system.arm_faults(path, FaultPlan((FaultRule("runtime.turn_started", FaultAction.DELAY, delay_s=0.5),)))
+    assert system.ask(path, SendText("go")).turn == 1
+    assert system.ask(path, SteerTurn("and be brief")).turn == 1
+    Reader(system, path).until("turn_settled")
+    kinds = journal_kinds(system.data_dir, "s1")
+    assert kinds.count("steer_received") == 1 and kinds.count("steer") == 1, kinds  # delivered, at a later point
 
 
 @pytest.mark.slow

@@ -78,6 +78,7 @@ class _Live:
     grants: ActorGrants
     subscriber: Any
     running: bool = False
+    turn: int = 0  # the turn this actor started last (the loop counts it only once the turn runs in its thread)
     stats: TurnStats = field(default_factory=TurnStats)  # the running turn's counts (runtime metrics)
     opened_with: tuple[str | None, int] = (None, 0)  # the open's lease and start cursor (a repeated open)
     opened: Opened | None = None  # the open's answer, given again to a repeated open

@@ -321,7 +321,7 @@ class Runtime(SessionOpening, Worker):
             raise Busy(f"session {live.session!r}: turn {live.loop.turns} is running; steer or interrupt it")
         live.running = True
         mark("start.text_received")
-        turn = live.loop.turns + 1
+        turn = live.turn = live.loop.turns + 1
         self.trio.start(self._turn, live, message.text)
         return Accepted(turn)
 
@@ -343,22 +343,19 @@ class Runtime(SessionOpening, Worker):
             live.running = False
 
     def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
-        """Journal the steer's acceptance (committed, in the turn's thread) before answering, then queue it for the
-        loop's next point: a steer this runtime acknowledged is delivered by a re-run if the process is lost first
-        (:mod:`.reuse`)."""
-        live = self._running()
-        turn = live.loop.turns
+        """Answered once its acceptance is committed (in the turn's thread): a re-run delivers it if the process is
+        lost before the loop does (:mod:`.reuse`)."""
+        live, steer_id = self._running(), uuid.uuid4().hex[:16]
         live.steering.check(message.text)
-        steer_id = uuid.uuid4().hex[:16]
-        self.trio.call(live.loop.receive_steer, turn, steer_id, message.text)
-        live.steering.steer(turn, message.text, steer_id)
-        return Accepted(turn)
+        self.trio.call(live.loop.receive_steer, live.turn, steer_id, message.text)
+        live.steering.steer(live.turn, message.text, steer_id)
+        return Accepted(live.turn)
 
     def handle_InterruptTurn(self, message: InterruptTurn, sender: Any) -> Accepted:
         live = self._running()
-        live.steering.interrupt(live.loop.turns)
+        live.steering.interrupt(live.turn)  # not loop.turns: the turn may not have begun counting in its thread yet
         self.trio.call(live.loop.cancel_activity)
-        return Accepted(live.loop.turns)
+        return Accepted(live.turn)
 
     def _running(self) -> _Live:
         live = self._open()
