@@ -95,6 +95,8 @@ def steered_and_lost(actor_system, tmp_path, nth: int):
     assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
     assert events[-1].generation > first.generation  # a replacement ended the turn
     assert (ws / "out.txt").read_text() == "written once\n" and (ws / "first.txt").read_text() == "1\n"
+    steered = [e for e in events if e.kind == "steered"]  # the follower sees where it took effect, last by the rerun
+    assert steered and steered[-1].data["at_call"] == 1 and steered[-1].generation == events[-1].generation
     return EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
 
 

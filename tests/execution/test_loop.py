@@ -152,6 +152,9 @@ def test_steering_is_delivered_between_model_calls_and_recorded(env):
     assert steers == [{"text": "also check y", "at_call": 0}, {"text": "and z", "at_call": 1}]
     users = [m.content for m in h.loop.conversation if m.role == "user"]
     assert users == ["go", "also check y", "and z"]
+    kinds = h.sink.kinds()  # each delivery is in the turn's output, before the model call it is part of
+    assert kinds[:3] == ["turn_started", "steered", "tool_call"] and kinds[kinds.index("tool_result") + 1] == "steered"
+    assert [d["at_call"] for k, _, d in h.sink.events if k == "steered"] == [0, 1]
     assert_replays(env)
 
 

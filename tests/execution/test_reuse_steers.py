@@ -84,6 +84,8 @@ def test_a_rerun_delivers_the_lost_runs_steer_where_it_was_and_takes_the_answer_
     assert h.loop.conversation.count(Message(role="user", content=STEER)) == 1
     [steer] = [r for r in last_run(env) if r.kind == "steer"]
     assert steer.fields == {"text": STEER, "at_call": 1, "redelivered": True}
+    # a follower sees where it took effect, and that it is the lost run's steer, not a second one
+    assert [d for k, _, d in h.sink.events if k == "steered"] == [{"text": STEER, "at_call": 1, "redelivered": True}]
     assert_replays(env, turns=1)  # a re-delivered steer replays at its point as recorded
 
 
@@ -199,6 +201,7 @@ def test_a_steer_accepted_but_never_delivered_is_delivered_by_the_rerun_past_the
     assert [(s.at_call, s.delivered) for s in control.redelivered] == [(1, False)]
     [steer] = [r for r in last_run(env) if r.kind == "steer"]
     assert steer.fields == {"text": STEER, "at_call": 1, "id": "k1"}  # a first delivery, not a re-delivery
+    assert [d for k, _, d in h.sink.events if k == "steered"] == [{"text": STEER, "at_call": 1, "redelivered": False}]
     assert h.loop.conversation.count(Message(role="user", content=STEER)) == 1
     assert_replays(env, turns=1)
 

@@ -202,7 +202,10 @@ class SessionLoop:
         calls, text = 0, ""
         stop: steps.Stop | None = None
         while stop is None:
-            stop = self._deliver_control(turn, calls) or steps.before_model_call(
+            stop, steered = self._deliver_control(turn, calls)
+            for fields in steered:  # a follower sees where the steer took effect (the turn's output, not evidence)
+                await self._emit("steered", turn, fields)
+            stop = stop or steps.before_model_call(
                 limits, calls_made=calls, tokens_used=self.tokens_used, now_ns=self.last_at, deadline_ns=deadline_ns)
             if stop is not None:
                 break
@@ -248,8 +251,11 @@ class SessionLoop:
                                                           "journal_degraded": degraded})
         return TurnOutcome(turn, stop.status, stop.reason, text, digest)
 
-    def _deliver_control(self, turn: int, point: int) -> steps.Stop | None:
+    def _deliver_control(self, turn: int, point: int) -> tuple[steps.Stop | None, list[dict[str, Any]]]:
+        """Record and apply what the control port hands over at ``point``: the stop an interrupt makes, and the
+        output event of each steer delivered."""
         stop: steps.Stop | None = None
+        steered: list[dict[str, Any]] = []
         for item in self.ports.control.take(turn, point):
             if isinstance(item, Steer):
                 text = steps.repaired(item.text)  # the queue refuses such text; this is the second line
@@ -260,10 +266,11 @@ class SessionLoop:
                     fields["redelivered"] = True
                 self._record("steer", turn, fields)
                 self.conversation.append(Message(role="user", content=text))
+                steered.append({"text": text, "at_call": point, "redelivered": item.redelivered})
             elif stop is None:
                 self._record("interrupt", turn, {"at_call": point})
                 stop = steps.Stop("interrupted", "interrupted between model calls")
-        return stop
+        return stop, steered
 
     def _scope(self, deadline_ns: int, limit_s: float) -> trio.CancelScope:
         if not self.deadlines:
