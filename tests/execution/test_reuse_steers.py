@@ -25,7 +25,7 @@ from ouroactors.runtime.execution.reuse import (
     recorded_steers,
 )
 
-from .loop_support import make_session
+from .loop_support import make_session, text
 from .test_loop import assert_replays
 from .test_reuse import FIRST, OTHER, Counting, LosingEffects, Lost
 
@@ -214,3 +214,22 @@ def test_a_journal_with_accepted_steers_replays_and_verifies(env):
     kinds = [r.kind for r in reading.records(env, "s1")]
     assert kinds.count("steer_received") == 1 and kinds.count("steer") == 1
     assert_replays(env, turns=1)
+
+
+def test_a_steer_whose_acceptance_does_not_commit_is_said_so_and_named_by_the_next_gap(env):
+    """The runtime refuses such a steer (SteerNotRecorded) rather than promise it: nothing is queued, and the lost
+    record is evidence — the journal's next gap names it."""
+    from ouroactors.core import faults
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    h = make_session(env, "s1", [[text("a")], [text("b")]])
+    trio.run(h.loop.run_turn, "1")
+    faults.arm(FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=1, times=1),)))
+    try:
+        assert h.loop.receive_steer(1, "k1", "too late to keep") is False
+    finally:
+        faults.disarm()
+    assert h.loop.receive_steer(1, "k2", "kept") is True  # the next commit writes the gap first
+    records = reading.records(env, "s1")
+    gap = next(r for r in records if r.kind == "gap")
+    assert gap.fields["lost_kinds"] == {"steer_received": 1} and records[-1].fields["id"] == "k2"

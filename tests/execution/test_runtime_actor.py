@@ -18,7 +18,7 @@ from ouroactors.authorities.ledger.actor import GetEntry
 from ouroactors.authorities.ledger.domain import Status
 from ouroactors.authorities.workspace.messages import Acquire
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
-from ouroactors.runtime.execution.errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen
+from ouroactors.runtime.execution.errors import AlreadyOpen, Busy, NoActiveTurn, NotOpen, SteerNotRecorded
 from ouroactors.runtime.execution.messages import (
     AckOutput,
     DrainOutput,
@@ -201,6 +201,27 @@ def test_a_steer_sent_right_after_the_message_is_delivered_in_the_turn_it_starte
     Reader(system, path).until("turn_settled")
     kinds = journal_kinds(system.data_dir, "s1")
     assert kinds.count("steer_received") == 1 and kinds.count("steer") == 1, kinds  # delivered, at a later point
+
+
+def test_a_steer_the_journal_cannot_record_is_refused_not_promised(session, tmp_path):
+    system, path, ws, lease = session
+    script = tmp_path / "slow.toml"
+    script.write_text('[[turns]]\npace_ms = 100\nevents = [' + ", ".join(
+        '{ kind = "text", text = "word " }' for _ in range(30)) + "]\n")
+    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"},
+                                        "model": {"kind": "scripted", "script": str(script)}}, lease.lease_id))
+    system.ask(path, SendText("talk slowly"))
+    reader = Reader(system, path)
+    reader.until("text")  # the turn's start is committed (the grace is over): the runtime's next commit is the steer's
+    system.arm_faults(path, FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=1,
+                                                 times=1),)))
+    with pytest.raises(SteerNotRecorded, match="not queued"):
+        system.ask(path, SteerTurn("and be brief"))
+    assert system.ask(path, SteerTurn("then stop")).turn == 1  # the journal writes again: promised
+    system.ask(path, InterruptTurn())
+    reader.until("turn_settled")
+    kinds = journal_kinds(system.data_dir, "s1")
+    assert kinds.count("gap") == 1 and kinds.count("steer_received") == 1, kinds
 
 
 @pytest.mark.slow

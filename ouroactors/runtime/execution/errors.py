@@ -29,6 +29,11 @@ class NoActiveTurn(RuntimeRefusal):
     """``steer`` or ``interrupt`` with no turn running."""
 
 
+class SteerNotRecorded(RuntimeRefusal):
+    """``steer`` whose acceptance the journal could not commit: it is not queued (nothing was promised; send it
+    again). The lost ``steer_received`` record is named by the journal's next ``gap`` record."""
+
+
 class CursorError(RuntimeRefusal):
     """A drain or ack cursor the output cannot serve (behind the acknowledged cursor, or past the last event)."""
 
@@ -43,4 +48,5 @@ class BadRuntimeRequest(RuntimeRefusal):
         super().__init__(f"{message}.{field}: {problem}")
 
 
-__all__ = ["AlreadyOpen", "BadRuntimeRequest", "Busy", "CursorError", "NoActiveTurn", "NotOpen", "RuntimeRefusal"]
+__all__ = ["AlreadyOpen", "BadRuntimeRequest", "Busy", "CursorError", "NoActiveTurn", "NotOpen", "RuntimeRefusal",
+           "SteerNotRecorded"]

@@ -126,14 +126,15 @@ class SessionLoop:
         self._start_unflushed = False  # whatever is staged, the turn's start with it, is in this commit
         self.ports.journal.flush()
 
-    def receive_steer(self, turn: int, steer_id: str, text: str) -> None:
-        """Journal that a steer for ``turn`` was accepted, and commit it (with whatever is staged) — called by the
-        runtime, in the loop's thread, before it answers the steer, so a steer it acknowledged is evidence even if
-        the process is lost before the loop delivers it (its re-run delivers it then: :mod:`.reuse`). Evidence, not
-        a decision of the loop: replay skips ``steer_received`` records, and its time does not move the loop's clock
-        (``last_at``), which replay could not reproduce."""
+    def receive_steer(self, turn: int, steer_id: str, text: str) -> bool:
+        """Journal that a steer for ``turn`` was accepted, and commit it (with whatever is staged); whether it
+        committed. Called by the runtime, in the loop's thread, before it answers the steer, so a steer it
+        acknowledged is evidence even if the process is lost before the loop delivers it (its re-run delivers it
+        then: :mod:`.reuse`). Evidence, not a decision of the loop: replay skips ``steer_received`` records, and its
+        time does not move the loop's clock (``last_at``), which replay could not reproduce."""
         self.ports.journal.record("steer_received", turn, self.ports.clock.now_ns(), {"id": steer_id, "text": text})
         self._flush()
+        return not getattr(self.ports.journal, "degraded", False)
 
     def _commit_start(self) -> None:
         if self._start_unflushed:

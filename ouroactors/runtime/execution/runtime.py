@@ -59,7 +59,7 @@ from ..coordinator.trace import mark
 from . import reading, snapshots, timing
 from .bridge import Outbox, TrioThread
 from .config import SessionConfig
-from .errors import Busy, NoActiveTurn, NotOpen, RuntimeRefusal
+from .errors import Busy, NoActiveTurn, NotOpen, RuntimeRefusal, SteerNotRecorded
 from .loop import LoopRefusal, SessionLoop
 from .messages import (
     REQUESTS,
@@ -347,7 +347,9 @@ class Runtime(SessionOpening, Worker):
         lost before the loop does (:mod:`.reuse`)."""
         live, steer_id = self._running(), uuid.uuid4().hex[:16]
         live.steering.check(message.text)
-        self.trio.call(live.loop.receive_steer, live.turn, steer_id, message.text)
+        if not self.trio.call(live.loop.receive_steer, live.turn, steer_id, message.text):
+            raise SteerNotRecorded(f"session {live.session!r}: the steer's acceptance could not be committed to the "
+                                   "journal; it was not queued (send it again)")
         live.steering.steer(live.turn, message.text, steer_id)
         return Accepted(live.turn)
 
