@@ -21,13 +21,17 @@ SLOW_COMMAND = f"sleep {SLOW_SECONDS}; echo done >> demo.log"
 
 def kill_script(data_dir: Path) -> Path:
     """The embedded default script with one more shell call before its last turn: a command slow enough
-    (``sleep 3``) for the demo to SIGKILL the runtime while it runs. Written into the data dir."""
+    (``sleep 3``) for the demo to SIGKILL the runtime while it runs. The last turn answers after the tool's result or
+    after the user's steer the demo sends while the command runs (delivered before that call). Written into the
+    data dir."""
     turns: list[Any] = list(DEFAULT_SCRIPT_DATA["turns"])
     slow = {"expect": {"last_role": "tool"}, "events": [
         {"kind": "text", "text": "And let me log that in demo.log."},
         {"kind": "tool_call", "id": SLOW_CALL, "name": "shell", "arguments": {"command": SLOW_COMMAND}},
     ]}
-    script = {"name": "demo with a slow command", "turns": [*turns[:-1], slow, turns[-1]]}
+    # after the steer (delivered before the last model call) — or the tool's result, if the demo skipped its kill
+    last = {key: value for key, value in turns[-1].items() if key != "expect"}
+    script = {"name": "demo with a slow command", "turns": [*turns[:-1], slow, last]}
     path = data_dir / "demo-script.json"
     path.write_text(json.dumps(script, indent=1))
     return path

@@ -20,6 +20,7 @@ from . import demo_agent as setup
 from .demo import Narrator, cli, show_cli, wait_for
 
 TERMINAL = ("completed", "failed", "cancelled")
+STEER = "when you are done, say so in one line"  # sent while the slow command runs, just before the kill
 
 
 def summary(kind: str, data: dict[str, Any]) -> str:
@@ -35,6 +36,9 @@ def summary(kind: str, data: dict[str, Any]) -> str:
         return f"{data.get('status')}: {data.get('reason')}"
     if kind == "turn_started":
         return repr(data.get("prompt", ""))
+    if kind == "steered":
+        again = ", a lost run's steer delivered again" if data.get("redelivered") else ""
+        return f"{data.get('text', '')!r} (before model call {data.get('at_call')}{again})"
     return str(data)
 
 
@@ -168,6 +172,9 @@ class Demo:
                       f"{len(serving)}")
             return
         path = serving[0]
+        steered = self.sessions.steer(self.sid, STEER)
+        n.said(f"steered the running turn: {STEER!r} — answered '{steered.detail}' only once the runtime's journal "
+               "holds it (`steer_received`); the turn would deliver it before its next model call")
         before = self.sessions.show(self.sid).generation
         mark = self.system.mark()
         killed_at = time.time()
@@ -247,6 +254,12 @@ class Demo:
             n.said(f"the turn's re-runs (after its approval wait and after the kill) took {len(reused)} model "
                    "answer(s) from the journal (`model_call_reused` in the event log): the model was asked only for "
                    "what it had not answered yet")
+            late = [e for e in EventReader(str(self.data_dir / "events.jsonl")).poll()
+                    if e.kind == "steer_redelivered" and e.fields.get("session") == self.sid]
+            for event in late:
+                n.said(f"the steer the killed runtime had acknowledged but not delivered was delivered by the "
+                       f"replacement before model call {event.fields.get('at_call')} (`steered` above, "
+                       "`steer_redelivered` in the event log): acknowledged means journaled, so it was not lost")
         n.step("the session is finished")
         n.said(f"session {self.sid}: {view.state} after {view.committed_cursor} committed events; NOTES.md now:")
         for line in (self.workspace / "NOTES.md").read_text().splitlines():

@@ -54,6 +54,10 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     # the re-runs took the model's answers from the journal (seed 001: the model is not asked again what it decided),
     # so the turn that settled is the one its recording replays, digest for digest
     assert re.search(r"took [1-9]\d* model answer\(s\) from the journal", out), out
+    # the steer sent just before the kill was acknowledged (journaled) and delivered by the replacement, once
+    assert "answered 'steered' only once the runtime's journal holds it" in out, out
+    assert len(re.findall(r"steered +'when you are done, say so in one line' \(before model call \d+\)", out)) == 1
+    assert "acknowledged but not delivered was delivered by the replacement" in out, out
     assert "replay ok: every request and conversation digest matches" in out, out
     assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir
     assert "no process left behind" in out and not _group_alive(_printed_pgid(out))
