@@ -225,11 +225,48 @@ def test_a_steer_whose_acceptance_does_not_commit_is_said_so_and_named_by_the_ne
     h = make_session(env, "s1", [[text("a")], [text("b")]])
     trio.run(h.loop.run_turn, "1")
     faults.arm(FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=1, times=1),)))
-    try:
-        assert h.loop.receive_steer(1, "k1", "too late to keep") is False
+    try:  # turn 2, as the runtime has just started it
+        assert h.loop.receive_steer(2, "k1", "not kept") is False
     finally:
         faults.disarm()
-    assert h.loop.receive_steer(1, "k2", "kept") is True  # the next commit writes the gap first
+    assert h.loop.receive_steer(2, "k2", "kept") is True  # the next commit writes the gap first
     records = reading.records(env, "s1")
     gap = next(r for r in records if r.kind == "gap")
     assert gap.fields["lost_kinds"] == {"steer_received": 1} and records[-1].fields["id"] == "k2"
+
+
+class SteeredWhileAnswering:
+    """A model port that accepts a steer (journaled, queued: the runtime's handler) while model call ``at`` streams."""
+
+    def __init__(self, h: Any, at: int) -> None:
+        self.h, self.at, self.inner = h, at, h.loop.ports.model
+
+    def stream(self, request, *, turn, index):
+        if index == self.at:
+            assert self.h.loop.receive_steer(turn, "k1", STEER) is True
+            self.h.steering.steer(turn, STEER, "k1")
+        return self.inner.stream(request, turn=turn, index=index)
+
+
+def test_a_steer_that_comes_while_the_model_gives_its_final_answer_gets_one_more_model_call(env):
+    """It was accepted (journaled) before the turn took its last point: the turn takes it there and asks the model
+    again, rather than settle with an acknowledged steer nobody read."""
+    h = make_session(env, "s1", [[text("first answer")], [text("with the steer in mind")]])
+    h.loop.ports.model = SteeredWhileAnswering(h, 0)
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert (outcome.status, outcome.text) == ("completed", "with the steer in mind")
+    records = reading.records(env, "s1")
+    assert [r.fields for r in records if r.kind == "steer"] == [{"text": STEER, "at_call": 1, "id": "k1"}]
+    assert [r.kind for r in records].count("model_call") == 2
+    assert [k for k in h.sink.kinds() if k in ("text", "steered")] == ["text", "steered", "text"]
+    assert_replays(env, turns=1)  # replay takes the steer at the same last point and makes the same second call
+
+
+def test_a_steer_for_a_turn_past_its_last_point_is_refused_and_journals_nothing(env):
+    from ouroactors.runtime.execution.errors import NoActiveTurn
+
+    h = make_session(env, "s1", [[text("done")]])
+    trio.run(h.loop.run_turn, "go")
+    with pytest.raises(NoActiveTurn, match="settling"):
+        h.loop.receive_steer(1, "k1", "too late")
+    assert "steer_received" not in [r.kind for r in reading.records(env, "s1")]

@@ -41,6 +41,7 @@ import trio
 from ...core.codec import CodecError, _pack
 from . import steps, timing
 from .config import SessionConfig, model_name
+from .errors import NoActiveTurn
 from .loop_context import EARLY_RESULT_WAIT_S as EARLY_RESULT_WAIT_S
 from .loop_context import ToolCallContext
 from .loop_ports import CallContext as CallContext  # re-exported: the contract lives in loop_ports
@@ -91,6 +92,7 @@ class SessionLoop:
         # pushed on its own first (a text delta: the start is committed before it). One synced commit a turn fewer.
         self.start_grace_s = start_grace_s
         self._start_unflushed = False
+        self._closed_turn = 0  # the last turn that has taken its last point (a steer for it is delivered nowhere)
         self.config = config
         self.ports = ports
         self.deadlines = deadlines  # replay turns them off: recorded outcomes stand in for what timed out
@@ -127,11 +129,13 @@ class SessionLoop:
         self.ports.journal.flush()
 
     def receive_steer(self, turn: int, steer_id: str, text: str) -> bool:
-        """Journal that a steer for ``turn`` was accepted, and commit it (with whatever is staged); whether it
-        committed. Called by the runtime, in the loop's thread, before it answers the steer, so a steer it
-        acknowledged is evidence even if the process is lost before the loop delivers it (its re-run delivers it
-        then: :mod:`.reuse`). Evidence, not a decision of the loop: replay skips ``steer_received`` records, and its
-        time does not move the loop's clock (``last_at``), which replay could not reproduce."""
+        """Journal that a steer for ``turn`` was accepted and commit it (with whatever is staged); whether it did.
+        The runtime calls it in the loop's thread before it queues and answers the steer: a steer it acknowledged is
+        evidence, delivered by a re-run if the process is lost first (:mod:`.reuse`). Replay skips the record; its
+        time does not move ``last_at``. Refused once the turn took its last point (it would be delivered nowhere);
+        before that the next point takes it — after a final answer too, which then gets one more model call."""
+        if turn <= self._closed_turn:
+            raise NoActiveTurn(f"turn {turn} is settling: no model call is left to take a steer; send a message")
         self.ports.journal.record("steer_received", turn, self.ports.clock.now_ns(), {"id": steer_id, "text": text})
         self._flush()
         return not getattr(self.ports.journal, "degraded", False)
@@ -202,10 +206,15 @@ class SessionLoop:
                 self._commit_start()
         calls, text = 0, ""
         stop: steps.Stop | None = None
+        answered: steps.Stop | None = None  # the model's last answer had no tool call: done, unless a steer came
         while stop is None:
             stop, steered = self._deliver_control(turn, calls)
             for fields in steered:  # a follower sees where the steer took effect (the turn's output, not evidence)
                 await self._emit("steered", turn, fields)
+            if answered is not None and stop is None and not steered:
+                stop = answered
+                break
+            answered = None  # a steer that came while the model answered is answered too: one more model call
             stop = stop or steps.before_model_call(
                 limits, calls_made=calls, tokens_used=self.tokens_used, now_ns=self.last_at, deadline_ns=deadline_ns)
             if stop is not None:
@@ -233,13 +242,16 @@ class SessionLoop:
             self.tokens_used += steps.usage_tokens(usage)
             self.conversation.append(steps.assistant_message(text, tool_calls))
             stop = steps.after_model(len(tool_calls), finish)
-            if stop is None:
+            if stop is not None:  # the turn ends at the next point, unless a steer is delivered there
+                answered, stop = stop, None
+            else:
                 results = await self._run_tools(turn, tool_calls, deadline_ns)
                 cap = limits.max_output_bytes
                 for r in results:
                     said = steps.tool_text(r.status, r.output, r.truncated, cap, r.error, r.error_kind)
                     self.conversation.append(steps.tool_message(r.call_id, r.name, said))
                 stop = steps.after_tools([(r.status, r.error) for r in results])
+        self._closed_turn = turn  # no point is left to deliver a steer at: receive_steer refuses one from here
         timing.mark("turn.settling")
         digest = self._digests.conversation(self.conversation)
         self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])

@@ -76,6 +76,16 @@ class SteeringQueue:
         with self._lock:
             self._items.append((turn, Steer(text, steer_id=steer_id)))
 
+    def accept(self, loop: Any, turn: int, text: str, steer_id: str) -> bool:
+        """A steer the runtime received: journaled (:meth:`~.loop.SessionLoop.receive_steer`, which refuses it once the
+        turn took its last point), then queued — whether it was. Called in the loop's thread, so no point of the loop
+        falls between the record and the queue (a steer journaled but queued after the turn's last take would be
+        acknowledged and delivered nowhere)."""
+        if not loop.receive_steer(turn, steer_id, text):
+            return False
+        self.steer(turn, text, steer_id)
+        return True
+
     def interrupt(self, turn: int) -> None:
         with self._lock:
             self._items.append((turn, Interrupt()))

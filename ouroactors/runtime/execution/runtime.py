@@ -343,14 +343,12 @@ class Runtime(SessionOpening, Worker):
             live.running = False
 
     def handle_SteerTurn(self, message: SteerTurn, sender: Any) -> Accepted:
-        """Answered once its acceptance is committed (in the turn's thread): a re-run delivers it if the process is
-        lost before the loop does (:mod:`.reuse`)."""
-        live, steer_id = self._running(), uuid.uuid4().hex[:16]
+        """Answered once journaled (:meth:`.SessionLoop.receive_steer`) and queued, both in the turn's thread."""
+        live = self._running()
         live.steering.check(message.text)
-        if not self.trio.call(live.loop.receive_steer, live.turn, steer_id, message.text):
+        if not self.trio.call(live.steering.accept, live.loop, live.turn, message.text, uuid.uuid4().hex[:16]):
             raise SteerNotRecorded(f"session {live.session!r}: the steer's acceptance could not be committed to the "
                                    "journal; it was not queued (send it again)")
-        live.steering.steer(live.turn, message.text, steer_id)
         return Accepted(live.turn)
 
     def handle_InterruptTurn(self, message: InterruptTurn, sender: Any) -> Accepted:
