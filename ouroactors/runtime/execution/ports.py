@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from ...core import clock
 from . import steps
@@ -53,6 +53,12 @@ class SystemClock:
         return clock.time_ns()
 
 
+class SteerRecorder(Protocol):
+    """What journals a steer's acceptance (:meth:`~.loop.SessionLoop.receive_steer`)."""
+
+    def receive_steer(self, turn: int, steer_id: str, text: str) -> bool: ...
+
+
 class SteeringQueue:
     """:class:`~.loop.ControlPort` fed by the runtime: ``steer``/``interrupt`` for the turn it believes runs.
 
@@ -76,7 +82,7 @@ class SteeringQueue:
         with self._lock:
             self._items.append((turn, Steer(text, steer_id=steer_id)))
 
-    def accept(self, loop: Any, turn: int, text: str, steer_id: str) -> bool:
+    def accept(self, loop: SteerRecorder, turn: int, text: str, steer_id: str) -> bool:
         """A steer the runtime received: journaled (:meth:`~.loop.SessionLoop.receive_steer`, which refuses it once the
         turn took its last point), then queued — whether it was. Called in the loop's thread, so no point of the loop
         falls between the record and the queue (a steer journaled but queued after the turn's last take would be
