@@ -176,15 +176,17 @@ def test_a_point_the_rerun_skips_still_gets_its_steer_at_the_next_one():
 
 
 class HeldSteerEffects(LosingEffects):
-    """The runtime accepts a steer while ``c1`` runs (journaled, queued) and is lost before the loop delivers it."""
+    """The runtime accepts a steer while ``steer_at`` runs (journaled, queued: its handler's work) and is lost in
+    ``lose_at``, before the loop delivers it."""
 
     def __init__(self) -> None:
         super().__init__("c1")
         self.loop: Any = None
+        self.steer_at = "c1"
 
     async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
-        self.loop.receive_steer(1, "k1", STEER)  # what the runtime's handler does before it answers
-        self.loop.ports.control.steer(1, STEER, "k1")
+        if call.call.id == self.steer_at:
+            assert self.loop.ports.control.accept(self.loop, 1, STEER, "k1")
         return await super().run(call, ctx)
 
 
@@ -270,3 +272,33 @@ def test_a_steer_for_a_turn_past_its_last_point_is_refused_and_journals_nothing(
     with pytest.raises(NoActiveTurn, match="settling"):
         h.loop.receive_steer(1, "k1", "too late")
     assert "steer_received" not in [r.kind for r in reading.records(env, "s1")]
+
+
+def test_a_rerun_that_ends_before_a_steers_point_delivers_it_at_its_last_point(env):
+    """The lost run accepted a steer in its second tool (due after model call 1) and was lost there. The re-run is
+    asked another question, so the model is asked afresh and answers at once: the re-run never reaches point 2. It
+    delivers the steer at its last point instead, and asks the model once more, rather than drop it."""
+    effects = HeldSteerEffects()
+    effects.lose_at = "c2"
+    h = make_session(env, "s1", FIRST, effects=effects)
+    effects.loop = h.loop
+    effects.steer_at = "c2"
+    with pytest.raises(Lost):
+        trio.run(h.loop.run_turn, "go")
+    h = make_session(env, "s1", [[text("short answer")], [text("after the steer")]], restore=True)
+    assert h.restored is not None
+    h.loop.ports.model = ReusingModel(h.loop.ports.model, 1, recorded_calls(h.restored.unsettled, 1))
+    control = h.loop.ports.control = RedeliveringControl(h.steering, 1, recorded_steers(h.restored.unsettled, 1))
+    assert [s.at_call for s in control._pending] == [2]
+    outcome = trio.run(h.loop.run_turn, "another question")
+    assert (outcome.status, outcome.text) == ("completed", "after the steer")
+    [steer] = [r for r in last_run(env) if r.kind == "steer"]
+    assert steer.fields == {"text": STEER, "at_call": 1, "id": "k1"}
+    assert_replays(env, turns=1)
+
+
+def test_redelivering_control_hands_every_steer_still_due_at_the_last_point():
+    control = RedeliveringControl(_Live(), 1, [RecordedSteer(3, "x", 5), RecordedSteer(5, "y", 6)])
+    assert control.take(1, 1) == []
+    assert control.take(1, 1, last=True) == [Steer("x", True), Steer("y", True)]
+    assert control.take(1, 2, last=True) == []

@@ -208,7 +208,7 @@ class SessionLoop:
         stop: steps.Stop | None = None
         answered: steps.Stop | None = None  # the model's last answer had no tool call: done, unless a steer came
         while stop is None:
-            stop, steered = self._deliver_control(turn, calls)
+            stop, steered = self._deliver_control(turn, calls, last=answered is not None)
             for fields in steered:  # a follower sees where the steer took effect (the turn's output, not evidence)
                 await self._emit("steered", turn, fields)
             if answered is not None and stop is None and not steered:
@@ -264,12 +264,13 @@ class SessionLoop:
                                                           "journal_degraded": degraded})
         return TurnOutcome(turn, stop.status, stop.reason, text, digest)
 
-    def _deliver_control(self, turn: int, point: int) -> tuple[steps.Stop | None, list[dict[str, Any]]]:
-        """Record and apply what the control port hands over at ``point``: the stop an interrupt makes, and the
-        output event of each steer delivered."""
+    def _deliver_control(self, turn: int, point: int, *, last: bool = False
+                         ) -> tuple[steps.Stop | None, list[dict[str, Any]]]:
+        """Record and apply what the control port hands over at ``point`` (``last``: after the model's final answer,
+        the turn's last point unless a steer comes): the stop an interrupt makes, and the event of each steer."""
         stop: steps.Stop | None = None
         steered: list[dict[str, Any]] = []
-        for item in self.ports.control.take(turn, point):
+        for item in self.ports.control.take(turn, point, last=last):
             if isinstance(item, Steer):
                 text = steps.repaired(item.text)  # the queue refuses such text; this is the second line
                 fields: dict[str, Any] = {"text": text, "at_call": point}

@@ -119,7 +119,7 @@ class ClockPort(Protocol):
 
 
 class ControlPort(Protocol):
-    def take(self, turn: int, point: int) -> list[Control]: ...
+    def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]: ...
 
 
 class OutputSink(Protocol):

@@ -96,7 +96,7 @@ class SteeringQueue:
         with self._lock:
             self._items.append((turn, Interrupt()))
 
-    def take(self, turn: int, point: int) -> list[Control]:
+    def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         with self._lock:
             mine = [item for t, item in self._items if t == turn]
             self._items = [(t, item) for t, item in self._items if t > turn]

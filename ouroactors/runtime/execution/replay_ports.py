@@ -189,7 +189,7 @@ class _Control:
     def __init__(self, tape: _Tape) -> None:
         self.tape = tape
 
-    def take(self, turn: int, point: int) -> list[Control]:
+    def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         return self.tape.controls.pop((turn, point), [])
 
 

@@ -25,8 +25,8 @@ hands it to the loop at the point (model calls made) it was delivered, before th
 but not delivered yet is in the journal too — the runtime commits a ``steer_received`` record (its id, its text)
 before it answers the steer — and a re-run delivers each such steer whose id no ``steer`` record names at the first
 point past every model call the lost runs recorded (so the recorded answers before it are still taken), as a new
-delivery. A steer whose point the re-run never reaches (it ended sooner) is not delivered — as a live steer that
-comes after its turn's last model call. Interrupts need no such care: an ``interrupt`` record commits with the
+delivery. A steer whose point the re-run never reaches (it ended sooner) is delivered at its last point, which then
+gets one more model call. Interrupts need no such care: an ``interrupt`` record commits with the
 ``turn_settled`` it causes (one flush), so a turn whose interrupt is durable is settled, never re-run.
 
 :func:`recorded_calls` and :func:`recorded_steers` are the pure selections; :class:`ReusingModel` and
@@ -187,7 +187,7 @@ async def _replayed(events: list[ModelEvent]) -> AsyncIterator[ModelEvent]:
 
 class RedeliveringControl:
     """:class:`~.loop_ports.ControlPort`: ``live``, with the recorded steers of ``turn``'s lost runs handed over first,
-    each at the point it was delivered (or the first point past it the re-run reaches).
+    each at the point it was delivered (or the first point past it the re-run reaches, or its last point).
 
     ``on_redeliver(steer)`` is told of each (the runtime's event log)."""
 
@@ -199,11 +199,11 @@ class RedeliveringControl:
         self._on_redeliver = on_redeliver
         self.redelivered: list[RecordedSteer] = []
 
-    def take(self, turn: int, point: int) -> list[Control]:
+    def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         due: list[RecordedSteer] = []
-        if turn == self.turn:
-            due = [s for s in self._pending if s.at_call <= point]
-            self._pending = [s for s in self._pending if s.at_call > point]
+        if turn == self.turn:  # at the turn's last point, every steer still due: the re-run ended sooner
+            due = [s for s in self._pending if s.at_call <= point or last]
+            self._pending = [s for s in self._pending if s.at_call > point and not last]
         elif turn > self.turn:
             self._pending = []  # the re-run is over; what it did not reach is not delivered later
         for steer in due:
