@@ -7,6 +7,7 @@ tool; the re-run's live model answers differently (``OTHER``), as a real one may
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from ouroactors.runtime.execution.loop import CallContext, ParsedCall, ToolResul
 from ouroactors.runtime.execution.loop_ports import Interrupt, Steer
 from ouroactors.runtime.execution.model import Message
 from ouroactors.runtime.execution.reading import StoredRecord
+from ouroactors.runtime.execution.replay import replay_session
 from ouroactors.runtime.execution.reuse import (
     RecordedSteer,
     RedeliveringControl,
@@ -302,3 +304,25 @@ def test_redelivering_control_hands_every_steer_still_due_at_the_last_point():
     assert control.take(1, 1) == []
     assert control.take(1, 1, last=True) == [Steer("x", True), Steer("y", True)]
     assert control.take(1, 2, last=True) == []
+
+
+def test_an_accepted_steer_the_turn_stopped_before_delivering_is_counted_where_it_settled(env):
+    """Accepted while model call 1 ran, which then failed (the script has no answer left): the turn stops without
+    another point. Its turn_settled says one accepted steer went undelivered, in the journal and in the event, and
+    replay's derived events say the same (it reads the count from the record: evidence, not a decision)."""
+    from .loop_support import ListSink, call
+
+    h = make_session(env, "s1", [[call("c1", "read", path="x")]])
+    h.loop.ports.model = SteeredWhileAnswering(h, 1)
+    outcome = trio.run(h.loop.run_turn, "go")
+    assert outcome.status == "failed"
+    settled = reading.records(env, "s1")[-1]
+    assert settled.kind == "turn_settled" and settled.fields["undelivered_steers"] == 1
+    assert h.sink.events[-1][2]["undelivered_steers"] == 1
+    sink = ListSink()
+    report = trio.run(partial(replay_session, env, "s1", sink=sink))
+    assert report.ok and report.verified_turns == 1
+    live, derived = h.sink.events[-1], sink.events[-1]
+    assert derived[0] == live[0] == "turn_settled" and derived[2]["undelivered_steers"] == 1
+    assert {k: v for k, v in derived[2].items() if k != "journal_degraded"} == {
+        k: v for k, v in live[2].items() if k != "journal_degraded"}

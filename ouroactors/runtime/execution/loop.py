@@ -255,13 +255,16 @@ class SessionLoop:
         timing.mark("turn.settling")
         digest = self._digests.conversation(self.conversation)
         self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])
-        self._record("turn_settled", turn, {"status": stop.status, "reason": stop.reason, "model_calls": calls,
-                                            "tokens_used": self.tokens_used, "conversation_digest": digest})
+        settled: dict[str, Any] = {"status": stop.status, "reason": stop.reason}
+        left = self.ports.control.undelivered(turn)  # accepted, and the turn stopped first (a limit, an interrupt…)
+        if left:
+            settled["undelivered_steers"] = left
+        self._record("turn_settled", turn, {**settled, "model_calls": calls, "tokens_used": self.tokens_used,
+                                            "conversation_digest": digest})
         self._flush()
         timing.mark("turn.flushed")
         degraded = bool(getattr(self.ports.journal, "degraded", False))  # evidence of this turn is incomplete
-        await self._emit("turn_settled", turn, {"status": stop.status, "reason": stop.reason,
-                                                          "journal_degraded": degraded})
+        await self._emit("turn_settled", turn, {**settled, "journal_degraded": degraded})
         return TurnOutcome(turn, stop.status, stop.reason, text, digest)
 
     def _deliver_control(self, turn: int, point: int, *, last: bool = False

@@ -119,7 +119,10 @@ class ClockPort(Protocol):
 
 
 class ControlPort(Protocol):
+    """``undelivered(turn)``: the accepted steers of ``turn`` it holds, once the turn has taken its last point."""
+
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]: ...
+    def undelivered(self, turn: int) -> int: ...
 
 
 class OutputSink(Protocol):

@@ -96,6 +96,10 @@ class SteeringQueue:
         with self._lock:
             self._items.append((turn, Interrupt()))
 
+    def undelivered(self, turn: int) -> int:
+        with self._lock:
+            return sum(1 for t, item in self._items if t == turn and isinstance(item, Steer))
+
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         with self._lock:
             mine = [item for t, item in self._items if t == turn]

@@ -85,6 +85,7 @@ class _Tape:
         self.approvals: dict[tuple[int | None, str], list[dict[str, Any]]] = {}
         self.calls: dict[tuple[int | None, str], dict[str, Any]] = {}
         self.controls: dict[tuple[int | None, int], list[Control]] = {}
+        self.undelivered: dict[int | None, int] = {}
         for r in self.records[first:last + 1]:
             f = r.fields
             if r.kind == "model_result":
@@ -101,6 +102,8 @@ class _Tape:
                 self.controls.setdefault((r.turn, f["at_call"]), []).append(steer)
             elif r.kind == "interrupt":
                 self.controls.setdefault((r.turn, f["at_call"]), []).append(Interrupt())
+            elif r.kind == "turn_settled" and type(f.get("undelivered_steers")) is int:
+                self.undelivered[r.turn] = f["undelivered_steers"]
 
     def diverge(self, field: str, expected: Any, actual: Any, turn: int | None) -> _Diverged:
         seq = self.records[self.pos].seq if self.pos < len(self.records) else (
@@ -191,6 +194,9 @@ class _Control:
 
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         return self.tape.controls.pop((turn, point), [])
+
+    def undelivered(self, turn: int) -> int:  # evidence, not a decision: the count the live turn recorded
+        return self.tape.undelivered.get(turn, 0)
 
 
 class _Sink:

@@ -199,6 +199,9 @@ class RedeliveringControl:
         self._on_redeliver = on_redeliver
         self.redelivered: list[RecordedSteer] = []
 
+    def undelivered(self, turn: int) -> int:
+        return (len(self._pending) if turn == self.turn else 0) + self.live.undelivered(turn)
+
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         due: list[RecordedSteer] = []
         if turn == self.turn:  # at the turn's last point, every steer still due: the re-run ended sooner
