@@ -145,6 +145,9 @@ class Sessions:
         return self._done(answer)
 
     def steer(self, session_id: str, text: str) -> Done:
+        """Add ``text`` to the running turn, delivered before its next model call (a ``steered`` event says which).
+        Answered once the runtime has journaled it; refused with no turn running, or once the turn has no point
+        left to take it."""
         return self._done(self._ask(SteerSession(session_id, text, self.principal, token=self.token)))
 
     def cancel(self, session_id: str) -> Done:
