@@ -256,7 +256,7 @@ class SessionLoop:
         digest = self._digests.conversation(self.conversation)
         self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])
         settled: dict[str, Any] = {"status": stop.status, "reason": stop.reason}
-        left = self.ports.control.undelivered(turn)  # accepted, and the turn stopped first (a limit, an interrupt…)
+        left = self.ports.control.undelivered(turn)  # accepted, and the turn stopped off a point (a model error…)
         if left:
             settled["undelivered_steers"] = left
         self._record("turn_settled", turn, {**settled, "model_calls": calls, "tokens_used": self.tokens_used,
