@@ -169,16 +169,29 @@ def test_open_refuses_a_lease_of_another_session(session):
         system.ask(path, OpenSession("s2", {"workspace": str(ws)}))
 
 
-def test_interrupt_cancels_the_running_turn(session, tmp_path):
+def open_scripted(session: Any, script: str) -> None:
+    """Open ``s1`` on the session fixture's runtime with a scripted model answering ``script`` (TOML)."""
     system, path, ws, lease = session
-    script = tmp_path / "slow.toml"
-    script.write_text('[[turns]]\npace_ms = 200\nevents = [' + ", ".join(
-        '{ kind = "text", text = "word " }' for _ in range(50)) + "]\n")
-    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"},
-                                        "model": {"kind": "scripted", "script": str(script)}}, lease.lease_id))
+    (ws.parent / "script.toml").write_text(script)
+    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}, "model": {
+        "kind": "scripted", "script": str(ws.parent / "script.toml")}}, lease.lease_id))
+
+
+def talking(session: Any, words: int, pace_ms: int) -> Reader:
+    """``s1`` opened and sent a message its model answers with ``words`` text chunks ``pace_ms`` apart: a reader that
+    has seen the first one (so the turn runs, and its start is committed)."""
+    system, path, _ws, _lease = session
+    open_scripted(session, f'[[turns]]\npace_ms = {pace_ms}\nevents = [' + ", ".join(
+        '{ kind = "text", text = "word " }' for _ in range(words)) + "]\n")
     system.ask(path, SendText("talk slowly"))
     reader = Reader(system, path)
     reader.until("text")
+    return reader
+
+
+def test_interrupt_cancels_the_running_turn(session):
+    system, path, _ws, _lease = session
+    reader = talking(session, words=50, pace_ms=200)
     started = time.monotonic()
     system.ask(path, InterruptTurn())
     events = reader.until("turn_settled")
@@ -186,15 +199,12 @@ def test_interrupt_cancels_the_running_turn(session, tmp_path):
     assert events[-1].data["status"] == "interrupted", events[-1].data
 
 
-def test_a_steer_sent_right_after_the_message_is_delivered_in_the_turn_it_started(session, tmp_path):
+def test_a_steer_sent_right_after_the_message_is_delivered_in_the_turn_it_started(session):
     """The turn's thread has not begun the turn yet (held at its start by a fault plan) when the steer arrives: the
     steer is still the new turn's — tagged with the loop's count of turns, it was the previous turn's, and dropped."""
-    system, path, ws, lease = session
-    script = tmp_path / "short.toml"
-    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "r1", name = "read", arguments = { path = '
-                      '"NOTES.md" } }]\n\n[[turns]]\nevents = [{ kind = "text", text = "ok" }]\n')
-    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"},
-                                        "model": {"kind": "scripted", "script": str(script)}}, lease.lease_id))
+    system, path, _ws, _lease = session
+    open_scripted(session, '[[turns]]\nevents = [{ kind = "tool_call", id = "r1", name = "read", arguments = { path = '
+                           '"NOTES.md" } }]\n\n[[turns]]\nevents = [{ kind = "text", text = "ok" }]\n')
     system.arm_faults(path, FaultPlan((FaultRule("runtime.turn_started", FaultAction.DELAY, delay_s=0.5),)))
     assert system.ask(path, SendText("go")).turn == 1
     assert system.ask(path, SteerTurn("and be brief")).turn == 1
@@ -203,16 +213,9 @@ def test_a_steer_sent_right_after_the_message_is_delivered_in_the_turn_it_starte
     assert kinds.count("steer_received") == 1 and kinds.count("steer") == 1, kinds  # delivered, at a later point
 
 
-def test_a_steer_the_journal_cannot_record_is_refused_not_promised(session, tmp_path):
-    system, path, ws, lease = session
-    script = tmp_path / "slow.toml"
-    script.write_text('[[turns]]\npace_ms = 100\nevents = [' + ", ".join(
-        '{ kind = "text", text = "word " }' for _ in range(30)) + "]\n")
-    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"},
-                                        "model": {"kind": "scripted", "script": str(script)}}, lease.lease_id))
-    system.ask(path, SendText("talk slowly"))
-    reader = Reader(system, path)
-    reader.until("text")  # the turn's start is committed (the grace is over): the runtime's next commit is the steer's
+def test_a_steer_the_journal_cannot_record_is_refused_not_promised(session):
+    system, path, _ws, _lease = session
+    reader = talking(session, words=30, pace_ms=100)  # its start committed: the runtime's next commit is the steer's
     system.arm_faults(path, FaultPlan((FaultRule("storage.before_commit", FaultAction.COMMIT_REJECTED, nth=1,
                                                  times=1),)))
     with pytest.raises(SteerNotRecorded, match="not queued"):
