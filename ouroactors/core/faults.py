@@ -20,6 +20,7 @@ What a plan is (its rules and actions, checked when built, read from TOML) is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import fnmatch
@@ -28,7 +29,7 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,9 +250,23 @@ def point(name: str) -> FaultAction | None:
 
     Returns ``drop`` or ``duplicate`` when such a rule fired (the caller does it), else None.
     """
-    if _ARMED is None:
+    if _ARMED is None or getattr(_QUIET, "on", False):
         return None
     return _armed_point(name)
+
+
+_QUIET = threading.local()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """No fault point fires, or counts a hit, in this thread while the block runs: for work that is not the system's
+    (a spare runtime's rehearsal turn on a scratch data dir), whose points a plan must neither hit nor be shifted by."""
+    _QUIET.on = True
+    try:
+        yield
+    finally:
+        _QUIET.on = False
 
 
 def _armed_point(name: str) -> FaultAction | None:

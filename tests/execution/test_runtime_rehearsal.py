@@ -1,4 +1,5 @@
-"""A runtime nobody has opened rehearses its open (:mod:`ouroactors.runtime.execution.warming`) and changes nothing.
+"""A runtime nobody has opened rehearses its open (:mod:`ouroactors.runtime.execution.warming`) and, still idle, a whole
+turn on a scratch data dir (:mod:`ouroactors.runtime.execution.rehearsal_turn`) — and changes nothing.
 
 A spare runtime (kept by the session directory) idles until a message needs it; the open's process-wide work — a
 sandbox plan, a grants decision on the node's policy, a configuration parsed, a record encoded — is done then,
@@ -33,9 +34,9 @@ def last_txnid(data_dir: Any) -> int:
     return int(json.loads(out.stdout))
 
 
-def rehearsals(system: Any, path: str) -> list[Any]:
+def rehearsals(system: Any, path: str, kind: str = "runtime_rehearsed") -> list[Any]:
     system.events.poll()
-    return [e for e in system.events.all() if e.kind == "runtime_rehearsed" and e.path == path]
+    return [e for e in system.events.all() if e.kind == kind and e.path == path]
 
 
 def test_an_unopened_runtime_rehearses_its_open_writing_nothing_then_serves_a_session(actor_system, tmp_path):
@@ -46,12 +47,15 @@ def test_an_unopened_runtime_rehearses_its_open_writing_nothing_then_serves_a_se
     before = last_txnid(actor_system.data_dir)
     path = f"agent/execution/{actor_system.start_child('agent/execution', ()).id}"
     deadline = time.monotonic() + 30
-    while not rehearsals(actor_system, path):
-        assert time.monotonic() < deadline, "the unopened runtime did not rehearse"
+    while not rehearsals(actor_system, path, "runtime_rehearsed_turn"):  # the open's rehearsal comes first
+        assert time.monotonic() < deadline, "the unopened runtime did not rehearse a turn"
         time.sleep(0.02)  # polling the event log with a deadline
     [rehearsed] = rehearsals(actor_system, path)
-    assert rehearsed.fields["ms"] >= 0
-    assert last_txnid(actor_system.data_dir) == before  # nothing durable written: no journal, ledger or grants record
+    [turn] = rehearsals(actor_system, path, "runtime_rehearsed_turn")
+    assert rehearsed.fields["ms"] >= 0 and turn.fields["status"] == "completed", turn.fields
+    assert rehearsed.time_ns <= turn.time_ns
+    # nothing durable written to the node: no journal, ledger or grants record (the turn ran on a scratch data dir)
+    assert last_txnid(actor_system.data_dir) == before
     assert actor_system.ask(path, RuntimeStatusRequest(), timeout=10).session_id is None
 
     # and the rehearsed runtime serves a session as any other: its turn runs every call and journals it
@@ -69,4 +73,6 @@ def test_an_unopened_runtime_rehearses_its_open_writing_nothing_then_serves_a_se
     assert "- [x] try the demo" in (ws / "NOTES.md").read_text()
     assert journal_verdict(actor_system.data_dir, "s1") == ["ok", "turn_settled"]
     assert len(rehearsals(actor_system, path)) == 1  # once, before its open
+    assert len(rehearsals(actor_system, path, "runtime_rehearsed_turn")) == 1
+
 

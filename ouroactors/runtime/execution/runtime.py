@@ -82,6 +82,7 @@ from .opening import OPENED as OPENED  # re-exported: registered beside the open
 from .opening import SessionOpening, _Live
 from .output import DEFAULT_CAPACITY
 from .providers import ProviderConfigError, ScriptFileError
+from .rehearsal_turn import REHEARSE_TURN_AFTER_S, rehearse_turn
 from .replay import ReplayReport, replay_session
 from .snapshot_rider import SnapshotRider
 from .tail import SettledTail
@@ -117,6 +118,7 @@ def _folded(earlier: Any, later: Any) -> Any:
 _BEGIN_LOOP = "runtime:begin-loop"  # a zero-delay wakeup's payload: start the trio loop once the start is reported
 _UNOPENED = "runtime:unopened"  # a wakeup's payload: end the runtime if no session was opened on it by then
 _REHEARSE = "runtime:rehearse"  # a wakeup's payload: warm the open's process-wide work if still unopened (.warming)
+_REHEARSE_TURN = "runtime:rehearse-turn"  # ... and, still unopened later, a whole turn on scratch (.rehearsal_turn)
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ class Runtime(SessionOpening, Worker):
         self.trio.watch(self.stall_after_s, self._stalled)
         self.wakeupAfter(timedelta(seconds=unopened_limit_s), payload=_UNOPENED)
         self.wakeupAfter(timedelta(seconds=REHEARSE_AFTER_S), payload=_REHEARSE)
+        self.wakeupAfter(timedelta(seconds=REHEARSE_TURN_AFTER_S), payload=_REHEARSE_TURN)
 
     def _stalled(self, stalled_s: float, where: str) -> None:
         """The loop has not run for ``stalled_s`` (called on the watch thread): report it and end the process."""
@@ -210,13 +213,17 @@ class Runtime(SessionOpening, Worker):
         if isinstance(message, WakeupMessage) and message.payload == _BEGIN_LOOP:  # only ours: Worker refuses others
             self.trio.begin()
             return None
-        if isinstance(message, WakeupMessage) and message.payload == _REHEARSE:
-            if self.live is None:  # a spare, most likely: nobody has opened it yet (see .warming)
+        if isinstance(message, WakeupMessage) and message.payload in (_REHEARSE, _REHEARSE_TURN):
+            if self.live is None:  # a spare, most likely: nobody has opened it yet (see .warming, .rehearsal_turn)
                 assert self.context is not None  # set before any message (on_start)
                 began = time.perf_counter()
-                rehearse(self.ledger.env, self.context.data_dir)
-                self.events.write("runtime_rehearsed", None, {"runtime_id": self.runtime_id,
-                                                              "ms": round((time.perf_counter() - began) * 1e3, 3)})
+                fields: dict[str, Any] = {"runtime_id": self.runtime_id}
+                if message.payload == _REHEARSE_TURN:
+                    fields["status"] = rehearse_turn()
+                else:
+                    rehearse(self.ledger.env, self.context.data_dir)
+                fields["ms"] = round((time.perf_counter() - began) * 1e3, 3)
+                self.events.write(f"runtime_rehearsed{'_turn' if 'status' in fields else ''}", None, fields)
             return None
         if isinstance(message, WakeupMessage) and message.payload == _UNOPENED:
             if self.live is None:  # nobody opened it: a spare whose directory is gone, an opener that died first

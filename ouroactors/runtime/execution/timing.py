@@ -21,12 +21,14 @@ of reach of a wrapper; this is the profile of the turn's own thread only.
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import json
 import os
 import resource
 import threading
 import time
+from collections.abc import Iterator
 
 ENV = "OUROACTORS_RUNTIME_TIMING"
 _PATH = os.environ.get(ENV) or None
@@ -45,6 +47,18 @@ def enable(path: str) -> None:
     global _PATH, ENABLED
     os.environ[ENV] = path
     _PATH, ENABLED = path, True
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """No marks and no profile while the block runs: a turn that is not the session's (a spare's rehearsal)."""
+    global ENABLED, _PROFILE_DIR
+    saved = ENABLED, _PROFILE_DIR
+    ENABLED, _PROFILE_DIR = False, None
+    try:
+        yield
+    finally:
+        ENABLED, _PROFILE_DIR = saved
 
 
 def mark(name: str) -> None:
