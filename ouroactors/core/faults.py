@@ -51,6 +51,7 @@ __all__ = [
     "firings",
     "known_points",
     "point",
+    "quiet",
     "register_point",
     "validate_plan",
     "with_kill_target",
