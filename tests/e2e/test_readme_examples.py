@@ -7,6 +7,7 @@ must be enough to import ``myapp``.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -50,8 +51,12 @@ def test_the_readme_tree_checks_from_its_project_without_an_install(project: Pat
 
 
 def test_the_readme_python_example_runs_as_printed(project: Path) -> None:
+    # its system's data dir is a fresh temporary directory, kept after the run (the user may read its event log):
+    # under this test's own directory, not the machine's /tmp
+    env = {**os.environ, "TMPDIR": str(project)}
     result = subprocess.run([sys.executable, "example.py"], cwd=project, capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120, env=env)
+    assert [p.name for p in project.glob("ouroactors-*")], "the example's data dir was not made under TMPDIR"
     assert result.returncode == 0, result.stdout + result.stderr
 
 
