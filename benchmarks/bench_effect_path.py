@@ -36,17 +36,12 @@ from typing import Any
 import lmdb
 import trio
 
-from ouroactors.authorities.grants.inline import POLICY_KEY, InlineGrants, Policy, policy_record
+from ouroactors.authorities.grants.inline import InlineGrants
 from ouroactors.authorities.ledger.direct import LedgerWriter
-from ouroactors.authorities.ledger.domain import DEFAULT_KINDS
 from ouroactors.authorities.ledger.store import LedgerStore
 from ouroactors.authorities.storage.env import (
-    GENERATION_KEY,
     StorageConfig,
     close_env,
-    db,
-    encode_u64,
-    meta_db,
     open_env,
 )
 from ouroactors.runtime import sandbox
@@ -54,6 +49,7 @@ from ouroactors.runtime.execution.effects import EffectSettings, LiveEffects
 from ouroactors.runtime.execution.journal import Journal
 from ouroactors.runtime.execution.loop import ParsedCall, ToolResult
 from ouroactors.runtime.execution.model import ToolCall
+from ouroactors.runtime.execution.rehearsal_turn import publish_authorities
 from ouroactors.runtime.execution.tools import ToolOutcome
 from ouroactors.runtime.execution.tools.shell import ShellTool
 
@@ -118,12 +114,7 @@ def prepared(data: Path, root: Path, session: str = SESSION, authority: dict[str
     authority = dict(authority or AUTHORITY)
     config = StorageConfig.under(data)
     env = open_env(config)
-    with env.begin(write=True) as txn:
-        txn.put(GENERATION_KEY, encode_u64(authority["storage"]), db=meta_db(env))
-        txn.put(POLICY_KEY, policy_record(Policy((), {"user": rules}, ())), db=db(env, b"grants"))
-    store = LedgerStore(env, node="bench", kinds=DEFAULT_KINDS, fence=authority["storage"])
-    store.recover(authority["ledger"])
-    store.publish_generation("grants", authority["grants"])
+    store = publish_authorities(env, authority, rules, node="bench")
     journal = Journal(env, session)
     settings = EffectSettings(session=session, root=os.path.realpath(root), sandbox_mode=sandbox.SandboxMode.NONE,
                               data_dir=str(data), authority=authority)

@@ -154,6 +154,7 @@ def refused(system: Any, path: str, message: Any, timeout: float = 10.0) -> BadR
 GOOD_WAIT = coordinator.WaitSession("s-dir", "wake up", "user:x", seconds=5.0)
 GOOD_JOB = coordinator.CompleteJob("s-dir", "job-1", "user:x", "j-1")
 GOOD_READ = coordinator.ReadEvents("s-dir")
+GOOD_STEER = coordinator.SteerSession("s-dir", "and be brief", "user:x")
 
 DIRECTORY_ATTACKS = [
     (coordinator.WaitSession, GOOD_WAIT, {"seconds": math.inf}, "seconds"),
@@ -175,6 +176,14 @@ DIRECTORY_ATTACKS = [
     (coordinator.CompleteJob, GOOD_JOB, {"result": {"x": math.nan}}, "result"),
     (coordinator.CompleteJob, GOOD_JOB, {"expected_version": 2**70}, "expected_version"),
     (coordinator.CompleteJob, GOOD_JOB, {"expected_version": -1}, "expected_version"),
+    # a steer is journaled by the runtime before it is answered: nothing malformed may get that far
+    (coordinator.SteerSession, GOOD_STEER, {"text": None}, "text"),
+    (coordinator.SteerSession, GOOD_STEER, {"text": 5}, "text"),
+    (coordinator.SteerSession, GOOD_STEER, {"text": ""}, "text"),
+    (coordinator.SteerSession, GOOD_STEER, {"text": "t" * 200_001}, "text"),
+    (coordinator.SteerSession, GOOD_STEER, {"text": "a\udcffb"}, "text"),
+    (coordinator.SteerSession, GOOD_STEER, {"session_id": "s" * 600}, "session_id"),
+    (coordinator.SteerSession, GOOD_STEER, {"principal": None}, "principal"),
     (coordinator.ReadEvents, GOOD_READ, {"wait_s": math.inf}, "wait_s"),
     (coordinator.ReadEvents, GOOD_READ, {"after": -1}, "after"),
     # the reader a read names (verified like a command's principal): typed and bounded before anyone looks it up

@@ -54,6 +54,25 @@ def _script(steps: int) -> dict[str, Any]:
     return {"turns": [*calls, {"events": [{"kind": "text", "text": "rehearsed"}]}]}
 
 
+def publish_authorities(env: Any, authority: dict[str, int], rules: tuple[str, ...], node: str = "rehearsal") -> Any:
+    """Write into ``env`` what the agent tree's authorities would publish for a runtime to run on it: the storage
+    generation, grants' policy with ``rules`` for ``user``, a recovered ledger and grants' generation. The ledger's
+    :class:`~ouroactors.authorities.ledger.store.LedgerStore` is returned. For an environment no tree serves: a
+    rehearsal's scratch, a benchmark's or a test's in-process effect path."""
+    from ...authorities.grants.inline import POLICY_KEY, Policy, policy_record
+    from ...authorities.ledger.domain import DEFAULT_KINDS
+    from ...authorities.ledger.store import LedgerStore
+    from ...authorities.storage.env import GENERATION_KEY, db, encode_u64, meta_db
+
+    with env.begin(write=True) as txn:
+        txn.put(GENERATION_KEY, encode_u64(authority["storage"]), db=meta_db(env))
+        txn.put(POLICY_KEY, policy_record(Policy((), {"user": rules}, ())), db=db(env, b"grants"))
+    store = LedgerStore(env, node=node, kinds=DEFAULT_KINDS, fence=authority["storage"])
+    store.recover(authority["ledger"])
+    store.publish_generation("grants", authority["grants"])
+    return store
+
+
 def rehearse_turn(steps: int = STEPS) -> str:
     """Run the turn on a scratch data dir; its status (``completed`` when every part ran), or why it did not run.
     Never raises: a failure here is nobody's."""
@@ -68,11 +87,9 @@ def rehearse_turn(steps: int = STEPS) -> str:
 
 
 def _run(scratch: str, steps: int) -> str:
-    from ...authorities.grants.inline import POLICY_KEY, InlineGrants, Policy, policy_record
+    from ...authorities.grants.inline import InlineGrants
     from ...authorities.ledger.direct import LedgerWriter
-    from ...authorities.ledger.domain import DEFAULT_KINDS
-    from ...authorities.ledger.store import LedgerStore
-    from ...authorities.storage.env import GENERATION_KEY, StorageConfig, close_env, db, encode_u64, meta_db, open_env
+    from ...authorities.storage.env import StorageConfig, close_env, open_env
     from ..sandbox import SandboxMode
     from .config import parse_session_config
     from .effects import EffectSettings, LiveEffects
@@ -88,13 +105,7 @@ def _run(scratch: str, steps: int) -> str:
     config = StorageConfig.under(data, map_size=64 << 20)
     env = open_env(config)
     try:
-        with env.begin(write=True) as txn:  # what the tree's authorities would have published
-            txn.put(GENERATION_KEY, encode_u64(_AUTHORITY["storage"]), db=meta_db(env))
-            txn.put(POLICY_KEY, policy_record(Policy((), {"user": ("allow:Bash(true)",)}, ())),
-                    db=db(env, b"grants"))
-        store = LedgerStore(env, node="rehearsal", kinds=DEFAULT_KINDS, fence=_AUTHORITY["storage"])
-        store.recover(_AUTHORITY["ledger"])
-        store.publish_generation("grants", _AUTHORITY["grants"])
+        publish_authorities(env, _AUTHORITY, ("allow:Bash(true)",))
         session = parse_session_config({"workspace": root, "sandbox": {"mode": "none"},
                                         "tools": {"enabled": ["shell"]}}, "rehearsal")
         journal = Journal(env, SESSION)
@@ -115,4 +126,4 @@ def _run(scratch: str, steps: int) -> str:
         close_env(config)
 
 
-__all__ = ["REHEARSE_TURN_AFTER_S", "STEPS", "rehearse_turn"]
+__all__ = ["REHEARSE_TURN_AFTER_S", "STEPS", "publish_authorities", "rehearse_turn"]
