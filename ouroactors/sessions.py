@@ -147,7 +147,8 @@ class Sessions:
     def steer(self, session_id: str, text: str) -> Done:
         """Add ``text`` to the running turn, delivered before its next model call (a ``steered`` event says which).
         Answered once the runtime has journaled it; refused with no turn running, or once the turn has no point
-        left to take it."""
+        left to take it. A turn that stops first (a model error, an interrupt) still puts an answered steer in the
+        conversation, after its last message (``at_end`` in the event): the next turn's model sees it."""
         return self._done(self._ask(SteerSession(session_id, text, self.principal, token=self.token)))
 
     def cancel(self, session_id: str) -> Done:

@@ -38,6 +38,8 @@ def summary(kind: str, data: dict[str, Any]) -> str:
         return repr(data.get("prompt", ""))
     if kind == "steered":
         again = ", a lost run's steer delivered again" if data.get("redelivered") else ""
+        if data.get("at_end"):
+            return f"{data.get('text', '')!r} (after the turn stopped: for the next turn's model{again})"
         return f"{data.get('text', '')!r} (before model call {data.get('at_call')}{again})"
     return str(data)
 

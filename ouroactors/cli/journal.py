@@ -162,7 +162,7 @@ def _blob(value: Any) -> Any:
 
 
 def _summary(kind: str, fields: dict[str, Any]) -> str:
-    keys = {"prompt": ("text",), "steer": ("text", "at_call", "redelivered"),
+    keys = {"prompt": ("text",), "steer": ("text", "at_call", "redelivered", "at_end"),
             "steer_received": ("id", "text"), "model_call": ("index", "request_digest"),
             "model_result": ("index", "finish", "error"), "tool_call": ("call_id", "name", "valid"),
             "tool_result": ("call_id", "status", "error"), "turn_settled": ("status", "reason"),

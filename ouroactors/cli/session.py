@@ -210,7 +210,8 @@ def session_send(data_dir: str, session_id: str, text: str, expected_version: in
 def session_steer(data_dir: str, session_id: str, text: str) -> None:
     """Add a message to the running turn: delivered before its next model call (a `steered` event says which).
     Answered once the runtime has journaled it, so a runtime lost first leaves it to the turn's re-run; refused
-    when the turn has no point left to take it (send a message instead)."""
+    when the turn has no point left to take it (send a message instead). A turn that stops before its next model
+    call still puts it in the conversation, for the next turn."""
     _sessions(data_dir).steer(session_id, text)
     console.print(f"{session_id}: steered", markup=False)
 

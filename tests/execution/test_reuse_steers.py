@@ -157,6 +157,9 @@ class _Live:
     def take(self, turn: int, point: int) -> list[Any]:
         return self.items.pop(point, [])
 
+    def leftover(self, turn: int) -> list[Any]:
+        return [item for point in sorted(self.items) for item in self.items.pop(point)]
+
 
 def test_redelivering_control_hands_each_recorded_steer_once_at_its_point_before_the_live_ones():
     live = _Live()
@@ -306,19 +309,78 @@ def test_redelivering_control_hands_every_steer_still_due_at_the_last_point():
     assert control.take(1, 2, last=True) == []
 
 
-def test_an_accepted_steer_the_turn_stopped_before_delivering_is_counted_where_it_settled(env):
+def test_an_accepted_steer_the_turn_stopped_before_taking_goes_in_the_conversation_for_the_next_turn(env):
     """Accepted while model call 1 ran, which then failed (the script has no answer left): the turn stops without
-    another point. Its turn_settled says one accepted steer went undelivered, in the journal and in the event, and
-    replay's derived events say the same (it reads the count from the record: evidence, not a decision)."""
+    another point. The steer is still put in the conversation, after the turn's last message — a ``steer`` record
+    marked ``at_end`` between the failed call and turn_settled, a ``steered`` event saying so — and nothing is left
+    undelivered. The next turn's first request carries it (the user was told it was taken), and replay puts it at
+    the same place: the turns verify and the derived events are the live ones."""
     from .loop_support import ListSink, call
 
     h = make_session(env, "s1", [[call("c1", "read", path="x")]])
     h.loop.ports.model = SteeredWhileAnswering(h, 1)
     outcome = trio.run(h.loop.run_turn, "go")
     assert outcome.status == "failed"
+    records = reading.records(env, "s1")
+    assert [r.kind for r in records[-3:]] == ["model_result", "steer", "turn_settled"]
+    assert "error" in records[-3].fields
+    assert records[-2].fields == {"text": STEER, "at_call": 1, "id": "k1", "at_end": True}
+    assert "undelivered_steers" not in records[-1].fields
+    assert h.loop.conversation[-1] == Message(role="user", content=STEER)
+    steered = [e for e in h.sink.events if e[0] == "steered"]
+    assert [e[2] for e in steered] == [{"text": STEER, "at_call": 1, "redelivered": False, "at_end": True}]
+    assert h.steering.undelivered(1) == 0 and h.steering.take(1, 0) == []
+
+    asked: list[Any] = []
+    inner = h.loop.ports.model
+
+    class Recording:
+        def stream(self, request, *, turn, index):
+            asked.append(request)
+            return inner.stream(request, turn=turn, index=index)
+
+    h.loop.ports.model = Recording()
+    trio.run(h.loop.run_turn, "again")  # the script has nothing left: this turn fails too, after its request
+    assert [m.content for m in asked[0].messages[-2:]] == [STEER, "again"]
+
+    sink = ListSink()
+    report = trio.run(partial(replay_session, env, "s1", sink=sink))
+    assert report.ok and report.verified_turns == 2
+    live_events = [(k, t, {f: v for f, v in d.items() if f != "journal_degraded"}) for k, t, d in h.sink.events]
+    derived = [(k, t, {f: v for f, v in d.items() if f != "journal_degraded"}) for k, t, d in sink.events]
+    assert [e for e in derived if e[0] in ("steered", "turn_settled")] == [
+        e for e in live_events if e[0] in ("steered", "turn_settled")]
+
+
+class _OldControl:
+    """The control port of a runtime from before leftover steers were put in the conversation: it only counted
+    them."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def take(self, turn: int, point: int, *, last: bool = False) -> list[Any]:
+        return self.queue.take(turn, point, last=last)
+
+    def leftover(self, turn: int) -> list[Any]:
+        return []
+
+    def undelivered(self, turn: int) -> int:
+        return self.queue.undelivered(turn)
+
+
+def test_a_journal_that_counted_an_undelivered_steer_still_replays_with_the_count(env):
+    """An older runtime settled such a turn with ``undelivered_steers`` and no ``at_end`` steer. Replay reads the
+    count from the record (evidence, not a decision): the turn verifies and the derived turn_settled is the live
+    one."""
+    from .loop_support import ListSink, call
+
+    h = make_session(env, "s1", [[call("c1", "read", path="x")]])
+    h.loop.ports.model = SteeredWhileAnswering(h, 1)
+    h.loop.ports.control = _OldControl(h.steering)
+    assert trio.run(h.loop.run_turn, "go").status == "failed"
     settled = reading.records(env, "s1")[-1]
     assert settled.kind == "turn_settled" and settled.fields["undelivered_steers"] == 1
-    assert h.sink.events[-1][2]["undelivered_steers"] == 1
     sink = ListSink()
     report = trio.run(partial(replay_session, env, "s1", sink=sink))
     assert report.ok and report.verified_turns == 1
@@ -326,3 +388,22 @@ def test_an_accepted_steer_the_turn_stopped_before_delivering_is_counted_where_i
     assert derived[0] == live[0] == "turn_settled" and derived[2]["undelivered_steers"] == 1
     assert {k: v for k, v in derived[2].items() if k != "journal_degraded"} == {
         k: v for k, v in live[2].items() if k != "journal_degraded"}
+
+
+def test_a_steer_a_lost_run_put_in_the_conversation_at_its_end_is_delivered_again_past_its_calls():
+    """A lost run stopped (model call 1 failed), put its leftover steer in the conversation and was lost before its
+    turn_settled committed. The re-run delivers that steer again at the first point past every model call the run
+    recorded — the re-run's model may answer where the lost one failed — or at the re-run's own end."""
+    records = [
+        StoredRecord(1, b"", b"", 10, 1, "turn_started", {"turn": 1}),
+        StoredRecord(2, b"", b"", 11, 1, "model_call", {"index": 0, "request_digest": "d0"}),
+        StoredRecord(3, b"", b"", 12, 1, "model_call", {"index": 1, "request_digest": "d1"}),
+        StoredRecord(4, b"", b"", 13, 1, "steer_received", {"id": "k1", "text": "late one"}),
+        StoredRecord(5, b"", b"", 14, 1, "steer", {"text": "late one", "at_call": 1, "id": "k1", "at_end": True}),
+    ]
+    found = recorded_steers(records, 1)
+    assert found == [RecordedSteer(2, "late one", 5, "k1")]  # delivered (not a first delivery), past call 1
+    control = RedeliveringControl(_Live(), 1, found)
+    assert control.take(1, 1) == []
+    assert control.leftover(1) == [Steer("late one", True, "k1")]  # the re-run stopped again before point 2
+    assert control.leftover(1) == []

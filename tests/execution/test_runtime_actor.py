@@ -227,6 +227,22 @@ def test_a_steer_the_journal_cannot_record_is_refused_not_promised(session):
     assert kinds.count("gap") == 1 and kinds.count("steer_received") == 1, kinds
 
 
+def test_a_steer_no_point_took_before_an_interrupt_still_reaches_the_conversation(session):
+    """Accepted while the model streams, then the turn is interrupted during that call: no point of the turn took
+    the steer. It is put in the conversation after the turn stops (the next turn's model sees it) and its event
+    says so; nothing is left undelivered."""
+    system, path, _ws, _lease = session
+    reader = talking(session, words=50, pace_ms=200)
+    assert system.ask(path, SteerTurn("mind the tests")).turn == 1
+    system.ask(path, InterruptTurn())
+    events = reader.until("turn_settled")
+    assert events[-1].data["status"] == "interrupted" and "undelivered_steers" not in events[-1].data
+    assert [e.data for e in events if e.kind == "steered"] == [
+        {"text": "mind the tests", "at_call": 0, "redelivered": False, "at_end": True}]
+    kinds = journal_kinds(system.data_dir, "s1")
+    assert kinds[-2:] == ["steer", "turn_settled"], kinds
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("approve", [True, False])
 def test_ask_parks_the_call_on_a_durable_approval_until_an_operator_answers(actor_system, tmp_path, approve):

@@ -18,7 +18,9 @@ the conversation's canonical digest). Every decision is a pure function of :mod:
 * :class:`ClockPort` ``now_ns()`` — read exactly once per journal record, so replay substitutes recorded times;
 * :class:`ControlPort` ``take(turn, point)`` → steer / interrupt messages delivered between model calls (``point``
   = model calls made so far in the turn); an interrupt also cancels the running activity
-  (:meth:`SessionLoop.cancel_activity`) — the cancelled call or tools are recorded as such;
+  (:meth:`SessionLoop.cancel_activity`) — the cancelled call or tools are recorded as such; ``leftover(turn)``
+  once the turn has stopped: the steers no point took go in the conversation after its last message (``steer``
+  with ``at_end``), so an answered steer always reaches the model, at the latest in the next turn;
 * :class:`OutputSink` ``emit(kind, turn, data)`` — awaited, so a full output batch applies back-pressure;
 * :class:`ToolCatalog` ``specs()`` and ``parse(call)`` → :class:`ParsedCall` or :class:`CallProblem`.
 
@@ -41,7 +43,6 @@ import trio
 from ...core.codec import CodecError, _pack
 from . import steps, timing
 from .config import SessionConfig, model_name
-from .errors import NoActiveTurn
 from .loop_context import EARLY_RESULT_WAIT_S as EARLY_RESULT_WAIT_S
 from .loop_context import ToolCallContext
 from .loop_ports import CallContext as CallContext  # re-exported: the contract lives in loop_ports
@@ -62,6 +63,7 @@ from .loop_ports import Steer as Steer
 from .loop_ports import ToolCatalog as ToolCatalog
 from .loop_ports import ToolResult as ToolResult
 from .loop_ports import TurnOutcome as TurnOutcome
+from .loop_steering import TurnControl
 from .model import Finished, Message, ModelError, ModelErrorKind, ModelRequest, TextDelta, ToolCall, Usage
 
 JOURNAL_VERSION = 1
@@ -70,7 +72,7 @@ JOURNAL_VERSION = 1
 # -- the loop ------------------------------------------------------------------------------------------------
 
 
-class SessionLoop:
+class SessionLoop(TurnControl):
     """One session's conversation and its turns. Not thread-safe: it lives in the runtime's trio loop."""
 
     def __init__(self, session: str, config: SessionConfig, ports: Ports, *, deadlines: bool = True,
@@ -127,18 +129,6 @@ class SessionLoop:
     def _flush(self) -> None:
         self._start_unflushed = False  # whatever is staged, the turn's start with it, is in this commit
         self.ports.journal.flush()
-
-    def receive_steer(self, turn: int, steer_id: str, text: str) -> bool:
-        """Journal that a steer for ``turn`` was accepted and commit it (with whatever is staged); whether it did.
-        The runtime calls it in the loop's thread before it queues and answers the steer: a steer it acknowledged is
-        evidence, delivered by a re-run if the process is lost first (:mod:`.reuse`). Replay skips the record; its
-        time does not move ``last_at``. Refused once the turn took its last point (it would be delivered nowhere);
-        before that the next point takes it — after a final answer too, which then gets one more model call."""
-        if turn <= self._closed_turn:
-            raise NoActiveTurn(f"turn {turn} is settling: no model call is left to take a steer; send a message")
-        self.ports.journal.record("steer_received", turn, self.ports.clock.now_ns(), {"id": steer_id, "text": text})
-        self._flush()
-        return not getattr(self.ports.journal, "degraded", False)
 
     def _commit_start(self) -> None:
         if self._start_unflushed:
@@ -252,11 +242,15 @@ class SessionLoop:
                     self.conversation.append(steps.tool_message(r.call_id, r.name, said))
                 stop = steps.after_tools([(r.status, r.error) for r in results])
         self._closed_turn = turn  # no point is left to deliver a steer at: receive_steer refuses one from here
+        # A steer accepted and taken at no point (the turn stopped on a model error, a tool's stop, an interrupt
+        # during a call) still goes in the conversation, after the turn's last message: the user was told it was
+        # taken, and the next turn's first request carries it.
+        await self._deliver_leftover(turn, calls)
         timing.mark("turn.settling")
         digest = self._digests.conversation(self.conversation)
         self._digests.forget([self._system, self.ports.catalog.specs(), *self.conversation])
         settled: dict[str, Any] = {"status": stop.status, "reason": stop.reason}
-        left = self.ports.control.undelivered(turn)  # accepted, and the turn stopped off a point (a model error…)
+        left = self.ports.control.undelivered(turn)  # 0 since leftovers are delivered; an older journal's count
         if left:
             settled["undelivered_steers"] = left
         self._record("turn_settled", turn, {**settled, "model_calls": calls, "tokens_used": self.tokens_used,
@@ -266,28 +260,6 @@ class SessionLoop:
         degraded = bool(getattr(self.ports.journal, "degraded", False))  # evidence of this turn is incomplete
         await self._emit("turn_settled", turn, {**settled, "journal_degraded": degraded})
         return TurnOutcome(turn, stop.status, stop.reason, text, digest)
-
-    def _deliver_control(self, turn: int, point: int, *, last: bool = False
-                         ) -> tuple[steps.Stop | None, list[dict[str, Any]]]:
-        """Record and apply what the control port hands over at ``point`` (``last``: after the model's final answer,
-        the turn's last point unless a steer comes): the stop an interrupt makes, and the event of each steer."""
-        stop: steps.Stop | None = None
-        steered: list[dict[str, Any]] = []
-        for item in self.ports.control.take(turn, point, last=last):
-            if isinstance(item, Steer):
-                text = steps.repaired(item.text)  # the queue refuses such text; this is the second line
-                fields: dict[str, Any] = {"text": text, "at_call": point}
-                if item.steer_id:  # only then: a recorded session's steer records keep their shape
-                    fields["id"] = item.steer_id
-                if item.redelivered:
-                    fields["redelivered"] = True
-                self._record("steer", turn, fields)
-                self.conversation.append(Message(role="user", content=text))
-                steered.append({"text": text, "at_call": point, "redelivered": item.redelivered})
-            elif stop is None:
-                self._record("interrupt", turn, {"at_call": point})
-                stop = steps.Stop("interrupted", "interrupted between model calls")
-        return stop, steered
 
     def _scope(self, deadline_ns: int, limit_s: float) -> trio.CancelScope:
         if not self.deadlines:

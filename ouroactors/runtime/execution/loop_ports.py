@@ -119,9 +119,13 @@ class ClockPort(Protocol):
 
 
 class ControlPort(Protocol):
-    """``undelivered(turn)``: the accepted steers of ``turn`` it holds, once the turn has taken its last point."""
+    """``take(turn, point)``: what came for ``turn`` by its ``point`` (before model call ``point``); ``leftover(turn)``:
+    once the turn has stopped, what it accepted and no point took (the loop puts the steers in the conversation:
+    an acknowledged steer is never dropped); ``undelivered(turn)``: a count of accepted steers still held after that
+    (0 live; a replay gives back what an older runtime recorded, see :mod:`.replay_ports`)."""
 
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]: ...
+    def leftover(self, turn: int) -> list[Control]: ...
     def undelivered(self, turn: int) -> int: ...
 
 

@@ -106,6 +106,9 @@ class SteeringQueue:
             self._items = [(t, item) for t, item in self._items if t > turn]
         return mine
 
+    def leftover(self, turn: int) -> list[Control]:
+        return self.take(turn, -1)
+
 
 class ProviderModel:
     """:class:`~.loop.ModelPort` on a :class:`~.model.ModelProvider`; ``on_call`` is told of each model call."""

@@ -43,7 +43,7 @@ from .reuse import recorded_events
 COMPARED: dict[str, tuple[str, ...]] = {
     "turn_started": ("turn",), "prompt": ("text",), "model_call": ("index", "request_digest"),
     "model_result": ("index",), "tool_call": ("call_id", "name", "valid"), "tool_result": ("call_id", "status"),
-    "approval": ("call_id",), "steer": ("text", "at_call", "redelivered"), "interrupt": ("at_call",),
+    "approval": ("call_id",), "steer": ("text", "at_call", "redelivered", "at_end"), "interrupt": ("at_call",),
     "turn_settled": ("status", "conversation_digest"),
 }
 _MATCH_BY_CALL = ("tool_result", "approval")
@@ -85,6 +85,7 @@ class _Tape:
         self.approvals: dict[tuple[int | None, str], list[dict[str, Any]]] = {}
         self.calls: dict[tuple[int | None, str], dict[str, Any]] = {}
         self.controls: dict[tuple[int | None, int], list[Control]] = {}
+        self.leftovers: dict[int | None, list[Control]] = {}
         self.undelivered: dict[int | None, int] = {}
         for r in self.records[first:last + 1]:
             f = r.fields
@@ -99,7 +100,10 @@ class _Tape:
             elif r.kind == "steer":
                 steer = Steer(f["text"], redelivered=f.get("redelivered") is True,
                               steer_id=f["id"] if isinstance(f.get("id"), str) else "")
-                self.controls.setdefault((r.turn, f["at_call"]), []).append(steer)
+                if f.get("at_end") is True:  # put in the conversation after the turn stopped (see .loop)
+                    self.leftovers.setdefault(r.turn, []).append(steer)
+                else:
+                    self.controls.setdefault((r.turn, f["at_call"]), []).append(steer)
             elif r.kind == "interrupt":
                 self.controls.setdefault((r.turn, f["at_call"]), []).append(Interrupt())
             elif r.kind == "turn_settled" and type(f.get("undelivered_steers")) is int:
@@ -195,7 +199,10 @@ class _Control:
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
         return self.tape.controls.pop((turn, point), [])
 
-    def undelivered(self, turn: int) -> int:  # evidence, not a decision: the count the live turn recorded
+    def leftover(self, turn: int) -> list[Control]:
+        return self.tape.leftovers.pop(turn, [])
+
+    def undelivered(self, turn: int) -> int:  # evidence, not a decision: the count an older runtime recorded
         return self.tape.undelivered.get(turn, 0)
 
 

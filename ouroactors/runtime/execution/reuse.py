@@ -99,9 +99,11 @@ class RecordedSteer:
 
 def recorded_steers(records: Sequence[StoredRecord], turn: int) -> list[RecordedSteer]:
     """The steers of ``turn`` a re-run delivers, from ``records`` (as :func:`recorded_calls`): each new delivery (not
-    itself a re-delivery) of every run, in the journal's order, then each accepted steer no delivery names; a record
-    of another shape (crafted) is none."""
+    itself a re-delivery) of every run, in the journal's order, at its point; then, at the first point past every
+    recorded model call, each one a run put in the conversation after it stopped (``at_end``) and each accepted steer
+    no delivery names; a record of another shape (crafted) is none."""
     found: list[RecordedSteer] = []
+    ended: list[RecordedSteer] = []  # put in the conversation after a run stopped: where the re-run may, too
     received: dict[str, RecordedSteer] = {}  # accepted steers by id, the first record of each
     named: set[str] = set()  # ids a steer record (a delivery) names
     calls = -1  # the highest model call index the runs recorded
@@ -123,9 +125,12 @@ def recorded_steers(records: Sequence[StoredRecord], turn: int) -> list[Recorded
             at_call = fields.get("at_call")
             if (fields.get("redelivered") is None and type(at_call) is int and at_call >= 0
                     and isinstance(text, str)):
-                found.append(RecordedSteer(at_call, text, record.seq, steer_id))
-    late = [dataclasses.replace(s, at_call=calls + 1) for i, s in received.items() if i not in named]
-    return found + late
+                if fields.get("at_end") is True:  # put in the conversation once the lost run had stopped
+                    ended.append(RecordedSteer(-1, text, record.seq, steer_id))
+                else:
+                    found.append(RecordedSteer(at_call, text, record.seq, steer_id))
+    late = [*ended, *(s for i, s in received.items() if i not in named)]
+    return found + [dataclasses.replace(s, at_call=calls + 1) for s in late]
 
 
 def recorded_events(result: Mapping[str, Any]) -> list[ModelEvent]:
@@ -203,6 +208,12 @@ class RedeliveringControl:
         return (len(self._pending) if turn == self.turn else 0) + self.live.undelivered(turn)
 
     def take(self, turn: int, point: int, *, last: bool = False) -> list[Control]:
+        return [*self._due(turn, point, last), *self.live.take(turn, point)]
+
+    def leftover(self, turn: int) -> list[Control]:
+        return [*self._due(turn, point=-1, last=True), *self.live.leftover(turn)]
+
+    def _due(self, turn: int, point: int, last: bool) -> list[Steer]:
         due: list[RecordedSteer] = []
         if turn == self.turn:  # at the turn's last point, every steer still due: the re-run ended sooner
             due = [s for s in self._pending if s.at_call <= point or last]
@@ -213,5 +224,4 @@ class RedeliveringControl:
             self.redelivered.append(steer)
             if self._on_redeliver is not None:
                 self._on_redeliver(steer)
-        return [*(Steer(s.text, redelivered=s.delivered, steer_id=s.steer_id) for s in due),
-                *self.live.take(turn, point)]
+        return [Steer(s.text, redelivered=s.delivered, steer_id=s.steer_id) for s in due]
