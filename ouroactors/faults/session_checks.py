@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Six invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Seven invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -33,6 +33,12 @@ crash-free run of the same scenario (:class:`Reference`). Six invariants, one fu
     answer was for (and did so for every call before *i*), a ``model_call_reused`` event took it from the journal
     (:mod:`ouroactors.runtime.execution.reuse`). Counted per (turn, call): a re-run whose records a crash left out of
     the journal is not counted, its event may be; a turn after a ``gap`` or ``truncated`` record is not judged.
+
+(g) :func:`steer_dropped` — an answered steer is never dropped: every steer a runtime accepted for a turn (its
+    ``steer_received``, committed before the steer was answered) is named by a ``steer`` delivery of that turn once
+    the journal settles it — delivered before a model call, put in the conversation after the turn stopped
+    (``at_end``), or delivered by a re-run of a lost run (:mod:`ouroactors.runtime.execution.reuse`). Judged on the
+    turns the journal settles; a turn a ``gap`` or ``truncated`` record may have lost a delivery of is not.
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -122,8 +128,9 @@ class SessionHistory:
     rejected: list[Mapping[str, Any]] = field(default_factory=list)  # RejectedEvent fields
     sent: list[tuple[str, str]] = field(default_factory=list)  # (event id, answer) per attempt: done|rejected:…|error
     reference: Reference | None = None
-    # the journal's turn_started / model_call / model_result / gap / truncated records, in order (session_dump's
-    # journal_outline: seq, turn, kind, index, digest, ok), and the (turn, index) of each model_call_reused event
+    # the journal's turn_started / model_call / model_result / gap / truncated records (session_dump's journal_outline:
+    # seq, turn, kind, index, digest, ok) and its steer_received / steer / turn_settled records (seq, turn, kind, id),
+    # in order, and the (turn, index) of each model_call_reused event
     journal: list[Mapping[str, Any]] = field(default_factory=list)
     reused: list[tuple[int, int]] = field(default_factory=list)
 
@@ -308,6 +315,39 @@ def model_asked_again(h: SessionHistory) -> list[Violation]:
             for (turn, index), count in sorted(due.items()) if taken[(turn, index)] < count]
 
 
+def steer_dropped(h: SessionHistory) -> list[Violation]:
+    """(g) see the module docstring."""
+    received: dict[int, dict[str, int]] = {}  # turn → steer id → seq of its first steer_received
+    delivered: dict[int, set[str]] = {}  # turn → the ids its steer records name
+    settled: set[int] = set()
+    unprovable: set[int] = set()  # turns a gap or a cut may have lost a delivery of
+    after_loss = False  # the turn of the next record is unprovable too (a gap names records lost before it)
+    for r in sorted(h.journal, key=lambda r: int(r["seq"])):
+        kind, turn = r["kind"], r.get("turn")
+        if kind in ("gap", "truncated"):
+            unprovable.update(received, delivered, settled)
+            after_loss = True
+            continue
+        if not isinstance(turn, int):
+            continue
+        if after_loss:
+            unprovable.add(turn)
+            after_loss = False
+        steer_id = r.get("id")
+        if kind == "steer_received" and isinstance(steer_id, str) and steer_id:
+            received.setdefault(turn, {}).setdefault(steer_id, int(r["seq"]))
+        elif kind == "steer" and isinstance(steer_id, str):
+            delivered.setdefault(turn, set()).add(steer_id)
+        elif kind == "turn_settled":
+            settled.add(turn)
+    return [Violation("steer-dropped", f"{h.session_id}/t{turn}/{steer_id}",
+                      f"steer {steer_id!r} of turn {turn} was accepted (journaled at seq {seq}) and the turn settled "
+                      "without delivering it: the user was told it was taken")
+            for turn in sorted(settled - unprovable)
+            for steer_id, seq in sorted(received.get(turn, {}).items(), key=lambda item: item[1])
+            if steer_id not in delivered.get(turn, set())]
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
@@ -315,6 +355,7 @@ SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "resume-twice": resume_twice,
     "carried-out-of-turn": carried_out_of_turn,
     "model-asked-again": model_asked_again,
+    "steer-dropped": steer_dropped,
 }
 
 
@@ -330,5 +371,5 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
     "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_beyond_commit",
-    "resume_twice", "terminal_diverged",
+    "resume_twice", "steer_dropped", "terminal_diverged",
 ]

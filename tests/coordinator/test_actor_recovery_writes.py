@@ -12,6 +12,8 @@ import pytest
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.ledger.messages import GetEntry
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.faults.session_checks import SessionHistory, steer_dropped
+from ouroactors.faults.session_read import read_durable
 from ouroactors.sessions import Sessions
 from ouroactors.supervision.events import EventReader
 
@@ -97,6 +99,9 @@ def steered_and_lost(actor_system, tmp_path, nth: int):
     assert (ws / "out.txt").read_text() == "written once\n" and (ws / "first.txt").read_text() == "1\n"
     steered = [e for e in events if e.kind == "steered"]  # the follower sees where it took effect, last by the rerun
     assert steered and steered[-1].data["at_call"] == 1 and steered[-1].generation == events[-1].generation
+    journal = read_durable(str(actor_system.data_dir), "s1")["journal"]  # the session invariant, on this crash
+    assert [r["kind"] for r in journal].count("steer_received") == 1
+    assert steer_dropped(SessionHistory("s1", "suspended", 0, journal=journal)) == []
     return EventReader(str(actor_system.data_dir / "events.jsonl")).poll()
 
 

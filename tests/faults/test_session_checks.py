@@ -29,6 +29,7 @@ from ouroactors.faults.session_checks import (
     model_asked_again,
     published_beyond_commit,
     resume_twice,
+    steer_dropped,
     terminal_diverged,
 )
 
@@ -203,7 +204,7 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
-                                   "resume-twice", "carried-out-of-turn", "model-asked-again"}
+                                   "resume-twice", "carried-out-of-turn", "model-asked-again", "steer-dropped"}
 
 
 def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
@@ -274,3 +275,48 @@ def test_records_without_an_int_call_index_are_no_evidence_and_never_crash_the_c
         record["index"] = None if record["kind"] == "model_call" else "0"
     journal.append({"seq": 99, "turn": 1, "kind": "model_call", "index": True, "digest": "d0"})
     assert model_asked_again(clean(journal=journal, reused=[(1, 0)])) == []
+
+
+def steer_journal(*items: tuple[str, int | None, str | None]) -> list[dict[str, Any]]:
+    """Journal outline records (kind, turn, steer id) in order, numbered."""
+    return [{"seq": i, "turn": turn, "kind": kind, "id": steer_id} for i, (kind, turn, steer_id) in enumerate(items)]
+
+
+def test_an_accepted_steer_its_settled_turn_delivered_passes_and_one_it_did_not_is_caught() -> None:
+    delivered = steer_journal(("turn_started", 1, None), ("steer_received", 1, "k1"), ("steer", 1, "k1"),
+                              ("turn_settled", 1, None))
+    assert check_session(clean(journal=delivered)) == []
+    dropped = steer_journal(("turn_started", 1, None), ("steer_received", 1, "k1"), ("steer_received", 1, "k2"),
+                            ("steer", 1, "k2"), ("turn_settled", 1, None))
+    found = steer_dropped(clean(journal=dropped))
+    assert [v.subject for v in found] == ["sess/t1/k1"] and "journaled at seq 1" in found[0].message
+    elsewhere = steer_journal(("steer_received", 1, "k1"), ("turn_settled", 1, None), ("steer", 2, "k1"),
+                              ("turn_settled", 2, None))  # delivered in another turn: not the turn it was taken for
+    assert names(steer_dropped(clean(journal=elsewhere))) == {"steer-dropped"}
+
+
+def test_a_lost_runs_steer_delivered_by_the_rerun_passes_and_an_unsettled_turn_is_not_judged() -> None:
+    rerun = steer_journal(("turn_started", 1, None), ("steer_received", 1, "k1"), ("turn_started", 1, None),
+                          ("steer", 1, "k1"), ("turn_settled", 1, None))
+    assert steer_dropped(clean(journal=rerun)) == []
+    unsettled = steer_journal(("turn_started", 1, None), ("steer_received", 1, "k1"))  # parked, or still running
+    assert steer_dropped(clean(journal=unsettled)) == []
+
+
+def test_a_turn_a_gap_or_cut_may_have_lost_a_delivery_of_is_not_judged() -> None:
+    for loss in ("gap", "truncated"):
+        before = steer_journal(("steer_received", 1, "k1"), (loss, None, None), ("turn_settled", 1, None))
+        assert steer_dropped(clean(journal=before)) == []
+        after = steer_journal(("turn_settled", 1, None), (loss, None, None), ("steer_received", 2, "k2"),
+                              ("turn_settled", 2, None))  # the gap names records lost before it: turn 2's own
+        assert steer_dropped(clean(journal=after)) == []
+    later = steer_journal(("gap", None, None), ("turn_settled", 1, None), ("steer_received", 2, "k2"),
+                          ("turn_settled", 2, None))  # a turn wholly after the loss is judged
+    assert [v.subject for v in steer_dropped(clean(journal=later))] == ["sess/t2/k2"]
+
+
+def test_steer_records_without_an_id_or_an_int_turn_are_no_evidence_and_never_crash_the_check() -> None:
+    journal = steer_journal(("steer_received", 1, None), ("steer_received", "1", "k9"), ("steer", 1, None),  # type: ignore[arg-type]
+                            ("turn_settled", 1, None))
+    journal.append({"seq": 9, "turn": 1, "kind": "steer_received", "id": 7})
+    assert steer_dropped(clean(journal=journal)) == []

@@ -46,19 +46,23 @@ def dump(data_dir: str, session_id: str) -> dict[str, Any]:
 
 
 MODEL_KINDS = ("turn_started", "model_call", "model_result", "gap", "truncated")
+STEER_KINDS = ("steer_received", "steer", "turn_settled")
 
 
 def journal_outline(env: Any, session_id: str) -> list[dict[str, Any]]:
     """The session's journal records that say which model calls each run of a turn made and which answers it
-    recorded (the session check ``model-asked-again``), and the gaps and cuts that make that unprovable."""
+    recorded (the session check ``model-asked-again``), which steers it accepted and delivered and which turns
+    settled (``steer-dropped``), and the gaps and cuts that make either unprovable."""
     from ..execution import reading
 
     out = []
     for r in reading.records(env, session_id):
+        f = r.fields
         if r.kind in MODEL_KINDS:
-            f = r.fields
             out.append({"seq": r.seq, "turn": r.turn, "kind": r.kind, "index": f.get("index"),
                         "digest": f.get("request_digest"), "ok": r.kind == "model_result" and f.get("error") is None})
+        elif r.kind in STEER_KINDS:  # the session check ``steer-dropped``: accepted, delivered (by id), settled
+            out.append({"seq": r.seq, "turn": r.turn, "kind": r.kind, "id": f.get("id")})
     return out
 
 
