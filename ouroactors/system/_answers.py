@@ -81,8 +81,10 @@ class Answers:
         thespian's external ask returns the next message that reaches the endpoint, so the answer
         to an ask that timed out would be taken by the *next* ask as its own. After a timeout the
         endpoint is therefore abandoned: its late answers go nowhere. A fresh endpoint costs one
-        connection to the admin (~2 ms), paid only after a timeout. The in-process base answers
-        synchronously and never needs this.
+        connection to the admin (~2 ms), paid only after a timeout. The in-process base has one
+        endpoint and no other: an actor there that holds a request past its ask's timeout and answers
+        later still hands that answer to the next ask (thespian's simple base does the same); ask such
+        an actor with a request id its answers carry (``ANSWERS_BY_REQUEST_ID``), or use multiproc.
         """
         started = time.monotonic()
         answer = self._endpoint.ask(address, message, timeout)
