@@ -114,3 +114,33 @@ def test_a_record_that_does_not_decode_fails_the_rehearsal_and_leaves_the_lock_f
     assert env.info()["last_txnid"] == txnid and _everything(env) == before
     with env.begin(write=True) as txn:
         txn.put(b"after", b"1", db=db(env, b"ledger_runs"))
+
+
+def test_the_execution_supervisors_preload_rehearses_a_turn_last(monkeypatch):
+    """The turn runs after every other warm-up (it uses their caches) and once: a spy stands in for it here, the real
+    one runs in the next test."""
+    from ouroactors.runtime.execution import rehearsal_turn
+
+    calls: list[str] = []
+    monkeypatch.setattr(rehearsal_turn, "rehearse_turn", lambda: calls.append("turn") or "completed")
+    monkeypatch.setattr(warming.codec, "prepare", lambda *classes: calls.append("prepare"))
+    warming.preload()
+    assert calls == ["prepare", "turn"]
+
+
+def test_after_the_preloads_turn_nothing_that_must_not_cross_a_fork_is_left_and_a_forked_child_runs_turns():
+    """The supervisor forks every runtime after its preload: no LMDB environment may be open then (py-lmdb's registry
+    and the reader table would cross the fork) and no thread of the turn left running. A child forked after it runs
+    a turn of its own on a new scratch environment."""
+    code = ("import os, threading\n"
+            "from ouroactors.runtime.execution import warming, rehearsal_turn\n"
+            "from ouroactors.authorities.storage import env\n"
+            "warming.preload()\n"
+            "print(len(env._open), threading.active_count())\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os._exit(0 if rehearsal_turn.rehearse_turn() == 'completed' else 1)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "1", "0"], out.stdout

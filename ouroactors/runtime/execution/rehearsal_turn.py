@@ -10,8 +10,12 @@ first use, the heap grown page by page. None of it depends on which session runs
 **When.** :data:`REHEARSE_TURN_AFTER_S` after the runtime started, if nobody has opened it by then: 40-80 ms of CPU
 that must not compete with the turns of a burst of messages (on two cores it did: a spare forked for the next
 message rehearsed beside the current turn and slowed it as much as it saved), and an open that arrives meanwhile
-waits for it. Fault points are quiet and timing marks suspended while it runs (:func:`ouroactors.core.faults.quiet`,
-:func:`.timing.suspended`): a fault plan armed in the runtime aims at the session's work, not this.
+waits for it. And once before that, in the **execution supervisor** (:func:`.warming.preload`, before it forks any
+runtime): every runtime then starts from a process that has run a turn's code, which is what a runtime forked in a
+burst — never idle long enough to rehearse on its own — keeps; its scratch environment is closed before the
+supervisor forks (an LMDB handle must not cross a fork). Fault points are quiet and timing marks suspended while it
+runs (:func:`ouroactors.core.faults.quiet`, :func:`.timing.suspended`): a fault plan armed in the runtime or its
+supervisor aims at the session's work, not this.
 
 **What it runs.** The real loop (:class:`~.loop.SessionLoop`) with the runtime's live ports — the scripted model,
 the effect path (:class:`~.effects.LiveEffects`: the inline grants decision, the direct ledger writer's start and

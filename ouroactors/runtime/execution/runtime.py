@@ -151,11 +151,12 @@ class Runtime(SessionOpening, Worker):
 
     @classmethod
     def on_preload(cls) -> None:
-        """In the execution supervisor, before any runtime is forked: probe bubblewrap (it runs bwrap: ~15 ms) and plan
-        one command in each mode, so that every runtime inherits the probe and the sandbox's caches (the account
-        database, the read-only view). A runtime is a fresh process for each message a session gets; each used to
-        pay both when it opened, on the message's clock. The probe is then as old as the supervisor: a bwrap
-        installed or broken later is seen by ``ouroactors sandbox check`` and by the next start of ``execution``."""
+        """In the execution supervisor, before any runtime is forked: probe bubblewrap (it runs bwrap: ~15 ms), plan
+        one command in each mode and rehearse a turn (:func:`.warming.preload`), so that every runtime inherits the
+        probe, the sandbox's caches (the account database, the read-only view) and a process that has run a turn.
+        A runtime is a fresh process for each message a session gets; each used to pay the probe and the plans when
+        it opened, on the message's clock. The probe is then as old as the supervisor: a bwrap installed or broken
+        later is seen by ``ouroactors sandbox check`` and by the next start of ``execution``."""
         preload()
 
     def on_start(self, capacity: int = DEFAULT_CAPACITY, network_private: tuple[str, ...] = (),
