@@ -4,18 +4,20 @@ One run = a fresh multiproc system with ``supervision_trees/agent.toml``'s tree 
 permission rules, :func:`ouroactors.runtime.demo_setup.agent_tree`), a fresh workspace beside its data dir, and one
 session driven through :class:`ouroactors.sessions.Sessions` — the path a user takes:
 
-1. ``new`` (suspended, version 0), then ``send`` one message marked ``last`` under a fixed event id. The embedded
-   scripted model reads NOTES.md, edits it (no rule covers the edit: grants asks for an approval), greps it in
-   the shell and says it is done. A ``send`` that fails (its coordinator died mid-command, the ask timed out) is
-   **sent again with the same event id**, as a client would: the coordinator must take it once.
+1. ``new`` (suspended, version 0), then ``send`` one message marked ``last`` under a fixed event id. The scripted
+   model (the embedded default's turns, :func:`script`) reads NOTES.md, edits it (no rule covers the edit: grants
+   asks for an approval), greps it in the shell and says it is done. A ``send`` that fails (its coordinator died
+   mid-command, the ask timed out) is **sent again with the same event id**, as a client would: the coordinator
+   must take it once. Right after it the turn is **steered** once (not retried): where the steer lands varies from
+   run to run, and the checks must hold wherever it does — an answered steer reaches its turn.
 2. A subscriber follows the committed log with ``read(after=cursor)`` long polls, reconnecting after any error
    from where it was, and records every batch it got and the committed cursor the batch reported
    (:class:`~.session_checks.Read`); every ``show`` view is kept too.
 3. The operator answers every pending approval of the session (the re-run of a turn after a recovery asks
    again: answered again).
 4. The run ends when the session is terminal or parked and its log is drained, or at the deadline. Then the
-   durable record, log and resume events are read (in a child process, :mod:`.session_read`) and the four
-   invariants of :mod:`.session_checks` are checked against the crash-free run's terminal state.
+   durable record, log, resume events and journal outline are read (in a child process, :mod:`.session_read`) and
+   the invariants of :mod:`.session_checks` are checked against the crash-free run's terminal state.
 
 **Where a fault plan is armed** (:class:`Arming`). Static workers (the authorities, the session directory) are
 armed by path before the session exists. A session's coordinator and runtimes are children forked by their
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -62,6 +65,7 @@ from .session_checks import PARKED, TERMINAL, Read, Reference, Seen, SessionHist
 from .session_read import read_durable
 
 TEXT = "please tick off 'try the demo' in NOTES.md"
+STEER = "and leave the rest of NOTES.md as it is"
 EVENT_ID = "m-scenario-1"
 COORDINATORS = "agent/coordinator"
 EXECUTION = "agent/execution"
@@ -146,6 +150,17 @@ def incarnation_of(path: str) -> int:
     return int(number) if number.isdigit() else 0
 
 
+def script() -> dict[str, Any]:
+    """The scenario's model: the embedded default script's turns (read, edit, grep, done) without their ``expect``
+    checks, which name the role of a request's last message — a steer delivered before a call makes it ``user`` —
+    and one more text answer, for the model call a steer that arrives during the final answer adds (a coordinator's
+    replacement may forward it late). Where the steer lands then changes the conversation, never how it ends."""
+    from ..runtime.execution.providers.scripted import DEFAULT_SCRIPT_DATA
+
+    turns = [{k: v for k, v in turn.items() if k != "expect"} for turn in DEFAULT_SCRIPT_DATA["turns"]]
+    return {"name": "session workload", "turns": [*turns, {"events": [{"kind": "text", "text": "Noted."}]}]}
+
+
 def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), reference: Reference | None = None,
                 config: SessionWorkload | None = None) -> SessionRun:
     """One run on a fresh system under ``work/name`` (see the module docstring); the system is shut down after."""
@@ -159,7 +174,10 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
     try:
         system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=config.spare_runtimes))
         mark = system.mark()
-        driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings, mark)
+        script_file = base / "script.json"
+        script_file.write_text(json.dumps(script()))
+        driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings, mark,
+                         str(script_file))
         driver.drive()
         firings = fault_firings(system, mark)
         reused = reused_calls(system, mark, driver.sid)
@@ -201,15 +219,17 @@ def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list
 
 class _Driver:
     def __init__(self, system: ActorSystem, config: SessionWorkload, sid: str, workspace: str,
-                 armings: Sequence[Arming], mark: int = 0) -> None:
+                 armings: Sequence[Arming], mark: int = 0, script_file: str | None = None) -> None:
         self.system, self.config, self.sid = system, config, sid
-        self.session_config = {"workspace": workspace, "sandbox": {"mode": config.sandbox}}
+        self.session_config: dict[str, Any] = {"workspace": workspace, "sandbox": {"mode": config.sandbox},
+                               **({"model": {"kind": "scripted", "script": script_file}} if script_file else {})}
         self.armings = armings
         self.reads: list[Read] = []
         self.views: list[View] = []
         self.sent: list[tuple[str, str]] = []
         self.errors: list[str] = []
         self.approvals = 0
+        self.steered = False  # the steer was answered (see _steer)
         self.cursor = 0
         self.spares = spares_of(config)
         self.mark = mark  # the event log's length when the run began (see _spare_ready)
@@ -288,6 +308,7 @@ class _Driver:
             created = self._new()
         self._arm_runtimes()
         self._send()
+        self._steer()
         self._follow()
 
     def _new(self) -> bool:
@@ -324,6 +345,17 @@ class _Driver:
             if time.monotonic() > deadline:
                 return
             time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
+
+    def _steer(self) -> None:
+        """Steer the turn the message started, once, right after it is sent. Refused or lost (no turn yet, a crashed
+        runtime or coordinator) is what a user may meet, not a violation; an answered one must reach the turn
+        (``steer-dropped``), and where it lands must not change how the session ends (the script, :func:`script`)."""
+        try:
+            with self.api() as sessions:
+                sessions.steer(self.sid, STEER)
+            self.steered = True
+        except OuroactorsError as exc:
+            self._error("steer", exc)
 
     def _follow(self) -> None:
         deadline = time.monotonic() + self.config.deadline

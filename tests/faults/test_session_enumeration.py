@@ -59,6 +59,11 @@ def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_ever
     # on every row, from the session's journal and event log)
     assert reference.history.reused == [(1, 0), (1, 1)], reference.history.reused
     assert [r["kind"] for r in reference.history.journal].count("turn_started") == 2
+    # the turn was steered right after the message: the steer accepted once and delivered in that turn (again by the
+    # re-run, when the first run had delivered it) — what steer-dropped checks on every row
+    steers = [r for r in reference.history.journal if r["kind"] in ("steer_received", "steer")]
+    accepted = [r["id"] for r in steers if r["kind"] == "steer_received"]
+    assert len(accepted) == 1 and {r["id"] for r in steers if r["kind"] == "steer"} == set(accepted), steers
     assert set(faults.known_points()) >= BOUNDARIES  # registered where they are
     # the message taken (its sender retries: refused as a duplicate), and the effect start in both runtimes (the
     # turn's, and the one after the approval)
