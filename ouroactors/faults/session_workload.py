@@ -66,6 +66,7 @@ from .session_read import read_durable
 
 TEXT = "please tick off 'try the demo' in NOTES.md"
 STEER = "and leave the rest of NOTES.md as it is"
+FIRST_CALL_PACE_MS = 100  # the scenario's first model call streams ~0.3 s: the window the steer lands in (see script)
 EVENT_ID = "m-scenario-1"
 COORDINATORS = "agent/coordinator"
 EXECUTION = "agent/execution"
@@ -154,10 +155,14 @@ def script() -> dict[str, Any]:
     """The scenario's model: the embedded default script's turns (read, edit, grep, done) without their ``expect``
     checks, which name the role of a request's last message — a steer delivered before a call makes it ``user`` —
     and one more text answer, for the model call a steer that arrives during the final answer adds (a coordinator's
-    replacement may forward it late). Where the steer lands then changes the conversation, never how it ends."""
+    replacement may forward it late). Where the steer lands then changes the conversation, never how it ends. The
+    first call streams its events :data:`FIRST_CALL_PACE_MS` apart: the steer, sent as soon as ``send`` returns,
+    finds the turn running on a loaded machine too (before the approval wait detaches its runtime, which refuses
+    a steer), and is taken before call 1."""
     from ..runtime.execution.providers.scripted import DEFAULT_SCRIPT_DATA
 
     turns = [{k: v for k, v in turn.items() if k != "expect"} for turn in DEFAULT_SCRIPT_DATA["turns"]]
+    turns[0] = {**turns[0], "pace_ms": FIRST_CALL_PACE_MS}
     return {"name": "session workload", "turns": [*turns, {"events": [{"kind": "text", "text": "Noted."}]}]}
 
 
