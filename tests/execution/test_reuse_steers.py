@@ -407,3 +407,15 @@ def test_a_steer_a_lost_run_put_in_the_conversation_at_its_end_is_delivered_agai
     assert control.take(1, 1) == []
     assert control.leftover(1) == [Steer("late one", True, "k1")]  # the re-run stopped again before point 2
     assert control.leftover(1) == []
+
+
+def test_a_crafted_at_end_that_is_not_true_is_an_ordinary_delivery_and_one_without_an_int_point_is_none():
+    """Only ``at_end: true`` marks a steer put in the conversation after its turn stopped; any other value (a crafted
+    record) is read as the delivery at its point it claims to be, and never crashes the re-run's reading."""
+    records = [
+        StoredRecord(1, b"", b"", 1, 1, "model_call", {"index": 0, "request_digest": "d"}),
+        StoredRecord(2, b"", b"", 2, 1, "steer", {"text": "x", "at_call": 0, "id": "k1", "at_end": "yes"}),
+        StoredRecord(3, b"", b"", 3, 1, "steer", {"text": "y", "at_call": 1, "id": "k2", "at_end": 1}),
+        StoredRecord(4, b"", b"", 4, 1, "steer", {"text": "z", "at_call": "1", "at_end": True}),  # no int point
+    ]
+    assert recorded_steers(records, 1) == [RecordedSteer(0, "x", 2, "k1"), RecordedSteer(1, "y", 3, "k2")]
