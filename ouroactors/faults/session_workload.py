@@ -234,7 +234,6 @@ class _Driver:
         self.sent: list[tuple[str, str]] = []
         self.errors: list[str] = []
         self.approvals = 0
-        self.steered = False  # the steer was answered (see _steer)
         self.cursor = 0
         self.spares = spares_of(config)
         self.mark = mark  # the event log's length when the run began (see _spare_ready)
@@ -358,7 +357,6 @@ class _Driver:
         try:
             with self.api() as sessions:
                 sessions.steer(self.sid, STEER)
-            self.steered = True
         except OuroactorsError as exc:
             self._error("steer", exc)
 
