@@ -59,7 +59,7 @@ from .runtime.coordinator.messages import (
     StopReading,
     WaitSession,
 )
-from .runtime.coordinator.record import PublishedEvent
+from .runtime.coordinator.record import PublishedEvent, approval_of_wait
 
 log = logging.getLogger(__name__)
 DIRECTORY = "agent/sessions"
@@ -313,11 +313,12 @@ class Sessions:
         from .authorities.grants.operators import read_credentials
 
         name, token = read_credentials(self.data_dir)  # the verified identity: grants checks the token
-        found = [a for a in ask_authority(self.system, GRANTS, ListApprovals(None, session_id))
-                 if a.approval_id == approval_id]
-        if not found:
+        # its id, or the id of the wait `session show` names (which pins the version and the call)
+        approval = approval_of_wait(list(ask_authority(self.system, GRANTS, ListApprovals(None, session_id))),
+                                    approval_id)
+        if approval is None:
             raise OuroactorsError(f"session {session_id!r} has no approval {approval_id!r}")
-        approval = found[0]  # answered for exactly the call it was asked for, at the version the operator saw
+        approval_id = approval.approval_id  # answered for exactly the call it was asked for, at the version seen
         version = approval.state_version if expected_version is None else expected_version
         answered = ask_authority(self.system, GRANTS, AnswerApproval(approval_id, approve, name, token,
                                                                      approval.call_digest, version, reason))

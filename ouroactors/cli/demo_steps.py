@@ -18,30 +18,10 @@ from ..supervision.events import EventReader
 from ..system.handle import ActorSystem
 from . import demo_agent as setup
 from .demo import Narrator, cli, show_cli, wait_for
+from .session_text import event_summary
 
 TERMINAL = ("completed", "failed", "cancelled")
 STEER = "when you are done, say so in one line"  # sent while the slow command runs, just before the kill
-
-
-def summary(kind: str, data: dict[str, Any]) -> str:
-    if kind == "text":
-        return repr(data.get("text", ""))
-    if kind == "tool_call":
-        return f"{data.get('name')} {data.get('arguments')} ({data.get('call_id')})"
-    if kind == "tool_result":
-        return f"{data.get('status')} ({data.get('call_id')})"
-    if kind == "approval_needed":
-        return f"{data.get('tool')} ({data.get('call_id')}): {data.get('reason')}"
-    if kind == "turn_settled":
-        return f"{data.get('status')}: {data.get('reason')}"
-    if kind == "turn_started":
-        return repr(data.get("prompt", ""))
-    if kind == "steered":
-        again = ", a lost run's steer delivered again" if data.get("redelivered") else ""
-        if data.get("at_end"):
-            return f"{data.get('text', '')!r} (after the turn stopped: for the next turn's model{again})"
-        return f"{data.get('text', '')!r} (before model call {data.get('at_call')}{again})"
-    return str(data)
 
 
 class Demo:
@@ -60,7 +40,7 @@ class Demo:
         """Print the session's committed events after the last one shown, until ``stop(event)`` holds."""
         for event in self.sessions.events(self.sid, after=self.cursor, follow=True, idle_timeout=20):
             self.cursor = event.cursor
-            self.n.said(f"  {event.cursor:>3} {event.kind:<16} {summary(event.kind, event.data)}")
+            self.n.said(f"  {event.cursor:>3} {event.kind:<16} {event_summary(event.kind, event.data)}")
             if stop(event):
                 return event
         view = self.sessions.show(self.sid)
@@ -291,4 +271,4 @@ class Demo:
                     "so the next boot's recovery sweep has nothing to resume")
 
 
-__all__ = ["Demo", "summary"]
+__all__ = ["Demo"]

@@ -26,6 +26,7 @@ from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
+from .session_text import arguments_text, event_summary
 
 
 class MessageField(click.ParamType):
@@ -158,8 +159,18 @@ def session_list(data_dir: str, show_all: bool) -> None:
 @click.argument("session_id", type=SESSION_ID)
 @reports_errors
 def session_show(data_dir: str, session_id: str) -> None:
-    """A session's durable state: workflow state, version, cursor, runtime, reason."""
-    _print_view(_sessions(data_dir).show(session_id))
+    """A session's durable state: workflow state, version, cursor, runtime, reason (and what an approval it waits
+    on asks for, with the commands that answer it)."""
+    api = _sessions(data_dir)
+    view = api.show(session_id)
+    _print_view(view)
+    if view.state == "waiting:approval":
+        for approval in api.approvals(session_id):
+            console.print(f"{'approval':>17}: {approval.approval_id} {approval.tool} "
+                          f"{arguments_text(approval.arguments)} (asked at version {approval.state_version})",
+                          markup=False, highlight=False)
+            console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
+                          markup=False, highlight=False)
 
 
 @session.command("artifacts")
@@ -237,8 +248,7 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
             click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
                                    "generation": event.generation, "data": event.data}, default=repr))
         else:
-            text = event.data.get("text") or event.data.get("status") or event.data.get("name") or ""
-            click.echo(f"{event.cursor:>6} {event.kind:<14} {text}")
+            click.echo(f"{event.cursor:>6} {event.kind:<16} {event_summary(event.kind, event.data)}")
 
 
 version_option = click.option("--expected-version", type=VERSION, default=None,
@@ -250,7 +260,7 @@ def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, rea
     api = _sessions(data_dir)
     answer = api.approve if approve else api.deny
     answered = answer(session_id, approval_id, reason, expected_version=expected_version)
-    console.print(f"{approval_id}: {answered.status} by {answered.answered_by}", markup=False)
+    console.print(f"{answered.approval_id}: {answered.status} by {answered.answered_by}", markup=False)
 
 
 @session.command("approve")
@@ -262,7 +272,10 @@ def _answer(data_dir: str, session_id: str, approval_id: str, approve: bool, rea
 @reports_errors
 def session_approve(data_dir: str, session_id: str, approval_id: str, reason: str | None,
                    expected_version: int | None) -> None:
-    """Approve the session's pending approval APPROVAL_ID as the data dir's operator."""
+    """Approve the session's pending approval APPROVAL_ID as the data dir's operator.
+
+    APPROVAL_ID is the approval's id (approval-…) or the id of the wait that `session show` names (ask.vN.…,
+    which pins the state version and the call): both are printed by `session show`."""
     _answer(data_dir, session_id, approval_id, True, reason, expected_version)
 
 
@@ -275,7 +288,8 @@ def session_approve(data_dir: str, session_id: str, approval_id: str, reason: st
 @reports_errors
 def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str | None,
                    expected_version: int | None) -> None:
-    """Deny the session's pending approval APPROVAL_ID as the data dir's operator."""
+    """Deny the session's pending approval APPROVAL_ID (its id, or the wait id `session show` names) as the data
+    dir's operator."""
     _answer(data_dir, session_id, approval_id, False, reason, expected_version)
 
 

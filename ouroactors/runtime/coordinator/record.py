@@ -41,6 +41,8 @@ __all__ = [
     "SessionRecord",
     "Sweep",
     "WorkspaceLease",
+    "approval_of_wait",
+    "approval_wait_id",
     "check_id",
 ]
 
@@ -119,6 +121,30 @@ class PendingWait(Record):
     @classmethod
     def _wait_id(cls, value: str) -> str:
         return check_id(value, "wait_id")
+
+
+_APPROVAL_WAIT = re.compile(r"ask\.v(\d{1,18})\.([0-9a-f]{16})")
+
+
+def approval_wait_id(version: int, proposal_digest: str) -> str:
+    """The id of an approval wait asked at state ``version`` for the proposal with ``proposal_digest``: the one
+    ``session show`` prints, and which names the approval as surely as its own id (:func:`approval_of_wait`)."""
+    return f"ask.v{version}.{proposal_digest[:16]}"
+
+
+def approval_of_wait(approvals: list[Any], given: str) -> Any | None:
+    """The approval ``given`` names: its own id (``approval-…``), or the id of the wait it answers (``ask.vN.…``,
+    :func:`approval_wait_id`: the version and the call's digest, so it cannot name another call or an older ask).
+    None if none does."""
+    for approval in approvals:
+        if approval.approval_id == given:
+            return approval
+    wait = _APPROVAL_WAIT.fullmatch(given)
+    if wait is None:
+        return None
+    version, prefix = int(wait.group(1)), wait.group(2)
+    found = [a for a in approvals if a.state_version == version and str(a.call_digest).startswith(prefix)]
+    return found[-1] if found else None
 
 
 class SessionRecord(Record):

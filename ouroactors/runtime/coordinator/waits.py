@@ -56,7 +56,7 @@ from ...core.codec import digest_of
 from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
 from .messages import JOB_EXPIRY_S, ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
-from .record import PendingWait, ResumeApplied, SessionRecord
+from .record import PendingWait, ResumeApplied, SessionRecord, approval_wait_id
 from .resume import ActorKind, Kind, ResumeEvent, VerifiedActor, system_actor
 from .timers import due_event
 from .views import view_of
@@ -163,7 +163,7 @@ class Waits:
                 continue
             version = record.state_version + 1  # the waiting state's version: the approval is asked at it
             call = {k: event.data.get(k) for k in ("tool", "arguments", "call_id")}
-            return PendingWait(kind="approval", wait_id=f"ask.v{version}.{digest[:16]}", issued_at_version=version,
+            return PendingWait(kind="approval", wait_id=approval_wait_id(version, digest), issued_at_version=version,
                                proposal_digest=digest, call=call), left
         return None, left
 

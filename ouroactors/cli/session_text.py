@@ -1,0 +1,51 @@
+"""One line of text per committed session event: what ``session events`` prints and the demo narrates.
+
+A reader following a session wants to know, line by line, what the model said, which tool it called with what,
+and what waits on them — an approval's tool and call, not a bare ``approval_needed``. The full event is one
+``--json`` away; these lines are for reading. Arguments keys starting with ``_`` (what an approval was judged
+against: a file's hash, the workspace's) are left out of the line: ``approvals show`` prints the whole call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ARGUMENTS_CHARS = 120  # an argument summary longer than this is cut (with "…"): one line per event
+
+
+def arguments_text(arguments: Any, limit: int = ARGUMENTS_CHARS) -> str:
+    """``arguments`` as compact JSON, keys sorted, private (``_``) keys left out, at most ``limit`` characters."""
+    if isinstance(arguments, dict):
+        arguments = {k: v for k, v in arguments.items() if not str(k).startswith("_")}
+    try:
+        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):  # keys of mixed types: still one line
+        text = repr(arguments)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def event_summary(kind: str, data: dict[str, Any]) -> str:
+    """The line's text for an event of ``kind`` with ``data`` (an unknown kind: its data as compact JSON)."""
+    if kind == "text":
+        return repr(data.get("text", ""))
+    if kind == "tool_call":
+        return f"{data.get('name')} {arguments_text(data.get('arguments'))} ({data.get('call_id')})"
+    if kind == "tool_result":
+        return f"{data.get('status')} ({data.get('call_id')})"
+    if kind == "approval_needed":
+        return (f"{data.get('tool')} {arguments_text(data.get('arguments'))} ({data.get('call_id')}): "
+                f"{data.get('reason')}")
+    if kind == "turn_settled":
+        return f"{data.get('status')}: {data.get('reason')}"
+    if kind == "turn_started":
+        return repr(data.get("prompt", ""))
+    if kind == "steered":
+        again = ", a lost run's steer delivered again" if data.get("redelivered") else ""
+        if data.get("at_end"):
+            return f"{data.get('text', '')!r} (after the turn stopped: for the next turn's model{again})"
+        return f"{data.get('text', '')!r} (before model call {data.get('at_call')}{again})"
+    return arguments_text(data, limit=2 * ARGUMENTS_CHARS)
+
+
+__all__ = ["ARGUMENTS_CHARS", "arguments_text", "event_summary"]

@@ -1,0 +1,69 @@
+"""The line ``session events`` prints per event, and how a wait id names its approval (both pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ouroactors.cli.session_text import ARGUMENTS_CHARS, arguments_text, event_summary
+from ouroactors.runtime.coordinator.record import approval_of_wait, approval_wait_id
+
+
+def test_each_kind_names_what_a_reader_acts_on():
+    assert event_summary("turn_started", {"prompt": "tidy up"}) == "'tidy up'"
+    assert event_summary("text", {"text": "on it"}) == "'on it'"
+    assert event_summary("tool_call", {"name": "write", "call_id": "w1",
+                                       "arguments": {"path": "a.txt", "content": "x"}}) == \
+        'write {"content": "x", "path": "a.txt"} (w1)'
+    assert event_summary("tool_result", {"call_id": "w1", "status": "failed"}) == "failed (w1)"
+    needed = event_summary("approval_needed", {"tool": "shell", "call_id": "s1", "reason": "no rule",
+                                               "arguments": {"command": "make", "_judged_against": {"files": 3}}})
+    assert needed == 'shell {"command": "make"} (s1): no rule'  # what it was judged against: `approvals show`
+    assert event_summary("turn_settled", {"status": "completed", "reason": "the model answered"}) == \
+        "completed: the model answered"
+    assert event_summary("steered", {"text": "stop", "at_call": 2}) == "'stop' (before model call 2)"
+    assert "next turn" in event_summary("steered", {"text": "stop", "at_end": True})
+    assert "again" in event_summary("steered", {"text": "stop", "at_call": 1, "redelivered": True})
+    assert event_summary("something_new", {"b": 1, "a": [2]}) == '{"a": [2], "b": 1}'
+
+
+def test_a_summary_is_one_bounded_line_whatever_the_arguments():
+    long = event_summary("tool_call", {"name": "write", "call_id": "c", "arguments": {"content": "y" * 5000}})
+    assert len(long) < ARGUMENTS_CHARS + 20 and "…" in long
+    assert arguments_text({1: "a", "b": 2}) in ("{1: 'a', 'b': 2}", '{"1": "a", "b": 2}')  # mixed keys: no crash
+    assert arguments_text(None) == "null" and arguments_text("text") == '"text"'
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                max_size=3), max_leaves=12),
+       st.sampled_from(["tool_call", "approval_needed", "text", "turn_started", "steered", "x"]))
+def test_any_event_data_gives_a_line(arguments, kind):
+    line = event_summary(kind, {"arguments": arguments, "text": arguments, "prompt": arguments, "at_end": arguments})
+    assert isinstance(line, str)
+
+
+@dataclass
+class _Approval:
+    approval_id: str
+    state_version: int
+    call_digest: str
+
+
+DIGEST = "dd2002ed021310cb" + "7" * 48
+
+
+def test_a_wait_id_names_the_approval_of_its_version_and_call():
+    approvals = [_Approval("approval-old", 2, DIGEST), _Approval("approval-new", 4, DIGEST),
+                 _Approval("approval-other", 4, "ab" * 32)]
+    assert approval_wait_id(4, DIGEST) == "ask.v4.dd2002ed021310cb"
+    assert approval_of_wait(approvals, "ask.v4.dd2002ed021310cb").approval_id == "approval-new"
+    assert approval_of_wait(approvals, "ask.v2.dd2002ed021310cb").approval_id == "approval-old"
+    assert approval_of_wait(approvals, "approval-other").approval_id == "approval-other"
+    assert approval_of_wait(approvals, "ask.v3.dd2002ed021310cb") is None  # no ask at that version
+    assert approval_of_wait(approvals, "ask.v4.0000000000000000") is None  # another call
+    for malformed in ("ask.v4.dd2002ed021310c", "ask.v4.DD2002ED021310CB", "ask.vx.dd2002ed021310cb",
+                      "ask.v4.dd2002ed021310cb.", "approval-", ""):
+        assert approval_of_wait(approvals, malformed) is None, malformed
