@@ -198,3 +198,94 @@ def show(data_dir: str, session: str, start: int | None, limit: int, as_json: bo
         when = datetime.fromtimestamp(r.at / 1e9, tz=UTC).strftime("%H:%M:%S.%f")[:-3] if r.at else "-"
         table.add_row(str(r.seq), when, "-" if r.turn is None else str(r.turn), r.kind, _summary(r.kind, r.fields))
     console.print(table)
+
+
+# -- moving evidence: a journal as one portable file -----------------------------------------------------------
+
+@journal.command("export")
+@data_dir_option
+@click.argument("session")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="the file to write (default: SESSION.journal here); an existing file is not overwritten")
+@reports_errors
+def export(data_dir: str, session: str, output: str | None) -> None:
+    """Write SESSION's journal to one portable file, byte for byte (records, head, blobs).
+
+    The file carries its own chain: `journal import` on another data dir, then `journal verify` / `replay` there,
+    check it as here. It vouches for itself only: compare the head hash printed here with the one the importer
+    sees (a forger who rewrites every record can recompute every hash). Exit 1 if the chain does not verify here
+    (the file is written anyway: a broken journal is evidence too)."""
+    from ..runtime.execution import archive, reading
+
+    env = _open(data_dir)
+    _need(env, session)
+    target = Path(output if output is not None else f"{session}.journal")
+    if target.exists():
+        raise click.BadParameter(f"{target} exists already (choose another file)", param_hint="--output")
+    data = archive.export_journal(env, session)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_bytes(data)
+    partial.replace(target)  # whole or not at all: a reader never finds half an archive
+    verdict = reading.verify(env, session)
+    head = verdict.head_hash.hex() if verdict.head_hash else "-"
+    console.print(f"{target}: session {session}, {verdict.records} records ({len(data)} bytes), head seq "
+                  f"{verdict.head_seq} hash {head}", markup=False, highlight=False)
+    if not verdict.ok:
+        err_console.print(f"the chain is BROKEN here at seq {verdict.broken_seq}: {verdict.reason}", style="red",
+                          markup=False, highlight=False)
+        sys.exit(1)
+    console.print(f"chain ok; to check it elsewhere: ouroactors journal import {target} --data-dir DIR, then "
+                  f"ouroactors journal verify {session} --data-dir DIR (the same head hash)", markup=False,
+                  highlight=False)
+
+
+@journal.command("import")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=".ouroactors", show_default=True,
+              help="the data directory to import into (created if it holds no ouroactors data yet)")
+@click.argument("archive_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--as", "session", default=None, help="the session id to import under (default: the exported one)")
+@click.option("--keep-broken", is_flag=True, help="import a journal whose chain does not verify (to inspect it)")
+@reports_errors
+def import_(data_dir: str, archive_file: str, session: str | None, keep_broken: bool) -> None:
+    """Import a journal written by `journal export`, to verify, replay and show it here.
+
+    Refused, with nothing written: a file that is not an archive, a session id that has a journal or a session
+    here already (a session created under the id would continue that history as its own), and — unless
+    --keep-broken — a chain that does not verify (the first bad seq is named; exit 1)."""
+    import tempfile
+
+    from ..authorities.storage.env import StorageConfig, close_env, db, open_env
+    from ..runtime.execution import archive, reading
+    from ..runtime.execution.journal import JournalError
+
+    data = Path(archive_file).read_bytes()
+    with tempfile.TemporaryDirectory(prefix="ouroactors-import-") as scratch:  # checked first, apart
+        config = StorageConfig.under(scratch, map_size=max(64 << 20, 4 * len(data)))
+        scratch_env = open_env(config)
+        try:
+            name = archive.import_journal(scratch_env, data, session=session)
+            verdict = reading.verify(scratch_env, name)
+        except JournalError as exc:
+            raise click.BadParameter(f"{archive_file}: {exc}", param_hint="ARCHIVE_FILE") from None
+        finally:
+            close_env(config)
+    head = verdict.head_hash.hex() if verdict.head_hash else "-"
+    if not verdict.ok and not keep_broken:
+        err_console.print(f"{archive_file}: the chain is BROKEN at seq {verdict.broken_seq}: {verdict.reason}; "
+                          "nothing imported (--keep-broken imports it to inspect)", style="red", markup=False,
+                          highlight=False)
+        sys.exit(1)
+    env = open_env(StorageConfig.under(data_dir))
+    with env.begin() as txn:
+        if txn.get(name.encode(), db=db(env, b"sessions")) is not None:
+            raise click.BadParameter(f"a session {name!r} exists in {data_dir}: import under another id (--as)",
+                                     param_hint="--as")
+    try:
+        archive.import_journal(env, data, session=name)
+    except JournalError as exc:
+        raise click.BadParameter(str(exc), param_hint="--as") from None
+    console.print(f"imported session {name}: {verdict.records} records, head seq {verdict.head_seq} hash {head}"
+                  + ("" if verdict.ok else f" — BROKEN at seq {verdict.broken_seq}"), markup=False,
+                  highlight=False)
+    console.print(f"next: ouroactors journal verify {name} --data-dir {data_dir}; ouroactors journal replay "
+                  f"{name} --data-dir {data_dir}", markup=False, highlight=False)

@@ -60,6 +60,25 @@ def test_create_get_and_reopen(store, config) -> None:
     assert SessionStore(open_env(config)).get("nope") is None
 
 
+def test_an_id_with_a_journal_already_is_refused(store) -> None:
+    """A session created under the id of an imported (or orphaned) journal would continue that history as its own
+    conversation: refused, with nothing written, and the error survives pickling (it crosses actors)."""
+    import pickle
+    from pathlib import Path
+
+    from ouroactors.runtime.execution.archive import read_archive
+
+    corpus = Path(__file__).resolve().parents[1] / "data" / "journals" / "tools.journal"
+    read_archive(store.env, corpus, session="imported-1")
+    before = store.env.info()["last_txnid"]
+    with pytest.raises(SessionExists, match="has a journal here already") as refused:
+        store.create(new_record("imported-1"))
+    assert store.get("imported-1") is None and store.env.info()["last_txnid"] == before
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert str(again) == str(refused.value) and again.session_id == "imported-1"
+    committed(store.create(new_record("imported-2")))  # other ids as before
+
+
 def test_bad_ids_are_refused_and_write_nothing(store) -> None:
     with pytest.raises(ValueError):
         new_record("a/b")

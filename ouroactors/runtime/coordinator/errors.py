@@ -8,9 +8,12 @@ __all__ = ["NotOwner", "RevisionConflict", "SessionExists", "UnknownSession"]
 
 
 class SessionExists(OuroactorsError):
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        super().__init__(f"session {session_id!r} exists already")
+    def __init__(self, session_id: str, detail: str = "exists already") -> None:
+        self.session_id, self.detail = session_id, detail
+        super().__init__(f"session {session_id!r} {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.session_id, self.detail))
 
 
 class UnknownSession(OuroactorsError):

@@ -45,6 +45,7 @@ from ...authorities.storage.commit import Committed, Outcome, write
 from ...authorities.storage.env import StorageConfig, open_env
 from ...core import clock, faults
 from ...core.codec import Record, check_size, encode, seq_key, seq_of
+from ..execution.journal_format import head_key
 from . import resume as resume_rules
 from .errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
 from .keys import live_key, log_prefix, rejected_count_key, rejected_prefix, seen_key, timer_key
@@ -111,6 +112,10 @@ class SessionStore(StoreReads):
             key = record.session_id.encode()
             if txn.get(key, db=self.sessions) is not None:
                 raise SessionExists(record.session_id)
+            if txn.get(head_key(key), db=self.journal_anchor) is not None:  # an imported (or orphaned) journal:
+                # a session created under its id would continue that history as its own conversation
+                raise SessionExists(record.session_id, "has a journal here already (imported, or left by an "
+                                                       "earlier session): choose another id")
             if also is not None:
                 also(txn)
             now = clock.time_ns()

@@ -17,6 +17,7 @@ from ...authorities.storage.commit import Committed, write
 from ...authorities.storage.env import db
 from ...core.codec import CodecError, Record, decode, seq_key, seq_of
 from ...core.errors import CorruptRecord
+from ..execution.journal_format import ANCHOR_DB
 from .errors import RevisionConflict, UnknownSession
 from .keys import log_prefix, rejected_count_key, rejected_prefix, seen_key
 from .record import AcceptedEvent, PublishedEvent, Recoverable, RejectedEvent, SessionRecord, Sweep, check_id
@@ -39,6 +40,7 @@ class StoreReads:
         self.resumes = db(env, b"session_resume")
         self.timers = db(env, b"session_timers")
         self.quarantine = db(env, b"quarantine")
+        self.journal_anchor = db(env, ANCHOR_DB)  # the journals' heads: create() refuses an id that has one
         self.quarantined: set[str] = set()
         self._pending_quarantine: dict[bytes, bytes] = {}
 
