@@ -377,3 +377,6 @@ def session_add_principal(data_dir: str, name: str) -> None:
         raise click.BadParameter(str(exc), param_hint="NAME") from None
     Path(data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
     console.print(add_principal(data_dir, name), markup=False, highlight=False)
+
+
+from . import session_export as session_export  # noqa: E402  registers `session export` on the group above

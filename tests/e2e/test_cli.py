@@ -38,7 +38,7 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     assert result.returncode == 0, out + result.stderr
     assert "supervision_trees/agent.toml booted on multiproc" in out
     assert re.search(r"sandbox: (bwrap|none) — ", out), out  # bwrap if it works here, else the explicit none
-    assert re.search(r"approval_needed +edit \(call_demo_edit\): no rule", out), out
+    assert re.search(r"approval_needed +edit \{.*\} \(call_demo_edit\): no rule", out), out
     assert "approved by operator:" in out
     assert re.search(r"ledger: demo-\d+/t1/call_demo_slow is ambiguous", out), out
     assert "coordinator: session parked — ambiguous_effect" in out

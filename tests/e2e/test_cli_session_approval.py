@@ -81,8 +81,38 @@ def test_the_cli_names_the_approval_and_answers_it_by_the_wait_id(tmp_path):
         assert "tool_result      ok (w1)" in settled.stdout
         after = _shown(tmp_path, "a1", "suspended")
         assert "approval:" not in after  # nothing pending is named once the session moved on
+        _check_export(tmp_path, approval_id)
 
         served.proc.send_signal(signal.SIGTERM)
         assert served.finish()[0] == 0
     finally:
         served.kill()
+
+
+def _check_export(tmp_path: Path, approval_id: str) -> None:
+    """``session export``: the whole durable history in one file, consistent with what the other commands show."""
+    import base64
+
+    exported = cli("session", "export", "a1", "-o", "a1.json", cwd=tmp_path)
+    assert exported.returncode == 0 and "chain ok" in exported.stdout, exported.stderr
+    doc = json.loads((tmp_path / "a1.json").read_text())
+    assert doc["format"] == "ouroactors.session" and doc["unreadable"] == []
+    session = doc["session"]
+    assert session["state"] == "suspended" and session["principal"].startswith("user:")
+    assert session["tenant"] and session["channels"] and session["pinned"]["workflow"]  # identifiers, versions
+    assert doc["next_valid"] == ["message", "resume", "wait_timer", "wait_job", "cancel"]
+    events = [json.loads(line) for line in cli("session", "events", "a1", "--json", cwd=tmp_path).stdout.splitlines()]
+    assert [(e["cursor"], e["kind"]) for e in doc["events"]] == [(e["cursor"], e["kind"]) for e in events]
+    [write] = [e for e in doc["effects"] if e["kind"] == "file_write"]
+    assert write["status"] == "ok" and write["idempotency_key"]  # a completed tool result with its key
+    [approval] = doc["approvals"]
+    assert approval["approval_id"] == approval_id and approval["status"] in ("approved", "consumed")
+    kinds = [a["kind"] for a in doc["resume_events"]["accepted"]]
+    assert kinds[0] == "message" and "approval" in kinds  # what resumed it, in order
+    assert [a["path"] for a in doc["artifacts"]] == [str(tmp_path / "ws" / "out.txt")]
+    archive = tmp_path / "a1.journal"
+    archive.write_bytes(base64.b64decode(doc["journal"]["archive_b64"]))
+    imported = cli("journal", "import", str(archive), "--data-dir", str(tmp_path / "audit"), cwd=tmp_path)
+    assert imported.returncode == 0 and doc["journal"]["head_hash"] in imported.stdout, imported.stdout
+    again = cli("session", "export", "a1", "-o", "a1.json", cwd=tmp_path)
+    assert again.returncode == 2 and "exists already" in again.stderr
