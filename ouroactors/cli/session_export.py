@@ -24,7 +24,8 @@ def session_export(data_dir: str, session_id: str, output: str | None) -> None:
     resume events, its ledger effects (idempotency keys, evidence), its approvals, its artifacts and its journal
     (verdict, head, and the archive `journal import` takes back).
 
-    Reads the data dir's files in one snapshot, with the system up or down: the data dir's owner only."""
+    Reads the data dir's files (the session's records in one snapshot), with the system up or down: the data
+    dir's owner only."""
     from ..authorities.storage.env import StorageConfig, open_env
     from ..runtime.coordinator.export import export_session
 

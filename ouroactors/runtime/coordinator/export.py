@@ -5,8 +5,9 @@ history and the workflow state, the pinned versions, completed model and tool re
 pending timers, jobs and approvals with their expiry rules, the identifiers (conversation, artifact, actor, tenant,
 channel) and the next valid transitions. They live in five places of the node's LMDB environment — the session
 record and its published log (this package), the accepted and rejected resume events, the ledger's effects, the
-grants authority's approvals, the journal — and this module reads them, in **one read transaction** (a consistent
-snapshot: nothing committed half-way through the export shows), into one document:
+grants authority's approvals, the journal — and this module reads them into one document: the record, its log,
+resume events, effects and approvals in **one read transaction** (a consistent snapshot: nothing committed half-way
+through shows), the journal's archive after it (a journal only grows, and its verdict is of those very bytes):
 
 ``format`` / ``version`` · ``session`` (the record as stored) · ``next_valid`` · ``events`` (cursor order) ·
 ``resume_events`` (``accepted``, ``rejected``) · ``effects`` (ledger entries, in recording order) · ``approvals`` ·
