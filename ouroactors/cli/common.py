@@ -174,3 +174,30 @@ def reports_errors(func: F) -> F:
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]
+
+
+def write_new_file(target: str | os.PathLike[str], data: bytes, *, option: str = "--output") -> None:
+    """Write ``data`` to ``target`` whole, durably, and never over an existing file: a temporary file beside it is
+    written and fsynced, then *linked* into place (``link`` fails if the name exists, with no window between a check
+    and the write), then the directory is fsynced. An existing ``target`` is a :class:`click.BadParameter` naming
+    ``option``."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise click.BadParameter(f"{target} exists already (choose another file)", param_hint=option) from None
+    finally:
+        os.unlink(tmp)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

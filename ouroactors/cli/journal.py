@@ -18,7 +18,7 @@ import lmdb
 from rich.table import Table
 
 from . import main
-from .common import console, data_dir_option, err_console, reports_errors
+from .common import console, data_dir_option, err_console, reports_errors, write_new_file
 
 
 def _open(data_dir: str) -> lmdb.Environment:
@@ -220,12 +220,10 @@ def export(data_dir: str, session: str, output: str | None) -> None:
     env = _open(data_dir)
     _need(env, session)
     target = Path(output if output is not None else f"{session}.journal")
-    if target.exists():
+    if target.exists():  # before the export's work (write_new_file refuses it anyway, atomically)
         raise click.BadParameter(f"{target} exists already (choose another file)", param_hint="--output")
     data = archive.export_journal(env, session)
-    partial = target.with_name(f".{target.name}.partial")
-    partial.write_bytes(data)
-    partial.replace(target)  # whole or not at all: a reader never finds half an archive
+    write_new_file(target, data)  # whole, synced, never over another file
     verdict = reading.verify(env, session)
     head = verdict.head_hash.hex() if verdict.head_hash else "-"
     console.print(f"{target}: session {session}, {verdict.records} records ({len(data)} bytes), head seq "

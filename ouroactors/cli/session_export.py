@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import console, data_dir_option, reports_errors
+from .common import console, data_dir_option, reports_errors, write_new_file
 from .session import SESSION_ID, session
 
 
@@ -34,12 +34,10 @@ def session_export(data_dir: str, session_id: str, output: str | None) -> None:
         raise click.BadParameter(f"{data_dir}: no ouroactors data here (no {config.path}/data.mdb)",
                                  param_hint="--data-dir")
     target = Path(output if output is not None else f"{session_id}.session.json")
-    if target.exists():
+    if target.exists():  # before the export's work (write_new_file refuses it anyway, atomically)
         raise click.BadParameter(f"{target} exists already (choose another file)", param_hint="--output")
     document = export_session(open_env(config), session_id)
-    partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    partial.replace(target)  # whole or not at all
+    write_new_file(target, (json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode())
     journal = document["journal"]
     if journal is None:
         chain = "no journal"

@@ -49,7 +49,7 @@ def test_export_then_import_elsewhere_gives_the_same_bytes_and_head(dirs, tmp_pa
     assert exported.read_bytes() == (CORPUS / "tools.journal").read_bytes()  # byte for byte
     head = reading.head(open_env(StorageConfig.under(source)), "tools")
     assert head is not None and head.head_hash.hex() in out  # what an auditor compares out of band
-    assert not list(tmp_path.glob(".*.partial"))
+    assert not list(tmp_path.glob(".partial-*"))
 
     code, out = run("import", str(exported), "--data-dir", str(audit), "--as", "evidence")
     assert code == 0 and f"hash {head.head_hash.hex()}" in out, out
@@ -101,3 +101,15 @@ def test_an_id_a_session_has_here_is_refused(dirs):
     code, out = run("import", str(CORPUS / "tools.journal"), "--data-dir", str(audit), "--as", "s1")
     assert code == 2 and "a session 's1' exists" in out, out
     assert reading.head(open_env(StorageConfig.under(audit)), "s1") is None
+
+
+def test_write_new_file_never_replaces_and_leaves_no_temporary(tmp_path):
+    import click
+
+    from ouroactors.cli.common import write_new_file
+
+    target = tmp_path / "out.bin"
+    write_new_file(target, b"first")
+    with pytest.raises(click.BadParameter, match="exists already"):
+        write_new_file(target, b"second")  # the link fails: no window between a check and the write
+    assert target.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["out.bin"]
