@@ -84,3 +84,52 @@ def test_junk_archives_are_refused_and_write_nothing(env, doc):
     with pytest.raises(JournalError):
         import_journal(env, msgpack.packb(doc, use_bin_type=True))
     assert reading.sessions(env) == []
+
+
+def _corpus(name: str = "tools") -> dict[str, Any]:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "journals" / f"{name}.journal"
+    doc: dict[str, Any] = msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=False)
+    return doc
+
+
+@pytest.mark.parametrize("squat", ["wrong bytes", "bad address", "short address"])
+def test_an_archive_cannot_plant_a_blob_under_an_address_it_does_not_hash_to(env, squat):
+    """Blobs are content-addressed and shared by every session of the node: an archive whose blob is not the bytes
+    its address names (or whose address is no sha256) is refused whole — else it would squat the address, and the
+    session that later spills those bytes would find its own blob missing."""
+    import hashlib
+
+    from ouroactors.runtime.execution import blobs
+
+    doc = _corpus()
+    address = hashlib.sha256(b"a future session's large output").hexdigest()
+    planted = {"wrong bytes": {address: b"not those bytes"}, "bad address": {"zz" * 32: b"x"},
+               "short address": {"ab": b"x"}}[squat]
+    doc["blobs"] = {**doc["blobs"], **planted}
+    with pytest.raises(JournalError, match="blob"):
+        import_journal(env, msgpack.packb(doc, use_bin_type=True), session="squatter")
+    assert reading.sessions(env) == [] and blobs.get(env, address) is None
+
+
+def test_a_blob_stored_wrong_is_repaired_by_the_next_put_of_its_bytes(env):
+    """A blob whose stored bytes do not hash to its key (written by an older import, or damaged) does not hold the
+    address forever: putting the right bytes replaces it; putting bytes already right changes nothing."""
+    import hashlib
+
+    from ouroactors.authorities.storage.env import db
+    from ouroactors.runtime.execution import blobs
+
+    data = b"a large tool output" * 10
+    address = hashlib.sha256(data).hexdigest()
+    with env.begin(write=True) as txn:
+        txn.put(bytes.fromhex(address), b"squatted", db=db(env, blobs.BLOBS_DB))
+    assert blobs.get(env, address) is None  # read as missing, never as the wrong bytes
+    with env.begin(write=True) as txn:
+        blobs.put(txn, env, data, address)
+    assert blobs.get(env, address) == data
+    before = env.info()["last_txnid"]
+    with env.begin(write=True) as txn:
+        blobs.put(txn, env, data, address)  # already there and right: nothing to write
+    assert blobs.get(env, address) == data and env.info()["last_txnid"] == before  # an empty commit

@@ -8,6 +8,8 @@ session id given, refusing to overwrite a session that already has a journal.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from .journal import ANCHOR_DB, JOURNAL_DB, JournalError, JournalHead, check_ses
 from .reading import _head_in, _items, head
 
 FORMAT = "ouroactors.journal"
+_ADDRESS = re.compile(r"[0-9a-f]{64}")
 
 
 def export_journal(env: lmdb.Environment, session: str) -> bytes:
@@ -70,8 +73,10 @@ def import_journal(env: lmdb.Environment, data: bytes, *, session: str | None = 
     for i, value in enumerate(records):
         if not isinstance(value, bytes) or len(value) <= 72:
             raise JournalError(f"journal archive: records[{i}] is not a stored record (bytes over 72 long)")
-    if not all(isinstance(a, str) and isinstance(b, bytes) for a, b in found.items()):
-        raise JournalError("journal archive: blobs must map hex addresses to bytes")
+    for address, blob in found.items():  # content-addressed and shared by every session: only true addresses
+        if not isinstance(address, str) or not isinstance(blob, bytes) or not _ADDRESS.fullmatch(address) \
+                or hashlib.sha256(blob).hexdigest() != address:
+            raise JournalError(f"journal archive: blob {str(address)[:80]!r} is not the sha256 of its bytes")
     with env.begin(write=True) as txn:
         for value in records:
             seq = int.from_bytes(value[64:72], "big")

@@ -45,8 +45,19 @@ def is_reference(value: Any) -> bool:
 
 
 def put(txn: lmdb.Transaction, env: lmdb.Environment, data: bytes, address: str) -> None:
-    """Store ``data`` under its address (inside the caller's write transaction; idempotent)."""
-    txn.put(bytes.fromhex(address), data, db=db(env, BLOBS_DB), overwrite=False)
+    """Store ``data`` under its address (inside the caller's write transaction; idempotent): :func:`put_at`."""
+    put_at(txn, db(env, BLOBS_DB), bytes.fromhex(address), data)
+
+
+def put_at(txn: lmdb.Transaction, where: Any, key: bytes, data: bytes) -> None:
+    """Store ``data`` (whose sha256 is ``key``: the caller computed it) in the blobs database ``where``. Bytes already
+    there that hash to ``key`` are kept and nothing is written (a rewrite would dirty the tree's pages on every
+    open); bytes that do not — damaged, or planted under an address they do not hash to — are replaced, so no blob
+    holds an address it is not the content of."""
+    found = txn.get(key, db=where)
+    if found is not None and hashlib.sha256(found).digest() == key:
+        return
+    txn.put(key, data, db=where)
 
 
 def get(env: lmdb.Environment, address: str) -> bytes | None:

@@ -198,8 +198,8 @@ class Journal:
             for database, key, value in ops:
                 if value is None:
                     target.delete(key, db=database)
-                elif database is blobs_db:  # content-addressed: a blob already there is these bytes; rewriting it
-                    target.put(key, value, db=database, overwrite=False)  # would dirty its pages (every open's tools)
+                elif database is blobs_db:  # content-addressed: a blob already there is these bytes (checked);
+                    blobs.put_at(target, database, key, value)  # rewriting it would dirty its pages (every open's)
                 else:
                     target.put(key, value, db=database)
             if isolate:
