@@ -316,20 +316,24 @@ def test_large_fields_go_to_blobs(env):
     assert reading.verify(env, "s1").ok  # the chain covers the reference, not the blob
 
 
-def test_a_blob_already_stored_is_not_written_again(env):
+def test_a_blob_already_stored_is_not_written_again_unless_it_is_wrong(env):
     """Blobs are content-addressed: every open's session_opened spills the same tool specs, and rewriting them would
-    dirty their pages in each message's first commit. A blob already under the address is left as it is (shown by a
-    stand-in put there first: a rewrite would replace it)."""
+    dirty their pages in each message's first commit. A blob already under the address with the right bytes is
+    left as it is (nothing is written: test_replay_attacks' empty commit); one whose bytes do not hash to the
+    address (a stand-in put there) is replaced by the next append that spills the real bytes."""
     big = "y" * 10_000
     first = Journal(env, "s1")
     first.append("session_opened", {"big": big}, at=1)
     address = reading.records(env, "s1")[0].fields["big"]["$blob"]
+    with env.begin(db=db(env, b"journal_blobs")) as txn:
+        right = bytes(txn.get(bytes.fromhex(address)))
     with env.begin(write=True, db=db(env, b"journal_blobs")) as txn:
         txn.put(bytes.fromhex(address), b"stand-in")
+    assert blobs.get(env, address) is None  # a wrong blob reads as missing, never as other bytes
     again = Journal(env, "s2")
     assert again.append("session_opened", {"big": big}, at=2).committed
     with env.begin(db=db(env, b"journal_blobs")) as txn:
-        assert bytes(txn.get(bytes.fromhex(address))) == b"stand-in"
+        assert bytes(txn.get(bytes.fromhex(address))) == right
     assert reading.records(env, "s2")[0].fields["big"]["$blob"] == address and reading.verify(env, "s2").ok
 
 
