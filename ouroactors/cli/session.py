@@ -26,7 +26,7 @@ from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
-from .session_text import arguments_text, event_summary
+from .session_text import arguments_text, event_summary, wait_text
 
 
 class MessageField(click.ParamType):
@@ -104,7 +104,7 @@ def _print_view(view: Any) -> None:
     rows = [("session", view.session_id), ("state", view.state), ("state version", str(view.state_version)),
             ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
             ("principal", view.principal), ("rejected events", str(view.rejections)),
-            ("waits on", ", ".join(view.waits) or "-"),
+            ("waits on", ", ".join(wait_text(w) for w in view.waits) or "-"),
             ("next valid", ", ".join(getattr(view, "next_events", ())) or "none: terminal"),
             ("pinned", ", ".join(f"{k} {v}" for k, v in (getattr(view, "pinned", None) or {}).items()) or "-")]
     for key, value in rows:

@@ -9,6 +9,9 @@ against: a file's hash, the workspace's) are left out of the line: ``approvals s
 from __future__ import annotations
 
 import json
+import re
+import time
+from datetime import datetime
 from typing import Any
 
 ARGUMENTS_CHARS = 120  # an argument summary longer than this is cut (with "…"): one line per event
@@ -48,4 +51,24 @@ def event_summary(kind: str, data: dict[str, Any]) -> str:
     return arguments_text(data, limit=2 * ARGUMENTS_CHARS)
 
 
-__all__ = ["ARGUMENTS_CHARS", "arguments_text", "event_summary"]
+_WAIT = re.compile(r"(\S+) (\S+) due_ns=(\d+)")
+
+
+def wait_text(wait: str, now_s: float | None = None) -> str:
+    """A view's wait (``"<kind> <id> due_ns=<ns>"``) with its due time readable — a timer's firing, a job's expiry —
+    in local time and relative to ``now_s`` (default: now). Any other text is returned as it is."""
+    found = _WAIT.fullmatch(wait)
+    if found is None:
+        return wait
+    kind, wait_id, due_s = found.group(1), found.group(2), int(found.group(3)) / 1e9
+    try:
+        when = datetime.fromtimestamp(due_s).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    except (OverflowError, OSError, ValueError):  # a due time no calendar has: shown as it is
+        return wait
+    left = due_s - (time.time() if now_s is None else now_s)
+    relative = ("past due" if left < 0 else f"in {left:.1f} s" if left < 120 else f"in {left / 60:.0f} min"
+                if left < 7200 else f"in {left / 3600:.1f} h")
+    return f"{kind} {wait_id}, {'expires' if kind == 'external_job' else 'due'} {when} ({relative})"
+
+
+__all__ = ["ARGUMENTS_CHARS", "arguments_text", "event_summary", "wait_text"]

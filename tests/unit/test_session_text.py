@@ -67,3 +67,18 @@ def test_a_wait_id_names_the_approval_of_its_version_and_call():
     for malformed in ("ask.v4.dd2002ed021310c", "ask.v4.DD2002ED021310CB", "ask.vx.dd2002ed021310cb",
                       "ask.v4.dd2002ed021310cb.", "approval-", ""):
         assert approval_of_wait(approvals, malformed) is None, malformed
+
+
+def test_a_waits_due_time_is_read_as_a_time_and_how_far_off():
+    from ouroactors.cli.session_text import wait_text
+
+    now = 1_800_000_000.0
+    due = int((now + 30) * 1e9)
+    assert wait_text(f"timer timer.v3 due_ns={due}", now).endswith("(in 30.0 s)")
+    assert wait_text(f"timer timer.v3 due_ns={due}", now).startswith("timer timer.v3, due 2027-")
+    assert wait_text(f"external_job build-7 due_ns={int((now + 86400) * 1e9)}", now).endswith("(in 24.0 h)")
+    assert "expires" in wait_text(f"external_job build-7 due_ns={int((now + 600) * 1e9)}", now)
+    assert wait_text(f"external_job build-7 due_ns={int((now + 600) * 1e9)}", now).endswith("(in 10 min)")
+    assert wait_text(f"timer t due_ns={int((now - 5) * 1e9)}", now).endswith("(past due)")
+    assert wait_text("approval ask.v4.dd2002ed021310cb") == "approval ask.v4.dd2002ed021310cb"
+    assert wait_text("timer t due_ns=" + "9" * 40) == "timer t due_ns=" + "9" * 40  # out of any calendar
