@@ -26,7 +26,7 @@ from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
-from .session_text import arguments_text, event_summary, wait_text
+from .session_text import EventLines, arguments_text, wait_text
 
 
 class MessageField(click.ParamType):
@@ -243,12 +243,16 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
     """Committed events after --after, in cursor order, each once."""
     # this process starts no system: it may read the durable log itself, woken by whoever commits to it
     sessions = _sessions(data_dir, follow_direct=True)
-    for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):
-        if as_json:
-            click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
-                                   "generation": event.generation, "data": event.data}, default=repr))
-        else:
-            click.echo(f"{event.cursor:>6} {event.kind:<16} {event_summary(event.kind, event.data)}")
+    lines = EventLines(lambda text: click.echo(text, nl=False))
+    try:
+        for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):
+            if as_json:
+                click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
+                                       "generation": event.generation, "data": event.data}, default=repr))
+            else:
+                lines.event(event.cursor, event.kind, event.turn, event.data)
+    finally:
+        lines.end()
 
 
 version_option = click.option("--expected-version", type=VERSION, default=None,

@@ -11,10 +11,21 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 ARGUMENTS_CHARS = 120  # an argument summary longer than this is cut (with "…"): one line per event
+
+
+def printable(text: str, *, keep: str = "") -> str:
+    """``text`` safe for a terminal: every character that is not printable (an escape sequence's ESC, a carriage
+    return, a bell) is written as its escape (``\\x1b``) — a model chooses these strings, and a terminal would obey
+    them — except those in ``keep`` (a streamed answer keeps its newlines and tabs)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
 
 
 def arguments_text(arguments: Any, limit: int = ARGUMENTS_CHARS) -> str:
@@ -29,7 +40,12 @@ def arguments_text(arguments: Any, limit: int = ARGUMENTS_CHARS) -> str:
 
 
 def event_summary(kind: str, data: dict[str, Any]) -> str:
-    """The line's text for an event of ``kind`` with ``data`` (an unknown kind: its data as compact JSON)."""
+    """The line's text for an event of ``kind`` with ``data`` (an unknown kind: its data as compact JSON), made
+    :func:`printable`: a call id, a tool name or a reason may come from the model."""
+    return printable(_summary(kind, data))
+
+
+def _summary(kind: str, data: dict[str, Any]) -> str:
     if kind == "text":
         return repr(data.get("text", ""))
     if kind == "tool_call":
@@ -49,6 +65,34 @@ def event_summary(kind: str, data: dict[str, Any]) -> str:
             return f"{data.get('text', '')!r} (after the turn stopped: for the next turn's model{again})"
         return f"{data.get('text', '')!r} (before model call {data.get('at_call')}{again})"
     return arguments_text(data, limit=2 * ARGUMENTS_CHARS)
+
+
+class EventLines:
+    """The plain output of ``session events``: a line per event (cursor, kind, :func:`event_summary`), except that a
+    turn's consecutive ``text`` events continue one line — the model's answer as it streams, led by its first
+    event's cursor — instead of a line per delta. Everything written is :func:`printable`."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.text_turn: int | None = None  # the turn whose text line is open (not ended yet)
+        self.text_open = False
+
+    def event(self, cursor: int, kind: str, turn: int | None, data: dict[str, Any]) -> None:
+        if kind == "text" and isinstance(data.get("text"), str):
+            if not (self.text_open and self.text_turn == turn):
+                self.end()
+                self.write(f"{cursor:>6} {'text':<16} ")
+                self.text_open, self.text_turn = True, turn
+            self.write(printable(data["text"], keep="\n\t"))
+            return
+        self.end()
+        self.write(f"{cursor:>6} {printable(kind):<16} {event_summary(kind, data)}\n")
+
+    def end(self) -> None:
+        """End an open text line (before another event, and when the output ends)."""
+        if self.text_open:
+            self.write("\n")
+            self.text_open = False
 
 
 _WAIT = re.compile(r"(\S+) (\S+) due_ns=(\d+)")
@@ -71,4 +115,4 @@ def wait_text(wait: str, now_s: float | None = None) -> str:
     return f"{kind} {wait_id}, {'expires' if kind == 'external_job' else 'due'} {when} ({relative})"
 
 
-__all__ = ["ARGUMENTS_CHARS", "arguments_text", "event_summary", "wait_text"]
+__all__ = ["ARGUMENTS_CHARS", "EventLines", "arguments_text", "event_summary", "printable", "wait_text"]

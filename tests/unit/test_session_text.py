@@ -82,3 +82,30 @@ def test_a_waits_due_time_is_read_as_a_time_and_how_far_off():
     assert wait_text(f"timer t due_ns={int((now - 5) * 1e9)}", now).endswith("(past due)")
     assert wait_text("approval ask.v4.dd2002ed021310cb") == "approval ask.v4.dd2002ed021310cb"
     assert wait_text("timer t due_ns=" + "9" * 40) == "timer t due_ns=" + "9" * 40  # out of any calendar
+
+
+def test_a_turns_streamed_text_reads_as_one_line_and_nothing_reaches_the_terminal_raw():
+    from ouroactors.cli.session_text import EventLines, printable
+
+    out: list[str] = []
+    lines = EventLines(out.append)
+    lines.event(1, "turn_started", 1, {"prompt": "hi"})
+    for cursor, delta in enumerate(["The ", "notes\n", "have\ttwo ", "tasks.\x1b[2J"], start=2):
+        lines.event(cursor, "text", 1, {"text": delta})
+    lines.event(6, "tool_call", 1, {"name": "shell", "call_id": "c\x1b]0;pwned\x07", "arguments": {"command": "ls"}})
+    lines.event(7, "text", 1, {"text": "after"})
+    lines.event(8, "text", 2, {"text": "next turn"})  # another turn's text starts its own line
+    lines.end()
+    lines.end()  # idempotent
+    text = "".join(out)
+    assert text.splitlines() == [
+        "     1 turn_started     'hi'",
+        "     2 text             The notes",
+        "have\ttwo tasks.\\x1b[2J",  # a newline the model wrote is kept; an escape sequence is not obeyed
+        '     6 tool_call        shell {"command": "ls"} (c\\x1b]0;pwned\\x07)',
+        "     7 text             after",
+        "     8 text             next turn",
+    ]
+    assert "\x1b" not in text and "\x07" not in text
+    assert printable("plain") == "plain" and printable("a\rb") == "a\\rb" and printable("a\nb") == "a\\nb"
+    assert printable("a\nb", keep="\n") == "a\nb"

@@ -86,7 +86,9 @@ class OpenAIProvider:
             key = self._environ.get(name)
             if not key:
                 raise ModelError(ModelErrorKind.CONFIG, f"environment variable {name!r} (model.api_key_env) is "
-                                 "not set or empty; it must hold the API key")
+                                 "not set or empty in the runtime's environment; it must hold the API key (a "
+                                 "runtime inherits the environment of the system serving the data dir: set it "
+                                 "where `ouroactors run` starts, then restart the system)")
             headers["authorization"] = f"Bearer {key}"
         return headers
 
