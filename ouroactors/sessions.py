@@ -276,6 +276,27 @@ class Sessions:
             if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
                 return
 
+    # -- export --------------------------------------------------------------------------------------------------
+
+    def export(self, session_id: str) -> dict[str, Any]:
+        """The session's whole durable history as one JSON-ready document — what ``ouroactors session export``
+        writes (:mod:`ouroactors.runtime.coordinator.export`: record, next valid transitions, events, resume events,
+        ledger effects, approvals, artifacts, journal). Read from the data dir's files in this process, by a principal
+        that may read the session (asked first); an environment this process did not hold open is closed again, so
+        a system started here later forks with no LMDB handle."""
+        from .authorities.storage.env import StorageConfig, close_env, is_open, open_env
+        from .runtime.coordinator.export import export_session
+
+        self.show(session_id)  # may this principal read it? (an unknown session is an error here too)
+        config = StorageConfig.under(self.data_dir)
+        ours = not is_open(config)
+        env = open_env(config)
+        try:
+            return export_session(env, session_id)
+        finally:
+            if ours:
+                close_env(config)
+
     # -- artifacts ---------------------------------------------------------------------------------------------
 
     def artifacts(self, session_id: str) -> builtins.list[Any]:

@@ -59,3 +59,18 @@ def test_steer_reaches_the_running_turn_and_cancel_ends_the_session(talking):
     with pytest.raises(OuroactorsError, match="cancelled"):
         sessions.send("s1", "more")
     assert sessions.list() == [] and [v.state for v in sessions.list(all=True)] == ["cancelled"]
+
+
+def test_a_suspended_session_exports_its_history_from_python(talking):
+    from ouroactors.authorities.storage.env import StorageConfig, is_open
+
+    system, sessions = talking
+    sessions.suspend("s1")
+    doc = sessions.export("s1")
+    assert doc["session"]["state"] == "suspended" and "resume" in doc["next_valid"]
+    assert [e["cursor"] for e in doc["events"]] == [e.cursor for e in sessions.events("s1")]
+    assert [a["kind"] for a in doc["resume_events"]["accepted"]] == ["message"]
+    assert doc["journal"]["ok"] and doc["journal"]["records"] > 0
+    assert not is_open(StorageConfig.under(system.data_dir))  # nothing left open for a later fork
+    with pytest.raises(OuroactorsError):
+        sessions.export("nobody")
