@@ -202,6 +202,31 @@ def show(data_dir: str, session: str, start: int | None, limit: int, as_json: bo
 
 # -- moving evidence: a journal as one portable file -----------------------------------------------------------
 
+def _checked(data: bytes, session: str | None, what: str) -> tuple[str, Any]:
+    """``(session id, chain verdict)`` of an archive's bytes, imported into a scratch environment of its own (so the
+    verdict is of exactly these bytes); a file that is not an archive is a usage error naming ``what``."""
+    import tempfile
+
+    from ..authorities.storage.env import StorageConfig, close_env, open_env
+    from ..runtime.execution import archive, reading
+    from ..runtime.execution.journal import JournalError
+
+    with tempfile.TemporaryDirectory(prefix="ouroactors-archive-") as scratch:
+        config = StorageConfig.under(scratch, map_size=max(64 << 20, 4 * len(data)))
+        env = open_env(config)
+        try:
+            name = archive.import_journal(env, data, session=session)
+            return name, reading.verify(env, name)
+        except JournalError as exc:
+            raise click.BadParameter(f"{what}: {exc}", param_hint="ARCHIVE_FILE") from None
+        finally:
+            close_env(config)
+
+
+def _head_text(verdict: Any) -> str:
+    return f"head seq {verdict.head_seq} hash {verdict.head_hash.hex() if verdict.head_hash else '-'}"
+
+
 @journal.command("export")
 @data_dir_option
 @click.argument("session")
@@ -213,9 +238,9 @@ def export(data_dir: str, session: str, output: str | None) -> None:
 
     The file carries its own chain: `journal import` on another data dir, then `journal verify` / `replay` there,
     check it as here. It vouches for itself only: compare the head hash printed here with the one the importer
-    sees (a forger who rewrites every record can recompute every hash). Exit 1 if the chain does not verify here
-    (the file is written anyway: a broken journal is evidence too)."""
-    from ..runtime.execution import archive, reading
+    sees (a forger who rewrites every record can recompute every hash). The verdict printed is of the file's own
+    bytes. Exit 1 if its chain does not verify (the file is written anyway: a broken journal is evidence too)."""
+    from ..runtime.execution import archive
 
     env = _open(data_dir)
     _need(env, session)
@@ -224,12 +249,11 @@ def export(data_dir: str, session: str, output: str | None) -> None:
         raise click.BadParameter(f"{target} exists already (choose another file)", param_hint="--output")
     data = archive.export_journal(env, session)
     write_new_file(target, data)  # whole, synced, never over another file
-    verdict = reading.verify(env, session)
-    head = verdict.head_hash.hex() if verdict.head_hash else "-"
-    console.print(f"{target}: session {session}, {verdict.records} records ({len(data)} bytes), head seq "
-                  f"{verdict.head_seq} hash {head}", markup=False, highlight=False)
+    _, verdict = _checked(data, session, str(target))
+    console.print(f"{target}: session {session}, {verdict.records} records verified ({len(data)} bytes), "
+                  f"{_head_text(verdict)}", markup=False, highlight=False)
     if not verdict.ok:
-        err_console.print(f"the chain is BROKEN here at seq {verdict.broken_seq}: {verdict.reason}", style="red",
+        err_console.print(f"the chain is BROKEN at seq {verdict.broken_seq}: {verdict.reason}", style="red",
                           markup=False, highlight=False)
         sys.exit(1)
     console.print(f"chain ok; to check it elsewhere: ouroactors journal import {target} --data-dir DIR, then "
@@ -250,39 +274,22 @@ def import_(data_dir: str, archive_file: str, session: str | None, keep_broken: 
     Refused, with nothing written: a file that is not an archive, a session id that has a journal or a session
     here already (a session created under the id would continue that history as its own), and — unless
     --keep-broken — a chain that does not verify (the first bad seq is named; exit 1)."""
-    import tempfile
-
-    from ..authorities.storage.env import StorageConfig, close_env, db, open_env
-    from ..runtime.execution import archive, reading
+    from ..authorities.storage.env import StorageConfig, open_env
+    from ..runtime.execution import archive
     from ..runtime.execution.journal import JournalError
 
     data = Path(archive_file).read_bytes()
-    with tempfile.TemporaryDirectory(prefix="ouroactors-import-") as scratch:  # checked first, apart
-        config = StorageConfig.under(scratch, map_size=max(64 << 20, 4 * len(data)))
-        scratch_env = open_env(config)
-        try:
-            name = archive.import_journal(scratch_env, data, session=session)
-            verdict = reading.verify(scratch_env, name)
-        except JournalError as exc:
-            raise click.BadParameter(f"{archive_file}: {exc}", param_hint="ARCHIVE_FILE") from None
-        finally:
-            close_env(config)
-    head = verdict.head_hash.hex() if verdict.head_hash else "-"
+    name, verdict = _checked(data, session, archive_file)  # checked first, apart
     if not verdict.ok and not keep_broken:
         err_console.print(f"{archive_file}: the chain is BROKEN at seq {verdict.broken_seq}: {verdict.reason}; "
                           "nothing imported (--keep-broken imports it to inspect)", style="red", markup=False,
                           highlight=False)
         sys.exit(1)
-    env = open_env(StorageConfig.under(data_dir))
-    with env.begin() as txn:
-        if txn.get(name.encode(), db=db(env, b"sessions")) is not None:
-            raise click.BadParameter(f"a session {name!r} exists in {data_dir}: import under another id (--as)",
-                                     param_hint="--as")
-    try:
-        archive.import_journal(env, data, session=name)
+    try:  # the checks against this data dir run in the import's own write transaction
+        archive.import_journal(open_env(StorageConfig.under(data_dir)), data, session=name, unless_in=b"sessions")
     except JournalError as exc:
         raise click.BadParameter(str(exc), param_hint="--as") from None
-    console.print(f"imported session {name}: {verdict.records} records, head seq {verdict.head_seq} hash {head}"
+    console.print(f"imported session {name}: {verdict.records} records verified, {_head_text(verdict)}"
                   + ("" if verdict.ok else f" — BROKEN at seq {verdict.broken_seq}"), markup=False,
                   highlight=False)
     console.print(f"next: ouroactors journal verify {name} --data-dir {data_dir}; ouroactors journal replay "

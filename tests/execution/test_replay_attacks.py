@@ -78,6 +78,8 @@ def test_crafted_usage_that_the_loop_cannot_take_is_unreplayable(env):
      "records": [b"short"]},
     {"format": "ouroactors.journal", "version": 1, "session": "../../etc", "head": {}, "records": []},
     {"format": "ouroactors.journal", "version": 2},
+    {"format": "ouroactors.journal", "version": 1, "head": {}, "records": []},  # no session id
+    {"format": "ouroactors.journal", "version": 1, "session": ["x"], "head": {}, "records": []},
     ["not", "a", "map"],
 ])
 def test_junk_archives_are_refused_and_write_nothing(env, doc):

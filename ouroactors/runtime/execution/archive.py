@@ -20,7 +20,7 @@ from ...authorities.storage.env import db
 from ...core.codec import encode
 from . import blobs
 from .journal import ANCHOR_DB, JOURNAL_DB, JournalError, JournalHead, check_session, head_key, record_key
-from .reading import _head_in, _items, head
+from .reading import _head_in, _items
 
 FORMAT = "ouroactors.journal"
 _ADDRESS = re.compile(r"[0-9a-f]{64}")
@@ -51,18 +51,21 @@ def export_journal(env: lmdb.Environment, session: str) -> bytes:
                           "records": values, "blobs": found}, use_bin_type=True)
 
 
-def import_journal(env: lmdb.Environment, data: bytes, *, session: str | None = None) -> str:
-    """Write an exported journal into ``env`` (witnesses recomputed from the stored hashes, head as exported)."""
+def import_journal(env: lmdb.Environment, data: bytes, *, session: str | None = None,
+                   unless_in: bytes | None = None) -> str:
+    """Write an exported journal into ``env`` (witnesses recomputed from the stored hashes, head as exported), under
+    ``session`` (default: the exported id). Refused (:class:`JournalError`, nothing written): a file that is not an
+    archive, a blob that is not the sha256 of its bytes, an id that has a journal here — and, with ``unless_in``
+    (a named database keyed by session id: the coordinator's ``sessions``), an id that has a record there. The
+    checks that read the environment run inside the write transaction: a concurrent writer cannot slip between."""
     try:
         doc: Any = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as exc:
         raise JournalError(f"not a journal archive: {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != 1:
         raise JournalError("not a journal archive (format/version)")
-    name = session or doc["session"]
-    sid = check_session(name)
-    if head(env, name) is not None:
-        raise JournalError(f"session {name!r} already has a journal here")
+    name: Any = session if session is not None else doc.get("session")
+    sid = check_session(name)  # (refuses what is not a str)
     try:
         h = doc["head"]
         anchor = JournalHead(first_seq=h["first_seq"], head_seq=h["head_seq"], head_hash=h["head_hash"],
@@ -77,7 +80,11 @@ def import_journal(env: lmdb.Environment, data: bytes, *, session: str | None = 
         if not isinstance(address, str) or not isinstance(blob, bytes) or not _ADDRESS.fullmatch(address) \
                 or hashlib.sha256(blob).hexdigest() != address:
             raise JournalError(f"journal archive: blob {str(address)[:80]!r} is not the sha256 of its bytes")
-    with env.begin(write=True) as txn:
+    with env.begin(write=True) as txn:  # an exception before the end aborts it: nothing written
+        if txn.get(head_key(sid), db=db(env, ANCHOR_DB)) is not None:
+            raise JournalError(f"session {name!r} already has a journal here")
+        if unless_in is not None and txn.get(sid, db=db(env, unless_in)) is not None:
+            raise JournalError(f"a session {name!r} exists here: import under another id")
         for value in records:
             seq = int.from_bytes(value[64:72], "big")
             txn.put(record_key(sid, seq), value, db=db(env, JOURNAL_DB))
@@ -85,7 +92,7 @@ def import_journal(env: lmdb.Environment, data: bytes, *, session: str | None = 
         for address, blob in found.items():
             blobs.put(txn, env, blob, address)
         txn.put(head_key(sid), encode(anchor), db=db(env, ANCHOR_DB))
-    return name
+    return str(name)
 
 
 def write_archive(env: lmdb.Environment, session: str, path: str | Path) -> None:
