@@ -116,3 +116,9 @@ def _check_export(tmp_path: Path, approval_id: str) -> None:
     assert imported.returncode == 0 and doc["journal"]["head_hash"] in imported.stdout, imported.stdout
     again = cli("session", "export", "a1", "-o", "a1.json", cwd=tmp_path)
     assert again.returncode == 2 and "exists already" in again.stderr
+    # imported into the served data dir, the journal's id names no new session (it would continue that history)
+    assert cli("journal", "import", str(archive), "--as", "evidence-1", cwd=tmp_path).returncode == 0
+    taken = cli("session", "new", "evidence-1", cwd=tmp_path)
+    assert taken.returncode == 2 and "has a journal here already" in taken.stderr, taken.stderr
+    clash = cli("journal", "import", str(archive), "--as", "a1", cwd=tmp_path)  # a live session's id takes none
+    assert clash.returncode == 2 and "'a1' already has a journal here" in clash.stderr, clash.stderr
