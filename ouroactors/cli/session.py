@@ -243,7 +243,7 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
     """Committed events after --after, in cursor order, each once."""
     # this process starts no system: it may read the durable log itself, woken by whoever commits to it
     sessions = _sessions(data_dir, follow_direct=True)
-    lines = EventLines(lambda text: click.echo(text, nl=False))
+    lines = EventLines(lambda text: click.echo(text, nl=False), session_id)
     try:
         for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):
             if as_json:

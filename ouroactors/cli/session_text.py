@@ -72,8 +72,9 @@ class EventLines:
     turn's consecutive ``text`` events continue one line — the model's answer as it streams, led by its first
     event's cursor — instead of a line per delta. Everything written is :func:`printable`."""
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self, write: Callable[[str], None], session_id: str | None = None) -> None:
         self.write = write
+        self.session_id = session_id  # given: an approval_needed line is followed by how to answer it
         self.text_turn: int | None = None  # the turn whose text line is open (not ended yet)
         self.text_open = False
 
@@ -87,6 +88,9 @@ class EventLines:
             return
         self.end()
         self.write(f"{cursor:>6} {printable(kind):<16} {event_summary(kind, data)}\n")
+        if kind == "approval_needed" and self.session_id is not None:
+            self.write(f"{'':>6} {'':<16} → `ouroactors session show {self.session_id}` names the approval and the "
+                       "command that answers it\n")
 
     def end(self) -> None:
         """End an open text line (before another event, and when the output ends)."""

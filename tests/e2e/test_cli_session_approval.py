@@ -61,6 +61,7 @@ def test_the_cli_names_the_approval_and_answers_it_by_the_wait_id(tmp_path):
         assert 'tool_call        write {"content": "hi\\n", "path": "out.txt"} (w1)' in followed.stdout
         assert re.search(r"approval_needed  write \{.*\"path\": \"out.txt\"\} \(w1\): no rule", followed.stdout)
         assert "_judged_against" not in followed.stdout  # what the approval was judged against: `approvals show`
+        assert "`ouroactors session show a1` names the approval" in followed.stdout  # where to answer it
 
         shown = _shown(tmp_path, "a1", "waiting:approval")
         [approval_id] = re.findall(r"approval: (approval-[0-9a-f]+) write ", shown)

@@ -109,3 +109,16 @@ def test_a_turns_streamed_text_reads_as_one_line_and_nothing_reaches_the_termina
     assert "\x1b" not in text and "\x07" not in text
     assert printable("plain") == "plain" and printable("a\rb") == "a\\rb" and printable("a\nb") == "a\\nb"
     assert printable("a\nb", keep="\n") == "a\nb"
+
+
+def test_an_approval_line_says_where_to_answer_it_when_the_session_is_named():
+    from ouroactors.cli.session_text import EventLines
+
+    out: list[str] = []
+    EventLines(out.append, "s1").event(4, "approval_needed", 1, {"tool": "write", "call_id": "w1", "reason": "no rule",
+                                                                "arguments": {"path": "a"}})
+    assert "".join(out).splitlines()[1].strip() == ("→ `ouroactors session show s1` names the approval and the "
+                                                    "command that answers it")
+    out.clear()
+    EventLines(out.append).event(4, "approval_needed", 1, {"tool": "write"})
+    assert len("".join(out).splitlines()) == 1
