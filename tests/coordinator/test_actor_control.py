@@ -31,7 +31,7 @@ def test_suspend_stops_the_runtime_and_resume_runs_the_interrupted_turn_again(ta
                                                if c.status == "running"])  # a suspended session holds no process
     cut = sessions.show("s1").committed_cursor
     assert "turn_settled" not in [e.kind for e in sessions.events("s1")]
-    with pytest.raises(OuroactorsError, match="no turn to steer"):
+    with pytest.raises(OuroactorsError, match="no turn to steer; send a message to start the next turn"):
         sessions.steer("s1", "hello?")
     resumed = sessions.resume("s1")
     assert resumed.view.state == "running"

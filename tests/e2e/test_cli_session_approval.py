@@ -67,6 +67,8 @@ def test_the_cli_names_the_approval_and_answers_it_by_the_wait_id(tmp_path):
         [approval_id] = re.findall(r"approval: (approval-[0-9a-f]+) write ", shown)
         assert f"answer: ouroactors session approve|deny a1 {approval_id}" in shown
         [wait_id] = re.findall(r"waits on: approval (ask\.v\d+\.[0-9a-f]{16})", shown)
+        steered = cli("session", "steer", "a1", "make it two lines", cwd=tmp_path)  # no runtime while it waits
+        assert steered.returncode == 2 and "deny it with a reason to tell the model" in steered.stderr, steered.stderr
 
         older = re.sub(r"ask\.v(\d+)\.", lambda m: f"ask.v{int(m.group(1)) - 1}.", wait_id)
         refused = cli("session", "approve", "a1", older, cwd=tmp_path)  # the same call at another version: none

@@ -185,7 +185,10 @@ class Commands:
         record = self._read()
         self._owner_only(request, record, f"steer session {self.session_id!r}")
         if self.attached is None:
-            raise CoordinatorError(f"session {self.session_id!r} is {record.state.value}: no turn to steer")
+            hint = {State.WAITING_APPROVAL: "; the turn waits on an approval: deny it with a reason to tell the model "
+                                            "what to do instead, or answer it and steer the turn that resumes",
+                    State.SUSPENDED: "; send a message to start the next turn"}.get(record.state, "")
+            raise CoordinatorError(f"session {self.session_id!r} is {record.state.value}: no turn to steer{hint}")
         answer = yield self._runtime_ask(SteerTurn(request.text))
         if isinstance(answer, BaseException):
             raise CoordinatorError(str(answer))
