@@ -108,6 +108,7 @@ def _check_export(tmp_path: Path, approval_id: str) -> None:
     assert [(e["cursor"], e["kind"]) for e in doc["events"]] == [(e["cursor"], e["kind"]) for e in events]
     [write] = [e for e in doc["effects"] if e["kind"] == "file_write"]
     assert write["status"] == "ok" and write["idempotency_key"]  # a completed tool result with its key
+    assert f"approval {approval_id} approved by " in write["grant"]  # and who authorized it
     [approval] = doc["approvals"]
     assert approval["approval_id"] == approval_id and approval["status"] in ("approved", "consumed")
     kinds = [a["kind"] for a in doc["resume_events"]["accepted"]]

@@ -192,7 +192,7 @@ class RemoteAsk:
 
     async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
         self.durable_at_ask = [r.kind for r in reading.records(self.env, session)]
-        return True, "approved"
+        return True, "approval approval-0123456789ab approved by op"
 
 
 def test_an_ask_that_records_nothing_still_commits_the_models_answer_before_the_wait(port):
@@ -209,4 +209,6 @@ def test_an_ask_that_records_nothing_still_commits_the_models_answer_before_the_
                           turn=1, at=2)
     assert trio.run(effects.run, parsed, ctx).status == "ok"
     assert grants.durable_at_ask == ["model_result", "tool_call"]
-    assert store.get("s1/t1/asked").status is Status.OK
+    entry = store.get("s1/t1/asked")
+    assert entry.status is Status.OK
+    assert entry.grant is not None and entry.grant.endswith("; approval approval-0123456789ab approved by op")

@@ -323,6 +323,8 @@ class LiveEffects:
                 if admission is Admission.DENY:
                     verdict = Verdict(Decision.DENY, f"approval refused: {why}", verdict.rule)
                     decided = decided.model_copy(update={"cause": verdict.reason[:500]})
+                else:  # the approval admitted it: the entry names it and who answered (seed: it changes who authorized)
+                    decided = decided.model_copy(update={"grant": f"{decided.grant}; {why}"[:500]})
             if admission is Admission.DENY:
                 answers = await self._ledger(
                     self.ledger.submit, [*recording, RecordDenied(decided, verdict.reason)], self._riders)
