@@ -38,12 +38,17 @@ class SpecError(OuroactorsError, ValueError):
     ``children[2].restart`` so the user can find the bad field.
     """
 
-    def __init__(self, problems: list[tuple[str, str]], source: str | None = None) -> None:
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None,
+                 what: str = "supervision spec") -> None:
         self.problems = problems
         self.source = source
+        self.what = what
         where = f"{source}: " if source else ""
         lines = [f"{where}{loc}: {msg}" if loc else f"{where}{msg}" for loc, msg in problems]
-        super().__init__("invalid supervision spec:\n  " + "\n  ".join(lines))
+        super().__init__(f"invalid {what}:\n  " + "\n  ".join(lines))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.problems, self.source, self.what))
 
 
 class SupervisorError(OuroactorsError):

@@ -68,6 +68,7 @@ def test_a_follower_reading_the_log_ends_when_the_session_is_cancelled(actor_sys
     system = actor_system
     system.start_tree(agent_tree(str(tmp_path)))
     sessions = Sessions(system)
+    (tmp_path / "unused.toml").write_text('[[turns]]\nevents = [{kind = "text", text = "ok"}]\n')  # read at creation
     sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(tmp_path / "unused.toml")}))
     follower = subprocess.Popen([*CLI, "session", "events", "s1", "--follow", "--json", "--data-dir",
                                  str(system.data_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -36,6 +36,7 @@ def test_a_runtime_whose_workspace_lease_is_refused_is_stopped_with_the_failed_t
     held = ask_authority(system, "agent/workspace", Acquire(str(ws), "exclusive", "other",
                                                             owner=system.resolve("agent/grants")))
     sessions = Sessions(system)
+    (tmp_path / "never-read.toml").write_text('[[turns]]\nevents = [{kind = "text", text = "ok"}]\n')  # read by new
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(tmp_path / "never-read.toml")}))
     with pytest.raises(Exception, match="workspace lease refused"):
         sessions.send("s1", "hello")

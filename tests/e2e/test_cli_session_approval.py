@@ -48,6 +48,15 @@ def test_the_cli_names_the_approval_and_answers_it_by_the_wait_id(tmp_path):
     (tmp_path / "agent.toml").write_text(tree.replace("allowed_roots = []", f"allowed_roots = [{str(workspace)!r}]"))
     served = Served(tmp_path, str(tmp_path / "agent.toml"))
     try:
+        broken = tmp_path / "broken.json"  # a call without its id: refused at creation, not by the first message
+        broken.write_text(json.dumps({"turns": [{"events": [{"kind": "tool_call", "name": "shell"}]}]}))
+        refused = cli("session", "new", "b1", "--script", str(broken), cwd=tmp_path)
+        assert refused.returncode == 2 and "invalid scripted model file" in refused.stderr, refused.stderr
+        assert "turns[0].events[0].id" in refused.stderr and cli("session", "show", "b1", cwd=tmp_path).returncode == 2
+        typo = tmp_path / "typo.toml"
+        typo.write_text('[model]\nkind = "opneai"\n')
+        refused = cli("session", "new", "b2", "--config", str(typo), cwd=tmp_path)
+        assert refused.returncode == 2 and "invalid session configuration" in refused.stderr, refused.stderr
         created = cli("session", "new", "a1", "--sandbox", "none", "--script", str(script), "--workspace",
                       str(workspace), cwd=tmp_path)
         assert created.returncode == 0, created.stderr

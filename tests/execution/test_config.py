@@ -92,3 +92,20 @@ def test_malformed_toml_and_unreadable_file(tmp_path):
     assert "malformed TOML" in _problems("[model\n")[0][1]
     with pytest.raises(SpecError, match="cannot read"):
         load_session_config(tmp_path / "absent.toml")
+
+
+def test_a_bad_session_config_says_it_is_a_session_configuration_across_processes():
+    import pickle
+
+    from ouroactors.core.errors import SpecError
+    from ouroactors.runtime.execution.config import parse_session_config
+
+    with pytest.raises(SpecError) as caught:
+        parse_session_config({"model": {"kind": "opneai"}}, "session s1")
+    assert str(caught.value).startswith("invalid session configuration:\n  session s1: model.kind")
+    assert caught.value.problems == [("model.kind", "got 'opneai'; allowed kinds: 'scripted', 'openai'")]
+    with pytest.raises(SpecError) as missing:
+        parse_session_config({"model": {"base_url": "http://127.0.0.1:1/v1"}}, "session s1")
+    assert missing.value.problems == [("model.kind", "is required; allowed kinds: 'scripted', 'openai'")]
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert str(again) == str(caught.value) and again.problems == caught.value.problems

@@ -58,6 +58,7 @@ from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
 from ..execution import tool_set, versions
 from ..execution.config import parse_session_config
+from ..execution.providers import make_provider
 from .calls import Ask, Job, Jobs, TimedOut
 from .configs import config_writer, get_config
 from .errors import SessionExists, UnknownSession
@@ -246,6 +247,9 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             if isinstance(owner, Unverified):
                 raise DirectoryError(f"session {request.session_id!r}: {owner}")
             config = parse_session_config(request.config, f"session {request.session_id}")
+            # the model too, as the runtime will make it (a scripted model's file read and parsed): a typo there
+            # refused now, not by the first message's open, which would fail the session
+            make_provider(config.model)
             pins = config.pins
             try:  # the workflow version is pinned as it is now (``default``: this code's), never left to resolve later
                 workflow = versions.check(request.session_id, pins.workflow)

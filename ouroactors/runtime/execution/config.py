@@ -47,6 +47,8 @@ from ...core.errors import SpecError
 from ...supervision.specs import format_location
 from .providers.config import OpenAIConfig, ProviderConfig, ScriptedConfig
 
+WHAT = "session configuration"  # what a SpecError of this module says is invalid
+
 ToolName = Literal["read", "write", "edit", "list", "shell", "http"]
 TOOL_NAMES: tuple[ToolName, ...] = ("read", "write", "edit", "list", "shell", "http")
 
@@ -129,7 +131,7 @@ def load_session_config(path: str | Path) -> SessionConfig:
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise SpecError([("", f"cannot read session config: {exc.strerror}")], source) from None
+        raise SpecError([("", f"cannot read session config: {exc.strerror}")], source, WHAT) from None
     return parse_session_config(text, source)
 
 
@@ -139,11 +141,11 @@ def parse_session_config(text: str | dict[str, Any], source: str = "<string>") -
         try:
             data: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise SpecError([("", f"malformed TOML: {exc}")], source) from None
+            raise SpecError([("", f"malformed TOML: {exc}")], source, WHAT) from None
     else:
         data = text
     if not isinstance(data, dict):
-        raise SpecError([("", f"a session config is a table, got {type(data).__name__}")], source)
+        raise SpecError([("", f"a session config is a table, got {type(data).__name__}")], source, WHAT)
     try:
         return SessionConfig.model_validate(data)
     except ValidationError as exc:
@@ -169,9 +171,13 @@ def _spec_error(exc: ValidationError, source: str) -> SpecError:
         elif kind == "missing":
             message = "is required"
         elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
-            message = f"got {_shown(error.get('input'))}; allowed kinds: 'scripted', 'openai'"
-            if kind == "union_tag_invalid":
-                where = f"{where}.kind" if where else "kind"
+            given = error.get("input")
+            where = f"{where}.kind" if where else "kind"
+            if kind == "union_tag_invalid":  # the table has a kind, and it is not one: show that value
+                given = given.get("kind") if isinstance(given, dict) else given
+                message = f"got {_shown(given)}; allowed kinds: 'scripted', 'openai'"
+            else:
+                message = "is required; allowed kinds: 'scripted', 'openai'"
         else:
             text = str(error["msg"]).removeprefix("Value error, ")
             if kind == "literal_error":
@@ -182,7 +188,7 @@ def _spec_error(exc: ValidationError, source: str) -> SpecError:
                 continue
             message = f"got {_shown(error.get('input'))}; {text}"
         problems.append((where, message))
-    return SpecError(problems, source)
+    return SpecError(problems, source, WHAT)
 
 
 def _shown(value: Any) -> str:
