@@ -67,16 +67,23 @@ def _summary(kind: str, data: dict[str, Any]) -> str:
     return arguments_text(data, limit=2 * ARGUMENTS_CHARS)
 
 
+RUN_AGAIN = ("  (the turn again, on a new runtime: its earlier run was cut short by an approval wait or a crash; "
+             "recorded answers and settled effects are taken, not repeated)")
+
+
 class EventLines:
     """The plain output of ``session events``: a line per event (cursor, kind, :func:`event_summary`), except that a
     turn's consecutive ``text`` events continue one line — the model's answer as it streams, led by its first
-    event's cursor — instead of a line per delta. Everything written is :func:`printable`."""
+    event's cursor — instead of a line per delta. A ``turn_started`` of a turn that started before and never
+    settled says that the turn runs again (the events that follow repeat the cut run's, from the journal). Everything
+    written is :func:`printable`."""
 
     def __init__(self, write: Callable[[str], None], session_id: str | None = None) -> None:
         self.write = write
         self.session_id = session_id  # given: an approval_needed line is followed by how to answer it
         self.text_turn: int | None = None  # the turn whose text line is open (not ended yet)
         self.text_open = False
+        self.unsettled: int | None = None  # the turn that started and has not settled (as far as shown)
 
     def event(self, cursor: int, kind: str, turn: int | None, data: dict[str, Any]) -> None:
         if kind == "text" and isinstance(data.get("text"), str):
@@ -87,7 +94,13 @@ class EventLines:
             self.write(printable(data["text"], keep="\n\t"))
             return
         self.end()
-        self.write(f"{cursor:>6} {printable(kind):<16} {event_summary(kind, data)}\n")
+        again = ""
+        if kind == "turn_started":  # the same turn again, never settled: a new runtime runs it (see the module doc)
+            again = RUN_AGAIN if turn is not None and turn == self.unsettled else ""
+            self.unsettled = turn
+        elif kind == "turn_settled":
+            self.unsettled = None
+        self.write(f"{cursor:>6} {printable(kind):<16} {event_summary(kind, data)}{again}\n")
         if kind == "approval_needed" and self.session_id is not None:
             self.write(f"{'':>6} {'':<16} → `ouroactors session show {self.session_id}` names the approval and the "
                        "command that answers it\n")

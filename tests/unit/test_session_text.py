@@ -122,3 +122,17 @@ def test_an_approval_line_says_where_to_answer_it_when_the_session_is_named():
     out.clear()
     EventLines(out.append).event(4, "approval_needed", 1, {"tool": "write"})
     assert len("".join(out).splitlines()) == 1
+
+
+def test_a_turn_that_runs_again_says_so():
+    from ouroactors.cli.session_text import RUN_AGAIN, EventLines
+
+    out: list[str] = []
+    lines = EventLines(out.append)
+    lines.event(1, "turn_started", 1, {"prompt": "go"})
+    lines.event(2, "approval_needed", 1, {"tool": "write"})
+    lines.event(3, "turn_started", 1, {"prompt": "go"})  # the approval's answer: a new runtime runs turn 1 again
+    lines.event(4, "turn_settled", 1, {"status": "completed"})
+    lines.event(5, "turn_started", 2, {"prompt": "next"})  # a new turn: nothing to say
+    shown = "".join(out).splitlines()
+    assert not shown[0].endswith(RUN_AGAIN) and shown[2].endswith(RUN_AGAIN) and not shown[4].endswith(RUN_AGAIN)
