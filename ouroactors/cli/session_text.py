@@ -2,7 +2,7 @@
 
 A reader following a session wants to know, line by line, what the model said, which tool it called with what,
 and what waits on them — an approval's tool and call, not a bare ``approval_needed``. The full event is one
-``--json`` away; these lines are for reading. Arguments keys starting with ``_`` (what an approval was judged
+``--json`` away; these lines are for reading. Argument keys starting with ``_`` (what an approval was judged
 against: a file's hash, the workspace's) are left out of the line: ``approvals show`` prints the whole call.
 """
 
