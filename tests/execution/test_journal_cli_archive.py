@@ -113,3 +113,38 @@ def test_write_new_file_never_replaces_and_leaves_no_temporary(tmp_path):
     with pytest.raises(click.BadParameter, match="exists already"):
         write_new_file(target, b"second")  # the link fails: no window between a check and the write
     assert target.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+def test_an_output_path_that_is_a_symlink_is_not_written_through(tmp_path):
+    """``-o`` naming a symlink (dangling, to a file elsewhere) is an existing name: refused, nothing written where
+    it points; a file that is written is the owner's only (0600: a session's history is evidence)."""
+    import click
+
+    from ouroactors.cli.common import write_new_file
+
+    (tmp_path / "out.json").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(click.BadParameter, match="exists already"):
+        write_new_file(tmp_path / "out.json", b"history")
+    assert not (tmp_path / "elsewhere").exists()
+    write_new_file(tmp_path / "mine.json", b"history")
+    assert (tmp_path / "mine.json").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("bad", ["x" * 201, "a/b", "../up", "", "nul\x00id"])
+def test_import_refuses_an_id_that_is_no_session_id(dirs, tmp_path, bad):
+    _, audit = dirs
+    code, out = run("import", str(CORPUS / "tools.journal"), "--data-dir", str(audit), "--as", bad)
+    assert code == 2 and "session id" in out, out
+    assert reading.sessions(open_env(StorageConfig.under(audit))) == []
+
+
+@pytest.mark.parametrize("given", [None, 123, "x" * 500, "a/b"])
+def test_export_refuses_what_is_no_session_id_with_a_typed_error(tmp_path, given):
+    from ouroactors.runtime.coordinator.export import export_session
+
+    config = StorageConfig.under(tmp_path / "data")
+    try:
+        with pytest.raises(ValueError, match="session_id"):
+            export_session(open_env(config), given)  # type: ignore[arg-type]
+    finally:
+        close_env(config)

@@ -136,3 +136,10 @@ def test_a_turn_that_runs_again_says_so():
     lines.event(5, "turn_started", 2, {"prompt": "next"})  # a new turn: nothing to say
     shown = "".join(out).splitlines()
     assert not shown[0].endswith(RUN_AGAIN) and shown[2].endswith(RUN_AGAIN) and not shown[4].endswith(RUN_AGAIN)
+
+
+def test_a_wait_id_with_a_version_no_record_can_hold_names_nothing():
+    approvals = [_Approval("approval-1", 10 ** 17, DIGEST)]
+    assert approval_of_wait(approvals, "ask.v" + "9" * 19 + ".dd2002ed021310cb") is None  # over 18 digits
+    assert approval_of_wait(approvals, f"ask.v{10 ** 17}.dd2002ed021310cb").approval_id == "approval-1"
+    assert approval_of_wait(approvals, "ask.v4.dd2002ed021310cb\n") is None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import enum
 import time
 from typing import Any
 
@@ -57,7 +58,7 @@ def _plain(value: Any) -> Any:
         return _plain(dataclasses.asdict(value))
     if hasattr(value, "model_dump"):
         return _plain(value.model_dump(mode="python"))
-    if hasattr(value, "value") and type(value).__module__ != "builtins":  # an enum
+    if isinstance(value, enum.Enum):
         return _plain(value.value)
     return value
 
