@@ -184,7 +184,8 @@ class Demo:
                f"{format_generation(before)}) "
                f"continues after cursor {view.committed_cursor}: it re-runs the interrupted turn from its start, "
                "taking the model's answers the journal recorded instead of asking the model again; an effect the "
-               "ledger already holds is reported to the model, never run again")
+               "ledger already holds is reported to the model, never run again; what the turn already published is "
+               "not published again (`turn_resumed` below says how much it held back)")
 
     def reapprove(self) -> None:
         """The replacement re-runs the interrupted turn from its start, so grants is asked about the edit again

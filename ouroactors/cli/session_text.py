@@ -59,6 +59,12 @@ def _summary(kind: str, data: dict[str, Any]) -> str:
         return f"{data.get('status')}: {data.get('reason')}"
     if kind == "turn_started":
         return repr(data.get("prompt", ""))
+    if kind == "turn_resumed":
+        held = data.get("not_repeated")
+        taken = len(data.get("asks") or ())
+        asks = f", {taken} answered approval(s) among them" if taken else ""
+        return (f"a new runtime goes on with the turn (after an approval wait or a crash): it repeated the turn's "
+                f"first {held} event(s) above{asks} from the journal and the ledger, not published again")
     if kind == "steered":
         again = ", a lost run's steer delivered again" if data.get("redelivered") else ""
         if data.get("at_end"):
@@ -67,6 +73,7 @@ def _summary(kind: str, data: dict[str, Any]) -> str:
     return arguments_text(data, limit=2 * ARGUMENTS_CHARS)
 
 
+# A log written before re-runs held back what they repeat (execution.repeats) has the whole turn again after this.
 RUN_AGAIN = ("  (the turn again, on a new runtime: its earlier run was cut short by an approval wait or a crash; "
              "recorded answers and settled effects are taken, not repeated)")
 
@@ -74,9 +81,10 @@ RUN_AGAIN = ("  (the turn again, on a new runtime: its earlier run was cut short
 class EventLines:
     """The plain output of ``session events``: a line per event (cursor, kind, :func:`event_summary`), except that a
     turn's consecutive ``text`` events continue one line — the model's answer as it streams, led by its first
-    event's cursor — instead of a line per delta. A ``turn_started`` of a turn that started before and never
-    settled says that the turn runs again (the events that follow repeat the cut run's, from the journal). Everything
-    written is :func:`printable`."""
+    event's cursor — instead of a line per delta. A ``turn_resumed`` says that a new runtime goes on with the turn
+    (what it repeated of the cut run is not published again); in a log written before that, a ``turn_started`` of a
+    turn that started before and never settled says that the turn runs again (the events that follow repeat the cut
+    run's, from the journal). Everything written is :func:`printable`."""
 
     def __init__(self, write: Callable[[str], None], session_id: str | None = None) -> None:
         self.write = write

@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Seven invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Eight invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -25,8 +25,8 @@ crash-free run of the same scenario (:class:`Reference`). Seven invariants, one 
     on twice).
 
 (e) :func:`carried_out_of_turn` — a runtime carries only what it may (``publication.carry``): no event the
-    coordinator decides on (``turn_settled``, ``approval_needed``) is carried, and along the log the runtime
-    generations never go back — a zombie runtime's carry, committed after its replacement's events, would.
+    coordinator decides on (``turn_settled``, ``approval_needed``, ``turn_resumed``) is carried, and along the log
+    the runtime generations never go back — a zombie runtime's carry, committed after its replacement's events, would.
 
 (f) :func:`model_asked_again` — a re-run turn never asks the model what an earlier run of it recorded (seed 001):
     when a later run of a turn makes model call *i* with the request digest an earlier run's durable, successful
@@ -40,6 +40,11 @@ crash-free run of the same scenario (:class:`Reference`). Seven invariants, one 
     (``at_end``), or delivered by a re-run of a lost run (:mod:`ouroactors.runtime.execution.reuse`). Judged on the
     turns the journal settles; a turn a ``gap`` or ``truncated`` record may have lost a delivery of is not.
 
+(h) :func:`published_twice` — a turn run again publishes nothing twice (:mod:`ouroactors.runtime.execution.repeats`):
+    a turn's ``turn_started`` is in the log once, and the event after a ``turn_resumed`` marker is never the one the
+    log's latest run of the turn holds at the marker's ``not_repeated`` (a repeat the runtime should have held
+    back) — except an ``approval_needed``, which an unanswered ask publishes again by design.
+
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
 (``tests/faults/test_session_checks.py``).
@@ -52,6 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.execution.repeats import RESUMED, published_run
 from .checks import Violation
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -255,7 +261,7 @@ def resume_twice(h: SessionHistory) -> list[Violation]:
     return out
 
 
-DECIDED_BY_COORDINATOR = ("turn_settled", "approval_needed")  # publication.DECIDED_BY_COORDINATOR
+DECIDED_BY_COORDINATOR = ("turn_settled", "approval_needed", RESUMED)  # publication.DECIDED_BY_COORDINATOR
 
 
 def carried_out_of_turn(h: SessionHistory) -> list[Violation]:
@@ -348,6 +354,30 @@ def steer_dropped(h: SessionHistory) -> list[Violation]:
             if steer_id not in delivered.get(turn, set())]
 
 
+def published_twice(h: SessionHistory) -> list[Violation]:
+    """(h) see the module docstring."""
+    out: list[Violation] = []
+    turns: dict[int, list[Seen]] = {}
+    for event in sorted(h.log, key=lambda e: e.cursor):
+        turns.setdefault(event.turn, []).append(event)
+    for turn, events in sorted(turns.items()):
+        starts = [e.cursor for e in events if e.kind == "turn_started"]
+        if len(starts) > 1:
+            out.append(Violation("published-twice", f"{h.session_id}/t{turn}",
+                                 f"turn_started at cursors {starts}: a run of the turn published its start again"))
+        for at, marker in enumerate(events[:-1]):
+            held = marker.data.get("not_repeated") if marker.kind == RESUMED else None
+            if not isinstance(held, int):
+                continue
+            before, after = published_run(events[:at], turn), events[at + 1]
+            if held < len(before) and after.kind != "approval_needed" and \
+                    (after.kind, dict(after.data)) == (before[held][0], dict(before[held][1])):
+                out.append(Violation("published-twice", f"{h.session_id}@{after.cursor}",
+                                     f"{after.kind!r} after the marker at {marker.cursor} repeats the run's event "
+                                     f"{held} the log holds already: it was to be held back"))
+    return out
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
@@ -356,6 +386,7 @@ SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "carried-out-of-turn": carried_out_of_turn,
     "model-asked-again": model_asked_again,
     "steer-dropped": steer_dropped,
+    "published-twice": published_twice,
 }
 
 
@@ -371,5 +402,5 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
     "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_beyond_commit",
-    "resume_twice", "steer_dropped", "terminal_diverged",
+    "published_twice", "resume_twice", "steer_dropped", "terminal_diverged",
 ]

@@ -57,7 +57,13 @@ def test_an_approval_wait_holds_no_runtime_refuses_stale_answers_and_resumes_onc
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
     assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["ok"]
     assert (ws / "approved.txt").exists() and events[-1].data["status"] == "completed"
-    assert [e.kind for e in events].count("turn_started") == 2  # the interrupted turn ran again, once
+    # the interrupted turn ran again, on a new runtime, and published only what it had not: the start, the call
+    # and the ask are in the log once; its marker says how many events it repeated and which answered ask it took
+    kinds = [e.kind for e in events]
+    assert [kinds.count(k) for k in ("turn_started", "tool_call", "approval_needed", "turn_resumed")] == [1, 1, 1, 1]
+    [resumed] = [e for e in events if e.kind == "turn_resumed"]
+    assert resumed.data == {"not_repeated": kinds.index("turn_resumed"), "asks": [pending.call_digest]}
+    assert kinds[kinds.index("turn_resumed") + 1] == "tool_result"
     used = {a.approval_id: a.status for a in sessions.approvals("s1", None)}
     assert used == {pending.approval_id: "consumed", old.approval_id: "approved"}  # not asked twice
     assert wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v).rejections == 1
@@ -73,6 +79,7 @@ def test_a_denied_approval_resumes_the_turn_and_the_call_is_denied_without_askin
     assert sessions.deny("s1", pending.approval_id, "not today").status == "denied"
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
     assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["denied"]
+    assert [e.kind for e in events].count("approval_needed") == 1  # the answered ask is not published again
     assert not (ws / "denied.txt").exists() and events[-1].data["status"] == "completed"
     assert [a.status for a in sessions.approvals("s1", None)] == ["denied"]  # one approval: not asked again
     assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")

@@ -126,14 +126,13 @@ def test_follower_refuses_a_negative_cursor() -> None:
         Follower(-1)
 
 
-def test_the_unsettled_turn_counts_from_its_latest_start() -> None:
+def test_the_unsettled_turn_is_the_turn_of_the_last_event_unless_it_settled_it() -> None:
     def log(*kinds_turns: tuple[str, int]) -> list[OutputEvent]:
         return [OutputEvent(i, kind, turn, {}) for i, (kind, turn) in enumerate(kinds_turns, start=1)]
 
     settled_one = log(("turn_started", 1), ("text", 1), ("turn_settled", 1))
-    assert unsettled_turn(settled_one, from_start=True) == (2, 0)
-    # turn 2 parked on an approval, then re-run under its number by the next runtime: only that attempt counts
-    rerun = [*settled_one, *log(("turn_started", 2), ("approval_needed", 2), ("turn_started", 2), ("text", 2))]
-    assert unsettled_turn(rerun, from_start=True) == (2, 2)
-    assert unsettled_turn([], from_start=True) == (1, 0)
-    assert unsettled_turn(log(("text", 4), ("text", 4)), from_start=False) is None  # read further back
+    assert unsettled_turn(settled_one[-1]) == 2
+    # turn 2 parked on an approval, then continued under its number by the next runtime
+    rerun = [*settled_one, *log(("turn_started", 2), ("approval_needed", 2), ("turn_resumed", 2), ("text", 2))]
+    assert unsettled_turn(rerun[-1]) == 2
+    assert unsettled_turn(None) == 1  # nothing committed yet

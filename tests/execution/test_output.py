@@ -133,8 +133,33 @@ def test_a_turn_counts_as_published_once_its_turn_settled_event_is_acked() -> No
     assert channel.published_turn == 0  # nothing acked
     channel.ack(3)  # turn 2's text, not its turn_settled
     assert channel.published_turn == 1
-    withheld = channel.append("turn_settled", 3, {"status": "completed"})  # a settled turn's events, owed
+    [withheld] = channel.append("turn_settled", 3, {"status": "completed"})  # a settled turn's events, owed
     channel.ack(withheld.cursor)
     assert channel.published_turn == 3
     channel.ack(2)  # an older ack moves nothing back
     assert channel.published_turn == 3
+
+
+def test_a_channel_continuing_a_turn_emits_only_what_the_log_does_not_hold_and_pushes_its_marker_at_once():
+    """(execution.repeats) A re-run's events that repeat the log's are never appended, so cursors stay contiguous
+    behind the committed one; the marker goes out pushed (the coordinator commits it), the event after it as asked;
+    and a full buffer still takes the marker with the event that waited for room."""
+    import trio
+
+    from ouroactors.runtime.execution.live import OutputChannel
+    from ouroactors.runtime.execution.repeats import RESUMED, Repeats
+
+    notified: list[tuple[int, str, bool]] = []
+    channel = OutputChannel(OutputBuffer(capacity=1, start=7),
+                            lambda event, rides: notified.append((event.cursor, event.kind, rides)))
+    channel.repeats = Repeats(2, [("turn_started", {"prompt": "p"}), ("text", {"text": "a"})])
+
+    async def rerun() -> None:
+        await channel.emit("turn_started", 2, {"prompt": "p"}, rides=True)
+        await channel.emit("text", 2, {"text": "a"})
+        await channel.emit("tool_call", 2, {"call_id": "c1"}, rides=True)
+
+    trio.run(rerun)
+    assert notified == [(8, RESUMED, False), (9, "tool_call", True)]
+    assert [(e.cursor, e.kind, e.data) for e in channel.drain(7, 10).events] == [
+        (8, RESUMED, {"not_repeated": 2, "asks": []}), (9, "tool_call", {"call_id": "c1"})]

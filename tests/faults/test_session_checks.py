@@ -28,6 +28,7 @@ from ouroactors.faults.session_checks import (
     cursor_went_back,
     model_asked_again,
     published_beyond_commit,
+    published_twice,
     resume_twice,
     steer_dropped,
     terminal_diverged,
@@ -204,7 +205,8 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
-                                   "resume-twice", "carried-out-of-turn", "model-asked-again", "steer-dropped"}
+                                   "resume-twice", "carried-out-of-turn", "model-asked-again", "steer-dropped",
+                                   "published-twice"}
 
 
 def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
@@ -320,3 +322,24 @@ def test_steer_records_without_an_id_or_an_int_turn_are_no_evidence_and_never_cr
                             ("turn_settled", 1, None))
     journal.append({"seq": 9, "turn": 1, "kind": "steer_received", "id": 7})
     assert steer_dropped(clean(journal=journal)) == []
+
+
+def test_a_rerun_that_held_back_its_repeats_passes_and_one_that_published_them_again_is_caught() -> None:
+    first = log()[:5]  # turn 1 up to its approval, then a new runtime goes on with the turn
+    marker = Seen(6, "turn_resumed", 1, {"not_repeated": 5, "asks": ["d"]}, GEN + 1)
+    rest = [dataclasses.replace(e, cursor=e.cursor + 1, generation=GEN + 1) for e in log()[5:]]
+    held = [*first, marker, *rest]
+    assert published_twice(clean(log=held)) == [] and carried_out_of_turn(clean(log=held)) == []
+    # a run that published the turn from its start again
+    again = [*first, *[dataclasses.replace(e, cursor=e.cursor + 5, generation=GEN + 1) for e in log()]]
+    found = published_twice(clean(log=again, committed_cursor=len(again)))
+    assert [v.subject for v in found] == ["sess/t1"] and "turn_started at cursors [1, 6]" in found[0].message
+    # a marker followed by the very event it says the log holds at that place
+    early = dataclasses.replace(marker, data={"not_repeated": 2, "asks": []})
+    repeat = [*first, early, dataclasses.replace(first[2], cursor=7, generation=GEN + 1)]
+    found = published_twice(clean(log=repeat, committed_cursor=len(repeat)))
+    assert [v.subject for v in found] == ["sess@7"] and "to be held back" in found[0].message
+    # an unanswered ask published again after the marker is by design
+    ask = [*first, dataclasses.replace(early, data={"not_repeated": 4, "asks": []}),
+           dataclasses.replace(first[4], cursor=7, generation=GEN + 1)]
+    assert published_twice(clean(log=ask, committed_cursor=len(ask))) == []

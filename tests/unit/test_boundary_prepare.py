@@ -71,7 +71,7 @@ def _open(**changes: object) -> object:
     from ouroactors.runtime.execution.messages import OpenSession
 
     fields = dict(session_id="s1", config={"workspace": "/w"}, lease_id="l1", subscriber=None, start=0,
-                  state_version=0, park_approvals=True, answered=(), tail_turn=0, tail_published=0)
+                  state_version=0, park_approvals=True, answered=(), answered_asks=(), tail_turn=0)
     fields.update(changes)
     return OpenSession(**fields)  # type: ignore[arg-type]
 
@@ -86,6 +86,8 @@ BAD_OPENS = {
     "state version a string": dict(state_version="0"),
     "park_approvals an int": dict(park_approvals=1),
     "answered not a tuple": dict(answered="a1"),
+    "answered asks too many": dict(answered_asks=("d" * 64,) * 65),
+    "an answered ask empty": dict(answered_asks=("",)),
 }
 
 

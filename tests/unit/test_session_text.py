@@ -136,6 +136,11 @@ def test_a_turn_that_runs_again_says_so():
     lines.event(5, "turn_started", 2, {"prompt": "next"})  # a new turn: nothing to say
     shown = "".join(out).splitlines()
     assert not shown[0].endswith(RUN_AGAIN) and shown[2].endswith(RUN_AGAIN) and not shown[4].endswith(RUN_AGAIN)
+    # (a log written before re-runs held back their repeats: today's says it with a marker)
+    out.clear()
+    EventLines(out.append).event(6, "turn_resumed", 1, {"not_repeated": 7, "asks": ["d" * 64]})
+    assert "a new runtime goes on with the turn" in out[0] and "first 7 event(s) above" in out[0]
+    assert "1 answered approval(s) among them" in out[0]
 
 
 def test_a_wait_id_with_a_version_no_record_can_hold_names_nothing():

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from ...core.codec import digest_of
 from ...core.errors import OuroactorsError
 from ..execution.output import Batch, OutputEvent
+from ..execution.repeats import RESUMED
 
 __all__ = [
     "DECIDED_BY_COORDINATOR",
@@ -66,8 +67,9 @@ __all__ = [
 GENESIS = ""  # the log digest of a session with no committed event
 SETTLED_KIND = "turn_settled"
 # Events the coordinator acts on when it commits them (the turn's end moves the workflow; an approval is asked of
-# grants before it is visible): a runtime never carries them, nor anything after them.
-DECIDED_BY_COORDINATOR = frozenset({SETTLED_KIND, "approval_needed"})
+# grants before it is visible; a re-run's marker names the answered asks it did not publish again, which the
+# coordinator counts): a runtime never carries them, nor anything after them.
+DECIDED_BY_COORDINATOR = frozenset({SETTLED_KIND, "approval_needed", RESUMED})
 
 
 class CursorError(OuroactorsError):
@@ -133,19 +135,11 @@ class Plan:
         return not self.events
 
 
-def unsettled_turn(events: Sequence[_Event], *, from_start: bool) -> tuple[int, int] | None:
-    """The turn the committed log has not seen settle, and how many of its events the log holds.
-
-    ``events``: the log's last events in cursor order, up to the committed cursor (``from_start``: all of them).
-    Counted from the turn's *latest* ``turn_started``: a turn re-run after a wait or a crash starts again under its
-    number, and only that attempt is what its journal settles. None: these events do not reach back far enough.
-    """
-    for back, event in enumerate(reversed(events), start=1):
-        if event.kind == "turn_started":
-            return event.turn, back
-        if event.kind == "turn_settled":
-            return event.turn + 1, 0
-    return (1, 0) if from_start else None
+def unsettled_turn(last: _Event | None) -> int:
+    """The turn the committed log has not seen settle, from its ``last`` event (None: the log is empty)."""
+    if last is None:
+        return 1
+    return last.turn + 1 if last.kind == SETTLED_KIND else last.turn
 
 
 def plan(batch: Batch, committed: int, log_digest: str, conversation_digest: str) -> Plan:

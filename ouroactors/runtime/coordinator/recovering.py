@@ -76,8 +76,8 @@ class Recovering:
         def _poll(self) -> None: ...
         def _runtime_ask(self, message: Any, timeout_s: float = ..., to: _Attached | None = None) -> Ask: ...
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
-                           answered: tuple[str, ...] = (),
-                           tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]: ...
+                           answered: tuple[tuple[str, str], ...] = (),
+                           tail: int = 0) -> Generator[Ask, Any, Opened]: ...
         def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
         def _close_runtime(self, settle: bool = True) -> Job: ...
         def _stop_stray(self) -> Job: ...
@@ -204,8 +204,7 @@ class Recovering:
         context = self._turn_context(record)
         try:
             opened = yield from self._start_runtime(record.committed_cursor, reclaim,
-                                                    answered=tuple(a for a, _ in context.approvals),
-                                                    tail=self._unsettled_turn(record))
+                                                    answered=context.approvals, tail=self._unsettled_turn(record))
         except OuroactorsError as exc:
             self._transition(record, Event.PARK, reason=f"{recovery.ParkReason.RESERVATION_NOT_RECLAIMABLE.value}: "
                                                         f"replacement refused: {exc}")
@@ -226,16 +225,11 @@ class Recovering:
             return
         yield from self._send_text(text)
 
-    def _unsettled_turn(self, record: SessionRecord) -> tuple[int, int]:
-        """:func:`.publication.unsettled_turn` over the committed log, read back from its end as far as needed."""
-        cursor, window = record.committed_cursor, 256
-        while True:
-            after = max(0, cursor - window)
-            found = publication.unsettled_turn(self.store.events(self.session_id, after, cursor - after),
-                                               from_start=after == 0)
-            if found is not None:
-                return found
-            window *= 4
+    def _unsettled_turn(self, record: SessionRecord) -> int:
+        """:func:`.publication.unsettled_turn` of the committed log (its last event)."""
+        cursor = record.committed_cursor
+        last = self.store.events(self.session_id, cursor - 1, 1) if cursor > 0 else []
+        return publication.unsettled_turn(last[-1] if last else None)
 
     def _heartbeat(self, drain: bool = True) -> Job:
         """Is the runtime's child still the one attached? Then drain once more (a lost push or answer is

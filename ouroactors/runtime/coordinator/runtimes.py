@@ -120,14 +120,14 @@ class RuntimeLink(WorkspaceLeasing):
         return Ask(runtime.address, message, timeout_s, self._watch(runtime.key, runtime.generation))
 
     def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
-                       answered: tuple[str, ...] = (), tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]:
+                       answered: tuple[tuple[str, str], ...] = (), tail: int = 0) -> Generator[Ask, Any, Opened]:
         """Start a runtime child, lease the workspace for it (it is the owner), open it at cursor ``start``.
 
         ``reclaim``: the lost runtime's lease (:func:`.configs.get_lease`); its reservation is reclaimed
         with its capability instead of acquiring anew. The runtime runs under the record's state version
         and parks its approvals on the coordinator (:mod:`.waits`); ``answered``: the approvals answered
-        since its turn began; ``tail``: the turn the committed log has not seen settle and how many of its events
-        it holds (``OpenSession.tail_turn``; a replacement passes it).
+        since its turn began (approval id, call digest); ``tail``: the turn the committed log has not seen settle
+        (``OpenSession.tail_turn``; a replacement passes it).
         """
         self.answered_asks = []  # a new runtime: no answered ask is pending in it yet (see .waits)
         config = get_config(self.store, self.session_id)
@@ -144,7 +144,7 @@ class RuntimeLink(WorkspaceLeasing):
         raise CoordinatorError(f"{START_ATTEMPTS} runtimes died while opening the session: {'; '.join(lost)}")
 
     def _start_once(self, config: dict[str, Any], start: int, reclaim: dict[str, Any] | None,
-                    answered: tuple[str, ...], tail: tuple[int, int]) -> Generator[Ask, Any, Opened]:
+                    answered: tuple[tuple[str, str], ...], tail: int) -> Generator[Ask, Any, Opened]:
         earlier = get_runtime(self.store, self.session_id)  # the runtime before this one, if any (see below)
         # Workspace Acquires are keyed per runtime generation by an HMAC under the data dir's secret (.request_keys):
         # a replayed key is answered with its lease's capability, so it must not be derivable from the session id
@@ -213,7 +213,7 @@ class RuntimeLink(WorkspaceLeasing):
         return started
 
     def _lease_and_open(self, config: dict[str, Any], info: Any, attached: _Attached, start: int,
-                        reclaim: dict[str, Any] | None, answered: tuple[str, ...], tail: tuple[int, int],
+                        reclaim: dict[str, Any] | None, answered: tuple[tuple[str, str], ...], tail: int,
                         earlier: dict[str, Any] | None) -> Generator[Ask, Any, Opened]:
         """Lease the workspace for the runtime just started (``info``) and open the session on it."""
         if config.get("workspace"):
@@ -234,8 +234,9 @@ class RuntimeLink(WorkspaceLeasing):
         version = self.record.state_version if self.record is not None else 0
         opened = yield from self._open(info, OpenSession(self.session_id, config, attached.lease_id, subscriber,
                                                          start=start, state_version=version, park_approvals=True,
-                                                         answered=answered, tail_turn=tail[0],
-                                                         tail_published=tail[1]))
+                                                         answered=tuple(a for a, _ in answered),
+                                                         answered_asks=tuple(d for _, d in answered),
+                                                         tail_turn=tail))
         if isinstance(opened, AlreadyOpen):
             raise RuntimeTaken(f"runtime {info.id} (generation {format_generation(info.generation)}) serves another "
                                f"session: {opened}")

@@ -137,6 +137,26 @@ class StoreReads:
         self._save_quarantine()
         return out
 
+    def turn_events(self, session_id: str, turn: int, through: int) -> list[PublishedEvent]:
+        """The committed events of ``turn`` with cursor <= ``through``, in cursor order: read back from ``through``
+        to the first event of an earlier turn (turns only grow along the log)."""
+        prefix = log_prefix(session_id)
+        out: list[PublishedEvent] = []
+        with self.env.begin(db=self.log) as txn:
+            cursor = txn.cursor()
+            found = cursor.set_range(prefix + seq_key(through + 1))
+            found = cursor.prev() if found else cursor.last()
+            while found and cursor.key().startswith(prefix):
+                event = self._decode(PublishedEvent, cursor.value(), b"session_events/" + bytes(cursor.key()))
+                if event.turn < turn:
+                    break
+                if event.turn == turn:
+                    out.append(event)
+                found = cursor.prev()
+        self._save_quarantine()
+        out.reverse()
+        return out
+
     def rejection_count(self, session_id: str) -> int:
         """Every resume event refused for ``session_id`` so far (the log keeps the latest REJECTIONS_KEPT)."""
         with self.env.begin(db=self.resumes) as txn:

@@ -22,7 +22,9 @@ operator's credentials were verified) and applies it as a resume event expecting
 (the session moved on) is rejected and recorded, a duplicate too. An accepted answer starts a new runtime
 that re-runs the interrupted turn with the answered approvals named (``OpenSession.answered``): the call
 that asks again finds its approval by digest and is decided by it — the operator is not asked twice, and
-the coordinator does not wait again for an ``approval_needed`` it knows is answered.
+the coordinator does not wait again for an ``approval_needed`` it knows is answered. (The re-run does not publish
+that ask again: it repeats the log's events of the turn, held back by :mod:`ouroactors.runtime.execution.repeats`,
+and its ``turn_resumed`` marker names the answered asks among them, which the coordinator counts as taken.)
 
 **Timer.** :class:`~.messages.WaitSession` with ``seconds`` makes a *suspended* session wait
 (``waiting:timer``) with ``due_ns`` on the core clock (:mod:`ouroactors.core.clock`, virtual in
@@ -52,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...authorities.grants.messages import ListApprovals, RequestApproval
 from ...core import clock
-from ...core.codec import digest_of
+from ..execution.repeats import RESUMED, ask_digest
 from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
 from .messages import JOB_EXPIRY_S, ApprovalAnswered, CompleteJob, Done, Rejected, WaitSession
@@ -99,8 +101,8 @@ class Waits:
         def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
         def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
-                           answered: tuple[str, ...] = (),
-                           tail: tuple[int, int] = (0, 0)) -> Generator[Ask, Any, Opened]: ...
+                           answered: tuple[tuple[str, str], ...] = (),
+                           tail: int = 0) -> Generator[Ask, Any, Opened]: ...
         def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
         def _principal(self, claimed: str, token: str | None) -> VerifiedActor | None: ...
         def _owner_only(self, request: Any, record: SessionRecord, what: str) -> None: ...
@@ -139,8 +141,7 @@ class Waits:
             self._transition(record, Event.FAIL, reason="resumed, but no turn text is kept to run")
             return
         try:
-            opened = yield from self._start_runtime(record.committed_cursor,
-                                                    answered=tuple(a for a, _ in context.approvals))
+            opened = yield from self._start_runtime(record.committed_cursor, answered=context.approvals)
         except CoordinatorError as exc:
             self._transition(self._read(), Event.FAIL, reason=f"no runtime for the turn: {exc}")
             raise
@@ -155,9 +156,14 @@ class Waits:
         answered asks left once this batch is committed (each is expected once)."""
         left = list(self.answered_asks)
         for event in events:
+            if event.kind == RESUMED:  # the re-run did not publish these answered asks again: they are taken
+                for taken in event.data.get("asks", ()):
+                    if taken in left:
+                        left.remove(taken)
+                continue
             if event.kind != "approval_needed" or "arguments" not in event.data:
                 continue  # (a runtime that waits itself reports no arguments)
-            digest = digest_of([event.data.get("tool"), event.data.get("arguments")])
+            digest = ask_digest(event.data)
             if digest in left:
                 left.remove(digest)  # its approval is answered: the runtime is deciding by it
                 continue

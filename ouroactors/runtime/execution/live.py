@@ -24,6 +24,7 @@ from ...core.errors import StaleGeneration
 from ...supervision.calls import Tagged, TaggedAnswer
 from .errors import CursorError
 from .output import Batch, OutputBuffer, OutputEvent
+from .repeats import RESUMED, Repeats
 
 GRANTS_ANSWER_TIMEOUT_S = 30.0
 
@@ -44,18 +45,24 @@ class OutputChannel:
         # the last turn whose turn_settled event a reader has committed (acked): a replacement runtime would not
         # have to derive that turn's events again (see .snapshot_rider)
         self.published_turn = 0
+        self.repeats: Repeats | None = None  # a turn this runtime runs again: what its earlier runs published
 
     async def emit(self, kind: str, turn: int, data: dict[str, Any], *, rides: bool = False) -> None:
         while not self.buffer.has_room():
             await self._room.wait()
-        self._notify(self.append(kind, turn, data), rides)
+        for event in self.append(kind, turn, data):
+            # a re-run's marker goes out at once: the coordinator commits it (it counts the asks it names)
+            self._notify(event, rides and event.kind != RESUMED)
 
-    def append(self, kind: str, turn: int, data: dict[str, Any]) -> OutputEvent:
-        """Append an event now (room or not: the caller's events are owed, e.g. a settled turn's withheld ones)."""
-        event = self.buffer.append(kind, turn, data)
-        if kind == "turn_settled":
-            self._settling.append((event.cursor, turn))
-        return event
+    def append(self, kind: str, turn: int, data: dict[str, Any]) -> list[OutputEvent]:
+        """Append an event now (the caller's events are owed, e.g. a settled turn's withheld ones), unless it repeats
+        what an earlier run of its turn published (:attr:`repeats`): the events appended, the re-run's marker first."""
+        emissions = [(kind, turn, data)] if self.repeats is None else self.repeats.take(kind, turn, data)
+        events = [self.buffer.append(*emission, force=True) for emission in emissions]
+        for event in events:
+            if event.kind == "turn_settled":
+                self._settling.append((event.cursor, event.turn))
+        return events
 
     def drain(self, after: int, limit: int) -> Batch:
         return self.buffer.drain(after, limit)

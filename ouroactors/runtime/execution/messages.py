@@ -39,12 +39,14 @@ class OpenSession:
     holds the call until it is closed — the coordinator makes the wait durable and the runtime's process goes
     away (:mod:`ouroactors.runtime.coordinator.waits`). ``answered``: approvals answered for this session
     since its turn began; a call that asks again finds its own there (same tool and arguments) and is
-    decided by it instead of asking twice.
+    decided by it instead of asking twice. ``answered_asks``: their call digests, as the coordinator counts them
+    (:mod:`.repeats`: an ask of the re-run that one answers is not published again).
 
-    ``tail_turn`` (0: none) is the turn the opener has not seen settle, of which ``tail_published`` events are
-    committed (at the cursors up to ``start``). If the journal holds that turn settled — its runtime died after
-    settling it and before its last events were committed — the runtime emits the rest of the turn's events again,
-    derived from the journal by replay (nothing runs), and answers ``Opened.tail``: the turn is not to be re-run.
+    ``tail_turn`` (0: none) is the turn the opener has not seen settle. If the journal holds that turn settled — its
+    runtime died after settling it and before its last events were committed — the runtime emits the turn's events
+    the log does not hold yet, derived from the journal by replay (nothing runs), and answers ``Opened.tail``: the
+    turn is not to be re-run. Either way, what the log holds of the turn it continues (up to ``start``) is not
+    published again (:mod:`.repeats`).
     """
 
     session_id: SessionId
@@ -55,8 +57,8 @@ class OpenSession:
     state_version: Version = 0
     park_approvals: bool = False
     answered: Annotated[tuple[Name, ...], Size(0, 64)] = ()
+    answered_asks: Annotated[tuple[Name, ...], Size(0, 64)] = ()
     tail_turn: Version = 0
-    tail_published: Cursor = 0
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ defined in :mod:`.runtime`: they travel pickled, by module path.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from ...authorities.grants.inline import InlineGrants
 from ...authorities.grants.messages import ConsumeApproval, Decide, RequestApproval, WaitApproval
 from ...authorities.grants.rules import Request
 from ...core import faults
-from ...core.errors import OuroactorsError
+from ...core.errors import CorruptRecord, OuroactorsError
 from ...supervision.calls import Tagged
 from ...supervision.protocol import Stamped
 from ..coordinator.publishing import ACK_EVERY
@@ -52,10 +53,13 @@ from .output import OutputBuffer, OutputEvent
 from .ports import JournalWriter, ProviderModel, SteeringQueue, SystemClock, ToolsCatalog
 from .providers import make_provider
 from .reading import StoredRecord
+from .repeats import Repeats, published_run
 from .reuse import RecordedSteer, RedeliveringControl, ReusingModel, recorded_calls, recorded_steers
 from .snapshot_rider import SnapshotRider, tail_hook
 from .tail import SettledTail
 from .tools.shell import warm as warm_shell
+
+log = logging.getLogger("ouroactors.runtime")
 
 if TYPE_CHECKING:
     from ...authorities.ledger.direct import LedgerWriter
@@ -207,11 +211,12 @@ class SessionOpening:
         # which follows the open at once (or the close's flush) — one synced commit fewer on a message's way (a runtime
         # lost before that commit ran nothing, and leaves no record of its open but the event log's runtime_opened)
         self.trio.call(lambda: loop.open(runtime=runtime, flush=False))
-        withheld = tail.withheld(message.tail_published)
-        if withheld:  # the settled turn's last events, as the dead runtime emitted them (derived, nothing ran)
-            def emit_withheld() -> None:
-                for kind, turn, data in withheld:
-                    notify(channel.append(kind, turn, data))
+        channel.repeats = self._repeats(session, message, loop.turns)
+        if tail.settled:  # the settled turn's events the log does not hold, as the dead runtime emitted them (derived,
+            def emit_withheld() -> None:  # nothing ran): the channel holds back those it does (.repeats)
+                for kind, turn, data in tail.events:
+                    for event in channel.append(kind, turn, data):
+                        notify(event)
 
             self.trio.call(emit_withheld)
         self.live = _Live(session, config, loop, channel, steering, grants, subscriber, stats=stats,
@@ -222,6 +227,22 @@ class SessionOpening:
         self.live.opened = Opened(session, self.runtime_id, self.generation, channel.buffer.produced,
                                   tail=tail.settled)
         return self.live.opened
+
+    def _repeats(self, session: str, message: OpenSession, settled: int) -> Repeats | None:
+        """What the log holds of the turn this runtime continues — its settled tail, or the turn after the last
+        settled one, which it runs again — so that the channel does not publish it again (:mod:`.repeats`). A log
+        that cannot be read holds nothing back: a repeat is better than a gap."""
+        if message.start == 0:
+            return None
+        turn = message.tail_turn or settled + 1
+        try:
+            events = SessionStore(self.ledger.env).turn_events(session, turn, message.start)
+        except CorruptRecord as exc:
+            log.warning("session %s: its log of turn %d cannot be read (%s): what a re-run repeats is published",
+                        session, turn, exc)
+            return None
+        published = published_run(events, turn)
+        return Repeats(turn, published, message.answered_asks) if published else None
 
     def _reuse_recorded(self, ports: Ports, session: str, unsettled: Sequence[StoredRecord], turn: int) -> None:
         """Answer the re-run of ``turn`` from the model results its unsettled runs recorded, and deliver the steers

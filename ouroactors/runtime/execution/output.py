@@ -66,9 +66,11 @@ class OutputBuffer:
     def has_room(self) -> bool:
         return len(self._events) < self.capacity
 
-    def append(self, kind: str, turn: int, data: dict[str, Any]) -> OutputEvent:
-        """Add one event; the caller must have checked :meth:`has_room` (a full buffer never drops)."""
-        if not self.has_room():
+    def append(self, kind: str, turn: int, data: dict[str, Any], *, force: bool = False) -> OutputEvent:
+        """Add one event; the caller must have checked :meth:`has_room` (a full buffer never drops), unless
+        ``force``: events owed (a re-run's marker beside the event that waited for room, a settled turn's
+        withheld ones) go past the capacity by as many."""
+        if not force and not self.has_room():
             raise CursorError(f"output buffer full ({self.capacity} unacknowledged events): wait for an ack")
         self.produced += 1
         event = OutputEvent(self.produced, kind, turn, data)

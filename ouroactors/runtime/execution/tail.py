@@ -3,19 +3,14 @@
 A runtime that settles a turn journals it first and emits the turn's last events after; killed in between, it
 leaves a turn that is over in the journal but not in its coordinator's committed log. Running the turn again would
 repeat it (a new turn, its model calls made twice); the replacement runtime instead derives the turn's events from
-the journal through replay (the same loop, nothing runs) and emits those the coordinator has not committed — the
-turn then settles in the log exactly as it would have without the crash. See ``OpenSession.tail_turn``.
+the journal through replay (the same loop, nothing runs) and emits them through its output channel, which holds back
+those the log holds already (:mod:`.repeats`) — the turn then settles in the log as it would have without the crash.
+See ``OpenSession.tail_turn``.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from .errors import RuntimeRefusal
-
-
-class TailRefused(RuntimeRefusal):
-    """The coordinator has committed more of the turn than its journal derives: they disagree; nothing is emitted."""
 
 
 class SettledTail:
@@ -39,14 +34,5 @@ class SettledTail:
     def settled(self) -> bool:
         return bool(self.events) and self.events[-1][0] == "turn_settled"
 
-    def withheld(self, published: int) -> list[tuple[str, int, dict[str, Any]]]:
-        """The turn's events after the first ``published`` (committed already); none unless it settled."""
-        if not self.settled:
-            return []
-        if published >= len(self.events):  # the opener has not seen it settle: its turn_settled at least is withheld
-            raise TailRefused(f"turn {self.turn}: {published} of its events are committed without its turn_settled, "
-                              f"yet its journal derives {len(self.events)} in all: they disagree")
-        return self.events[published:]
 
-
-__all__ = ["SettledTail", "TailRefused"]
+__all__ = ["SettledTail"]
