@@ -12,34 +12,44 @@ from .actor_support import agent_tree, journal_kinds, session_config, slow_scrip
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 
-@pytest.fixture
-def talking(actor_system, tmp_path):
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
+def _talk(system, tmp_path, last: bool = False):
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
     sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(slow_script(
         tmp_path / "slow.toml", words=30, pace_ms=60))}))
-    sessions.send("s1", "talk")
+    sessions.send("s1", "talk", last=last)
     wait_for("output committed", lambda: sessions.show("s1").committed_cursor >= 3)
-    return actor_system, sessions
+    return sessions
 
 
-def test_suspend_stops_the_runtime_and_resume_runs_the_interrupted_turn_again(talking):
-    system, sessions = talking
+@pytest.fixture
+def talking(actor_system, tmp_path):
+    return actor_system, _talk(actor_system, tmp_path)
+
+
+@pytest.mark.parametrize("last", [False, True], ids=["message", "last message"])
+def test_suspend_stops_the_runtime_and_resume_runs_the_interrupted_turn_again(actor_system, tmp_path, last):
+    system, sessions = actor_system, _talk(actor_system, tmp_path, last)
     done = sessions.suspend("s1")
+    # even a turn that was to be the last: an interrupted turn did not do what it was asked, the session goes on
     assert done.view.state == "suspended" and done.view.runtime_id is None
     wait_for("the runtime gone", lambda: not [c for c in system.which_children("agent/execution")
                                                if c.status == "running"])  # a suspended session holds no process
     cut = sessions.show("s1").committed_cursor
-    assert "turn_settled" not in [e.kind for e in sessions.events("s1")]
+    # the interrupted turn's end is published before its runtime goes: a subscriber sees the turn settle
+    settled = [e for e in sessions.events("s1") if e.kind == "turn_settled"]
+    assert [(e.turn, e.data["status"], e.cursor) for e in settled] == [(1, "interrupted", cut)]
     with pytest.raises(OuroactorsError, match="no turn to steer; send a message to start the next turn"):
         sessions.steer("s1", "hello?")
     resumed = sessions.resume("s1")
     assert resumed.view.state == "running"
-    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
-    assert [e.cursor for e in events] == list(range(1, len(events) + 1)) and events[cut].kind == "turn_started"
+    events = list(sessions.events("s1", after=cut, follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.cursor for e in events] == list(range(cut + 1, cut + len(events) + 1))
+    assert (events[0].kind, events[0].turn) == ("turn_started", 2)  # the text again, as the next turn
     assert events[-1].data["status"] == "completed"
-    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
-    with pytest.raises(OuroactorsError, match="nothing to resume"):
+    ended = "completed" if last else "suspended"  # a last message's session completes with its turn that did
+    assert wait_for(ended, lambda: sessions.show("s1").state == ended)
+    with pytest.raises(OuroactorsError, match=r"nothing to resume|completed"):
         sessions.resume("s1")
 
 
@@ -52,6 +62,7 @@ def test_steer_reaches_the_running_turn_and_cancel_ends_the_session(talking):
     assert journal_kinds(system.data_dir, "s1").count("steer_received") == 1
     done = sessions.cancel("s1")
     assert done.view.state == "cancelled" and done.view.reason == f"cancelled by {sessions.principal}"
+    assert [e.data["status"] for e in sessions.events("s1") if e.kind == "turn_settled"] == ["interrupted"]
     wait_for("the coordinator gone", lambda: not [c for c in system.which_children("agent/coordinator")
                                                     if c.status == "running"])
     wait_for("the runtime gone", lambda: not [c for c in system.which_children("agent/execution")

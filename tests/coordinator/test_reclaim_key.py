@@ -23,9 +23,8 @@ from ouroactors.authorities.workspace.leases import (
     NotReservationOwner,
 )
 from ouroactors.authorities.workspace.messages import Acquire, Reclaim
-from ouroactors.runtime.coordinator.calls import Ask, TimedOut
+from ouroactors.runtime.coordinator.calls import Ask, Nap, TimedOut
 from ouroactors.runtime.coordinator.commands import CoordinatorError
-from ouroactors.runtime.coordinator.leasing import _Nap
 from ouroactors.runtime.coordinator.runtimes import NAP_S, RECLAIM_WAIT_S, RuntimeLink, reclaim_request_id
 
 CAP_A, CAP_B = bytes(range(32)), bytes(range(1, 33))
@@ -87,7 +86,7 @@ def run(job: Generator[Ask, Any, Any], ws: Ws, at_nap: Callable[[int], None] = l
     try:
         while True:
             ask = job.send(answer)
-            if isinstance(ask.message, _Nap):
+            if isinstance(ask.message, Nap):
                 naps += 1
                 at_nap(naps)
                 answer = TimedOut(ask.message)

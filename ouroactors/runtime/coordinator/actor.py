@@ -58,10 +58,9 @@ from ...supervision.worker import Worker
 from ..execution.messages import OutputReady
 from ..execution.output import OutputEvent
 from . import publishing
-from .calls import Ask, Jobs
+from .calls import Ask, Jobs, Nap
 from .commands import Commands, CoordinatorError, value_of
 from .following import Following
-from .leasing import _Nap
 from .messages import (
     COORDINATOR_REQUESTS,
     ForSession,
@@ -209,7 +208,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                     self.pushed[event.cursor] = event
                 self._want_publish(drain=not message.events)
             return None
-        if isinstance(message, _Nap):
+        if isinstance(message, Nap):
             return None
         if isinstance(message, WhichSession):
             return Serving(self.session_id)

@@ -80,6 +80,12 @@ class Ask:
 
 
 @dataclass(frozen=True)
+class Nap:
+    """Asked of the actor itself and never answered: a job's pause (the ask's timeout resumes it). The actor
+    drops it when it arrives."""
+
+
+@dataclass(frozen=True)
 class TimedOut:
     """Nothing answered ``message`` within its timeout."""
 
@@ -300,4 +306,4 @@ def _ref_of(message: Any) -> str | None:
     return None
 
 
-__all__ = ["ASK_TIMEOUT_S", "Ask", "Gone", "Job", "Jobs", "OffThread", "TimedOut", "Watch"]
+__all__ = ["ASK_TIMEOUT_S", "Ask", "Gone", "Job", "Jobs", "Nap", "OffThread", "TimedOut", "Watch"]

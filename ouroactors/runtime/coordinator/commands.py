@@ -21,9 +21,9 @@ from ..execution import tool_set, versions
 # (tool_set imports it lazily), it cost every session start ~45 ms, in a coordinator that had just been forked.
 from ..execution import tools as _tool_registry  # noqa: F401
 from ..execution.config import parse_session_config
-from ..execution.messages import SteerTurn
+from ..execution.messages import InterruptTurn, SteerTurn
 from . import recovery
-from .calls import Ask, Job, OffThread
+from .calls import Ask, Job, Nap, OffThread
 from .configs import get_config
 from .messages import (
     ApprovalAnswered,
@@ -64,6 +64,10 @@ def value_of(outcome: Outcome[Any], what: str) -> Any:
     raise CommitRejected(f"{what}: {outcome.reason}")
 
 
+SETTLE_WAIT_S = 3.0  # how long a suspend waits for the interrupted turn to settle and be published
+SETTLE_NAP_S = 0.02
+
+
 class Commands:
     """The user commands of a coordinator (see the module docstring)."""
 
@@ -74,6 +78,7 @@ class Commands:
         attached: Any
         record: SessionRecord | None
         context: Any
+        myAddress: Any
 
         def send(self, address: Any, message: Any) -> None: ...
         def stop(self, reason: Any = None) -> None: ...
@@ -218,6 +223,8 @@ class Commands:
             raise CoordinatorError(f"session is {record.state.value} already")
         if request.action == "suspend" and record.state is not State.RUNNING:
             raise CoordinatorError(f"session is {record.state.value}: only a running one is suspended")
+        if self.attached is not None and record.state is State.RUNNING:  # suspend or cancel: its turn ends visibly
+            yield from self._settle_interrupted()
         if self.attached is not None:
             yield from self._publish(drain=True)  # everything the runtime holds, pushed or not
             yield from self._close_runtime()
@@ -229,6 +236,23 @@ class Commands:
         record = self._transition(record, Event.CANCEL, reason=f"cancelled by {request.principal}")
         self.stop()
         return Done(view_of(record, 0), "cancelled")
+
+    def _settle_interrupted(self) -> Job:
+        """Interrupt the running turn and publish its settlement before the runtime goes (a suspend, a cancel): a
+        subscriber sees the turn end (``turn_settled``, ``interrupted``) instead of a turn that never settles, and
+        the interrupted turn's commit moves the session to ``suspended`` (:mod:`.publishing`: an interrupted turn
+        never completes a session; a cancel goes on from there). The runtime cancels within a moment; one that has
+        not settled within :data:`SETTLE_WAIT_S` (or has no turn running) is closed as before, its turn left as the
+        log holds it."""
+        answer = yield self._runtime_ask(InterruptTurn())
+        if isinstance(answer, BaseException):  # no turn running (it settled meanwhile), or the runtime is gone
+            return
+        for _ in range(int(SETTLE_WAIT_S / SETTLE_NAP_S)):
+            yield from self._publish(drain=True)
+            last = self.store.events(self.session_id, max(self._read().committed_cursor - 1, 0), 1)
+            if self.attached is None or (last and last[-1].kind == "turn_settled"):
+                return
+            yield Ask(self.myAddress, Nap(), SETTLE_NAP_S)  # answered by nobody: resumes after the nap
 
 
 

@@ -10,7 +10,6 @@ whoever holds a key is handed its lease, so neither may be guessable.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 from collections.abc import Generator, Mapping
@@ -22,7 +21,7 @@ from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
 from ...core.errors import OuroactorsError
 from . import request_keys
-from .calls import Ask, TimedOut
+from .calls import Ask, Nap, TimedOut
 from .commands import CoordinatorError
 from .configs import get_lease
 from .record import WorkspaceLease
@@ -54,11 +53,6 @@ def reclaim_request_id(lease: Mapping[str, Any]) -> str:
         raise CoordinatorError(f"lease {lease.get('lease_id')!r} keeps no capability to reclaim it with")
     message = b"ouroactors.coordinator.reclaim\0" + str(lease.get("lease_id")).encode()
     return "reclaim-" + hmac.new(capability, message, hashlib.sha256).hexdigest()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Nap:
-    """Asked of the coordinator itself and never answered: a job's pause (the ask's timeout resumes it)."""
 
 
 class WorkspaceLeasing:
@@ -167,7 +161,7 @@ class WorkspaceLeasing:
                 return answer
             if not isinstance(answer, Granted | NotReservationOwner):
                 return answer
-            yield Ask(self.myAddress, _Nap(), NAP_S)  # answered by nobody: resumes after NAP_S
+            yield Ask(self.myAddress, Nap(), NAP_S)  # answered by nobody: resumes after NAP_S
         if isinstance(answer, Granted):
             return NotReservationOwner(f"session {self.session_id!r}: the reservation of lease "
                                        f"{lease['lease_id']} was reclaimed for an earlier runtime, which still "

@@ -187,7 +187,11 @@ class Publisher:
                 return
             settled_as = next((e.data.get("status") for e in step_plan.events if e.kind == "turn_settled"), None)
             settled = settled_as is not None
-            then = (Event.COMPLETE if self._last_turn(record) else Event.TURN_COMPLETE) if settled else None
+            # an interrupted turn (a suspend) did not do what it was asked: it never completes a session, even its last
+            then = None
+            if settled:
+                last = settled_as != "interrupted" and self._last_turn(record)
+                then = Event.COMPLETE if last else Event.TURN_COMPLETE
             if settled_as == "ambiguous":  # a tool call's outcome is unknown: recovery reconciles it (see below)
                 then = Event.EFFECT_UNKNOWN
             changes: dict[str, Any] = {}
