@@ -384,3 +384,4 @@ def session_add_principal(data_dir: str, name: str) -> None:
 
 
 from . import session_export as session_export  # noqa: E402  registers `session export` on the group above
+from . import session_serve as session_serve  # noqa: E402  registers `session serve` on the group above

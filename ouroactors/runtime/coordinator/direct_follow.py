@@ -44,7 +44,7 @@ from .store import SessionStore
 from .wake import SubscriberWake
 from .workflow import is_terminal
 
-__all__ = ["POLL_S", "follow"]
+__all__ = ["POLL_S", "follow", "state_of"]
 
 POLL_S = 0.5  # the log is read at least this often while following, woken or not
 BATCH = 1000
@@ -111,17 +111,32 @@ if hasattr(os, "register_at_fork"):
 
 
 def follow(data_dir: str | Path, session_id: str, after: int = 0, *, follow: bool = True,
-           idle_timeout: float | None = None, until: str | None = None) -> Iterator[PublishedEvent]:
-    """The committed events of ``session_id`` after cursor ``after``, in order, each once (see the module doc)."""
+           idle_timeout: float | None = None, until: str | None = None,
+           stop: threading.Event | None = None) -> Iterator[PublishedEvent]:
+    """The committed events of ``session_id`` after cursor ``after``, in order, each once (see the module doc).
+    ``stop``: set, the follow ends within :data:`POLL_S` (a server shutting down)."""
     key, store = _acquire(Path(data_dir))
     try:
-        yield from _follow(store, data_dir, session_id, after, follow=follow, idle_timeout=idle_timeout, until=until)
+        yield from _follow(store, data_dir, session_id, after, follow=follow, idle_timeout=idle_timeout, until=until,
+                           stop=stop)
+    finally:
+        _release(key)
+
+
+def state_of(data_dir: str | Path, session_id: str, after: int) -> tuple[str | None, bool]:
+    """The state of ``session_id`` (None: no such session) and whether events after cursor ``after`` are committed."""
+    key, store = _acquire(Path(data_dir))
+    try:
+        record = store.get(session_id)
+        more = bool(store.events(session_id, after, 1))
+        return (record.state.value if record is not None else None), more
     finally:
         _release(key)
 
 
 def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: int, *, follow: bool,
-            idle_timeout: float | None, until: str | None) -> Iterator[PublishedEvent]:
+            idle_timeout: float | None, until: str | None,
+            stop: threading.Event | None = None) -> Iterator[PublishedEvent]:
     wake = SubscriberWake.open(data_dir, session_id) if follow else None  # before the first read: no wake is lost
     try:
         cursor = after
@@ -149,6 +164,8 @@ def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: i
                 yield event
                 if until is not None and event.kind == until:
                     return
+            if stop is not None and stop.is_set():
+                return
             if events:
                 quiet_since = time.monotonic()
                 continue
