@@ -108,6 +108,33 @@ def test_the_server_refuses_what_it_must_and_ends_a_finished_stream(served, acto
     assert again.status_code == 204
 
 
+def test_streams_beyond_the_limit_are_refused_and_a_closing_server_ends_the_open_ones(actor_system, tmp_path):
+    suspended_after_a_turn(actor_system, tmp_path)
+    server = SessionEventServer(actor_system.data_dir, "127.0.0.1", 0, TOKEN, max_streams=1)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}/sessions/s1/events?access_token={TOKEN}"
+    got: list[dict[str, Any]] = []
+    opened = threading.Event()
+
+    def hold() -> None:  # a suspended session's stream waits for the next turn: it stays open
+        with httpx.stream("GET", url, timeout=30) as r:
+            opened.set()
+            got.extend(frames(r))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert opened.wait(30)
+        busy = httpx.get(url, timeout=10)
+        assert busy.status_code == 503 and "1 streams are open already" in busy.text
+    finally:
+        server.close()  # ends the open stream (within the follow's poll) and waits for it
+        thread.join(10)
+        holder.join(30)
+    assert not holder.is_alive() and got and got[-1]["event"] == "turn_settled"
+
+
 def test_session_serve_is_a_command_with_a_private_token_and_a_clean_exit(actor_system, tmp_path):
     suspended_after_a_turn(actor_system, tmp_path)
     data = Path(actor_system.data_dir)

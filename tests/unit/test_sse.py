@@ -81,3 +81,17 @@ def test_any_event_parses_back_from_its_frame(data, cursor):
     assert rest == ""
     fields = dict(line.split(": ", 1) for line in block.split("\n"))
     assert fields["id"] == str(cursor) and json.loads(fields["data"])["data"] == data
+
+
+def test_a_logged_request_line_never_holds_the_token_and_only_loopback_is_bound():
+    from ouroactors.runtime.coordinator.sse_server import SessionEventServer, loopback, redacted
+
+    line = f'"GET /sessions/s1/events?after=3&access_token={TOKEN}&until=turn_settled HTTP/1.1" 200 -'
+    assert TOKEN not in redacted(line) and "access_token=<redacted>&until=turn_settled" in redacted(line)
+    assert redacted(f"GET /x?access_token={TOKEN}") == "GET /x?access_token=<redacted>"
+    assert [loopback(h) for h in ("127.0.0.1", "127.9.9.9", "::1", "localhost", "0.0.0.0", "::", "10.0.0.1",
+                                   "example.org")] == [True, True, True, True, False, False, False, False]
+    with pytest.raises(ValueError, match="not a loopback address"):
+        SessionEventServer("/nonexistent", "0.0.0.0", 0, TOKEN)
+    with pytest.raises(ValueError, match="at least 16"):
+        SessionEventServer("/nonexistent", "127.0.0.1", 0, "short")

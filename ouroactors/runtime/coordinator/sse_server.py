@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,12 +27,19 @@ from . import direct_follow
 from .sse import KEEPALIVE, Refusal, StreamRequest, end_frame, event_frame, parse
 from .workflow import TERMINAL
 
-__all__ = ["KEEPALIVE_S", "MAX_STREAMS", "SessionEventServer", "loopback"]
+__all__ = ["KEEPALIVE_S", "MAX_STREAMS", "REQUEST_TIMEOUT_S", "SessionEventServer", "loopback", "redacted"]
 
 log = logging.getLogger("ouroactors.sse")
 KEEPALIVE_S = 15.0
+REQUEST_TIMEOUT_S = 30.0  # for the request to arrive, and for each write of a stream to be taken
 MAX_STREAMS = 64
 _TERMINAL = frozenset(state.value for state in TERMINAL)
+_TOKEN_IN_QUERY = re.compile(r"([?&]access_token=)[^&\s]*")
+
+
+def redacted(line: str) -> str:
+    """A request line fit for a log: the token a query carries is not written anywhere."""
+    return _TOKEN_IN_QUERY.sub(r"\1<redacted>", line)
 
 
 def loopback(host: str) -> bool:
@@ -47,6 +55,7 @@ def loopback(host: str) -> bool:
 class _Handler(BaseHTTPRequestHandler):
     server: SessionEventServer
     protocol_version = "HTTP/1.0"  # a stream ends with its connection: no chunked framing for clients to undo
+    timeout = REQUEST_TIMEOUT_S  # a client that sends no request, or reads nothing of its stream, is let go
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -67,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(asked)
             return
         if not self.server.streams.acquire(blocking=False):
-            self._refuse(Refusal(503, f"{MAX_STREAMS} streams are open already: try again later"))
+            self._refuse(Refusal(503, f"{self.server.max_streams} streams are open already: try again later"))
             return
         try:
             self._stream(asked)
@@ -122,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.info("%s %s", self.address_string(), format % args)
+        log.info("%s %s", self.address_string(), redacted(format % args))
 
 
 class SessionEventServer(ThreadingHTTPServer):
@@ -130,14 +139,16 @@ class SessionEventServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, data_dir: str | Path, host: str, port: int, token: str) -> None:
+    def __init__(self, data_dir: str | Path, host: str, port: int, token: str, *,
+                 max_streams: int = MAX_STREAMS) -> None:
         if not loopback(host):
             raise ValueError(f"{host!r} is not a loopback address: the server binds 127.0.0.1, ::1 or localhost only")
         if len(token) < 16:
             raise ValueError("the token must be at least 16 characters")
         self.data_dir, self.token = Path(data_dir), token
         self.stopping = threading.Event()
-        self.streams = threading.BoundedSemaphore(MAX_STREAMS)
+        self.max_streams = max_streams
+        self.streams = threading.BoundedSemaphore(max_streams)
         self._workers: list[threading.Thread] = []
         if ":" in host:
             self.address_family = socket.AF_INET6
