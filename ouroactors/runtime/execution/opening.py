@@ -11,7 +11,8 @@ ledger commit that records it (:mod:`.carried`), the journal's records in the le
 **A session is continued, never begun again.** A runtime is started per turn and after a crash: a session that
 already has a journal is re-derived through the loop first (:meth:`~.runtime.Runtime._restore`: replay, nothing
 runs), and the settled turn's last events a dead runtime withheld are emitted again, derived from the journal
-(:mod:`.tail`).
+(:mod:`.tail`). Whatever the log already holds of the turn the runtime continues is not published again
+(:mod:`.repeats`): its output channel holds back the repeats and marks where the new runtime went on.
 
 **An open is answered once.** The same open again (its opener lost patience with the first answer) gets the first
 answer again, and nothing is opened twice. Everything the open built is kept in :class:`_Live`, which the
