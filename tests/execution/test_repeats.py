@@ -83,6 +83,16 @@ def test_a_published_ask_the_run_does_not_make_is_passed_over():
         (RESUMED, {"not_repeated": 4, "asks": []}), ("text", {"text": "z"})]
 
 
+def test_a_steer_delivered_again_at_the_same_point_is_a_repeat():
+    steered = ("steered", {"text": "be brief", "at_call": 1, "redelivered": False})
+    logged = [*FIRST[:3], steered, ("text", {"text": "ok"})]
+    again = ("steered", {"text": "be brief", "at_call": 1, "redelivered": True})
+    assert run(Repeats(2, logged), [*FIRST[:3], again, ("text", {"text": "ok"})]) == []
+    elsewhere = ("steered", {"text": "be brief", "at_call": 2, "redelivered": True})  # another point: news
+    assert run(Repeats(2, logged), [*FIRST[:3], elsewhere]) == [(RESUMED, {"not_repeated": 3, "asks": []}),
+                                                                 elsewhere]
+
+
 KINDS = st.sampled_from(["text", "tool_call", "tool_result", "steered"])
 EVENTS = st.lists(st.tuples(KINDS, st.fixed_dictionaries({"v": st.integers(0, 2)})), min_size=1, max_size=8)
 

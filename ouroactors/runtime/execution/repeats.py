@@ -8,7 +8,7 @@ tool calls and its approval twice (three times after an approval and a crash).
 
 **The rule.** The runtime that continues a turn reads what the log holds of it (:func:`published_run`) and compares
 what it emits for that turn, in order, with it (:class:`Repeats`). While they are equal (kind and data, canonically
-encoded) nothing is emitted: the event is in the log already. The first event that differs — or goes beyond what
+encoded, less a field that only says which run emitted it) nothing is emitted: the event is in the log already. The first event that differs — or goes beyond what
 was published — is emitted after a :data:`RESUMED` event, ``{"not_repeated": k, "asks": [...]}``, which says that
 a new runtime goes on with the turn and that its first ``k`` events were the published ones. From then on every
 event of the run is emitted. Events of another turn are never held back.
@@ -46,6 +46,9 @@ _STARTED = "turn_started"
 _ASK = "approval_needed"
 
 Emission = tuple[str, int, dict[str, Any]]  # (kind, turn, data): what the channel appends
+# Fields that say which run emitted an event, not what happened: a steer the lost run delivered is delivered again at
+# the same point by the re-run (.reuse), flagged ``redelivered`` — the same steer, published already.
+_NOT_COMPARED = {"steered": frozenset({"redelivered"})}
 
 
 class _Event(Protocol):
@@ -63,6 +66,9 @@ def ask_digest(data: Mapping[str, Any]) -> str:
 
 
 def _key(kind: str, data: Mapping[str, Any]) -> str | None:
+    ignored = _NOT_COMPARED.get(kind)
+    if ignored:
+        data = {k: v for k, v in data.items() if k not in ignored}
     try:
         return digest_of([kind, data])
     except CodecError:  # not encodable, so never equal to a logged event: it is emitted
