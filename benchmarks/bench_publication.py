@@ -1,6 +1,6 @@
 """Publication latency: a runtime emits an event → a subscriber in another process receives it.
 
-    python -m benchmarks.bench_publication [--quick] [--push | --poll] [--via-directory] [--json FILE]
+    python -m benchmarks.bench_publication [--quick] [--push | --poll] [--via-directory | --sse] [--json FILE]
 
 A real multiproc system runs ``supervision_trees/agent.toml``'s tree (storage, ledger, grants, workspace,
 execution, coordinator, sessions). Each round creates one session on the scripted model whose single turn
@@ -100,6 +100,44 @@ def script_for(path: Path, tag: str, steps: int) -> Path:
 PERIODIC_READ_S = 0.05  # a reader that refreshes now and then (a UI), as bench_runtime's
 
 
+def follow_sse(data_dir: str) -> None:
+    """:func:`follow_main` for an SSE client: this process serves the data dir (``session serve``'s server, in a
+    thread) and follows each session over HTTP on loopback, parsing the frames as an ``EventSource`` does."""
+    import secrets
+
+    import httpx
+
+    from ouroactors.runtime.coordinator.sse_server import SessionEventServer
+
+    token = secrets.token_urlsafe(32)
+    server = SessionEventServer(data_dir, "127.0.0.1", 0, token)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=FOLLOW_DEADLINE_S)
+    base = f"http://127.0.0.1:{server.server_port}/sessions"
+    try:
+        for line in sys.stdin:
+            sid = line.strip()
+            if not sid:
+                continue
+            client.get(f"{base}/nobody/events")  # warm: a connection made, a request served (404)
+            print("ready", flush=True)
+            with client.stream("GET", f"{base}/{sid}/events?until=turn_settled") as response:
+                for raw in response.iter_lines():
+                    if not raw.startswith("data: "):
+                        continue
+                    got = time.time_ns()
+                    event = json.loads(raw[len("data: "):])
+                    if "cursor" not in event:
+                        break  # the end frame
+                    print(json.dumps({"t": got, "cursor": event["cursor"], "kind": event["kind"],
+                                      "call_id": event["data"].get("call_id"),
+                                      "committed_ns": event["committed_ns"]}), flush=True)
+            print("end", flush=True)
+    finally:
+        client.close()
+        server.close()
+
+
 def follow_main(data_dir: str, direct: bool) -> None:
     """Read session ids on stdin; for each: one plain read (warm), ``ready``, then follow to ``turn_settled``,
     printing one JSON line per event with the time it was received, then ``end``. ``direct``: as the CLI follows
@@ -189,7 +227,7 @@ def journal_starts(data_dir: Path, sids: Sequence[str]) -> dict[str, dict[str, i
 # -- the run --------------------------------------------------------------------------------------------------
 
 
-def run(quick: bool, push: bool | None, direct: bool = True) -> list[Row]:
+def run(quick: bool, push: bool | None, direct: bool = True, sse: bool = False) -> list[Row]:
     from ouroactors.runtime.coordinator import actor, runtimes
     from ouroactors.sessions import Sessions
 
@@ -199,6 +237,8 @@ def run(quick: bool, push: bool | None, direct: bool = True) -> list[Row]:
     poll = f"{actor.POLL_S * 1000:.0f} ms"
     mode = f"pushed OutputReady, drain poll {poll} (PUSH=True)" if runtimes.PUSH else f"drain poll {poll} (PUSH=False)"
     mode += ", subscriber reads the log (as the CLI)" if direct else ", subscriber follows the directory's stream"
+    if sse:
+        mode = mode.split(", subscriber")[0] + ", subscriber over SSE (session serve's server, an HTTP client)"
     work = Path(tempfile.mkdtemp(prefix="bench-publication-"))
     ws = work / "ws"
     ws.mkdir()
@@ -218,7 +258,8 @@ def run(quick: bool, push: bool | None, direct: bool = True) -> list[Row]:
         system.start_tree(agent_tree(ws))
         sessions = Sessions(system)
         follower = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_publication", "--follow",
-                                     str(system.data_dir), *([] if direct else ["--via-directory"])],
+                                     str(system.data_dir), *([] if direct else ["--via-directory"]),
+                                     *(["--sse"] if sse else [])],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     text=True, cwd=Path(__file__).resolve().parents[1])
         assert follower.stdin is not None
@@ -302,13 +343,19 @@ def main() -> None:
     parser.add_argument("--via-directory", action="store_true",
                         help="the subscriber follows through the directory and the coordinator's stream (the "
                              "default is as the CLI follows: the log read in the subscriber's process)")
+    parser.add_argument("--sse", action="store_true",
+                        help="the subscriber follows over HTTP as server-sent events (`session serve`'s server in "
+                             "its process, an HTTP client reading the stream)")
     parser.add_argument("--follow", metavar="DATA_DIR", help=argparse.SUPPRESS)  # the subscriber process
     args = parser.parse_args()
     if args.follow:
-        follow_main(args.follow, not args.via_directory)
+        if args.sse:
+            follow_sse(args.follow)
+        else:
+            follow_main(args.follow, not args.via_directory)
         return
     started = time.monotonic()
-    rows = run(args.quick, args.push, not args.via_directory)
+    rows = run(args.quick, args.push, not args.via_directory, args.sse)
     print_table(rows, "publication latency: runtime emit → subscriber vs a raw ask + a synced commit",
                 footer=[f"run time {time.monotonic() - started:.0f} s; {os.cpu_count()} cores; the box is shared"]
                 + [f"p90 {row.metric.strip()}: ours {percentile(row.ours.samples, 90):.2f} ms, base "

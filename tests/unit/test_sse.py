@@ -65,6 +65,7 @@ def test_an_event_is_one_frame_whose_id_is_its_cursor():
     text = frame.decode()
     assert text.startswith("id: 12\nevent: text\ndata: {") and text.endswith("}\n\n") and text.count("\n\n") == 1
     assert json.loads(text.split("data: ", 1)[1]) == {"cursor": 12, "kind": "text", "turn": 3, "generation": 9,
+                                                      "committed_ns": 0,
                                                       "data": {"text": "two\nlines\r\n\nand a blank one"}}
     odd = event_frame(1, "Odd\nkind: x", 1, {}).decode()  # a kind never ends the frame early
     assert odd.splitlines()[1] == "event: odd_kind__x" and odd.count("\n\n") == 1

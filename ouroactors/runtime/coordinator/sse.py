@@ -112,12 +112,14 @@ def parse(method: str, target: str, headers: Mapping[str, str], token: str) -> S
     return StreamRequest(session_id, after, until)
 
 
-def event_frame(cursor: int, kind: str, turn: int, data: dict[str, Any], generation: int = 0) -> bytes:
+def event_frame(cursor: int, kind: str, turn: int, data: dict[str, Any], generation: int = 0,
+                committed_ns: int = 0) -> bytes:
     """One event as SSE: its cursor as ``id``, its kind as ``event`` (kept to ``[a-z0-9_]``: a field that held a
-    line break would end the frame early), the event as one line of JSON (``json`` escapes line breaks)."""
+    line break would end the frame early), the event as one line of JSON (``json`` escapes line breaks): what
+    ``session events --json`` prints, and when it was committed (wall-clock ns)."""
     name = kind if _KIND.fullmatch(kind) else re.sub(r"[^a-z0-9_]", "_", kind.lower())[:64] or "event"
-    body = json.dumps({"cursor": cursor, "kind": kind, "turn": turn, "data": data, "generation": generation},
-                      ensure_ascii=False, separators=(",", ":"), default=repr)
+    body = json.dumps({"cursor": cursor, "kind": kind, "turn": turn, "data": data, "generation": generation,
+                       "committed_ns": committed_ns}, ensure_ascii=False, separators=(",", ":"), default=repr)
     return f"id: {cursor}\nevent: {name}\ndata: {body}\n\n".encode()
 
 

@@ -115,7 +115,8 @@ class _Handler(BaseHTTPRequestHandler):
             ended = None
             for event in direct_follow.follow(data_dir, asked.session_id, cursor, follow=True,
                                               idle_timeout=KEEPALIVE_S, until=asked.until, stop=stop):
-                self.wfile.write(event_frame(event.cursor, event.kind, event.turn, event.data, event.generation))
+                self.wfile.write(event_frame(event.cursor, event.kind, event.turn, event.data, event.generation,
+                                             event.committed_ns))
                 self.wfile.flush()
                 cursor = event.cursor
                 if asked.until is not None and event.kind == asked.until:
