@@ -8,10 +8,11 @@ tool calls and its approval twice (three times after an approval and a crash).
 
 **The rule.** The runtime that continues a turn reads what the log holds of it (:func:`published_run`) and compares
 what it emits for that turn, in order, with it (:class:`Repeats`). While they are equal (kind and data, canonically
-encoded, less a field that only says which run emitted it) nothing is emitted: the event is in the log already. The first event that differs — or goes beyond what
-was published — is emitted after a :data:`RESUMED` event, ``{"not_repeated": k, "asks": [...]}``, which says that
-a new runtime goes on with the turn and that its first ``k`` events were the published ones. From then on every
-event of the run is emitted. Events of another turn are never held back.
+encoded, less a field that only says which run emitted it) nothing is emitted: the event is in the log already. The
+first event that differs — or goes beyond what was published — is emitted after a :data:`RESUMED` event,
+``{"not_repeated": k, "asks": [...]}``, which says that a new runtime goes on with the turn and that its first ``k``
+events were the published ones. From then on every event of the run is emitted. Events of another turn are never
+held back.
 
 **Why a marker, and why ``k``.** The log must say what the latest run emitted, for the run after it (another crash)
 to compare with: the events of the turn in log order, except that a :data:`RESUMED` event cuts them back to their
