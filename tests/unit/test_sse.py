@@ -96,3 +96,4 @@ def test_a_logged_request_line_never_holds_the_token_and_only_loopback_is_bound(
         SessionEventServer("/nonexistent", "0.0.0.0", 0, TOKEN)
     with pytest.raises(ValueError, match="at least 16"):
         SessionEventServer("/nonexistent", "127.0.0.1", 0, "short")
+

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ...core.errors import OuroactorsError
 from . import direct_follow
 from .sse import KEEPALIVE, Refusal, StreamRequest, end_frame, event_frame, parse
 from .workflow import TERMINAL
@@ -78,10 +79,17 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.streams.acquire(blocking=False):
             self._refuse(Refusal(503, f"{self.server.max_streams} streams are open already: try again later"))
             return
+        self._streaming = False
         try:
             self._stream(asked)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went: its follow ends with it
+        except OuroactorsError as exc:  # a record that does not decode (quarantined by the store): said, not hidden
+            log.warning("session %s: its stream ends: %s", asked.session_id, exc)
+            if self._streaming:
+                self.wfile.write(end_frame(f"error: {exc}"))
+            else:
+                self._refuse(Refusal(500, f"the log of session {asked.session_id!r} cannot be read: {exc}"))
         finally:
             self.server.streams.release()
 
@@ -110,6 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Accel-Buffering", "no")
         self.end_headers()
+        self._streaming = True
         cursor = asked.after
         while not stop.is_set():
             ended = None
