@@ -152,12 +152,17 @@ class Sessions:
         return self._done(self._ask(SteerSession(session_id, text, self.principal, token=self.token)))
 
     def cancel(self, session_id: str) -> Done:
+        """End the session for good; a running turn is interrupted first and its end (``turn_settled``,
+        ``interrupted``) published."""
         return self._done(self._ask(ControlSession(session_id, "cancel", self.principal, token=self.token)))
 
     def suspend(self, session_id: str) -> Done:
+        """Stop a running session: its turn is interrupted, its end (``turn_settled``, ``interrupted``) published and
+        its runtime closed. An interrupted turn never completes a session, even one sent as the ``last``."""
         return self._done(self._ask(ControlSession(session_id, "suspend", self.principal, token=self.token)))
 
     def resume(self, session_id: str) -> Done:
+        """Run a suspended session's interrupted message again, as its next turn (or retry a parked recovery)."""
         return self._done(self._ask(ControlSession(session_id, "resume", self.principal, token=self.token)))
 
     def wait(self, session_id: str, text: str, *, seconds: float | None = None, job: str | None = None,

@@ -349,8 +349,11 @@ def _control(data_dir: str, session_id: str, action: str) -> None:
                   markup=False)
 
 
-for _action, _help in (("cancel", "Cancel the session: its runtime is stopped; the session is history."),
-                       ("suspend", "Suspend a running session: its runtime is stopped; resume runs the turn again."),
+for _action, _help in (("cancel", "Cancel the session: a running turn is interrupted (its end published), its "
+                                  "runtime stopped; the session is history."),
+                       ("suspend", "Suspend a running session: its turn is interrupted (its end published: "
+                                   "turn_settled interrupted) and its runtime stopped; resume runs the message again "
+                                   "as the next turn."),
                        ("resume", "Resume a suspended session's interrupted turn, or retry a parked recovery.")):
     def _make(action: str, help_text: str) -> None:
         @session.command(action, help=help_text)
