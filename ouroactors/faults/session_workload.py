@@ -9,7 +9,10 @@ session driven through :class:`ouroactors.sessions.Sessions` — the path a user
    asks for an approval), greps it in the shell and says it is done. A ``send`` that fails (its coordinator died
    mid-command, the ask timed out) is **sent again with the same event id**, as a client would: the coordinator
    must take it once. Right after it the turn is **steered** once (not retried): where the steer lands varies from
-   run to run, and the checks must hold wherever it does — an answered steer reaches its turn.
+   run to run, and the checks must hold wherever it does — an answered steer reaches its turn. With
+   ``SessionWorkload.suspend`` (``enumerate-sessions --suspend``) the turn is then suspended (its end published,
+   ``interrupted``) and, once the session is suspended, resumed: the message runs again as turn 2, which completes
+   the session (an interrupted turn never does).
 2. A subscriber follows the committed log with ``read(after=cursor)`` long polls, reconnecting after any error
    from where it was, and records every batch it got and the committed cursor the batch reported
    (:class:`~.session_checks.Read`); every ``show`` view is kept too.
@@ -84,6 +87,7 @@ class SessionWorkload:
     sandbox: str = "none"
     spare_runtimes: int | None = None  # None: the tree file's (supervision_trees/agent.toml keeps one)
     spare_wait: float = 2.0  # the operator answers an approval once a spare exists, or after this
+    suspend: bool = False  # suspend the turn right after the steer, then resume it (see _Driver._suspend_and_resume)
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ def incarnation_of(path: str) -> int:
     return int(number) if number.isdigit() else 0
 
 
-def script() -> dict[str, Any]:
+def script(pace_ms: int = FIRST_CALL_PACE_MS) -> dict[str, Any]:
     """The scenario's model: the embedded default script's turns (read, edit, grep, done) without their ``expect``
     checks, which name the role of a request's last message — a steer delivered before a call makes it ``user`` —
     and one more text answer, for the model call a steer that arrives during the final answer adds (a coordinator's
@@ -162,7 +166,7 @@ def script() -> dict[str, Any]:
     from ..runtime.execution.providers.scripted import DEFAULT_SCRIPT_DATA
 
     turns = [{k: v for k, v in turn.items() if k != "expect"} for turn in DEFAULT_SCRIPT_DATA["turns"]]
-    turns[0] = {**turns[0], "pace_ms": FIRST_CALL_PACE_MS}
+    turns[0] = {**turns[0], "pace_ms": pace_ms}
     return {"name": "session workload", "turns": [*turns, {"events": [{"kind": "text", "text": "Noted."}]}]}
 
 
@@ -180,7 +184,8 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
         system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=config.spare_runtimes))
         mark = system.mark()
         script_file = base / "script.json"
-        script_file.write_text(json.dumps(script()))
+        # a suspend follows the steer: the first call streams three times as long, so both find the turn running
+        script_file.write_text(json.dumps(script(FIRST_CALL_PACE_MS * (3 if config.suspend else 1))))
         driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings, mark,
                          str(script_file))
         driver.drive()
@@ -189,7 +194,8 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
         durable = read_durable(str(data_dir), driver.sid)
     finally:
         system.shutdown()
-    history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference, reused)
+    history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference, reused,
+                         driver.resumed)
     return SessionRun(name, driver.sid, history, check_session(history), firings, driver.errors, driver.approvals,
                       time.monotonic() - began, driver.spares_seen)
 
@@ -214,12 +220,13 @@ def reused_calls(system: ActorSystem, mark: int, sid: str) -> list[tuple[int, in
 
 
 def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list[View], sent: list[tuple[str, str]],
-               reference: Reference | None, reused: list[tuple[int, int]] | None = None) -> SessionHistory:
+               reference: Reference | None, reused: list[tuple[int, int]] | None = None,
+               resumed: int = 0) -> SessionHistory:
     record = durable.get("record") or {}
     return SessionHistory(sid, str(record.get("state", "missing")), int(record.get("committed_cursor", 0)),
                           record.get("reason"), [Seen.of(e) for e in durable.get("events", [])], reads, views,
                           list(durable.get("accepted", [])), list(durable.get("rejected", [])), sent, reference,
-                          list(durable.get("journal", [])), list(reused or []))
+                          list(durable.get("journal", [])), list(reused or []), resumed)
 
 
 class _Driver:
@@ -238,6 +245,7 @@ class _Driver:
         self.spares = spares_of(config)
         self.mark = mark  # the event log's length when the run began (see _spare_ready)
         self.spares_seen: list[str] = []  # the spare that existed when each approval was answered
+        self.resumed = 0  # resumes of a suspended session the client was answered done (each starts a turn)
 
     @contextlib.contextmanager
     def api(self) -> Iterator[_Sessions]:
@@ -313,6 +321,8 @@ class _Driver:
         self._arm_runtimes()
         self._send()
         self._steer()
+        if self.config.suspend:
+            self._suspend_and_resume()
         self._follow()
 
     def _new(self) -> bool:
@@ -359,6 +369,35 @@ class _Driver:
                 sessions.steer(self.sid, STEER)
         except OuroactorsError as exc:
             self._error("steer", exc)
+
+    def _suspend_and_resume(self) -> None:
+        """Suspend the turn (once: refused or lost is what a user may meet — the turn then goes on), then, once the
+        session is suspended, resume it (retried until answered: a resume runs the message again as the next turn,
+        so it must be taken once). The interrupted turn's end is published before its runtime goes, and an
+        interrupted turn never completes a session: the crash-free run completes with the resumed turn."""
+        try:
+            with self.api() as sessions:
+                sessions.suspend(self.sid)
+        except OuroactorsError as exc:
+            self._error("suspend", exc)
+        deadline = time.monotonic() + self.config.deadline / 2
+        while time.monotonic() < deadline:
+            try:
+                with self.api() as sessions:
+                    state = sessions.show(self.sid).state
+                    if state == "suspended":
+                        # counted when asked: a resume taken by a coordinator that died before answering started
+                        # its turn all the same (and is not asked again: the session is no longer suspended)
+                        self.resumed += 1
+                        sessions.resume(self.sid)
+                        return
+            except OuroactorsError as exc:  # a coordinator restarting, or it resumed and died before answering
+                self._error("resume", exc)
+                time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
+                continue
+            if state != "running":  # an approval wait, an end, a park: the turn went on without the suspend
+                return
+            time.sleep(0.1)  # a suspend cut short by a crash: its recovery may still suspend (polled, deadline)
 
     def _follow(self) -> None:
         deadline = time.monotonic() + self.config.deadline

@@ -238,3 +238,25 @@ def test_cancelling_a_parked_session_frees_its_reserved_workspace(actor_system_f
     sessions.send("s2", "go")  # its runtime leases the same root now
     wait_for("s2 ran its turn", lambda: sessions.show("s2").state in ("suspended", "parked", "recovering")
              and sessions.show("s2").committed_cursor > 0, timeout=60)
+
+
+def test_a_turn_whose_runtime_is_lost_before_it_published_anything_runs_again(actor_system, tmp_path):
+    """The session's second message: its runtime dies at the turn's first step, before any event of the turn is
+    committed, so the log still ends with the first turn's turn_settled. That settlement is an earlier turn's (it
+    moved the session on when it was committed): recovery runs the message — it does not take the old settlement
+    for this turn's and drop the message."""
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    from .actor_support import suspended_after_a_turn
+
+    sessions = suspended_after_a_turn(actor_system, tmp_path)
+    first = sessions.show("s1").committed_cursor
+    actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("runtime.turn_started", FaultAction.EXIT),),
+                                                         forks=1))
+    sessions.send("s1", "again")
+    events = list(sessions.events("s1", first, follow=True, until="turn_settled", idle_timeout=30))
+    assert [(e.kind, e.turn) for e in events][0] == ("turn_started", 2), events
+    assert events[-1].data["status"] == "completed" and "two" in [e.data.get("text") for e in events]
+    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
+    fired = [e for e in actor_system.events.all() if e.kind == "fault_fired"]
+    assert [e.fields["point"] for e in fired] == ["runtime.turn_started"]  # the first runtime of turn 2 was lost

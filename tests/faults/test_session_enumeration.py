@@ -19,6 +19,7 @@ from ouroactors.faults.session_enumerate import (
     sample,
     sites_of,
 )
+from ouroactors.faults.session_workload import SessionWorkload
 
 pytestmark = pytest.mark.multiproc
 
@@ -123,3 +124,24 @@ def test_a_chaos_sample_is_drawn_by_its_seed_alone_in_the_order_reached():
     assert len(sample(sites, 50, seed=1)) == 9
     with pytest.raises(ValueError, match="at least 1"):
         sample(sites, 0, seed=1)
+
+
+@pytest.mark.slow  # ~20 s: the suspend scenario's reference and a crash at each side of a suspend
+def test_a_suspended_and_resumed_turn_keeps_every_invariant_under_crashes(tmp_path):
+    """The scenario with its turn suspended right after the steer, then resumed: the suspend interrupts the turn
+    and publishes its end before the runtime goes, the resume runs the message as turn 2, which completes the
+    session; a crash of the coordinator as it closes that runtime, or of the runtime as its interrupted turn
+    settles, ends the same way or parks visibly."""
+    rows: list[SessionCrashRow] = []
+    report = enumerate_session_crashes(tmp_path, only=["coordinator.runtime_closed", "runtime.turn_settled"],
+                                       config=SessionWorkload(suspend=True), limit=3, on_row=rows.append)
+    table(rows)
+    reference = report.reference
+    assert reference.violations == [] and reference.history.state == "completed", reference.violations
+    assert reference.history.resumed == 1
+    settled = [(e.turn, e.data.get("status")) for e in reference.history.log if e.kind == "turn_settled"]
+    assert settled == [(1, "interrupted"), (2, "completed")], settled
+    assert rows, "no crash site reached"
+    for row in rows:
+        assert row.outcome == "ok", f"{row.site}: {row.outcome} {row.error} {[str(v) for v in row.violations]}"
+        assert row.state in ("completed", "parked")

@@ -245,12 +245,13 @@ class Commands:
         not settled within :data:`SETTLE_WAIT_S` (or has no turn running) is closed as before, its turn left as the
         log holds it."""
         answer = yield self._runtime_ask(InterruptTurn())
-        if isinstance(answer, BaseException):  # no turn running (it settled meanwhile), or the runtime is gone
+        turn = getattr(answer, "turn", None)
+        if not isinstance(turn, int):  # no turn running (it settled meanwhile), or the runtime is gone
             return
         for _ in range(int(SETTLE_WAIT_S / SETTLE_NAP_S)):
             yield from self._publish(drain=True)
             last = self.store.events(self.session_id, max(self._read().committed_cursor - 1, 0), 1)
-            if self.attached is None or (last and last[-1].kind == "turn_settled"):
+            if self.attached is None or (last and last[-1].kind == "turn_settled" and last[-1].turn >= turn):
                 return
             yield Ask(self.myAddress, Nap(), SETTLE_NAP_S)  # answered by nobody: resumes after the nap
 

@@ -197,9 +197,9 @@ class Recovering:
                 yield self._execution(AdminCall("terminate_child", lost["key"]))
         self.attached = None
         last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
-        if last and last[-1].kind == "turn_settled":  # it stopped on an effect of unknown outcome, now settled by its
-            self._transition(record, Event.TURN_COMPLETE)  # reconciler: nothing re-runs, the next message goes on
-            return
+        if last and self._ended_this_turn(record, last[-1]):  # it stopped on an effect of unknown outcome, settled
+            self._transition(record, Event.TURN_COMPLETE)  # now by its reconciler: nothing re-runs, the next message
+            return  # goes on
         reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
         context = self._turn_context(record)
         try:
@@ -224,6 +224,18 @@ class Recovering:
             self._transition(record, Event.TURN_COMPLETE)
             return
         yield from self._send_text(text)
+
+    def _ended_this_turn(self, record: SessionRecord, last: Any) -> bool:
+        """Is the log's ``last`` event the end of the turn being recovered? Only an ``ambiguous`` settlement leaves a
+        session recovering — any other moved it on (suspended, completed) in the commit that published it — so any
+        other belongs to an earlier turn. An ambiguous one ends this turn only if it was committed after the resume
+        event that started this turn was accepted: else it ended an earlier turn (recovered since), and this turn's
+        runtime was lost before it published anything — the turn must run, or its message is lost. (Both times are
+        the node's clock, taken inside the two transactions, which LMDB orders.)"""
+        if last.kind != publication.SETTLED_KIND or last.data.get("status") != "ambiguous":
+            return False
+        started_by = self.store.accepted(self.session_id, record.resumed_by) if record.resumed_by else None
+        return started_by is None or last.committed_ns >= started_by.at_ns
 
     def _unsettled_turn(self, record: SessionRecord) -> int:
         """:func:`.publication.unsettled_turn` of the committed log (its last event)."""
