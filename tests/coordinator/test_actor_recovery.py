@@ -255,7 +255,7 @@ def test_a_turn_whose_runtime_is_lost_before_it_published_anything_runs_again(ac
                                                          forks=1))
     sessions.send("s1", "again")
     events = list(sessions.events("s1", first, follow=True, until="turn_settled", idle_timeout=30))
-    assert [(e.kind, e.turn) for e in events][0] == ("turn_started", 2), events
+    assert events and (events[0].kind, events[0].turn) == ("turn_started", 2), events
     assert events[-1].data["status"] == "completed" and "two" in [e.data.get("text") for e in events]
     assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
     fired = [e for e in actor_system.events.all() if e.kind == "fault_fired"]

@@ -157,9 +157,10 @@ class Waits:
         left = list(self.answered_asks)
         for event in events:
             if event.kind == RESUMED:  # the re-run did not publish these answered asks again: they are taken
-                for taken in event.data.get("asks", ()):
-                    if taken in left:
-                        left.remove(taken)
+                taken = event.data.get("asks")
+                for digest in taken if isinstance(taken, list) else ():  # (anything else names no ask)
+                    if isinstance(digest, str) and digest in left:
+                        left.remove(digest)
                 continue
             if event.kind != "approval_needed" or "arguments" not in event.data:
                 continue  # (a runtime that waits itself reports no arguments)
