@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.execution.repeats import RESUMED, published_run
+from ..runtime.execution.repeats import RESUMED, event_key, published_run
 from .checks import Violation
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -373,7 +373,7 @@ def published_twice(h: SessionHistory) -> list[Violation]:
                 continue
             before, after = published_run(events[:at], turn), events[at + 1]
             if held < len(before) and after.kind != "approval_needed" and \
-                    (after.kind, dict(after.data)) == (before[held][0], dict(before[held][1])):
+                    event_key(after.kind, after.data) == event_key(*before[held]):
                 out.append(Violation("published-twice", f"{h.session_id}@{after.cursor}",
                                      f"{after.kind!r} after the marker at {marker.cursor} repeats the run's event "
                                      f"{held} the log holds already: it was to be held back"))

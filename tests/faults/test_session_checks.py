@@ -343,3 +343,14 @@ def test_a_rerun_that_held_back_its_repeats_passes_and_one_that_published_them_a
     ask = [*first, dataclasses.replace(early, data={"not_repeated": 4, "asks": []}),
            dataclasses.replace(first[4], cursor=7, generation=GEN + 1)]
     assert published_twice(clean(log=ask, committed_cursor=len(ask))) == []
+
+
+def test_a_steer_published_again_after_a_marker_is_a_repeat_whichever_run_delivered_it() -> None:
+    """The check's equality is the runtime's (execution.repeats.event_key): a re-run's delivery of the same steer at
+    the same point, flagged ``redelivered``, published after the marker, is the repeat it should have held back."""
+    first = [Seen(1, "turn_started", 1, {"prompt": "p"}, GEN), Seen(2, "steered", 1, {"text": "s", "at_call": 1,
+                                                                                     "redelivered": False}, GEN)]
+    again = [*first, Seen(3, "turn_resumed", 1, {"not_repeated": 1, "asks": []}, GEN + 1),
+             Seen(4, "steered", 1, {"text": "s", "at_call": 1, "redelivered": True}, GEN + 1)]
+    found = published_twice(clean(log=again, committed_cursor=len(again)))
+    assert [v.subject for v in found] == ["sess@4"]

@@ -97,3 +97,20 @@ def test_a_logged_request_line_never_holds_the_token_and_only_loopback_is_bound(
     with pytest.raises(ValueError, match="at least 16"):
         SessionEventServer("/nonexistent", "127.0.0.1", 0, "short")
 
+
+
+def test_the_token_file_is_replaced_not_written_through_a_symlink_and_is_private(tmp_path):
+    """An attacker's symlink where the token goes (pointing at a file they would read) is replaced, never followed:
+    the token lands in a new 0600 file, and the symlink's target is untouched."""
+    import os
+    import stat
+
+    from ouroactors.cli.session_serve import _write_token
+
+    victim = tmp_path / "theirs.txt"
+    victim.write_text("unchanged\n")
+    target = tmp_path / "serve.token"
+    target.symlink_to(victim)
+    _write_token(target, TOKEN)
+    assert not target.is_symlink() and target.read_text() == TOKEN + "\n"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600 and victim.read_text() == "unchanged\n"

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from ...core.codec import CodecError, digest_of
 
-__all__ = ["RESUMED", "Repeats", "ask_digest", "published_run"]
+__all__ = ["RESUMED", "Repeats", "ask_digest", "event_key", "published_run"]
 
 RESUMED = "turn_resumed"
 _STARTED = "turn_started"
@@ -66,7 +66,8 @@ def ask_digest(data: Mapping[str, Any]) -> str:
     return digest_of([data.get("tool"), data.get("arguments")])
 
 
-def _key(kind: str, data: Mapping[str, Any]) -> str | None:
+def event_key(kind: str, data: Mapping[str, Any]) -> str | None:
+    """What decides whether two events are the same event (the rule's equality; None: never equal to any)."""
     ignored = _NOT_COMPARED.get(kind)
     if ignored:
         data = {k: v for k, v in data.items() if k not in ignored}
@@ -104,7 +105,7 @@ class Repeats:
     def __init__(self, turn: int, published: Sequence[tuple[str, Mapping[str, Any]]],
                  answered: Iterable[str] = ()) -> None:
         self.turn = turn
-        self._published = [(kind, _key(kind, data)) for kind, data in published]
+        self._published = [(kind, event_key(kind, data)) for kind, data in published]
         self._answered = list(answered)
         self.held = 0  # events held back so far (the marker's ``not_repeated``)
         self._asks: list[str] = []  # the answered asks among them
@@ -114,7 +115,7 @@ class Repeats:
         """What to emit for this emission: nothing (published already), itself, or the marker and itself."""
         if self.done or turn != self.turn:
             return [(kind, turn, data)]
-        key = _key(kind, data)
+        key = event_key(kind, data)
         at = self.held
         while at < len(self._published):
             if key == self._published[at][1]:
