@@ -188,3 +188,40 @@ def test_a_session_whose_tools_changed_parks_instead_of_being_replaced_and_a_liv
                   tools_changed=None).action is Action.REPLACE
     assert decide(record, commit=Commit.SETTLED, effects=(), probe=Probe("rt-1", 3), reservation=Reservation.NONE,
                   tools_changed=why).action is Action.ADOPT
+
+
+def _settled(status: str, cursor: int, committed_ns: int):
+    from ouroactors.runtime.coordinator.record import PublishedEvent
+
+    return PublishedEvent(cursor=cursor, kind="turn_settled", turn=2, data={"status": status}, generation=3,
+                          committed_ns=committed_ns)
+
+
+def _accepted(at_cursor: int | None, at_ns: int = 1_000):
+    from ouroactors.runtime.coordinator.record import AcceptedEvent
+
+    return AcceptedEvent(event_id="m2", kind="message", actor="bob", channel="cli", wait_id=None,
+                         payload={"text": "again"}, from_version=4, at_ns=at_ns, at_cursor=at_cursor)
+
+
+def test_only_an_ambiguous_settlement_published_after_the_turns_resume_ends_the_recovered_turn() -> None:
+    from ouroactors.runtime.coordinator.recovery import ends_recovered_turn
+
+    # the log's order decides, whatever the clock said: settled at cursor 9, the message accepted at cursor 8 or 9
+    assert ends_recovered_turn(_settled("ambiguous", 9, committed_ns=500), _accepted(8, at_ns=1_000))
+    assert not ends_recovered_turn(_settled("ambiguous", 9, committed_ns=2_000), _accepted(9, at_ns=1_000))
+    # any other status moved the session on when it was committed: an earlier turn's
+    for status in ("completed", "failed", "interrupted", "max_turns"):
+        assert not ends_recovered_turn(_settled(status, 9, 2_000), _accepted(8))
+    assert not ends_recovered_turn(_text_event(), _accepted(0))
+    # a first turn has no resume event: an ambiguous settlement can only be its own
+    assert ends_recovered_turn(_settled("ambiguous", 3, 1), None)
+    # an event accepted before at_cursor was kept: its time is all there is
+    assert ends_recovered_turn(_settled("ambiguous", 9, 1_000), _accepted(None, at_ns=1_000))
+    assert not ends_recovered_turn(_settled("ambiguous", 9, 999), _accepted(None, at_ns=1_000))
+
+
+def _text_event():
+    from ouroactors.runtime.coordinator.record import PublishedEvent
+
+    return PublishedEvent(cursor=9, kind="text", turn=2, data={"status": "ambiguous"}, generation=3, committed_ns=5)

@@ -123,7 +123,23 @@ def test_what_resumed_the_session_survives_a_crash(store, config) -> None:
     accepted = store.accepted("s1", record.resumed_by)
     assert (accepted.actor, accepted.payload, accepted.from_version, accepted.at_ns) == (
         "bob", {"decision": "approve"}, 2, 77)
+    assert accepted.at_cursor == 0  # the log's cursor when it was accepted: nothing published yet
     assert store.accepted("s1", "never") is None
+
+
+def test_an_event_accepted_before_the_cursor_was_kept_reads_back_with_none() -> None:
+    """Version 1 of the accepted-event record had no ``at_cursor``: it decodes, with only its time to go by."""
+    import msgpack
+
+    from ouroactors.core.codec import decode, encode
+    from ouroactors.runtime.coordinator.record import AcceptedEvent
+
+    now = AcceptedEvent(event_id="e", kind="message", actor="bob", channel="cli", wait_id=None, payload={},
+                        from_version=1, at_ns=5, at_cursor=3)
+    schema, version, *values = msgpack.unpackb(encode(now), raw=False)
+    assert version == 2 and values[-1] == 3
+    old = msgpack.packb([schema, 1, *values[:-1]], use_bin_type=True)
+    assert decode(old, AcceptedEvent) == now.model_copy(update={"at_cursor": None})
 
 
 _EXAMPLES = iter(range(10**6))

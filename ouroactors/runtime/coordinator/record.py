@@ -254,6 +254,7 @@ class AcceptedEvent(Record):
     """A resume event that was accepted, with what it carried (``session_resume``: session/s/event id)."""
 
     SCHEMA: ClassVar[str] = "coordinator.accepted"
+    VERSION: ClassVar[int] = 2  # 2: ``at_cursor``
     event_id: str
     kind: str
     actor: str
@@ -262,6 +263,15 @@ class AcceptedEvent(Record):
     payload: dict[str, Any]
     from_version: int
     at_ns: int
+    # The session log's committed cursor when the event was accepted (in the same transaction): every event with a
+    # larger cursor was committed after it. None in events accepted before version 2 (only their time is known).
+    at_cursor: int | None = Field(default=None, ge=0)
+
+    @classmethod
+    def upgrade(cls, version: int, values: list[Any]) -> list[Any]:
+        if version == 1:
+            return [*values, None]
+        return super().upgrade(version, values)
 
 
 class RejectedEvent(Record):

@@ -226,16 +226,9 @@ class Recovering:
         yield from self._send_text(text)
 
     def _ended_this_turn(self, record: SessionRecord, last: Any) -> bool:
-        """Is the log's ``last`` event the end of the turn being recovered? Only an ``ambiguous`` settlement leaves a
-        session recovering — any other moved it on (suspended, completed) in the commit that published it — so any
-        other belongs to an earlier turn. An ambiguous one ends this turn only if it was committed after the resume
-        event that started this turn was accepted: else it ended an earlier turn (recovered since), and this turn's
-        runtime was lost before it published anything — the turn must run, or its message is lost. (Both times are
-        the node's clock, taken inside the two transactions, which LMDB orders.)"""
-        if last.kind != publication.SETTLED_KIND or last.data.get("status") != "ambiguous":
-            return False
+        """:func:`.recovery.ends_recovered_turn`, with the resume event that started the turn being recovered."""
         started_by = self.store.accepted(self.session_id, record.resumed_by) if record.resumed_by else None
-        return started_by is None or last.committed_ns >= started_by.at_ns
+        return recovery.ends_recovered_turn(last, started_by)
 
     def _unsettled_turn(self, record: SessionRecord) -> int:
         """:func:`.publication.unsettled_turn` of the committed log (its last event)."""

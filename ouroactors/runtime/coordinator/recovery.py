@@ -50,11 +50,12 @@ from typing import Any
 
 from ...core.generation_text import format_generation
 from ..execution import versions
-from .record import RuntimeAttachment, SessionRecord
+from .publication import SETTLED_KIND
+from .record import AcceptedEvent, PublishedEvent, RuntimeAttachment, SessionRecord
 from .workflow import Event, State, is_terminal
 
 __all__ = ["Action", "Commit", "Decision", "Effect", "ParkReason", "Probe", "Reservation", "attaching", "decide",
-           "entering", "kept_reservation", "reconciled", "text_never_sent"]
+           "ends_recovered_turn", "entering", "kept_reservation", "reconciled", "text_never_sent"]
 
 
 class Commit(str, Enum):
@@ -234,6 +235,27 @@ def text_never_sent(record: SessionRecord, *, running: bool, produced: int) -> b
     past the committed cursor. Any turn it had run would have left output there, and a turn whose output is all
     committed has settled (or parked) the session in the same transaction, so it would not be running."""
     return record.state is State.RUNNING and not running and produced <= record.committed_cursor
+
+
+def ends_recovered_turn(last: PublishedEvent, started_by: AcceptedEvent | None) -> bool:
+    """REPLACE: is the log's ``last`` event the end of the turn being recovered (it stopped on an effect of unknown
+    outcome, since settled by its reconciler: nothing re-runs)?
+
+    Only an ``ambiguous`` settlement leaves a session recovering — any other moved it on (suspended, completed) in
+    the commit that published it — so any other belongs to an earlier turn. An ambiguous one ends this turn only if
+    it was committed after ``started_by``, the resume event that started this turn: else it ended an earlier turn
+    (recovered since), and this turn's runtime was lost before it published anything — the turn must run, or its
+    message is lost. "After" is the log's order: the event's cursor is past the cursor the acceptance saw (both read
+    inside LMDB's serialised write transactions). An event accepted before the cursor was kept has only its time,
+    compared with the settlement's commit time (the node's clock: a clock stepped back can mislead it). No resume
+    event (a session's first turn) leaves no earlier turn to confuse."""
+    if last.kind != SETTLED_KIND or last.data.get("status") != "ambiguous":
+        return False
+    if started_by is None:
+        return True
+    if started_by.at_cursor is not None:
+        return last.cursor > started_by.at_cursor
+    return last.committed_ns >= started_by.at_ns
 
 
 def attaching(decision: Decision, runtime_id: str) -> Step:

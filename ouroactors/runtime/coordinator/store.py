@@ -249,7 +249,8 @@ class SessionStore(StoreReads):
             assert actor is not None  # check() refuses an event nobody verified
             accepted = AcceptedEvent(event_id=event.event_id, kind=event.kind.value, actor=actor.name,
                                      channel=event.channel, wait_id=event.wait_id, payload=event.payload,
-                                     from_version=record.state_version, at_ns=now)
+                                     from_version=record.state_version, at_ns=now,
+                                     at_cursor=record.committed_cursor)
             txn.put(seen_at, encode(accepted), db=self.resumes)
             # the reason says why the session is where it is: an expiry names its job, any other resume clears it
             moved_to = moved(record, decision.event, {"resumed_by": event.event_id, "reason": decision.reason})
