@@ -153,12 +153,13 @@ class Sessions:
 
     def cancel(self, session_id: str) -> Done:
         """End the session for good; a running turn is interrupted first and its end (``turn_settled``,
-        ``interrupted``) published."""
+        ``interrupted``) published. Cancelling a cancelled session (a retry) is done already, not an error."""
         return self._done(self._ask(ControlSession(session_id, "cancel", self.principal, token=self.token)))
 
     def suspend(self, session_id: str) -> Done:
         """Stop a running session: its turn is interrupted, its end (``turn_settled``, ``interrupted``) published and
-        its runtime closed. An interrupted turn never completes a session, even one sent as the ``last``."""
+        its runtime closed. An interrupted turn never completes a session, even one sent as the ``last``.
+        Suspending a suspended session (a retry, or a turn that ended meanwhile) is done already, not an error."""
         return self._done(self._ask(ControlSession(session_id, "suspend", self.principal, token=self.token)))
 
     def resume(self, session_id: str) -> Done:

@@ -33,6 +33,9 @@ def test_suspend_stops_the_runtime_and_resume_runs_the_interrupted_turn_again(ac
     done = sessions.suspend("s1")
     # even a turn that was to be the last: an interrupted turn did not do what it was asked, the session goes on
     assert done.view.state == "suspended" and done.view.runtime_id is None
+    again = sessions.suspend("s1")  # a retry (its answer lost, or timed out): done already, nothing else changes
+    assert (again.view.state, again.view.revision, again.detail) == (
+        "suspended", done.view.revision, "suspended already: no turn was running")
     wait_for("the runtime gone", lambda: not [c for c in system.which_children("agent/execution")
                                                if c.status == "running"])  # a suspended session holds no process
     cut = sessions.show("s1").committed_cursor
@@ -69,6 +72,12 @@ def test_steer_reaches_the_running_turn_and_cancel_ends_the_session(talking):
                                                if c.status == "running"])
     with pytest.raises(OuroactorsError, match="cancelled"):
         sessions.send("s1", "more")
+    # a retried cancel is done already (the directory answers: the coordinator has stopped); a stranger's is not
+    again = sessions.cancel("s1")
+    assert (again.view.state, again.view.revision) == ("cancelled", done.view.revision)
+    assert again.detail.startswith("cancelled already")
+    with pytest.raises(OuroactorsError, match="is cancelled"):
+        Sessions(system, principal="user:mallory").cancel("s1")
     assert sessions.list() == [] and [v.state for v in sessions.list(all=True)] == ["cancelled"]
 
 

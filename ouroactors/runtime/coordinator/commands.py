@@ -219,8 +219,12 @@ class Commands:
             record = self._attach(record, opened)
             yield from self._send_text(text)
             return Done(view_of(record, 0), "resumed: the interrupted turn runs again")
+        if request.action == "cancel" and record.state is State.CANCELLED:  # a retry: what it asked for is done
+            return Done(view_of(record, 0), "cancelled already")
         if is_terminal(record.state):
             raise CoordinatorError(f"session is {record.state.value} already")
+        if request.action == "suspend" and record.state is State.SUSPENDED:  # a retry, or its turn ended meanwhile
+            return Done(view_of(record, 0), "suspended already: no turn was running")
         if request.action == "suspend" and record.state is not State.RUNNING:
             raise CoordinatorError(f"session is {record.state.value}: only a running one is suspended")
         if self.attached is not None and record.state is State.RUNNING:  # suspend or cancel: its turn ends visibly

@@ -66,6 +66,8 @@ from .messages import (
     COMMANDS,
     DIRECTORY_REQUESTS,
     Committed,
+    ControlSession,
+    Done,
     ForSession,
     ListSessions,
     NewSession,
@@ -277,13 +279,26 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         except (OuroactorsError, ValueError) as exc:
             self.send(sender, exc)
 
+    def _already_cancelled(self, request: Any, record: SessionRecord) -> Done | None:
+        """A cancel of a cancelled session, from its owner: done already (a retry after a lost answer or a timeout
+        must not read as a failure). Its coordinator has stopped, so the directory answers; anyone else, or a
+        session that ended another way, gets the error."""
+        if not (isinstance(request, ControlSession) and request.action == "cancel"
+                and record.state is State.CANCELLED):
+            return None
+        verified = self.principals.verify(request.principal, request.token)
+        if isinstance(verified, Unverified) or verified.name != record.principal:
+            return None
+        return Done(view_of(record, 0), f"cancelled already ({record.reason or 'no reason recorded'})")
+
     def _forward(self, request: Any, sender: Any) -> Job:
         record = self.store.get(request.session_id)
         if record is None:
             self.send(sender, UnknownSession(request.session_id))
             return
         if is_terminal(record.state):
-            self.send(sender, DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
+            self.send(sender, self._already_cancelled(request, record)
+                      or DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
             return
         key = self.keys.get(request.session_id)
         if key is None:
