@@ -94,3 +94,39 @@ def test_a_suspended_session_exports_its_history_from_python(talking):
     assert not is_open(StorageConfig.under(system.data_dir))  # nothing left open for a later fork
     with pytest.raises(OuroactorsError):
         sessions.export("nobody")
+
+
+def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_it(actor_system, tmp_path):
+    """Two sessions on one workspace. While a's turn holds it, b's message cannot lease it: nothing of b's turn ran,
+    so b is suspended with the reason (it used to fail for good, or, on a resume, stay running with no runtime),
+    and ``resume`` runs that message once the workspace is free — though b's log ends with an earlier turn's
+    settlement, which is not this one's (the log's cursor says so)."""
+    system = actor_system
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    slow = {"model": {"kind": "scripted", "script": str(slow_script(tmp_path / "slow.toml", words=30, pace_ms=60))}}
+    sessions.new("a", session_config(ws, **slow))
+    sessions.new("b", session_config(ws, **slow))
+    sessions.send("b", "first")  # b's first turn: 30 words, settled, its lease released
+    wait_for("b's first turn settled", lambda: sessions.show("b").state == "suspended")
+    settled = sessions.show("b").committed_cursor
+    sessions.send("a", "hold the workspace")
+    wait_for("a's turn running", lambda: sessions.show("a").committed_cursor >= 3)
+    with pytest.raises(OuroactorsError, match=r"the turn did not start: .*workspace.*the session is suspended"):
+        sessions.send("b", "second")
+    view = sessions.show("b")
+    assert (view.state, view.committed_cursor) == ("suspended", settled) and "`resume` runs it" in view.reason
+    with pytest.raises(OuroactorsError, match="the turn did not start"):  # still held: suspended again, not stuck
+        sessions.resume("b")
+    assert sessions.show("b").state == "suspended"
+    sessions.suspend("a")  # frees the workspace
+    resumed = sessions.resume("b")
+    assert resumed.view.state == "running" and resumed.view.reason is None
+    events = list(sessions.events("b", after=settled, follow=True, until="turn_settled", idle_timeout=30))
+    assert (events[0].kind, events[0].turn) == ("turn_started", 2)
+    assert events[-1].data["status"] == "completed" and "next" in [e.data.get("text") for e in events]
+    wait_for("b suspended after its turn", lambda: sessions.show("b").state == "suspended")
+    with pytest.raises(OuroactorsError, match="nothing to resume"):  # that turn settled now
+        sessions.resume("b")

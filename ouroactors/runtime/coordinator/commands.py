@@ -85,7 +85,9 @@ class Commands:
         def _read(self) -> SessionRecord: ...
         def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
         def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
-        def _pending_prompt(self, record: SessionRecord) -> str | None: ...
+        def _pending_turn(self, record: SessionRecord) -> str | None: ...
+        def _continue_turn(self, record: SessionRecord) -> Job: ...
+        def _turn_not_started(self, exc: CoordinatorError) -> CoordinatorError: ...
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                            answered: tuple[tuple[str, str], ...] = (),
                            tail: int = 0) -> Generator[Ask, Any, Opened]: ...
@@ -179,8 +181,7 @@ class Commands:
         try:
             opened = yield from self._start_runtime(record.committed_cursor)
         except CoordinatorError as exc:
-            self._transition(record, Event.FAIL, reason=f"no runtime for the turn: {exc}")
-            raise
+            raise self._turn_not_started(exc) from exc
         record = self._attach(record, opened)
         accepted = yield from self._send_text(request.text)
         faults.point(TEXT_SENT)
@@ -209,16 +210,11 @@ class Commands:
                 return Done(view_of(self._read(), 0), "recovery retried")
             if record.state is not State.SUSPENDED:
                 raise CoordinatorError(f"session is {record.state.value}: only a suspended or parked one resumes")
-            last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
-            text = self._pending_prompt(record)
-            settled = bool(last) and last[-1].kind == "turn_settled" and last[-1].data.get("status") != "interrupted"
-            if text is None or settled:
+            if self._pending_turn(record) is None:
                 raise CoordinatorError("nothing to resume: the last turn settled; send a message")
-            record = self._transition(record, Event.RESUME)
-            opened = yield from self._start_runtime(record.committed_cursor)
-            record = self._attach(record, opened)
-            yield from self._send_text(text)
-            return Done(view_of(record, 0), "resumed: the interrupted turn runs again")
+            record = self._transition(record, Event.RESUME, reason=None)
+            yield from self._continue_turn(record)
+            return Done(view_of(self._read(), 0), "resumed: the turn runs again")
         if request.action == "cancel" and record.state is State.CANCELLED:  # a retry: what it asked for is done
             return Done(view_of(record, 0), "cancelled already")
         if is_terminal(record.state):

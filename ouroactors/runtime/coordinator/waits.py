@@ -135,7 +135,7 @@ class Waits:
         return self._turn_context(record).last
 
     def _continue_turn(self, record: SessionRecord) -> Job:
-        """A resume event moved the session to running: a new runtime runs (or re-runs) the turn."""
+        """A resume event (or ``resume``) moved the session to running: a new runtime runs (or re-runs) the turn."""
         context = self._turn_context(record)
         if context.text is None:
             self._transition(record, Event.FAIL, reason="resumed, but no turn text is kept to run")
@@ -143,11 +143,33 @@ class Waits:
         try:
             opened = yield from self._start_runtime(record.committed_cursor, answered=context.approvals)
         except CoordinatorError as exc:
-            self._transition(self._read(), Event.FAIL, reason=f"no runtime for the turn: {exc}")
-            raise
+            raise self._turn_not_started(exc) from exc
         self.answered_asks = [d for _, d in context.approvals]
         record = self._attach(self._read(), opened)
         yield from self._send_text(context.text)
+
+    def _turn_not_started(self, exc: CoordinatorError) -> CoordinatorError:
+        """No runtime could be started for the turn (the workspace held by another session, a lease refused,
+        runtimes dying while opening): nothing of it ran, and nothing about it is lost. So the session is suspended
+        with the reason — not failed, and never left running with no runtime — and keeps the turn (the resume event
+        that started it, with the approvals answered since): ``resume`` runs it once the cause is gone. Answers the
+        error to report."""
+        record = self._read()
+        if record.state is State.RUNNING:
+            self._transition(record, Event.SUSPEND, reason=f"the turn did not start: {exc}; `resume` runs it")
+        return CoordinatorError(f"the turn did not start: {exc}; the session is suspended (resume runs the turn)")
+
+    def _pending_turn(self, record: SessionRecord) -> str | None:
+        """A suspended session's turn that has not run to its end: the text of the resume event that started it,
+        unless the log holds that turn's settlement (one committed after the event was accepted) — an interrupted
+        one aside, which did not do what it was asked. None: nothing to resume."""
+        text = self._pending_prompt(record)
+        last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
+        if text is None or not last or last[-1].kind != "turn_settled" or last[-1].data.get("status") == "interrupted":
+            return text
+        started_by = self.store.accepted(self.session_id, record.resumed_by) if record.resumed_by else None
+        at = started_by.at_cursor if started_by is not None else None
+        return text if at is not None and last[-1].cursor <= at else None  # settled before it: it never ran
 
     # -- approvals --------------------------------------------------------------------------------------------
 
