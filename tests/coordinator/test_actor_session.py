@@ -59,3 +59,21 @@ def test_a_last_message_completes_the_session_when_its_turn_settles(agent):
     wait_for("the coordinator ended", lambda: not [c for c in system.which_children("agent/coordinator")
                                                    if c.status == "running"])
     assert sessions.list() == []
+
+
+def test_a_workspace_a_lease_would_refuse_is_refused_when_the_session_is_created(agent, tmp_path_factory):
+    """Bad input at the door: a workspace outside the allowed roots (also through a link that leads out), or one
+    that does not exist, is refused by ``new`` with the workspace authority's reason, and nothing is stored —
+    instead of a session whose every message would fail to start its turn."""
+    _system, sessions, ws = agent
+    outside = tmp_path_factory.mktemp("elsewhere")
+    link = ws.parent / "link-out"
+    link.symlink_to(outside)
+    for session_id, root, why in (("out", outside, "escapes the allowed roots"),
+                                  ("via-link", link, "escapes the allowed roots"),
+                                  ("missing", ws / "nope", "")):
+        with pytest.raises(Exception, match=rf"session '{session_id}': workspace: .*{why}") as refused:
+            sessions.new(session_id, session_config(root))
+        assert str(root) in str(refused.value)
+    assert sessions.list(all=True) == []
+    assert sessions.new("fine", session_config(ws)).state == "suspended"  # the check passes a root inside

@@ -67,7 +67,7 @@ from .leases import (
     capability_digest,
     lease_record,
 )
-from .messages import PROTOCOL, Acquire, CheckFence, CleanupWorktree, CreateWorktree, Reclaim, Release
+from .messages import PROTOCOL, Acquire, CheckFence, CheckRoot, CleanupWorktree, CreateWorktree, Reclaim, Release
 from .paths import PathError, canonicalize, canonicalize_roots, under
 from .worktree_owners import (
     NotWorktreeOwner,
@@ -98,7 +98,7 @@ class Granted:
 
 
 class Workspace(Worker):
-    """Asks: Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree, ``"leases"``,
+    """Asks: Acquire, Release, Reclaim, CheckFence, CheckRoot, CreateWorktree, CleanupWorktree, ``"leases"``,
     ``"worktrees"``, ``"quarantined"``.
 
     Every request is checked at the door (:mod:`.messages`) and must be stamped with this
@@ -261,6 +261,9 @@ class Workspace(Worker):
 
     def handle_CheckFence(self, message: CheckFence, sender: Any) -> Lease:
         return self.table.check_fence(message.path, message.token, write=message.write)
+
+    def handle_CheckRoot(self, message: CheckRoot, sender: Any) -> str:
+        return canonicalize(message.root, allowed_roots=self.allowed_roots)
 
     def handle_CreateWorktree(self, message: CreateWorktree, sender: Any) -> Any:
         repo = canonicalize(message.repo, allowed_roots=self.allowed_roots)

@@ -71,4 +71,13 @@ class CleanupWorktree:
     token: Annotated[str, Size(1, 256)] | None = field(default=None, repr=False)  # the operator's; never logged
 
 
-PROTOCOL: tuple[type, ...] = (Acquire, Release, Reclaim, CheckFence, CreateWorktree, CleanupWorktree)
+@dataclass(frozen=True)
+class CheckRoot:
+    """Would a lease of ``root`` pass the path rules (canonical, an existing directory under an allowed root)?
+    Answered with the canonical root, or refused with the :class:`~.paths.PathError` an ``Acquire`` would get.
+    A read: nothing is leased or written (the session directory asks it when a session is created)."""
+
+    root: Path
+
+
+PROTOCOL: tuple[type, ...] = (Acquire, Release, Reclaim, CheckFence, CheckRoot, CreateWorktree, CleanupWorktree)

@@ -59,6 +59,7 @@ from ...supervision.worker import Worker
 from ..execution import tool_set, versions
 from ..execution.config import parse_session_config
 from ..execution.providers import make_provider
+from .admission import already_cancelled, workspace_refusal
 from .calls import Ask, Job, Jobs, TimedOut
 from .configs import config_writer, get_config
 from .errors import SessionExists, UnknownSession
@@ -66,8 +67,6 @@ from .messages import (
     COMMANDS,
     DIRECTORY_REQUESTS,
     Committed,
-    ControlSession,
-    Done,
     ForSession,
     ListSessions,
     NewSession,
@@ -252,6 +251,11 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             # the model too, as the runtime will make it (a scripted model's file read and parsed): a typo there
             # refused now, not by the first message's open, which would fail the session
             make_provider(config.model)
+            if config.workspace is not None:  # as a lease will judge it, now: else no turn of it could ever start
+                refused = yield from workspace_refusal(self.authorities, config.workspace)
+                if refused is not None:
+                    raise DirectoryError(f"session {request.session_id!r}: workspace: {config.workspace!r}: "
+                                         f"{refused}")
             pins = config.pins
             try:  # the workflow version is pinned as it is now (``default``: this code's), never left to resolve later
                 workflow = versions.check(request.session_id, pins.workflow)
@@ -279,25 +283,13 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         except (OuroactorsError, ValueError) as exc:
             self.send(sender, exc)
 
-    def _already_cancelled(self, request: Any, record: SessionRecord) -> Done | None:
-        """A cancel of a cancelled session, from its owner: done already (a retry after a lost answer or a timeout
-        must not read as a failure). Its coordinator has stopped, so the directory answers; anyone else, or a
-        session that ended another way, gets the error."""
-        if not (isinstance(request, ControlSession) and request.action == "cancel"
-                and record.state is State.CANCELLED):
-            return None
-        verified = self.principals.verify(request.principal, request.token)
-        if isinstance(verified, Unverified) or verified.name != record.principal:
-            return None
-        return Done(view_of(record, 0), f"cancelled already ({record.reason or 'no reason recorded'})")
-
     def _forward(self, request: Any, sender: Any) -> Job:
         record = self.store.get(request.session_id)
         if record is None:
             self.send(sender, UnknownSession(request.session_id))
             return
         if is_terminal(record.state):
-            self.send(sender, self._already_cancelled(request, record)
+            self.send(sender, already_cancelled(request, record, self.principals)
                       or DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
             return
         key = self.keys.get(request.session_id)
