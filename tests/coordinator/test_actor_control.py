@@ -130,3 +130,29 @@ def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_i
     wait_for("b suspended after its turn", lambda: sessions.show("b").state == "suspended")
     with pytest.raises(OuroactorsError, match="nothing to resume"):  # that turn settled now
         sessions.resume("b")
+
+
+def test_a_timer_whose_turn_cannot_start_suspends_its_session_and_resume_runs_the_timers_text(actor_system,
+                                                                                            tmp_path):
+    """The turn a due timer starts finds the workspace held by another session: the session is suspended with the
+    reason (its coordinator does not crash over it: nobody asked), and ``resume`` runs the timer's text."""
+    system = actor_system
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    slow = {"model": {"kind": "scripted", "script": str(slow_script(tmp_path / "slow.toml", words=200, pace_ms=50))}}
+    sessions.new("a", session_config(ws, **slow))
+    sessions.new("b", session_config(ws, **slow))
+    sessions.send("a", "hold the workspace")  # 10 s of words: far longer than the timer below
+    wait_for("a's turn running", lambda: sessions.show("a").committed_cursor >= 3)
+    coordinators = {c.id for c in system.which_children("agent/coordinator") if c.status == "running"}
+    sessions.wait("b", "when the timer fires", seconds=0.2)
+    view = wait_for("b suspended", lambda: (v := sessions.show("b")).state == "suspended" and v)
+    assert "the turn did not start" in view.reason and "workspace" in view.reason
+    assert sessions.show("a").state == "running"
+    assert coordinators <= {c.id for c in system.which_children("agent/coordinator") if c.status == "running"}
+    sessions.cancel("a")
+    assert sessions.resume("b").view.state == "running"
+    events = list(sessions.events("b", follow=True, until="turn_settled", idle_timeout=30))
+    assert (events[0].kind, events[0].turn, events[0].data.get("prompt")) == ("turn_started", 1, "when the timer fires")

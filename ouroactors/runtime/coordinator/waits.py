@@ -47,6 +47,7 @@ the coordinator applying it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -63,6 +64,8 @@ from .resume import ActorKind, Kind, ResumeEvent, VerifiedActor, system_actor
 from .timers import due_event
 from .views import view_of
 from .workflow import Event, State
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..execution.messages import Opened
@@ -243,7 +246,10 @@ class Waits:
             for wait in record.waits:
                 approval = yield from self._asked(record, wait)
                 if approval is not None and not approval.pending:
-                    yield from self._resume_approval(record, wait, approval)
+                    try:
+                        yield from self._resume_approval(record, wait, approval)
+                    except CoordinatorError as exc:  # the turn did not start: suspended with the reason, logged
+                        log.warning("%s: %s", self.session_id, exc)
                     return
         elif record.state in (State.WAITING_TIMER, State.WAITING_JOB):
             now = clock.time_ns()
@@ -256,7 +262,10 @@ class Waits:
             if applied.accepted:
                 self.record = applied.record
                 if event.kind is Kind.TIMER:  # an expired job ends the wait with no turn: suspended, with the reason
-                    yield from self._continue_turn(applied.record)
+                    try:
+                        yield from self._continue_turn(applied.record)
+                    except CoordinatorError as exc:  # nobody asked: the session is suspended with the reason
+                        log.warning("%s: %s", self.session_id, exc)
 
     def _arm_timer(self, record: SessionRecord) -> None:
         when = record.timer_due()
