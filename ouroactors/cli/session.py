@@ -140,6 +140,9 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
 def session_list(data_dir: str, show_all: bool) -> None:
     """Sessions of this node you may read (your own; the data dir's owner reads all), not terminal unless --all."""
     views = _sessions(data_dir).list(all=show_all)
+    if not views:
+        console.print("no sessions" if show_all else "no live sessions (--all lists ended ones too)")
+        return
     from rich.table import Table
     table = Table()
     for column, key in (("session", "session_id"), ("principal", "principal"), ("state", "state")):
