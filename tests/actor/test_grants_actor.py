@@ -113,8 +113,11 @@ def test_approvals_answered_by_a_verified_operator_once(actor_system):
     assert answered.status == "approved" and answered.answered_by == name
     waiter.join(30)
     assert waited and waited[0].status == "approved"  # told only after the answer was durable
-    with pytest.raises(ApprovalRefused, match="replayed"):
+    with pytest.raises(ApprovalRefused, match=f"approved by {name} already"):  # an answer is final
         ask_authority(actor_system, "agent/grants", AnswerApproval(approval.approval_id, False, name, token, digest, 3))
+    again = ask_authority(actor_system, "agent/grants",  # the same answer retried: done already, nothing recorded
+                          AnswerApproval(approval.approval_id, True, name, token, digest, 3))
+    assert (again.status, again.answered_by, again.answered_ns) == ("approved", name, answered.answered_ns)
     used = ask_authority(actor_system, "agent/grants", ConsumeApproval(approval.approval_id, "s1", digest, 3))
     assert used.status == "consumed"
     with pytest.raises(ApprovalRefused, match="already consumed"):

@@ -136,6 +136,8 @@ class ApprovalDesk:
             self._commit(approvals=[refusal.record])
             self._tell_waiters(refusal.record)
             raise ApprovalRefused(str(refusal)) from None
+        if decided is approval:  # the same answer again (a retry): done already, nothing to record or tell
+            return approval
         self._commit(approvals=[decided])  # durable before the waiter hears it
         faults.point(APPROVAL_COMMITTED)
         self._tell_waiters(decided)

@@ -92,9 +92,19 @@ def refuse(approval: Approval, why: str) -> Approval:
 
 def answer(approval: Approval, *, approve: bool, operator: str, call_digest: str, state_version: int,
            now_ns: int, reason: str | None) -> Approval:
-    """Decide an operator's (already verified) answer. Raises :class:`Refusal` with the record to keep."""
+    """Decide an operator's (already verified) answer. Raises :class:`Refusal` with the record to keep.
+
+    The same answer again — same operator, decision, reason, call and version: a retry after a lost reply or a
+    timeout — is answered with the approval as it stands, changed in nothing (the caller commits nothing and tells
+    no waiter): done already, not refused. Any other answer to an approval that is no longer pending is refused
+    (an answer is final)."""
     if not approval.pending:
-        raise Refusal(refuse(approval, f"answer by {operator}: approval is {approval.status} (replayed?)"))
+        if same_answer(approval, approve=approve, operator=operator, call_digest=call_digest,
+                       state_version=state_version, reason=reason):
+            return approval
+        by = f" by {approval.answered_by}" if approval.answered_by else ""
+        raise Refusal(refuse(approval, f"answer by {operator}: approval is {approval.status}{by} already "
+                                       "(an answer is final)"))
     if now_ns > approval.deadline_ns:
         expired = replace(approval, status="expired", answered_ns=now_ns, reason="deadline passed")
         raise Refusal(refuse(expired, f"answer by {operator}: after the deadline"))
@@ -107,6 +117,14 @@ def answer(approval: Approval, *, approve: bool, operator: str, call_digest: str
         raise Refusal(refuse(approval, f"answer by {operator}: the call's arguments changed"))
     return replace(approval, status="approved" if approve else "denied", answered_by=operator,
                    answered_ns=now_ns, reason=reason)
+
+
+def same_answer(approval: Approval, *, approve: bool, operator: str, call_digest: str, state_version: int,
+                reason: str | None) -> bool:
+    """Is this the answer ``approval`` was given (a used approval was approved)?"""
+    given = ("approved", "consumed") if approve else ("denied",)
+    return (approval.status in given and approval.answered_by == operator and approval.reason == reason
+            and approval.call_digest == call_digest and approval.state_version == state_version)
 
 
 def consume(approval: Approval, *, session_id: str, call_digest: str, state_version: int,
