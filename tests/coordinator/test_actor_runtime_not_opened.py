@@ -1,8 +1,8 @@
 """A runtime the coordinator started but could not open the session on is stopped, not left running.
 
 The coordinator starts a runtime child first, then leases the workspace for it (the runtime is the lease's owner),
-then opens it. When the lease is refused — here the root is held, exclusively, by someone else — the turn fails;
-the runtime started for it ran nothing and must not outlive it. It used to be left running, one idle process per
+then opens it. When the lease is refused — here the root is held, exclusively, by someone else — the turn does not
+start (the session is suspended with the reason); the runtime started for it ran nothing and must not outlive it. It used to be left running, one idle process per
 refused turn, until the system stopped.
 """
 
@@ -27,7 +27,7 @@ def running_runtimes(system) -> list[str]:
     return [c.id for c in system.which_children("agent/execution") if c.status == "running"]
 
 
-def test_a_runtime_whose_workspace_lease_is_refused_is_stopped_with_the_failed_turn(actor_system, tmp_path: Path):
+def test_a_runtime_whose_workspace_lease_is_refused_is_stopped_with_the_turn_that_did_not_start(actor_system, tmp_path: Path):
     system = actor_system
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -38,9 +38,9 @@ def test_a_runtime_whose_workspace_lease_is_refused_is_stopped_with_the_failed_t
     sessions = Sessions(system)
     (tmp_path / "never-read.toml").write_text('[[turns]]\nevents = [{kind = "text", text = "ok"}]\n')  # read by new
     sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(tmp_path / "never-read.toml")}))
-    with pytest.raises(Exception, match="workspace lease refused"):
+    with pytest.raises(Exception, match="the turn did not start: workspace lease refused"):
         sessions.send("s1", "hello")
-    assert sessions.show("s1").state == "failed"
+    assert sessions.show("s1").state == "suspended"
     assert running_runtimes(system) == []  # the runtime started for the refused turn is gone with it
     [lease] = ask_authority(system, "agent/workspace", "leases")
     assert lease.lease_id == held.lease.lease_id  # and the other holder's lease is untouched
