@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Eight invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Nine invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -45,6 +45,10 @@ crash-free run of the same scenario (:class:`Reference`). Eight invariants, one 
     log's latest run of the turn holds at the marker's ``not_repeated`` (a repeat the runtime should have held
     back) — except an ``approval_needed``, which an unanswered ask publishes again by design.
 
+(i) :func:`published_after_cancel` — a cancel answered done ends the session there: it is ``cancelled`` and its log
+    ends at the cursor of the record the cancel was answered with (a running turn is interrupted and its end
+    published *before* the answer); nothing is committed after it — no runtime of it goes on, no recovery runs it.
+
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
 (``tests/faults/test_session_checks.py``).
@@ -53,97 +57,12 @@ them like the ledger's. Every check is tested on hand-made histories with a plan
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..runtime.execution.repeats import RESUMED, event_key, published_run
 from .checks import Violation
-
-TERMINAL = ("completed", "failed", "cancelled")
-PARKED = "parked"
-
-
-@dataclass(frozen=True)
-class Seen:
-    """One published event as read (from the durable log, or by a subscriber)."""
-
-    cursor: int
-    kind: str
-    turn: int
-    data: Mapping[str, Any] = field(default_factory=dict)
-    generation: int = 0
-    carried: bool = False  # committed by the runtime in its own transaction (publication.carry)
-
-    @classmethod
-    def of(cls, event: Any) -> Seen:
-        """From a :class:`~ouroactors.runtime.coordinator.record.PublishedEvent` or a plain dict of its fields."""
-        fields: Mapping[str, Any] = event if isinstance(event, Mapping) else vars(event) if hasattr(event, "__dict__") \
-            else {name: getattr(event, name, None) for name in ("cursor", "kind", "turn", "data", "generation",
-                                                                "carried")}
-        get = fields.get
-        return cls(int(get("cursor") or 0), str(get("kind")), int(get("turn", 0) or 0), dict(get("data", {}) or {}),
-                   int(get("generation", 0) or 0), bool(get("carried", False)))
-
-    def same(self, other: Seen) -> bool:
-        return (self.kind, self.turn, dict(self.data), self.generation) == \
-            (other.kind, other.turn, dict(other.data), other.generation)
-
-
-@dataclass(frozen=True)
-class Read:
-    """One read by a subscriber: events after ``after``; ``committed`` is the cursor the read reported."""
-
-    subscriber: str
-    after: int
-    events: tuple[Seen, ...]
-    committed: int
-    state: str = ""
-
-
-@dataclass(frozen=True)
-class View:
-    """A client's look at the record (``session show``), in the order taken."""
-
-    committed_cursor: int
-    state_version: int
-    revision: int
-    state: str = ""
-
-
-@dataclass(frozen=True)
-class Reference:
-    """Where the crash-free run of the scenario ended."""
-
-    state: str
-    last_settled: str | None  # the status of the last turn_settled event (None: no turn settled)
-
-
-@dataclass
-class SessionHistory:
-    """Everything one run of a session left to check (see the module docstring)."""
-
-    session_id: str
-    state: str
-    committed_cursor: int
-    reason: str | None = None
-    log: list[Seen] = field(default_factory=list)
-    reads: list[Read] = field(default_factory=list)
-    views: list[View] = field(default_factory=list)
-    accepted: list[Mapping[str, Any]] = field(default_factory=list)  # AcceptedEvent fields
-    rejected: list[Mapping[str, Any]] = field(default_factory=list)  # RejectedEvent fields
-    sent: list[tuple[str, str]] = field(default_factory=list)  # (event id, answer) per attempt: done|rejected:…|error
-    reference: Reference | None = None
-    # the journal's turn_started / model_call / model_result / gap / truncated records (session_dump's journal_outline:
-    # seq, turn, kind, index, digest, ok) and its steer_received / steer / turn_settled records (seq, turn, kind, id),
-    # in order, and the (turn, index) of each model_call_reused event
-    journal: list[Mapping[str, Any]] = field(default_factory=list)
-    reused: list[tuple[int, int]] = field(default_factory=list)
-    resumed: int = 0  # resumes of a suspended session the client was answered done (each runs its message again)
-
-    def last_settled(self) -> str | None:
-        settled = [e for e in self.log if e.kind == "turn_settled"]
-        return str(settled[-1].data.get("status")) if settled else None
+from .session_history import PARKED, TERMINAL, Read, Reference, Seen, SessionHistory, View
 
 
 def published_beyond_commit(h: SessionHistory) -> list[Violation]:
@@ -228,7 +147,7 @@ def terminal_diverged(h: SessionHistory) -> list[Violation]:
     if h.state != ref.state:
         return [Violation("terminal-diverged", h.session_id,
                           f"ended {h.state!r} (reason {h.reason!r}); the crash-free run ended {ref.state!r}")]
-    if h.last_settled() != ref.last_settled:
+    if h.last_settled() != ref.last_settled and ref.state != "cancelled":  # a cancel lands where it lands: (i)
         return [Violation("terminal-diverged", h.session_id,
                           f"its last turn settled {h.last_settled()!r}; in the crash-free run {ref.last_settled!r}")]
     return []
@@ -380,6 +299,23 @@ def published_twice(h: SessionHistory) -> list[Violation]:
     return out
 
 
+def published_after_cancel(h: SessionHistory) -> list[Violation]:
+    """(i) see the module docstring."""
+    at = h.cancelled_at
+    if at is None:
+        return []
+    out: list[Violation] = []
+    if h.state != "cancelled":
+        out.append(Violation("published-after-cancel", h.session_id,
+                             f"a cancel was answered done, yet the session ended {h.state!r}"))
+    later = [e.cursor for e in h.log if e.cursor > at]
+    if h.committed_cursor != at or later:
+        out.append(Violation("published-after-cancel", h.session_id,
+                             f"the cancel was answered at cursor {at}; the log goes on to {h.committed_cursor} "
+                             f"(events {later[:5]})"))
+    return out
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
@@ -389,6 +325,7 @@ SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "model-asked-again": model_asked_again,
     "steer-dropped": steer_dropped,
     "published-twice": published_twice,
+    "published-after-cancel": published_after_cancel,
 }
 
 
@@ -403,6 +340,6 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
-    "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_beyond_commit",
-    "published_twice", "resume_twice", "steer_dropped", "terminal_diverged",
+    "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_after_cancel",
+    "published_beyond_commit", "published_twice", "resume_twice", "steer_dropped", "terminal_diverged",
 ]

@@ -18,7 +18,7 @@ EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
 def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "first", max_sites: int | None = None,
         data_dir: str | None = None, as_json: bool = False, sample: int | None = None, seed: int = 0,
-        spare_runtimes: int | None = None, suspend: bool = False) -> int:
+        spare_runtimes: int | None = None, suspend: bool = False, cancel: bool = False) -> int:
     """Crash the demo's session scenario at every coordinator/runtime boundary it reaches, one fresh system per
     site; check the session invariants after each; print each site; the exit code (0: no violation; 1:
     violations; 2: bad input; 3: a harness error)."""
@@ -47,14 +47,17 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
              "outcome": row.outcome, "state": row.state, "reason": row.reason,
              "violations": [str(v) for v in row.violations], "error": row.error, "seconds": round(row.duration_s, 1)})
 
-    config = SessionWorkload(spare_runtimes=spare_runtimes, suspend=suspend)
+    if suspend and cancel:
+        click.echo("--suspend and --cancel: a scenario suspends its turn or cancels its session, not both", err=True)
+        return EXIT_BAD_INPUT
+    config = SessionWorkload(spare_runtimes=spare_runtimes, suspend=suspend, cancel=cancel)
     with tempfile.TemporaryDirectory(prefix="ouroactors-session-enum-") as scratch:
         report = enumerate_session_crashes(data_dir or scratch, points=list(points) or DEFAULT_POINTS, hits=hits,
                                            only=list(only) or None, limit=max_sites, on_row=row_out,
                                            sample_of=sample, seed=seed, config=config)
     summary = {"sites": len(report.rows), "outcomes": report.summary(), "violations": len(report.violations),
                "seconds": round(report.duration_s, 1), "reference": report.reference.history.state, "seed": seed,
-               "spare_runtimes": spares_of(config), "suspend": suspend,
+               "spare_runtimes": spares_of(config), "suspend": suspend, "cancel": cancel,
                "reference_violations": [str(v) for v in report.reference.violations]}
     if as_json:
         click.echo(json.dumps({"summary": summary}, sort_keys=True))

@@ -12,7 +12,8 @@ session driven through :class:`ouroactors.sessions.Sessions` — the path a user
    run to run, and the checks must hold wherever it does — an answered steer reaches its turn. With
    ``SessionWorkload.suspend`` (``enumerate-sessions --suspend``) the turn is then suspended (its end published,
    ``interrupted``) and, once the session is suspended, resumed: the message runs again as turn 2, which completes
-   the session (an interrupted turn never does).
+   the session (an interrupted turn never does). With ``SessionWorkload.cancel`` (``enumerate-sessions --cancel``)
+   the session is cancelled instead, the cancel retried until answered: every run ends cancelled.
 2. A subscriber follows the committed log with ``read(after=cursor)`` long polls, reconnecting after any error
    from where it was, and records every batch it got and the committed cursor the batch reported
    (:class:`~.session_checks.Read`); every ``show`` view is kept too.
@@ -88,6 +89,11 @@ class SessionWorkload:
     spare_runtimes: int | None = None  # None: the tree file's (supervision_trees/agent.toml keeps one)
     spare_wait: float = 2.0  # the operator answers an approval once a spare exists, or after this
     suspend: bool = False  # suspend the turn right after the steer, then resume it (see _Driver._suspend_and_resume)
+    cancel: bool = False  # cancel the session right after the steer, retried until answered (see _Driver._cancel)
+
+    def __post_init__(self) -> None:
+        if self.suspend and self.cancel:
+            raise ValueError("a scenario suspends its turn or cancels its session, not both")
 
 
 @dataclass(frozen=True)
@@ -184,8 +190,10 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
         system.start_tree(demo_agent.agent_tree(workspace.resolve(), spare_runtimes=config.spare_runtimes))
         mark = system.mark()
         script_file = base / "script.json"
-        # a suspend follows the steer: the first call streams three times as long, so both find the turn running
-        script_file.write_text(json.dumps(script(FIRST_CALL_PACE_MS * (3 if config.suspend else 1))))
+        # a suspend or cancel follows the steer: the first call streams three times as long, so both find the turn
+        # running
+        paced = 3 if config.suspend or config.cancel else 1
+        script_file.write_text(json.dumps(script(FIRST_CALL_PACE_MS * paced)))
         driver = _Driver(system, config, f"sess-{uuid.uuid4().hex[:8]}", str(workspace.resolve()), armings, mark,
                          str(script_file))
         driver.drive()
@@ -195,7 +203,7 @@ def run_session(work: Path, name: str, *, armings: Sequence[Arming] = (), refere
     finally:
         system.shutdown()
     history = history_of(driver.sid, durable, driver.reads, driver.views, driver.sent, reference, reused,
-                         driver.resumed)
+                         driver.resumed, driver.cancelled_at)
     return SessionRun(name, driver.sid, history, check_session(history), firings, driver.errors, driver.approvals,
                       time.monotonic() - began, driver.spares_seen)
 
@@ -221,12 +229,12 @@ def reused_calls(system: ActorSystem, mark: int, sid: str) -> list[tuple[int, in
 
 def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list[View], sent: list[tuple[str, str]],
                reference: Reference | None, reused: list[tuple[int, int]] | None = None,
-               resumed: int = 0) -> SessionHistory:
+               resumed: int = 0, cancelled_at: int | None = None) -> SessionHistory:
     record = durable.get("record") or {}
     return SessionHistory(sid, str(record.get("state", "missing")), int(record.get("committed_cursor", 0)),
                           record.get("reason"), [Seen.of(e) for e in durable.get("events", [])], reads, views,
                           list(durable.get("accepted", [])), list(durable.get("rejected", [])), sent, reference,
-                          list(durable.get("journal", [])), list(reused or []), resumed)
+                          list(durable.get("journal", [])), list(reused or []), resumed, cancelled_at)
 
 
 class _Driver:
@@ -246,6 +254,7 @@ class _Driver:
         self.mark = mark  # the event log's length when the run began (see _spare_ready)
         self.spares_seen: list[str] = []  # the spare that existed when each approval was answered
         self.resumed = 0  # resumes of a suspended session the client was answered done (each starts a turn)
+        self.cancelled_at: int | None = None  # the committed cursor of the record a cancel was answered with
 
     @contextlib.contextmanager
     def api(self) -> Iterator[_Sessions]:
@@ -323,6 +332,8 @@ class _Driver:
         self._steer()
         if self.config.suspend:
             self._suspend_and_resume()
+        if self.config.cancel:
+            self._cancel()
         self._follow()
 
     def _new(self) -> bool:
@@ -398,6 +409,23 @@ class _Driver:
             if state != "running":  # an approval wait, an end, a park: the turn went on without the suspend
                 return
             time.sleep(0.1)  # a suspend cut short by a crash: its recovery may still suspend (polled, deadline)
+
+    def _cancel(self) -> None:
+        """Cancel the session, retried until answered: a cancel is idempotent (one that was taken, its answer lost
+        with a dying coordinator, is done already when retried). The operator answers no approval before it, so
+        every run ends cancelled, the crash-free one too, wherever the cancel lands — the running turn (interrupted,
+        its end published first), an approval wait, a recovery, a park. The cursor of the record it was answered
+        with is where the log must end (``published-after-cancel``)."""
+        deadline = time.monotonic() + self.config.deadline / 2
+        while time.monotonic() < deadline:
+            try:
+                with self.api() as sessions:
+                    done = sessions.cancel(self.sid)
+                self.cancelled_at = done.view.committed_cursor
+                return
+            except OuroactorsError as exc:  # a coordinator restarting, or one that died taking it: asked again
+                self._error("cancel", exc)
+            time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
 
     def _follow(self) -> None:
         deadline = time.monotonic() + self.config.deadline

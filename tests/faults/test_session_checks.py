@@ -206,7 +206,7 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
                                    "resume-twice", "carried-out-of-turn", "model-asked-again", "steer-dropped",
-                                   "published-twice"}
+                                   "published-twice", "published-after-cancel"}
 
 
 def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
@@ -354,3 +354,29 @@ def test_a_steer_published_again_after_a_marker_is_a_repeat_whichever_run_delive
              Seen(4, "steered", 1, {"text": "s", "at_call": 1, "redelivered": True}, GEN + 1)]
     found = published_twice(clean(log=again, committed_cursor=len(again)))
     assert [v.subject for v in found] == ["sess@4"]
+
+
+# -- (i) nothing after an answered cancel --------------------------------------------------------------------------
+
+def cancelled(at: int, **changes: Any) -> SessionHistory:
+    """A run whose cancel was answered done at cursor ``at`` (the log's first ``at`` events: where it landed)."""
+    events = log()[:at]
+    return clean(**{"state": "cancelled", "committed_cursor": at, "log": events, "reads": [Read("s", 0, tuple(events),
+                 at, "cancelled")], "views": [], "reference": Reference("cancelled", "interrupted"),
+                 "cancelled_at": at, **changes})
+
+
+@pytest.mark.parametrize("at", [0, 3, 5, 7])
+def test_a_cancel_that_landed_anywhere_ends_the_log_there(at) -> None:
+    """Wherever it landed (before the turn's end was published, in an approval wait…), a cancelled session whose log
+    ends where the cancel was answered is clean — its last settlement is not compared with the reference's."""
+    assert check_session(cancelled(at)) == []
+
+
+def test_an_event_committed_after_the_cancel_was_answered_is_caught() -> None:
+    from ouroactors.faults.session_checks import published_after_cancel
+
+    late = cancelled(3, committed_cursor=4, log=log()[:4])
+    assert names(published_after_cancel(late)) == {"published-after-cancel"}
+    assert names(published_after_cancel(cancelled(3, state="suspended"))) == {"published-after-cancel"}
+    assert published_after_cancel(clean()) == []  # no cancel answered: nothing to judge
