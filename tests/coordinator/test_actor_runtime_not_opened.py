@@ -2,8 +2,8 @@
 
 The coordinator starts a runtime child first, then leases the workspace for it (the runtime is the lease's owner),
 then opens it. When the lease is refused — here the root is held, exclusively, by someone else — the turn does not
-start (the session is suspended with the reason); the runtime started for it ran nothing and must not outlive it. It used to be left running, one idle process per
-refused turn, until the system stopped.
+start (the session is suspended with the reason); the runtime started for it ran nothing and must not outlive it.
+It used to be left running, one idle process per refused turn, until the system stopped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def running_runtimes(system) -> list[str]:
     return [c.id for c in system.which_children("agent/execution") if c.status == "running"]
 
 
-def test_a_runtime_whose_workspace_lease_is_refused_is_stopped_with_the_turn_that_did_not_start(actor_system, tmp_path: Path):
+def test_a_runtime_whose_workspace_lease_is_refused_is_stopped_with_the_turn_that_did_not_start(actor_system,
+                                                                                               tmp_path: Path):
     system = actor_system
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -145,3 +145,29 @@ def test_a_suspended_and_resumed_turn_keeps_every_invariant_under_crashes(tmp_pa
     for row in rows:
         assert row.outcome == "ok", f"{row.site}: {row.outcome} {row.error} {[str(v) for v in row.violations]}"
         assert row.state in ("completed", "parked")
+
+
+@pytest.mark.slow  # ~15 s: the cancel scenario's reference and crashes where the cancel closes the runtime
+def test_a_cancel_retried_until_answered_ends_every_run_cancelled_with_nothing_after_it(tmp_path):
+    """The scenario cancelling its session right after the steer, retried until answered (a cancel is idempotent):
+    the crash-free run interrupts the turn, publishes its end and stops there; a crash of the coordinator as it
+    closes the runtime, or commits the cancel, still ends cancelled, and the log ends where the cancel was answered
+    (published-after-cancel)."""
+    rows: list[SessionCrashRow] = []
+    report = enumerate_session_crashes(tmp_path, only=["coordinator.runtime_closed",
+                                                       "coordinator.transition_committed"],
+                                       config=SessionWorkload(cancel=True), limit=2, on_row=rows.append)
+    table(rows)
+    reference = report.reference
+    assert reference.violations == [] and reference.history.state == "cancelled", reference.violations
+    assert reference.history.cancelled_at == reference.history.committed_cursor > 0
+    assert reference.history.last_settled() == "interrupted"
+    assert rows, "no crash site reached"
+    for row in rows:
+        assert row.outcome == "ok", f"{row.site}: {row.outcome} {row.error} {[str(v) for v in row.violations]}"
+        assert row.state == "cancelled"
+
+
+def test_a_scenario_does_not_both_suspend_and_cancel() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        SessionWorkload(suspend=True, cancel=True)
