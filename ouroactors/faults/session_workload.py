@@ -382,15 +382,23 @@ class _Driver:
             self._error("steer", exc)
 
     def _suspend_and_resume(self) -> None:
-        """Suspend the turn (once: refused or lost is what a user may meet — the turn then goes on), then, once the
-        session is suspended, resume it (retried until answered: a resume runs the message again as the next turn,
-        so it must be taken once). The interrupted turn's end is published before its runtime goes, and an
-        interrupted turn never completes a session: the crash-free run completes with the resumed turn."""
-        try:
-            with self.api() as sessions:
-                sessions.suspend(self.sid)
-        except OuroactorsError as exc:
-            self._error("suspend", exc)
+        """Suspend the turn, retried until answered (a suspend is idempotent: one taken by a coordinator that died
+        before answering is done already when retried) or refused because the session is not running (the turn
+        went on: an approval wait, a recovery), then, once the session is suspended, resume it (retried until
+        answered: a resume runs the message again as the next turn, so it must be taken once). The interrupted
+        turn's end is published before its runtime goes, and an interrupted turn never completes a session: the
+        crash-free run completes with the resumed turn."""
+        deadline = time.monotonic() + self.config.deadline / 4
+        while time.monotonic() < deadline:
+            try:
+                with self.api() as sessions:
+                    sessions.suspend(self.sid)
+                break
+            except OuroactorsError as exc:
+                self._error("suspend", exc)
+                if "only a running one is suspended" in str(exc):
+                    break
+            time.sleep(0.2)  # back-off between a client's retries (not a synchronisation)
         deadline = time.monotonic() + self.config.deadline / 2
         while time.monotonic() < deadline:
             try:
