@@ -49,8 +49,10 @@ def test_a_runtime_whose_loop_stalls_mid_effect_is_crashed_and_the_session_recov
     assert events[-1].data["status"] == "completed", events[-1]
     assert time.monotonic() - began < BLOCKED_S / 2  # ended by the watchdog, not by the block running out
     assert events[-1].generation > events[0].generation  # a replacement settled the turn
-    stalled = actor_system.wait_for("runtime_stalled", after=0, timeout=10)
-    assert stalled.fields["session"] == "s1" and stalled.fields["stalled_s"] >= 1.0  # rounded to the ms
+    # s1's runtime (under a loaded machine another runtime, idle and unopened, may pass the 1 s limit as well)
+    stalled = actor_system.wait_for("runtime_stalled", after=0, timeout=10,
+                                    predicate=lambda e: e.fields.get("session") == "s1")
+    assert stalled.fields.get("stalled_s", 0) >= 1.0, stalled.fields  # rounded to the ms
     assert "point (faults.py" in stalled.fields["where"], stalled.fields  # where its thread was stuck
     results = [e.data for e in events if e.kind == "tool_result"]
     assert results[-1]["status"] == "failed"  # the lost read, settled by its reconciler: the model was told
