@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ouroactors.core.errors import OuroactorsError
-from ouroactors.sessions import Sessions
+from ouroactors.sessions import SessionRejected, Sessions
 
 from .actor_support import agent_tree, journal_kinds, session_config, slow_script, wait_for
 
@@ -96,11 +96,14 @@ def test_a_suspended_session_exports_its_history_from_python(talking):
         sessions.export("nobody")
 
 
-def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_it(actor_system, tmp_path):
+@pytest.mark.parametrize("resume", [True, False], ids=["resumed", "message retried"])
+def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_it(actor_system, tmp_path, resume):
     """Two sessions on one workspace. While a's turn holds it, b's message cannot lease it: nothing of b's turn ran,
     so b is suspended with the reason (it used to fail for good, or, on a resume, stay running with no runtime),
     and ``resume`` runs that message once the workspace is free — though b's log ends with an earlier turn's
-    settlement, which is not this one's (the log's cursor says so)."""
+    settlement, which is not this one's (the log's cursor says so). So does the client's retry of the message with
+    its event id: the message was accepted and never ran, so the retry runs it (it is refused as a duplicate only
+    once its turn ran)."""
     system = actor_system
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -115,14 +118,17 @@ def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_i
     sessions.send("a", "hold the workspace")
     wait_for("a's turn running", lambda: sessions.show("a").committed_cursor >= 3)
     with pytest.raises(OuroactorsError, match=r"the turn did not start: .*workspace.*the session is suspended"):
-        sessions.send("b", "second")
+        sessions.send("b", "second", event_id="m-b2")
     view = sessions.show("b")
     assert (view.state, view.committed_cursor) == ("suspended", settled) and "`resume` runs it" in view.reason
     with pytest.raises(OuroactorsError, match="the turn did not start"):  # still held: suspended again, not stuck
         sessions.resume("b")
+    with pytest.raises(OuroactorsError, match="the turn did not start"):  # a retry of the message: not a duplicate
+        sessions.send("b", "second", event_id="m-b2")
     assert sessions.show("b").state == "suspended"
     sessions.suspend("a")  # frees the workspace
-    resumed = sessions.resume("b")
+    # resumed, or the client retries its message, same event id: its turn runs now (the message was taken, not run)
+    resumed = sessions.resume("b") if resume else sessions.send("b", "second", event_id="m-b2")
     assert resumed.view.state == "running" and resumed.view.reason is None
     events = list(sessions.events("b", after=settled, follow=True, until="turn_settled", idle_timeout=30))
     assert (events[0].kind, events[0].turn) == ("turn_started", 2)
@@ -130,6 +136,9 @@ def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_i
     wait_for("b suspended after its turn", lambda: sessions.show("b").state == "suspended")
     with pytest.raises(OuroactorsError, match="nothing to resume"):  # that turn settled now
         sessions.resume("b")
+    with pytest.raises(SessionRejected, match="duplicate"):  # and its message ran: a retry now is a duplicate
+        sessions.send("b", "second", event_id="m-b2")
+    assert [e.turn for e in sessions.events("b") if e.kind == "turn_started"] == [1, 2]
 
 
 def test_a_timer_whose_turn_cannot_start_suspends_its_session_and_resume_runs_the_timers_text(actor_system,

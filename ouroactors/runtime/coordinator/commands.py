@@ -165,6 +165,10 @@ class Commands:
         changed = self._tools_changed(record)
         if changed is not None:  # its tools are not the ones it was created with: refused before anything changes
             return Rejected(self.session_id, recovery.ParkReason.TOOL_SET_UNAVAILABLE.value, changed)
+        if self._never_started(record, request):  # the retry of a message whose turn could not start: run it now
+            record = self._transition(record, Event.RESUME, reason=None)
+            yield from self._continue_turn(record)
+            return Done(view_of(self._read(), 0), "turn started: the message's turn, which had not started, runs now")
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
                             channel=request.channel, tenant=record.tenant, actor=request.principal,
@@ -186,6 +190,19 @@ class Commands:
         accepted = yield from self._send_text(request.text)
         faults.point(TEXT_SENT)
         return Done(view_of(record, 0), f"turn started: {accepted!r}")
+
+    def _never_started(self, record: SessionRecord, request: SendMessage) -> bool:
+        """Is ``request`` a retry, by the principal it came from, of the accepted message whose turn could not start
+        (:meth:`_turn_not_started`)? Then the session is suspended on it, and nothing was published since it was
+        accepted (the log's cursor is the one its acceptance saw). Running its turn is what the message asked for,
+        not a second turn; refusing it as a duplicate would leave the message accepted and never run."""
+        if record.state is not State.SUSPENDED or record.resumed_by != request.event_id:
+            return False
+        accepted = self.store.accepted(self.session_id, request.event_id)
+        if accepted is None or accepted.kind != Kind.MESSAGE.value or accepted.at_cursor != record.committed_cursor:
+            return False
+        verified = self._principal(request.principal, request.token)
+        return verified is not None and verified.name == accepted.actor
 
     def _steer(self, request: SteerSession) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
