@@ -384,3 +384,16 @@ def test_a_corrupt_stored_rule_or_posture_never_allows_and_is_not_silently_repla
     assert "posture/s3" not in ask_authority(actor_system, "agent/grants", "status")["quarantined"]
     assert set(_quarantined(actor_system.data_dir)) == {b"grants/rules/user", b"grants/posture/s3",
                                                         b"grants/rules/session/s4"}  # the copy stays
+
+
+def test_a_review_denies_nothing_of_a_session_with_no_durable_record(actor_system):
+    """A review judges only sessions a coordinator manages: an approval of a session with no record has a waiter in
+    memory (a bare runtime), alive while its process is, so it stays pending (a restart would deny it)."""
+    from ouroactors.authorities.grants.actor import ReviewApprovals
+
+    actor_system.start_tree(tree())
+    approval = ask_authority(actor_system, "agent/grants", RequestApproval("bare", "Bash", {"c": 1}, state_version=1))
+    assert ask_authority(actor_system, "agent/grants", ReviewApprovals("bare")) == []
+    [still] = ask_authority(actor_system, "agent/grants", ListApprovals())
+    assert (still.approval_id, still.status) == (approval.approval_id, "pending")
+

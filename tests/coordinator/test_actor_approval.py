@@ -85,6 +85,21 @@ def test_a_denied_approval_resumes_the_turn_and_the_call_is_denied_without_askin
     assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
 
 
+def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(actor_system, tmp_path):
+    """An operator must not find a cancelled session's approval pending (answering it into nothing, told only then
+    that the session is gone): the cancel has grants judge the session's pending approvals again, and the approval
+    no durable session waits on is denied at once, with why."""
+    sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch never.txt", "ask:Bash(touch *)", "x")
+    [pending] = sessions.approvals("s1")
+    assert sessions.cancel("s1").view.state == "cancelled"
+    [denied] = sessions.approvals("s1", None)
+    assert (denied.approval_id, denied.status, denied.answered_by) == (pending.approval_id, "denied", "authority")
+    assert "its session was reviewed" in denied.reason and "is cancelled" in denied.reason
+    with pytest.raises(ApprovalRefused, match="approval is denied by authority already"):
+        sessions.approve("s1", pending.approval_id)
+    assert not (ws / "never.txt").exists()
+
+
 def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_system, tmp_path):
     """The audit: an answer given about one workspace was applied to another. The proposal carries the digest of
     the lease root (an execute call) in its arguments: when the tree changed before the re-run, the answered

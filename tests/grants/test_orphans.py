@@ -105,3 +105,12 @@ def test_every_pending_row_of_the_table_is_keep_or_a_reason():
                         and any(w.proposal_digest == DIGEST and w.issued_at_version == VERSION for w in waits))
                 assert (verdict is KEEP) == kept, (state, version, waits, verdict)
                 assert verdict is KEEP or (isinstance(verdict, str) and verdict.startswith(ORPHANED))
+
+
+def test_a_review_judges_by_the_same_table_and_says_it_was_a_review():
+    """A review (a coordinator cancelling its session) denies by the same rows; its reason says what happened."""
+    from ouroactors.authorities.grants.orphans import REVIEWED
+
+    assert judge(pending(), session(), REVIEWED) is KEEP
+    why = judge(pending(), session(State.CANCELLED), REVIEWED)
+    assert isinstance(why, str) and why.startswith(REVIEWED) and "cancelled" in why and ORPHANED not in why

@@ -64,6 +64,7 @@ from .messages import (
     Judged,
     ListApprovals,
     RequestApproval,
+    ReviewApprovals,
     RevokeRules,
     SetPosture,
     WaitApproval,
@@ -78,7 +79,7 @@ DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decisio
 log = logging.getLogger("ouroactors.grants")
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
     "AddRules", "AnswerApproval", "ConsumeApproval", "Decide", "Grants", "Judged", "ListApprovals",
-    "RequestApproval", "RevokeRules", "SetPosture", "WaitApproval",
+    "RequestApproval", "ReviewApprovals", "RevokeRules", "SetPosture", "WaitApproval",
 ]
 
 

@@ -23,12 +23,19 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import digest_of
-from ..session_facts import Reader
+from ..session_facts import Missing, Reader
 from . import approvals as book
 from . import orphans
 from .approvals import Approval, ApprovalRefused, Refusal
 from .inline import Policy, effective_rules
-from .messages import AnswerApproval, ConsumeApproval, ListApprovals, RequestApproval, WaitApproval
+from .messages import (
+    AnswerApproval,
+    ConsumeApproval,
+    ListApprovals,
+    RequestApproval,
+    ReviewApprovals,
+    WaitApproval,
+)
 from .operators import load_operators, verify
 from .posture import Posture
 from .records import unreadable_for
@@ -76,14 +83,29 @@ class ApprovalDesk:
     def _deny_orphans(self) -> None:
         """Deny the pending approvals no live interaction can wait for any more (see :mod:`.orphans`): a durable
         session still waiting on one keeps it; a waiter that lived in memory died with the process."""
-        pending = [a for a in self.approvals.values() if a.pending]
+        self._deny_unwaited([a for a in self.approvals.values() if a.pending], orphans.ORPHANED)
+
+    def handle_ReviewApprovals(self, message: ReviewApprovals, sender: Any) -> list[Approval]:
+        """Judge ``message.session_id``'s pending approvals again (:mod:`.orphans`, a review): those its durable
+        session no longer waits on are denied and their waiters told. A session with no durable record is not
+        judged (its waiter, if any, lives in memory). Answers the approvals denied."""
+        pending = [a for a in self.approvals.values() if a.pending and a.session_id == message.session_id]
+        if not pending or isinstance(self.session_facts(message.session_id), Missing):
+            return []
+        denied = self._deny_unwaited(pending, orphans.REVIEWED)
+        for approval in denied:
+            self._tell_waiters(approval)
+        return denied
+
+    def _deny_unwaited(self, pending: list[Approval], cause: str) -> list[Approval]:
+        """Deny (one commit) each of ``pending`` that :func:`.orphans.judge` finds no durable session waits on."""
         if not pending:
-            return
+            return []
         sessions = {session_id: self.session_facts(session_id) for session_id in {a.session_id for a in pending}}
         now = clock.time_ns()
         denied: list[Approval] = []
         for approval in pending:
-            verdict = orphans.judge(approval, sessions[approval.session_id])
+            verdict = orphans.judge(approval, sessions[approval.session_id], cause)
             if isinstance(verdict, str):
                 denied.append(book.deny_orphan(approval, now, verdict) or approval)
             elif verdict is orphans.KEEP:
@@ -91,6 +113,7 @@ class ApprovalDesk:
                          approval.session_id)
         if denied:
             self._commit(approvals=denied)
+        return denied
 
     def _policy_digest(self, session_id: str) -> str:
         """What an approval of ``session_id`` is asked under (see :mod:`.approvals`): the rules that apply to the

@@ -110,13 +110,21 @@ class ConsumeApproval:
 
 
 @dataclass(frozen=True)
+class ReviewApprovals:
+    """Judge a session's pending approvals again (:mod:`.orphans`): deny those its durable session no longer waits
+    on (asked by a coordinator cancelling its session). It can only deny what no durable session waits for."""
+
+    session_id: Name
+
+
+@dataclass(frozen=True)
 class ListApprovals:
     status: Annotated[str, Size(1, 16)] | None = None
     session_id: Name | None = None
 
 
 PROTOCOL: tuple[type, ...] = (Decide, SetPosture, AddRules, RevokeRules, RequestApproval, WaitApproval,
-                              AnswerApproval, ConsumeApproval, ListApprovals)
+                              AnswerApproval, ConsumeApproval, ReviewApprovals, ListApprovals)
 READS: tuple[type, ...] = (ListApprovals,)
 
 

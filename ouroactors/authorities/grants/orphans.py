@@ -31,6 +31,12 @@ of its call digest issued at that version
 ``waiting:approval`` at its version, with that wait    **keep** — the durable session still waits on it
 ====================================================  =======================================================
 
+The same table answers a **review** (:class:`~.messages.ReviewApprovals`): a coordinator that cancels its session asks
+grants to judge that session's pending approvals again, so that one nobody will wait for is denied at once rather
+than left pending until its deadline or the next restart (an operator answering it would be told only then that
+the session is gone). A review judges only sessions with a durable record: a waiter in memory is alive while its
+process is. Its reasons start with :data:`REVIEWED` instead.
+
 Every deny reason starts with :data:`ORPHANED` (what happened) and says why after it. The wait's own id is the
 coordinator's (``ask.v<W>.<digest>``), not the approval's: the binding is the session, the call digest and the
 version, which is exactly what the coordinator looks an approval up by.
@@ -43,9 +49,10 @@ from dataclasses import dataclass
 from ..session_facts import Missing, SessionFacts, Undecodable
 from .approvals import Approval
 
-__all__ = ["KEEP", "ORPHANED", "Keep", "Missing", "Undecodable", "judge"]
+__all__ = ["KEEP", "ORPHANED", "REVIEWED", "Keep", "Missing", "Undecodable", "judge"]
 
 ORPHANED = "grants authority restarted: no live interaction waits for this approval any more"
+REVIEWED = "its session was reviewed: no live interaction waits for this approval any more"
 WAITING_APPROVAL = "waiting:approval"  # the coordinator's workflow state of a session parked on an approval
 
 
@@ -58,22 +65,23 @@ KEEP = Keep()
 Session = SessionFacts | Missing | Undecodable  # read through the coordinator's port (..session_facts)
 
 
-def judge(approval: Approval, session: Session) -> Keep | str | None:
-    """``None``: not pending (nothing to decide); :data:`KEEP`; or the reason to deny it (see the module table)."""
+def judge(approval: Approval, session: Session, cause: str = ORPHANED) -> Keep | str | None:
+    """``None``: not pending (nothing to decide); :data:`KEEP`; or the reason to deny it (see the module table),
+    starting with ``cause`` (:data:`ORPHANED` at a restart, :data:`REVIEWED` for a review)."""
     if not approval.pending:
         return None
     if isinstance(session, Missing):
-        return f"{ORPHANED} (session {approval.session_id!r} has no durable record: its waiter was in memory)"
+        return f"{cause} (session {approval.session_id!r} has no durable record: its waiter was in memory)"
     if isinstance(session, Undecodable):
-        return f"{ORPHANED} (the record of session {approval.session_id!r} does not decode: {session.detail})"
+        return f"{cause} (the record of session {approval.session_id!r} does not decode: {session.detail})"
     if session.terminal:
-        return f"{ORPHANED} (session {approval.session_id!r} is {session.state})"
+        return f"{cause} (session {approval.session_id!r} is {session.state})"
     if session.state != WAITING_APPROVAL:
-        return f"{ORPHANED} (session {approval.session_id!r} is {session.state}, not waiting on an approval)"
+        return f"{cause} (session {approval.session_id!r} is {session.state}, not waiting on an approval)"
     if session.state_version != approval.state_version:
-        return (f"{ORPHANED} (session {approval.session_id!r} waits at state version {session.state_version}, "
+        return (f"{cause} (session {approval.session_id!r} waits at state version {session.state_version}, "
                 f"the approval was asked at {approval.state_version})")
     if not any(w.proposal_digest == approval.call_digest and w.issued_at_version == approval.state_version
                for w in session.approval_waits):
-        return f"{ORPHANED} (session {approval.session_id!r} waits on another call)"
+        return f"{cause} (session {approval.session_id!r} waits on another call)"
     return KEEP

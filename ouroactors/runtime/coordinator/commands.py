@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from ...authorities.grants.messages import ReviewApprovals
 from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
@@ -93,6 +94,7 @@ class Commands:
                            tail: int = 0) -> Generator[Ask, Any, Opened]: ...
         def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
         def _runtime_ask(self, message: Any, timeout_s: float = ..., to: Any = None) -> Ask: ...
+        def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _close_runtime(self, settle: bool = True) -> Job: ...
         def _publish(self, drain: bool | None = None) -> Job: ...
         def _recover(self) -> Job: ...
@@ -251,6 +253,9 @@ class Commands:
                 record = self._transition(record, Event.SUSPEND)
             return Done(view_of(record, 0), "suspended")
         record = self._transition(record, Event.CANCEL, reason=f"cancelled by {request.principal}")
+        # its pending approvals (an approval wait it was cancelled in) are denied now, not left for an operator to
+        # answer into nothing until their deadline; best effort: a restart of grants denies them too (.orphans)
+        yield self._authority("grants", ReviewApprovals(self.session_id), 5.0)
         self.stop()
         return Done(view_of(record, 0), "cancelled")
 
