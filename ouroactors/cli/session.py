@@ -24,6 +24,7 @@ import click
 from ..core.boundary import check_field
 from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
+from ..runtime.coordinator.workflow import TERMINAL
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
 from .session_text import EventLines, arguments_text, wait_text
@@ -247,8 +248,10 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
     # this process starts no system: it may read the durable log itself, woken by whoever commits to it
     sessions = _sessions(data_dir, follow_direct=True)
     lines = EventLines(lambda text: click.echo(text, nl=False), session_id)
+    last_kind = None
     try:
         for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):
+            last_kind = event.kind
             if as_json:
                 click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
                                        "generation": event.generation, "data": event.data}, default=repr))
@@ -256,6 +259,11 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
                 lines.event(event.cursor, event.kind, event.turn, event.data)
     finally:
         lines.end()
+    if follow and not as_json and (until is None or last_kind != until):  # it ended: say why when the session did
+        view = sessions.show(session_id)
+        if view.state in {state.value for state in TERMINAL}:
+            click.echo(f"session {session_id} is {view.state}{f' ({view.reason})' if view.reason else ''}: "
+                       "its log ends here")
 
 
 version_option = click.option("--expected-version", type=VERSION, default=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -69,6 +70,9 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
         assert "s1" in cli("session", "list", "--all", cwd=tmp_path).stdout
         retried = cli("session", "cancel", "s1", cwd=tmp_path)  # done already: a retry is not an error
         assert retried.returncode == 0 and "cancelled already" in retried.stdout, retried.stderr
+        followed = cli("session", "events", "s1", "--follow", cwd=tmp_path)  # ends, and says why
+        assert re.search(r"\nsession s1 is cancelled \(cancelled by user:[^)]+\): its log ends here$",
+                         followed.stdout.rstrip()), followed.stdout
         again = cli("session", "send", "s1", "more", cwd=tmp_path)
         assert again.returncode == 2 and "cancelled" in again.stderr
 
