@@ -125,6 +125,8 @@ def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_i
         sessions.resume("b")
     with pytest.raises(OuroactorsError, match="the turn did not start"):  # a retry of the message: not a duplicate
         sessions.send("b", "second", event_id="m-b2")
+    with pytest.raises(SessionRejected, match="duplicate"):  # another text under its id is no retry
+        sessions.send("b", "something else", event_id="m-b2")
     assert sessions.show("b").state == "suspended"
     sessions.suspend("a")  # frees the workspace
     # resumed, or the client retries its message, same event id: its turn runs now (the message was taken, not run)

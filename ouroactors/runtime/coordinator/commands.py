@@ -203,6 +203,8 @@ class Commands:
         accepted = self.store.accepted(self.session_id, request.event_id)
         if accepted is None or accepted.kind != Kind.MESSAGE.value or accepted.at_cursor != record.committed_cursor:
             return False
+        if accepted.payload.get("text") != request.text or bool(accepted.payload.get("last")) != request.last:
+            return False  # another message under the same id: a duplicate id, refused as such
         verified = self._principal(request.principal, request.token)
         return verified is not None and verified.name == accepted.actor
 
