@@ -96,6 +96,18 @@ def test_a_suspended_session_exports_its_history_from_python(talking):
         sessions.export("nobody")
 
 
+def _two_on_one_workspace(system, tmp_path, *, words: int, pace_ms: int) -> Sessions:
+    """The agent tree, and sessions a and b on the one workspace ``<tmp>/ws``, on a slow text script."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    slow = {"model": {"kind": "scripted", "script": str(slow_script(tmp_path / "slow.toml", words, pace_ms))}}
+    sessions.new("a", session_config(ws, **slow))
+    sessions.new("b", session_config(ws, **slow))
+    return sessions
+
+
 @pytest.mark.parametrize("resume", [True, False], ids=["resumed", "message retried"])
 def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_it(actor_system, tmp_path, resume):
     """Two sessions on one workspace. While a's turn holds it, b's message cannot lease it: nothing of b's turn ran,
@@ -104,14 +116,7 @@ def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_i
     settlement, which is not this one's (the log's cursor says so). So does the client's retry of the message with
     its event id: the message was accepted and never ran, so the retry runs it (it is refused as a duplicate only
     once its turn ran)."""
-    system = actor_system
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(system)
-    slow = {"model": {"kind": "scripted", "script": str(slow_script(tmp_path / "slow.toml", words=30, pace_ms=60))}}
-    sessions.new("a", session_config(ws, **slow))
-    sessions.new("b", session_config(ws, **slow))
+    sessions = _two_on_one_workspace(actor_system, tmp_path, words=30, pace_ms=60)
     sessions.send("b", "first")  # b's first turn: 30 words, settled, its lease released
     wait_for("b's first turn settled", lambda: sessions.show("b").state == "suspended")
     settled = sessions.show("b").committed_cursor
@@ -148,13 +153,7 @@ def test_a_timer_whose_turn_cannot_start_suspends_its_session_and_resume_runs_th
     """The turn a due timer starts finds the workspace held by another session: the session is suspended with the
     reason (its coordinator does not crash over it: nobody asked), and ``resume`` runs the timer's text."""
     system = actor_system
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(system)
-    slow = {"model": {"kind": "scripted", "script": str(slow_script(tmp_path / "slow.toml", words=200, pace_ms=50))}}
-    sessions.new("a", session_config(ws, **slow))
-    sessions.new("b", session_config(ws, **slow))
+    sessions = _two_on_one_workspace(system, tmp_path, words=200, pace_ms=50)
     sessions.send("a", "hold the workspace")  # 10 s of words: far longer than the timer below
     wait_for("a's turn running", lambda: sessions.show("a").committed_cursor >= 3)
     coordinators = {c.id for c in system.which_children("agent/coordinator") if c.status == "running"}
