@@ -24,10 +24,9 @@ import click
 from ..core.boundary import check_field
 from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
-from ..runtime.coordinator.workflow import TERMINAL
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
-from .session_text import EventLines, arguments_text, wait_text
+from .session_text import EventLines, arguments_text, ended_text, wait_text
 
 
 class MessageField(click.ParamType):
@@ -259,11 +258,9 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
                 lines.event(event.cursor, event.kind, event.turn, event.data)
     finally:
         lines.end()
-    if follow and not as_json and (until is None or last_kind != until):  # it ended: say why when the session did
-        view = sessions.show(session_id)
-        if view.state in {state.value for state in TERMINAL}:
-            click.echo(f"session {session_id} is {view.state}{f' ({view.reason})' if view.reason else ''}: "
-                       "its log ends here")
+    if follow and not as_json and (until is None or last_kind != until) and (end := ended_text(
+            sessions.show(session_id))):  # the follow ended: say why when the session did
+        click.echo(end)
 
 
 version_option = click.option("--expected-version", type=VERSION, default=None,

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from ..runtime.coordinator.workflow import TERMINAL
+
 ARGUMENTS_CHARS = 120  # an argument summary longer than this is cut (with "…"): one line per event
 
 
@@ -120,6 +122,14 @@ class EventLines:
             self.text_open = False
 
 
+def ended_text(view: Any) -> str | None:
+    """What a follow that ended prints when its session ended (a terminal state, with its reason); else None."""
+    if view.state not in _TERMINAL:
+        return None
+    return f"session {view.session_id} is {view.state}{f' ({view.reason})' if view.reason else ''}: its log ends here"
+
+
+_TERMINAL = frozenset(state.value for state in TERMINAL)
 _WAIT = re.compile(r"(\S+) (\S+) due_ns=(\d+)")
 
 
