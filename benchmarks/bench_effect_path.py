@@ -1,6 +1,6 @@
 """The effect path of one tool call in one process, split into its CPU and its synced commits.
 
-    python -m benchmarks.bench_effect_path [--quick] [--json FILE]
+    python -m benchmarks.bench_effect_path [--quick] [--json FILE] [--parts]
 
 ``bench_runtime`` measures a tool call inside a live runtime (an actor process with a turn thread, an actor thread
 and a reader); what it finds there mixes the path's own cost with the system's. This benchmark runs the *same*
@@ -21,12 +21,17 @@ Rows:
 * **the path with the real tool** (``true`` through ``sandbox`` mode ``none``), vs the bare tool plus the two raw
   commits: issue 13's per-tool-call goal (≤ 1.5×) without the runtime's process around it. The gap between this
   row and ``bench_runtime``'s is what the live runtime adds (its threads, the loop, the model call, the reader).
+
+``--parts`` adds one more pass of no-op calls with the path's functions timed (:mod:`._effect_parts`): a row per
+part, its mean per call (nested parts included in their callers'), and ``txn.commit()`` per commit against a raw
+put's commit timed the same way.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -54,6 +59,7 @@ from ouroactors.runtime.execution.tools import ToolOutcome
 from ouroactors.runtime.execution.tools.shell import ShellTool
 
 from ._common import Row, Stat, bench_main, progress
+from ._effect_parts import COMMIT, means_us, timed_parts
 
 AUTHORITY = {"storage": 1, "ledger": 1, "grants": 1}
 SESSION = "bench"
@@ -168,6 +174,18 @@ class _Raw:
             with self.env.begin(write=True) as txn:
                 txn.put(self.n.to_bytes(8, "big"), os.urandom(300))
 
+    def two_commits_timed(self) -> list[float]:
+        """:meth:`two`, each ``txn.commit()`` timed alone (ms), as ``--parts`` times the path's."""
+        took = []
+        for _ in range(2):
+            self.n += 1
+            txn = self.env.begin(write=True)
+            txn.put(self.n.to_bytes(8, "big"), os.urandom(300))
+            began = time.perf_counter_ns()
+            txn.commit()
+            took.append((time.perf_counter_ns() - began) / 1e6)
+        return took
+
     def close(self) -> None:
         self.env.close()
 
@@ -208,10 +226,26 @@ def run(quick: bool) -> list[Row]:
                 tool_path.samples.append(wall)
                 bare_floor.samples.append((time.perf_counter() - started) * 1e3)
 
+    parts: list[Row] = []
+
+    async def by_part() -> None:
+        with timed_parts() as spent:
+            for _ in range(samples):
+                await path.one(noop)
+        raw_commits: list[float] = []
+        for _ in range(samples):
+            raw_commits.extend(raw.two_commits_timed())
+        for label, mean, count in means_us(spent, samples):
+            base_us = sum(raw_commits) / len(raw_commits) * 1e3 if label == COMMIT else None
+            parts.append(Row("part", f"{label} (n {count})", "µs", mean, base_us,
+                             note="baseline: a raw 300-byte put's txn.commit(), mean" if base_us else ""))
+
     progress(f"{samples} calls with a tool that does nothing, then {samples // 2} running `true`; each followed by "
-             "the baseline's sample")
+             "the baseline's sample" + (f"; then {samples} more by part (--parts)" if PARTS else ""))
     try:
         trio.run(measure)
+        if PARTS:
+            trio.run(by_part)
     finally:
         path.close()
         raw.close()
@@ -225,8 +259,13 @@ def run(quick: bool) -> list[Row]:
             "≤ 1.5×", lambda _o, r: r <= 1.5,
             note="baseline: the bare tool (sandbox.run, none) + 2 raw synced commits; issue 13's goal, here without "
                  "the runtime's process around the path"),
+        *parts,
     ]
 
+
+PARTS = "--parts" in sys.argv
+if PARTS:
+    sys.argv.remove("--parts")  # bench_main's parser knows --quick and --json only
 
 if __name__ == "__main__":
     bench_main(run, "the effect path in one process: CPU and synced commits", __doc__)

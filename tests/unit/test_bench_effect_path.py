@@ -41,3 +41,29 @@ def test_the_raw_baseline_commits_two_records_per_sample(tmp_path: Path) -> None
             assert txn.stat()["entries"] == 4
     finally:
         raw.close()
+
+
+def test_parts_time_the_path_and_put_every_function_back(tmp_path: Path) -> None:
+    """``--parts``: every part is timed on the path (each call decides once, submits twice, commits twice), and the
+    wrapped functions are the originals again once the pass is over."""
+    from benchmarks import _effect_parts as parts
+    from ouroactors.authorities.ledger import store
+    from ouroactors.authorities.storage import commit
+
+    originals = [getattr(owner, name) for owner, name, _ in parts.PARTS] + [store.write, commit.write]
+    path = bench_effect_path._Path(tmp_path)
+    try:
+        async def calls() -> None:
+            for _ in range(3):
+                await path.one(bench_effect_path._NoopShell())
+
+        with parts.timed_parts() as spent:
+            trio.run(calls)
+        found = {label: count for label, _, count in parts.means_us(spent, 3)}
+        assert found[parts.COMMIT] == 6 and len(found) == len(parts.PARTS) + 1, found
+        labels = {label: count for _, _, label in parts.PARTS for count in [found[label]]}
+        assert labels["inline grants decision (policy read, rules evaluated)"] == 3
+        assert labels["ledger submit: start or settlement, commit included"] == 6
+    finally:
+        path.close()
+    assert [getattr(owner, name) for owner, name, _ in parts.PARTS] + [store.write, commit.write] == originals
