@@ -49,7 +49,8 @@ AUTHORITY_OF: dict[type, str] = {
 # they are sent too, to exercise the handlers behind the door.
 HARMLESS_WHEN_VALID = {grants.WaitApproval, grants.AnswerApproval, grants.ConsumeApproval, grants.ListApprovals,
                        ledger.RecordSettled, ledger.OperatorSettle, ledger.GetEntry, ledger.ListEntries,
-                       workspace.Release, workspace.CheckFence, workspace.CleanupWorktree}
+                       workspace.Release, workspace.CheckFence, workspace.CheckRoot, workspace.CleanupWorktree,
+                       grants.ReviewApprovals}  # a review denies only what no durable session waits on: none here
 
 READS = {grants.ListApprovals, ledger.GetEntry, ledger.ListEntries}  # may come unstamped: they change nothing
 
