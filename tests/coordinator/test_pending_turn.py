@@ -53,7 +53,6 @@ def run_turn(store: SessionStore, turn: int, status: str = "completed") -> Any:
 def coordinator(store: SessionStore, principal: str | None = "alice") -> Any:
     """The mixins' view of a coordinator: its store and session, and who the channel verified."""
     shell: Any = SimpleNamespace(store=store, session_id="s1")
-    shell._pending_prompt = lambda record: Waits._pending_prompt(shell, record)
     shell._turn_context = lambda record: Waits._turn_context(shell, record)
     shell._principal = lambda claimed, token: (VerifiedActor(principal, ActorKind.PRINCIPAL)
                                                if principal == claimed else None)

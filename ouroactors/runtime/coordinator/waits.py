@@ -129,10 +129,6 @@ class Waits:
             return TurnContext(text if isinstance(text, str) else None, last, tuple(approvals))
         return TurnContext(None, False, tuple(approvals))
 
-    def _pending_prompt(self, record: SessionRecord) -> str | None:
-        """The text of the turn that had not settled (kept with the resume event that started it)."""
-        return self._turn_context(record).text
-
     def _last_turn(self, record: SessionRecord) -> bool:
         """Was the running turn started by a message marked ``last``?"""
         return self._turn_context(record).last
@@ -166,7 +162,7 @@ class Waits:
         """A suspended session's turn that has not run to its end: the text of the resume event that started it,
         unless the log holds that turn's settlement (one committed after the event was accepted) — an interrupted
         one aside, which did not do what it was asked. None: nothing to resume."""
-        text = self._pending_prompt(record)
+        text = self._turn_context(record).text
         last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
         if text is None or not last or last[-1].kind != "turn_settled" or last[-1].data.get("status") == "interrupted":
             return text
