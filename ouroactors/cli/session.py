@@ -24,6 +24,7 @@ import click
 from ..core.boundary import check_field
 from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
+from ..runtime.coordinator.workflow import State
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
 from .session_text import EventLines, arguments_text, ended_text, wait_text
@@ -246,7 +247,9 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
     """Committed events after --after, in cursor order, each once."""
     # this process starts no system: it may read the durable log itself, woken by whoever commits to it
     sessions = _sessions(data_dir, follow_direct=True)
-    lines = EventLines(lambda text: click.echo(text, nl=False), session_id)
+    # how to answer an approval is said while the session waits on one, not under an answered or a cancelled one
+    lines = EventLines(lambda text: click.echo(text, nl=False), session_id,
+                       waiting=lambda: sessions.show(session_id).state == State.WAITING_APPROVAL.value)
     last_kind = None
     try:
         for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):

@@ -88,9 +88,11 @@ class EventLines:
     turn that started before and never settled says that the turn runs again (the events that follow repeat the cut
     run's, from the journal). Everything written is :func:`printable`."""
 
-    def __init__(self, write: Callable[[str], None], session_id: str | None = None) -> None:
+    def __init__(self, write: Callable[[str], None], session_id: str | None = None,
+                 waiting: Callable[[], bool] | None = None) -> None:
         self.write = write
-        self.session_id = session_id  # given: an approval_needed line is followed by how to answer it
+        self.session_id = session_id  # given: an approval_needed line is followed by how to answer it, unless
+        self.waiting = waiting  # this says the session waits on no approval now (it was answered, or it ended)
         self.text_turn: int | None = None  # the turn whose text line is open (not ended yet)
         self.text_open = False
         self.unsettled: int | None = None  # the turn that started and has not settled (as far as shown)
@@ -111,7 +113,7 @@ class EventLines:
         elif kind == "turn_settled":
             self.unsettled = None
         self.write(f"{cursor:>6} {printable(kind):<16} {event_summary(kind, data)}{again}\n")
-        if kind == "approval_needed" and self.session_id is not None:
+        if kind == "approval_needed" and self.session_id is not None and (self.waiting is None or self.waiting()):
             self.write(f"{'':>6} {'':<16} → `ouroactors session show {self.session_id}` names the approval and the "
                        "command that answers it\n")
 

@@ -98,6 +98,11 @@ def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(ac
     with pytest.raises(ApprovalRefused, match="approval is denied by authority already"):
         sessions.approve("s1", pending.approval_id)
     assert not (ws / "never.txt").exists()
+    # the turn that waited ends in the log, in the cancel's own commit: a subscriber sees it settle, and last
+    events = list(sessions.events("s1"))
+    assert [e.kind for e in events][-2:] == ["approval_needed", "turn_settled"]
+    assert events[-1].turn == events[-2].turn and events[-1].cursor == sessions.show("s1").committed_cursor
+    assert events[-1].data == {"status": "cancelled", "reason": f"cancelled by {sessions.principal}", "settled_by": "coordinator"}
 
 
 def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_system, tmp_path):

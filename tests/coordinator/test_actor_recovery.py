@@ -230,8 +230,13 @@ def test_cancelling_a_parked_session_frees_its_reserved_workspace(actor_system_f
         return [lease for lease in ask_authority(system, "agent/workspace", "leases")
                 if lease.session_id == "s1" and lease.status == "reserved"]
     wait_for("the lost runtime's lease reserved for the session", reserved, timeout=30)
+    before = sessions.show("s1").committed_cursor
     sessions.cancel("s1")
     wait_for("the reservation released", lambda: not reserved(), timeout=30)
+    # the turn its lost runtime never settled ends in the log with the cancel (the ledger keeps the unknown effect)
+    [settled] = list(sessions.events("s1", before))
+    assert (settled.kind, settled.data["status"], settled.data["settled_by"]) == ("turn_settled", "cancelled",
+                                                                                 "coordinator")
     ws = tmp_path / "ws"
     sessions.new("s2", session_config(ws, model={"kind": "scripted", "script": str(tmp_path / "turn.json")},
                                       tools={"enabled": ["read"]}))

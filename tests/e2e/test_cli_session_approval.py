@@ -94,6 +94,7 @@ def test_the_cli_names_the_approval_and_answers_it_by_the_wait_id(tmp_path):
         # the approval's re-run, said once; the ask it repeated is not shown again
         assert settled.stdout.count("a new runtime goes on with the turn") == 1, settled.stdout
         assert settled.stdout.count("approval_needed") == 1, settled.stdout
+        assert "names the approval" not in settled.stdout  # answered: no directions to answer it any more
         after = _shown(tmp_path, "a1", "suspended")
         assert "approval:" not in after  # nothing pending is named once the session moved on
         _check_export(tmp_path, approval_id)

@@ -122,6 +122,12 @@ def test_an_approval_line_says_where_to_answer_it_when_the_session_is_named():
     out.clear()
     EventLines(out.append).event(4, "approval_needed", 1, {"tool": "write"})
     assert len("".join(out).splitlines()) == 1
+    # an ask the session no longer waits on (answered since, or the session cancelled) gets no directions
+    asked: list[str] = []
+    out.clear()
+    EventLines(out.append, "s1", waiting=lambda: bool(asked.append("s1"))).event(4, "approval_needed", 1,
+                                                                             {"tool": "write"})
+    assert len("".join(out).splitlines()) == 1 and asked == ["s1"]
 
 
 def test_a_turn_that_runs_again_says_so():

@@ -34,13 +34,14 @@ import logging
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from ...authorities.storage.commit import Committed as Durable
 from ...core import faults
-from ...core.errors import CommitOutcomeUnknown
+from ...core.errors import CommitOutcomeUnknown, CommitRejected
 from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
 from .calls import Ask, Gone, Job, OffThread
 from .messages import Committed
-from .publication import Abandon, CursorError, CursorMoved, Reconcile, after_commit, plan
+from .publication import SETTLED_KIND, Abandon, CursorError, CursorMoved, Reconcile, after_commit, plan
 from .trace import mark
 from .workflow import Event, State
 
@@ -55,6 +56,8 @@ DRAIN_LIMIT = 256
 DRAIN_TIMEOUT_S = 2.0
 ACK_EVERY = 128  # unacked events at most before a checkpoint is acked at once (the runtime's buffer holds 1024)
 # A named boundary for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+# the status of the turn_settled a coordinator writes for a turn its session's end cut short (Publisher._end_session)
+SETTLED_AS = {Event.CANCEL: "cancelled", Event.FAIL: "failed"}
 ACKED = faults.register_point("coordinator.acked", "a checkpoint is durable and acked to the runtime")
 
 
@@ -112,6 +115,43 @@ class Publisher:
         # as before.
         if self.directory is not None and (self.served or self.held) and self._nudge_wanted():
             self.send(self.directory, Committed(self.session_id, record.committed_cursor, self._take_served()))
+
+    def _end_session(self, record: SessionRecord, event: Event, reason: str) -> SessionRecord:
+        """Move the session to the terminal state ``event`` leads to (a cancel, a failure), with ``reason``.
+
+        A turn the log shows started and not settled — it waited on an approval, its runtime was lost and recovery
+        parked it, or it did not settle within the wait when it was interrupted — settles in the same transaction:
+        a ``turn_settled`` written by the coordinator (``settled_by``), its status the terminal state's
+        (``cancelled``, ``failed``) and the reason. So a subscriber sees every turn it saw start end, and the
+        session's end is the log's last event; nothing can follow it (the state is terminal). Call it with no
+        runtime attached: the settlement is the coordinator's because nobody else can write it any more."""
+        assert self.attached is None, "a runtime is attached: its own settlement comes first"
+        for _ in range(3):  # a runtime closed unsettled may have carried a last commit: plan again after it
+            last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
+            if not last or last[-1].kind == SETTLED_KIND:  # no turn, or the last one settled: the state moves alone
+                return self._transition(record, event, reason=reason)
+            settled = OutputEvent(cursor=record.committed_cursor + 1, kind=SETTLED_KIND, turn=last[-1].turn,
+                                  data={"status": SETTLED_AS[event], "reason": reason, "settled_by": "coordinator"})
+            batch = Batch((settled,), acked=record.committed_cursor, produced=settled.cursor, more=False)
+            step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
+            try:
+                outcome = self.store.checkpoint(self.session_id, record.revision, step_plan,
+                                                coordinator=self.incarnation, then=event, reason=reason)
+                break
+            except CursorMoved:
+                record = self._read()
+        else:
+            raise CommitRejected(f"{event.value}: the log kept moving while its turn was settled")
+        if not isinstance(outcome, Durable):  # as a transition's: a refusal or an unknown outcome stops us
+            error = CommitOutcomeUnknown if outcome.kind == "commit_outcome_unknown" else CommitRejected
+            raise error(f"{event.value} with the turn's settlement: {outcome.reason}")
+        self.record = outcome.value
+        self.published_through = max(self.published_through, step_plan.cursor)
+        self._wake_subscribers()
+        self._serve_held(self.record, durable=True)
+        if self.directory is not None:
+            self.send(self.directory, Committed(self.session_id, step_plan.cursor, self._take_served()))
+        return self.record
 
     def _pushed_batch(self, committed: int) -> Batch | None:
         """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""

@@ -102,6 +102,7 @@ class Waits:
         def _read(self) -> SessionRecord: ...
         def _authority(self, name: str, payload: Any, timeout_s: float = 10.0) -> Ask: ...
         def _transition(self, record: SessionRecord, event: Event, **changes: Any) -> SessionRecord: ...
+        def _end_session(self, record: SessionRecord, event: Event, reason: str) -> SessionRecord: ...
         def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                            answered: tuple[tuple[str, str], ...] = (),
@@ -137,7 +138,7 @@ class Waits:
         """A resume event (or ``resume``) moved the session to running: a new runtime runs (or re-runs) the turn."""
         context = self._turn_context(record)
         if context.text is None:
-            self._transition(record, Event.FAIL, reason="resumed, but no turn text is kept to run")
+            self._end_session(record, Event.FAIL, "resumed, but no turn text is kept to run")
             return
         try:
             opened = yield from self._start_runtime(record.committed_cursor, answered=context.approvals)
