@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Nine invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Ten invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -48,6 +48,11 @@ crash-free run of the same scenario (:class:`Reference`). Nine invariants, one f
 (i) :func:`published_after_cancel` — a cancel answered done ends the session there: it is ``cancelled`` and its log
     ends at the cursor of the record the cancel was answered with (a running turn is interrupted and its end
     published *before* the answer); nothing is committed after it — no runtime of it goes on, no recovery runs it.
+
+(j) :func:`turn_left_unsettled` — an ended session leaves no turn open: the log of a ``completed``, ``failed`` or
+    ``cancelled`` session is empty or ends with a ``turn_settled`` (a turn a cancel cut short — in an approval wait,
+    parked — is settled by the coordinator in the cancel's own commit), so a subscriber sees every turn it saw start
+    end.
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -316,6 +321,15 @@ def published_after_cancel(h: SessionHistory) -> list[Violation]:
     return out
 
 
+def turn_left_unsettled(h: SessionHistory) -> list[Violation]:
+    """(j) see the module docstring."""
+    if h.state not in TERMINAL or not h.log or h.log[-1].kind == "turn_settled":
+        return []
+    last = h.log[-1]
+    return [Violation("turn-left-unsettled", h.session_id, f"the session ended {h.state!r}, yet its log ends with "
+                      f"{last.kind!r} (cursor {last.cursor}) of turn {last.turn}: that turn never settles")]
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
@@ -326,6 +340,7 @@ SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "steer-dropped": steer_dropped,
     "published-twice": published_twice,
     "published-after-cancel": published_after_cancel,
+    "turn-left-unsettled": turn_left_unsettled,
 }
 
 
@@ -342,4 +357,5 @@ __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
     "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_after_cancel",
     "published_beyond_commit", "published_twice", "resume_twice", "steer_dropped", "terminal_diverged",
+    "turn_left_unsettled",
 ]

@@ -206,7 +206,7 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
                                    "resume-twice", "carried-out-of-turn", "model-asked-again", "steer-dropped",
-                                   "published-twice", "published-after-cancel"}
+                                   "published-twice", "published-after-cancel", "turn-left-unsettled"}
 
 
 def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
@@ -359,8 +359,11 @@ def test_a_steer_published_again_after_a_marker_is_a_repeat_whichever_run_delive
 # -- (i) nothing after an answered cancel --------------------------------------------------------------------------
 
 def cancelled(at: int, **changes: Any) -> SessionHistory:
-    """A run whose cancel was answered done at cursor ``at`` (the log's first ``at`` events: where it landed)."""
+    """A run whose cancel was answered done at cursor ``at`` (the log's first ``at`` events: where it landed, the
+    last of them the turn's settlement — the runtime's, or the one the cancel committed)."""
     events = log()[:at]
+    if events and events[-1].kind != "turn_settled":
+        events[-1] = Seen(at, "turn_settled", 1, {"status": "cancelled"}, GEN)
     return clean(**{"state": "cancelled", "committed_cursor": at, "log": events, "reads": [Read("s", 0, tuple(events),
                  at, "cancelled")], "views": [], "reference": Reference("cancelled", "interrupted"),
                  "cancelled_at": at, **changes})
@@ -380,3 +383,18 @@ def test_an_event_committed_after_the_cancel_was_answered_is_caught() -> None:
     assert names(published_after_cancel(late)) == {"published-after-cancel"}
     assert names(published_after_cancel(cancelled(3, state="suspended"))) == {"published-after-cancel"}
     assert published_after_cancel(clean()) == []  # no cancel answered: nothing to judge
+
+
+# -- (j) an ended session leaves no turn open --------------------------------------------------------------------
+
+def test_an_ended_session_whose_log_ends_mid_turn_is_caught() -> None:
+    """The gap this check was written for: a session cancelled in an approval wait whose log ended with the
+    ``approval_needed`` — a subscriber saw the turn start and never end."""
+    from ouroactors.faults.session_checks import turn_left_unsettled
+
+    open_turn = cancelled(3, log=log()[:3])
+    assert open_turn.log[-1].kind != "turn_settled"
+    [violation] = turn_left_unsettled(open_turn)
+    assert violation.invariant == "turn-left-unsettled" and "cursor 3" in violation.message
+    assert turn_left_unsettled(cancelled(3)) == [] and turn_left_unsettled(cancelled(0)) == []  # settled; no turn
+    assert turn_left_unsettled(clean(state="suspended", log=log()[:3])) == []  # not ended: its turn may go on
