@@ -10,6 +10,7 @@ import pytest
 from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.approvals import ApprovalRefused
 from ouroactors.authorities.grants.messages import RequestApproval
+from ouroactors.runtime.coordinator.commands import CoordinatorError
 from ouroactors.sessions import GRANTS, SessionRejected
 from ouroactors.supervision.events import EventReader
 
@@ -91,6 +92,8 @@ def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(ac
     no durable session waits on is denied at once, with why."""
     sessions, ws = waiting_on_an_approval(actor_system, tmp_path, "touch never.txt", "ask:Bash(touch *)", "x")
     [pending] = sessions.approvals("s1")
+    with pytest.raises(CoordinatorError, match=r"only a running one is suspended \(a waiting session holds no"):
+        sessions.suspend("s1")  # nothing runs to suspend: told what would move it instead
     assert sessions.cancel("s1").view.state == "cancelled"
     [denied] = sessions.approvals("s1", None)
     assert (denied.approval_id, denied.status, denied.answered_by) == (pending.approval_id, "denied", "authority")
@@ -102,7 +105,8 @@ def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(ac
     events = list(sessions.events("s1"))
     assert [e.kind for e in events][-2:] == ["approval_needed", "turn_settled"]
     assert events[-1].turn == events[-2].turn and events[-1].cursor == sessions.show("s1").committed_cursor
-    assert events[-1].data == {"status": "cancelled", "reason": f"cancelled by {sessions.principal}", "settled_by": "coordinator"}
+    assert events[-1].data == {"status": "cancelled", "reason": f"cancelled by {sessions.principal}",
+                               "settled_by": "coordinator"}
 
 
 def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_system, tmp_path):

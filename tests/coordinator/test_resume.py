@@ -168,7 +168,14 @@ def test_a_job_completion_after_its_expiry_is_refused_even_before_the_expiry_is_
     assert check(record, done, verified_principal("alice"), seen=False, now_ns=999) == \
         Accept(Event.JOB_COMPLETED, record.waits[0])
     late = check(record, done, verified_principal("alice"), seen=False, now_ns=1000)
-    assert refused(late) is Code.EXPIRED and "expired at 1000" in late.detail
+    assert refused(late) is Code.EXPIRED and "expired at 1970-01-01T00:00:00.000Z (1000 ns)" in late.detail
+    # once the expiry is applied (the session suspended with its reason), the completion is still told why
+    expired = record.model_copy(update={"state": State.SUSPENDED, "state_version": 5, "waits": (),
+                                        "reason": "external job 'w1' expired before it completed (due …)"})
+    later = check(expired, done, verified_principal("alice"), seen=False, now_ns=2000)
+    assert refused(later) is Code.EXPIRED and later.detail.startswith("external job 'w1' expired before it completed")
+    other = ResumeEvent(**{**done.__dict__, "wait_id": "w2"})  # another job id: the state is what refuses it
+    assert refused(check(expired, other, verified_principal("alice"), seen=False, now_ns=2000)) is Code.STATE
 
 
 def test_only_the_system_expires_a_job_and_only_once_it_is_due() -> None:

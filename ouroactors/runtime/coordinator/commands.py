@@ -245,7 +245,9 @@ class Commands:
         if request.action == "suspend" and record.state is State.SUSPENDED:  # a retry, or its turn ended meanwhile
             return Done(view_of(record, 0), "suspended already: no turn was running")
         if request.action == "suspend" and record.state is not State.RUNNING:
-            raise CoordinatorError(f"session is {record.state.value}: only a running one is suspended")
+            waiting = " (a waiting session holds no runtime: answer its wait, or cancel it)" if record.state in (
+                State.WAITING_APPROVAL, State.WAITING_TIMER, State.WAITING_JOB) else ""
+            raise CoordinatorError(f"session is {record.state.value}: only a running one is suspended{waiting}")
         if self.attached is not None and record.state is State.RUNNING:  # suspend or cancel: its turn ends visibly
             yield from self._settle_interrupted()
         if self.attached is not None:

@@ -32,6 +32,7 @@ The checks, in this order (the first failing one is the answer):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -96,6 +97,18 @@ class VerifiedActor:
     name: str
     kind: ActorKind
 
+
+
+def when(ns: int | None) -> str:
+    """A wall-clock time in ns since the epoch as a reader wants it in a reason (UTC, to the millisecond, with the
+    ns after it so nothing is lost); a value no calendar has is shown as it is."""
+    if ns is None:
+        return "never"
+    try:
+        stamp = datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return str(ns)
+    return f"{stamp} ({ns} ns)"
 
 def verified_operator(operators: dict[str, str], name: str, token: str) -> VerifiedActor | None:
     """The operator ``name`` if ``token`` matches its credentials (``operators.json``), else None."""
@@ -171,6 +184,9 @@ def check(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor | None
         if record.state is not State.SUSPENDED:
             return Refuse(Code.STATE, f"a message resumes a suspended session; this one is {record.state.value}")
     elif record.state is not _WAITS[event.kind][0]:
+        expired = f"external job {event.wait_id!r} expired"
+        if event.kind is Kind.JOB and record.reason is not None and record.reason.startswith(expired):
+            return Refuse(Code.EXPIRED, f"{record.reason}: the session is {record.state.value} since")  # too late
         return Refuse(Code.STATE, f"a {event.kind.value} event answers a session waiting on it; "
                                   f"this one is {record.state.value}")
     if event.expected_version != record.state_version:
@@ -190,10 +206,12 @@ def _check_wait(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor,
         return Refuse(Code.ORDERING, f"no pending {wait_kind} wait {event.wait_id!r} (settled already, or never asked)")
     if event.kind in (Kind.TIMER, Kind.JOB_EXPIRY) and (wait.due_ns is None or now_ns < wait.due_ns):
         what = "timer" if event.kind is Kind.TIMER else "job expiry"
-        return Refuse(Code.ORDERING, f"{what} {wait.wait_id!r} is due at {wait.due_ns}, not yet at {now_ns}")
+        return Refuse(Code.ORDERING, f"{what} {wait.wait_id!r} is due at {when(wait.due_ns)}, not yet at "
+                                     f"{when(now_ns)}")
     if event.kind is Kind.JOB and wait.due_ns is not None and now_ns >= wait.due_ns:
         # the expiry rule holds whoever answers: a completion after it is refused even before the expiry is applied
-        return Refuse(Code.EXPIRED, f"external job {wait.wait_id!r} expired at {wait.due_ns} (now {now_ns})")
+        return Refuse(Code.EXPIRED, f"external job {wait.wait_id!r} expired at {when(wait.due_ns)} "
+                                    f"(now {when(now_ns)})")
     if event.kind is Kind.APPROVAL and wait.proposal_digest is not None \
             and event.proposal_digest != wait.proposal_digest:
         return Refuse(Code.STALE, "the answer is for another proposal than the one pending: ask again")
@@ -206,7 +224,7 @@ def _check_wait(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor,
             return Refuse(Code.AUTHORITY, f"operator {actor.name!r} may not answer approval {wait.wait_id!r}")
     elif event.kind is Kind.JOB_EXPIRY and actor.kind is ActorKind.SYSTEM:
         return Accept(transition, wait, reason=f"external job {wait.wait_id!r} expired before it completed "
-                                               f"(due {wait.due_ns})")
+                                               f"(due {when(wait.due_ns)})")
     elif event.kind is Kind.JOB and actor.kind is ActorKind.PRINCIPAL and actor.name == record.principal \
             and not wait.authorized:
         return Accept(transition, wait)  # the session's owner reports the job it made the session wait on
