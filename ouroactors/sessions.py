@@ -315,6 +315,15 @@ class Sessions:
         entries = ask_authority(self.system, LEDGER, ListEntries("ok", session_id, None, 0, 1_000_000))
         return artifacts_of(entries)
 
+    def unknown_effects(self, session_id: str) -> builtins.list[Any]:
+        """The session's effects whose outcome the ledger does not know (``ambiguous``: started, never settled —
+        a runtime lost or a tool cancelled mid-run), oldest first. Nothing settles them by guessing: a reconciler
+        does when the session recovers, else the operator (``ouroactors ledger settle``)."""
+        from .authorities.ledger.messages import ListEntries
+
+        self.show(session_id)  # an unknown session is an error, not an empty list
+        return list(ask_authority(self.system, LEDGER, ListEntries("ambiguous", session_id, None, 0, 10_000)))
+
     # -- approvals (the operator path) --------------------------------------------------------------------
 
     def approvals(self, session_id: str, status: str | None = "pending") -> builtins.list[Any]:

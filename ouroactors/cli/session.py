@@ -164,7 +164,7 @@ def session_list(data_dir: str, show_all: bool) -> None:
 @reports_errors
 def session_show(data_dir: str, session_id: str) -> None:
     """A session's durable state: workflow state, version, cursor, runtime, reason (and what an approval it waits
-    on asks for, with the commands that answer it)."""
+    on asks for, and each effect whose outcome is unknown, with the commands that answer them)."""
     api = _sessions(data_dir)
     view = api.show(session_id)
     _print_view(view)
@@ -175,6 +175,11 @@ def session_show(data_dir: str, session_id: str) -> None:
                           markup=False, highlight=False)
             console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
                           markup=False, highlight=False)
+    for entry in api.unknown_effects(session_id):  # an unknown outcome is said where the session is looked at
+        console.print(f"{'unknown outcome':>17}: {entry.effect_id} ({entry.kind}): {entry.reason or 'ambiguous'}",
+                      markup=False, highlight=False)
+        console.print(f"{'settle':>17}: ouroactors ledger settle {entry.effect_id} ok|failed --reason '…' "
+                      "(what you found)", markup=False, highlight=False)
 
 
 @session.command("artifacts")

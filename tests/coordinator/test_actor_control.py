@@ -166,3 +166,35 @@ def test_a_timer_whose_turn_cannot_start_suspends_its_session_and_resume_runs_th
     assert sessions.resume("b").view.state == "running"
     events = list(sessions.events("b", follow=True, until="turn_settled", idle_timeout=30))
     assert (events[0].kind, events[0].turn, events[0].data.get("prompt")) == ("turn_started", 1, "when the timer fires")
+
+
+def test_a_command_cut_short_by_a_suspend_is_named_where_the_session_is_looked_at(actor_system, tmp_path):
+    """A shell command a suspend killed is left ``ambiguous`` in the ledger — it may have done part of its work, so
+    nothing settles it by guessing — yet nothing pointed at it: `session show` said suspended, and only `ledger list`
+    held the effect. The session's view names it now, with the command that settles it; settled, it is gone."""
+    import json
+
+    from ..e2e.cli_helpers import cli
+
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": ["allow:Bash(sleep *)"]}))
+    (tmp_path / "ws").mkdir()
+    script = tmp_path / "sleep.json"
+    script.write_text(json.dumps({"turns": [
+        {"events": [{"kind": "tool_call", "id": "c1", "name": "shell", "arguments": {"command": "sleep 30"}}]},
+        {"events": [{"kind": "text", "text": "slept"}]}]}))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(tmp_path / "ws", model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "sleep")
+    wait_for("the command started", lambda: [e for e in sessions.events("s1") if e.kind == "tool_call"])
+    assert sessions.unknown_effects("s1") == []  # started is not unknown: its runtime is there to settle it
+    sessions.suspend("s1")
+    [unknown] = wait_for("the cut command ambiguous", lambda: sessions.unknown_effects("s1"))
+    assert (unknown.effect_id, unknown.kind, unknown.status.value) == ("s1/t1/c1", "shell", "ambiguous")
+    data = ("--data-dir", str(actor_system.data_dir))
+    shown = cli("session", "show", "s1", *data, cwd=tmp_path)
+    assert shown.returncode == 0 and "unknown outcome: s1/t1/c1 (shell): " in shown.stdout, shown.stdout + shown.stderr
+    assert "settle: ouroactors ledger settle s1/t1/c1 ok|failed --reason" in shown.stdout
+    settled = cli("ledger", "settle", "s1/t1/c1", "failed", "--reason", "killed by the suspend", *data, cwd=tmp_path)
+    assert settled.returncode == 0, settled.stderr
+    assert sessions.unknown_effects("s1") == []
+    assert "unknown outcome" not in cli("session", "show", "s1", *data, cwd=tmp_path).stdout
