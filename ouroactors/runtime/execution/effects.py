@@ -76,6 +76,9 @@ EFFECT_RAN = faults.register_point("effect.ran", "the tool ran, its settlement i
 EFFECT_SETTLED = faults.register_point("effect.settled", "the settlement is committed, the loop not yet told")
 
 
+# The ledger's reason for a start whose tool a cancel stopped while it ran (LedgerWriter.record_cut_short)
+CUT_SHORT = ("cancelled while it ran (the turn was interrupted, or reached a deadline): the tool was stopped, and "
+             "what it did before that is unknown")
 T = TypeVar("T")
 _MAX_ID = 200  # ToolContext's max_length for its call and effect ids (effect ids are cut to it: effect_id_of)
 
@@ -103,6 +106,7 @@ class LedgerPort(Protocol):
     def record_settled(self, effect_id: str, status: str, reason: str | None = None,
                        evidence: dict[str, Any] | None = None, by: str = "runner",
                        riders: Sequence[Any] = ()) -> Any: ...
+    def record_cut_short(self, effect_id: str, reason: str) -> bool: ...
 
 
 @dataclass
@@ -259,7 +263,11 @@ class LiveEffects:
             timing.mark("eff.ran")
         except trio.Cancelled:
             self.on_event("activity_cancelled", {"effect_id": effect_id, "tool": tool.name})
-            raise  # left started: ambiguous for its reconciler, never settled as failed
+            # never settled as failed: it may have acted before it was stopped. Ambiguous at once, saying so (one
+            # commit on the loop's thread: the tool's process group is killed already), for its reconciler or the
+            # operator; a mark that does not commit leaves it started, for the writer's exit to mark
+            self.ledger.record_cut_short(effect_id, CUT_SHORT)
+            raise
         result = ToolResult(model_call.id, model_call.name, outcome.status, outcome.output, outcome.truncated,
                             outcome.error, outcome.error_kind, {**outcome.evidence, "effect_id": effect_id},
                             _boundary_fields(outcome.boundary))
