@@ -223,7 +223,8 @@ def test_an_expired_job_wait_suspends_the_session_once_with_the_reason_after_a_r
     late = ResumeEvent(event_id="j-late", kind=Kind.JOB, session_id="s1", channel="cli", tenant="t", actor="alice",
                        expected_version=after.state_version, wait_id="build-7")
     refusal = store.resume("s1", late, VerifiedActor("alice", ActorKind.PRINCIPAL), now_ns=2_000).value
-    assert not refusal.accepted and refusal.rejection.code == "state"  # recorded, nothing moved
+    assert not refusal.accepted and refusal.rejection.code == "expired"  # recorded, nothing moved, told why
+    assert refusal.rejection.detail.startswith("external job 'build-7' expired before it completed (due 1970-")
     assert store.get("s1").state is State.SUSPENDED
     # a message afterwards resumes it and clears the reason
     message = ResumeEvent(event_id="m1", kind=Kind.MESSAGE, session_id="s1", channel="cli", tenant="t",
