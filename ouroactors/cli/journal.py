@@ -143,8 +143,25 @@ def replay(data_dir: str, session: str, from_snapshot: bool) -> None:
         detail = f" — {report.boundary.detail}" if report.boundary.detail else ""
         console.print(f"stopped at seq {report.boundary.seq}: {report.boundary.reason}{detail} (cannot replay past "
                       "it; the turns before it are verified)", markup=False)
+        if report.boundary.reason == "unsettled_turn" and (ended := _ended_by_coordinator(env, session)):
+            console.print(ended, markup=False)
         sys.exit(3)
     console.print("replay ok: every request and conversation digest matches", markup=False)
+
+
+def _ended_by_coordinator(env: lmdb.Environment, session: str) -> str | None:
+    """Why the journal's last turn has no settlement, when the session's log says: a turn its session's end cut
+    short (a cancel in an approval wait, a park) is settled in the log by the coordinator, never in the journal."""
+    from ..runtime.coordinator.store import SessionStore
+
+    store = SessionStore(env)
+    record = store.get(session)
+    last = store.events(session, max(record.committed_cursor - 1, 0), 1) if record is not None else []
+    if not last or last[-1].kind != "turn_settled" or last[-1].data.get("settled_by") != "coordinator":
+        return None
+    data = last[-1].data
+    return (f"the session's log ends turn {last[-1].turn} {data.get('status')} ({data.get('reason')}), settled by "
+            "its coordinator: no runtime ran that turn to its end, so the journal holds no settlement to check")
 
 
 class _BlobShown:

@@ -117,3 +117,34 @@ def test_replay_from_the_snapshot(tmp_path):
         assert code == 0 and "snapshot not used (the snapshot does not decode" in out and "12 of 12" in out, out
     finally:
         close_env(config)
+
+
+def test_replay_of_a_turn_its_session_cancelled_says_who_settled_it(data_dir):
+    """A turn a cancel cut short (in an approval wait: its runtime was gone) has no settlement in the journal — the
+    coordinator settled it in the session's log. The replay still stops there (exit 3), and says why the journal
+    cannot settle it; a journal whose last turn the log does not explain gets the boundary alone."""
+    from ouroactors.runtime.coordinator.publication import plan
+    from ouroactors.runtime.coordinator.store import SessionStore
+    from ouroactors.runtime.coordinator.workflow import Event
+    from ouroactors.runtime.execution.journal import Journal
+    from ouroactors.runtime.execution.output import Batch, OutputEvent
+
+    from ..coordinator.support import new_record
+
+    path, env = data_dir
+    store = SessionStore(env)
+    created = store.create(new_record("c9")).value  # (a session's id is refused once a journal has it)
+    journal = Journal(env, "c9")
+    for record in list(reading.records(env, "text-turns"))[:5]:  # opened, turn 1 started, its prompt and model call
+        assert journal.append(record.kind, record.fields, turn=record.turn, at=record.at).committed
+    code, out = run("replay", "c9", "--data-dir", path)
+    assert code == 3 and "stopped at seq 1: unsettled_turn" in out and "settled by its coordinator" not in out
+
+    events = (OutputEvent(1, "turn_started", 1, {"prompt": "hi"}),
+              OutputEvent(2, "turn_settled", 1, {"status": "cancelled", "reason": "cancelled by alice",
+                                                 "settled_by": "coordinator"}))
+    step = plan(Batch(events, 0, 2, False), 0, created.log_digest, created.conversation_digest)
+    assert store.checkpoint("c9", created.revision, step, then=Event.CANCEL, reason="cancelled by alice").value
+    code, out = run("replay", "c9", "--data-dir", path)
+    assert code == 3 and "stopped at seq 1: unsettled_turn" in out
+    assert "the session's log ends turn 1 cancelled (cancelled by alice), settled by its coordinator" in out
