@@ -53,7 +53,8 @@ def _summary(kind: str, data: dict[str, Any]) -> str:
     if kind == "tool_call":
         return f"{data.get('name')} {arguments_text(data.get('arguments'))} ({data.get('call_id')})"
     if kind == "tool_result":
-        return f"{data.get('status')} ({data.get('call_id')})"
+        error = data.get("error")
+        return f"{data.get('status')} ({data.get('call_id')})" + (f": {error}" if isinstance(error, str) else "")
     if kind == "approval_needed":
         return (f"{data.get('tool')} {arguments_text(data.get('arguments'))} ({data.get('call_id')}): "
                 f"{data.get('reason')}")

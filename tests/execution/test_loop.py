@@ -80,6 +80,10 @@ def test_bad_tool_calls_are_answered_as_errors_and_nothing_runs(env):
     assert [e["error_kind"] for e in errors] == ["unknown_tool", "bad_arguments", "unknown_tool"]
     assert "arguments.paht" in errors[1]["error"]
     assert all(m.content.startswith("error") for m in h.loop.conversation if m.role == "tool")
+    # a subscriber is told why each failed, not only that it did (the journal keeps the whole result)
+    published = [data for kind, _, data in h.sink.events if kind == "tool_result"]
+    assert published == [{"call_id": e["call_id"], "status": "failed", "error": e["error"],
+                          "error_kind": e["error_kind"]} for e in errors]
     assert_replays(env)
 
 

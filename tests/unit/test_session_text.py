@@ -154,3 +154,11 @@ def test_a_wait_id_with_a_version_no_record_can_hold_names_nothing():
     assert approval_of_wait(approvals, "ask.v" + "9" * 19 + ".dd2002ed021310cb") is None  # over 18 digits
     assert approval_of_wait(approvals, f"ask.v{10 ** 17}.dd2002ed021310cb").approval_id == "approval-1"
     assert approval_of_wait(approvals, "ask.v4.dd2002ed021310cb\n") is None
+
+
+def test_a_failed_tool_result_says_why():
+    from ouroactors.cli.session_text import event_summary
+
+    assert event_summary("tool_result", {"call_id": "c1", "status": "ok"}) == "ok (c1)"
+    assert event_summary("tool_result", {"call_id": "c2", "status": "failed", "error": "no such file: a.txt",
+                                         "error_kind": "tool"}) == "failed (c2): no such file: a.txt"

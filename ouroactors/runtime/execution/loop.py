@@ -372,7 +372,7 @@ class SessionLoop(TurnControl):
         for ctx, r in zip(contexts, results, strict=True):
             assert r is not None
             if not ctx.result_emitted:
-                await self._emit("tool_result", turn, {"call_id": r.call_id, "status": r.status})
+                await self._emit("tool_result", turn, r.event())
         return [r for r in results if r is not None]
 
     async def _one_tool(self, ctx: ToolCallContext, parsed: ParsedCall) -> None:

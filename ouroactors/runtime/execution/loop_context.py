@@ -63,8 +63,7 @@ class ToolCallContext:
         # buffer cannot hold the settlement back: then the event waits for the batch's end, as before.
         with trio.move_on_after(EARLY_RESULT_WAIT_S) as scope:
             scope.shield = True
-            await self._loop.ports.sink.emit("tool_result", self.turn, {"call_id": self.result.call_id,
-                                                                        "status": self.result.status}, rides=True)
+            await self._loop.ports.sink.emit("tool_result", self.turn, self.result.event(), rides=True)
             self.result_emitted = True
 
 

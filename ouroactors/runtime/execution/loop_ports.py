@@ -20,6 +20,9 @@ from .model import Message, ModelRequest, ToolCall, ToolSpec
 # -- data the ports exchange ----------------------------------------------------------------------------------
 
 
+EVENT_ERROR_CHARS = 1000  # a published tool_result's error at most (the journal keeps it whole)
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """One tool call's result as the loop and the journal see it (a tool's ``ToolOutcome`` plus who it was)."""
@@ -38,6 +41,17 @@ class ToolResult:
         return {"call_id": self.call_id, "name": self.name, "status": self.status, "output": self.output,
                 "truncated": self.truncated, "error": self.error, "error_kind": self.error_kind,
                 "evidence": self.evidence, "boundary": self.boundary}
+
+    def event(self) -> dict[str, Any]:
+        """The published ``tool_result``'s data: the call and its status, and for a call that did not succeed why
+        (its error, cut to :data:`EVENT_ERROR_CHARS`, and kind) — what a subscriber needs to follow the turn. The
+        output stays in the journal (``journal show``): it may be large, and a subscriber reads every event."""
+        data: dict[str, Any] = {"call_id": self.call_id, "status": self.status}
+        if self.error:
+            data["error"] = self.error[:EVENT_ERROR_CHARS]
+        if self.error_kind:
+            data["error_kind"] = self.error_kind
+        return data
 
     @classmethod
     def from_fields(cls, f: dict[str, Any]) -> ToolResult:
