@@ -175,7 +175,13 @@ def session_show(data_dir: str, session_id: str) -> None:
                           markup=False, highlight=False)
             console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
                           markup=False, highlight=False)
-    for entry in api.unknown_effects(session_id):  # an unknown outcome is said where the session is looked at
+    try:
+        unknown = api.unknown_effects(session_id)  # an unknown outcome is said where the session is looked at
+    except OuroactorsError as exc:  # the record is shown even while the ledger does not answer
+        console.print(f"{'unknown outcome':>17}: not known now (the ledger did not answer: {exc})", markup=False,
+                      highlight=False)
+        unknown = []
+    for entry in unknown:
         console.print(f"{'unknown outcome':>17}: {entry.effect_id} ({entry.kind}): {entry.reason or 'ambiguous'}",
                       markup=False, highlight=False)
         console.print(f"{'settle':>17}: ouroactors ledger settle {entry.effect_id} ok|failed --reason '…' "
