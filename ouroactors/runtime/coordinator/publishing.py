@@ -55,9 +55,9 @@ log = logging.getLogger("ouroactors.coordinator")
 DRAIN_LIMIT = 256
 DRAIN_TIMEOUT_S = 2.0
 ACK_EVERY = 128  # unacked events at most before a checkpoint is acked at once (the runtime's buffer holds 1024)
-# A named boundary for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
-# the status of the turn_settled a coordinator writes for a turn its session's end cut short (Publisher._end_session)
+# The status of the turn_settled a coordinator writes for a turn its session's end cut short (Publisher._end_session)
 SETTLED_AS = {Event.CANCEL: "cancelled", Event.FAIL: "failed"}
+# A named boundary for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
 ACKED = faults.register_point("coordinator.acked", "a checkpoint is durable and acked to the runtime")
 
 
