@@ -184,8 +184,8 @@ def session_show(data_dir: str, session_id: str) -> None:
     for entry in unknown:
         console.print(f"{'unknown outcome':>17}: {entry.effect_id} ({entry.kind}): {entry.reason or 'ambiguous'}",
                       markup=False, highlight=False)
-        console.print(f"{'settle':>17}: ouroactors ledger settle {entry.effect_id} ok|failed --reason '…' "
-                      "(what you found)", markup=False, highlight=False)
+        console.print(f"{'settle':>17}: ouroactors ledger settle {entry.effect_id} ok|failed --reason 'what you "
+                      "found'", markup=False, highlight=False)
 
 
 @session.command("artifacts")
