@@ -226,6 +226,9 @@ def session_send(data_dir: str, session_id: str, text: str, expected_version: in
     done = _sessions(data_dir).send(session_id, text, expected_version=expected_version, last=last,
                                     event_id=event_id)
     console.print(f"{session_id}: {done.view.state} (version {done.view.state_version})", markup=False)
+    _, noted, note = done.detail.partition("; ")  # what the answer adds: the retried message's turn runs, or the
+    if noted:  # message whose turn never started will not run
+        console.print(f"  {note}", markup=False, highlight=False)
 
 
 @session.command("steer")

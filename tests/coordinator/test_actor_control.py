@@ -108,14 +108,14 @@ def _two_on_one_workspace(system, tmp_path, *, words: int, pace_ms: int) -> Sess
     return sessions
 
 
-@pytest.mark.parametrize("resume", [True, False], ids=["resumed", "message retried"])
-def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_it(actor_system, tmp_path, resume):
+@pytest.mark.parametrize("how", ["resumed", "message retried", "another message"])
+def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_it(actor_system, tmp_path, how):
     """Two sessions on one workspace. While a's turn holds it, b's message cannot lease it: nothing of b's turn ran,
     so b is suspended with the reason (it used to fail for good, or, on a resume, stay running with no runtime),
     and ``resume`` runs that message once the workspace is free — though b's log ends with an earlier turn's
     settlement, which is not this one's (the log's cursor says so). So does the client's retry of the message with
     its event id: the message was accepted and never ran, so the retry runs it (it is refused as a duplicate only
-    once its turn ran)."""
+    once its turn ran). Another message instead runs in its place, and its answer says that the first will not run."""
     sessions = _two_on_one_workspace(actor_system, tmp_path, words=30, pace_ms=60)
     sessions.send("b", "first")  # b's first turn: 30 words, settled, its lease released
     wait_for("b's first turn settled", lambda: sessions.show("b").state == "suspended")
@@ -135,10 +135,15 @@ def test_a_turn_that_cannot_start_leaves_its_session_suspended_and_resume_runs_i
     assert sessions.show("b").state == "suspended"
     sessions.suspend("a")  # frees the workspace
     # resumed, or the client retries its message, same event id: its turn runs now (the message was taken, not run)
-    resumed = sessions.resume("b") if resume else sessions.send("b", "second", event_id="m-b2")
+    resumed = {"resumed": lambda: sessions.resume("b"),
+               "message retried": lambda: sessions.send("b", "second", event_id="m-b2"),
+               "another message": lambda: sessions.send("b", "third", event_id="m-b3")}[how]()
     assert resumed.view.state == "running" and resumed.view.reason is None
+    replaced = "the earlier message 'm-b2', whose turn never started, will not run (this one replaced it)"
+    assert (replaced in resumed.detail) is (how == "another message"), resumed.detail
     events = list(sessions.events("b", after=settled, follow=True, until="turn_settled", idle_timeout=30))
     assert (events[0].kind, events[0].turn) == ("turn_started", 2)
+    assert events[0].data["prompt"] == ("third" if how == "another message" else "second")
     assert events[-1].data["status"] == "completed" and "next" in [e.data.get("text") for e in events]
     wait_for("b suspended after its turn", lambda: sessions.show("b").state == "suspended")
     with pytest.raises(OuroactorsError, match="nothing to resume"):  # that turn settled now

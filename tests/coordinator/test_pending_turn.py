@@ -54,6 +54,7 @@ def coordinator(store: SessionStore, principal: str | None = "alice") -> Any:
     """The mixins' view of a coordinator: its store and session, and who the channel verified."""
     shell: Any = SimpleNamespace(store=store, session_id="s1")
     shell._turn_context = lambda record: Waits._turn_context(shell, record)
+    shell._unstarted_message = lambda record: Commands._unstarted_message(shell, record)
     shell._principal = lambda claimed, token: (VerifiedActor(principal, ActorKind.PRINCIPAL)
                                                if principal == claimed else None)
     return shell
@@ -79,6 +80,8 @@ def test_a_message_whose_turn_did_not_start_is_pending_though_the_log_ends_with_
     assert not Commands._never_started(shell, record, SendMessage("s1", "other", "alice", "m2"))  # another text
     assert not Commands._never_started(shell, record, SendMessage("s1", "second", "alice", "m3"))  # another id
     assert not Commands._never_started(coordinator(store, principal=None), record, retry)  # nobody verified
+    # a new message goes on without it: the message it leaves unrun is the one named in its answer
+    assert Commands._unstarted_message(shell, record).event_id == "m2"
 
 
 def test_a_message_whose_turn_ran_is_not_pending_nor_run_again_by_a_retry(store) -> None:
@@ -88,6 +91,7 @@ def test_a_message_whose_turn_ran_is_not_pending_nor_run_again_by_a_retry(store)
     shell = coordinator(store)
     assert Waits._pending_turn(shell, record) is None
     assert not Commands._never_started(shell, record, SendMessage("s1", "first", "alice", "m1"))
+    assert Commands._unstarted_message(shell, record) is None  # it ran: a new message replaces nothing
 
 
 def test_an_interrupted_turn_is_pending_but_not_a_retried_message(store) -> None:
@@ -97,3 +101,4 @@ def test_an_interrupted_turn_is_pending_but_not_a_retried_message(store) -> None
     shell = coordinator(store)
     assert Waits._pending_turn(shell, record) == "first"  # resume runs it again, as the next turn
     assert not Commands._never_started(shell, record, SendMessage("s1", "first", "alice", "m1"))  # it did run
+    assert Commands._unstarted_message(shell, record) is None

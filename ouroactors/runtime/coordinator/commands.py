@@ -8,6 +8,7 @@ and the store applies it or records the rejection in one transaction — before 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,9 @@ class CoordinatorError(OuroactorsError):
     """A command this session cannot take in its state (nothing changed)."""
 
 
+log = logging.getLogger("ouroactors.coordinator")
+
+
 def value_of(outcome: Outcome[Any], what: str) -> Any:
     """The committed value; a rejection or an unknown outcome stops this coordinator (recovery reads back)."""
     if isinstance(outcome, Committed):
@@ -75,6 +79,7 @@ class Commands:
     if TYPE_CHECKING:  # what the coordinator provides
         session_id: str
         incarnation: str
+        path: str
         store: SessionStore
         attached: Any
         record: SessionRecord | None
@@ -172,7 +177,8 @@ class Commands:
         if self._never_started(record, request):  # the retry of a message whose turn could not start: run it now
             record = self._transition(record, Event.RESUME, reason=None)
             yield from self._continue_turn(record)
-            return Done(view_of(self._read(), 0), "turn started: the message's turn, which had not started, runs now")
+            return Done(view_of(self._read(), 0), "turn started; the message's turn, which had not started, runs now")
+        unstarted = self._unstarted_message(record)  # a new message goes on without it: the answer says so
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
                             channel=request.channel, tenant=record.tenant, actor=request.principal,
@@ -193,6 +199,11 @@ class Commands:
         record = self._attach(record, opened)
         accepted = yield from self._send_text(request.text)
         faults.point(TEXT_SENT)
+        if unstarted is not None and unstarted.event_id != request.event_id:
+            log.info("%s: message %s replaces message %s, whose turn never started", self.path, request.event_id,
+                     unstarted.event_id)
+            return Done(view_of(record, 0), f"turn started: {accepted!r}; the earlier message {unstarted.event_id!r}, "
+                                            "whose turn never started, will not run (this one replaced it)")
         return Done(view_of(record, 0), f"turn started: {accepted!r}")
 
     def _never_started(self, record: SessionRecord, request: SendMessage) -> bool:
@@ -200,15 +211,24 @@ class Commands:
         (:meth:`_turn_not_started`)? Then the session is suspended on it, and nothing was published since it was
         accepted (the log's cursor is the one its acceptance saw). Running its turn is what the message asked for,
         not a second turn; refusing it as a duplicate would leave the message accepted and never run."""
-        if record.state is not State.SUSPENDED or record.resumed_by != request.event_id:
-            return False
-        accepted = self.store.accepted(self.session_id, request.event_id)
-        if accepted is None or accepted.kind != Kind.MESSAGE.value or accepted.at_cursor != record.committed_cursor:
+        accepted = self._unstarted_message(record)
+        if accepted is None or accepted.event_id != request.event_id:
             return False
         if accepted.payload.get("text") != request.text or bool(accepted.payload.get("last")) != request.last:
             return False  # another message under the same id: a duplicate id, refused as such
         verified = self._principal(request.principal, request.token)
         return verified is not None and verified.name == accepted.actor
+
+    def _unstarted_message(self, record: SessionRecord) -> Any:
+        """The accepted message whose turn could not start (:meth:`_turn_not_started`): the session is suspended on
+        it and nothing was published since it was accepted (the log's cursor is the one its acceptance saw). None
+        when there is none."""
+        if record.state is not State.SUSPENDED or not record.resumed_by:
+            return None
+        accepted = self.store.accepted(self.session_id, record.resumed_by)
+        if accepted is None or accepted.kind != Kind.MESSAGE.value or accepted.at_cursor != record.committed_cursor:
+            return None
+        return accepted
 
     def _steer(self, request: SteerSession) -> Generator[Ask | OffThread, Any, Any]:
         record = self._read()
