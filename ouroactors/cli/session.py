@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from ..runtime.coordinator import messages as m
 from ..runtime.coordinator.workflow import State
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
-from .session_text import EventLines, arguments_text, ended_text, wait_text
+from .session_text import EventLines, ended_text
 
 
 class MessageField(click.ParamType):
@@ -98,20 +97,6 @@ def _config(config_file: str | None, workspace: str | None, sandbox: str | None,
     return config
 
 
-def _print_view(view: Any) -> None:
-    from ..core.generation_text import format_generation
-
-    runtime = f"{view.runtime_id} (generation {format_generation(view.generation)})" if view.runtime_id else "-"
-    rows = [("session", view.session_id), ("state", view.state), ("state version", str(view.state_version)),
-            ("committed cursor", str(view.committed_cursor)), ("runtime", runtime), ("reason", view.reason or "-"),
-            ("principal", view.principal), ("rejected events", str(view.rejections)),
-            ("waits on", ", ".join(wait_text(w) for w in view.waits) or "-"),
-            ("next valid", ", ".join(getattr(view, "next_events", ())) or "none: terminal"),
-            ("pinned", ", ".join(f"{k} {v}" for k, v in (getattr(view, "pinned", None) or {}).items()) or "-")]
-    for key, value in rows:
-        console.print(f"{key:>17}: {value}", markup=False, highlight=False)
-
-
 @main.group()
 def session() -> None:
     """Durable agent sessions: create, message, follow their committed events, control them."""
@@ -132,81 +117,6 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
     """Create a session (suspended until its first message) and start its coordinator."""
     view = _sessions(data_dir).new(session_id, _config(config_file, workspace, sandbox, script))
     console.print(view.session_id, markup=False, highlight=False)
-
-
-@session.command("list")
-@data_dir_option
-@click.option("--all", "show_all", is_flag=True, help="terminal sessions too")
-@reports_errors
-def session_list(data_dir: str, show_all: bool) -> None:
-    """Sessions of this node you may read (your own; the data dir's owner reads all), not terminal unless --all."""
-    views = _sessions(data_dir).list(all=show_all)
-    if not views:
-        console.print("no sessions" if show_all else "no live sessions (--all lists ended ones too)")
-        return
-    from rich.table import Table
-    table = Table()
-    for column, key in (("session", "session_id"), ("principal", "principal"), ("state", "state")):
-        # whole, however narrow the terminal: these are what a reader copies into the next command
-        table.add_column(column, no_wrap=True, min_width=max([len(column), *(len(getattr(v, key)) for v in views)]))
-    for column in ("version", "cursor", "runtime", "updated", "reason"):
-        table.add_column(column)
-    for view in views:
-        updated = datetime.fromtimestamp(view.updated_ns / 1e9).strftime("%H:%M:%S")
-        table.add_row(view.session_id, view.principal, view.state, str(view.state_version),
-                      str(view.committed_cursor), (view.runtime_id or "-")[:12], updated, view.reason or "-")
-    console.print(table)
-
-
-@session.command("show")
-@data_dir_option
-@click.argument("session_id", type=SESSION_ID)
-@reports_errors
-def session_show(data_dir: str, session_id: str) -> None:
-    """A session's durable state: workflow state, version, cursor, runtime, reason (and what an approval it waits
-    on asks for, and each effect whose outcome is unknown, with the commands that answer them)."""
-    api = _sessions(data_dir)
-    view = api.show(session_id)
-    _print_view(view)
-    if view.state == "waiting:approval":
-        for approval in api.approvals(session_id):
-            console.print(f"{'approval':>17}: {approval.approval_id} {approval.tool} "
-                          f"{arguments_text(approval.arguments)} (asked at version {approval.state_version})",
-                          markup=False, highlight=False)
-            console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
-                          markup=False, highlight=False)
-    try:
-        unknown = api.unknown_effects(session_id)  # an unknown outcome is said where the session is looked at
-    except OuroactorsError as exc:  # the record is shown even while the ledger does not answer
-        console.print(f"{'unknown outcome':>17}: not known now (the ledger did not answer: {exc})", markup=False,
-                      highlight=False)
-        unknown = []
-    for entry in unknown:
-        console.print(f"{'unknown outcome':>17}: {entry.effect_id} ({entry.kind}): {entry.reason or 'ambiguous'}",
-                      markup=False, highlight=False)
-        console.print(f"{'settle':>17}: ouroactors ledger settle {entry.effect_id} ok|failed --reason 'what you "
-                      "found'", markup=False, highlight=False)
-
-
-@session.command("artifacts")
-@data_dir_option
-@click.argument("session_id", type=SESSION_ID)
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per artifact")
-@reports_errors
-def session_artifacts(data_dir: str, session_id: str, as_json: bool) -> None:
-    """What the session left in its workspace, named by content (sha256), from its settled ledger effects."""
-    found = _sessions(data_dir).artifacts(session_id)
-    if as_json:
-        for artifact in found:
-            click.echo(json.dumps(artifact.__dict__))
-        return
-    from rich.table import Table
-    table = Table()
-    for column in ("artifact", "path", "effect", "replaced", "current"):
-        table.add_column(column)
-    for a in found:
-        table.add_row(a.artifact_id[:19], a.path, a.effect_id, (a.replaced or "-")[:19], "yes" if a.current else "")
-    console.print(table)
 
 
 @session.command("send")
@@ -413,3 +323,4 @@ def session_add_principal(data_dir: str, name: str) -> None:
 
 from . import session_export as session_export  # noqa: E402  registers `session export` on the group above
 from . import session_serve as session_serve  # noqa: E402  registers `session serve` on the group above
+from . import session_views as session_views  # noqa: E402  registers `session list|show|artifacts` on it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ouroactors.cli.session import _print_view
+from ouroactors.cli.session_views import print_view
 from ouroactors.core.generation_text import format_generation
 
 
@@ -14,7 +14,7 @@ def test_session_show_prints_the_runtime_generation_as_the_tree_table_does(capsy
     view = SimpleNamespace(session_id="s1", state="running", state_version=3, committed_cursor=20,
                            runtime_id="rt-1", generation=generation, reason=None, principal="user:me",
                            rejections=0, waits=[])
-    _print_view(view)
+    print_view(view)
     out = capsys.readouterr().out
     assert f"rt-1 (generation {format_generation(generation)})" in out, out
     assert format_generation(generation) == "1.000000007314089" and str(generation) not in out
