@@ -165,8 +165,8 @@ class LedgerWriter:
         return self.submit([RecordSettled(effect_id, status, reason, evidence, by)], riders)[0]
 
     def record_cut_short(self, effect_id: str, reason: str) -> bool:
-        """A started effect whose runner was cancelled while it ran (an interrupt, a deadline): ``ambiguous`` now,
-        with ``reason`` — never failed, since it may have acted before it was stopped — instead of when this
+        """A started effect whose runner was cancelled while it ran (an interrupt, a deadline, a stop): ``ambiguous``
+        now, with ``reason`` — never failed, since it may have acted before it was stopped — instead of when this
         writer's process is found gone, with a reason that says only that. Best effort: False when the mark did not
         commit (the writer's exit still marks it). Its own transaction: a cancel path records nothing else."""
         return isinstance(self._store.mark_ambiguous([effect_id], reason), Committed)

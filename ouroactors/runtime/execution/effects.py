@@ -77,8 +77,8 @@ EFFECT_SETTLED = faults.register_point("effect.settled", "the settlement is comm
 
 
 # The ledger's reason for a start whose tool a cancel stopped while it ran (LedgerWriter.record_cut_short)
-CUT_SHORT = ("cancelled while it ran (the turn was interrupted, or reached a deadline): the tool was stopped, and "
-             "what it did before that is unknown")
+CUT_SHORT = ("cancelled while it ran (the turn was interrupted, reached its deadline, or its runtime was stopped): "
+             "the tool was stopped, and what it did before that is unknown")
 T = TypeVar("T")
 _MAX_ID = 200  # ToolContext's max_length for its call and effect ids (effect ids are cut to it: effect_id_of)
 
