@@ -45,7 +45,7 @@ from .workflow import Event, State, is_terminal
 
 if TYPE_CHECKING:
     from ..execution.messages import Opened
-    from .record import SessionRecord
+    from .record import AcceptedEvent, SessionRecord
     from .store import SessionStore
 
 
@@ -219,7 +219,7 @@ class Commands:
         verified = self._principal(request.principal, request.token)
         return verified is not None and verified.name == accepted.actor
 
-    def _unstarted_message(self, record: SessionRecord) -> Any:
+    def _unstarted_message(self, record: SessionRecord) -> AcceptedEvent | None:
         """The accepted message whose turn could not start (:meth:`_turn_not_started`): the session is suspended on
         it and nothing was published since it was accepted (the log's cursor is the one its acceptance saw). None
         when there is none."""
