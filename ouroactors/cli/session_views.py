@@ -7,6 +7,7 @@ effect whose outcome the ledger does not know, with the command that settles it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from typing import Any
@@ -33,13 +34,23 @@ def print_view(view: Any) -> None:
         console.print(f"{key:>17}: {value}", markup=False, highlight=False)
 
 
+def view_json(view: Any) -> dict[str, Any]:
+    """A session view as plain JSON data (the fields :class:`~ouroactors.sessions.SessionView` has)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(view).items()}
+
+
 @session.command("list")
 @data_dir_option
 @click.option("--all", "show_all", is_flag=True, help="terminal sessions too")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per session")
 @reports_errors
-def session_list(data_dir: str, show_all: bool) -> None:
+def session_list(data_dir: str, show_all: bool, as_json: bool) -> None:
     """Sessions of this node you may read (your own; the data dir's owner reads all), not terminal unless --all."""
     views = _sessions(data_dir).list(all=show_all)
+    if as_json:
+        for view in views:
+            click.echo(json.dumps(view_json(view)))
+        return
     if not views:
         console.print("no sessions" if show_all else "no live sessions (--all lists ended ones too)")
         return
@@ -60,20 +71,30 @@ def session_list(data_dir: str, show_all: bool) -> None:
 @session.command("show")
 @data_dir_option
 @click.argument("session_id", type=SESSION_ID)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: the view, its pending approvals and its "
+              "unknown outcomes")
 @reports_errors
-def session_show(data_dir: str, session_id: str) -> None:
+def session_show(data_dir: str, session_id: str, as_json: bool) -> None:
     """A session's durable state: workflow state, version, cursor, runtime, reason (and what an approval it waits
     on asks for, and each effect whose outcome is unknown, with the commands that answer them)."""
     api = _sessions(data_dir)
     view = api.show(session_id)
+    approvals = api.approvals(session_id) if view.state == "waiting:approval" else []
+    if as_json:  # the same facts for a script; an unanswered ledger is an error here, not a line
+        click.echo(json.dumps({
+            **view_json(view),
+            "approvals": [{"approval_id": a.approval_id, "tool": a.tool, "arguments": a.arguments,
+                           "state_version": a.state_version} for a in approvals],
+            "unknown_outcomes": [{"effect_id": e.effect_id, "kind": e.kind, "reason": e.reason}
+                                 for e in api.unknown_effects(session_id)]}, default=repr))
+        return
     print_view(view)
-    if view.state == "waiting:approval":
-        for approval in api.approvals(session_id):
-            console.print(f"{'approval':>17}: {approval.approval_id} {approval.tool} "
-                          f"{arguments_text(approval.arguments)} (asked at version {approval.state_version})",
-                          markup=False, highlight=False)
-            console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
-                          markup=False, highlight=False)
+    for approval in approvals:
+        console.print(f"{'approval':>17}: {approval.approval_id} {approval.tool} "
+                      f"{arguments_text(approval.arguments)} (asked at version {approval.state_version})",
+                      markup=False, highlight=False)
+        console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
+                      markup=False, highlight=False)
     try:
         unknown = api.unknown_effects(session_id)  # an unknown outcome is said where the session is looked at
     except OuroactorsError as exc:  # the record is shown even while the ledger does not answer
@@ -108,4 +129,4 @@ def session_artifacts(data_dir: str, session_id: str, as_json: bool) -> None:
     console.print(table)
 
 
-__all__ = ["print_view"]
+__all__ = ["print_view", "view_json"]

@@ -200,6 +200,9 @@ def test_a_command_cut_short_by_a_suspend_is_named_where_the_session_is_looked_a
     shown = cli("session", "show", "s1", *data, cwd=tmp_path)
     assert shown.returncode == 0 and "unknown outcome: s1/t1/c1 (shell): " in shown.stdout, shown.stdout + shown.stderr
     assert "settle: ouroactors ledger settle s1/t1/c1 ok|failed --reason" in shown.stdout
+    as_json = json.loads(cli("session", "show", "s1", "--json", *data, cwd=tmp_path).stdout)
+    assert (as_json["state"], as_json["approvals"]) == ("suspended", [])
+    assert [(u["effect_id"], u["kind"]) for u in as_json["unknown_outcomes"]] == [("s1/t1/c1", "shell")]
     settled = cli("ledger", "settle", "s1/t1/c1", "failed", "--reason", "killed by the suspend", *data, cwd=tmp_path)
     assert settled.returncode == 0, settled.stderr
     assert sessions.unknown_effects("s1") == []

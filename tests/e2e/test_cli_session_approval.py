@@ -76,6 +76,11 @@ def test_the_cli_names_the_approval_and_answers_it_by_the_wait_id(tmp_path):
         [approval_id] = re.findall(r"approval: (approval-[0-9a-f]+) write ", shown)
         assert f"answer: ouroactors session approve|deny a1 {approval_id}" in shown
         [wait_id] = re.findall(r"waits on: approval (ask\.v\d+\.[0-9a-f]{16})", shown)
+        as_json = json.loads(cli("session", "show", "a1", "--json", cwd=tmp_path).stdout)  # the same, for a script
+        assert [a["approval_id"] for a in as_json["approvals"]] == [approval_id] and as_json["unknown_outcomes"] == []
+        assert as_json["state"] == "waiting:approval" and as_json["waits"][0].startswith(f"approval {wait_id}")
+        listed = [json.loads(line) for line in cli("session", "list", "--json", cwd=tmp_path).stdout.splitlines()]
+        assert [(v["session_id"], v["state"]) for v in listed] == [("a1", "waiting:approval")]
         steered = cli("session", "steer", "a1", "make it two lines", cwd=tmp_path)  # no runtime while it waits
         assert steered.returncode == 2 and "deny it with a reason to tell the model" in steered.stderr, steered.stderr
 
