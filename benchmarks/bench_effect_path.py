@@ -99,6 +99,9 @@ class _Call:
     async def result_ready(self) -> None:
         pass
 
+    def cancel_cause(self) -> str:
+        return "interrupted"
+
 
 @dataclass
 class Prepared:

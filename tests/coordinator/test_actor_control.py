@@ -195,7 +195,7 @@ def test_a_command_cut_short_by_a_suspend_is_named_where_the_session_is_looked_a
     sessions.suspend("s1")
     [unknown] = wait_for("the cut command ambiguous", lambda: sessions.unknown_effects("s1"))
     assert (unknown.effect_id, unknown.kind, unknown.status.value) == ("s1/t1/c1", "shell", "ambiguous")
-    assert unknown.reason.startswith("cancelled while it ran")  # what happened to it, not only that its writer left
+    assert unknown.reason.startswith("cancelled while it ran (interrupted)")  # what cut it, not that its writer left
     data = ("--data-dir", str(actor_system.data_dir))
     shown = cli("session", "show", "s1", *data, cwd=tmp_path)
     assert shown.returncode == 0 and "unknown outcome: s1/t1/c1 (shell): " in shown.stdout, shown.stdout + shown.stderr

@@ -51,6 +51,7 @@ class FakeEffects:
     finished: list[str] = field(default_factory=list)
     alone: list[bool] = field(default_factory=list)  # what each call's context said (its turn's only call?)
     started: int = 0
+    causes: list[str] = field(default_factory=list)  # ctx.cancel_cause() of each blocked call when cancelled
     _all_started: trio.Event | None = None
 
     async def run(self, call: ParsedCall, ctx: CallContext) -> ToolResult:
@@ -65,7 +66,11 @@ class FakeEffects:
             with trio.fail_after(5):
                 await self._all_started.wait()
         if call.call.name in self.block:
-            await trio.sleep_forever()
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                self.causes.append(ctx.cancel_cause())  # what the runtime's port writes in the ledger's reason
+                raise
         await trio.lowlevel.checkpoint()
         result = ToolResult(call.call.id, call.call.name, "ok",
                             output=self.answers.get(call.call.name, f"{call.call.name} done"),

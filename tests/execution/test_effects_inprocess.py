@@ -66,6 +66,9 @@ class Ctx:
     async def result_ready(self) -> None:
         pass
 
+    def cancel_cause(self) -> str:
+        return "interrupted"
+
 
 @pytest.fixture
 def port(tmp_path: Path) -> Any:
@@ -212,3 +215,29 @@ def test_an_ask_that_records_nothing_still_commits_the_models_answer_before_the_
     entry = store.get("s1/t1/asked")
     assert entry.status is Status.OK
     assert entry.grant is not None and entry.grant.endswith("; approval approval-0123456789ab approved by op")
+
+
+class HangingShell(SeeingShell):
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+def test_a_call_a_cancel_cuts_short_is_ambiguous_at_once_saying_why(port):
+    """Started, then cancelled while its tool ran: never settled as failed (it may have acted), and marked
+    ambiguous by the port itself with the cause the loop gives — not left started for the writer's exit to mark
+    with a reason that says only that the writer went."""
+    effects, store, _env, _root = port
+    parsed, ctx = _call(HangingShell(), "hang")
+    ctx.cancel_cause = lambda: "turn deadline exceeded"  # type: ignore[method-assign]
+
+    async def cut() -> None:
+        with trio.move_on_after(0.3):
+            await effects.run(parsed, ctx)
+
+    trio.run(cut)
+    entry = store.get("s1/t1/hang")
+    assert entry is not None and entry.status is Status.AMBIGUOUS and entry.settled_by is None
+    assert entry.reason == ("cancelled while it ran (turn deadline exceeded): the tool was stopped, and what it did "
+                            "before that is unknown")
+    assert ctx.results == []  # the loop records the cancelled result itself

@@ -187,6 +187,7 @@ def test_interrupt_cancels_running_tools_within_100ms(env):
     assert status == "interrupted" and took < 0.1
     results = {r.fields["call_id"]: r.fields for r in reading.records(env, "s1") if r.kind == "tool_result"}
     assert results["c1"]["status"] == "cancelled" and results["c2"]["status"] == "ok"
+    assert effects.causes == ["interrupted"]  # what the port's cut-short reason in the ledger says
     assert_replays(env)
     # the interrupt that raced with the end of the turn does not end the next one
     assert h.steering.take(2, 0) == []
@@ -468,3 +469,27 @@ def test_with_a_start_grace_a_model_error_is_recorded_as_without_it(env):
     assert outcome.status == "failed" and "garbage chunk" in outcome.reason
     assert kinds(env)[1:] == ["turn_started", "prompt", "model_call", "model_result", "turn_settled"]
     assert_replays(env)
+
+
+def test_a_call_cut_short_is_told_whether_the_deadline_or_a_stop_cut_it(env):
+    """The effect port writes the cause in the ledger's reason for the start it leaves ambiguous: a turn's deadline
+    (its activity's scope expired) is not a runtime stopping (its trio loop cancelled from outside)."""
+    config = '[sandbox]\nmode = "none"\n[tools]\nenabled = ["read"]\n[limits]\nturn_deadline_s = 0.3\n'
+    effects = FakeEffects(block=frozenset({"read"}))
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("x")]], effects=effects, config=config)
+    trio.run(h.loop.run_turn, "go")
+    assert effects.causes == ["turn deadline exceeded"]
+
+    stopped = FakeEffects(block=frozenset({"read"}))
+    h = make_session(env, "s2", [[call("c1", "read", path="x")], [text("x")]], effects=stopped)
+
+    async def stop_while_it_runs() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(h.loop.run_turn, "go")
+            with trio.fail_after(5):
+                while stopped.started < 1:
+                    await trio.sleep(0.001)
+            nursery.cancel_scope.cancel()  # what the runtime's bridge does when the runtime stops
+
+    trio.run(stop_while_it_runs)
+    assert stopped.causes == ["its runtime stopped"]

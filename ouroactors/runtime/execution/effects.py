@@ -76,9 +76,12 @@ EFFECT_RAN = faults.register_point("effect.ran", "the tool ran, its settlement i
 EFFECT_SETTLED = faults.register_point("effect.settled", "the settlement is committed, the loop not yet told")
 
 
-# The ledger's reason for a start whose tool a cancel stopped while it ran (LedgerWriter.record_cut_short)
-CUT_SHORT = ("cancelled while it ran (the turn was interrupted, reached its deadline, or its runtime was stopped): "
-             "the tool was stopped, and what it did before that is unknown")
+def cut_short(cause: str) -> str:
+    """The ledger's reason for a start whose tool a cancel stopped while it ran (``cause``: the loop's word for the
+    cancel: ``interrupted``, the deadline, a stop; :meth:`LedgerWriter.record_cut_short`)."""
+    return f"cancelled while it ran ({cause}): the tool was stopped, and what it did before that is unknown"
+
+
 T = TypeVar("T")
 _MAX_ID = 200  # ToolContext's max_length for its call and effect ids (effect ids are cut to it: effect_id_of)
 
@@ -266,7 +269,7 @@ class LiveEffects:
             # never settled as failed: it may have acted before it was stopped. Ambiguous at once, saying so (one
             # commit on the loop's thread: the tool's process group is killed already), for its reconciler or the
             # operator; a mark that does not commit leaves it started, for the writer's exit to mark
-            self.ledger.record_cut_short(effect_id, CUT_SHORT)
+            self.ledger.record_cut_short(effect_id, cut_short(ctx.cancel_cause()))
             raise
         result = ToolResult(model_call.id, model_call.name, outcome.status, outcome.output, outcome.truncated,
                             outcome.error, outcome.error_kind, {**outcome.evidence, "effect_id": effect_id},

@@ -161,6 +161,15 @@ class SessionLoop(TurnControl):
         if flush:
             self.ports.journal.flush()
 
+    def cut_cause(self) -> str:
+        """Why the running activity is being cancelled: an interrupt (:meth:`cancel_activity`), the turn's deadline
+        (the activity's scope expired), or else the runtime stopping (its trio loop cancels everything)."""
+        if self._interrupting:
+            return steps.INTERRUPTED
+        if self._activity is not None and self._activity.cancel_called:
+            return steps.DEADLINE
+        return steps.STOPPED
+
     def cancel_activity(self) -> None:
         """Interrupt: cancel the running model call or tool batch (the runtime also queues an Interrupt)."""
         self._interrupting = True

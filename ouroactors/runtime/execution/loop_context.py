@@ -52,6 +52,9 @@ class ToolCallContext:
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
         await self._loop._emit(kind, self.turn, {"call_id": self.call.id, **data})
 
+    def cancel_cause(self) -> str:
+        return self._loop.cut_cause()
+
     async def result_ready(self) -> None:
         """The effect port recorded the result and commits its settlement next. The ``tool_result`` of the one call
         of its model turn is emitted now, to ride in that commit (see :mod:`.carried`): the order is the same as at

@@ -117,6 +117,7 @@ class CallContext(Protocol):
     def record_approval(self, fields: dict[str, Any]) -> None: ...
     async def emit(self, kind: str, data: dict[str, Any]) -> None: ...
     async def result_ready(self) -> None: ...  # the recorded result's settlement commit follows at once
+    def cancel_cause(self) -> str: ...  # why a cancel that reached the call came (an interrupt, the deadline, a stop)
 
 
 class EffectPort(Protocol):

@@ -25,6 +25,7 @@ from .model import Message, ModelErrorKind, ModelRequest, ToolCall, ToolSpec
 Status = Literal["completed", "failed", "interrupted", "deadline", "limit", "ambiguous"]
 INTERRUPTED = "interrupted"  # the detail of a CANCELLED model error / cancelled tool result caused by an interrupt
 DEADLINE = "turn deadline exceeded"
+STOPPED = "its runtime stopped"  # a cancel neither an interrupt nor the deadline made: the runtime's trio loop ended
 
 
 @dataclass(frozen=True)
