@@ -162,3 +162,15 @@ def test_a_failed_tool_result_says_why():
     assert event_summary("tool_result", {"call_id": "c1", "status": "ok"}) == "ok (c1)"
     assert event_summary("tool_result", {"call_id": "c2", "status": "failed", "error": "no such file: a.txt",
                                          "error_kind": "tool"}) == "failed (c2): no such file: a.txt"
+
+
+def test_a_tool_results_error_cannot_drive_the_terminal():
+    """The error comes from what the model chose (a path, a command's message): a control sequence in it is shown,
+    never sent to the terminal."""
+    from ouroactors.cli.session_text import EventLines
+
+    out: list[str] = []
+    EventLines(out.append).event(3, "tool_result", 1, {"call_id": "c\x1b[2J", "status": "failed",
+                                                       "error": "no such file: \x1b]0;pwned\x07x\rY"})
+    text = "".join(out)
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "no such file: " in text
