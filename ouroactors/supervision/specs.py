@@ -29,10 +29,30 @@ from pydantic import (
 )
 
 from ..core.errors import SpecError
+from .calls import MAX_CHILD_ID_CHARS
 
 SUPERVISOR_ACTOR = "ouroactors.supervision.supervisor:Supervisor"
 DEFAULT_WORKER_SHUTDOWN_MS = 5000
 DEFAULT_REMOTE_START_TIMEOUT_S = 30.0
+
+
+def check_child_id(value: str) -> str:
+    """``value`` if it can name a child, else ValueError saying why.
+
+    A child is addressed by its path (``app/sessions/session#3``): an id holding ``/`` would make two actors answer
+    to one path, and the one whose id holds it could never be reached (``app/a/b`` is ``b`` under ``a``). Ids are
+    printed by the CLI and written to the event log, so a control character (an escape sequence, a newline that
+    forges an event line) or blanks around it (a typo nobody sees) are refused too.
+    """
+    if "/" in value:
+        raise ValueError(f"{value!r} holds '/', which separates the parts of a path (app/store): an id cannot hold one")
+    if not value.isprintable():
+        raise ValueError(f"{value!r} holds a character that is not printable (a control character or a line break)")
+    if value != value.strip():
+        raise ValueError(f"{value!r} begins or ends with a blank")
+    if len(value) > MAX_CHILD_ID_CHARS:
+        raise ValueError(f"must be 1 to {MAX_CHILD_ID_CHARS} characters, not {len(value)}")
+    return value
 
 
 class Strategy(str, Enum):
@@ -126,6 +146,11 @@ class ChildSpec(BaseModel):
     auto_shutdown: AutoShutdown | None = None
     max_children: StrictInt | None = Field(None, ge=1)
     children: tuple[ChildSpec, ...] | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_a_path_part(cls, value: str) -> str:
+        return check_child_id(value)
 
     @field_validator("shutdown", mode="before")
     @classmethod

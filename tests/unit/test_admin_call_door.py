@@ -157,7 +157,11 @@ class SneakyTuple(tuple):  # type: ignore[type-arg]
      "spec.children[1]", "must be a ChildSpec, not str"),
     ({"spec": supervisor("s", [worker("a", ECHO)]).model_copy(update={"children": (worker("a", ECHO),) * 2})},
      "spec", "duplicate child id"),
-    ({"spec": worker("w" * (MAX_CHILD_ID_CHARS + 1), ECHO)}, "spec.id", "must be 1 to"),
+    ({"spec": ChildSpec.model_construct(id="w" * (MAX_CHILD_ID_CHARS + 1), actor=ECHO)}, "spec.id", "must be 1 to"),
+    ({"spec": ChildSpec.model_construct(id="a/b", actor=ECHO)}, "spec.id", "holds '/'"),
+    ({"spec": supervisor("s", [worker("a", ECHO)]).model_copy(
+        update={"children": (ChildSpec.model_construct(id="b\x1b[2J", actor=ECHO),)})},
+     "spec.children[0].id", "not printable"),
     ({"extra_args": "abc"}, "extra_args", "must be a tuple (or a list), not str"),
     ({"extra_args": None}, "extra_args", "not NoneType"),
     ({"extra_args": {"a": 1}}, "extra_args", "not dict"),
@@ -290,7 +294,7 @@ def test_arbitrary_fields_never_raise_and_a_problem_names_a_field(fields: dict[s
         assert odd_key is None
 
 
-idents = st.text(min_size=1, max_size=40)
+idents = st.text(min_size=1, max_size=40).filter(lambda t: "/" not in t and t.isprintable() and t == t.strip())
 
 
 @st.composite

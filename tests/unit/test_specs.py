@@ -174,6 +174,40 @@ def test_duplicate_ids_are_refused_naming_the_id() -> None:
 
 
 
+@pytest.mark.parametrize(("bad", "why"), [
+    ("a/b", "holds '/'"),            # app/a/b would be `b` under `a`: this child could never be addressed
+    ("../x", "holds '/'"),
+    ("a\nexited b", "not printable"),  # a forged line in the event log or the CLI's output
+    ("a\x1b[2J", "not printable"),   # a terminal escape
+    (" a", "blank"),
+    ("a\t", "not printable"),
+    ("x" * 1025, "must be 1 to 1024 characters, not 1025"),
+])
+def test_an_id_that_cannot_be_a_part_of_a_path_is_refused_with_why(bad: str, why: str) -> None:
+    [(loc, msg)] = problems(tree(w("ok"), w(bad)))
+    assert loc == "children[1].id"
+    assert why in msg
+
+
+def test_the_root_id_is_checked_too() -> None:
+    [(loc, msg)] = problems({**tree(w("a")), "id": "app/x"})
+    assert (loc, "holds '/'" in msg) == ("id", True)
+
+
+def test_ids_with_other_printable_characters_are_kept() -> None:
+    spec = build_spec(tree(w("runtime#1"), w("café-2"), w("a b"), w("x" * 1024)))
+    assert [c.id for c in spec.children or ()] == ["runtime#1", "café-2", "a b", "x" * 1024]
+
+
+def test_a_slash_in_an_id_of_a_tree_file_is_refused() -> None:
+    from ouroactors.system.config import parse_tree
+
+    with pytest.raises(SpecError) as info:
+        parse_tree(f'[tree]\nid = "app"\n[[tree.children]]\nid = "a/b"\nactor = "{ECHO}"\n', "t.toml")
+    assert info.value.problems == [("tree.children[0].id", "'a/b' holds '/', which separates the parts of a path "
+                                                           "(app/store): an id cannot hold one")]
+
+
 def test_duplicate_id_error_names_the_key_path_of_the_second_occurrence() -> None:
     [(loc, _msg)] = problems(tree(w("a"), w("b"), w("a")))
     assert loc == "children[2].id"
