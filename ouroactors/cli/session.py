@@ -44,6 +44,31 @@ class MessageField(click.ParamType):
             self.fail(bad.problem + (f" (got {bad.value})" if bad.value else ""), param, ctx)
 
 
+class TextField(MessageField):
+    """A message's text: the argument itself, or ``-`` for standard input (a prompt kept in a file, or longer than
+    the 128 KiB one argument may be). Read as UTF-8; one line end at its end (what ``echo`` adds) is not part of
+    the message. The text read is checked as an argument is."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "-":
+            value = _read_stdin_text(param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def _read_stdin_text(param: click.Parameter | None, ctx: click.Context | None) -> str:
+    cap = m.MAX_PROMPT_BYTES + 2  # and a line end
+    data = click.get_binary_stream("stdin").read(cap + 1)
+    if len(data) > cap:
+        raise click.BadParameter(f"standard input holds more than {cap} bytes; a message's text is at most "
+                                 f"{m.MAX_PROMPT_BYTES} bytes of UTF-8", ctx, param)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"standard input is not UTF-8 text: byte {exc.start} is "
+                                 f"{data[exc.start]:#04x}", ctx, param) from None
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+
+
 SESSION_ID = MessageField(m.ShowSession, "session_id")
 VERSION = MessageField(m.CompleteJob, "expected_version", click.INT)
 
@@ -122,7 +147,7 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
 @session.command("send")
 @data_dir_option
 @click.argument("session_id", type=SESSION_ID)
-@click.argument("text", type=MessageField(m.SendMessage, "text"))
+@click.argument("text", type=TextField(m.SendMessage, "text"))
 @click.option("--expected-version", type=VERSION, default=None,
               help="refuse unless the session is still at this state version")
 @click.option("--last", is_flag=True, help="the session completes when this turn settles")
@@ -132,7 +157,8 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
 @reports_errors
 def session_send(data_dir: str, session_id: str, text: str, expected_version: int | None, last: bool,
                  event_id: str | None) -> None:
-    """Send a message: it starts the next turn (the session must be suspended)."""
+    """Send a message: it starts the next turn (the session must be suspended). TEXT `-` reads it from standard
+    input (`ouroactors session send s1 - < task.md`)."""
     done = _sessions(data_dir).send(session_id, text, expected_version=expected_version, last=last,
                                     event_id=event_id)
     console.print(f"{session_id}: {done.view.state} (version {done.view.state_version})", markup=False)
@@ -144,13 +170,13 @@ def session_send(data_dir: str, session_id: str, text: str, expected_version: in
 @session.command("steer")
 @data_dir_option
 @click.argument("session_id", type=SESSION_ID)
-@click.argument("text", type=MessageField(m.SteerSession, "text"))
+@click.argument("text", type=TextField(m.SteerSession, "text"))
 @reports_errors
 def session_steer(data_dir: str, session_id: str, text: str) -> None:
     """Add a message to the running turn: delivered before its next model call (a `steered` event says which).
     Answered once the runtime has journaled it, so a runtime lost first leaves it to the turn's re-run; refused
     when the turn has no point left to take it (send a message instead). A turn that stops before its next model
-    call still puts it in the conversation, for the next turn."""
+    call still puts it in the conversation, for the next turn. TEXT `-` reads it from standard input."""
     _sessions(data_dir).steer(session_id, text)
     console.print(f"{session_id}: steered", markup=False)
 
@@ -235,7 +261,7 @@ def session_deny(data_dir: str, session_id: str, approval_id: str, reason: str |
 @session.command("wait")
 @data_dir_option
 @click.argument("session_id", type=SESSION_ID)
-@click.argument("text", type=MessageField(m.WaitSession, "text"))
+@click.argument("text", type=TextField(m.WaitSession, "text"))
 @click.option("--seconds", type=MessageField(m.WaitSession, "seconds", click.FLOAT), default=None,
               help="wait on a durable timer this long (at most 366 days)")
 @click.option("--job", "job_id", type=MessageField(m.WaitSession, "job_id"), default=None,
@@ -248,7 +274,8 @@ def session_wait(data_dir: str, session_id: str, text: str, seconds: float | Non
                  expires_s: float | None) -> None:
     """Make a suspended session wait on a timer or an external job; its next turn then starts with TEXT.
 
-    The wait is durable: no runtime runs meanwhile, and it survives restarts."""
+    The wait is durable: no runtime runs meanwhile, and it survives restarts. TEXT `-` reads it from standard
+    input."""
     if (seconds is None) == (job_id is None):
         raise click.UsageError("give exactly one of --seconds or --job")
     if expires_s is not None and job_id is None:

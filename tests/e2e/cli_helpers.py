@@ -16,10 +16,10 @@ CLI = [sys.executable, "-c", "from ouroactors.cli import main; main()"]
 ENV = {**os.environ, "COLUMNS": "200"}
 
 
-def cli(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**ENV, **(env or {})})
+                          env={**ENV, **(env or {})}, input=input)
 
 
 class Served:

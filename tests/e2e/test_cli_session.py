@@ -26,12 +26,14 @@ def test_session_new_send_events_and_resume_after_a_cursor(tmp_path):
         created = cli("session", "new", "s1", "--sandbox", "none", cwd=tmp_path)
         assert created.returncode == 0, created.stderr
         assert created.stdout.strip() == "s1"
-        assert cli("session", "send", "s1", "tidy the notes", "--event-id", "msg-0001", cwd=tmp_path).returncode == 0
+        sent = cli("session", "send", "s1", "-", "--event-id", "msg-0001", cwd=tmp_path, input="tidy the notes\n")
+        assert sent.returncode == 0, sent.stderr  # TEXT '-': standard input, its line end not part of the text
 
         followed = lines(cli("session", "events", "s1", "--follow", "--until", "turn_settled", "--idle", "30",
                              "--json", cwd=tmp_path))
         assert [e["cursor"] for e in followed] == list(range(1, len(followed) + 1))
         assert followed[0]["kind"] == "turn_started" and followed[-1]["kind"] == "turn_settled"
+        assert followed[0]["data"]["prompt"] == "tidy the notes"
 
         tail = lines(cli("session", "events", "s1", "--after", "3", "--json", cwd=tmp_path))
         assert tail == followed[3:]  # from any cursor: the same events, no gap, no duplicate

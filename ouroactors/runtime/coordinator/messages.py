@@ -23,7 +23,8 @@ Cursor = Annotated[int, Range(0, 2**62)]
 # a SessionId (the journal's rule too).
 Ident = Annotated[str, Size(1, 128), Pattern(ID_PATTERN.pattern, "an identifier: 1 to 128 of [A-Za-z0-9._:@+-], "
                                                                  "starting with a letter or digit")]
-Prompt = Annotated[str, Size(1, 200_000)]
+MAX_PROMPT_BYTES = 200_000  # a message's text, in UTF-8
+Prompt = Annotated[str, Size(1, MAX_PROMPT_BYTES)]
 WaitSeconds = Annotated[float, Range(0.0, 60.0)]
 Token = Annotated[str, Size(16, 256)]  # a principal's credential (see .principals); never shown in a repr
 JOB_EXPIRY_S = 86400.0  # an external-job wait that names no expiry expires after a day
