@@ -18,6 +18,7 @@ from typing import Any
 from ..runtime.coordinator.workflow import TERMINAL
 
 ARGUMENTS_CHARS = 120  # an argument summary longer than this is cut (with "…"): one line per event
+QUOTED_CHARS = 300  # a prompt or a steer longer than this is cut on its line (a message may hold 200,000)
 
 
 def printable(text: str, *, keep: str = "") -> str:
@@ -41,6 +42,16 @@ def arguments_text(arguments: Any, limit: int = ARGUMENTS_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def quoted(text: Any, limit: int = QUOTED_CHARS) -> str:
+    """``repr(text)``, or its first ``limit`` characters' repr and how much was left out: a prompt read from a file
+    is one line here, not a screenful (``--json`` has it whole)."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return repr(text)
+    left = len(text) - limit
+    rest = f"{left:,} more characters; --json shows them" if left > 1 else "1 more character; --json shows it"
+    return f"{text[:limit]!r}… ({rest})"
+
+
 def event_summary(kind: str, data: dict[str, Any]) -> str:
     """The line's text for an event of ``kind`` with ``data`` (an unknown kind: its data as compact JSON), made
     :func:`printable`: a call id, a tool name or a reason may come from the model."""
@@ -61,7 +72,7 @@ def _summary(kind: str, data: dict[str, Any]) -> str:
     if kind == "turn_settled":
         return f"{data.get('status')}: {data.get('reason')}"
     if kind == "turn_started":
-        return repr(data.get("prompt", ""))
+        return quoted(data.get("prompt", ""))
     if kind == "turn_resumed":
         held = data.get("not_repeated")
         taken = len(data.get("asks") or ())
@@ -71,8 +82,8 @@ def _summary(kind: str, data: dict[str, Any]) -> str:
     if kind == "steered":
         again = ", a lost run's steer delivered again" if data.get("redelivered") else ""
         if data.get("at_end"):
-            return f"{data.get('text', '')!r} (after the turn stopped: for the next turn's model{again})"
-        return f"{data.get('text', '')!r} (before model call {data.get('at_call')}{again})"
+            return f"{quoted(data.get('text', ''))} (after the turn stopped: for the next turn's model{again})"
+        return f"{quoted(data.get('text', ''))} (before model call {data.get('at_call')}{again})"
     return arguments_text(data, limit=2 * ARGUMENTS_CHARS)
 
 
@@ -153,4 +164,5 @@ def wait_text(wait: str, now_s: float | None = None) -> str:
     return f"{kind} {wait_id}, {'expires' if kind == 'external_job' else 'due'} {when} ({relative})"
 
 
-__all__ = ["ARGUMENTS_CHARS", "EventLines", "arguments_text", "event_summary", "printable", "wait_text"]
+__all__ = ["ARGUMENTS_CHARS", "QUOTED_CHARS", "EventLines", "arguments_text", "event_summary", "printable", "quoted",
+           "wait_text"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ouroactors.cli.session_text import ARGUMENTS_CHARS, arguments_text, event_summary
+from ouroactors.cli.session_text import ARGUMENTS_CHARS, QUOTED_CHARS, arguments_text, event_summary
 from ouroactors.runtime.coordinator.record import approval_of_wait, approval_wait_id
 
 
@@ -174,3 +174,15 @@ def test_a_tool_results_error_cannot_drive_the_terminal():
                                                        "error": "no such file: \x1b]0;pwned\x07x\rY"})
     text = "".join(out)
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "no such file: " in text
+
+
+def test_a_long_prompt_or_steer_is_cut_on_its_line_and_says_how_much_is_left_out():
+    prompt = "line one\n" + "x" * 200_000  # a prompt sent from a file (session send s1 - < task.md)
+    line = event_summary("turn_started", {"prompt": prompt})
+    assert line.startswith(repr(prompt[:QUOTED_CHARS])) and "\n" not in line
+    assert line.endswith(f"… ({len(prompt) - QUOTED_CHARS:,} more characters; --json shows them)")
+    steer = event_summary("steered", {"text": "y" * (QUOTED_CHARS + 1), "at_call": 2})
+    assert steer == f"{'y' * QUOTED_CHARS!r}… (1 more character; --json shows it) (before model call 2)"
+    short = "tidy the notes"
+    assert event_summary("turn_started", {"prompt": short}) == repr(short)  # what fits is shown whole
+    assert event_summary("turn_started", {"prompt": "z" * QUOTED_CHARS}) == repr("z" * QUOTED_CHARS)
