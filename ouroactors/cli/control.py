@@ -95,12 +95,18 @@ def restart(data_dir: str, path: str) -> None:
     console.print(f"restarted {path} (pid {info.pid})", markup=False)
 
 
-def _literal(text: str) -> object:
+def _literal(text: str, index: int = 0) -> object:
     """An argument as the value it spells: ``7`` is 7, ``1.5``, ``true``, ``null``, ``"7"``, ``[1, 2]``,
-    ``{"k": 1}`` are JSON; anything that is not JSON (``hello``) stays a string."""
+    ``{"k": 1}`` are JSON; anything else that is not JSON (``hello``) stays a string. One that begins as a JSON
+    object, array or string does (``{"k": 1``, a brace lost to the shell) but does not parse is refused, naming
+    why: passed on as a string, it would reach the child's ``on_start`` as something nobody meant."""
     try:
         return json.loads(text)
-    except ValueError:
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "[", '"'):
+            raise click.BadParameter(f"{text!r} begins as JSON but is not JSON: {exc} (quote it whole for the "
+                                     "shell, or pass a plain word)", param_hint=f"'ARGS' (argument {index + 1})"
+                                     ) from None
         return text
 
 
@@ -111,7 +117,8 @@ def _literal(text: str) -> object:
 @reports_errors
 def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> None:
     """Start a dynamic child of a simple_one_for_one supervisor with extra ARGS (JSON literals)."""
-    info = connect(data_dir).start_child(supervisor_path, tuple(_literal(a) for a in args))
+    values = tuple(_literal(a, i) for i, a in enumerate(args))  # all of them before the system is reached
+    info = connect(data_dir).start_child(supervisor_path, values)
     console.print(f"started {supervisor_path}/{info.id} (pid {info.pid})", markup=False)
 
 
