@@ -21,7 +21,7 @@ from ..system.handle import ActorSystem
 def isolated(system: ActorSystem) -> Iterator[ActorSystem]:
     """A view of ``system`` asking through its own private endpoint for the length of the block."""
     if system.base != "multiproc":
-        yield system  # in-process: asks are synchronous, nothing answers late
+        yield system  # in-process: each ask takes only the answer carrying its own ref (see ..system._answers)
         return
     with system._thespian.private() as endpoint:
         view = copy.copy(system)

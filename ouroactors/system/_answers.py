@@ -6,6 +6,8 @@ Mixed into :class:`~.handle.ActorSystem` (and the views of :func:`ouroactors.fau
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
 import logging
 import os
 import time
@@ -16,10 +18,12 @@ from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
 from ..core.errors import ActorCrashed, AskTimeout, StartFailed
-from ..supervision.calls import Ok
+from ..supervision.calls import AdminAnswer, AdminCall, Ok, Tagged, TaggedAnswer
 
 log = logging.getLogger("ouroactors.system")
 MULTIPROC = "multiprocTCPBase"
+ABANDONED_REFS = 1024  # refs of timed-out asks whose late answers are still recognised (and dropped)
+_REFS = itertools.count(1)
 
 
 def tagged_for(request_id: str) -> Callable[[Any], bool]:
@@ -75,7 +79,7 @@ class Answers:
     def _endpoint(self) -> Any:
         return self._asker if self._asker is not None else self._thespian
 
-    def _ask_raw(self, address: Any, message: Any, timeout: float) -> Any:
+    def _ask_raw(self, address: Any, message: Any, timeout: float, *, worker: bool = False) -> Any:
         """One thespian ask; once an ask has timed out, later asks go through a fresh endpoint.
 
         thespian's external ask returns the next message that reaches the endpoint, so the answer
@@ -83,20 +87,48 @@ class Answers:
         endpoint is therefore abandoned: its late answers go nowhere. A fresh endpoint costs one
         connection to the admin (~2 ms), paid only after a timeout. The in-process base has one
         endpoint and no other: an actor there that holds a request past its ask's timeout and answers
-        later still hands that answer to the next ask (thespian's simple base does the same); ask such
-        an actor with a request id its answers carry (``ANSWERS_BY_REQUEST_ID``), or use multiproc.
+        later would hand that answer to the next ask (thespian's simple base does), and every later ask would
+        take the answer of the one before, for good. So there each ask carries a ref of its own: a supervisor's
+        :class:`~ouroactors.supervision.calls.AdminCall` in its ``ref``, a request to a worker (``worker``: the
+        caller resolved the path to one) inside :class:`~ouroactors.supervision.calls.Tagged`, which every worker
+        answers :class:`~ouroactors.supervision.calls.TaggedAnswer` with that ref, whenever it answers. An ask
+        takes only the answer with its own ref (unwrapped), and no ask takes one with the ref of an ask that timed
+        out. A worker that answers with a raw ``send`` of its own is not covered (its answer carries no ref).
         """
         started = time.monotonic()
-        answer = self._endpoint.ask(address, message, timeout)
         # a message that is not this ask's answer (a late or streamed answer to an earlier request, told apart by its
         # request id: see tagged_for) is dropped, and the endpoint listens on for the rest of the timeout
         accept = tagged_for(getattr(getattr(message, "payload", message), "request_id", ""))
+        ref = None
+        if self.base != "multiproc":  # one endpoint for good: each ask carries a ref its answer comes back with
+            message, ref = _with_ref(message, worker)
+            accept = _ref_filter(accept, ref, self._abandoned_refs())
+        answer = self._endpoint.ask(address, message, timeout)
         while answer is not None and not accept(answer):
             left = timeout - (time.monotonic() - started)
             answer = self._endpoint.listen(left) if left > 0 else None
+        if ref is not None:
+            if answer is None:
+                self._abandon(ref)
+            elif isinstance(answer, TaggedAnswer | AdminAnswer):
+                answer = answer.value
         if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
             self._renew_endpoint()
         return answer
+
+    _abandoned: dict[str, None] | None = None  # the in-process base's timed-out refs, oldest first
+
+    def _abandoned_refs(self) -> dict[str, None]:
+        if self._abandoned is None:
+            self._abandoned = {}
+        return self._abandoned
+
+    def _abandon(self, ref: str) -> None:
+        """An ask with ``ref`` timed out: its answer, should it come, is dropped by every later ask."""
+        abandoned = self._abandoned_refs()
+        abandoned[ref] = None
+        if len(abandoned) > ABANDONED_REFS:
+            del abandoned[next(iter(abandoned))]
 
     def listen_tagged(self, request_id: str, timeout: float) -> Any:
         """The next message answering request ``request_id`` (a stream's next answer), or None after ``timeout``
@@ -166,6 +198,41 @@ class Answers:
         if isinstance(answer, Ok):
             return answer.value
         return answer
+
+
+def _with_ref(message: Any, worker: bool) -> tuple[Any, str | None]:
+    """``message`` as the in-process base sends it, with a fresh ref its answer will carry (None: it carries none —
+    a message to the tree host, or one the caller tagged itself)."""
+    if type(message) is AdminCall and message.ref is None:
+        ref = f"ask-{next(_REFS)}"
+        return dataclasses.replace(message, ref=ref), ref
+    if worker and not isinstance(message, Tagged | AdminCall):
+        ref = f"ask-{next(_REFS)}"
+        return Tagged(ref, message), ref
+    return message, None
+
+
+def _ref_filter(accept: Callable[[Any], bool], ref: str | None, abandoned: dict[str, None]
+                ) -> Callable[[Any], bool]:
+    """``accept``, and of the answers that carry a ref: only ``ref``'s (None: any but an abandoned one's)."""
+    def accept_ref(message: Any) -> bool:
+        if not accept(message):
+            return False
+        carried = _ref_of(message)
+        if carried is None:
+            return True  # no ref: an answer from something that tags nothing (the tree host, a raw send)
+        return carried == ref if ref is not None else carried not in abandoned
+    return accept_ref
+
+
+def _ref_of(message: Any) -> str | None:
+    """The ref an answer carries: a tagged answer's, or that of the request a crash report returns."""
+    if isinstance(message, TaggedAnswer | AdminAnswer):
+        return message.ref
+    if isinstance(message, PoisonMessage) and isinstance(message.poisonMessage, Tagged | AdminCall):
+        ref = message.poisonMessage.ref
+        return ref if isinstance(ref, str) else None
+    return None
 
 
 def _close(endpoint: Any) -> None:

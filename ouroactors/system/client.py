@@ -32,14 +32,16 @@ MULTIPROC = "multiprocTCPBase"
 class ActorRef:
     """A resolved actor address; asks go straight to it (no path lookup per ask)."""
 
-    def __init__(self, system: SystemClient, path: str, address: Any) -> None:
+    def __init__(self, system: SystemClient, path: str, address: Any, worker: bool = False) -> None:
         self.system = system
         self.path = path
         self.address = address
+        self.worker = worker  # a worker (not a supervisor): the in-process base tags what it is asked
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         payload = Stamped(stamp, message) if stamp is not None else message
-        return self.system._answer(self.system._ask_raw(self.address, payload, timeout), self.path, timeout)
+        answer = self.system._ask_raw(self.address, payload, timeout, worker=self.worker)
+        return self.system._answer(answer, self.path, timeout)
 
     def tell(self, message: Any) -> None:
         self.system._tell(self.address, message)
@@ -92,6 +94,7 @@ class SystemClient(Answers):
         self.admin_pid: int | None = None
         self.marker: marker.Marker | None = None
         self._addresses: dict[str, Any] = {}
+        self._workers: set[str] = set()  # the paths in _addresses that are workers (see ActorRef.worker)
         self._host = thespian.createActor(host_class, globalName=HOST_NAME)
 
     @classmethod
@@ -195,7 +198,8 @@ class SystemClient(Answers):
         return address, info
 
     def ref(self, path: str) -> ActorRef:
-        return ActorRef(self, path, self.resolve(path))
+        address, info = self._locate(path)
+        return ActorRef(self, path, address, worker=info is not None and info.type == "worker")
 
     def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         """Ask the actor at ``path``; errors it answers with are raised here.
@@ -208,12 +212,12 @@ class SystemClient(Answers):
         payload = Stamped(stamp, message) if stamp is not None else message
         address = self._address_of(path)
         started = time.monotonic()
-        answer = self._ask_raw(address, payload, timeout)
+        answer = self._ask_raw(address, payload, timeout, worker=path in self._workers)
         if answer is None and time.monotonic() - started < timeout / 2:
             self._addresses.pop(path, None)
             fresh = self._address_of(path)
             if fresh != address:
-                answer = self._ask_raw(fresh, payload, timeout)
+                answer = self._ask_raw(fresh, payload, timeout, worker=path in self._workers)
         try:
             return self._answer(answer, path, timeout)
         except OuroactorsError:
@@ -227,5 +231,10 @@ class SystemClient(Answers):
     def _address_of(self, path: str) -> Any:
         address = self._addresses.get(path)
         if address is None:
-            address = self._addresses[path] = self.resolve(path)
+            address, info = self._locate(path)
+            self._addresses[path] = address
+            if info is not None and info.type == "worker":
+                self._workers.add(path)
+            else:
+                self._workers.discard(path)
         return address
