@@ -192,17 +192,17 @@ def _summary(kind: str, fields: dict[str, Any]) -> str:
 @journal.command("show")
 @data_dir_option
 @click.argument("session")
-@click.option("--from", "start", type=int, default=None, help="first seq to show")
-@click.option("--limit", type=int, default=200, show_default=True, help="most records to show")
+@click.option("--from", "start", type=click.IntRange(0), default=0, help="first seq to show")
+@click.option("--limit", type=click.IntRange(1), default=200, show_default=True, help="most records to show")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per record (bytes as hex)")
 @reports_errors
-def show(data_dir: str, session: str, start: int | None, limit: int, as_json: bool) -> None:
+def show(data_dir: str, session: str, start: int, limit: int, as_json: bool) -> None:
     """SESSION's records: seq, time, turn, kind and the fields that matter."""
     from ..runtime.execution import reading
 
     env = _open(data_dir)
     _need(env, session)
-    records = [r for r in reading.records(env, session) if start is None or r.seq >= start][:max(limit, 0)]
+    records = reading.records(env, session, since=start, limit=limit)
     if as_json:
         for r in records:
             print(json.dumps({"seq": r.seq, "at": r.at, "turn": r.turn, "kind": r.kind, "hash": r.hash.hex(),

@@ -74,6 +74,20 @@ def test_show_list_and_bad_input(data_dir, tmp_path):
     assert code == 2 and "session id" in out
 
 
+def test_show_reads_only_the_records_asked_for_and_refuses_bounds_that_name_none(data_dir):
+    path, env = data_dir
+    everything = reading.records(env, "tools")
+    assert [r.seq for r in reading.records(env, "tools", since=5, limit=3)] == [5, 6, 7]
+    assert reading.records(env, "tools", since=5, limit=3) == everything[5:8]
+    assert reading.records(env, "tools", since=10_000) == [] and reading.records(env, "tools", limit=0) == []
+    code, out = run("show", "tools", "--data-dir", path, "--json", "--from", "5", "--limit", "3")
+    assert code == 0 and [line.split(",")[0] for line in out.splitlines()] == ['{"seq": 5', '{"seq": 6', '{"seq": 7']
+    for bad, words in ((("--from", "-4"), "'--from': -4 is not in the range x>=0"),
+                       (("--limit", "0"), "'--limit': 0 is not in the range x>=1")):
+        code, out = run("show", "tools", "--data-dir", path, *bad)
+        assert code == 2 and words in out, out
+
+
 def test_replay_from_the_snapshot(tmp_path):
     import trio
 

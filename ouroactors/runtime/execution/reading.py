@@ -110,15 +110,20 @@ def verify_since(env: lmdb.Environment, session: str, seq: int, digest: bytes
     return verdict, [decode_record(s, v) for s, v, _ in items if through is not None and s <= through]
 
 
-def records(env: lmdb.Environment, session: str) -> list[StoredRecord]:
-    """All stored records of the session, in seq order (from the anchored first seq)."""
+def records(env: lmdb.Environment, session: str, *, since: int = 0, limit: int | None = None) -> list[StoredRecord]:
+    """The session's stored records in seq order (from the anchored first seq): those at ``since`` or later, at
+    most ``limit`` of them (None: all) — only those are read and decoded."""
     sid = check_session(session)
     out: list[StoredRecord] = []
+    if limit is not None and limit <= 0:
+        return out
     with env.begin() as txn:
         anchor = _head_in(txn, env, sid)
-        first = anchor.first_seq if anchor is not None else 0
+        first = max(anchor.first_seq if anchor is not None else 0, since)
         for seq, value, _ in _items(txn, env, sid, first):
             out.append(decode_record(seq, bytes(value)))
+            if limit is not None and len(out) >= limit:
+                break
     return out
 
 
