@@ -35,8 +35,9 @@ EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED 
 @click.option("--base", type=click.Choice(["multiproc", "simple"]), default=None, help="override [system] base")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="override [system] data_dir")
 @click.option("--detach", is_flag=True, help="start, print how to reach it, and return; `ouroactors stop` ends it")
-@click.option("--metrics-port", type=int, default=None, help="serve /metrics on 127.0.0.1:PORT")
-@click.option("--admin-port", type=int, default=None, help="thespian admin port (default: a free one)")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, help="serve /metrics on 127.0.0.1:PORT")
+@click.option("--admin-port", type=click.IntRange(1, 65535), default=None,
+              help="thespian admin port (default: a free one)")
 @click.option("--leader", is_flag=True, help="lead a convention on --admin-port that other nodes can --join")
 @click.option("--join", "join", metavar="HOST:PORT", default=None, help="join the convention led at HOST:PORT")
 @click.option("--capability", "capabilities", multiple=True, metavar="KEY=VALUE",
@@ -80,6 +81,14 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     if leader and join:
         err_console.print("--leader and --join exclude each other: a node leads or joins", markup=False)
         sys.exit(EXIT_BAD_INPUT)
+    server = None
+    if metrics_port:  # bound before anything starts: a port someone holds is refused with nothing to undo
+        try:
+            server = _metrics_server(metrics_port)
+        except OSError as exc:
+            err_console.print(f"cannot serve /metrics on 127.0.0.1:{metrics_port}: {exc.strerror or exc} (choose "
+                              "another --metrics-port)", style="red", markup=False, highlight=False)
+            sys.exit(EXIT_BAD_INPUT)
     stop = StopRequest()  # kept until the process exits: a second Ctrl-C does not cut the orderly stop short
     # `kill -USR1 <pid>` prints where every thread of this run is, without stopping it: what a user
     # needs when a stop seems stuck (the system's own processes log their state to admin.out).
@@ -90,6 +99,8 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
                                    leader=leader, convention=join, secret_file=secret_file)
     except (DataDirInUse, ActorSystemError) as exc:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
+        if server is not None:
+            server.server_close()
         sys.exit(EXIT_BAD_INPUT)
     if system.stale_marker is not None:
         console.print(f"cleaned a stale marker left by a killed system (pid {system.stale_marker.owner_pid})",
@@ -102,12 +113,15 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
         if hint:
             err_console.print(hint, markup=False, highlight=False)
         system.shutdown()
+        if server is not None:
+            server.server_close()
         sys.exit(EXIT_START_FAILED)
     if detach:
         console.print(f"started {tree.tree.id!r} detached (admin pid {system.admin_pid}, data dir {system.data_dir}); "
                       f"stop it with: ouroactors stop --data-dir {system.data_dir}", markup=False)
         return
-    server = _serve_metrics(system, metrics_port) if metrics_port else None
+    if server is not None:
+        _start_serving(server, system)
     watch = AdminWatch(system)
     code = EXIT_CLEAN
     try:
@@ -115,6 +129,7 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     finally:
         if server is not None:
             server.shutdown()
+            server.server_close()
         system.shutdown()
         watch.close()
         if code == EXIT_ADMIN_DIED:
@@ -196,12 +211,21 @@ def _serve(system: ActorSystem, root: str, stop: StopRequest, watch: AdminWatch)
     return EXIT_CLEAN
 
 
-def _serve_metrics(system: ActorSystem, port: int) -> ThreadingHTTPServer:
+class _MetricsServer(ThreadingHTTPServer):
+    system: ActorSystem  # set once the tree runs, before the server serves
+
+
+def _metrics_server(port: int) -> _MetricsServer:
+    """``/metrics`` on 127.0.0.1:``port``, bound now (OSError if it cannot be) and served once its ``system`` is
+    set and ``serve_forever`` runs."""
     class Handler(BaseHTTPRequestHandler):
+        server: _MetricsServer
+
         def do_GET(self) -> None:
             if self.path != "/metrics":
                 self.send_error(404)
                 return
+            system = self.server.system
             dropped = system.dropped_frames() if system.base == "multiproc" else None
             body = render(system.events.all(), _safe_walk(system), system.context.node_epoch, dropped,
                           sections=(runtime_metrics,)).encode()
@@ -214,8 +238,18 @@ def _serve_metrics(system: ActorSystem, port: int) -> ThreadingHTTPServer:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    return _MetricsServer(("127.0.0.1", port), Handler)
+
+
+def _start_serving(server: _MetricsServer, system: ActorSystem) -> None:
+    server.system = system
     threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def _serve_metrics(system: ActorSystem, port: int) -> _MetricsServer:
+    """``/metrics`` of ``system`` served on 127.0.0.1:``port`` from now on (``shutdown()`` it)."""
+    server = _metrics_server(port)
+    _start_serving(server, system)
     return server
 
 

@@ -136,6 +136,25 @@ def test_detach_with_a_metrics_port_is_refused_saying_why(tmp_path):
     assert not (tmp_path / "d" / "system.json").exists()  # nothing was started
 
 
+def test_a_metrics_port_that_cannot_be_served_is_refused_before_anything_starts(tmp_path):
+    import socket
+
+    tree_file = write_tree(tmp_path / "pool.toml", POOL)
+    with socket.socket() as held:  # someone else serves on it
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = cli("run", str(tree_file), "--metrics-port", str(port), "--data-dir", str(tmp_path / "d"),
+                     cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "d" / "system.json").exists()  # refused before the system started, not after its tree
+    for bad in ("0", "65536", "-1"):
+        for option in ("--metrics-port", "--admin-port"):
+            refused = cli("run", str(tree_file), option, bad, "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
+            assert refused.returncode == 2 and f"Invalid value for '{option}'" in refused.stderr, refused.stderr
+
+
 BROKEN_POOL = """
 [[tree.children]]
 id = "broken"
