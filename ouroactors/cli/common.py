@@ -96,6 +96,14 @@ data_dir_option = click.option(
 DEFAULT_DATA_DIR = ".ouroactors"
 
 
+def not_nan(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """An option's callback: ``value`` unless it is NaN, which click's FloatRange lets through (NaN compares false
+    with any bound) and which would then wait forever or not at all."""
+    if value is not None and value != value:
+        raise click.BadParameter("nan is not a number of seconds", ctx, param)
+    return value
+
+
 def served_below(data_dir: str) -> list[str]:
     """The data dirs directly under ``data_dir`` that hold a system marker (``.ouroactors/app``, …)."""
     try:

@@ -16,7 +16,7 @@ from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOne
 from ..system import marker as markers
 from ..system.handle import _group_alive
 from . import main
-from .common import connect, console, data_dir_option, err_console, reports_errors, resolve_data_dir
+from .common import connect, console, data_dir_option, err_console, not_nan, reports_errors, resolve_data_dir
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -124,7 +124,9 @@ def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> N
 
 @main.command()
 @data_dir_option
-@click.option("--timeout", type=float, default=60.0, show_default=True)
+@click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
+              callback=not_nan,
+              help="seconds to wait for the orderly stop (still running then: exit 1)")
 @reports_errors
 def stop(data_dir: str, timeout: float) -> None:
     """Stop the system serving DATA_DIR: trees in reverse order, then every process."""

@@ -25,7 +25,7 @@ from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
 from ..runtime.coordinator.workflow import State
 from . import main
-from .common import connect_client, console, data_dir_option, reports_errors
+from .common import connect_client, console, data_dir_option, not_nan, reports_errors
 from .session_text import EventLines, ended_text
 
 
@@ -188,7 +188,8 @@ def session_steer(data_dir: str, session_id: str, text: str) -> None:
               help="start after this cursor")
 @click.option("--follow", is_flag=True, help="wait for more until the session ends (or --until, --idle)")
 @click.option("--until", default=None, help="with --follow: stop after an event of this kind (e.g. turn_settled)")
-@click.option("--idle", type=click.FloatRange(0), default=None, help="with --follow: stop after this many seconds "
+@click.option("--idle", type=click.FloatRange(0), default=None, callback=not_nan,
+              help="with --follow: stop after this many seconds "
               "without an event")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 @reports_errors
