@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
+import types
 from enum import Enum
 from typing import Any, Literal
 
@@ -317,14 +319,31 @@ def resolve_actor(path: str) -> type:
         raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {exc}{hint}") from None
     target: Any = module
     for part in attr.split("."):
-        target = getattr(target, part, None)
+        owner, target = target, getattr(target, part, None)
         if target is None:
-            raise ValueError(f"actor path {path!r}: module {module_name!r} has no attribute {attr!r}")
+            raise ValueError(f"actor path {path!r}: module {module_name!r} has no attribute {attr!r}"
+                             f"{_missing_hint(owner, part, f'{module_name}.{attr}')}")
+    if isinstance(target, types.ModuleType):
+        raise ValueError(f"actor path {path!r} names a module: name a class in it ('{target.__name__}:Class')")
     if not isinstance(target, type) or not getattr(target, "__ouroactors_child__", False):
         raise ValueError(
             f"actor path {path!r} is not an ouroactors actor (subclass ouroactors.Worker or ouroactors.Supervisor)"
         )
     return target
+
+
+def _missing_hint(owner: Any, name: str, dotted: str) -> str:
+    """Why ``owner`` has no ``name``, when it can be told: ``dotted`` is a module (a class name is missing), or a
+    name of ``owner`` is close to it (a typo)."""
+    try:
+        if importlib.util.find_spec(dotted) is not None:
+            return f" — {dotted!r} names a module: name a class in it ('{dotted}:Class')"
+    except (ImportError, ValueError):
+        pass
+    names = getattr(owner, "__dict__", {})
+    actors = [n for n, v in names.items() if isinstance(v, type) and getattr(v, "__ouroactors_child__", False)]
+    close = difflib.get_close_matches(name, actors, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # -- error rendering -----------------------------------------------------------------------

@@ -509,3 +509,15 @@ def test_check_childspecs_uses_the_auto_shutdown_argument() -> None:
 
 def test_check_childspecs_accepts_a_nested_supervisor_spec_object() -> None:
     check_childspecs([supervisor("s", [worker("a", Echo)], strategy="one_for_all")])
+
+
+def test_an_actor_path_naming_a_module_or_a_near_miss_says_which() -> None:
+    [(loc, msg)] = problems(tree(w("a", actor="ouroactors.examples.workers")))
+    assert loc == "children[0].actor"
+    assert "names a module: name a class in it ('ouroactors.examples.workers:Class')" in msg
+    [(_, msg)] = problems(tree(w("a", actor="ouroactors.examples.workers:Ecko")))
+    assert msg.endswith("has no attribute 'Ecko' (did you mean 'Echo'?)")
+    [(_, msg)] = problems(tree(w("a", actor="ouroactors.examples.workers:Zzz")))
+    assert msg.endswith("has no attribute 'Zzz'")  # nothing close: no guess
+    [(_, msg)] = problems(tree(w("a", actor="ouroactors.supervision.specs:MAX_CHILD_ID_CHARS.x")))
+    assert "has no attribute" in msg  # an owner with no __dict__ of names: no crash
