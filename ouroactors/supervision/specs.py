@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import inspect
 import types
 from enum import Enum
 from typing import Any, Literal
@@ -199,6 +200,10 @@ class ChildSpec(BaseModel):
                 # "@loc: message" lets the error renderer point at the duplicate itself
                 raise ValueError(f"@children[{index}].id: duplicate child id {child.id!r}")
             seen.add(child.id)
+        for index, child in enumerate(children):
+            problem = start_arguments_problem(child, template=flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE)
+            if problem is not None:
+                raise ValueError(f"@children[{index}].{problem}")
         if flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
             if len(children) != 1:
                 raise ValueError(
@@ -300,6 +305,29 @@ def check_childspecs(specs: list[ChildSpec] | list[dict[str, Any]], auto_shutdow
     """OTP's ``check_childspecs``: validate a list of specs as the children of one supervisor."""
     children = [s.model_dump() if isinstance(s, ChildSpec) else s for s in specs]
     build_spec({"id": "check", "type": "supervisor", "auto_shutdown": auto_shutdown, "children": children})
+
+
+def start_arguments_problem(child: ChildSpec, *, template: bool = False) -> str | None:
+    """``"<field>: <why>"`` when a worker's ``on_start`` cannot take its spec's ``args`` and ``kwargs`` (a misspelt
+    keyword, a missing argument), else None — found when the tree is checked, not when the child fails to start.
+    A ``simple_one_for_one`` template's arguments are the first of each child's (``start_child`` adds the rest), so
+    they need only fit; an ``on_start`` whose signature cannot be read is not judged."""
+    if child.type is not ChildType.WORKER or child.actor is None:
+        return None
+    cls = resolve_actor(child.actor)
+    try:
+        signature = inspect.signature(cls.on_start)
+    except (TypeError, ValueError):
+        return None
+    bind = signature.bind_partial if template else signature.bind
+    try:
+        bind(None, *child.args, **child.kwargs)  # None stands for self
+    except TypeError as exc:
+        shown = inspect.Signature([p.replace(annotation=inspect.Parameter.empty)
+                                   for p in list(signature.parameters.values())[1:]])
+        field = "kwargs" if child.kwargs else "args"
+        return f"{field}: {cls.__name__}.on_start{shown} cannot take them: {exc}"
+    return None
 
 
 def resolve_actor(path: str) -> type:

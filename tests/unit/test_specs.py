@@ -521,3 +521,27 @@ def test_an_actor_path_naming_a_module_or_a_near_miss_says_which() -> None:
     assert msg.endswith("has no attribute 'Zzz'")  # nothing close: no guess
     [(_, msg)] = problems(tree(w("a", actor="ouroactors.supervision.specs:MAX_CHILD_ID_CHARS.x")))
     assert "has no attribute" in msg  # an owner with no __dict__ of names: no crash
+
+
+COUNTER = "ouroactors.examples.workers:Counter"  # on_start(self, start: int = 0)
+
+
+def test_arguments_on_start_cannot_take_are_refused_when_the_tree_is_checked() -> None:
+    [(loc, msg)] = problems(tree(w("c", actor=COUNTER, kwargs={"strat": 10})))
+    assert loc == "children[0].kwargs"
+    assert msg == "Counter.on_start(start=0) cannot take them: got an unexpected keyword argument 'strat'"
+    [(loc, msg)] = problems(tree(w("ok", actor=COUNTER), w("c", actor=COUNTER, args=(1, 2))))
+    assert loc == "children[1].args" and "too many positional arguments" in msg
+    needs = "ouroactors.examples.workers:FailsWhenFlagged"  # on_start(self, flag: str)
+    [(loc, msg)] = problems(tree(w("f", actor=needs)))
+    assert loc == "children[0].args" and "missing a required argument: 'flag'" in msg
+
+
+def test_arguments_that_fit_pass_and_a_templates_need_only_begin_them() -> None:
+    build_spec(tree(w("c", actor=COUNTER, kwargs={"start": 3}), w("d", actor=COUNTER, args=(4,)), w("e")))
+    pool = {"id": "pool", "type": "supervisor", "strategy": "simple_one_for_one",
+            "children": [w("f", actor="ouroactors.examples.workers:FailsWhenFlagged")]}  # start_child gives the flag
+    build_spec(tree(pool))
+    too_many = {**pool, "children": [w("c", actor=COUNTER, args=(1, 2))]}
+    [(loc, _msg)] = problems(tree(too_many))
+    assert loc == "children[0].children[0].args"
