@@ -13,10 +13,6 @@ reported with its key path (``children[2].restart``) and the allowed values.
 from __future__ import annotations
 
 import difflib
-import importlib
-import importlib.util
-import inspect
-import types
 from enum import Enum
 from typing import Any, Literal
 
@@ -32,6 +28,7 @@ from pydantic import (
 )
 
 from ..core.errors import SpecError
+from .actor_paths import arguments_problem, resolve_actor
 from .calls import MAX_CHILD_ID_CHARS
 
 SUPERVISOR_ACTOR = "ouroactors.supervision.supervisor:Supervisor"
@@ -308,70 +305,12 @@ def check_childspecs(specs: list[ChildSpec] | list[dict[str, Any]], auto_shutdow
 
 
 def start_arguments_problem(child: ChildSpec, *, template: bool = False) -> str | None:
-    """``"<field>: <why>"`` when a worker's ``on_start`` cannot take its spec's ``args`` and ``kwargs`` (a misspelt
-    keyword, a missing argument), else None — found when the tree is checked, not when the child fails to start.
-    A ``simple_one_for_one`` template's arguments are the first of each child's (``start_child`` adds the rest), so
-    they need only fit; an ``on_start`` whose signature cannot be read is not judged."""
+    """``"<field>: <why>"`` when a worker's ``on_start`` cannot take its spec's ``args`` and ``kwargs`` (see
+    :func:`~.actor_paths.arguments_problem`; a supervisor's are not judged), else None."""
     if child.type is not ChildType.WORKER or child.actor is None:
         return None
-    cls = resolve_actor(child.actor)
-    try:
-        signature = inspect.signature(cls.on_start)
-    except (TypeError, ValueError):
-        return None
-    bind = signature.bind_partial if template else signature.bind
-    try:
-        bind(None, *child.args, **child.kwargs)  # None stands for self
-    except TypeError as exc:
-        shown = inspect.Signature([p.replace(annotation=inspect.Parameter.empty)
-                                   for p in list(signature.parameters.values())[1:]])
-        field = "kwargs" if child.kwargs else "args"
-        return f"{field}: {cls.__name__}.on_start{shown} cannot take them: {exc}"
-    return None
-
-
-def resolve_actor(path: str) -> type:
-    """Import ``module:Class`` (or ``module.Class``) and check it speaks the ouroactors protocol."""
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ValueError(f"actor path {path!r} must look like 'package.module:Class'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        hint = ""
-        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
-            hint = (f" — {exc.name!r} is not on the import path: run from the project's directory, install the "
-                    "project (pip install -e .) or add its directory to PYTHONPATH")
-        raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {exc}{hint}") from None
-    target: Any = module
-    for part in attr.split("."):
-        owner, target = target, getattr(target, part, None)
-        if target is None:
-            raise ValueError(f"actor path {path!r}: module {module_name!r} has no attribute {attr!r}"
-                             f"{_missing_hint(owner, part, f'{module_name}.{attr}')}")
-    if isinstance(target, types.ModuleType):
-        raise ValueError(f"actor path {path!r} names a module: name a class in it ('{target.__name__}:Class')")
-    if not isinstance(target, type) or not getattr(target, "__ouroactors_child__", False):
-        raise ValueError(
-            f"actor path {path!r} is not an ouroactors actor (subclass ouroactors.Worker or ouroactors.Supervisor)"
-        )
-    return target
-
-
-def _missing_hint(owner: Any, name: str, dotted: str) -> str:
-    """Why ``owner`` has no ``name``, when it can be told: ``dotted`` is a module (a class name is missing), or a
-    name of ``owner`` is close to it (a typo)."""
-    try:
-        if importlib.util.find_spec(dotted) is not None:
-            return f" — {dotted!r} names a module: name a class in it ('{dotted}:Class')"
-    except (ImportError, ValueError):
-        pass
-    names = getattr(owner, "__dict__", {})
-    actors = [n for n, v in names.items() if isinstance(v, type) and getattr(v, "__ouroactors_child__", False)]
-    close = difflib.get_close_matches(name, actors, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    problem = arguments_problem(resolve_actor(child.actor), child.args, child.kwargs, template=template)
+    return None if problem is None else f"{'kwargs' if child.kwargs else 'args'}: {problem}"
 
 
 # -- error rendering -----------------------------------------------------------------------
