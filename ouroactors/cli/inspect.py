@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -78,7 +79,12 @@ def tree(data_dir: str, root: str | None, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="keep printing new events")
 @click.option("--all-runs", is_flag=True, help="include events of earlier system runs")
 @click.option("--json", "as_json", is_flag=True, help="raw JSON lines")
-def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
+@click.option("--path", "paths", multiple=True, metavar="PATH",
+              help="only events of the actor at PATH and those below it (repeatable)")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="only events of this kind: started, exited, restarting, escalated, ... (repeatable)")
+def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool, paths: tuple[str, ...],
+           kinds: tuple[str, ...]) -> None:
     """The supervision events (reads the event log; works even if the system is gone)."""
     from ..supervision.events import EventReader
     from .render import event_line
@@ -93,16 +99,43 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool) -> None:
     epoch = found.node_epoch if found is not None else None
     reader = EventReader(f"{data_dir}/events.jsonl")
 
-    def show(batch: list) -> None:
+    wanted = event_filter(paths, kinds)
+    seen: dict[str, None] = {}  # the kinds of this run's events, in order: what a filter that kept none could want
+
+    def show(batch: list) -> int:
+        shown = 0
         for event in batch:
             if all_runs or epoch is None or event.epoch == epoch:
-                common.get_console().print(json.dumps(event.to_json()) if as_json else event_line(event),
-                                           markup=False, highlight=False, soft_wrap=True)
+                seen.setdefault(event.kind)
+                if wanted(event):
+                    shown += 1
+                    common.get_console().print(json.dumps(event.to_json()) if as_json else event_line(event),
+                                               markup=False, highlight=False, soft_wrap=True)
+        return shown
 
-    show(reader.poll())
+    if not show(reader.poll()) and (paths or kinds) and seen:
+        common.get_console(stderr=True).print(
+            f"no event matches {' and '.join(filter(None, (_either('--path', paths), _either('--kind', kinds))))}; "
+            f"the kinds logged: {', '.join(sorted(seen))}", markup=False, highlight=False)
     while follow:
         time.sleep(0.2)  # tail -f cadence
         show(reader.poll())
+
+
+def _either(option: str, values: tuple[str, ...]) -> str:
+    return " or ".join(f"{option} {v}" for v in values)
+
+
+def event_filter(paths: tuple[str, ...], kinds: tuple[str, ...]) -> Callable[[Any], bool]:
+    """Whether an event is wanted: its path is one of ``paths`` or below one (a whole part: ``app/a`` is not below
+    ``app/ab``), and its kind one of ``kinds``; an empty tuple wants every one."""
+    prefixes = tuple(p.strip("/") for p in paths)
+
+    def wanted(event: Any) -> bool:
+        if kinds and event.kind not in kinds:
+            return False
+        return not prefixes or any(event.path == p or event.path.startswith(p + "/") for p in prefixes)
+    return wanted
 
 
 @main.command()
