@@ -3,9 +3,12 @@ the crash sites of a tree's workload (``faults enumerate``)."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import shlex
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -45,11 +48,28 @@ def arm(data_dir: str, plan_file: str, path: str | None) -> None:
         sys.exit(2)
     _known_points()
     system = connect(data_dir)
-    actors = [p for p, info in system.walk() if info.type == "worker"]
+    walked = system.walk()
+    _import_actor_modules(info.actor for _, info in walked)
+    actors = [p for p, info in walked if info.type == "worker"]
     for warning in fault_points.validate_plan(plan, [f"message.{p}" for p in actors]):
         err_console.print(f"warning: {warning}", markup=False, highlight=False)
     armed = system.arm_faults(path, plan)
     console.print(f"armed {len(plan.rules)} rule(s) in {len(armed)} actor(s)", markup=False)
+
+
+def _import_actor_modules(actor_paths: Iterable[str | None]) -> None:
+    """Import the modules of the running actors (from here, as ``run`` does: the directory is on the path), so the
+    points they declare (:func:`~ouroactors.core.faults.register_point` at module level) are known to the plan's
+    check. Best effort: a module that does not import here declares nothing, and the check only warns."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    for path in dict.fromkeys(p for p in actor_paths if p):
+        module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+        try:
+            importlib.import_module(module)
+        except Exception:  # a user's module may fail anywhere: the warning still names the point
+            continue
 
 
 @faults.command("disarm")

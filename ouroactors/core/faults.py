@@ -351,6 +351,8 @@ def validate_plan(plan: FaultPlan, extra_points: Iterable[str] = ()) -> list[str
             continue
         close = difflib.get_close_matches(rule.point, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        warnings.append(f"rules[{i}]: point {rule.point!r} matches no registered point{hint}; "
+        warnings.append(f"rules[{i}]: point {rule.point!r} matches no registered point{hint} — kept: it fires "
+                        "wherever code reaches it (a point of your own is known here once declared, "
+                        f"faults.register_point(name, doc), in a module the tree's actors import); "
                         f"known points: {listing}")
     return warnings

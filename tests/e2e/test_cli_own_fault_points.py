@@ -1,0 +1,67 @@
+"""Fault points in a user's own actors, armed from the CLI: a point the actor's module declares
+(``faults.register_point``) is known to ``faults arm``, which imports the running actors' modules from the directory
+it runs in, as ``run`` does; an undeclared one is warned about as a possible typo, kept, and fires all the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.core.errors import ActorCrashed
+from ouroactors.system.client import SystemClient
+
+from .cli_helpers import Served, cli, events, wait_event, write_tree
+
+pytestmark = pytest.mark.multiproc
+
+STORE = '''
+from ouroactors import Worker, faults
+
+AFTER_STORE = faults.register_point("myapp.after_store", "the item is kept, its count not answered")
+
+
+class Store(Worker):
+    def on_start(self):
+        self.items = []
+
+    def on_message(self, message, sender):
+        faults.point("myapp.before_store")  # never declared
+        self.items.append(message)
+        faults.point(AFTER_STORE)
+        return len(self.items)
+'''
+
+TREE = '''
+[tree]
+id = "app"
+[[tree.children]]
+id = "store"
+actor = "myapp.store:Store"
+'''
+
+
+def test_a_declared_point_of_ones_own_is_known_and_an_undeclared_one_still_fires(tmp_path):
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "store.py").write_text(STORE)
+    served = Served(tmp_path, str(write_tree(tmp_path / "t.toml", TREE)))
+    data = tmp_path / ".ouroactors"
+    try:
+        plan = tmp_path / "plan.toml"
+        plan.write_text('[[rules]]\npoint = "myapp.after_store"\naction = "delay"\ndelay_s = 0.001\n\n'
+                        '[[rules]]\npoint = "myapp.before_store"\naction = "raise"\n')
+        armed = cli("faults", "arm", str(plan), cwd=tmp_path)
+        assert armed.returncode == 0 and "armed 2 rule(s)" in armed.stdout, armed.stderr
+        warned = " ".join(armed.stderr.split())
+        assert "rules[0]" not in warned  # declared in the actor's module: known
+        assert "rules[1]: point 'myapp.before_store' matches no registered point" in warned
+        assert "kept: it fires wherever code reaches it" in warned and "faults.register_point" in warned
+        mark = len(events(data))
+        client = SystemClient.attach(data)  # a second terminal's program asking the store
+        try:
+            with pytest.raises(ActorCrashed, match=r"myapp\.before_store"):
+                client.ask("app/store", "x", timeout=10)
+        finally:
+            client.close()
+        assert wait_event(data, "exited", "app/store", mark)["reason"]["kind"] == "crash"
+    finally:
+        served.stop(data)
