@@ -14,6 +14,7 @@ usage error naming the option, before any system is reached.
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ class TextField(MessageField):
 
 def _read_stdin_text(param: click.Parameter | None, ctx: click.Context | None) -> str:
     cap = m.MAX_PROMPT_BYTES + 2  # and a line end
-    data = click.get_binary_stream("stdin").read(cap + 1)
+    data = sys.stdin.buffer.read(cap + 1)
     if len(data) > cap:
         raise click.BadParameter(f"standard input holds more than {cap} bytes; a message's text is at most "
                                  f"{m.MAX_PROMPT_BYTES} bytes of UTF-8", ctx, param)

@@ -33,13 +33,13 @@ def _rooted(monkeypatch: pytest.MonkeyPatch, ws: str) -> None:
     monkeypatch.setitem(globals(), "evaluate", rooted)
 
 
-@pytest.mark.parametrize(("tool", "effect"), itertools.product(TOOLS, (Effect.WRITE, Effect.EXECUTE)))
+@pytest.mark.parametrize(("tool", "effect"), list(itertools.product(TOOLS, (Effect.WRITE, Effect.EXECUTE))))
 def test_plan_refuses_write_and_execute_through_every_tool(tool: str, effect: Effect) -> None:
     verdict = evaluate(_request(tool, effect), Posture.PLAN, ALLOW_ALL)
     assert verdict == Verdict(Decision.DENY, PLAN_MODE, None)
 
 
-@pytest.mark.parametrize(("tool", "effect"), itertools.product(TOOLS, (Effect.READ, Effect.NETWORK)))
+@pytest.mark.parametrize(("tool", "effect"), list(itertools.product(TOOLS, (Effect.READ, Effect.NETWORK))))
 def test_plan_lets_read_and_network_through(tool: str, effect: Effect) -> None:
     assert evaluate(_request(tool, effect), Posture.PLAN, ALLOW_ALL).decision is Decision.ALLOW
     # …to the rules, which still decide: nothing matched asks, a deny denies
