@@ -55,9 +55,12 @@ def normalise_host(host: str) -> str | None:
     if _HOST.fullmatch(text):
         return text
     try:
-        return str(ipaddress.IPv6Address(text))
+        addr = ipaddress.IPv6Address(text)
     except ValueError:
         return None
+    # an IPv4-mapped address in dotted form (RFC 5952 §5), as Python 3.13 prints it and 3.11 did not (::ffff:7f00:1):
+    # one spelling on every Python, in refusals and records
+    return f"::ffff:{addr.ipv4_mapped}" if addr.ipv4_mapped is not None else str(addr)
 
 
 def host_matches(host: str, pattern: str) -> bool:

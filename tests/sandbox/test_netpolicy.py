@@ -117,6 +117,13 @@ def test_ipv6_literals_are_never_named_by_a_domain_rule() -> None:
         assert not check_name(host, 443, ANY).allowed
 
 
+def test_an_ipv6_literal_has_one_spelling_on_every_python() -> None:
+    # 3.13 prints an IPv4-mapped address dotted, 3.11 as hex: refusals and records name it one way
+    for host in ("[::ffff:127.0.0.1]", "::FFFF:7F00:1", "[::ffff:7f00:1]"):
+        assert normalise_host(host) == "::ffff:127.0.0.1"
+    assert normalise_host("[2606:4700:4700:0::1111]") == "2606:4700:4700::1111"
+
+
 @pytest.mark.parametrize("port", [0, -1, 65536, 10**6])
 def test_ports_out_of_range_are_refused(port: int) -> None:
     assert "out of range" in decide("example.com", port, ["93.184.216.34"], ANY).reason

@@ -124,7 +124,7 @@ def test_connect_tunnels_bytes_both_ways(origin: tuple[int, list]) -> None:
     ("CONNECT evil.test:443 HTTP/1.1", "evil.test is not in the granted domains"),
     ("GET http://app.test@127.0.0.1:{port}/ HTTP/1.1", "127.0.0.1 is not in the granted domains"),
     ("CONNECT [::1]:{port} HTTP/1.1", "::1 is not in the granted domains"),
-    ("CONNECT [::ffff:127.0.0.1]:{port} HTTP/1.1", "::ffff:7f00:1 is not in the granted domains"),
+    ("CONNECT [::ffff:127.0.0.1]:{port} HTTP/1.1", "::ffff:127.0.0.1 is not in the granted domains"),
     ("GET http://rebind.svc.test:{port}/ HTTP/1.1", "rebind.svc.test resolves to 127.0.0.2 (loopback)"),
     ("GET http://mixed.svc.test:{port}/ HTTP/1.1", "mixed.svc.test resolves to 10.0.0.1 (private)"),
     ("GET http://meta.svc.test/latest HTTP/1.1", "meta.svc.test resolves to 169.254.169.254 (link-local)"),
