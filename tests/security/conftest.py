@@ -7,6 +7,7 @@ the tests that need one skip with that reason.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import shutil
@@ -46,4 +47,15 @@ def as_other_user():
     """Return :func:`run_as_other_user` (skips when no second user is available)."""
     if other_user() is None:
         pytest.skip("needs root and a second local user (nobody) to switch to with setpriv")
+    unable = _python_cannot_run_as_other_user()
+    if unable:  # else every attack "fails" because its program never started: a pass that proves nothing
+        pytest.skip(f"{sys.executable} does not run as nobody here: {unable}")
     return run_as_other_user
+
+
+@functools.cache
+def _python_cannot_run_as_other_user() -> str:
+    """Why this interpreter cannot run as the other user ("" when it can): a virtualenv's python linked against a
+    libpython under a directory nobody may read, say."""
+    probe = run_as_other_user("print('ran')")
+    return "" if probe.stdout.strip() == "ran" else (probe.stderr.strip() or f"exit {probe.returncode}")[:300]
