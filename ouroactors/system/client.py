@@ -178,6 +178,8 @@ class SystemClient(Answers):
 
     def _locate(self, path: str, timeout: float = 10.0) -> tuple[Any, ChildInfo | None]:
         """The address of the actor at ``path`` and what its supervisor says of it (``None`` for a root)."""
+        if not isinstance(path, str):
+            raise TypeError(f"an actor path is a str like 'app/worker', not {type(path).__name__} {path!r:.80}")
         parts = [p for p in path.strip("/").split("/") if p]
         if not parts:
             raise NoSuchActor("empty path")

@@ -117,8 +117,14 @@ class ActorSystem(Operations, SystemClient):
         """
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
+        if admin_port is not None and (type(admin_port) is not int or not 1 <= admin_port <= 65535):
+            raise ActorSystemError(f"admin_port must be a port number 1-65535 (or None: a free one), "
+                                   f"not {admin_port!r}")
         directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-"))
-        make_private_dir(directory)
+        try:
+            make_private_dir(directory)
+        except OSError as exc:
+            raise ActorSystemError(f"cannot use {directory} as the data dir: {exc.strerror or exc}") from None
         join = parse_address(convention) if convention else None
         if (leader or join) and base != "multiproc":
             raise ActorSystemError("a convention (leader or join) needs the multiproc base")
@@ -335,6 +341,9 @@ class ActorSystem(Operations, SystemClient):
 
     def start_tree(self, spec: ChildSpec, timeout: float = 60.0) -> TreeInfo:
         """Start a tree (its root is ``spec``, a supervisor spec); wait until it is up."""
+        if not isinstance(spec, ChildSpec):
+            raise TypeError(f"start_tree takes a supervisor spec (ouroactors.supervisor(...), or the tree of a "
+                            f"loaded tree file), not {type(spec).__name__}")
         if not spec.is_supervisor:
             raise ActorSystemError(f"a tree's root must be a supervisor spec, not a {spec.type.value}")
         self._acting()

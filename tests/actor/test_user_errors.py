@@ -100,3 +100,22 @@ def test_plain_pytest_in_a_project_that_is_not_installed(tmp_path):
     assert "No module named" not in out, out
     assert f"{Path('myapp', 'store.py')}:" in out and "in on_start" in out, out  # where the user's code raised
     assert "the actor's full traceback is in " in out and "admin.out" in out, out
+
+
+def test_wrong_arguments_to_the_python_api_say_what_was_given(simple_system, tmp_path):
+    from ouroactors import ActorSystem
+    from ouroactors.core.errors import ActorSystemError
+
+    for port in (70000, -1, 0, True, "8080"):
+        with pytest.raises(ActorSystemError, match=r"admin_port must be a port number 1-65535 .* not "):
+            ActorSystem.start("multiproc", tmp_path / "never", admin_port=port)  # refused before anything starts
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(ActorSystemError, match="cannot use /proc/nope/d as the data dir"):
+        ActorSystem.start("simple", "/proc/nope/d")
+    simple_system.start_tree(supervisor("app", [worker("e", ECHO)]))
+    for path in (None, 5, b"app/e"):
+        with pytest.raises(TypeError, match=f"an actor path is a str like 'app/worker', not {type(path).__name__}"):
+            simple_system.ask(path, "x")
+    with pytest.raises(TypeError, match=r"start_tree takes a supervisor spec .* not str"):
+        simple_system.start_tree("app")
+    assert simple_system.ask("app/e", "x") == "x"
