@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -95,6 +96,7 @@ class Answers:
         takes only the answer with its own ref (unwrapped), and no ask takes one with the ref of an ask that timed
         out. A worker that answers with a raw ``send`` of its own is not covered (its answer carries no ref).
         """
+        _check_timeout(timeout)
         started = time.monotonic()
         # a message that is not this ask's answer (a late or streamed answer to an earlier request, told apart by its
         # request id: see tagged_for) is dropped, and the endpoint listens on for the rest of the timeout
@@ -198,6 +200,13 @@ class Answers:
         if isinstance(answer, Ok):
             return answer.value
         return answer
+
+
+def _check_timeout(timeout: Any) -> None:
+    """An ask's ``timeout`` is a finite number of seconds, 0 or more (thespian would fail on NaN, infinity or a str
+    somewhere inside, and take a negative one for 0)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < math.inf:
+        raise ValueError(f"timeout must be a finite number of seconds >= 0, not {timeout!r}")
 
 
 def _with_ref(message: Any, worker: bool) -> tuple[Any, str | None]:

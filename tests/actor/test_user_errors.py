@@ -119,3 +119,11 @@ def test_wrong_arguments_to_the_python_api_say_what_was_given(simple_system, tmp
     with pytest.raises(TypeError, match=r"start_tree takes a supervisor spec .* not str"):
         simple_system.start_tree("app")
     assert simple_system.ask("app/e", "x") == "x"
+
+
+def test_an_ask_timeout_that_is_no_number_of_seconds_is_refused_saying_so(simple_system):
+    simple_system.start_tree(supervisor("app", [worker("e", ECHO)]))
+    for timeout in (float("nan"), float("inf"), -1, "5", True, None):
+        with pytest.raises(ValueError, match=r"timeout must be a finite number of seconds >= 0, not "):
+            simple_system.ask("app/e", "x", timeout=timeout)
+    assert simple_system.ref("app/e").ask("x", timeout=2.5) == "x" and simple_system.ask("app/e", "y", 1) == "y"
