@@ -42,8 +42,11 @@ class Operations:
                     timeout: float = 30.0) -> ChildInfo:
         if isinstance(spec_or_args, ChildSpec):
             call = AdminCall("start_child", spec=spec_or_args)
-        else:
+        elif isinstance(spec_or_args, tuple | list):
             call = AdminCall("start_child", extra_args=tuple(spec_or_args))
+        else:  # a str would start a child with one argument per character, a dict with its keys
+            raise TypeError(f"start_child takes a child spec, or the extra arguments as a tuple or list (one: "
+                            f"({spec_or_args!r:.60},)), not {type(spec_or_args).__name__}")
         self._acting()
         return self._admin(supervisor_path, call, timeout)
 

@@ -127,3 +127,14 @@ def test_an_ask_timeout_that_is_no_number_of_seconds_is_refused_saying_so(simple
         with pytest.raises(ValueError, match=r"timeout must be a finite number of seconds >= 0, not "):
             simple_system.ask("app/e", "x", timeout=timeout)
     assert simple_system.ref("app/e").ask("x", timeout=2.5) == "x" and simple_system.ask("app/e", "y", 1) == "y"
+
+
+def test_start_child_takes_its_extra_arguments_as_a_sequence_only(simple_system):
+    simple_system.start_tree(supervisor("app", [supervisor("pool", [worker("c", COUNTER)],
+                                                           strategy="simple_one_for_one")]))
+    for wrong in ("12", 12, {"start": 1}, b"12"):  # "12" started a child with ("1", "2"), a dict with its keys
+        with pytest.raises(TypeError, match=f"start_child takes a child spec, or the extra arguments as a tuple or "
+                                            f"list .* not {type(wrong).__name__}"):
+            simple_system.start_child("app/pool", wrong)
+    assert simple_system.which_children("app/pool") == []  # nothing was started
+    assert simple_system.start_child("app/pool", [5]).id == "c#1"
