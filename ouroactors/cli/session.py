@@ -141,7 +141,11 @@ def session() -> None:
 def session_new(data_dir: str, session_id: str | None, config_file: str | None, workspace: str | None,
                 sandbox: str | None, script: str | None) -> None:
     """Create a session (suspended until its first message) and start its coordinator."""
-    view = _sessions(data_dir).new(session_id, _config(config_file, workspace, sandbox, script))
+    config = _config(config_file, workspace, sandbox, script)
+    from ..runtime.execution.config import parse_session_config
+
+    parse_session_config(config, config_file or "the session's options")  # here first: no system needed to refuse it
+    view = _sessions(data_dir).new(session_id, config)
     console.print(view.session_id, markup=False, highlight=False)
 
 

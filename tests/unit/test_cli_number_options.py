@@ -27,3 +27,4 @@ def test_a_number_out_of_bounds_is_a_usage_error_naming_the_option(tmp_path: Any
     result = CliRunner().invoke(main, [*args, "--data-dir", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{option}'" in result.output and words in result.output, result.output
+
