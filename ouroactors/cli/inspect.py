@@ -100,7 +100,7 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool, paths: tu
     reader = EventReader(f"{data_dir}/events.jsonl")
 
     wanted = event_filter(paths, kinds)
-    seen: dict[str, None] = {}  # the kinds of this run's events, in order: what a filter that kept none could want
+    seen: dict[str, None] = {}  # the kinds of this run's events: what a filter that kept none could have wanted
 
     def show(batch: list) -> int:
         shown = 0
