@@ -10,9 +10,11 @@ an answer whose ask timed out is dropped by whichever ask meets it. Real in-proc
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from thespian.actors import WakeupMessage
 
 from ouroactors import Worker, supervisor, worker
 from ouroactors.core.errors import ActorCrashed, AskTimeout
@@ -37,6 +39,13 @@ class Holder(Worker):
             return "released"
         if message == "boom":
             raise RuntimeError("asked to crash")
+        if isinstance(message, tuple) and message[0] == "later":  # answered by a timer of its own, after delay s
+            self.wakeupAfter(timedelta(seconds=message[1]), payload=(self.asker_of(sender), message[2]))
+            return None
+        if isinstance(message, WakeupMessage):
+            asker, answer = message.payload
+            self.answer_asker(asker, answer)
+            return None
         return ("echo", message)
 
 
@@ -70,9 +79,9 @@ def test_late_answers_of_many_timed_out_asks_are_all_dropped(system: Any) -> Non
 
 def test_a_late_answer_is_dropped_by_an_ask_to_another_actor(system: Any) -> None:
     with pytest.raises(AskTimeout):
-        system.ask("app/h", "hold", timeout=0.1)
-    system.tell("app/h", "release")  # the late answer (and the tell's own) reach the endpoint now or later
-    assert system.ask("app/other", "after") == ("echo", "after")
+        system.ask("app/h", ("later", 0.2, "h's late answer"), timeout=0.05)
+    # h's timer answers while this ask waits for other's own, later one (the base runs timers while it is asked)
+    assert system.ask("app/other", ("later", 0.4, "other's answer"), timeout=5) == "other's answer"
     assert system.ask("app/h", "again") == ("echo", "again")
 
 
