@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import shlex
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,18 +59,36 @@ def arm(data_dir: str, plan_file: str, path: str | None) -> None:
 
 
 def _import_actor_modules(actor_paths: Iterable[str | None]) -> None:
-    """Import the modules of the running actors (from here, as ``run`` does: the directory is on the path), so the
-    points they declare (:func:`~ouroactors.core.faults.register_point` at module level) are known to the plan's
-    check. Best effort: a module that does not import here declares nothing, and the check only warns."""
+    """Import the modules of the running actors, so the points they declare (:func:`~ouroactors.core.faults.
+    register_point` at module level) are known to the plan's check. Best effort: a module that does not import here
+    declares nothing, and the check only warns.
+
+    The directory this runs in is searched too (where ``run`` found the tree's actors), but **last**, so nothing in
+    it shadows an installed module, only for these imports, and only if no other user may write to it: a module
+    planted in a shared directory (``/tmp``) must not run with this process's rights."""
     here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    for path in dict.fromkeys(p for p in actor_paths if p):
-        module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
-        try:
-            importlib.import_module(module)
-        except Exception:  # a user's module may fail anywhere: the warning still names the point
-            continue
+    added = here not in sys.path and _only_ours(here)
+    if added:
+        sys.path.append(here)
+    try:
+        for path in dict.fromkeys(p for p in actor_paths if p):
+            module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+            try:
+                importlib.import_module(module)
+            except (Exception, SystemExit):  # a user's module may fail anywhere: the warning still names the point
+                continue
+    finally:
+        if added:
+            sys.path.remove(here)
+
+
+def _only_ours(directory: str) -> bool:
+    """Whether ``directory`` is ours and nobody else may write to it."""
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return False
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 @faults.command("disarm")
