@@ -192,7 +192,7 @@ def _summary(kind: str, fields: dict[str, Any]) -> str:
 @journal.command("show")
 @data_dir_option
 @click.argument("session")
-@click.option("--from", "start", type=click.IntRange(0), default=0, help="first seq to show")
+@click.option("--from", "start", type=click.IntRange(0, 2**63 - 1), default=0, help="first seq to show")
 @click.option("--limit", type=click.IntRange(1), default=200, show_default=True, help="most records to show")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per record (bytes as hex)")
 @reports_errors

@@ -80,10 +80,12 @@ def test_show_reads_only_the_records_asked_for_and_refuses_bounds_that_name_none
     assert [r.seq for r in reading.records(env, "tools", since=5, limit=3)] == [5, 6, 7]
     assert reading.records(env, "tools", since=5, limit=3) == everything[5:8]
     assert reading.records(env, "tools", since=10_000) == [] and reading.records(env, "tools", limit=0) == []
+    assert reading.records(env, "tools", since=10**30) == []  # past any 8-byte seq: nothing, not OverflowError
     code, out = run("show", "tools", "--data-dir", path, "--json", "--from", "5", "--limit", "3")
     assert code == 0 and [line.split(",")[0] for line in out.splitlines()] == ['{"seq": 5', '{"seq": 6', '{"seq": 7']
-    for bad, words in ((("--from", "-4"), "'--from': -4 is not in the range x>=0"),
-                       (("--limit", "0"), "'--limit': 0 is not in the range x>=1")):
+    for bad, words in ((("--from", "-4"), "'--from': -4 is not in the range 0<=x<=9223372036854775807"),
+                       (("--limit", "0"), "'--limit': 0 is not in the range x>=1"),
+                       (("--from", str(10**23)), "is not in the range 0<=x<=9223372036854775807")):
         code, out = run("show", "tools", "--data-dir", path, *bad)
         assert code == 2 and words in out, out
 

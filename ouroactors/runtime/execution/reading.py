@@ -115,7 +115,7 @@ def records(env: lmdb.Environment, session: str, *, since: int = 0, limit: int |
     most ``limit`` of them (None: all) — only those are read and decoded."""
     sid = check_session(session)
     out: list[StoredRecord] = []
-    if limit is not None and limit <= 0:
+    if (limit is not None and limit <= 0) or since >= 1 << 64:  # past any seq a key can hold: nothing there
         return out
     with env.begin() as txn:
         anchor = _head_in(txn, env, sid)
