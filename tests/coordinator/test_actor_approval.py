@@ -14,6 +14,7 @@ from ouroactors.runtime.coordinator.commands import CoordinatorError
 from ouroactors.sessions import GRANTS, SessionRejected
 from ouroactors.supervision.events import EventReader
 
+from ..journal_support import journal_kinds
 from .actor_support import wait_for, waiting_on_an_approval
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
@@ -107,6 +108,9 @@ def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(ac
     assert events[-1].turn == events[-2].turn and events[-1].cursor == sessions.show("s1").committed_cursor
     assert events[-1].data == {"status": "cancelled", "reason": f"cancelled by {sessions.principal}",
                                "settled_by": "coordinator"}
+    # the question the run asked is in its journal: it rode in the commit that recorded the ask, before anyone was
+    # asked (staged after it, it was lost with the runtime the wait closed, and no re-run would ever record it)
+    assert journal_kinds(actor_system.data_dir, "s1")[-2:] == ["tool_call", "approval"]
 
 
 def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_system, tmp_path):

@@ -311,13 +311,6 @@ class LiveEffects:
             decided = start.model_copy(update={"grant": grant[:500], "cause": verdict.reason[:500]})
             admission = on_verdict(verdict.decision)
             if admission is Admission.APPROVAL:
-                if recording:  # the ask is recorded before anyone is asked
-                    _check_answer((await self._ledger(self.ledger.submit, recording, self._riders))[0],
-                                  "decision")
-                    recording = []
-                else:  # nothing of it to record: the model's answer that asks it is still made durable first, so a
-                    # runtime closed for the wait leaves it for the re-run to take (.reuse), not to ask again
-                    await self._ledger(self.ledger.carry, self._riders)
                 # the proposal is bound to the workspace content it is judged against (.binding): an answer given
                 # about other content is not found by the re-run, which asks again
                 proposal = args.model_dump(mode="json")
@@ -325,8 +318,17 @@ class LiveEffects:
                 if bound is not None:
                     proposal[BINDING_KEY] = bound
                 needed = {"tool": tool, "reason": verdict.reason, "call_id": call_id, "arguments": proposal}
-                # the event is journaled with the ask, so that replay derives the turn's output exactly (.tail)
+                # the event is journaled with the ask, so that replay derives the turn's output exactly (.tail); it
+                # is staged first, to ride in the commit below: a run whose process the wait closes (or whose session
+                # is cancelled in the wait) leaves in its journal the question it asked
                 ctx.record_approval({"asked": verdict.reason, "event": needed})
+                if recording:  # the ask is recorded before anyone is asked
+                    _check_answer((await self._ledger(self.ledger.submit, recording, self._riders))[0],
+                                  "decision")
+                    recording = []
+                else:  # nothing of it to record: the model's answer that asks it is still made durable first, so a
+                    # runtime closed for the wait leaves it for the re-run to take (.reuse), not to ask again
+                    await self._ledger(self.ledger.carry, self._riders)
                 await ctx.emit("approval_needed", needed)
                 approved, why = await self.grants.approve(self.settings.session, tool, proposal, call_id)
                 ctx.record_approval({"approved": approved, "why": why})
