@@ -13,8 +13,24 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterator
+from typing import Any, TypeVar
 
+from ..core.errors import OuroactorsError
 from ..system.handle import ActorSystem
+
+T = TypeVar("T")
+
+
+class WrongAnswer(OuroactorsError):
+    """An ask was answered with something that is no answer to it: its address reached another actor (a dead
+    actor's port, bound again by whoever came next). As far as the harness can tell, the actor asked is gone."""
+
+
+def expect_answer(answer: Any, kind: type[T], path: str) -> T:
+    """``answer`` if it is a ``kind``, else :class:`WrongAnswer` naming what came from ``path``."""
+    if not isinstance(answer, kind):
+        raise WrongAnswer(f"{path} answered {type(answer).__name__}, not {kind.__name__}")
+    return answer
 
 
 @contextlib.contextmanager

@@ -56,11 +56,13 @@ from ..runtime.execution.messages import (
     DrainOutput,
     InterruptTurn,
     OpenSession,
+    RuntimeStatus,
     RuntimeStatusRequest,
     SendText,
 )
+from ..runtime.execution.output import Batch
 from ..system.handle import ActorSystem
-from ._asking import isolated
+from ._asking import WrongAnswer, expect_answer, isolated
 from .runtime_checks import (
     RuntimeObservation,
     call_delivered_once,
@@ -238,7 +240,10 @@ class RuntimeDriver(Driver):
                 system.ask(path, OpenSession(state.sid, state.config, holder["lease_id"]),
                            timeout=max(self.config.ask_timeout, 10.0))
                 # A new runtime continues the session from its journal: the turns it verified are done.
-                status = system.ask(path, RuntimeStatusRequest(), timeout=self.config.ask_timeout)
+                status = expect_answer(system.ask(path, RuntimeStatusRequest(), timeout=self.config.ask_timeout),
+                                 RuntimeStatus, path)
+                if status.session_id != state.sid:
+                    raise WrongAnswer(f"{path} answered as the runtime of {status.session_id!r}, not {state.sid!r}")
         except ASK_FAILURES as exc:
             self.record.errors.append(f"{state.sid}: open: {type(exc).__name__}: {exc}"[:300])
             yield _WAIT
@@ -265,7 +270,8 @@ class RuntimeDriver(Driver):
         while True:
             try:
                 with isolated(self.system) as system:
-                    batch = system.ask(path, DrainOutput(after=state.cursor), timeout=self.config.ask_timeout)
+                    answer = system.ask(path, DrainOutput(after=state.cursor), timeout=self.config.ask_timeout)
+                    batch = expect_answer(answer, Batch, path)
                     if batch.events:
                         state.cursor = batch.events[-1].cursor
                         system.ask(path, AckOutput(state.cursor), timeout=self.config.ask_timeout)

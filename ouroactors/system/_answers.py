@@ -98,6 +98,8 @@ class Answers:
         """
         _check_timeout(timeout)
         started = time.monotonic()
+        if self._is_own(address):
+            return None  # the actor at that port is dead and the port is ours now: a dead letter (see _is_own)
         # a message that is not this ask's answer (a late or streamed answer to an earlier request, told apart by its
         # request id: see tagged_for) is dropped, and the endpoint listens on for the rest of the timeout
         accept = tagged_for(getattr(getattr(message, "payload", message), "request_id", ""))
@@ -145,6 +147,24 @@ class Answers:
 
     _teller: Any = None  # the endpoint tells go out through (multiproc), made at the first tell
 
+    def _is_own(self, address: Any) -> bool:
+        """Is ``address`` the port of one of this handle's own endpoints?
+
+        An actor's address is a TCP port and nothing more: once the actor is dead, the next socket the kernel
+        binds may get that port, and what is sent to the dead actor's address reaches that socket's owner. When
+        the owner is an endpoint of this handle (a fresh one after a timeout, the teller, a private one of
+        :func:`ouroactors.faults._asking.isolated`), thespian hands the message back to the handle: an ask got its
+        own request as the answer (found by a chaos campaign: ``RuntimeStatusRequest`` answered with itself), and
+        a tell left a stray message where the next ask took it as its answer. Such an address is a dead actor's.
+        """
+        if self.base != "multiproc":
+            return False
+        for endpoint in (self._thespian, self._asker, self._teller):
+            transport = getattr(getattr(endpoint, "_systemBase", None), "transport", None)
+            if transport is not None and getattr(transport, "myAddress", None) == address:
+                return True
+        return False
+
     def _tell(self, address: Any, message: Any) -> None:
         """Send ``message`` to ``address``, expecting nothing back.
 
@@ -155,6 +175,9 @@ class Answers:
         has one endpoint and only runs while called: a tell is handled at once, and what it sent back to the
         caller is dropped here.
         """
+        if self._is_own(address):
+            log.debug("a tell to %s dropped: that port is this handle's own now (its actor is gone)", address)
+            return
         if self.base != "multiproc" or self.admin_port is None:
             self._endpoint.tell(address, message)
             while self._endpoint.listen(0) is not None:

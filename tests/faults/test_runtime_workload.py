@@ -229,3 +229,18 @@ def test_one_model_call_delivered_under_two_effect_ids_is_a_violation():
     [violation] = call_delivered_once(twice)
     assert violation.invariant == "double-settlement" and violation.subject == "r:s0/e0"
     assert "under 2 effect ids" in violation.message
+
+
+def test_an_answer_of_another_kind_is_a_wrong_answer_the_driver_counts_as_a_failed_ask():
+    """A chaos campaign's driver once read ``.turn`` off its own ``RuntimeStatusRequest``, handed back as the answer
+    through a dead runtime's reused port, and the whole campaign ended as a harness error. The driver now checks
+    what it was answered: anything else is a :class:`WrongAnswer`, one of the failures it retries after."""
+    from ouroactors.faults._asking import WrongAnswer, expect_answer
+    from ouroactors.faults.runtime_driver import ASK_FAILURES
+    from ouroactors.runtime.execution.messages import RuntimeStatus, RuntimeStatusRequest
+
+    status = RuntimeStatus("s", "r1", 3, True, 1, False, 0, 0)
+    assert expect_answer(status, RuntimeStatus, "agent/execution/runtime#1") is status
+    with pytest.raises(WrongAnswer, match=r"runtime#1 answered RuntimeStatusRequest, not RuntimeStatus") as caught:
+        expect_answer(RuntimeStatusRequest(), RuntimeStatus, "agent/execution/runtime#1")
+    assert isinstance(caught.value, ASK_FAILURES)

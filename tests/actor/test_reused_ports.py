@@ -1,0 +1,56 @@
+"""An actor's address is only a TCP port: once the actor is dead, whoever binds that port next receives what is sent
+to it. When that is one of the handle's own endpoints, thespian delivers the message back to the handle.
+
+Found by a runtime chaos campaign (seed 36098 of ``--first-seed 36000``): a runtime killed under it freed its port,
+the harness's next private endpoint was given that port, and its ``ask(runtime, RuntimeStatusRequest())`` returned
+the ``RuntimeStatusRequest`` itself as the answer. An ask to a stale address must behave as an ask to a dead actor
+(nothing at once, then the path is resolved again), and a tell to one must not land in the handle's own inbox, where
+the next ask would take it as its answer.
+
+The kernel's choice of port cannot be forced from a test, so each test puts the handle's own endpoint address where
+the dead actor's address would be: in the handle's address cache, or in a ref.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors import supervisor, worker
+from ouroactors.core.errors import AskTimeout
+
+pytestmark = pytest.mark.multiproc
+
+COUNTER = "ouroactors.examples.workers:Counter"
+
+
+def own_address(system):
+    """The address of the endpoint the handle asks through (thespian's transport knows it)."""
+    return system._endpoint._systemBase.transport.myAddress
+
+
+@pytest.fixture
+def counting(actor_system):
+    actor_system.start_tree(supervisor("app", [worker("counter", COUNTER)]))
+    assert actor_system.ask("app/counter", "get") == 0  # the path's address is cached now
+    return actor_system
+
+
+def test_an_ask_through_a_stale_address_that_is_now_the_handles_own_is_answered_by_the_actor(counting):
+    counting._addresses["app/counter"] = own_address(counting)  # the cached address's port is now the handle's
+    assert counting.ask("app/counter", "incr") == 1  # not "incr": the request is never sent back to its asker
+    assert counting.ask("app/counter", "get") == 1
+
+
+def test_a_ref_whose_port_is_now_the_handles_own_gets_no_answer_rather_than_its_own_request(counting):
+    ref = counting.ref("app/counter")
+    ref.address = own_address(counting)
+    with pytest.raises(AskTimeout, match="no answer from app/counter"):
+        ref.ask("incr", timeout=1.0)
+    assert counting.ask("app/counter", "get") == 0  # nothing was delivered to the counter either
+
+
+def test_a_tell_through_a_stale_address_never_becomes_the_answer_to_a_later_ask(counting):
+    counting._addresses["app/counter"] = own_address(counting)
+    counting.tell("app/counter", "incr")  # sent to the port the handle asks through, it would wait there
+    counting._addresses.pop("app/counter")
+    assert counting.ask("app/counter", "get") == 0  # the counter's answer, not the stray "incr"
