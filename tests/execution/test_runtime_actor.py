@@ -428,3 +428,28 @@ def test_a_session_over_its_journal_budget_continues_from_its_snapshot_or_is_ref
     with pytest.raises(RuntimeRefusal, match="dropped its oldest turns"):
         system.ask(third, OpenSession("s1", config, lease3.lease_id))
     close_env(storage)
+
+
+def test_a_request_stamped_for_another_runtime_generation_is_refused_and_changes_nothing(session):
+    """What a coordinator sends a runtime is stamped with that runtime's generation (``for_runtime``): a runtime
+    whose port the kernel gave to another after a SIGKILL must not run one session's message in another's runtime.
+    The runtime at the address refuses a request stamped for another generation, and takes one stamped for its
+    own."""
+    from ouroactors.core.errors import StaleGeneration
+    from ouroactors.runtime.coordinator.runtimes import for_runtime
+    from ouroactors.runtime.execution.messages import RuntimeStatus, RuntimeStatusRequest
+    from ouroactors.supervision.calls import Stamped
+
+    system, path, ws, lease = session
+    generation = system.child_info(path).generation
+    assert for_runtime(generation, SendText("x")) == Stamped(generation, SendText("x"))
+    assert for_runtime(None, SendText("x")) == SendText("x")  # a generation nobody knows: sent as it is
+    system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
+
+    for request in (SendText("meant for another session"), AckOutput(0), InterruptTurn(), RuntimeStatusRequest()):
+        with pytest.raises(StaleGeneration):
+            system.ask(path, for_runtime(generation + 1, request))
+    status = system.ask(path, for_runtime(generation, RuntimeStatusRequest()))
+    assert isinstance(status, RuntimeStatus) and (status.session_id, status.turn, status.running) == ("s1", 0, False)
+    assert system.ask(path, for_runtime(generation, SendText("please"))).turn == 1  # its own stamp: taken
+    assert drain_until(system, path, "turn_settled")[-1].data["status"] == "completed"

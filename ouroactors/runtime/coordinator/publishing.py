@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...authorities.storage.commit import Committed as Durable
 from ...core import faults
-from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
 from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
 from .calls import Ask, Gone, Job, OffThread
@@ -177,7 +177,7 @@ class Publisher:
         """Ack ``cursor``; False when the runtime died while asked (:class:`.calls.Gone`): recovery is due."""
         assert self.attached is not None
         answer = yield self._runtime_ask(AckOutput(cursor))
-        if isinstance(answer, Gone):
+        if isinstance(answer, Gone | StaleGeneration):  # stale: its port reached another actor (.runtimes.for_runtime)
             return False
         self.acked = (self.attached.runtime_id, max(self._acked(), cursor))
         mark("acked", cursor)

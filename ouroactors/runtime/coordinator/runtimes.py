@@ -32,7 +32,7 @@ from ...core import faults
 from ...core.errors import OuroactorsError
 from ...core.generation_text import format_generation
 from ...core.procs import pid_alive
-from ...supervision.protocol import AdminCall
+from ...supervision.protocol import AdminCall, Stamped
 from ..execution.errors import AlreadyOpen
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
 from . import spares
@@ -83,6 +83,19 @@ class _Attached:
     token: int = 0  # the lease's fencing token
 
 
+def for_runtime(generation: Any, message: Any) -> Any:
+    """``message`` for the runtime of ``generation`` only: stamped with it, so that any other actor refuses it.
+
+    A runtime's address is a TCP port, and a runtime killed with SIGKILL frees it before anyone tells this
+    coordinator: the next actor the kernel gives that port to — another session's runtime, a spare — receives what
+    is sent to the dead one (thespian addresses carry no incarnation). Unstamped, a ``SendText`` would run this
+    session's message in another session, and an ``AckOutput`` would have another runtime drop output its own
+    coordinator has not committed. Stamped, the worker's door compares the stamp with its own generation (unique per
+    node: the generation source) and answers :class:`~ouroactors.core.errors.StaleGeneration` instead of acting. An
+    unknown generation (None) leaves the message as it is."""
+    return Stamped(generation, message) if type(generation) is int else message
+
+
 class RuntimeLink(WorkspaceLeasing):
     """See the module docstring."""
 
@@ -117,7 +130,8 @@ class RuntimeLink(WorkspaceLeasing):
         """An ask to runtime ``to`` (the one attached by default), watched: :class:`.calls.Gone` when it dies."""
         runtime = to if to is not None else self.attached
         assert runtime is not None
-        return Ask(runtime.address, message, timeout_s, self._watch(runtime.key, runtime.generation))
+        return Ask(runtime.address, for_runtime(runtime.generation, message), timeout_s,
+                   self._watch(runtime.key, runtime.generation))
 
     def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                        answered: tuple[tuple[str, str], ...] = (), tail: int = 0) -> Generator[Ask, Any, Opened]:
@@ -199,7 +213,7 @@ class RuntimeLink(WorkspaceLeasing):
                 child = yield self._execution(AdminCall("which_child", spare.key), 10.0)
             why = spares.child_refusal(spare, child, last)
             if why is None and not self.spare_trusted:
-                status = yield Ask(spare.address, RuntimeStatusRequest(), 5.0)
+                status = yield Ask(spare.address, for_runtime(spare.generation, RuntimeStatusRequest()), 5.0)
                 why = spares.status_refusal(spare, status if isinstance(status, RuntimeStatus) else None)
             if why is None:
                 mark("start.spare_taken")
@@ -265,7 +279,7 @@ class RuntimeLink(WorkspaceLeasing):
         open is asked again (a runtime answers a repeated open as the first)."""
         waited = 0.0
         while True:
-            opened = yield Ask(info.address, request, OPEN_SLICE_S)
+            opened = yield Ask(info.address, for_runtime(info.generation, request), OPEN_SLICE_S)
             if not isinstance(opened, TimedOut):
                 return opened
             waited += OPEN_SLICE_S
