@@ -96,9 +96,18 @@ class ChildStartRefused:
 
 @dataclass(frozen=True)
 class StopRequest:
-    """Supervisor → child: terminate politely with ``reason``."""
+    """Supervisor → child: terminate politely with ``reason``.
+
+    ``key`` and ``incarnation`` name the child it is for: a child killed without its supervisor noticing yet frees
+    its port, and whoever the kernel gives that port to would otherwise stop in its place. A request that names
+    another child is ignored (None: the sender does not know, as the system host stopping a tree)."""
 
     reason: ExitReason
+    key: str | None = None
+    incarnation: int | None = None
+
+    def names_another(self, key: str | None, incarnation: int | None) -> bool:
+        return self.key is not None and (self.key, self.incarnation) != (key, incarnation)
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,10 @@ class Supervisor(ChildProcesses, Actor):
         elif isinstance(message, Loopback):
             self._feed(message.payload)
         elif isinstance(message, StopRequest):
+            if message.names_another(getattr(self, "_key", None), getattr(self, "_incarnation", None)):
+                log.warning("%s: a stop request for %s#%s ignored: not this child (a dead one's reused port)",
+                            self.path, message.key, message.incarnation)
+                return
             self._feed(ShutdownRequested(message.reason))
         elif isinstance(message, AdminCall):
             if not self._admin_call_ok(message, sender):
@@ -265,7 +269,7 @@ class Supervisor(ChildProcesses, Actor):
         if isinstance(cmd, RequestStop):
             slot = self._slots.get((cmd.key, cmd.incarnation))
             if slot is not None:
-                self.send(slot.address, StopRequest(cmd.reason))
+                self.send(slot.address, StopRequest(cmd.reason, cmd.key, cmd.incarnation))
         elif isinstance(cmd, Kill):
             slot = self._slots.get((cmd.key, cmd.incarnation))
             if slot is not None:

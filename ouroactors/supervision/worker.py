@@ -278,6 +278,10 @@ class Worker(Actor):
             self._refuse(message, sender)
             return
         if isinstance(message, StopRequest):
+            if message.names_another(self._key, self._incarnation):
+                log.warning("%s: a stop request for %s#%s ignored: not this child (a dead one's reused port)",
+                            self.path, message.key, message.incarnation)
+                return
             self._finish(message.reason)
             return
         if isinstance(message, Ping):

@@ -54,3 +54,21 @@ def test_a_tell_through_a_stale_address_never_becomes_the_answer_to_a_later_ask(
     counting.tell("app/counter", "incr")  # sent to the port the handle asks through, it would wait there
     counting._addresses.pop("app/counter")
     assert counting.ask("app/counter", "get") == 0  # the counter's answer, not the stray "incr"
+
+
+def test_a_stop_request_for_another_child_is_ignored_and_the_supervisors_own_still_stops_it(counting):
+    """A supervisor's stop request names the child it is for: sent to a dead child's address, it reaches whoever
+    holds that port now, which must not stop in the dead child's place."""
+    from ouroactors.supervision import reasons
+    from ouroactors.supervision.protocol import StopRequest
+
+    assert StopRequest(reasons.shutdown(), "counter", 3).names_another("counter", 4)
+    assert not StopRequest(reasons.shutdown()).names_another("counter", 4)  # a sender that names nobody
+    counting.ask("app/counter", "incr")
+    mark = counting.mark()
+    counting.tell("app/counter", StopRequest(reasons.shutdown(), "some-other-child", 1))
+    assert counting.ask("app/counter", "get") == 1  # handled after the stop request: still running, same state
+    counting.events.poll()
+    assert [e.kind for e in counting.events.seen[mark:] if e.path == "app/counter"] == []
+    counting.terminate_child("app", "counter")  # the supervisor's own request names it: it stops
+    assert counting.child_info("app/counter").status != "running"
