@@ -43,6 +43,7 @@ def isolated(system: ActorSystem) -> Iterator[ActorSystem]:
         view = copy.copy(system)
         view._thespian = endpoint
         view._asker = None  # its own endpoint after a timeout, never the system's
+        view._teller = None  # its own at its first tell: the system's is not the view's to close
         view._closed = True  # a view never shuts the system down
         try:
             yield view

@@ -240,8 +240,8 @@ class RuntimeDriver(Driver):
                 system.ask(path, OpenSession(state.sid, state.config, holder["lease_id"]),
                            timeout=max(self.config.ask_timeout, 10.0))
                 # A new runtime continues the session from its journal: the turns it verified are done.
-                status = expect_answer(system.ask(path, RuntimeStatusRequest(), timeout=self.config.ask_timeout),
-                                 RuntimeStatus, path)
+                answer = system.ask(path, RuntimeStatusRequest(), timeout=self.config.ask_timeout)
+                status = expect_answer(answer, RuntimeStatus, path)
                 if status.session_id != state.sid:
                     raise WrongAnswer(f"{path} answered as the runtime of {status.session_id!r}, not {state.sid!r}")
         except ASK_FAILURES as exc:

@@ -44,3 +44,18 @@ def test_odd_told_values_change_no_later_answer(actor_system_factory, base):
         system.tell("r/a", value)
         assert system.ask("r/b", "after") == "after", repr(value)[:40]
     assert system.ask("r/a", "still here") == "still here"
+
+
+def test_a_tell_after_an_isolated_view_was_used_still_goes_out(actor_system):
+    """The fault harness's private views (``faults._asking.isolated``) were copies of the handle that closed, on the
+    way out, the endpoint the handle tells through: the handle's next tell failed deep in thespian
+    (``'TCPTransport' object has no attribute '_transmitIntents'``)."""
+    from ouroactors.faults._asking import isolated
+
+    actor_system.start_tree(supervisor("app", [worker("c", "ouroactors.examples.workers:Counter")]))
+    actor_system.tell("app/c", "incr")  # the handle's teller exists from here on
+    with isolated(actor_system) as view:
+        assert view.ask("app/c", "get") == 1
+        view.tell("app/c", "incr")  # through the view's own teller, closed with the view
+    actor_system.tell("app/c", "incr")
+    assert actor_system.ask("app/c", "get") == 3
