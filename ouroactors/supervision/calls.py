@@ -61,6 +61,15 @@ class Tagged:
 
 
 @dataclass(frozen=True)
+class Asker:
+    """The sender of a request and the tag its answer carries (None: a bare request): a worker that answers after
+    its handler returned keeps one (``Worker.asker_of``) and answers through it (``Worker.answer_asker``)."""
+
+    address: Any
+    tag: str | None = None
+
+
+@dataclass(frozen=True)
 class TaggedAnswer:
     """A worker → the caller of a :class:`Tagged` request: what it answers the bare request with, and its ``ref``."""
 

@@ -76,7 +76,12 @@ class Ping:
     NEVER_AN_ANSWER: ClassVar[bool] = True
 
     key: str
-    incarnation: int
+    incarnation: int  # 0: whoever is there (a lease holder's heartbeat); else the one child it is for
+
+    def names_another(self, key: str | None, incarnation: int | None) -> bool:
+        """A supervisor's ping names its child: another actor at that address (a dead child's port, bound again)
+        must not answer for it, or the dead child would pass for alive. Incarnations count from 1."""
+        return self.incarnation != 0 and (self.key, self.incarnation) != (key, incarnation)
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,8 @@ class Supervisor(ChildProcesses, Actor):
             if slot is not None:
                 slot.last_seen = clock.monotonic()
         elif isinstance(message, Ping):
-            self.send(sender, Pong(message.key, message.incarnation))
+            if not message.names_another(getattr(self, "_key", None), getattr(self, "_incarnation", None)):
+                self.send(sender, Pong(message.key, message.incarnation))
         elif isinstance(message, Loopback):
             self._feed(message.payload)
         elif isinstance(message, StopRequest):

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -64,6 +63,7 @@ from ..core.errors import (
 )
 from ..core.faults import FaultAction
 from . import reasons
+from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
 from .calls import Tagged, TaggedAnswer, ref_problem
 from .faulting import arm_here
 from .protocol import (
@@ -109,13 +109,6 @@ def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] 
     """Placement: every required capability must be present with the same value."""
     return all(capabilities.get(key) == value for key, value in (requirements or {}).items())
 
-
-@dataclass(frozen=True)
-class Asker:
-    """The sender of a request and the tag its answer carries (None: a bare request): :meth:`Worker.answer_asker`."""
-
-    address: Any
-    tag: str | None = None
 
 
 class Worker(Actor):
@@ -285,7 +278,8 @@ class Worker(Actor):
             self._finish(message.reason)
             return
         if isinstance(message, Ping):
-            self._answer_now(sender, Pong(message.key, message.incarnation))
+            if not message.names_another(self._key, self._incarnation):
+                self._answer_now(sender, Pong(message.key, message.incarnation))
             return
         if isinstance(message, GenerationAssigned):
             self.generation = message.generation

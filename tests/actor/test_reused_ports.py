@@ -72,3 +72,15 @@ def test_a_stop_request_for_another_child_is_ignored_and_the_supervisors_own_sti
     assert [e.kind for e in counting.events.seen[mark:] if e.path == "app/counter"] == []
     counting.terminate_child("app", "counter")  # the supervisor's own request names it: it stops
     assert counting.child_info("app/counter").status != "running"
+
+
+def test_a_heartbeat_for_another_child_goes_unanswered_and_a_lease_holders_heartbeat_is_answered(counting):
+    """A supervisor's heartbeat names its remote child: answered by whoever now holds a dead child's port, it kept
+    the dead child alive in its supervisor's eyes. The workspace's and the ledger's heartbeat to a lease holder
+    (incarnation 0) asks whoever is there, and is answered as before."""
+    from ouroactors.supervision.protocol import Ping, Pong
+
+    assert counting.ask("app/counter", Ping("workspace", 0), timeout=5) == Pong("workspace", 0)
+    with pytest.raises(AskTimeout):
+        counting.ask("app/counter", Ping("some-other-child", 7), timeout=0.5)
+    assert counting.ask("app/counter", "get") == 0  # still serving

@@ -42,8 +42,8 @@ from .records import unreadable_for
 from .rules import Rule
 
 if TYPE_CHECKING:
+    from ...supervision.calls import Asker
     from ...supervision.protocol import SystemContext
-    from ...supervision.worker import Asker
 
 APPROVAL_COMMITTED = faults.register_point("grants.approval_committed", "an answer is durable, the waiter not yet told")
 _EXPIRY = "ouroactors:approval-expiry"
