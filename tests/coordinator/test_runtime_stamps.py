@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
+from ouroactors.core.errors import StaleGeneration
 from ouroactors.runtime.coordinator.calls import Ask
-from ouroactors.runtime.coordinator.runtimes import RuntimeLink, _Attached
-from ouroactors.runtime.execution.messages import AckOutput, SendText
+from ouroactors.runtime.coordinator.runtimes import RuntimeLink, RuntimeLost, _Attached
+from ouroactors.runtime.execution.messages import AckOutput, OpenSession, SendText
 from ouroactors.supervision.calls import Stamped
 
 
@@ -32,3 +35,19 @@ def test_an_ask_to_a_named_runtime_carries_that_runtimes_generation_not_the_atta
     ask = RuntimeLink._runtime_ask(link(_Attached("addr-7", "runtime#7", "rt-7", 1_000_000_007)),  # type: ignore[arg-type]
                                    AckOutput(4), to=stray)
     assert (ask.address, ask.message) == ("addr-3", Stamped(1_000_000_003, AckOutput(4)))
+
+
+def test_an_open_refused_as_stale_is_a_runtime_gone_and_another_one_is_started():
+    """The open of a just-started runtime is stamped too; answered ``StaleGeneration``, the address holds another
+    actor (the runtime died and its port went to someone else): the start is lost like a runtime that died while
+    opening (``RuntimeTaken``, a ``RuntimeLost``: the start loop starts another), not a failed command."""
+    fake = SimpleNamespace(session_id="s1", myAddress="coordinator", record=None)
+    fake._open = lambda info, request: RuntimeLink._open(fake, info, request)  # type: ignore[arg-type]
+    info = SimpleNamespace(id="runtime#2", generation=1_000_000_002, address="addr-2")
+    job = RuntimeLink._lease_and_open(fake, {}, info, _Attached("addr-2", "runtime#2", "", 1_000_000_002),  # type: ignore[arg-type]
+                                      0, None, (), 0, None)
+    ask = next(job)
+    assert ask.address == "addr-2" and isinstance(ask.message, Stamped) and ask.message.generation == 1_000_000_002
+    assert isinstance(ask.message.payload, OpenSession) and ask.message.payload.session_id == "s1"
+    with pytest.raises(RuntimeLost, match="another actor answered at its address"):
+        job.send(StaleGeneration("agent/execution/runtime#5", 1_000_000_005, 1_000_000_002))
