@@ -30,21 +30,34 @@ MULTIPROC = "multiprocTCPBase"
 
 
 class ActorRef:
-    """A resolved actor address; asks go straight to it (no path lookup per ask)."""
+    """A resolved actor address; asks go straight to it (no path lookup per ask).
 
-    def __init__(self, system: SystemClient, path: str, address: Any, worker: bool = False) -> None:
+    A ref names one incarnation. An address is a TCP port and nothing more: once the actor is gone, whoever is
+    given its port next receives what the ref sends. So what a ref sends a worker is stamped with the generation
+    the worker had when the ref was made (its own ``stamp`` wins), and another worker at that port answers
+    :class:`~ouroactors.core.errors.StaleGeneration` instead of acting on it. So does the same worker once its
+    generation moved on: make a new ref then (or use
+    :class:`~ouroactors.authorities.asking.StampedRef`, which does it for an authority).
+    """
+
+    def __init__(self, system: SystemClient, path: str, address: Any, worker: bool = False,
+                 generation: int | None = None) -> None:
         self.system = system
         self.path = path
         self.address = address
         self.worker = worker  # a worker (not a supervisor): the in-process base tags what it is asked
+        self.generation = generation if worker else None  # what its messages are stamped with (None: nothing)
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        payload = Stamped(stamp, message) if stamp is not None else message
-        answer = self.system._ask_raw(self.address, payload, timeout, worker=self.worker)
+        answer = self.system._ask_raw(self.address, self._stamped(message, stamp), timeout, worker=self.worker)
         return self.system._answer(answer, self.path, timeout)
 
     def tell(self, message: Any) -> None:
-        self.system._tell(self.address, message)
+        self.system._tell(self.address, self._stamped(message, None))
+
+    def _stamped(self, message: Any, stamp: int | None) -> Any:
+        stamp = self.generation if stamp is None else stamp
+        return message if stamp is None or isinstance(message, Stamped) else Stamped(stamp, message)
 
 
 def attach_endpoint(directory: Path) -> tuple[marker.Marker, Any]:
@@ -201,7 +214,8 @@ class SystemClient(Answers):
 
     def ref(self, path: str) -> ActorRef:
         address, info = self._locate(path)
-        return ActorRef(self, path, address, worker=info is not None and info.type == "worker")
+        worker = info is not None and info.type == "worker"
+        return ActorRef(self, path, address, worker=worker, generation=info.generation if info is not None else None)
 
     def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         """Ask the actor at ``path``; errors it answers with are raised here.

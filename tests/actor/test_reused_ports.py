@@ -84,3 +84,19 @@ def test_a_heartbeat_for_another_child_goes_unanswered_and_a_lease_holders_heart
     with pytest.raises(AskTimeout):
         counting.ask("app/counter", Ping("some-other-child", 7), timeout=0.5)
     assert counting.ask("app/counter", "get") == 0  # still serving
+
+
+def test_a_ref_whose_port_went_to_another_worker_is_refused_there_not_answered(actor_system):
+    """A ref names one incarnation: what it sends is stamped with the generation the worker had when the ref was
+    made, so another worker at the dead one's port (here: the address of a sibling) refuses it."""
+    from ouroactors.core.errors import StaleGeneration
+
+    actor_system.start_tree(supervisor("app", [worker("a", COUNTER), worker("b", COUNTER, kwargs={"start": 41})]))
+    ref_a = actor_system.ref("app/a")
+    assert ref_a.ask("incr") == 1 and ref_a.generation == actor_system.child_info("app/a").generation
+    ref_a.address = actor_system.resolve("app/b")  # a's port, given to b
+    with pytest.raises(StaleGeneration):
+        ref_a.ask("incr")  # before: b counted it and answered 42
+    ref_a.tell("incr")  # refused there too
+    assert actor_system.ask("app/b", "get") == 41 and actor_system.ask("app/a", "get") == 1
+    assert actor_system.ref("app/b").ask("incr") == 42  # a ref made now is b's own
