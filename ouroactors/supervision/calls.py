@@ -277,6 +277,19 @@ class AdminAnswer:
 
 
 @dataclass(frozen=True)
+class Addressed:
+    """A request for the worker of one generation only (an ``ActorRef``'s, which names one incarnation).
+
+    An address is a TCP port: a worker that died frees it for whoever comes next, who would receive what is still
+    sent to the dead one. A worker of another generation answers ``StaleGeneration`` and does nothing. Unlike
+    :class:`Stamped`, it says nothing of the authority generation a request was decided under: an authority still
+    wants its ``payload`` stamped (fencing stays the sender's to state, never implied by an address)."""
+
+    generation: int
+    payload: Any
+
+
+@dataclass(frozen=True)
 class Stamped:
     """A request to an authority, stamped with the generation the sender was bound to."""
 

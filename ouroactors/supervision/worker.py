@@ -63,8 +63,8 @@ from ..core.errors import (
 )
 from ..core.faults import FaultAction
 from . import reasons
+from .calls import Addressed, Tagged, TaggedAnswer, ref_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
-from .calls import Tagged, TaggedAnswer, ref_problem
 from .faulting import arm_here
 from .protocol import (
     AnnounceGeneration,
@@ -293,6 +293,11 @@ class Worker(Actor):
             return
         if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
             return  # plain thespian children of this worker are its own business
+        if isinstance(message, Addressed):  # for one incarnation (see .calls): then as if sent bare
+            if message.generation != self.generation:
+                self._answer_now(sender, StaleGeneration(self.path, self.generation, message.generation))
+                return
+            message = message.payload
         if isinstance(message, Stamped):
             if self._generation_pending or message.generation != self.generation:
                 expected = None if self._generation_pending else self.generation

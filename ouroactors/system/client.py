@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError
-from ..supervision.calls import AdminCall, Stamped
+from ..supervision.calls import Addressed, AdminCall, Stamped
 from ..supervision.child_info import ChildInfo
 from . import marker
 from ._answers import Answers
@@ -33,11 +33,11 @@ class ActorRef:
     """A resolved actor address; asks go straight to it (no path lookup per ask).
 
     A ref names one incarnation. An address is a TCP port and nothing more: once the actor is gone, whoever is
-    given its port next receives what the ref sends. So what a ref sends a worker is stamped with the generation
-    the worker had when the ref was made (its own ``stamp`` wins), and another worker at that port answers
-    :class:`~ouroactors.core.errors.StaleGeneration` instead of acting on it. So does the same worker once its
-    generation moved on: make a new ref then (or use
-    :class:`~ouroactors.authorities.asking.StampedRef`, which does it for an authority).
+    given its port next receives what the ref sends. So what a ref sends a worker goes
+    :class:`~ouroactors.supervision.calls.Addressed` to the generation the worker had when the ref was made, and
+    another worker at that port answers :class:`~ouroactors.core.errors.StaleGeneration` instead of acting on it.
+    So does the same worker once its generation moved on: make a new ref then. This is no authority stamp: a
+    request an authority fences still needs ``stamp`` (or :class:`~ouroactors.authorities.asking.StampedRef`).
     """
 
     def __init__(self, system: SystemClient, path: str, address: Any, worker: bool = False,
@@ -46,7 +46,7 @@ class ActorRef:
         self.path = path
         self.address = address
         self.worker = worker  # a worker (not a supervisor): the in-process base tags what it is asked
-        self.generation = generation if worker else None  # what its messages are stamped with (None: nothing)
+        self.generation = generation if worker else None  # the incarnation its messages are for (None: any)
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         answer = self.system._ask_raw(self.address, self._stamped(message, stamp), timeout, worker=self.worker)
@@ -56,8 +56,9 @@ class ActorRef:
         self.system._tell(self.address, self._stamped(message, None))
 
     def _stamped(self, message: Any, stamp: int | None) -> Any:
-        stamp = self.generation if stamp is None else stamp
-        return message if stamp is None or isinstance(message, Stamped) else Stamped(stamp, message)
+        if stamp is not None:
+            message = Stamped(stamp, message)
+        return message if self.generation is None else Addressed(self.generation, message)
 
 
 def attach_endpoint(directory: Path) -> tuple[marker.Marker, Any]:

@@ -438,11 +438,11 @@ def test_a_request_stamped_for_another_runtime_generation_is_refused_and_changes
     from ouroactors.core.errors import StaleGeneration
     from ouroactors.runtime.coordinator.runtimes import for_runtime
     from ouroactors.runtime.execution.messages import RuntimeStatus, RuntimeStatusRequest
-    from ouroactors.supervision.calls import Stamped
+    from ouroactors.supervision.calls import Addressed
 
     system, path, ws, lease = session
     generation = system.child_info(path).generation
-    assert for_runtime(generation, SendText("x")) == Stamped(generation, SendText("x"))
+    assert for_runtime(generation, SendText("x")) == Addressed(generation, SendText("x"))
     assert for_runtime(None, SendText("x")) == SendText("x")  # a generation nobody knows: sent as it is
     system.ask(path, OpenSession("s1", {"workspace": str(ws), "sandbox": {"mode": "none"}}, lease.lease_id))
 

@@ -138,6 +138,11 @@ def test_unstamped_requests_are_refused_with_a_typed_error(agent):
         with pytest.raises(StampRequired) as caught:
             agent.ask(path, message)
         assert isinstance(caught.value, StaleGeneration) and caught.value.expected == before[path][0]
+    # through a ref too: a ref's messages are addressed to the incarnation it names (a dead one's port reused),
+    # which is no authority stamp — fencing stays the sender's to state
+    for path, message in (("agent/grants", Decide(ok)), ("agent/ledger", RecordSettled("e1", "ok"))):
+        with pytest.raises(StampRequired):
+            agent.ref(path).ask(message)
     assert agent.ask("agent/grants", "status")["postures"] == {}
     assert ask_authority(agent, "agent/ledger", ListEntries()) == []  # nothing was decided, nothing recorded
     assert agent.ask("agent/ledger", ListEntries()) == []  # reads may come unstamped

@@ -32,7 +32,8 @@ from ...core import faults
 from ...core.errors import OuroactorsError, StaleGeneration
 from ...core.generation_text import format_generation
 from ...core.procs import pid_alive
-from ...supervision.protocol import AdminCall, Stamped
+from ...supervision.calls import Addressed
+from ...supervision.protocol import AdminCall
 from ..execution.errors import AlreadyOpen
 from ..execution.messages import CloseSession, Opened, OpenSession, RuntimeStatus, RuntimeStatusRequest, SendText
 from . import spares
@@ -84,16 +85,17 @@ class _Attached:
 
 
 def for_runtime(generation: Any, message: Any) -> Any:
-    """``message`` for the runtime of ``generation`` only: stamped with it, so that any other actor refuses it.
+    """``message`` for the runtime of ``generation`` only (:class:`~...supervision.calls.Addressed`): any other
+    worker refuses it.
 
     A runtime's address is a TCP port, and a runtime killed with SIGKILL frees it before anyone tells this
     coordinator: the next actor the kernel gives that port to — another session's runtime, a spare — receives what
     is sent to the dead one (thespian addresses carry no incarnation). Unstamped, a ``SendText`` would run this
     session's message in another session, and an ``AckOutput`` would have another runtime drop output its own
-    coordinator has not committed. Stamped, the worker's door compares the stamp with its own generation (unique per
+    coordinator has not committed. Addressed, the worker's door compares the generation with its own (unique per
     node: the generation source) and answers :class:`~ouroactors.core.errors.StaleGeneration` instead of acting. An
     unknown generation (None) leaves the message as it is."""
-    return Stamped(generation, message) if type(generation) is int else message
+    return Addressed(generation, message) if type(generation) is int else message
 
 
 class RuntimeLink(WorkspaceLeasing):
