@@ -244,6 +244,11 @@ class Worker(Actor):
         return self._door(message, sender)
 
     def _door(self, message: Any, sender: Any) -> ThespianWatch | None:
+        if isinstance(message, Addressed):  # for one incarnation (see .calls): then it meets every check bare
+            if message.generation != self.generation:
+                self._answer_now(sender, StaleGeneration(self.path, self.generation, message.generation))
+                return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
+            message = message.payload
         if isinstance(message, ActorExitRequest):
             return None  # our process is being ended (by the supervisor, or the system shutting down)
         if isinstance(message, WakeupMessage) and sender != self.myAddress:
@@ -293,11 +298,6 @@ class Worker(Actor):
             return
         if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
             return  # plain thespian children of this worker are its own business
-        if isinstance(message, Addressed):  # for one incarnation (see .calls): then as if sent bare
-            if message.generation != self.generation:
-                self._answer_now(sender, StaleGeneration(self.path, self.generation, message.generation))
-                return
-            message = message.payload
         if isinstance(message, Stamped):
             if self._generation_pending or message.generation != self.generation:
                 expected = None if self._generation_pending else self.generation

@@ -14,13 +14,14 @@ starting, stopping, the event log, the OTP admin calls that change a tree, fault
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError
-from ..supervision.calls import Addressed, AdminCall, Stamped
+from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError, StaleGeneration
+from ..supervision.calls import Addressed, AdminCall, Stamped, Tagged
 from ..supervision.child_info import ChildInfo
 from . import marker
 from ._answers import Answers
@@ -58,7 +59,23 @@ class ActorRef:
     def _stamped(self, message: Any, stamp: int | None) -> Any:
         if stamp is not None:
             message = Stamped(stamp, message)
-        return message if self.generation is None else Addressed(self.generation, message)
+        return _addressed(self.generation, message)
+
+
+def _addressed(generation: int | None, message: Any) -> Any:
+    """``message`` for the worker of ``generation`` (None, or addressed by the caller already: as it is). A request
+    the caller tagged stays tagged outside: a worker unwraps the tag first, then the address at its door."""
+    if generation is None or isinstance(message, Addressed):
+        return message
+    if isinstance(message, Tagged):
+        return dataclasses.replace(message, request=_addressed(generation, message.request))
+    return Addressed(generation, message)
+
+
+def _refused_as_moved(answer: Any, generation: int | None) -> bool:
+    """Did the worker at the address refuse an ask addressed to ``generation`` (another incarnation holds the
+    port, or the worker's generation moved on)? A stale stamp of the caller's own names another generation."""
+    return generation is not None and isinstance(answer, StaleGeneration) and answer.got == generation
 
 
 def attach_endpoint(directory: Path) -> tuple[marker.Marker, Any]:
@@ -109,6 +126,7 @@ class SystemClient(Answers):
         self.marker: marker.Marker | None = None
         self._addresses: dict[str, Any] = {}
         self._workers: set[str] = set()  # the paths in _addresses that are workers (see ActorRef.worker)
+        self._generations: dict[str, int] = {}  # a worker path's generation when it was resolved (see ask)
         self._host = thespian.createActor(host_class, globalName=HOST_NAME)
 
     @classmethod
@@ -225,15 +243,25 @@ class SystemClient(Answers):
         letter: the message was not handled), unlike a live actor that does not answer, which
         takes the whole timeout; so a fast empty answer re-resolves the path and asks the new
         incarnation once. Any error also drops the cached address.
+
+        An address is a TCP port and a dead worker's goes to whoever comes next: an ask to a worker goes
+        :class:`~ouroactors.supervision.calls.Addressed` to the generation it had when its path was resolved, so
+        another worker at that port refuses it. Refused so (or the worker's generation moved on), the path is
+        resolved again and asked once more.
         """
         payload = Stamped(stamp, message) if stamp is not None else message
         address = self._address_of(path)
+        generation = self._generations.get(path)
         started = time.monotonic()
-        answer = self._ask_raw(address, payload, timeout, worker=path in self._workers)
-        if answer is None and time.monotonic() - started < timeout / 2:
+        answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers)
+        moved = _refused_as_moved(answer, generation)
+        if moved or (answer is None and time.monotonic() - started < timeout / 2):
             self._addresses.pop(path, None)
             fresh = self._address_of(path)
-            if fresh != address:
+            now = self._generations.get(path)
+            if fresh != address or now != generation:
+                answer = self._ask_raw(fresh, _addressed(now, payload), timeout, worker=path in self._workers)
+            elif moved:  # its supervisor has not heard of the worker's new generation yet: asked as before
                 answer = self._ask_raw(fresh, payload, timeout, worker=path in self._workers)
         try:
             return self._answer(answer, path, timeout)
@@ -252,6 +280,11 @@ class SystemClient(Answers):
             self._addresses[path] = address
             if info is not None and info.type == "worker":
                 self._workers.add(path)
+                if type(info.generation) is int:
+                    self._generations[path] = info.generation
+                else:
+                    self._generations.pop(path, None)
             else:
                 self._workers.discard(path)
+                self._generations.pop(path, None)
         return address

@@ -100,3 +100,26 @@ def test_a_ref_whose_port_went_to_another_worker_is_refused_there_not_answered(a
     ref_a.tell("incr")  # refused there too
     assert actor_system.ask("app/b", "get") == 41 and actor_system.ask("app/a", "get") == 1
     assert actor_system.ref("app/b").ask("incr") == 42  # a ref made now is b's own
+
+
+def test_an_ask_by_path_whose_cached_port_went_to_another_worker_is_refused_there_and_asked_again(actor_system):
+    """The handle's address cache, like a ref: an ask by path goes addressed to the generation the worker had when
+    the path was resolved. Another worker at the cached port refuses it, and the path is resolved again."""
+    actor_system.start_tree(supervisor("app", [worker("a", COUNTER), worker("b", COUNTER, kwargs={"start": 41})]))
+    assert actor_system.ask("app/a", "get") == 0 and actor_system.ask("app/b", "get") == 41
+    actor_system._addresses["app/a"] = actor_system._addresses["app/b"]  # a's port, given to b
+    assert actor_system.ask("app/a", "incr") == 1  # refused by b, asked again where a is
+    assert actor_system.ask("app/b", "get") == 41  # b counted nothing
+
+
+def test_an_addressed_message_meets_every_check_at_the_door_a_bare_one_does(counting):
+    """The envelope is unwrapped before the door's checks: a timer forged inside it is refused as a bare one is."""
+    from thespian.actors import WakeupMessage
+
+    from ouroactors.core.errors import BadRequest
+    from ouroactors.supervision.calls import Addressed
+
+    generation = counting.child_info("app/counter").generation
+    with pytest.raises(BadRequest, match="is a timer of the actor itself"):
+        counting.ask("app/counter", Addressed(generation, WakeupMessage(0, "ouroactors:self-exit")))
+    assert counting.ask("app/counter", "get") == 0  # not ended by the forged timer
