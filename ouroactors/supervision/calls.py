@@ -276,6 +276,15 @@ class AdminAnswer:
     value: Any
 
 
+def generation_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an envelope's generation (:class:`Addressed`, :class:`Stamped`), or None. None itself
+    is allowed (a sender that knows no generation: refused as stale). Anything else but a 64-bit int is refused at
+    the door: built into the stale refusal's text, a str or a NaN raised, and the worker crashed."""
+    if value is None or (type(value) is int and -(1 << 63) <= value < 1 << 64):
+        return None
+    return "must be a 64-bit int (or None)"
+
+
 @dataclass(frozen=True)
 class Addressed:
     """A request for the worker of one generation only (an ``ActorRef``'s, which names one incarnation).

@@ -156,3 +156,21 @@ class Loopback:
 class TimerPayload:
     token: int
     owner: int = field(default=0)
+
+
+class _Ignore:
+    """The type of :data:`IGNORE` (a worker's ``on_start`` returns it: OTP's ``ignore``)."""
+
+    def __repr__(self) -> str:
+        return "IGNORE"
+
+    def __reduce__(self) -> str:
+        return "IGNORE"  # one object per process, also after pickling
+
+
+IGNORE = _Ignore()  # returned by ``on_start``: see :meth:`~.worker.Worker.on_start`
+
+
+def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] | None) -> bool:
+    """Placement: every required capability must be present with the same value."""
+    return all(capabilities.get(key) == value for key, value in (requirements or {}).items())

@@ -59,6 +59,7 @@ from .protocol import (
     StopRequest,
     SystemContext,
     TimerPayload,
+    requirements_met,
     this_node,
 )
 from .signals import (
@@ -85,7 +86,6 @@ from .signals import (
     TimerFired,
 )
 from .specs import ChildSpec, ChildType, Strategy, resolve_actor
-from .worker import requirements_met
 
 log = logging.getLogger("ouroactors.supervisor")
 

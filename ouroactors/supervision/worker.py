@@ -63,9 +63,10 @@ from ..core.errors import (
 )
 from ..core.faults import FaultAction
 from . import reasons
-from .calls import Addressed, Tagged, TaggedAnswer, ref_problem
+from .calls import Addressed, Tagged, TaggedAnswer, generation_problem, ref_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
 from .faulting import arm_here
+from .protocol import IGNORE as IGNORE  # re-exported: what ``on_start`` returns (OTP's ignore)
 from .protocol import (
     AnnounceGeneration,
     ArmFaults,
@@ -82,6 +83,7 @@ from .protocol import (
     SystemContext,
     this_node,
 )
+from .protocol import requirements_met as requirements_met  # re-exported (placement)
 from .reasons import ExitReason
 from .signals import AuthorityEntry, GenerationAdopted
 
@@ -90,25 +92,6 @@ log = logging.getLogger("ouroactors.worker")
 # If the supervisor never ends a finished worker (its answer was lost), the worker ends itself.
 _SELF_EXIT_AFTER = timedelta(seconds=10)
 _SELF_EXIT = "ouroactors:self-exit"
-
-
-class _Ignore:
-    """The type of :data:`IGNORE`."""
-
-    def __repr__(self) -> str:
-        return "IGNORE"
-
-    def __reduce__(self) -> str:
-        return "IGNORE"  # one object per process, also after pickling
-
-
-IGNORE = _Ignore()  # returned by ``on_start``: see :meth:`Worker.on_start`
-
-
-def requirements_met(capabilities: dict[str, Any], requirements: dict[str, Any] | None) -> bool:
-    """Placement: every required capability must be present with the same value."""
-    return all(capabilities.get(key) == value for key, value in (requirements or {}).items())
-
 
 
 class Worker(Actor):
@@ -245,6 +228,8 @@ class Worker(Actor):
 
     def _door(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, Addressed):  # for one incarnation (see .calls): then it meets every check bare
+            if self._bad_generation(message, sender):
+                return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
             if message.generation != self.generation:
                 self._answer_now(sender, StaleGeneration(self.path, self.generation, message.generation))
                 return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
@@ -299,6 +284,8 @@ class Worker(Actor):
         if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
             return  # plain thespian children of this worker are its own business
         if isinstance(message, Stamped):
+            if self._bad_generation(message, sender):
+                return
             if self._generation_pending or message.generation != self.generation:
                 expected = None if self._generation_pending else self.generation
                 self._answer_now(sender, StaleGeneration(self.path, expected, message.generation))
@@ -329,6 +316,14 @@ class Worker(Actor):
         self.after_message()
         if self._stop_after is not None:
             self._finish(self._stop_after)
+
+    def _bad_generation(self, envelope: Addressed | Stamped, sender: Any) -> bool:
+        """Refuse ``envelope`` if its generation is no 64-bit int (:func:`.calls.generation_problem`)."""
+        problem = generation_problem(envelope.generation)
+        if problem is not None:
+            self._answer_now(sender, BadRequest(type(envelope).__name__, "generation", problem,
+                                                repr(envelope.generation)[:80]))
+        return problem is not None
 
     def _begin(self, start: StartChild, sender: Any) -> None:
         if self._state != "new":

@@ -50,13 +50,13 @@ class ActorRef:
         self.generation = generation if worker else None  # the incarnation its messages are for (None: any)
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        answer = self.system._ask_raw(self.address, self._stamped(message, stamp), timeout, worker=self.worker)
+        answer = self.system._ask_raw(self.address, self._outgoing(message, stamp), timeout, worker=self.worker)
         return self.system._answer(answer, self.path, timeout)
 
     def tell(self, message: Any) -> None:
-        self.system._tell(self.address, self._stamped(message, None))
+        self.system._tell(self.address, self._outgoing(message, None))
 
-    def _stamped(self, message: Any, stamp: int | None) -> Any:
+    def _outgoing(self, message: Any, stamp: int | None) -> Any:
         if stamp is not None:
             message = Stamped(stamp, message)
         return _addressed(self.generation, message)

@@ -123,3 +123,19 @@ def test_an_addressed_message_meets_every_check_at_the_door_a_bare_one_does(coun
     with pytest.raises(BadRequest, match="is a timer of the actor itself"):
         counting.ask("app/counter", Addressed(generation, WakeupMessage(0, "ouroactors:self-exit")))
     assert counting.ask("app/counter", "get") == 0  # not ended by the forged timer
+
+
+@pytest.mark.parametrize("generation", ["x", float("nan"), float("inf"), 2**200, -(2**70), b"7", [7], True])
+@pytest.mark.parametrize("envelope", ["Addressed", "Stamped"])
+def test_an_envelope_whose_generation_is_no_64_bit_int_is_refused_typed_and_the_worker_lives(counting, envelope,
+                                                                                             generation):
+    """Attack on both envelopes' one field: a str, NaN or a list there crashed the worker (building the refusal's
+    text raised), and its supervisor escalated — a whole tree brought down by one message."""
+    from ouroactors.core.errors import BadRequest, StaleGeneration
+    from ouroactors.supervision import calls
+
+    with pytest.raises(BadRequest, match=rf"{envelope}\.generation"):
+        counting.ask("app/counter", getattr(calls, envelope)(generation, "incr"))
+    with pytest.raises(StaleGeneration, match="stamped nothing"):  # None: no generation named, stale as before
+        counting.ask("app/counter", getattr(calls, envelope)(None, "incr"))
+    assert counting.ask("app/counter", "get") == 0 and counting.child_info("app/counter").status == "running"
