@@ -139,3 +139,15 @@ def test_an_envelope_whose_generation_is_no_64_bit_int_is_refused_typed_and_the_
     with pytest.raises(StaleGeneration, match="stamped nothing"):  # None: no generation named, stale as before
         counting.ask("app/counter", getattr(calls, envelope)(None, "incr"))
     assert counting.ask("app/counter", "get") == 0 and counting.child_info("app/counter").status == "running"
+
+
+def test_odd_names_in_a_stop_request_or_heartbeat_change_nothing(counting):
+    """Attack on the new naming fields: ints, NaN, lists, None where a key or an incarnation goes — each is a
+    request for another child (ignored, unanswered), never a crash and never a stop."""
+    from ouroactors.supervision import reasons
+    from ouroactors.supervision.protocol import Ping, StopRequest
+
+    for key, incarnation in ((123, "x"), ([1], float("nan")), ("counter", None), ("x", 2**200)):
+        counting.tell("app/counter", StopRequest(reasons.shutdown(), key, incarnation))  # type: ignore[arg-type]
+        counting.tell("app/counter", Ping(key, incarnation))  # type: ignore[arg-type]
+    assert counting.ask("app/counter", "incr") == 1 and counting.child_info("app/counter").status == "running"
