@@ -23,7 +23,7 @@ from ..execution import tool_set, versions
 # (tool_set imports it lazily), it cost every session start ~45 ms, in a coordinator that had just been forked.
 from ..execution import tools as _tool_registry  # noqa: F401
 from ..execution.config import parse_session_config
-from ..execution.messages import InterruptTurn, SteerTurn
+from ..execution.messages import Accepted, InterruptTurn, SteerTurn
 from . import recovery
 from .calls import Ask, Job, Nap, OffThread
 from .configs import get_config
@@ -93,7 +93,7 @@ class Commands:
         def _end_session(self, record: SessionRecord, event: Event, reason: str) -> SessionRecord: ...
         def _attach(self, record: SessionRecord, opened: Opened) -> SessionRecord: ...
         def _pending_turn(self, record: SessionRecord) -> str | None: ...
-        def _continue_turn(self, record: SessionRecord) -> Job: ...
+        def _continue_turn(self, record: SessionRecord) -> Generator[Ask | OffThread, Any, str | None]: ...
         def _turn_not_started(self, exc: CoordinatorError) -> CoordinatorError: ...
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                            answered: tuple[tuple[str, str], ...] = (),
@@ -176,8 +176,9 @@ class Commands:
             return Rejected(self.session_id, recovery.ParkReason.TOOL_SET_UNAVAILABLE.value, changed)
         if self._never_started(record, request):  # the retry of a message whose turn could not start: run it now
             record = self._transition(record, Event.RESUME, reason=None)
-            yield from self._continue_turn(record)
-            return Done(view_of(self._read(), 0), "turn started; the message's turn, which had not started, runs now")
+            started = yield from self._continue_turn(record)
+            return Done(view_of(self._read(), 0), f"{started or 'no turn started'}; the message's turn, which had not "
+                                                  "started, runs now")
         unstarted = self._unstarted_message(record)  # a new message goes on without it: the answer says so
         expected = record.state_version if request.expected_version is None else request.expected_version
         event = ResumeEvent(event_id=request.event_id, kind=Kind.MESSAGE, session_id=self.session_id,
@@ -197,14 +198,31 @@ class Commands:
         except CoordinatorError as exc:
             raise self._turn_not_started(exc) from exc
         record = self._attach(record, opened)
-        accepted = yield from self._send_text(request.text)
+        started = yield from self._start_turn(request.text)
         faults.point(TEXT_SENT)
+        record = self.record or record  # as recovery left it, when the runtime did not take the text (_start_turn)
         if unstarted is not None and unstarted.event_id != request.event_id:
             log.info("%s: message %s replaces message %s, whose turn never started", self.path, request.event_id,
                      unstarted.event_id)
-            return Done(view_of(record, 0), f"turn started: {accepted!r}; the earlier message {unstarted.event_id!r}, "
+            return Done(view_of(record, 0), f"{started}; the earlier message {unstarted.event_id!r}, "
                                             "whose turn never started, will not run (this one replaced it)")
-        return Done(view_of(record, 0), f"turn started: {accepted!r}")
+        return Done(view_of(record, 0), started)
+
+    def _start_turn(self, text: str) -> Generator[Ask | OffThread, Any, str]:
+        """Send the attached runtime its turn's text and say what came of it.
+
+        Only ``Accepted`` is a started turn. Anything else (the runtime died meanwhile, refused, or did not answer
+        in time) leaves the message accepted and its turn unknown, so recovery runs now, as the next heartbeat
+        would: a live runtime that never got the text is sent it again, a lost one is replaced and re-runs the turn,
+        and what cannot go on parks with its reason. The answer says which, never "started" on a guess."""
+        answer = yield from self._send_text(text)
+        if isinstance(answer, Accepted):
+            return f"turn {answer.turn} started"
+        log.warning("%s: the runtime answered %r to the turn's text: recovering", self.path, answer)
+        yield from self._recover()
+        record = self._read()
+        return (f"message accepted, but the runtime did not take its text ({type(answer).__name__}: {answer}); "
+                f"the session was recovered and is {record.state.value}")
 
     def _never_started(self, record: SessionRecord, request: SendMessage) -> bool:
         """Is ``request`` a retry, by the principal it came from, of the accepted message whose turn could not start
@@ -256,8 +274,8 @@ class Commands:
             if self._pending_turn(record) is None:
                 raise CoordinatorError("nothing to resume: the last turn settled; send a message")
             record = self._transition(record, Event.RESUME, reason=None)
-            yield from self._continue_turn(record)
-            return Done(view_of(self._read(), 0), "resumed: the turn runs again")
+            started = yield from self._continue_turn(record)
+            return Done(view_of(self._read(), 0), f"resumed: the turn runs again ({started or 'no turn started'})")
         if request.action == "cancel" and record.state is State.CANCELLED:  # a retry: what it asked for is done
             return Done(view_of(record, 0), "cancelled already")
         if is_terminal(record.state):

@@ -107,7 +107,7 @@ class Waits:
         def _start_runtime(self, start: int, reclaim: dict[str, Any] | None = None,
                            answered: tuple[tuple[str, str], ...] = (),
                            tail: int = 0) -> Generator[Ask, Any, Opened]: ...
-        def _send_text(self, text: str) -> Generator[Ask | OffThread, Any, Any]: ...
+        def _start_turn(self, text: str) -> Generator[Ask | OffThread, Any, str]: ...
         def _principal(self, claimed: str, token: str | None) -> VerifiedActor | None: ...
         def _owner_only(self, request: Any, record: SessionRecord, what: str) -> None: ...
 
@@ -134,19 +134,20 @@ class Waits:
         """Was the running turn started by a message marked ``last``?"""
         return self._turn_context(record).last
 
-    def _continue_turn(self, record: SessionRecord) -> Job:
-        """A resume event (or ``resume``) moved the session to running: a new runtime runs (or re-runs) the turn."""
+    def _continue_turn(self, record: SessionRecord) -> Generator[Ask | OffThread, Any, str | None]:
+        """A resume event (or ``resume``) moved the session to running: a new runtime runs (or re-runs) the turn.
+        Returns what came of the turn's text (``.commands.Commands._start_turn``), None when no turn could run."""
         context = self._turn_context(record)
         if context.text is None:
             self._end_session(record, Event.FAIL, "resumed, but no turn text is kept to run")
-            return
+            return None
         try:
             opened = yield from self._start_runtime(record.committed_cursor, answered=context.approvals)
         except CoordinatorError as exc:
             raise self._turn_not_started(exc) from exc
         self.answered_asks = [d for _, d in context.approvals]
         record = self._attach(self._read(), opened)
-        yield from self._send_text(context.text)
+        return (yield from self._start_turn(context.text))
 
     def _turn_not_started(self, exc: CoordinatorError) -> CoordinatorError:
         """No runtime could be started for the turn (the workspace held by another session, a lease refused,

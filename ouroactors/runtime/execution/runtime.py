@@ -129,6 +129,7 @@ class _TurnFailed:
 
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
+TEXT_RECEIVED = faults.register_point("runtime.text_received", "a turn's text reached the runtime, nothing started")
 TURN_STARTED = faults.register_point("runtime.turn_started", "a turn was accepted, its loop not yet run")
 TURN_SETTLED = faults.register_point("runtime.turn_settled", "a turn settled (journaled, output appended)")
 OUTPUT_ACKED = faults.register_point("runtime.output_acked", "output up to a cursor was acked and dropped")
@@ -325,6 +326,7 @@ class Runtime(SessionOpening, Worker):
 
     def handle_SendText(self, message: SendText, sender: Any) -> Accepted:
         live = self._open()
+        faults.point(TEXT_RECEIVED)
         if live.running:
             raise Busy(f"session {live.session!r}: turn {live.loop.turns} is running; steer or interrupt it")
         live.running = True
