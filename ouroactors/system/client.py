@@ -270,8 +270,14 @@ class SystemClient(Answers):
             raise
 
     def tell(self, path: str, message: Any) -> None:
-        """Send ``message`` to the actor at ``path`` and return; whatever it sends back is dropped (see _tell)."""
-        self._tell(self._address_of(path), message)
+        """Send ``message`` to the actor at ``path`` and return; whatever it sends back is dropped (see _tell).
+
+        Addressed as an ask is (to the generation cached with the path's address): another worker that got the
+        cached port refuses it instead of acting on it. Nothing comes back to say so, so such a tell is lost, as a
+        tell to a dead actor's unbound port is; the next ask by the path resolves it again.
+        """
+        address = self._address_of(path)
+        self._tell(address, _addressed(self._generations.get(path), message))
 
     def _address_of(self, path: str) -> Any:
         address = self._addresses.get(path)

@@ -112,6 +112,19 @@ def test_an_ask_by_path_whose_cached_port_went_to_another_worker_is_refused_ther
     assert actor_system.ask("app/b", "get") == 41  # b counted nothing
 
 
+def test_a_tell_by_path_whose_cached_port_went_to_another_worker_is_refused_there(actor_system):
+    """A tell by path is addressed too: the worker that got the cached port drops it (nothing comes back to resend
+    it, as with a dead actor's unbound port), and once the path is resolved again tells reach the worker again."""
+    actor_system.start_tree(supervisor("app", [worker("a", COUNTER), worker("b", COUNTER, kwargs={"start": 41})]))
+    assert actor_system.ask("app/a", "get") == 0 and actor_system.ask("app/b", "get") == 41
+    actor_system._addresses["app/a"] = actor_system._addresses["app/b"]  # a's port, given to b
+    actor_system.tell("app/a", "incr")
+    assert actor_system.ask("app/b", "get") == 41  # before: b counted a's tell (42)
+    actor_system._addresses.pop("app/a")  # resolved again (as an ask refused at the stale port does)
+    actor_system.tell("app/a", "incr")
+    assert actor_system.ask("app/a", "get") == 1
+
+
 def test_an_addressed_message_meets_every_check_at_the_door_a_bare_one_does(counting):
     """The envelope is unwrapped before the door's checks: a timer forged inside it is refused as a bare one is."""
     from thespian.actors import WakeupMessage
