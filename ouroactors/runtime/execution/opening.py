@@ -1,23 +1,23 @@
 """Opening a session in its runtime: the config checked, the live ports built, the session continued.
 
 A mixin of :class:`~.runtime.Runtime` (one actor per live session; its module docstring tells the whole story).
-``OpenSession`` is the one request that builds anything: it parses the session's config and checks the workflow
-and tool set it was pinned to (:mod:`.versions`, :mod:`.tool_set`), takes the root of the session's live lease
-(:meth:`~.runtime.Runtime._leased_root`, checked in the workspace's durable records), and builds the ports the turn
-loop runs on — the provider, grants by message (:class:`~.live.ActorGrants`), the effect path (:mod:`.effects`),
-the journal, steering and the output channel — then journals ``session_opened``. A tool call's events ride in the
-ledger commit that records it (:mod:`.carried`), the journal's records in the ledger's start and settle commits.
+``OpenSession`` is the one request that builds anything: it parses the session's config and checks the workflow and
+tool set it was pinned to (:mod:`.versions`, :mod:`.tool_set`), takes the root of the session's live lease
+(:mod:`.continuing`, checked in the workspace's durable records), and builds the ports the turn loop runs on — the
+provider, grants by message (:class:`~.live.ActorGrants`), the effect path (:mod:`.effects`), the journal, steering
+and the output channel — then journals ``session_opened``. A tool call's events ride in the ledger commit that
+records it (:mod:`.carried`), the journal's records in the ledger's start and settle commits.
 
 **A session is continued, never begun again.** A runtime is started per turn and after a crash: a session that
-already has a journal is re-derived through the loop first (:meth:`~.runtime.Runtime._restore`: replay, nothing
-runs), and the settled turn's last events a dead runtime withheld are emitted again, derived from the journal
-(:mod:`.tail`). Whatever the log already holds of the turn the runtime continues is not published again
-(:mod:`.repeats`): its output channel holds back the repeats and marks where the new runtime went on.
+already has a journal is re-derived through the loop first (:mod:`.continuing`: replay, nothing runs), and the
+settled turn's last events a dead runtime withheld are emitted again, derived from the journal (:mod:`.tail`).
+Whatever the log already holds of the turn the runtime continues is not published again (:mod:`.repeats`): its
+output channel holds back the repeats and marks where the new runtime went on.
 
 **An open is answered once.** The same open again (its opener lost patience with the first answer) gets the first
 answer again, and nothing is opened twice. Everything the open built is kept in :class:`_Live`, which the
-runtime's other handlers share. The refusals an open may answer (``LeaseRefused``, ``JournalRefused``) stay
-defined in :mod:`.runtime`: they travel pickled, by module path.
+runtime's other handlers share. The refusals an open may answer (``LeaseRefused``, ``JournalRefused``) are
+defined in :mod:`.continuing` and re-exported from :mod:`.runtime`.
 """
 
 from __future__ import annotations
