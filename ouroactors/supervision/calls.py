@@ -32,7 +32,7 @@ and changes nothing; the supervisor serves on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from .specs import ChildSpec
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class AdminCall:
     """A caller → a supervisor: one call of the OTP admin API."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     op: str
     child_id: str | None = None
@@ -55,6 +57,8 @@ MAX_REF_CHARS = 128
 @dataclass(frozen=True)
 class Tagged:
     """A caller → a worker: ``request`` (what it would send bare), answered :class:`TaggedAnswer` ``(ref, …)``."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     ref: str
     request: Any
@@ -294,6 +298,8 @@ class Addressed:
     :class:`Stamped`, it says nothing of the authority generation a request was decided under: an authority still
     wants its ``payload`` stamped (fencing stays the sender's to state, never implied by an address)."""
 
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
+
     generation: int
     payload: Any
 
@@ -301,6 +307,8 @@ class Addressed:
 @dataclass(frozen=True)
 class Stamped:
     """A request to an authority, stamped with the generation the sender was bound to."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     generation: int | None
     payload: Any

@@ -40,6 +40,8 @@ class SystemContext:
 class StartChild:
     """Supervisor → new child: who you are and what you depend on."""
 
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
+
     key: str
     incarnation: int
     generation: int
@@ -106,6 +108,8 @@ class StopRequest:
     ``key`` and ``incarnation`` name the child it is for: a child killed without its supervisor noticing yet frees
     its port, and whoever the kernel gives that port to would otherwise stop in its place. A request that names
     another child is ignored (None: the sender does not know, as the system host stopping a tree)."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     reason: ExitReason
     key: str | None = None

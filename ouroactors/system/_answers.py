@@ -31,9 +31,12 @@ def tagged_for(request_id: str) -> Callable[[Any], bool]:
     """Which messages answer a request carrying ``request_id`` ("" for none).
 
     An answer whose type sets ``ANSWERS_BY_REQUEST_ID`` (a session's events, which may come twice or as a stream)
-    answers only the request with the same id; a message whose type sets ``NEVER_AN_ANSWER`` (a heartbeat ``Ping``
-    sent to this endpoint because it holds a lease) answers nothing; any other message answers whatever was asked.
-    So neither a stream's late answer nor a heartbeat passes for the answer to another ask on the same endpoint."""
+    answers only the request with the same id; a message whose type sets ``NEVER_AN_ANSWER`` answers nothing: a
+    heartbeat ``Ping`` sent to this endpoint because it holds a lease, and the requests and pushes actors send each
+    other (``Addressed``, ``Stamped``, ``Tagged``, ``AdminCall``, ``StartChild``, ``StopRequest``, ``OutputReady``,
+    ``Committed``), which reach this endpoint when it got the port of an actor that died while they were still sent
+    to it. Any other message answers whatever was asked. So neither a stream's late answer, nor a heartbeat, nor
+    another actor's mail passes for the answer to an ask on this endpoint."""
     def accept(message: Any) -> bool:
         if getattr(type(message), "NEVER_AN_ANSWER", False):
             return False

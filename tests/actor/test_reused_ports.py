@@ -164,3 +164,14 @@ def test_odd_names_in_a_stop_request_or_heartbeat_change_nothing(counting):
         counting.tell("app/counter", StopRequest(reasons.shutdown(), key, incarnation))  # type: ignore[arg-type]
         counting.tell("app/counter", Ping(key, incarnation))  # type: ignore[arg-type]
     assert counting.ask("app/counter", "incr") == 1 and counting.child_info("app/counter").status == "running"
+
+
+def test_requests_sent_to_a_dead_actors_port_that_is_now_the_handles_never_pass_for_an_answer(actor_system):
+    """Whoever still sends to a dead actor (its supervisor, its coordinator, a runtime pushing output, a peer's
+    ref) reaches a handle endpoint that got its port. Those are requests: an ask takes the answer, never one of
+    them (before, the ask returned the first stray, an ``Addressed``)."""
+    from .planted_stray import STRAY_SENDER
+
+    actor_system.start_tree(supervisor("app", [worker("stray", STRAY_SENDER)]))
+    assert actor_system.ask("app/stray", "stray", timeout=10) == "the answer"
+    assert actor_system.ref("app/stray").ask("stray", timeout=10) == "the answer"

@@ -271,6 +271,8 @@ class Committed:
     the directory lent the coordinator that it has answered, which the directory then forgets.
     """
 
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
+
     session_id: SessionId
     cursor: Cursor
     served: Annotated[tuple[RequestId, ...], Size(0, 256)] = ()  # lent polls the coordinator answered (.following)

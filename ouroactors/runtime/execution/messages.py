@@ -8,7 +8,7 @@ Requests are checked at the door (:mod:`ouroactors.core.boundary`): a malformed 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from ...core.boundary import Address, Data, Name, Pattern, Range, Size
 from ...core.errors import BadRequest
@@ -176,6 +176,8 @@ class OutputReady:
     are names, ``produced`` a cursor, at most :data:`MAX_PUSHED` events, each with a cursor in ``1..produced``
     and above the one before it. That it comes from the attached runtime is the coordinator's check (the sender).
     """
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     session_id: SessionId
     runtime_id: Name
