@@ -171,3 +171,19 @@ def test_a_cancel_retried_until_answered_ends_every_run_cancelled_with_nothing_a
 def test_a_scenario_does_not_both_suspend_and_cancel() -> None:
     with pytest.raises(ValueError, match="not both"):
         SessionWorkload(suspend=True, cancel=True)
+
+
+@pytest.mark.slow  # ~15 s: a reference run and three crashes
+def test_a_workspace_killed_after_recording_a_grant_it_never_answered_leaves_the_session_to_complete(tmp_path):
+    """The workspace dies right after it records the lease of the runtime taking the turn that resumes after the
+    approval (the third ``workspace.lease_recorded``), before answering. Its restart reserves that lease for the
+    session, keyed by the acquire's request id, while the lease kept beside the session's record is the earlier
+    runtime's, released. The recovering coordinator must reclaim the reservation with the earlier runtime's acquire
+    key. Before, it presented only the kept lease's capability, was refused for 15 s and parked the session
+    (``reservation_not_reclaimable``)."""
+    rows: list[SessionCrashRow] = []
+    report = enumerate_session_crashes(tmp_path, only=["workspace.lease_recorded"], hits="all", on_row=rows.append)
+    table(rows)
+    assert report.reference.violations == [] and len(rows) >= 3
+    assert [(row.outcome, row.state) for row in rows] == [("ok", "completed")] * len(rows), \
+        [(row.site.nth, row.state, row.reason) for row in rows]

@@ -110,7 +110,7 @@ class WorkspaceLeasing:
             if isinstance(freed, NotLeaseOwner):  # reserved for the session's recovering owner: this one
                 reclaim = prior
         if reclaim is not None:
-            return (yield from self._reclaim(reclaim, owner))
+            return (yield from self._reclaim(reclaim, owner, earlier if earlier != request_id else None))
         granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
                                                              request_id=request_id))
         if not isinstance(granted, ReservationPending):
@@ -120,10 +120,10 @@ class WorkspaceLeasing:
                                                                  request_id=earlier))
         if isinstance(granted, BaseException | TimedOut) and prior is not None and prior.get("capability"):
             # the workspace found the earlier runtime dead between the release and this acquire
-            granted = yield from self._reclaim(prior, owner)
+            granted = yield from self._reclaim(prior, owner, earlier if earlier != request_id else None)
         return granted
 
-    def _reclaim(self, lease: dict[str, Any], owner: Any) -> Generator[Ask, Any, Any]:
+    def _reclaim(self, lease: dict[str, Any], owner: Any, earlier: str | None = None) -> Generator[Ask, Any, Any]:
         """Reclaim the reservation of ``lease`` (the lease kept beside the record) for ``owner``.
 
         The workspace reserves a dead owner's lease only once it stopped answering its pings, so a refusal is
@@ -138,6 +138,13 @@ class WorkspaceLeasing:
           :class:`NotReservationOwner`. An ``Acquire`` with the key then reclaims it for ``owner`` (the
           workspace's idempotent acquisition hands a key's reserved lease to whoever holds the key, with a new
           token, and keeps it keyed by it — so a chain of incarnations killed here is still one key).
+
+        The reservation may be of a lease the kept one never was: the grant of the runtime before this one (its
+        acquire key ``earlier``), recorded by a workspace that died before answering, so no coordinator kept it,
+        and reserved by the workspace's restart. The kept lease's capability proves nothing of it, and neither does
+        this lease's key; ``earlier`` does, so an ``Acquire`` with it is asked too. It reclaims that reservation for
+        ``owner`` (a new token), and only a grant whose owner is ``owner`` is taken: an active lease the key made is
+        still the earlier runtime's.
         """
         key = reclaim_request_id(lease)
         root, mode = lease["root"], lease["mode"]
@@ -154,6 +161,9 @@ class WorkspaceLeasing:
                                                                    request_id=key))
                 if isinstance(taken, Granted) and taken.lease.lease_id not in theirs:
                     answer = taken
+                elif earlier is not None and (found := (yield from self._earlier_grant(root, mode, owner,
+                                                                                      earlier))) is not None:
+                    answer = found
                 elif not isinstance(taken, Granted | LeaseConflict | ReservationPending):
                     return taken  # the key's lease released, or no answer: waiting changes nothing
             if isinstance(answer, Granted) and answer.lease.lease_id not in theirs:
@@ -167,6 +177,15 @@ class WorkspaceLeasing:
                                        f"{lease['lease_id']} was reclaimed for an earlier runtime, which still "
                                        "holds it")
         return answer
+
+    def _earlier_grant(self, root: str, mode: str, owner: Any, earlier: str) -> Generator[Ask, Any, Granted | None]:
+        """The reservation the earlier runtime's acquire key made, reclaimed for ``owner``; None when that key has
+        no reserved lease here (none, released, or still its runtime's active lease)."""
+        taken = yield self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner,
+                                                           request_id=earlier))
+        if isinstance(taken, Granted) and taken.lease.owner == str(owner):
+            return taken
+        return None
 
     def _workspace(self) -> WorkspaceLease | None:
         attached = self.attached
