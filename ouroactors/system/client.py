@@ -247,7 +247,9 @@ class SystemClient(Answers):
         An address is a TCP port and a dead worker's goes to whoever comes next: an ask to a worker goes
         :class:`~ouroactors.supervision.calls.Addressed` to the generation it had when its path was resolved, so
         another worker at that port refuses it. Refused so (or the worker's generation moved on), the path is
-        resolved again and asked once more.
+        resolved again and asked once more. While its supervisor still names the same address and generation, a
+        refusal by the worker itself (its generation moved on in place) is asked again bare; one by another worker
+        is :class:`~ouroactors.core.errors.NoSuchActor`, never asked of that worker.
         """
         payload = Stamped(stamp, message) if stamp is not None else message
         address = self._address_of(path)
@@ -261,8 +263,14 @@ class SystemClient(Answers):
             now = self._generations.get(path)
             if fresh != address or now != generation:
                 answer = self._ask_raw(fresh, _addressed(now, payload), timeout, worker=path in self._workers)
-            elif moved:  # its supervisor has not heard of the worker's new generation yet: asked as before
+            elif moved and answer.authority == path.strip("/"):
+                # the worker itself, its generation moved on in place, which its supervisor has not heard of yet:
+                # asked as before
                 answer = self._ask_raw(fresh, payload, timeout, worker=path in self._workers)
+            elif moved:  # another worker holds the port, and the supervisor still names it: that worker is gone
+                self._addresses.pop(path, None)
+                raise NoSuchActor(f"{path}: its address is {answer.authority}'s now, and its supervisor has not "
+                                  "noticed that it is gone yet; nothing was asked")
         try:
             return self._answer(answer, path, timeout)
         except OuroactorsError:

@@ -112,6 +112,45 @@ def test_an_ask_by_path_whose_cached_port_went_to_another_worker_is_refused_ther
     assert actor_system.ask("app/b", "get") == 41  # b counted nothing
 
 
+def test_an_ask_by_path_while_the_supervisor_still_names_a_port_another_worker_holds_is_never_asked_of_it(
+        actor_system, monkeypatch):
+    """The window before a supervisor notices its worker died: it still reports the dead worker's address and
+    generation, and another worker holds that port. That worker refuses the addressed ask; asking it again bare (as
+    for a worker whose own generation moved on in place) would have it act on the request. It is not asked."""
+    from ouroactors.core.errors import NoSuchActor
+
+    actor_system.start_tree(supervisor("app", [worker("a", COUNTER), worker("b", COUNTER, kwargs={"start": 41})]))
+    assert actor_system.ask("app/a", "get") == 0 and actor_system.ask("app/b", "get") == 41
+    b_address, a_info = actor_system.resolve("app/b"), actor_system.child_info("app/a")
+    locate = actor_system._locate
+    monkeypatch.setattr(actor_system, "_locate", lambda path, timeout=10.0: (b_address, a_info) if path == "app/a"
+                        else locate(path, timeout))
+    actor_system._addresses.pop("app/a")
+    with pytest.raises(NoSuchActor, match="app/b"):
+        actor_system.ask("app/a", "incr")  # before: asked bare of b, which counted it and answered 42
+    assert actor_system.ask("app/b", "get") == 41
+    monkeypatch.undo()
+    assert actor_system.ask("app/a", "incr") == 1  # resolved again once the supervisor names a's own port
+
+
+def test_an_ask_by_path_to_a_worker_whose_own_generation_moved_on_unheard_is_asked_again_bare(actor_system,
+                                                                                              monkeypatch):
+    """The other case of the same window: the worker at the port is the path's own, its generation moved on in
+    place (an authority's does) and its supervisor has not heard yet. Its refusal names its own path, so the ask
+    goes again bare and is answered."""
+    import dataclasses
+
+    actor_system.start_tree(supervisor("app", [worker("a", COUNTER)]))
+    assert actor_system.ask("app/a", "get") == 0
+    info = actor_system.child_info("app/a")
+    unheard = dataclasses.replace(info, generation=info.generation - 1)  # what the supervisor still says
+    locate = actor_system._locate
+    monkeypatch.setattr(actor_system, "_locate", lambda path, timeout=10.0: (info.address, unheard)
+                        if path == "app/a" else locate(path, timeout))
+    actor_system._addresses.pop("app/a")
+    assert actor_system.ask("app/a", "incr") == 1
+
+
 def test_a_tell_by_path_whose_cached_port_went_to_another_worker_is_refused_there(actor_system):
     """A tell by path is addressed too: the worker that got the cached port drops it (nothing comes back to resend
     it, as with a dead actor's unbound port), and once the path is resolved again tells reach the worker again."""
