@@ -87,6 +87,45 @@ def test_workspace_restart_turns_live_leases_into_reservations(actor_system, tmp
     assert reclaimed.lease.fencing_token > granted.lease.fencing_token
 
 
+def test_an_owner_whose_port_another_worker_holds_is_found_gone(actor_system, tmp_path):
+    """A lease names its owner's worker generation: the heartbeats go addressed to it, so another worker that got a
+    dead owner's port refuses them instead of answering for the dead one. Here lease ``a`` names s1's generation at
+    s2's port (as if s1 had died and s2 got its port): it becomes a reservation, while lease ``b``, naming s1 at its
+    own port and pinged on the same heartbeats, stays active. Before, s2 answered for s1 and both stayed active."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    actor_system.start_tree(tree(str(tmp_path)))
+    s1, s2 = actor_system.resolve("agent/sessions/s1"), actor_system.resolve("agent/sessions/s2")
+    s1_generation = actor_system.child_info("agent/sessions/s1").generation
+    ask_authority(actor_system, "agent/workspace", Acquire(str(tmp_path / "a"), "exclusive", "session-a", owner=s2,
+                                                           owner_generation=s1_generation))
+    ask_authority(actor_system, "agent/workspace", Acquire(str(tmp_path / "b"), "exclusive", "session-b", owner=s1,
+                                                           owner_generation=s1_generation))
+
+    def statuses() -> dict[str, str]:
+        return {lease.session_id: lease.status for lease in ask_authority(actor_system, "agent/workspace", "leases")}
+    wait_until(lambda: statuses()["session-a"] == "reserved", what="the lease of the owner that is gone reserved")
+    assert statuses()["session-b"] == "active"
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**63, "7", 1.5, float("nan"), True, [1]])
+def test_an_owner_generation_that_is_no_positive_64_bit_int_is_refused_and_nothing_is_leased(actor_system, tmp_path,
+                                                                                            bad):
+    from ouroactors.core.errors import BadRequest
+
+    (tmp_path / "a").mkdir()
+    actor_system.start_tree(tree(str(tmp_path)))
+    with pytest.raises(BadRequest) as caught:
+        ask_authority(actor_system, "agent/workspace", Acquire(str(tmp_path / "a"), "exclusive", "session-a",
+                                                               owner_generation=bad))
+    assert caught.value.field == "owner_generation"
+    with pytest.raises(BadRequest) as caught:
+        ask_authority(actor_system, "agent/workspace", Reclaim("session-a", str(tmp_path / "a"), "exclusive",
+                                                               b"x" * 32, owner_generation=bad))
+    assert caught.value.field == "owner_generation"
+    assert ask_authority(actor_system, "agent/workspace", "leases") == []
+
+
 # -- worktrees have owners; a corrupt record is quarantined, not fatal ---------------------------------
 
 

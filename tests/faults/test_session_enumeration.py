@@ -185,5 +185,9 @@ def test_a_workspace_killed_after_recording_a_grant_it_never_answered_leaves_the
     report = enumerate_session_crashes(tmp_path, only=["workspace.lease_recorded"], hits="all", on_row=rows.append)
     table(rows)
     assert report.reference.violations == [] and len(rows) >= 3
-    assert [(row.outcome, row.state) for row in rows] == [("ok", "completed")] * len(rows), \
-        [(row.site.nth, row.state, row.reason) for row in rows]
+    # a later hit may come or not with timing (the workspace reserving a lease the scenario's kill left): one not
+    # reached in its run crashed nothing
+    crashed = [row for row in rows if row.outcome != "not reached"]
+    assert [(row.outcome, row.state) for row in crashed] == [("ok", "completed")] * len(crashed), \
+        [(row.site.nth, row.outcome, row.state, row.reason) for row in rows]
+    assert {row.site.nth for row in crashed} >= {1, 2, 3}

@@ -6,9 +6,12 @@ table and the answers can never disagree.
 
 * **Owners are watched.** The actor that acquired a lease (or the one named as its owner) is
   pinged; when it stops answering, its active leases become **reservations** — its session is
-  not known to be terminal here, so the authority fails closed. A reservation is reclaimed only by
-  a recovering owner that proves it is the same session by presenting the lease's one-time
-  capability (the original owner keeps it in its durable session state).
+  not known to be terminal here, so the authority fails closed. An owner that is a worker is named
+  with its generation (``owner_generation``) and pinged addressed to it: an address is only a port,
+  and another worker that got a dead owner's port refuses the ping instead of answering for it.
+  A reservation is reclaimed only by a recovering owner that proves it is the same session by
+  presenting the lease's one-time capability (the original owner keeps it in its durable session
+  state).
 * **Boot.** Leases are reloaded from LMDB; every active lease becomes a reservation, because a
   restart of this authority restarts every consumer after it (rest_for_one): no owner survives.
 * **Fencing.** ``CheckFence(path, token)`` answers whether a write with that fencing token may
@@ -49,7 +52,8 @@ from thespian.actors import WakeupMessage
 
 from ...core import clock, faults
 from ...core.codec import CodecError
-from ...core.errors import CommitOutcomeUnknown, CommitRejected
+from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ...supervision.calls import Addressed
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..grants.operators import CredentialsError, load_operators, verify
@@ -132,7 +136,7 @@ class Workspace(Worker):
         self.quarantined: list[Quarantined] = []
         self.table = self._load()
         self._save_quarantine()
-        self.owners: dict[str, tuple[Any, float]] = {}  # owner id -> (address, last answer)
+        self.owners: dict[str, tuple[Any, int | None, float]] = {}  # owner id -> (address, generation, last answer)
         orphaned = sorted({lease.owner for lease in self.table.live() if lease.status == "active"})
         for owner in orphaned:  # nobody survives a restart of this authority (rest_for_one)
             self._commit(self.table.owner_died(owner, "unknown"))
@@ -225,13 +229,13 @@ class Workspace(Worker):
                                       clock.time_ns(), request_id=message.request_id)
         if not decision.replayed:  # a replay re-admits only what its own request already holds
             check_admission(root, self.quarantined)
-        return self._grant(decision, owner)
+        return self._grant(decision, owner, message.owner_generation)
 
-    def _grant(self, decision: Acquired, owner: Any) -> Granted:
+    def _grant(self, decision: Acquired, owner: Any, generation: int | None) -> Granted:
         if decision.changes:  # a replay of an active lease changes nothing: nothing to commit
             self._commit(decision)
         if decision.lease.owner == self._owner_id(owner):  # a replay keeps the lease's recorded owner
-            self._watch(owner)
+            self._watch(owner, generation)
         return Granted(decision.lease, decision.capability, replayed=decision.replayed)
 
     def handle_Release(self, message: Release, sender: Any) -> Lease:
@@ -247,7 +251,7 @@ class Workspace(Worker):
         if message.request_id is not None:  # this reclaim was answered before (and the answer lost)?
             replayed = self.table.replay(message.session_id, root, message.mode, message.request_id)
             if replayed is not None:
-                return self._grant(replayed, owner)
+                return self._grant(replayed, owner, message.owner_generation)
         digest = capability_digest(message.capability)
         proven = any(lease.status == "reserved" and lease.session_id == message.session_id
                      and lease.capability_sha256 == digest for lease in self.table.live())
@@ -257,7 +261,7 @@ class Workspace(Worker):
             )
         decision: Acquired = self.table.reclaim(message.session_id, root, message.mode, self._owner_id(owner),
                                                 message.session_id, clock.time_ns(), request_id=message.request_id)
-        return self._grant(decision, owner)
+        return self._grant(decision, owner, message.owner_generation)
 
     def handle_CheckFence(self, message: CheckFence, sender: Any) -> Lease:
         return self.table.check_fence(message.path, message.token, write=message.write)
@@ -332,20 +336,26 @@ class Workspace(Worker):
     def _owner_id(address: Any) -> str:
         return str(address)
 
-    def _watch(self, owner: Any) -> None:
-        self.owners[self._owner_id(owner)] = (owner, clock.monotonic())
+    def _watch(self, owner: Any, generation: int | None) -> None:
+        self.owners[self._owner_id(owner)] = (owner, generation, clock.monotonic())
 
     def handle_Pong(self, message: Pong, sender: Any) -> None:
         owner = self.owners.get(self._owner_id(sender))
         if owner is not None:
-            self.owners[self._owner_id(sender)] = (owner[0], clock.monotonic())
+            self.owners[self._owner_id(sender)] = (owner[0], owner[1], clock.monotonic())
+
+    def handle_StaleGeneration(self, message: StaleGeneration, sender: Any) -> None:
+        """A heartbeat refused at an owner's port: another worker holds it, so the owner is dead. No answer
+        refreshes it, and it is found gone as one that does not answer is."""
+        log.info("%s: the heartbeat to owner %s was refused by %s: its port is another worker's now", self.path,
+                 self._owner_id(sender), message.authority)
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload != _HEARTBEAT:
             return
         now = clock.monotonic()
         holding = {lease.owner for lease in self.table.live() if lease.status == "active"}
-        for owner_id, (address, seen) in list(self.owners.items()):
+        for owner_id, (address, generation, seen) in list(self.owners.items()):
             if owner_id not in holding:
                 del self.owners[owner_id]  # nothing left to watch it for
             elif now - seen > self.owner_lost_after_s:
@@ -355,8 +365,9 @@ class Workspace(Worker):
                 self._commit(decision)
                 log.warning("%s: owner %s stopped answering; %d lease(s) reserved for its session",
                             self.path, owner_id, len(decision.reserved))
-            else:
-                self.send(address, Ping("workspace", 0))
+            else:  # addressed to a worker owner's generation: whoever got its port once it died refuses it
+                ping = Ping("workspace", 0)
+                self.send(address, ping if generation is None else Addressed(generation, ping))
         self._end_reservations_of_ended_sessions()
         self.wakeupAfter(timedelta(seconds=self.heartbeat_s), payload=_HEARTBEAT)
 

@@ -16,6 +16,9 @@ from ...core.boundary import Address, Name, Range, Size
 Path = Annotated[str, Size(1, 4096)]
 Mode = Annotated[str, Size(1, 16)]  # exclusive | shared_read (the lease table names a bad one)
 Capability = Annotated[bytes, Size(1, 256)]
+# The owner's worker generation, when the owner is a worker: the workspace's heartbeats to it go addressed to it
+# (``supervision.calls.Addressed``), so whoever holds its port once it died refuses them instead of answering for it.
+OwnerGeneration = Annotated[int, Range(1, 2**63 - 1)]
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Acquire:
     session_id: Name
     owner: Address = None  # the actor to watch (default: the sender)
     request_id: Name | None = None  # idempotency key: the same on every retry of this request; unguessable
+    owner_generation: OwnerGeneration | None = None  # see OwnerGeneration
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Reclaim:
     capability: Capability  # the lost lease's capability: the proof of being that session's owner
     owner: Address = None
     request_id: Name | None = None  # idempotency key of this reclaim (the new lease is keyed by it)
+    owner_generation: OwnerGeneration | None = None  # see OwnerGeneration
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ class WorkspaceLeasing:
             raise CoordinatorError(f"no acquire key for runtime generation {generation!r}: {exc}") from exc
 
     def _lease_workspace(self, root: str, owner: Any, request_id: str, reclaim: dict[str, Any] | None,
-                         earlier: str | None = None) -> Generator[Ask, Any, Any]:
+                         earlier: str | None = None, owner_generation: int | None = None) -> Generator[Ask, Any, Any]:
         """Lease ``root`` for the runtime ``owner``: reclaim ``reclaim``'s reservation, or acquire anew.
 
         An earlier runtime's lease may still stand although nobody will use it again: its coordinator died after
@@ -103,27 +103,29 @@ class WorkspaceLeasing:
         workspace died after recording it, before answering): it is keyed by the request id of the runtime before
         this one (``earlier``), and an acquire with that key reclaims it (the workspace's idempotent acquisition).
         One that a reclaim made is keyed by the lease it reclaimed, still the one kept: :meth:`_reclaim` finds it.
+        ``owner_generation`` (the runtime's) is named in every request: the workspace's heartbeats to the owner go
+        addressed to it, so a worker that got the port of a runtime that died refuses them instead of answering.
         """
+        other = earlier if earlier != request_id else None  # the earlier runtime's key, when it is another
         prior = get_lease(self.store, self.session_id) if reclaim is None else None
         if prior is not None and prior.get("capability") and prior.get("lease_id") != self.released_lease:
             freed = yield self._authority("workspace", Release(prior["lease_id"], prior["capability"]))
             if isinstance(freed, NotLeaseOwner):  # reserved for the session's recovering owner: this one
                 reclaim = prior
         if reclaim is not None:
-            return (yield from self._reclaim(reclaim, owner, earlier if earlier != request_id else None))
-        granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
-                                                             request_id=request_id))
+            return (yield from self._reclaim(reclaim, owner, other, owner_generation))
+        granted = yield self._acquire(root, "exclusive", owner, request_id, owner_generation)
         if not isinstance(granted, ReservationPending):
             return granted
-        if earlier is not None and earlier != request_id:
-            granted = yield self._authority("workspace", Acquire(root, "exclusive", self.session_id, owner=owner,
-                                                                 request_id=earlier))
+        if other is not None:
+            granted = yield self._acquire(root, "exclusive", owner, other, owner_generation)
         if isinstance(granted, BaseException | TimedOut) and prior is not None and prior.get("capability"):
             # the workspace found the earlier runtime dead between the release and this acquire
-            granted = yield from self._reclaim(prior, owner, earlier if earlier != request_id else None)
+            granted = yield from self._reclaim(prior, owner, other, owner_generation)
         return granted
 
-    def _reclaim(self, lease: dict[str, Any], owner: Any, earlier: str | None = None) -> Generator[Ask, Any, Any]:
+    def _reclaim(self, lease: dict[str, Any], owner: Any, earlier: str | None = None,
+                 owner_generation: int | None = None) -> Generator[Ask, Any, Any]:
         """Reclaim the reservation of ``lease`` (the lease kept beside the record) for ``owner``.
 
         The workspace reserves a dead owner's lease only once it stopped answering its pings, so a refusal is
@@ -152,17 +154,17 @@ class WorkspaceLeasing:
         answer: Any = None
         for _ in range(int(RECLAIM_WAIT_S / NAP_S)):
             answer = yield self._authority("workspace", Reclaim(self.session_id, root, mode, lease["capability"],
-                                                                owner=owner, request_id=key))
+                                                                owner=owner, request_id=key,
+                                                                owner_generation=owner_generation))
             if isinstance(answer, Granted) and answer.replayed:  # the key's lease, still its earlier runtime's
                 theirs.add(answer.lease.lease_id)
             elif isinstance(answer, NotReservationOwner) and mode == "exclusive":
                 # (exclusive only: an Acquire of a shared_read root could be granted beside the reservation)
-                taken = yield self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner,
-                                                                   request_id=key))
+                taken = yield self._acquire(root, mode, owner, key, owner_generation)
                 if isinstance(taken, Granted) and taken.lease.lease_id not in theirs:
                     answer = taken
-                elif earlier is not None and (found := (yield from self._earlier_grant(root, mode, owner,
-                                                                                      earlier))) is not None:
+                elif earlier is not None and (found := (yield from self._earlier_grant(root, mode, owner, earlier,
+                                                                                      owner_generation))) is not None:
                     answer = found
                 elif not isinstance(taken, Granted | LeaseConflict | ReservationPending):
                     return taken  # the key's lease released, or no answer: waiting changes nothing
@@ -178,14 +180,18 @@ class WorkspaceLeasing:
                                        "holds it")
         return answer
 
-    def _earlier_grant(self, root: str, mode: str, owner: Any, earlier: str) -> Generator[Ask, Any, Granted | None]:
+    def _earlier_grant(self, root: str, mode: str, owner: Any, earlier: str,
+                       owner_generation: int | None) -> Generator[Ask, Any, Granted | None]:
         """The reservation the earlier runtime's acquire key made, reclaimed for ``owner``; None when that key has
         no reserved lease here (none, released, or still its runtime's active lease)."""
-        taken = yield self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner,
-                                                           request_id=earlier))
+        taken = yield self._acquire(root, mode, owner, earlier, owner_generation)
         if isinstance(taken, Granted) and taken.lease.owner == str(owner):
             return taken
         return None
+
+    def _acquire(self, root: str, mode: str, owner: Any, request_id: str, owner_generation: int | None) -> Ask:
+        return self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner, request_id=request_id,
+                                                    owner_generation=owner_generation))
 
     def _workspace(self) -> WorkspaceLease | None:
         attached = self.attached

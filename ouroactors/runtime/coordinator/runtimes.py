@@ -235,7 +235,8 @@ class RuntimeLink(WorkspaceLeasing):
         if config.get("workspace"):
             granted = yield from self._lease_workspace(
                 config["workspace"], info.address, self._acquire_request_id(info.generation), reclaim,
-                earlier=self._acquire_request_id(earlier["generation"]) if earlier else None)
+                earlier=self._acquire_request_id(earlier["generation"]) if earlier else None,
+                owner_generation=info.generation)
             if isinstance(granted, BaseException | TimedOut):
                 raise CoordinatorError(f"workspace lease refused: {granted}")
             lease = granted.lease
