@@ -364,6 +364,39 @@ def test_a_watched_runner_that_dies_before_settling_makes_its_entry_ambiguous_at
     assert actor_system.child_info("agent/ledger").restarts == 0  # without any ledger restart
 
 
+def test_a_watched_runner_whose_port_another_worker_holds_is_found_gone(actor_system):
+    """A watch may name the runner's worker generation: the heartbeats then go addressed to it, so another worker that
+    got a dead runner's port refuses them instead of answering for it. ``pr-8`` names r1's generation at r2's port (as
+    if r1 had died and r2 got its port): it becomes ambiguous, while ``pr-9``, naming r1 at its own port and pinged on
+    the same heartbeats, stays started. Before, r2 answered for r1 and ``pr-8`` stayed started."""
+    from ouroactors import supervisor, worker
+    from ouroactors.authorities.ledger.actor import GetEntry, RecordStarted, WatchRunner
+    from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
+
+    from .helpers import wait_until
+
+    echo = "ouroactors.examples.workers:Echo"
+    actor_system.start_tree(supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+        supervisor("runners", [worker("r1", echo), worker("r2", echo)], intensity=10),
+    ]))
+    r1, r2 = actor_system.resolve("agent/runners/r1"), actor_system.resolve("agent/runners/r2")
+    r1_generation = actor_system.child_info("agent/runners/r1").generation
+    for effect_id, runner in (("pr-8", r2), ("pr-9", r1)):
+        request = StartRequest(effect_id=effect_id, kind="http_request", idempotency_key=effect_id,
+                               fingerprint=fingerprint("http_request", {"pr": effect_id}), principal="s1")
+        assert ask_authority(actor_system, "agent/ledger", RecordStarted(request)).answer == "created"
+        assert ask_authority(actor_system, "agent/ledger",
+                             WatchRunner(effect_id, runner, runner_generation=r1_generation)) == "watching"
+
+    def status(effect_id: str) -> str:
+        return ask_authority(actor_system, "agent/ledger", GetEntry(effect_id)).status.value
+
+    wait_until(lambda: status("pr-8") == "ambiguous", timeout=10, what="pr-8 to become ambiguous")
+    assert status("pr-9") == "started"
+
+
 # -- the ledger's own fault points: a kill at each boundary of an effect -----------------------------
 
 

@@ -27,7 +27,8 @@ from typing import Any
 from thespian.actors import ThespianWatch, WakeupMessage, WatchMessage
 
 from ...core import clock
-from ...core.errors import CommitRejected
+from ...core.errors import CommitRejected, StaleGeneration
+from ...supervision.calls import Addressed
 from ...supervision.protocol import Ping, Pong, Stamped
 from ..grants.operators import CredentialsError, ensure_local_operator, load_operators
 from ..storage.actor import storage_config
@@ -96,7 +97,8 @@ class Ledger(GroupCommit):
         self.recovered_ambiguous = outcome.value
         self._pending: list[_Pending] = []
         self._pending_ops = 0
-        self._runners: dict[str, tuple[Any, float]] = {}  # effect id -> (runner address, last answer)
+        # effect id -> (runner address, its worker generation if named, last answer)
+        self._runners: dict[str, tuple[Any, int | None, float]] = {}
         self._watching = False
         transport = getattr(getattr(self, "_myRef", None), "transport", None)
         if commit_thread and self.context.base != "simple" and hasattr(transport, "set_watch"):
@@ -177,16 +179,22 @@ class Ledger(GroupCommit):
         if entry is None:
             return LedgerError(f"no effect {message.effect_id!r} in the ledger")
         if entry.status is Status.STARTED:
-            self._runners[message.effect_id] = (message.runner or sender, clock.monotonic())
+            self._runners[message.effect_id] = (message.runner or sender, message.runner_generation, clock.monotonic())
             if not self._watching:
                 self._watching = True
                 self.wakeupAfter(timedelta(seconds=RUNNER_PING_S), payload=_RUNNERS)
         return "watching"
 
     def handle_Pong(self, message: Pong, sender: Any) -> None:
-        for effect_id, (runner, _seen) in list(self._runners.items()):
+        for effect_id, (runner, generation, _seen) in list(self._runners.items()):
             if runner == sender:
-                self._runners[effect_id] = (runner, clock.monotonic())
+                self._runners[effect_id] = (runner, generation, clock.monotonic())
+
+    def handle_StaleGeneration(self, message: StaleGeneration, sender: Any) -> None:
+        """A heartbeat refused at a runner's port: another worker holds it, so the runner is dead. No answer
+        refreshes it, and it is found gone as one that does not answer is."""
+        log.info("%s: the heartbeat to runner %s was refused by %s: its port is another worker's now", self.path,
+                 sender, message.authority)
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload == _WRITERS:
@@ -199,15 +207,15 @@ class Ledger(GroupCommit):
         now = clock.monotonic()
         lost: list[str] = []
         self._settle()
-        for effect_id, (runner, seen) in list(self._runners.items()):
+        for effect_id, (runner, generation, seen) in list(self._runners.items()):
             entry = self.store.get(effect_id)
             if entry is None or entry.status is not Status.STARTED:
                 del self._runners[effect_id]  # settled: nothing left to watch for
             elif now - seen > RUNNER_LOST_AFTER_S:
                 lost.append(effect_id)
                 del self._runners[effect_id]
-            else:
-                self.send(runner, Ping("ledger", 0))
+            else:  # addressed to a worker runner's generation: whoever got its port once it died refuses it
+                self.send(runner, Ping("ledger", 0) if generation is None else Addressed(generation, Ping("ledger", 0)))
         if lost:
             outcome = self.store.mark_ambiguous(lost, RUNNER_EXITED)
             if not isinstance(outcome, Committed):

@@ -167,6 +167,9 @@ class WatchRunner:
 
     effect_id: Name
     runner: Address = None  # the runner's address (default: the sender)
+    # the runner's worker generation, when it is a worker: the heartbeats go addressed to it, so whoever got a dead
+    # runner's port refuses them instead of answering for it (an address is only a port)
+    runner_generation: Annotated[int, Range(1, 2**63 - 1)] | None = None
 
 
 @dataclass(frozen=True, repr=False)
