@@ -43,3 +43,12 @@ def journal_verdict(data_dir: Any, session: str) -> list[str]:
     """``[verdict, last record's kind]``: "ok" when the chain verifies, else the reason."""
     read = read_journal(data_dir, session, verify=True)
     return [read.verdict or "", read.kinds[-1]]
+
+
+def replay_cli(data_dir: Any, session: str) -> tuple[int, str]:
+    """``ouroactors journal replay SESSION`` on ``data_dir``, in another process: its exit code and output."""
+    code = "import sys; from ouroactors.cli import main; sys.exit(main())"
+    out = subprocess.run([sys.executable, "-c", code, "journal", "replay", session, "--data-dir", str(data_dir)],
+                         capture_output=True, text=True, timeout=120)
+    return out.returncode, out.stdout + out.stderr
+

@@ -134,6 +134,11 @@ def replay(data_dir: str, session: str, from_snapshot: bool) -> None:
         console.print(f"{report.cut_short} of those turns were runs cut short before they settled (an approval wait "
                       "or a crash ended their runtime, and a later one ran the turn again): their records are in "
                       "the verified chain; the run that settled is the one replayed", markup=False)
+    if report.ended is not None:
+        e = report.ended
+        console.print(f"turn {e.turn} was ended by its coordinator at seq {e.seq} ({e.status}: {e.reason}), before a "
+                      "runtime settled it: its records are in the verified chain; it is not replayed (the loop left "
+                      "no settlement to compare)", markup=False)
     if report.divergence is not None:
         d = report.divergence
         err_console.print(f"DIVERGED at seq {d.seq}, turn {d.turn}, field {d.field}: expected {d.expected!r}, "
@@ -183,6 +188,7 @@ def _summary(kind: str, fields: dict[str, Any]) -> str:
             "steer_received": ("id", "text"), "model_call": ("index", "request_digest"),
             "model_result": ("index", "finish", "error"), "tool_call": ("call_id", "name", "valid"),
             "tool_result": ("call_id", "status", "error"), "turn_settled": ("status", "reason"),
+            "turn_ended": ("status", "reason", "settled_by"),
             "gap": ("lost_records", "lost_kinds", "reason"), "truncated": ("dropped_from_seq", "dropped_through_seq")}
     shown = {k: _blob(fields[k]) for k in keys.get(kind, tuple(fields)[:3]) if k in fields}
     text = ", ".join(f"{k}={v!r}" for k, v in shown.items())

@@ -14,7 +14,7 @@ from ouroactors.runtime.coordinator.commands import CoordinatorError
 from ouroactors.sessions import GRANTS, SessionRejected
 from ouroactors.supervision.events import EventReader
 
-from ..journal_support import journal_kinds
+from ..journal_support import journal_kinds, replay_cli
 from .actor_support import wait_for, waiting_on_an_approval
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
@@ -110,7 +110,12 @@ def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(ac
                                "settled_by": "coordinator"}
     # the question the run asked is in its journal: it rode in the commit that recorded the ask, before anyone was
     # asked (staged after it, it was lost with the runtime the wait closed, and no re-run would ever record it)
-    assert journal_kinds(actor_system.data_dir, "s1")[-2:] == ["tool_call", "approval"]
+    # ... and the cancel ended the turn there too (turn_ended, after the log's commit): a replay verifies the
+    # whole journal and names the ended turn, instead of stopping at an unsettled one
+    assert journal_kinds(actor_system.data_dir, "s1")[-3:] == ["tool_call", "approval", "turn_ended"]
+    code, out = replay_cli(actor_system.data_dir, "s1")
+    assert code == 0 and "replay ok" in out, out
+    assert f"turn {events[-1].turn} was ended by its coordinator" in out and "(cancelled: cancelled by" in out, out
 
 
 def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_system, tmp_path):

@@ -164,3 +164,28 @@ def test_replay_of_a_turn_its_session_cancelled_says_who_settled_it(data_dir):
     code, out = run("replay", "c9", "--data-dir", path)
     assert code == 3 and "stopped at seq 1: unsettled_turn" in out
     assert "the session's log ends turn 1 cancelled (cancelled by alice), settled by its coordinator" in out
+
+
+def test_replay_of_a_turn_its_coordinator_ended_verifies_the_rest_and_names_it(data_dir):
+    """The coordinator now ends such a turn in the journal too (``turn_ended``, after the log's commit): replay
+    verifies every settled turn before it, names the ended one (not run through the loop: nothing of the loop's
+    settles it) and exits 0. Anything journaled after an ended turn is a boundary: the session's end is terminal."""
+    from ouroactors.runtime.execution.journal import Journal
+
+    path, env = data_dir
+    settled = list(reading.records(env, "text-turns"))
+    first_end = next(r.seq for r in settled if r.kind == "turn_settled")
+    journal = Journal(env, "e1")
+    for record in settled[:first_end + 1] + settled[first_end + 1:first_end + 4]:  # turn 1 settled, turn 2 begun
+        assert journal.append(record.kind, record.fields, turn=record.turn, at=record.at).committed
+    ended = {"status": "cancelled", "reason": "cancelled by alice", "settled_by": "coordinator", "cursor": 9}
+    assert journal.append("turn_ended", ended, turn=2, at=settled[-1].at).committed
+    code, out = run("replay", "e1", "--data-dir", path)
+    assert code == 0 and "1 of 2 turns verified" in out and "replay ok" in out, out
+    assert "turn 2 was ended by its coordinator at seq" in out and "(cancelled: cancelled by alice)" in out, out
+    code, out = run("show", "e1", "--data-dir", path)
+    assert code == 0 and "turn_ended" in out and "settled_by='coordinator'" in out, out
+
+    assert journal.append("prompt", {"text": "more"}, turn=3, at=settled[-1].at).committed
+    code, out = run("replay", "e1", "--data-dir", path)
+    assert code == 3 and "after_ended_turn" in out and "turn 2 was ended by its coordinator" in out, out

@@ -35,8 +35,10 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ...authorities.storage.commit import Committed as Durable
-from ...core import faults
+from ...core import clock, faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
+from ..execution import reading
+from ..execution.journal import Journal
 from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
 from .calls import Ask, Gone, Job, OffThread
@@ -146,12 +148,25 @@ class Publisher:
             error = CommitOutcomeUnknown if outcome.kind == "commit_outcome_unknown" else CommitRejected
             raise error(f"{event.value} with the turn's settlement: {outcome.reason}")
         self.record = outcome.value
+        self._journal_ended(settled)
         self.published_through = max(self.published_through, step_plan.cursor)
         self._wake_subscribers()
         self._serve_held(self.record, durable=True)
         if self.directory is not None:
             self.send(self.directory, Committed(self.session_id, step_plan.cursor, self._take_served()))
         return self.record
+
+    def _journal_ended(self, settled: OutputEvent) -> None:
+        """The settlement just committed, in the session's journal too (``turn_ended``): no runtime will write one,
+        and a journal whose last turn never settles reads as a crash. After the log's commit, which is the truth: a
+        crash between the two leaves the journal as before (its replay stops there and explains from the log). A
+        failed append is logged, never raised (the journal is evidence, not a gate)."""
+        if reading.head(self.store.env, self.session_id) is None:
+            return  # no runtime ever journaled this session: nothing to end in it
+        result = Journal(self.store.env, self.session_id).append(
+            "turn_ended", {**settled.data, "cursor": settled.cursor}, turn=settled.turn, at=clock.time_ns())
+        if not result.committed:
+            log.warning("%s: the journal did not take the end of turn %s: %s", self.path, settled.turn, result.reason)
 
     def _pushed_batch(self, committed: int) -> Batch | None:
         """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""

@@ -28,6 +28,7 @@ ANCHOR_DB = b"journal_anchor"
 KINDS = frozenset({
     "session_opened", "turn_started", "prompt", "model_call", "model_result", "tool_call", "tool_result", "steer",
     "steer_received", "interrupt", "approval", "turn_settled", "gap", "truncated",
+    "turn_ended",  # a turn its runtime did not settle, ended by the session's coordinator (a cancel, a failure)
 })
 INLINE_LIMIT = 1800  # body bytes kept inline (+ the 72-byte header stays under ~2 KB)
 SPILL_FIELD_BYTES = 256  # when a body is too big, every field encoding to more than this becomes a blob

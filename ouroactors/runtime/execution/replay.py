@@ -10,6 +10,12 @@ Replay stops honestly where it cannot go on, as a :class:`Boundary` with the tur
 does not verify (``chain_broken``), ``gap``, ``truncated``, an ``unsettled_turn`` (the last turn has no
 ``turn_settled``: a crash), a ``missing_blob``, an ``unknown_kind`` or an ``unreadable`` record, a
 ``session_opened`` it cannot rebuild the loop from (``bad_session_opened``).
+
+A turn that no runtime settled but the session's coordinator **ended** (``turn_ended``: the session was cancelled,
+or failed, while the turn waited on an approval or after its runtime was lost) is no stop: its records are in the
+verified chain, and the report names it (:class:`EndedTurn`). It is not run through the loop — there is no
+settlement of the loop's to compare, and nothing can follow it (the session's end is terminal); anything that does
+is a ``after_ended_turn`` boundary.
 """
 
 from __future__ import annotations
@@ -55,6 +61,16 @@ class Boundary:
 
 
 @dataclass(frozen=True)
+class EndedTurn:
+    """The turn the session's coordinator ended (its ``turn_ended`` record): not replayed, see the module docstring."""
+
+    seq: int
+    turn: int | None
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ReplayReport:
     session: str
     records: int
@@ -76,6 +92,7 @@ class ReplayReport:
     # the records after the last verified turn, when replay reached the end of the journal: the unsettled runs of
     # the next turn, whose model results a runtime re-running it takes instead of asking the model again (.reuse)
     unsettled: tuple[StoredRecord, ...] = field(default=(), repr=False)
+    ended: EndedTurn | None = None  # the last turn, ended by the coordinator (not replayed)
 
     @property
     def ok(self) -> bool:
@@ -91,6 +108,7 @@ _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "approval": {"call_id": str}, "steer": {"text": str, "at_call": int}, "interrupt": {"at_call": int},
     "steer_received": {"id": str, "text": str},
     "turn_settled": {"status": str, "conversation_digest": str},
+    "turn_ended": {"status": str, "reason": str, "settled_by": str},
 }
 # records the loop does not write itself, kept as evidence (a steer the runtime accepted: see .reuse); replay
 # leaves them out of the run it compares, and hands them on in ``unsettled``
@@ -213,12 +231,12 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     cut_short = 0
 
     def report(verified: int, *, divergence: Divergence | None = None, boundary: Boundary | None = None,
-               unsettled: tuple[StoredRecord, ...] = ()) -> ReplayReport:
+               unsettled: tuple[StoredRecord, ...] = (), ended: EndedTurn | None = None) -> ReplayReport:
         state = states[-1] if states else None
         return ReplayReport(session, len(stored), turns, verified, verdict.head_seq, divergence, boundary, state,
                             cut_short, base, refused, settled[-1] if settled else None,
                             None if state is None or not loops else loops[0].encodings(state),
-                            usable[0].fields if loops else None, unsettled)
+                            usable[0].fields if loops else None, unsettled, ended)
 
     async def without_snapshot(why: str) -> ReplayReport:  # nothing ran yet: the whole journal, as if none
         whole = await replay_session(env, session, catalog=catalog, sink=sink)
@@ -234,6 +252,7 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
     # the turns that settled before the boundary
     spans: list[tuple[int, int]] = []
     began: int | None = None
+    ended: EndedTurn | None = None
     for i, r in enumerate(usable):
         if r.kind == "turn_started":
             cut_short += began is not None  # the run before it never settled: a later runtime ran the turn again
@@ -241,6 +260,12 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         elif r.kind == "turn_settled" and began is not None:
             spans.append((began, i))
             began = None
+        elif r.kind == "turn_ended":  # ended by the coordinator: nothing may follow it
+            ended, began = EndedTurn(r.seq, r.turn, r.fields["status"], r.fields["reason"]), None
+            if i + 1 < len(usable) and boundary is None:
+                boundary = Boundary("after_ended_turn", usable[i + 1].seq, f"turn {r.turn} was ended by its "
+                                                                           "coordinator")
+            break
     if began is not None and boundary is None:
         boundary = Boundary("unsettled_turn", usable[began].seq)
     tape = _Tape(usable)
@@ -284,9 +309,11 @@ async def replay_session(env: lmdb.Environment, session: str, *, catalog: ToolCa
         verified += 1
         states.append(loop.state())
         settled.append((usable[last].seq, usable[last].hash))
-    ended = usable[spans[-1][1]].seq if spans else opened.seq  # the last settled turn's end (or the session_opened)
+    if ended is not None:  # the coordinator ended the last turn: nothing of it is left for a re-run to take
+        return report(verified, boundary=boundary, ended=ended)
+    last = usable[spans[-1][1]].seq if spans else opened.seq  # the last settled turn's end (or the session_opened)
     end = boundary is None or boundary.reason == "unsettled_turn"  # nothing unread past them
-    return report(verified, boundary=boundary, unsettled=tuple(r for r in evidence if r.seq > ended) if end else ())
+    return report(verified, boundary=boundary, unsettled=tuple(r for r in evidence if r.seq > last) if end else ())
 
 
 def _unreplayable(tape: _Tape, exc: BaseException) -> Boundary:
