@@ -40,3 +40,22 @@ def test_a_runtime_that_takes_the_text_is_answered_with_its_turn(actor_system, t
     sessions = suspended_after_a_turn(actor_system, tmp_path)
     done = sessions.send("s1", "again")
     assert done.detail == "turn 2 started", done.detail
+
+
+@pytest.mark.slow  # ~15 s: the coordinator's ask for the text times out after 10 s
+def test_a_runtime_that_answers_the_text_too_late_is_adopted_and_its_turn_runs_once(actor_system, tmp_path):
+    """The runtime holds the text 11 s before taking it: the coordinator's ask times out (10 s) and recovery runs.
+    Its status probe is answered once the runtime is free again, with the turn running: the runtime is adopted, the
+    text is not sent again, and the turn runs once."""
+    sessions = suspended_after_a_turn(actor_system, tmp_path)
+    first = sessions.show("s1").committed_cursor
+    generation = sessions.show("s1").generation
+    actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("runtime.text_received", FaultAction.DELAY,
+                                                                    delay_s=11.0),), forks=1))
+    done = sessions.send("s1", "again")
+    assert done.detail.startswith("message accepted, but the runtime did not take its text (TimedOut"), done.detail
+    events = list(sessions.events("s1", first, follow=True, until="turn_settled", idle_timeout=30))
+    assert [e.kind for e in events].count("turn_started") == 1 and events[0].turn == 2, events
+    assert events[-1].data["status"] == "completed"
+    assert len({e.generation for e in events}) == 1 and events[0].generation != generation  # one runtime ran it
+    assert wait_for("suspended", lambda: sessions.show("s1").state == "suspended")
