@@ -193,8 +193,11 @@ class Ledger(GroupCommit):
     def handle_StaleGeneration(self, message: StaleGeneration, sender: Any) -> None:
         """A heartbeat refused at a runner's port: another worker holds it, so the runner is dead. No answer
         refreshes it, and it is found gone as one that does not answer is."""
-        log.info("%s: the heartbeat to runner %s was refused by %s: its port is another worker's now", self.path,
-                 sender, message.authority)
+        if any(runner == sender for runner, _generation, _seen in self._runners.values()):
+            log.info("%s: the heartbeat to runner %s was refused by %s: its port is another worker's now", self.path,
+                     sender, message.authority)
+        else:
+            log.warning("%s: a refusal nothing here asked for, from %s: %s", self.path, sender, message)
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload == _WRITERS:

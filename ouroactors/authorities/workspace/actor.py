@@ -347,8 +347,11 @@ class Workspace(Worker):
     def handle_StaleGeneration(self, message: StaleGeneration, sender: Any) -> None:
         """A heartbeat refused at an owner's port: another worker holds it, so the owner is dead. No answer
         refreshes it, and it is found gone as one that does not answer is."""
-        log.info("%s: the heartbeat to owner %s was refused by %s: its port is another worker's now", self.path,
-                 self._owner_id(sender), message.authority)
+        if self._owner_id(sender) in self.owners:
+            log.info("%s: the heartbeat to owner %s was refused by %s: its port is another worker's now", self.path,
+                     self._owner_id(sender), message.authority)
+        else:
+            log.warning("%s: a refusal nothing here asked for, from %s: %s", self.path, sender, message)
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload != _HEARTBEAT:
