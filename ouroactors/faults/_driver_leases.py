@@ -36,18 +36,24 @@ from .workload_record import LeaseRecord
 class LeaseSteps(DriverBase):
     """The lease steps of :class:`~.workload.Driver` (its base class)."""
 
-    def _owner_address(self, index: int) -> Generator[str, None, Any]:
+    def _owner_address(self, index: int) -> Generator[str, None, tuple[Any, int | None]]:
+        """The lease owner's address and, for a worker, its generation (the workspace's heartbeats are addressed to
+        it, as a coordinator's runtime's are); (None, None) when there is no owner to name."""
         path = self.targets.owner_of(index)
         if path is None:
-            return None
+            return None, None
         deadline = clock.monotonic() + self.config.op_deadline
         while True:
             try:
                 with isolated(self.system) as system:
-                    return system.resolve(path)
+                    info = system.child_info(path)
+                    if info.status != "running" or info.address is None:
+                        raise OuroactorsError(f"{path} is {info.status}")
+                    generation = info.generation if info.type == "worker" and type(info.generation) is int else None
+                    return info.address, generation
             except OuroactorsError:
                 if clock.monotonic() > deadline:
-                    return None
+                    return None, None
                 yield _WAIT
 
     def _snapshot(self) -> Generator[str, None, None]:
@@ -75,10 +81,10 @@ class LeaseSteps(DriverBase):
         assert self.targets.workspace is not None
         deadline = clock.monotonic() + self.config.lease_wait
         while True:
-            owner = yield from self._owner_address(index)
+            owner, generation = yield from self._owner_address(index)
             result = yield from self._ask(self.targets.workspace,
                                           Acquire(lease.root, lease.mode, lease.session_id, owner=owner,
-                                                  request_id=holder["request_id"]))
+                                                  request_id=holder["request_id"], owner_generation=generation))
             if result.ok and isinstance(result.value, Granted):
                 self._granted(lease, result.value, holder)
                 lease.outcome = "held"
@@ -111,17 +117,18 @@ class LeaseSteps(DriverBase):
         if not isinstance(result.error, StaleFence):
             lease.outcome = f"fence check failed: {_describe(result.error or result.value)}"
             return False
-        owner = yield from self._owner_address(index)
+        owner, generation = yield from self._owner_address(index)
         result = yield from self._ask(self.targets.workspace, Reclaim(lease.session_id, lease.root, lease.mode,
                                                                       holder["capability"], owner=owner,
-                                                                      request_id=holder["request_id"]))
+                                                                      request_id=holder["request_id"],
+                                                                      owner_generation=generation))
         if isinstance(result.error, NotReservationOwner | NoReservation):
             # The capability we hold is not the reservation's: an earlier grant for our request (a
             # reclaim, or a retried acquire) was committed but its answer lost. The request's key
             # proves the same session: the acquire with it reclaims the reservation for us.
             result = yield from self._ask(self.targets.workspace,
                                           Acquire(lease.root, lease.mode, lease.session_id, owner=owner,
-                                                  request_id=holder["request_id"]))
+                                                  request_id=holder["request_id"], owner_generation=generation))
         if result.ok and isinstance(result.value, Granted):
             self._granted(lease, result.value, holder)
             lease.reclaims += 1
