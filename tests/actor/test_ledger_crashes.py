@@ -397,6 +397,22 @@ def test_a_watched_runner_whose_port_another_worker_holds_is_found_gone(actor_sy
     assert status("pr-9") == "started"
 
 
+@pytest.mark.parametrize("bad", [0, -1, 2**63, "7", float("nan"), True])
+def test_a_runner_generation_that_is_no_positive_64_bit_int_is_refused_and_nothing_is_watched(actor_system, bad):
+    from ouroactors import supervisor, worker
+    from ouroactors.authorities.ledger.actor import WatchRunner
+    from ouroactors.core.errors import BadRequest
+
+    actor_system.start_tree(supervisor("agent", strategy="rest_for_one", intensity=10, children=[
+        worker("storage", "ouroactors.authorities.storage.actor:Storage"),
+        worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
+    ]))
+    with pytest.raises(BadRequest) as caught:
+        ask_authority(actor_system, "agent/ledger", WatchRunner("pr-1", runner_generation=bad))
+    assert caught.value.field == "runner_generation"
+    assert actor_system.child_info("agent/ledger").restarts == 0
+
+
 # -- the ledger's own fault points: a kill at each boundary of an effect -----------------------------
 
 

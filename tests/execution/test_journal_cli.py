@@ -189,3 +189,23 @@ def test_replay_of_a_turn_its_coordinator_ended_verifies_the_rest_and_names_it(d
     assert journal.append("prompt", {"text": "more"}, turn=3, at=settled[-1].at).committed
     code, out = run("replay", "e1", "--data-dir", path)
     assert code == 3 and "after_ended_turn" in out and "turn 2 was ended by its coordinator" in out, out
+
+
+@pytest.mark.parametrize("fields", [
+    {"status": 7, "reason": "x", "settled_by": "coordinator"},
+    {"status": "cancelled", "reason": None, "settled_by": "coordinator"},
+    {"status": "cancelled", "reason": "x"},
+    {"status": "cancelled", "reason": "x", "settled_by": ["coordinator"]},
+])
+def test_a_crafted_turn_ended_record_is_an_unreadable_boundary_not_a_crash(data_dir, fields):
+    """A chained but malformed ``turn_ended`` (wrong types, a field missing): replay stops there, named, exit 3."""
+    from ouroactors.runtime.execution.journal import Journal
+
+    path, env = data_dir
+    settled = list(reading.records(env, "text-turns"))
+    journal = Journal(env, "e2")
+    for record in settled[:5]:
+        assert journal.append(record.kind, record.fields, turn=record.turn, at=record.at).committed
+    assert journal.append("turn_ended", fields, turn=1, at=settled[-1].at).committed
+    code, out = run("replay", "e2", "--data-dir", path)
+    assert code == 3 and "unreadable" in out and "was ended by its coordinator" not in out, out
