@@ -11,6 +11,7 @@ from ouroactors.authorities.asking import ask_authority
 from ouroactors.authorities.grants.approvals import ApprovalRefused
 from ouroactors.authorities.grants.messages import RequestApproval
 from ouroactors.runtime.coordinator.commands import CoordinatorError
+from ouroactors.runtime.coordinator.messages import ControlSession
 from ouroactors.sessions import GRANTS, SessionRejected
 from ouroactors.supervision.events import EventReader
 
@@ -110,7 +111,7 @@ def test_cancelling_a_session_in_an_approval_wait_denies_its_pending_approval(ac
                                "settled_by": "coordinator"}
     # the question the run asked is in its journal: it rode in the commit that recorded the ask, before anyone was
     # asked (staged after it, it was lost with the runtime the wait closed, and no re-run would ever record it)
-    # ... and the cancel ended the turn there too (turn_ended, after the log's commit): a replay verifies the
+    # ... and the cancel ended the turn there too (turn_ended, in the same commit): a replay verifies the
     # whole journal and names the ended turn, instead of stopping at an unsettled one
     assert journal_kinds(actor_system.data_dir, "s1")[-3:] == ["tool_call", "approval", "turn_ended"]
     code, out = replay_cli(actor_system.data_dir, "s1")
@@ -145,3 +146,24 @@ def test_an_approval_is_bound_to_the_workspace_it_was_judged_against(actor_syste
     assert events[-1].data["status"] == "completed" and (ws / "surprise.txt").exists()
     used = {a.approval_id: a.status for a in sessions.approvals("s1", None)}
     assert used == {first.approval_id: "approved", second.approval_id: "consumed"}
+
+
+def test_a_coordinator_killed_right_after_the_cancel_commits_leaves_the_turn_ended_in_the_journal(actor_system,
+                                                                                                     tmp_path):
+    """The journal's ``turn_ended`` commits with the log's settlement, in one transaction: a coordinator that dies
+    the moment the cancel's checkpoint has committed (before it could write anything more) leaves a journal whose
+    replay names the ended turn, not one that stops at an unsettled turn as a crash's would."""
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    sessions, _ = waiting_on_an_approval(actor_system, tmp_path, "touch never.txt", "ask:Bash(touch *)", "x")
+    [coordinator] = [c for c in actor_system.which_children("agent/coordinator") if c.status == "running"]
+    path = f"agent/coordinator/{coordinator.id}"
+    actor_system.arm_faults(path, FaultPlan((FaultRule("coordinator.checkpoint_committed", FaultAction.EXIT),)))
+    cancel = ControlSession("s1", "cancel", sessions.principal, token=sessions.token)
+    with pytest.raises(Exception):  # noqa: B017 - the coordinator exits before it answers; how we hear is not the point
+        actor_system.ask(sessions.directory, cancel, 3)
+    assert wait_for("cancelled", lambda: sessions.show("s1").state == "cancelled")
+    # (its restart found the session terminal and stopped: the journal is as the dead coordinator left it)
+    assert journal_kinds(actor_system.data_dir, "s1")[-2:] == ["approval", "turn_ended"]
+    code, out = replay_cli(actor_system.data_dir, "s1")
+    assert code == 0 and "was ended by its coordinator" in out, out

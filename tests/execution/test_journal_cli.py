@@ -167,7 +167,7 @@ def test_replay_of_a_turn_its_session_cancelled_says_who_settled_it(data_dir):
 
 
 def test_replay_of_a_turn_its_coordinator_ended_verifies_the_rest_and_names_it(data_dir):
-    """The coordinator now ends such a turn in the journal too (``turn_ended``, after the log's commit): replay
+    """The coordinator now ends such a turn in the journal too (``turn_ended``, in the log's own commit): replay
     verifies every settled turn before it, names the ended one (not run through the loop: nothing of the loop's
     settles it) and exits 0. Anything journaled after an ended turn is a boundary: the session's end is terminal."""
     from ouroactors.runtime.execution.journal import Journal

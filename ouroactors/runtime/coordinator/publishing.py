@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.storage.commit import Committed as Durable
 from ...core import clock, faults
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
-from ..execution import reading
+from ..execution.journal import Batch as JournalBatch
 from ..execution.journal import Journal
+from ..execution.journal_format import head_key
 from ..execution.messages import AckOutput, DrainOutput
 from ..execution.output import Batch, OutputEvent
 from .calls import Ask, Gone, Job, OffThread
@@ -136,37 +137,27 @@ class Publisher:
                                   data={"status": SETTLED_AS[event], "reason": reason, "settled_by": "coordinator"})
             batch = Batch((settled,), acked=record.committed_cursor, produced=settled.cursor, more=False)
             step_plan = plan(batch, record.committed_cursor, record.log_digest, record.conversation_digest)
+            ended = _TurnEnded(self.store, self.session_id, settled)
             try:
                 outcome = self.store.checkpoint(self.session_id, record.revision, step_plan,
-                                                coordinator=self.incarnation, then=event, reason=reason)
+                                                coordinator=self.incarnation, then=event, also=ended.put,
+                                                reason=reason)
                 break
             except CursorMoved:
                 record = self._read()
         else:
             raise CommitRejected(f"{event.value}: the log kept moving while its turn was settled")
+        ended.settle(outcome, self.path)
         if not isinstance(outcome, Durable):  # as a transition's: a refusal or an unknown outcome stops us
             error = CommitOutcomeUnknown if outcome.kind == "commit_outcome_unknown" else CommitRejected
             raise error(f"{event.value} with the turn's settlement: {outcome.reason}")
         self.record = outcome.value
-        self._journal_ended(settled)
         self.published_through = max(self.published_through, step_plan.cursor)
         self._wake_subscribers()
         self._serve_held(self.record, durable=True)
         if self.directory is not None:
             self.send(self.directory, Committed(self.session_id, step_plan.cursor, self._take_served()))
         return self.record
-
-    def _journal_ended(self, settled: OutputEvent) -> None:
-        """The settlement just committed, in the session's journal too (``turn_ended``): no runtime will write one,
-        and a journal whose last turn never settles reads as a crash. After the log's commit, which is the truth: a
-        crash between the two leaves the journal as before (its replay stops there and explains from the log). A
-        failed append is logged, never raised (the journal is evidence, not a gate)."""
-        if reading.head(self.store.env, self.session_id) is None:
-            return  # no runtime ever journaled this session: nothing to end in it
-        result = Journal(self.store.env, self.session_id).append(
-            "turn_ended", {**settled.data, "cursor": settled.cursor}, turn=settled.turn, at=clock.time_ns())
-        if not result.committed:
-            log.warning("%s: the journal did not take the end of turn %s: %s", self.path, settled.turn, result.reason)
 
     def _pushed_batch(self, committed: int) -> Batch | None:
         """The pushed events that follow ``committed`` without a gap, as a batch (None: none follow it)."""
@@ -306,3 +297,32 @@ class Publisher:
 
 
 __all__ = ["ACKED", "ACK_EVERY", "DRAIN_LIMIT", "DRAIN_TIMEOUT_S", "Publisher"]
+
+
+class _TurnEnded:
+    """The settlement the coordinator writes (:meth:`SessionPublishing._end_session`), in the session's journal too:
+    a ``turn_ended`` record, put in the log's own transaction (``checkpoint(also=...)``). No runtime will write one,
+    and a journal whose last turn never settles reads as a crash; written in a commit of its own after the log's,
+    a coordinator killed between the two left the journal so. A session no runtime ever journaled gets none (its
+    journal would begin with the end of a turn it never recorded). The journal is evidence, not a gate: its puts
+    ride in a nested transaction, so a failed one loses the record (logged), never the checkpoint."""
+
+    def __init__(self, store: SessionStore, session_id: str, settled: OutputEvent) -> None:
+        self.anchor, self.key, self.turn = store.journal_anchor, head_key(session_id.encode()), settled.turn
+        self.journal = Journal(store.env, session_id)
+        self.journal.stage("turn_ended", {**settled.data, "cursor": settled.cursor}, turn=settled.turn,
+                           at=clock.time_ns())
+        self.batch: JournalBatch | None = None
+
+    def put(self, txn: Any) -> None:
+        """Inside the checkpoint's transaction, after the log's puts."""
+        self.batch = None
+        if txn.get(self.key, db=self.anchor) is not None:  # else never journaled: nothing to end in it
+            self.batch = self.journal.put_staged(txn, isolate=True)
+
+    def settle(self, outcome: Any, path: str) -> None:
+        """The checkpoint's outcome, for the journal to account for; a committed log without the record is logged."""
+        self.journal.settle_staged(self.batch, outcome)
+        if isinstance(outcome, Durable) and self.batch is None and self.journal.degraded:
+            log.warning("%s: the journal did not take the end of turn %s (its puts failed; the log has it)", path,
+                        self.turn)

@@ -176,11 +176,14 @@ class SessionStore(StoreReads):
         return self._write(run)
 
     def checkpoint(self, session_id: str, expected_revision: int, plan: Plan, *, coordinator: str | None = None,
-                   then: Event | None = None, **changes: Any) -> Outcome[SessionRecord]:
+                   then: Event | None = None, also: Callable[[lmdb.Transaction], None] | None = None,
+                   **changes: Any) -> Outcome[SessionRecord]:
         """Commit ``plan`` (cursor, digests and its events in the log) and optionally a transition, in one txn.
 
         The plan is checked against the durable cursor inside the transaction: a plan made from
-        another committed cursor is refused (:class:`~.publication.CursorGap` / ``CursorError``).
+        another committed cursor is refused (:class:`~.publication.CursorGap` / ``CursorError``). ``also`` puts
+        what must commit with it (the session's journal record of a turn the coordinator ended), last: it runs only
+        once every check has passed.
         """
         def run(txn: lmdb.Transaction) -> SessionRecord:
             old = self._current(txn, session_id, expected_revision, coordinator)
@@ -197,7 +200,10 @@ class SessionStore(StoreReads):
                 new = moved(new, then, changes)
             elif changes:
                 new = new.model_copy(update=changes)
-            return self._next(txn, old, new, checkpoint=True)
+            written = self._next(txn, old, new, checkpoint=True)
+            if also is not None:
+                also(txn)
+            return written
 
         return self._write(run, CHECKPOINT_COMMITTED)
 
