@@ -31,6 +31,7 @@ from ...core.errors import CommitRejected, StaleGeneration
 from ...supervision.calls import Addressed
 from ...supervision.protocol import Ping, Pong, Stamped
 from ..grants.operators import CredentialsError, ensure_local_operator, load_operators
+from ..heartbeats import note_refused_heartbeat
 from ..storage.actor import storage_config
 from ..storage.commit import Committed
 from ..storage.env import open_env
@@ -191,13 +192,8 @@ class Ledger(GroupCommit):
                 self._runners[effect_id] = (runner, generation, clock.monotonic())
 
     def handle_StaleGeneration(self, message: StaleGeneration, sender: Any) -> None:
-        """A heartbeat refused at a runner's port: another worker holds it, so the runner is dead. No answer
-        refreshes it, and it is found gone as one that does not answer is."""
-        if any(runner == sender for runner, _generation, _seen in self._runners.values()):
-            log.info("%s: the heartbeat to runner %s was refused by %s: its port is another worker's now", self.path,
-                     sender, message.authority)
-        else:
-            log.warning("%s: a refusal nothing here asked for, from %s: %s", self.path, sender, message)
+        watched = any(runner == sender for runner, _generation, _seen in self._runners.values())
+        note_refused_heartbeat(log, self.path, f"runner {sender}" if watched else None, sender, message)
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload == _WRITERS:

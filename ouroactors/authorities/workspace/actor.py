@@ -57,6 +57,7 @@ from ...supervision.calls import Addressed
 from ...supervision.protocol import Ping, Pong
 from ...supervision.worker import Worker
 from ..grants.operators import CredentialsError, load_operators, verify
+from ..heartbeats import note_refused_heartbeat
 from ..session_facts import DEFAULT_READER, SessionFacts, load_reader
 from ..storage.actor import storage_config
 from ..storage.commit import Committed, Rejected, write
@@ -345,13 +346,8 @@ class Workspace(Worker):
             self.owners[self._owner_id(sender)] = (owner[0], owner[1], clock.monotonic())
 
     def handle_StaleGeneration(self, message: StaleGeneration, sender: Any) -> None:
-        """A heartbeat refused at an owner's port: another worker holds it, so the owner is dead. No answer
-        refreshes it, and it is found gone as one that does not answer is."""
-        if self._owner_id(sender) in self.owners:
-            log.info("%s: the heartbeat to owner %s was refused by %s: its port is another worker's now", self.path,
-                     self._owner_id(sender), message.authority)
-        else:
-            log.warning("%s: a refusal nothing here asked for, from %s: %s", self.path, sender, message)
+        owner = self._owner_id(sender)
+        note_refused_heartbeat(log, self.path, f"owner {owner}" if owner in self.owners else None, sender, message)
 
     def handle_WakeupMessage(self, message: WakeupMessage, sender: Any) -> None:
         if message.payload != _HEARTBEAT:
