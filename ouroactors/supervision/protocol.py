@@ -56,6 +56,8 @@ class StartChild:
 
 @dataclass(frozen=True)
 class ChildStarted:
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
+
     key: str
     incarnation: int
     pid: int
@@ -96,6 +98,8 @@ class Pong:
 class ChildStartRefused:
     """The child's start raised (or its supervisor failed to start its own children)."""
 
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
+
     key: str
     incarnation: int
     reason: ExitReason
@@ -123,6 +127,8 @@ class StopRequest:
 class ChildExiting:
     """Child → supervisor: I am done, for this reason; end my process."""
 
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
+
     key: str
     incarnation: int
     reason: ExitReason
@@ -131,6 +137,8 @@ class ChildExiting:
 @dataclass(frozen=True)
 class AnnounceGeneration:
     """Authority → its supervisor: my generation changed without a crash."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
 
     key: str
     incarnation: int

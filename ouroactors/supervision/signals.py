@@ -11,7 +11,7 @@ incarnation is recognised and ignored — the way OTP ignores an ``'EXIT'`` from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .reasons import ExitReason
 from .specs import ChildSpec
@@ -72,6 +72,8 @@ class GenerationAnnounced:
 @dataclass(frozen=True)
 class GenerationAdopted:
     """The child took its new generation into use (e.g. wrote it where consumers check it)."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
 
     key: str
     incarnation: int

@@ -36,7 +36,10 @@ def tagged_for(request_id: str) -> Callable[[Any], bool]:
     other (``Addressed``, ``Stamped``, ``Tagged``, ``AdminCall``, ``StartChild``, ``StopRequest``, ``OutputReady``,
     ``Committed``), which reach this endpoint when it got the port of an actor that died while they were still sent
     to it. Any other message answers whatever was asked. So neither a stream's late answer, nor a heartbeat, nor
-    another actor's mail passes for the answer to an ask on this endpoint."""
+    another actor's mail passes for the answer to an ask on this endpoint. Nor do the pushes a child sends its
+    supervisor (``ChildStarted``, ``ChildStartRefused``, ``ChildExiting``, ``AnnounceGeneration``,
+    ``GenerationAdopted``), and on the multiproc base an answer tagged with a ref the ask did not send (another
+    actor's ask of an actor that died: :func:`_own_ref_only`)."""
     def accept(message: Any) -> bool:
         if getattr(type(message), "NEVER_AN_ANSWER", False):
             return False
@@ -110,6 +113,8 @@ class Answers:
         if self.base != "multiproc":  # one endpoint for good: each ask carries a ref its answer comes back with
             message, ref = _with_ref(message, worker)
             accept = _ref_filter(accept, ref, self._abandoned_refs())
+        else:  # an answer with another asker's ref was sent to a dead actor whose port this endpoint got
+            accept = _own_ref_only(accept, _sent_ref(message))
         answer = self._endpoint.ask(address, message, timeout)
         while answer is not None and not accept(answer):
             left = timeout - (time.monotonic() - started)
@@ -258,6 +263,24 @@ def _ref_filter(accept: Callable[[Any], bool], ref: str | None, abandoned: dict[
             return True  # no ref: an answer from something that tags nothing (the tree host, a raw send)
         return carried == ref if ref is not None else carried not in abandoned
     return accept_ref
+
+
+def _sent_ref(message: Any) -> str | None:
+    """The ref an outgoing request carries (a caller that tagged it itself), None for none."""
+    ref = message.ref if isinstance(message, Tagged | AdminCall) else None
+    return ref if isinstance(ref, str) else None
+
+
+def _own_ref_only(accept: Callable[[Any], bool], sent: str | None) -> Callable[[Any], bool]:
+    """``accept``, and of the answers that carry a ref only the one with ``sent`` (the multiproc base, whose asks
+    tag nothing of their own). Actors tag their asks of each other (a coordinator's, a supervisor's admin calls):
+    such an answer reaching a handle endpoint was meant for an actor that died, whose port the endpoint got."""
+    def accept_own(message: Any) -> bool:
+        if not accept(message):
+            return False
+        carried = _ref_of(message)
+        return carried is None or carried == sent
+    return accept_own
 
 
 def _ref_of(message: Any) -> str | None:

@@ -214,3 +214,14 @@ def test_requests_sent_to_a_dead_actors_port_that_is_now_the_handles_never_pass_
     actor_system.start_tree(supervisor("app", [worker("stray", STRAY_SENDER)]))
     assert actor_system.ask("app/stray", "stray", timeout=10) == "the answer"
     assert actor_system.ref("app/stray").ask("stray", timeout=10) == "the answer"
+
+
+def test_pushes_and_tagged_answers_sent_to_a_dead_actors_port_never_pass_for_an_answer(actor_system):
+    """The same for what reaches a dead supervisor (its children's pushes) and a dead coordinator (answers to its
+    own asks, tagged with the refs it sent). Before, the ask returned the first of them, a ``ChildStarted``; and
+    an answer tagged with another asker's ref was taken whole, wrapper and all."""
+    from .planted_stray import STRAY_SENDER
+
+    actor_system.start_tree(supervisor("app", [worker("stray", STRAY_SENDER)]))
+    assert actor_system.ask("app/stray", "stray answers", timeout=10) == "the answer"
+    assert actor_system.ref("app/stray").ask("stray answers", timeout=10) == "the answer"
