@@ -333,7 +333,7 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     ours = Ours(work, breakdown, direct)
     loop: list[float] = []
     sched: dict[str, Stat] = {}
-    parts: dict[str, Stat] = {}
+    parts: list[Row] = []
     starts: dict[str, Stat] = {}
     try:
         for r in range(rounds):
@@ -355,10 +355,10 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
     finally:
         loop = ours.close()
         if ours.timing_file is not None and ours.timing_file.exists():
-            from .bench_runtime import sched_stats, segments
+            from .bench_runtime import part_rows, sched_stats
 
             sched = sched_stats(ours.timing_file)
-            parts = segments(ours.timing_file)
+            parts = part_rows(ours.timing_file, "  part", "ours, per step: ", all_parts=False)
         if ours.trace_file is not None and ours.trace_file.exists():
             starts = start_spans(ours.trace_file)
         shutil.rmtree(work, ignore_errors=True)
@@ -406,9 +406,7 @@ def run(quick: bool, breakdown: bool = False, direct: bool = True) -> list[Row]:
                     "time"))
     rows.append(Row("  step", "ours, its later steps − body", "ms",
                     Stat([ms - b for steps in periodic for ms in steps[1:]]), None, "report"))
-    for name, stat in parts.items():
-        if stat.samples:
-            rows.append(Row("  part", f"ours, per step: {name}", "ms", stat, None))
+    rows += parts
     for name, stat in starts.items():
         rows.append(Row("  start", f"ours, per session: {name}", "ms", stat, None))
     for name, stat in sched.items():

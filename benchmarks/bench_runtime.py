@@ -122,22 +122,33 @@ SEGMENTS = (  # (row, from mark, to mark): the parts of one step, in order
 )
 
 
-def segments(timing_file: Path) -> dict[str, Stat]:
-    """Per-step durations (ms) of each segment, from the marks the runtime appended (one JSON line per turn)."""
-    found = {name: Stat() for name, _, _ in SEGMENTS}
+def segments(timing_file: Path) -> dict[str, tuple[Stat, Stat]]:
+    """Per-step durations (ms) of each segment, from the marks the runtime appended (one JSON line per turn): its
+    wall time, and the CPU time the marking thread (the turn's: every segment's marks are its) spent in it."""
+    found = {name: (Stat(), Stat()) for name, _, _ in SEGMENTS}
     for line in timing_file.read_text().splitlines():
         marks = json.loads(line)["marks"]
         for name, start, end in SEGMENTS:
-            for i, (mark, at) in enumerate(marks):
+            for i, (mark, at, cpu) in enumerate(marks):
                 if mark != start:
                     continue
-                for later, later_at in marks[i + 1:]:
+                for later, later_at, later_cpu in marks[i + 1:]:
                     if later == end:
-                        found[name].samples.append((later_at - at) / 1e6)
+                        found[name][0].samples.append((later_at - at) / 1e6)
+                        found[name][1].samples.append((later_cpu - cpu) / 1e6)
                         break
                     if later == start:
                         break
     return found
+
+
+def part_rows(timing_file: Path, section: str, prefix: str = "", *, all_parts: bool = True) -> list[Row]:
+    """One row per segment of a step: its wall time, and in its name how much of that was the turn thread's own
+    CPU (the rest it waited: for a disk flush, a child process, a CPU another thread held). ``all_parts=False``
+    leaves out the segments no turn reached."""
+    return [Row(section, f"{prefix}{name} (thread CPU p50 {cpu.p50:.2f} ms)" if cpu.samples else f"{prefix}{name}",
+                "ms", wall, None)
+            for name, (wall, cpu) in segments(timing_file).items() if all_parts or wall.samples]
 
 
 def sched_stats(timing_file: Path) -> dict[str, Stat]:
@@ -271,8 +282,7 @@ def run(quick: bool) -> list[Row]:
         parts.append(Row(f"  turn ({mode})", "a turn's time per step (final answer included; n = turns)", "ms",
                          per_turn, floor))
         if timing_file is not None:
-            for name, stat in segments(timing_file).items():
-                parts.append(Row(f"  part ({mode})", name, "ms", stat, None))
+            parts += part_rows(timing_file, f"  part ({mode})")
             for name, stat in sched_stats(timing_file).items():
                 unit = "" if "page faults" in name else "ms"
                 parts.append(Row(f"  sched ({mode})", f"per turn of {steps} steps: {name}", unit, stat, None))

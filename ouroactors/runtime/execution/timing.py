@@ -1,9 +1,11 @@
 """Opt-in timing marks for the runtime's hot path (off unless ``OUROACTORS_RUNTIME_TIMING`` names a file).
 
 Used to find where a tool call's time goes inside the runtime process (``benchmarks/bench_runtime.py --breakdown``
-sets the variable). Off, a mark costs one global lookup and a branch; on, marks are ``(name, perf_counter_ns)``
-pairs kept in memory and appended to the file (one JSON line per turn) by :func:`dump`. Never left on in
-production: the variable is read once, at import.
+sets the variable). Off, a mark costs one global lookup and a branch; on, marks are ``(name, perf_counter_ns,
+thread_time_ns)`` triples — when, and how much CPU the marking thread had used by then, so a part between two marks
+of one thread says how much of its time was that thread's own work and how much waiting (a disk flush, a child
+process, a CPU another thread held) — kept in memory and appended to the file (one JSON line per turn) by
+:func:`dump`. Never left on in production: the variable is read once, at import.
 
 **Scheduling.** A mark says when, not why a part took long: on a box with two cores, the runtime's turn thread
 often waits for a CPU rather than for anything it asked. So :func:`turn_begins` also snapshots, per thread of the
@@ -33,7 +35,7 @@ from collections.abc import Iterator
 ENV = "OUROACTORS_RUNTIME_TIMING"
 _PATH = os.environ.get(ENV) or None
 ENABLED = _PATH is not None
-_marks: list[tuple[str, int]] = []
+_marks: list[tuple[str, int, int]] = []
 _lock = threading.Lock()
 PROFILE_ENV = "OUROACTORS_RUNTIME_PROFILE"
 _PROFILE_DIR = os.environ.get(PROFILE_ENV) or None
@@ -65,7 +67,7 @@ def mark(name: str) -> None:
     """Record that ``name`` happened now (a no-op unless timing is enabled)."""
     if ENABLED:
         with _lock:
-            _marks.append((name, time.perf_counter_ns()))
+            _marks.append((name, time.perf_counter_ns(), time.thread_time_ns()))
 
 
 def _sched() -> dict[str, tuple[int, int]]:
