@@ -4,7 +4,7 @@ A :class:`SessionHistory` is what was read after (and during) one run of a sessi
 event log (:class:`~ouroactors.runtime.coordinator.store.SessionStore`), the accepted and rejected resume
 events, what each subscriber received batch by batch (:class:`Read`), every view of the record a client took
 along the way (:class:`View`), the resume events the client sent (with retries), and the terminal state of the
-crash-free run of the same scenario (:class:`Reference`). Ten invariants, one function each:
+crash-free run of the same scenario (:class:`Reference`). Eleven invariants, one function each:
 
 (a) :func:`published_beyond_commit` — nothing reaches a subscriber beyond the committed cursor: every event a
     reader got is at or below the committed cursor its read reported, and is the durable log's event at that
@@ -53,6 +53,11 @@ crash-free run of the same scenario (:class:`Reference`). Ten invariants, one fu
     ``cancelled`` session is empty or ends with a ``turn_settled`` (a turn a cancel cut short — in an approval wait,
     parked — is settled by the coordinator in the cancel's own commit), so a subscriber sees every turn it saw start
     end.
+
+(k) :func:`journal_unfaithful` — a journal is evidence, whatever crashed while it was written: its chain verifies
+    to its anchored head and against every hash the ledger's settlements keep (``journal verify``), and a replay
+    of it through the loop (``journal replay``) diverges nowhere. A replay may stop at an honest boundary (a gap, a
+    turn a crash left unsettled): that is the journal saying what it cannot prove, not a lie.
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -330,6 +335,20 @@ def turn_left_unsettled(h: SessionHistory) -> list[Violation]:
                       f"{last.kind!r} (cursor {last.cursor}) of turn {last.turn}: that turn never settles")]
 
 
+def journal_unfaithful(h: SessionHistory) -> list[Violation]:
+    """(k) see the module docstring."""
+    check = h.journal_check
+    out: list[Violation] = []
+    if check and not check.get("verified", False):
+        out.append(Violation("journal-unfaithful", h.session_id,
+                             f"the journal does not verify at seq {check.get('broken_seq')}: {check.get('reason')}"))
+    if check and check.get("divergence"):
+        out.append(Violation("journal-unfaithful", h.session_id,
+                             f"a replay of the journal diverged after {check.get('verified_turns')} verified turn(s): "
+                             f"{check['divergence']}"))
+    return out
+
+
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-beyond-commit": published_beyond_commit,
     "cursor-went-back": cursor_went_back,
@@ -341,6 +360,7 @@ SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
     "published-twice": published_twice,
     "published-after-cancel": published_after_cancel,
     "turn-left-unsettled": turn_left_unsettled,
+    "journal-unfaithful": journal_unfaithful,
 }
 
 
@@ -355,7 +375,8 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
-    "carried_out_of_turn", "check_session", "cursor_went_back", "model_asked_again", "published_after_cancel",
+    "carried_out_of_turn", "check_session", "cursor_went_back", "journal_unfaithful", "model_asked_again",
+    "published_after_cancel",
     "published_beyond_commit", "published_twice", "resume_twice", "steer_dropped", "terminal_diverged",
     "turn_left_unsettled",
 ]

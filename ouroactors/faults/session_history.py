@@ -93,6 +93,8 @@ class SessionHistory:
     resumed: int = 0  # resumes of a suspended session the client was answered done (each runs its message again)
     # the committed cursor of the record a cancel was answered with (None: no cancel was answered done)
     cancelled_at: int | None = None
+    # what verify and replay said of the session's journal (session_dump's journal_check; {}: it has none)
+    journal_check: Mapping[str, Any] = field(default_factory=dict)
 
     def last_settled(self) -> str | None:
         settled = [e for e in self.log if e.kind == "turn_settled"]

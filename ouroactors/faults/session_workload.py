@@ -173,7 +173,8 @@ def history_of(sid: str, durable: dict[str, Any], reads: list[Read], views: list
     return SessionHistory(sid, str(record.get("state", "missing")), int(record.get("committed_cursor", 0)),
                           record.get("reason"), [Seen.of(e) for e in durable.get("events", [])], reads, views,
                           list(durable.get("accepted", [])), list(durable.get("rejected", [])), sent, reference,
-                          list(durable.get("journal", [])), list(reused or []), resumed, cancelled_at)
+                          list(durable.get("journal", [])), list(reused or []), resumed, cancelled_at,
+                          dict(durable.get("journal_check") or {}))
 
 
 def crash_free(work: Path, config: SessionWorkload | None = None) -> SessionRun:

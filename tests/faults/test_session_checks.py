@@ -206,7 +206,8 @@ def test_a_new_turn_for_a_message_whose_turn_already_ran_is_caught() -> None:
 def test_every_check_is_registered_by_its_invariant_name() -> None:
     assert set(SESSION_CHECKS) == {"published-beyond-commit", "cursor-went-back", "terminal-diverged",
                                    "resume-twice", "carried-out-of-turn", "model-asked-again", "steer-dropped",
-                                   "published-twice", "published-after-cancel", "turn-left-unsettled"}
+                                   "published-twice", "published-after-cancel", "turn-left-unsettled",
+                                   "journal-unfaithful"}
 
 
 def test_a_carried_tool_call_is_fine_but_a_carried_turn_end_or_approval_is_caught() -> None:
@@ -398,3 +399,28 @@ def test_an_ended_session_whose_log_ends_mid_turn_is_caught() -> None:
     assert violation.invariant == "turn-left-unsettled" and "cursor 3" in violation.message
     assert turn_left_unsettled(cancelled(3)) == [] and turn_left_unsettled(cancelled(0)) == []  # settled; no turn
     assert turn_left_unsettled(clean(state="suspended", log=log()[:3])) == []  # not ended: its turn may go on
+
+
+# -- (k) a journal is evidence ------------------------------------------------------------------------------------
+
+VERIFIED = {"verified": True, "broken_seq": None, "reason": "", "divergence": None, "boundary": None,
+            "verified_turns": 1}
+
+
+def test_a_journal_that_verifies_and_replays_passes_and_so_does_an_honest_stop_or_no_journal() -> None:
+    from ouroactors.faults.session_checks import journal_unfaithful
+
+    assert journal_unfaithful(clean(journal_check=VERIFIED)) == []
+    assert journal_unfaithful(clean(journal_check={**VERIFIED, "boundary": "unsettled_turn"})) == []
+    assert journal_unfaithful(clean()) == []  # no journal (no runtime ever ran): nothing to judge
+
+
+def test_a_journal_that_does_not_verify_or_whose_replay_diverges_is_caught_naming_where() -> None:
+    from ouroactors.faults.session_checks import journal_unfaithful
+
+    broken = clean(journal_check={**VERIFIED, "verified": False, "broken_seq": 7, "reason": "hash mismatch"})
+    [violation] = journal_unfaithful(broken)
+    assert violation.invariant == "journal-unfaithful" and "seq 7: hash mismatch" in violation.message
+    diverged = clean(journal_check={**VERIFIED, "divergence": "Divergence(seq=9, field='request_digest')"})
+    [violation] = check_session(diverged)
+    assert "diverged after 1 verified turn(s)" in violation.message and "seq=9" in violation.message

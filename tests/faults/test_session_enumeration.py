@@ -65,6 +65,9 @@ def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_ever
     steers = [r for r in reference.history.journal if r["kind"] in ("steer_received", "steer")]
     accepted = [r["id"] for r in steers if r["kind"] == "steer_received"]
     assert len(accepted) == 1 and {r["id"] for r in steers if r["kind"] == "steer"} == set(accepted), steers
+    # the journal verifies (chain, head, the ledger's anchors) and replays with no divergence: journal-unfaithful
+    check = reference.history.journal_check
+    assert check["verified"] and check["divergence"] is None and check["verified_turns"] == 1, check
     assert set(faults.known_points()) >= BOUNDARIES  # registered where they are
     # the message taken (its sender retries: refused as a duplicate), and the effect start in both runtimes (the
     # turn's, and the one after the approval)

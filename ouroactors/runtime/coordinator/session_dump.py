@@ -14,8 +14,8 @@ from typing import Any
 
 
 def dump(data_dir: str, session_id: str) -> dict[str, Any]:
-    """``{"record", "events", "accepted", "rejected", "journal"}`` as JSON-able dicts (``record`` None: no such
-    session; ``journal``: :func:`journal_outline`)."""
+    """``{"record", "events", "accepted", "rejected", "journal", "journal_check"}`` as JSON-able dicts (``record``
+    None: no such session; ``journal``: :func:`journal_outline`; ``journal_check``: :func:`journal_check`)."""
     from ...core.codec import decode
     from .keys import seen_key
     from .record import AcceptedEvent
@@ -24,7 +24,7 @@ def dump(data_dir: str, session_id: str) -> dict[str, Any]:
     store = SessionStore.open(data_dir)
     record = store.get(session_id)
     if record is None:
-        return {"record": None, "events": [], "accepted": [], "rejected": [], "journal": []}
+        return {"record": None, "events": [], "accepted": [], "rejected": [], "journal": [], "journal_check": {}}
     prefix = seen_key(session_id, "x")[:-1]
     accepted = []
     with store.env.begin(db=store.resumes) as txn:
@@ -42,7 +42,7 @@ def dump(data_dir: str, session_id: str) -> dict[str, Any]:
         events.extend(e.model_dump(mode="json") for e in batch)
     return {"record": record.model_dump(mode="json"), "events": events, "accepted": accepted,
             "rejected": [r.model_dump(mode="json") for r in store.rejections(session_id)],
-            "journal": journal_outline(store.env, session_id)}
+            "journal": journal_outline(store.env, session_id), "journal_check": journal_check(store.env, session_id)}
 
 
 MODEL_KINDS = ("turn_started", "model_call", "model_result", "gap", "truncated")
@@ -64,6 +64,22 @@ def journal_outline(env: Any, session_id: str) -> list[dict[str, Any]]:
         elif r.kind in STEER_KINDS:  # the session check ``steer-dropped``: accepted, delivered (by id), settled
             out.append({"seq": r.seq, "turn": r.turn, "kind": r.kind, "id": f.get("id")})
     return out
+
+
+def journal_check(env: Any, session_id: str) -> dict[str, Any]:
+    """What ``ouroactors journal verify`` and ``journal replay`` would say of the session's journal (the session
+    check ``journal-unfaithful``): ``{}`` when it has none; else whether its chain verifies against its head and the
+    ledger's anchors (the first seq that does not follow, and why), and where a replay of it diverged or stopped."""
+    from ..execution import reading, replay
+
+    if reading.head(env, session_id) is None:
+        return {}
+    verdict = reading.verify(env, session_id, reading.ledger_anchors(env, session_id))
+    report = replay.replay(env, session_id)
+    return {"verified": verdict.ok, "broken_seq": verdict.broken_seq, "reason": verdict.reason,
+            "divergence": None if report.divergence is None else repr(report.divergence),
+            "boundary": None if report.boundary is None else report.boundary.reason,
+            "verified_turns": report.verified_turns}
 
 
 def main(argv: list[str]) -> int:
