@@ -296,11 +296,8 @@ class Publisher:
             drain = batch.more and self._pushed_batch(step.ack) is None
 
 
-__all__ = ["ACKED", "ACK_EVERY", "DRAIN_LIMIT", "DRAIN_TIMEOUT_S", "Publisher"]
-
-
 class _TurnEnded:
-    """The settlement the coordinator writes (:meth:`SessionPublishing._end_session`), in the session's journal too:
+    """The settlement the coordinator writes (:meth:`Publisher._end_session`), in the session's journal too:
     a ``turn_ended`` record, put in the log's own transaction (``checkpoint(also=...)``). No runtime will write one,
     and a journal whose last turn never settles reads as a crash; written in a commit of its own after the log's,
     a coordinator killed between the two left the journal so. A session no runtime ever journaled gets none (its
@@ -326,3 +323,6 @@ class _TurnEnded:
         if isinstance(outcome, Durable) and self.batch is None and self.journal.degraded:
             log.warning("%s: the journal did not take the end of turn %s (its puts failed; the log has it)", path,
                         self.turn)
+
+
+__all__ = ["ACKED", "ACK_EVERY", "DRAIN_LIMIT", "DRAIN_TIMEOUT_S", "Publisher"]
