@@ -76,7 +76,9 @@ from .runtime_driver import (
     execution_path,
     kills_for_seed,
     run_prefix,
+    runtime_session_id,
 )
+from .session_read import read_journal_checks
 from .workload import EFFECT_KIND, Driver, DriverRecord, Grant, WorkloadConfig
 from .world import World, WorldClient
 
@@ -320,8 +322,7 @@ class Bench(BenchSystem):
     def observe(self, run_id: str, first_seq: int, record: DriverRecord) -> Observation:
         assert self.client is not None
         leases = self._ask(self.targets.workspace, "leases") if self.targets.workspace else []
-        kind = RuntimeObservation if self.config.driver == "runtime" else Observation
-        return kind(
+        seen = Observation(
             run_id=run_id, entries=self.entries_since(first_seq), first_seq=first_seq,
             world_log=self.client.log(prefix=self._prefix(run_id)),
             leases=list(leases) if isinstance(leases, list) else [],
@@ -329,6 +330,11 @@ class Bench(BenchSystem):
             ledger_path=self.targets.ledger, recovered=True,
             world_time=self.live.simulation.clock.at_real if self.live.simulation is not None else None,
         )
+        if self.config.driver != "runtime":
+            return seen
+        sessions = [runtime_session_id(run_id, i) for i in range(self.config.sessions)]
+        journals = read_journal_checks(str(self.live.data_dir), sessions)  # read beside the system, in a child
+        return RuntimeObservation(**vars(seen), journals=journals)
 
     def _prefix(self, run_id: str) -> str:
         """What the run's effect ids and world keys start with (runtime sessions: ``<run>:``)."""

@@ -9,10 +9,11 @@ call across effect ids, :func:`call_delivered_once`). Pure: tested on hand-made 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .checks import CHECKS, Observation, Violation, check_all, generation_windows
+from .session_checks import journal_problems
 
 
 def run_prefix(run_id: str) -> str:
@@ -22,7 +23,10 @@ def run_prefix(run_id: str) -> str:
 
 @dataclass
 class RuntimeObservation(Observation):
-    """An :class:`~.checks.Observation` of a runtime-workload run: its entries are the sessions' (``<run>:``)."""
+    """An :class:`~.checks.Observation` of a runtime-workload run: its entries are the sessions' (``<run>:``), and
+    ``journals`` what ``journal verify`` and ``journal replay`` said of each session's journal once it ended."""
+
+    journals: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def run_entries(self) -> list[Any]:
         prefix = run_prefix(self.run_id)
@@ -87,11 +91,19 @@ def call_delivered_once(obs: Observation) -> list[Violation]:
             for (session, call), keys in sorted(calls.items()) if len(keys) > 1]
 
 
+def journal_unfaithful(obs: Observation) -> list[Violation]:
+    """A journal is evidence whatever the kills did: each session's verifies and replays without divergence
+    (:func:`.session_checks.journal_problems`; an honest stop, e.g. a turn a kill left unsettled, is allowed)."""
+    journals = obs.journals if isinstance(obs, RuntimeObservation) else {}
+    return [v for sid, check in sorted(journals.items()) for v in journal_problems(sid, check)]
+
+
 def check_runtime_run(obs: Observation) -> list[Violation]:
-    """Every invariant of :mod:`.checks`, with invariant 6 judged as the direct writer's fence defines it, and
-    invariant 2 also across effect ids (:func:`call_delivered_once`)."""
+    """Every invariant of :mod:`.checks`, with invariant 6 judged as the direct writer's fence defines it,
+    invariant 2 also across effect ids (:func:`call_delivered_once`), and the sessions' journals faithful."""
     return [*check_all(obs, [name for name in CHECKS if name != "stale-generation"]), *stale_generation_direct(obs),
-            *call_delivered_once(obs)]
+            *call_delivered_once(obs), *journal_unfaithful(obs)]
 
 
-__all__ = ["RuntimeObservation", "call_delivered_once", "check_runtime_run", "run_prefix", "stale_generation_direct"]
+__all__ = ["RuntimeObservation", "call_delivered_once", "check_runtime_run", "journal_unfaithful", "run_prefix",
+           "stale_generation_direct"]

@@ -67,7 +67,7 @@ them like the ledger's. Every check is tested on hand-made histories with a plan
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..runtime.execution.repeats import RESUMED, event_key, published_run
@@ -335,18 +335,23 @@ def turn_left_unsettled(h: SessionHistory) -> list[Violation]:
                       f"{last.kind!r} (cursor {last.cursor}) of turn {last.turn}: that turn never settles")]
 
 
-def journal_unfaithful(h: SessionHistory) -> list[Violation]:
-    """(k) see the module docstring."""
-    check = h.journal_check
+def journal_problems(subject: str, check: Mapping[str, Any]) -> list[Violation]:
+    """What is wrong with a journal, from what verify and replay said of it (``session_dump.journal_check``; ``{}``:
+    there is none): a chain that does not verify, a replay that diverged. Shared with the runtime workload."""
     out: list[Violation] = []
     if check and not check.get("verified", False):
-        out.append(Violation("journal-unfaithful", h.session_id,
+        out.append(Violation("journal-unfaithful", subject,
                              f"the journal does not verify at seq {check.get('broken_seq')}: {check.get('reason')}"))
     if check and check.get("divergence"):
-        out.append(Violation("journal-unfaithful", h.session_id,
+        out.append(Violation("journal-unfaithful", subject,
                              f"a replay of the journal diverged after {check.get('verified_turns')} verified turn(s): "
                              f"{check['divergence']}"))
     return out
+
+
+def journal_unfaithful(h: SessionHistory) -> list[Violation]:
+    """(k) see the module docstring."""
+    return journal_problems(h.session_id, h.journal_check)
 
 
 SESSION_CHECKS: dict[str, Callable[[SessionHistory], list[Violation]]] = {
@@ -375,8 +380,7 @@ def check_session(h: SessionHistory, names: Iterable[str] | None = None) -> list
 
 __all__ = [
     "PARKED", "SESSION_CHECKS", "TERMINAL", "Read", "Reference", "Seen", "SessionHistory", "View",
-    "carried_out_of_turn", "check_session", "cursor_went_back", "journal_unfaithful", "model_asked_again",
-    "published_after_cancel",
-    "published_beyond_commit", "published_twice", "resume_twice", "steer_dropped", "terminal_diverged",
-    "turn_left_unsettled",
+    "carried_out_of_turn", "check_session", "cursor_went_back", "journal_problems", "journal_unfaithful",
+    "model_asked_again", "published_after_cancel", "published_beyond_commit", "published_twice", "resume_twice",
+    "steer_dropped", "terminal_diverged", "turn_left_unsettled",
 ]

@@ -36,8 +36,20 @@ def read_durable(data_dir: str, session_id: str) -> dict[str, Any]:
     return data
 
 
+def read_journal_checks(data_dir: str, session_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What ``journal verify`` and ``journal replay`` say of each session's journal (``{}``: it has none), read in a
+    child process as :func:`read_durable` reads (see ``session_dump.journal_check``)."""
+    done = subprocess.run([sys.executable, "-m", "ouroactors.runtime.coordinator.session_dump", "--journals",
+                           str(data_dir), *session_ids], capture_output=True, text=True, timeout=READ_TIMEOUT_S)
+    if done.returncode != 0:
+        raise DurableReadError(f"checking the journals of {session_ids} in {data_dir}: exit {done.returncode}: "
+                               f"{done.stderr.strip()[-2000:]}")
+    data: dict[str, dict[str, Any]] = json.loads(done.stdout)
+    return data
+
+
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
 
 
-__all__ = ["DurableReadError", "read_durable"]
+__all__ = ["DurableReadError", "read_durable", "read_journal_checks"]

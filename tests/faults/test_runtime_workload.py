@@ -94,6 +94,11 @@ def test_a_crash_free_run_of_real_sessions_ends_as_expected(fault_bench):
     assert runtime_effect_id(sid, 0) in world  # the world saw the runtime's key from the header
     assert all(lease.released for lease in result.record.leases.values())
     assert result.recovery == []  # nothing was left started
+    # each session's journal verifies and replays (what journal-unfaithful checks after every seed)
+    journals = result.observation.journals
+    assert sorted(journals) == [runtime_session_id("clean", i) for i in range(CONFIG.sessions)]
+    assert all(j["verified"] and j["divergence"] is None and j["verified_turns"] >= 1 for j in journals.values()), \
+        journals
 
 
 @pytest.mark.multiproc
@@ -229,6 +234,23 @@ def test_one_model_call_delivered_under_two_effect_ids_is_a_violation():
     [violation] = call_delivered_once(twice)
     assert violation.invariant == "double-settlement" and violation.subject == "r:s0/e0"
     assert "under 2 effect ids" in violation.message
+
+
+def test_a_session_journal_that_does_not_verify_or_replays_differently_fails_the_run():
+    """A kill must never leave a journal that lies: one that does not verify, or whose replay diverges, is a
+    violation of the run; a replay that stops honestly (a turn the kill left unsettled) is not."""
+    from ouroactors.faults.runtime_checks import RuntimeObservation, check_runtime_run, journal_unfaithful
+
+    ok = {"verified": True, "broken_seq": None, "reason": "", "divergence": None, "boundary": None,
+          "verified_turns": 2}
+    clean = RuntimeObservation("r", [], 1, [], journals={"r:s0": ok, "r:s1": {**ok, "boundary": "unsettled_turn"}})
+    assert journal_unfaithful(clean) == [] and check_runtime_run(clean) == []
+    broken = RuntimeObservation("r", [], 1, [], journals={
+        "r:s0": {**ok, "verified": False, "broken_seq": 4, "reason": "prev is not the previous hash"},
+        "r:s1": {**ok, "divergence": "Divergence(seq=12)"}})
+    found = check_runtime_run(broken)
+    assert [(v.invariant, v.subject) for v in found] == [("journal-unfaithful", "r:s0"), ("journal-unfaithful", "r:s1")]
+    assert "seq 4: prev is not the previous hash" in found[0].message and "seq=12" in found[1].message
 
 
 def test_an_answer_of_another_kind_is_a_wrong_answer_the_driver_counts_as_a_failed_ask():

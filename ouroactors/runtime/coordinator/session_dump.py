@@ -82,9 +82,25 @@ def journal_check(env: Any, session_id: str) -> dict[str, Any]:
             "verified_turns": report.verified_turns}
 
 
+def journal_checks(data_dir: str, session_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """:func:`journal_check` of each of ``session_ids`` (sessions of a runtime alone, with no session record: the
+    runtime workload's)."""
+    from ...authorities.storage.env import StorageConfig, open_env
+
+    env = open_env(StorageConfig.under(data_dir))
+    return {sid: journal_check(env, sid) for sid in session_ids}
+
+
+USAGE = ("usage: python -m ouroactors.runtime.coordinator.session_dump DATA_DIR SESSION\n"
+         "       python -m ouroactors.runtime.coordinator.session_dump --journals DATA_DIR SESSION...")
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m ouroactors.runtime.coordinator.session_dump DATA_DIR SESSION", file=sys.stderr)
+    if argv[:1] == ["--journals"] and len(argv) >= 2:
+        print(json.dumps(journal_checks(argv[1], argv[2:])))
+        return 0
+    if len(argv) != 2 or argv[0].startswith("--"):
+        print(USAGE, file=sys.stderr)
         return 2
     print(json.dumps(dump(argv[0], argv[1])))
     return 0
