@@ -17,6 +17,9 @@ Invariants checked (DESIGN.md numbering where it has one):
 ``record-lost``            no committed record is lost (every answered commit is in the ledger)
 ``outcome-diverged``       7. a terminal outcome equals the crash-free one (else it stops visibly)
 =========================  =====================================================================
+
+Invariant 4 (every journal verifies) needs real sessions: ``journal-unfaithful`` checks it after every run of the
+runtime workload (:mod:`.runtime_checks`) and of a session crash enumeration (:mod:`.session_checks`, (k)).
 """
 
 from __future__ import annotations

@@ -54,10 +54,11 @@ crash-free run of the same scenario (:class:`Reference`). Eleven invariants, one
     parked — is settled by the coordinator in the cancel's own commit), so a subscriber sees every turn it saw start
     end.
 
-(k) :func:`journal_unfaithful` — a journal is evidence, whatever crashed while it was written: its chain verifies
-    to its anchored head and against every hash the ledger's settlements keep (``journal verify``), and a replay
-    of it through the loop (``journal replay``) diverges nowhere. A replay may stop at an honest boundary (a gap, a
-    turn a crash left unsettled): that is the journal saying what it cannot prove, not a lie.
+(k) :func:`journal_unfaithful` — DESIGN's invariant 4, a journal is evidence whatever crashed while it was
+    written: its chain verifies to its anchored head and against every hash the ledger's settlements keep
+    (``journal verify``), and a replay of it through the loop (``journal replay``) diverges nowhere. A replay may
+    stop at an honest boundary (a gap, a turn a crash left unsettled): that is the journal saying what it cannot
+    prove, not a lie.
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
