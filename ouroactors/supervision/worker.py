@@ -20,19 +20,15 @@ A handler may also *refuse* a request by raising one of the exception types the 
 the sender gets the exception as its answer and the worker carries on. Every other exception is a
 crash.
 
-**Tagged requests.** A request may come wrapped in :class:`~.calls.Tagged` (an asker that must tell its answers
-apart: :mod:`ouroactors.runtime.coordinator.calls`). It is unwrapped and meets every check a bare one does; every
-answer to it — the return value, a refusal, a stale stamp, the crash report — goes back inside
-:class:`~.calls.TaggedAnswer` with its ref. A worker that answers after its handler returned (a group commit) keeps
-:meth:`Worker.asker_of` the sender and answers with :meth:`Worker.answer_asker`, tagged the same way.
+**Tagged requests** (:class:`~.calls.Tagged`: an asker that must tell its answers apart) are unwrapped and meet
+every check a bare one does; every answer — return value, refusal, stale stamp, crash report — goes back inside
+:class:`~.calls.TaggedAnswer` with the ref, also a late one (:meth:`Worker.asker_of`, :meth:`Worker.answer_asker`).
 
-**The door of an authority.** A message whose type is in the class's ``protocol`` is checked
-field by field against its annotations (:func:`ouroactors.core.boundary.check_message`) before any
-handler sees it; a bad one is answered with :class:`~ouroactors.core.errors.BadRequest` and does
-nothing — one malformed message must not crash an authority, because an authority's restart
-restarts every consumer after it. With ``stamped_only``, a protocol request that arrives without a
-generation stamp is answered :class:`~ouroactors.core.errors.StampRequired` (generation fencing is
-not opt-in); only the types listed in ``reads`` (they change nothing) may come unstamped.
+**The door of an authority.** A message whose type is in the class's ``protocol`` is checked field by field
+(:func:`ouroactors.core.boundary.check_message`) before any handler sees it; a bad one is answered
+:class:`~ouroactors.core.errors.BadRequest` and does nothing: an authority's restart restarts every consumer after
+it. With ``stamped_only``, a protocol request without a generation stamp is answered
+:class:`~ouroactors.core.errors.StampRequired` (fencing is not opt-in); only the ``reads`` types may come unstamped.
 """
 
 from __future__ import annotations
@@ -340,17 +336,18 @@ class Worker(Actor):
         except Exception as exc:
             reason = reasons.crash(exc)
             log.error("%s: start failed: %s", start.path, reason, exc_info=True)
-            self._state = "done"
-            self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
-            self._exit_if_forgotten()
+            self._start_refused(start, sender, reason)
             return
         if started is IGNORE:  # OTP's ignore: the supervisor keeps the spec and runs nothing
-            self._state = "done"
-            self.send(sender, ChildStartRefused(start.key, start.incarnation, reasons.ignore()))
-            self._exit_if_forgotten()
+            self._start_refused(start, sender, reasons.ignore())
             return
         self._state = "running"
         self.send(sender, ChildStarted(start.key, start.incarnation, os.getpid(), str(self.myAddress), this_node()))
+
+    def _start_refused(self, start: StartChild, sender: Any, reason: ExitReason) -> None:
+        self._state = "done"
+        self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
+        self._exit_if_forgotten()
 
     def _finish(self, reason: ExitReason) -> None:
         """Run ``on_stop`` once, tell the supervisor why, and wait to be ended."""
@@ -398,10 +395,9 @@ class Worker(Actor):
         log.error("%s crashed: %s", self.path, reason, exc_info=(type(exc), exc, exc.__traceback__))
 
     def _refuse(self, message: Any, sender: Any) -> None:
-        if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage):
-            return
-        if isinstance(message, StopRequest | GenerationAssigned | ArmFaults):
-            return
+        if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage | StopRequest
+                                                    | GenerationAssigned | ArmFaults):
+            return  # nothing to answer: notices, timers, and a supervisor's requests to a child that is done
         if self._crash_reason is not None:
             self._answer_now(sender, ActorCrashed(self.path, str(self._crash_reason)))
         else:
