@@ -90,6 +90,10 @@ class Ping:
 
 @dataclass(frozen=True)
 class Pong:
+    # The answer to a Ping and nothing else: one a dead supervisor's child (or a lease holder) sent back, reaching a
+    # handle endpoint that got the dead actor's port, must not pass for the answer to another ask there.
+    ANSWERS_ONLY: ClassVar[tuple[type, ...]] = (Ping,)
+
     key: str
     incarnation: int
 

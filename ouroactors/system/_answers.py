@@ -19,7 +19,7 @@ from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
 from ..core.errors import ActorCrashed, AskTimeout, StartFailed
-from ..supervision.calls import AdminAnswer, AdminCall, Ok, Tagged, TaggedAnswer
+from ..supervision.calls import Addressed, AdminAnswer, AdminCall, Ok, Stamped, Tagged, TaggedAnswer
 
 log = logging.getLogger("ouroactors.system")
 MULTIPROC = "multiprocTCPBase"
@@ -38,8 +38,9 @@ def tagged_for(request_id: str) -> Callable[[Any], bool]:
     to it. Any other message answers whatever was asked. So neither a stream's late answer, nor a heartbeat, nor
     another actor's mail passes for the answer to an ask on this endpoint. Nor do the pushes a child sends its
     supervisor (``ChildStarted``, ``ChildStartRefused``, ``ChildExiting``, ``AnnounceGeneration``,
-    ``GenerationAdopted``), and on the multiproc base an answer tagged with a ref the ask did not send (another
-    actor's ask of an actor that died: :func:`_own_ref_only`)."""
+    ``GenerationAdopted``), a ``Pong`` when the ask was no ``Ping`` (:func:`_answering`), and on the multiproc base
+    an answer tagged with a ref the ask did not send (another actor's ask of an actor that died:
+    :func:`_own_ref_only`)."""
     def accept(message: Any) -> bool:
         if getattr(type(message), "NEVER_AN_ANSWER", False):
             return False
@@ -108,7 +109,7 @@ class Answers:
             return None  # the actor at that port is dead and the port is ours now: a dead letter (see _is_own)
         # a message that is not this ask's answer (a late or streamed answer to an earlier request, told apart by its
         # request id: see tagged_for) is dropped, and the endpoint listens on for the rest of the timeout
-        accept = tagged_for(getattr(getattr(message, "payload", message), "request_id", ""))
+        accept = _answering(tagged_for(getattr(getattr(message, "payload", message), "request_id", "")), message)
         ref = None
         if self.base != "multiproc":  # one endpoint for good: each ask carries a ref its answer comes back with
             message, ref = _with_ref(message, worker)
@@ -263,6 +264,18 @@ def _ref_filter(accept: Callable[[Any], bool], ref: str | None, abandoned: dict[
             return True  # no ref: an answer from something that tags nothing (the tree host, a raw send)
         return carried == ref if ref is not None else carried not in abandoned
     return accept_ref
+
+
+def _answering(accept: Callable[[Any], bool], request: Any) -> Callable[[Any], bool]:
+    """``accept``, and an answer whose type names the requests it answers (``ANSWERS_ONLY``: a ``Pong`` answers a
+    ``Ping``) only when ``request`` (inside its envelopes) is one of them."""
+    while isinstance(request, Addressed | Stamped | Tagged):
+        request = request.request if isinstance(request, Tagged) else request.payload
+
+    def accept_answer(message: Any) -> bool:
+        only = getattr(type(message), "ANSWERS_ONLY", None)
+        return accept(message) and (only is None or isinstance(request, only))
+    return accept_answer
 
 
 def _sent_ref(message: Any) -> str | None:

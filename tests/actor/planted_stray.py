@@ -18,6 +18,7 @@ from ouroactors.supervision.protocol import (
     ChildExiting,
     ChildStarted,
     ChildStartRefused,
+    Pong,
     StopRequest,
 )
 from ouroactors.supervision.reasons import normal
@@ -35,10 +36,12 @@ def strays() -> list[Any]:
 
 def stray_pushes_and_answers() -> list[Any]:
     """What a dead *supervisor's* children push to it, and the answers to asks a dead *coordinator* (or supervisor)
-    made of others: each tagged with the ref its asker sent, which no ask of a handle sent."""
+    made of others: each tagged with the ref its asker sent, which no ask of a handle sent, or a ``Pong`` (the
+    answer to a supervisor's heartbeat, never to anything a handle asks but a ``Ping``)."""
     return [ChildStarted("runtime#4", 2, 4242, "addr"), ChildStartRefused("runtime#4", 3, normal()),
             ChildExiting("runtime#4", 2, normal()), AnnounceGeneration("grants", 1, "reloaded"),
-            GenerationAdopted("grants", 1, 9), TaggedAnswer("c-17", "its status"), AdminAnswer("a-3", [])]
+            GenerationAdopted("grants", 1, 9), TaggedAnswer("c-17", "its status"), AdminAnswer("a-3", []),
+            Pong("runtime#4", 2)]
 
 
 class StraySender(Worker):
