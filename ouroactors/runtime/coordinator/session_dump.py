@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -96,13 +97,25 @@ USAGE = ("usage: python -m ouroactors.runtime.coordinator.session_dump DATA_DIR 
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--journals"] and len(argv) >= 2:
-        print(json.dumps(journal_checks(argv[1], argv[2:])))
-        return 0
-    if len(argv) != 2 or argv[0].startswith("--"):
+    """Exit 0 with the JSON printed; 2 on bad input (usage, a data dir with no environment, a bad session id),
+    having opened nothing: a reader must not create the environment it was sent to read."""
+    journals = argv[:1] == ["--journals"]
+    args = argv[1:] if journals else argv
+    if (len(args) < 1 if journals else len(args) != 2) or (not journals and argv[0].startswith("--")):
         print(USAGE, file=sys.stderr)
         return 2
-    print(json.dumps(dump(argv[0], argv[1])))
+    if not (Path(args[0]) / "lmdb").is_dir():
+        print(f"session_dump: {args[0]} holds no LMDB environment (no lmdb/ directory): nothing to read",
+              file=sys.stderr)
+        return 2
+    from ..execution.journal import JournalError
+
+    try:
+        found = journal_checks(args[0], args[1:]) if journals else dump(args[0], args[1])
+    except (ValueError, JournalError) as exc:  # a session id that is none (the store's and the journal's checks)
+        print(f"session_dump: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(found))
     return 0
 
 
