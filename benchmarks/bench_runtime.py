@@ -18,7 +18,8 @@ more than a bare ``true``) plus two raw synced LMDB put commits — the physical
 and journal cost alone.
 
 ``--breakdown`` turns on the runtime's timing marks (:mod:`ouroactors.runtime.execution.timing`) and adds one row
-per part of a step, per mode: call setup, the grant decision, the ledger start (its records and synced commit), the
+per part of a step, per mode (its name gives the turn thread's CPU in the part: the rest of its wall time is waiting
+— for a flush, the child, a CPU): call setup, the grant decision, the ledger start (its records and synced commit), the
 tool, the settlement (records and synced commit), and what lies between two calls (the loop, the model, journal
 staging). The marks cost a lock and an append each; without the flag they cost a branch.
 """
