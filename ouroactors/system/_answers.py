@@ -292,6 +292,8 @@ def _own_ref_only(accept: Callable[[Any], bool], sent: str | None) -> Callable[[
         if not accept(message):
             return False
         carried = _ref_of(message)
+        if isinstance(message, TaggedAnswer | AdminAnswer):  # a tagged answer (one with no str ref is malformed)
+            return sent is not None and carried == sent
         return carried is None or carried == sent
     return accept_own
 

@@ -41,7 +41,8 @@ def stray_pushes_and_answers() -> list[Any]:
     return [ChildStarted("runtime#4", 2, 4242, "addr"), ChildStartRefused("runtime#4", 3, normal()),
             ChildExiting("runtime#4", 2, normal()), AnnounceGeneration("grants", 1, "reloaded"),
             GenerationAdopted("grants", 1, 9), TaggedAnswer("c-17", "its status"), AdminAnswer("a-3", []),
-            Pong("runtime#4", 2)]
+            Pong("runtime#4", 2), TaggedAnswer(None, "a malformed tag"), AdminAnswer(7, "another"),  # type: ignore
+            TaggedAnswer("x" * 100_000, "an over-long ref")]
 
 
 class StraySender(Worker):
