@@ -18,8 +18,9 @@ fault points). Each write reads the session's head inside the transaction and ch
 not memory, decides ``seq`` and ``prev``.
 
 **A failed append never raises into the effect path** (the ledger is the gate). The records are remembered as lost
-(kinds, count, times, reason) and the next write that commits first writes a ``gap`` record naming them. A commit
-whose outcome is unknown is held in doubt: the next write finds out from the durable head whether it landed.
+(kinds, count, times, reason), also in a durable marker the session's next writer reads (:mod:`.journal_loss`), and
+the next write that commits first writes a ``gap`` record naming them. A commit whose outcome is unknown is held in
+doubt: the next write finds out from the durable head whether it landed.
 
 **Size budget.** When a turn starts and the session's bytes exceed the budget, the oldest whole turns are dropped
 (in that transaction) and a ``truncated`` record takes the place of the last dropped one: it chains from the seed
@@ -28,17 +29,18 @@ and carries ``resume_prev``, the hash the next surviving record chains from, so 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import lmdb
 
 from ...authorities.storage import commit
 from ...authorities.storage.env import db
+from ...core import faults
 from ...core.codec import CodecError, decode
 from ...core.errors import OuroactorsError
 from . import blobs, chain
@@ -56,9 +58,11 @@ from .journal_format import (  # the journal's layout: its callers import it fro
 )
 from .journal_format import INLINE_LIMIT as INLINE_LIMIT  # re-exported
 from .journal_format import SPILL_FIELD_BYTES as SPILL_FIELD_BYTES  # re-exported
+from .journal_loss import Lost as _Lost
+from .journal_loss import absorb_marker, encode_marker, gap_fields, marker_key
 
 DEFAULT_BUDGET_BYTES = 64 << 20
-MAX_GAP_KINDS = 32
+PUT = faults.register_point("journal.put", "a journal's records are about to be put in a write transaction")
 _SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}\Z")
 
 
@@ -71,34 +75,6 @@ def check_session(session: str) -> bytes:
         raise JournalError(f"session id {session!r} is not 1-200 characters of [A-Za-z0-9._:@-] "
                            "starting with a letter or digit")
     return session.encode()
-
-
-@dataclass
-class _Lost:
-    count: int = 0
-    kinds: Counter[str] = field(default_factory=Counter)
-    first_at: int | None = None
-    last_at: int | None = None
-    reason: str = ""
-
-    def add(self, kind: str, at: int | None, reason: str, n: int = 1) -> None:
-        self.count += n
-        if kind in self.kinds or len(self.kinds) < MAX_GAP_KINDS:
-            self.kinds[kind] += n
-        else:
-            self.kinds["(other)"] += n
-        if at is not None:
-            self.first_at = at if self.first_at is None else min(self.first_at, at)
-            self.last_at = at if self.last_at is None else max(self.last_at, at)
-        self.reason = reason
-
-    def merge(self, other: _Lost) -> None:
-        for kind, n in other.kinds.items():
-            self.add(kind, None, other.reason or self.reason, n)
-        for at in (other.first_at, other.last_at):
-            if at is not None:
-                self.first_at = at if self.first_at is None else min(self.first_at, at)
-                self.last_at = at if self.last_at is None else max(self.last_at, at)
 
 
 @dataclass
@@ -134,6 +110,8 @@ class Journal:
         self._staged: list[tuple[_Staged, int]] = []
         self._lost = _Lost()
         self._doubt: Batch | None = None
+        self._token = os.urandom(8)  # names this writer's gap marker (:mod:`.journal_loss`)
+        self._absorbed: set[bytes] = set()  # other writers' markers whose account this writer's memory holds
         self.committed_head: tuple[int, bytes] | None = None  # the last head this writer saw committed
         self._head_written: tuple[bytes, _Head] | None = None  # the head bytes it put last, and their head
         self.gaps_written = 0
@@ -184,6 +162,7 @@ class Journal:
             planned = self._plan(txn, staged, lost, doubt)
         except Exception as exc:
             self._restore(staged, lost, doubt, f"journal write failed: {type(exc).__name__}: {exc}")
+            self._mark_in(txn)
             return None
         if planned is None:
             return None
@@ -192,8 +171,10 @@ class Journal:
             target = self.env.begin(write=True, parent=txn) if isolate else txn
         except Exception as exc:
             self._restore(staged, lost, doubt, f"cannot begin a nested transaction: {exc}")
+            self._mark_in(txn)
             return None
         try:
+            faults.point(PUT)
             blobs_db = self._blobs
             for database, key, value in ops:
                 if value is None:
@@ -213,6 +194,7 @@ class Journal:
                 except Exception:
                     pass
             self._restore(staged, lost, doubt, f"journal write failed: {type(exc).__name__}: {exc}")
+            self._mark_in(txn)
             return None
 
     def _restore(self, staged: list[tuple[_Staged, int]], lost: _Lost, doubt: Batch | None, reason: str) -> None:
@@ -245,6 +227,43 @@ class Journal:
                 self._doubt = batch
                 return
             self._lost.merge(_lost_of(batch, outcome.reason))
+        self._mark_alone()
+
+    # -- the durable gap marker (:mod:`.journal_loss`) -----------------------------------------------------------
+
+    def _put_marker(self, txn: lmdb.Transaction) -> None:
+        """Put this writer's whole account of its losses in ``txn`` as the session's marker (another writer's marker
+        there is merged into it first, and into this writer's memory: the one replaces the other)."""
+        key = marker_key(self.sid)
+        with self._lock:
+            absorb_marker(self._lost, txn.get(key, db=self._anchor), self._token, self._absorbed)
+            if not self._lost.count:
+                return
+            value = encode_marker(self._lost, self._token)
+        txn.put(key, value, db=self._anchor)
+
+    def _mark_in(self, txn: lmdb.Transaction) -> None:
+        """After our puts failed inside ``txn``, which may still commit (a ledger's): leave the marker in it, in a
+        nested transaction so a failure here spoils nothing. Best effort: a failure leaves the account in memory."""
+        try:
+            nested = self.env.begin(write=True, parent=txn)
+        except Exception:
+            return
+        try:
+            self._put_marker(nested)
+            nested.commit()
+        except Exception:
+            try:
+                nested.abort()
+            except Exception:
+                pass
+
+    def _mark_alone(self) -> None:
+        """After a transaction carrying our records was refused: the marker in a commit of its own. Best effort."""
+        try:
+            commit.write(self.env, self._put_marker)
+        except Exception:  # a dead environment: the process is going away, the account with it
+            pass
 
     def anchor_evidence(self) -> dict[str, Any] | None:
         """``{"journal": {"seq", "hash"}}`` of the last committed head, for the ledger's settled evidence: a hash
@@ -285,6 +304,8 @@ class Journal:
             with self._lock:  # the transaction failed before our puts: what was staged is lost
                 staged, self._staged = self._staged, []
             self._restore(staged, _Lost(), None, getattr(outcome, "reason", ""))
+            if not isinstance(outcome, commit.Unknown):
+                self._mark_alone()
             return AppendResult(False, getattr(outcome, "reason", ""))
         self.settle_staged(batch, outcome)
         if isinstance(outcome, commit.Committed):
@@ -301,6 +322,7 @@ class Journal:
               doubt: Batch | None) -> tuple[Batch, list[Op]] | None:
         """Read the head and compute every write of this batch (nothing is written here)."""
         head = self._read_head(txn)
+        marked = absorb_marker(lost, txn.get(marker_key(self.sid), db=self._anchor), self._token, self._absorbed)
         if doubt is not None:
             landed = head is not None and head.head_seq >= doubt.head_seq and _witness(
                 txn, self._anchor, self.sid, doubt.head_seq) == doubt.head_hash
@@ -316,7 +338,7 @@ class Journal:
         first_new = seq
         items: list[_Staged] = []
         if lost.count:
-            items.append(_encode("gap", _gap_fields(lost, seq), None, lost.last_at or 0))
+            items.append(_encode("gap", gap_fields(lost, seq), None, lost.last_at or 0))
         items.extend(item for item, _ in staged)
         ops: list[Op] = []
         starts_turn = False
@@ -342,6 +364,8 @@ class Journal:
             head = _Head(cut.first_seq, cut.head_seq, cut.head_hash, cut.bytes, cut.records)
         encoded = head.packed()
         ops.append((self._anchor, head_key(self.sid), encoded))
+        if marked:  # the loss it kept is named by this batch's gap record (or was, by an earlier one of ours)
+            ops.append((self._anchor, marker_key(self.sid), None))
         self._head_written = (encoded, head)
         batch = Batch([(item.kind, at) for item, at in staged], lost if lost.count else None, head.head_seq,
                       head.head_hash, range(first_new, seq))
@@ -368,11 +392,6 @@ def _lost_of(batch: Batch, reason: str) -> _Lost:
         lost.add(kind, at, reason)
     lost.reason = reason
     return lost
-
-
-def _gap_fields(lost: _Lost, seq: int) -> dict[str, Any]:
-    return {"lost_records": lost.count, "lost_kinds": dict(sorted(lost.kinds.items())), "reason": lost.reason,
-            "lost_from_seq": seq, "first_lost_at": lost.first_at, "last_lost_at": lost.last_at}
 
 
 def _decode_head(raw: bytes | memoryview, sid: bytes) -> JournalHead:
