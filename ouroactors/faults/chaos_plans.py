@@ -19,7 +19,9 @@ from typing import Any
 
 from ..core.faults import FaultAction, FaultPlan, FaultRule
 
-STORAGE_POINTS = ("storage.before_commit", "storage.after_commit")
+# Where a seeded plan may make a write fail without killing anybody: a whole commit (refused, of unknown outcome, a
+# full map), or only a journal's puts inside one (the ledger's transaction still commits: the journal's gap path).
+STORAGE_POINTS = ("storage.before_commit", "storage.after_commit", "journal.put")
 MAX_RULES = 3
 
 

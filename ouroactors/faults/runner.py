@@ -236,10 +236,10 @@ class Bench(BenchSystem):
 
     def run(self, stem: str, plan: FaultPlan | None = None, *, at: Sequence[str] | None = None,
             kills: Sequence[Kill] | None = None) -> RunResult:
-        """Drive one workload run with ``plan`` armed in every worker (or those at ``at``); recover;
-        observe; check. The plan is armed right before the driver starts and disarmed after it ends.
-        ``kills``: the runtime driver's own SIGKILLs (default: ``config.kills`` of them drawn from ``stem``,
-        so a campaign's seed names its kills as it names its plan)."""
+        """Drive one workload run with ``plan`` armed in every worker (or those at ``at``; the runtime workload's
+        runtimes too: :meth:`_arm_runtimes`); recover; observe; check. The plan is armed right before the driver
+        starts and disarmed after it ends. ``kills``: the runtime driver's own SIGKILLs (default: ``config.kills``
+        of them drawn from ``stem``, so a campaign's seed names its kills as it names its plan)."""
         if kills is None:
             kills = kills_for_seed(stem, self.config, count=self.config.kills) if self.config.kills else ()
         system = self.live
@@ -257,6 +257,7 @@ class Bench(BenchSystem):
             system.simulation.clock.forget_before(time.time_ns())
         if plan is not None:
             self.arm(plan, at)
+            self._arm_runtimes(plan, at)
         assert self.client is not None
         self._escalations = 0
         driver = self._driver(run_id, kills)
@@ -264,6 +265,7 @@ class Bench(BenchSystem):
         escalated = self.ensure_ready() or escalated or self._escalations > 0
         if plan is not None:
             self.arm(None)
+            self._arm_runtimes(None, at)
         run_events = system.events.all()[mark:]
         recovery = self.recover(run_id, first_seq)
         observation = self.observe(run_id, first_seq, record)
@@ -283,6 +285,26 @@ class Bench(BenchSystem):
             recovery=recovery, anomalies=self.anomalies[anomalies_before:], statuses=dict(sorted(statuses.items())),
             duration_s=time.monotonic() - began,
         )
+
+    def _arm_runtimes(self, plan: FaultPlan | None, at: Sequence[str] | None) -> None:
+        """The runtime workload's plan reaches the session runtimes too: armed in their execution supervisor, it is
+        inherited by every runtime forked while it is armed (each counts its own hits from zero), so a seed's storage
+        faults, delays and kills land inside the effect path as well (a journal's puts failing, a start refused,
+        a runtime killed at a point of its own). Runtimes forked before (spares) or after the run carry none."""
+        if self.config.driver != "runtime" or self.execution is None or at is not None:
+            return
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            try:
+                with isolated(self.live) as system:  # an ask that timed out must not answer the next one
+                    system.arm_faults(self.execution, plan)
+                return
+            except OuroactorsError:
+                if plan is None:
+                    return  # disarming a supervisor gone with its tree: its runtimes went with it, unarmed anew
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)  # restarting (the tree after an escalation): bounded poll
 
     def _driver(self, run_id: str, kills: Sequence[Kill]) -> Driver:
         """The synthetic driver, or real sessions of the runtime (``config.driver``); kills need the latter."""

@@ -27,8 +27,9 @@ pid, at a named moment of a turn: right after ``SendText`` was accepted, after t
 after the call's result was drained (the scripted model then waits :data:`RESULT_PACE_MS` before its closing
 words, so the kill lands while the call is settled in the ledger and its turn is not yet journaled: the case a
 replacement runtime must not run again).
-A plan armed in the static workers (:meth:`~.runner.Bench.run`'s ``plan``) applies too; a runtime is started after
-arming, so it is never armed itself. :func:`kills_for_seed` draws a schedule from a seed.
+A seed's plan (:meth:`~.runner.Bench.run`'s ``plan``) applies too: armed in the static workers and in the execution
+supervisor, whose runtimes forked during the run inherit it (each counting its own hits).
+:func:`kills_for_seed` draws a schedule from a seed.
 
 Multiproc only: the runtime runs its turns in a thread beside the actor, which the simulated simple base has not.
 """

@@ -58,7 +58,9 @@ crash-free run of the same scenario (:class:`Reference`). Eleven invariants, one
     written: its chain verifies to its anchored head and against every hash the ledger's settlements keep
     (``journal verify``), and a replay of it through the loop (``journal replay``) diverges nowhere. A replay may
     stop at an honest boundary (a gap, a turn a crash left unsettled): that is the journal saying what it cannot
-    prove, not a lie.
+    prove, not a lie. And no gap is silent: every ``tool_call`` (and runner settlement's ``tool_result``) the
+    ledger's entries of the session prove was committed is in the journal, or a ``gap`` record names its loss
+    (:mod:`ouroactors.runtime.execution.ledger_witness`).
 
 Violations reuse :class:`~.checks.Violation` (invariant name, subject, detail), so reports and the CLI print
 them like the ledger's. Every check is tested on hand-made histories with a planted violation
@@ -338,7 +340,8 @@ def turn_left_unsettled(h: SessionHistory) -> list[Violation]:
 
 def journal_problems(subject: str, check: Mapping[str, Any]) -> list[Violation]:
     """What is wrong with a journal, from what verify and replay said of it (``session_dump.journal_check``; ``{}``:
-    there is none): a chain that does not verify, a replay that diverged. Shared with the runtime workload."""
+    there is none): a chain that does not verify, a replay that diverged, a record the ledger proves was due and no
+    gap names (a silent gap). Shared with the runtime workload."""
     out: list[Violation] = []
     if check and not check.get("verified", False):
         out.append(Violation("journal-unfaithful", subject,
@@ -347,6 +350,8 @@ def journal_problems(subject: str, check: Mapping[str, Any]) -> list[Violation]:
         out.append(Violation("journal-unfaithful", subject,
                              f"a replay of the journal diverged after {check.get('verified_turns')} verified turn(s): "
                              f"{check['divergence']}"))
+    for line in (check.get("unjournaled") or []) if check else []:
+        out.append(Violation("journal-unfaithful", subject, f"a silent gap: {line}"))
     return out
 
 

@@ -161,3 +161,15 @@ def test_declared_points_name_every_worker():
     points = declared_points(workload_tree())
     assert {"message.agent/storage", "message.agent/ledger", "message.agent/workspace",
             "storage.before_commit", "storage.after_commit", "workspace.lease_recorded"} <= set(points)
+
+
+def test_a_seeded_plan_may_fail_only_a_journals_puts():
+    """``journal.put`` is a storage point: some seeds make a journal's puts fail inside a transaction that still
+    commits (the gap path under fault injection), with a storage action, never a kill only."""
+    from ouroactors.faults.chaos_plans import STORAGE_POINTS, plan_for_seed
+
+    assert "journal.put" in STORAGE_POINTS
+    points = ["journal.put", "runtime.turn_started", "storage.before_commit"]
+    drawn = [rule for seed in range(200) for rule in plan_for_seed(seed, points).rules if rule.point == "journal.put"]
+    actions = {rule.action.value for rule in drawn}
+    assert {"commit_rejected", "map_full", "commit_unknown"} <= actions

@@ -132,6 +132,29 @@ def test_seeded_kills_of_the_runtime_and_the_ledger_break_no_invariant(fault_ben
 
 
 @pytest.mark.multiproc
+def test_a_seeds_plan_reaches_the_runtimes_and_their_failed_journal_puts_become_gaps(fault_bench):
+    """A plan of the run is armed in the execution supervisor too, so the runtimes it forks carry it: here each
+    runtime's 2nd and 3rd journal puts fail (the 2nd rides in its first tool call's ledger start, which still
+    commits). Nothing may be silent: every session's journal names the loss in a gap record, verifies, replays, and
+    holds every record the ledger proves it was given, or a gap naming it."""
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    bench = fault_bench(workload_tree(runtime=True), CONFIG)
+    plan = FaultPlan((FaultRule("journal.put", FaultAction.COMMIT_REJECTED, nth=2),
+                      FaultRule("journal.put", FaultAction.MAP_FULL, nth=3)))
+    result = bench.run("gaps", plan)
+    assert result.violations == [], [str(v) for v in result.violations]
+    fired = [f for f in result.firings if f.get("point") == "journal.put"]
+    assert fired and all("execution" in str(f["path"]) for f in fired), result.firings
+    journals = result.observation.journals
+    assert sorted(journals) == [runtime_session_id("gaps", i) for i in range(CONFIG.sessions)]
+    for sid, check in journals.items():
+        assert check["verified"] and check["divergence"] is None and check["unjournaled"] == [], (sid, check)
+        assert check["gaps"] >= 1, (sid, check)
+    assert result.statuses.get("ok", 0) >= 1  # the sessions went on: the journal is not the gate
+
+
+@pytest.mark.multiproc
 def test_a_replaced_runtime_does_not_run_a_settled_call_of_an_unfinished_turn_again(fault_bench):
     """Killed after turn 2's call was settled but before the turn was journaled: the new runtime continues from
     turn 1, turn 2 is sent again, its call has the same effect id, and the ledger's record stops it."""
@@ -251,6 +274,20 @@ def test_a_session_journal_that_does_not_verify_or_replays_differently_fails_the
     found = check_runtime_run(broken)
     assert [(v.invariant, v.subject) for v in found] == [("journal-unfaithful", "r:s0"), ("journal-unfaithful", "r:s1")]
     assert "seq 4: prev is not the previous hash" in found[0].message and "seq=12" in found[1].message
+
+
+def test_a_silent_gap_the_ledger_witnesses_fails_the_run():
+    """A journal that verifies and replays can still have lost records silently: what the ledger's entries prove was
+    given to it and no gap names (``session_dump.journal_check``'s ``unjournaled``) is a violation too."""
+    from ouroactors.faults.runtime_checks import RuntimeObservation, check_runtime_run
+
+    ok = {"verified": True, "broken_seq": None, "reason": "", "divergence": None, "boundary": None,
+          "verified_turns": 2, "unjournaled": []}
+    silent = "effect 'r:s0/t1/c1': the ledger has it, the journal has no tool_call for turn 1 call 'c1', ..."
+    found = check_runtime_run(RuntimeObservation("r", [], 1, [], journals={"r:s0": {**ok, "unjournaled": [silent]},
+                                                                           "r:s1": ok}))
+    assert [(v.invariant, v.subject) for v in found] == [("journal-unfaithful", "r:s0")]
+    assert "a silent gap" in found[0].message and "no tool_call" in found[0].message
 
 
 def test_an_answer_of_another_kind_is_a_wrong_answer_the_driver_counts_as_a_failed_ask():

@@ -70,17 +70,25 @@ def journal_outline(env: Any, session_id: str) -> list[dict[str, Any]]:
 def journal_check(env: Any, session_id: str) -> dict[str, Any]:
     """What ``ouroactors journal verify`` and ``journal replay`` would say of the session's journal (the session
     check ``journal-unfaithful``): ``{}`` when it has none; else whether its chain verifies against its head and the
-    ledger's anchors (the first seq that does not follow, and why), and where a replay of it diverged or stopped."""
+    ledger's anchors (the first seq that does not follow, and why), where a replay of it diverged or stopped, and
+    what the ledger holds of the session that the journal lacks with no gap saying so
+    (:func:`~ouroactors.runtime.execution.ledger_witness.unjournaled`), and how many gap records it has."""
+    from ...authorities.ledger.store import LedgerStore
     from ..execution import reading, replay
+    from ..execution.ledger_witness import unjournaled
 
     if reading.head(env, session_id) is None:
         return {}
     verdict = reading.verify(env, session_id, reading.ledger_anchors(env, session_id))
     report = replay.replay(env, session_id)
+    records = reading.records(env, session_id)
+    entries = LedgerStore(env, node="journal-check", kinds=frozenset(), fence=None).list(session=session_id,
+                                                                                      limit=1 << 30)
     return {"verified": verdict.ok, "broken_seq": verdict.broken_seq, "reason": verdict.reason,
             "divergence": None if report.divergence is None else repr(report.divergence),
             "boundary": None if report.boundary is None else report.boundary.reason,
-            "verified_turns": report.verified_turns}
+            "verified_turns": report.verified_turns, "unjournaled": unjournaled(entries, records),
+            "gaps": sum(1 for r in records if r.kind == "gap")}
 
 
 def journal_checks(data_dir: str, session_ids: list[str]) -> dict[str, dict[str, Any]]:
