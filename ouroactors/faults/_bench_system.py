@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.errors import OuroactorsError
+from ..core.errors import ChildNotFound, OuroactorsError
 from ..core.faults import FaultAction, FaultPlan, with_kill_target
 from ..core.procs import pid_alive as _pid_alive
 from ..supervision.processes import HEARTBEAT_INTERVAL, LOCAL_EXIT_GRACE
@@ -151,16 +151,24 @@ class BenchSystem:
 
     def _replace_lost(self, rows: list[tuple[str, Any]] | None = None) -> bool:
         lost = self.lost_workers(rows)
+        replaced = False
         for path, pid in lost:
-            note = (f"supervision lost the exit of {path}: pid {pid} is gone but its supervisor shows it "
-                    "running; the bench terminated and restarted it")
-            log.info("%s", note)
-            self.anomalies.append(note)
             parent, _, child = path.rpartition("/")
             with isolated(self.live) as system:
-                system.terminate_child(parent, child, timeout=60.0)
-                system.restart_child(parent, child)
-        return bool(lost)
+                try:
+                    system.terminate_child(parent, child, timeout=60.0)
+                except ChildNotFound:
+                    continue  # its supervisor took the exit since the walk (a dynamic child, deleted): not lost
+                note = (f"supervision lost the exit of {path}: pid {pid} is gone but its supervisor shows it "
+                        "running; the bench terminated and restarted it")
+                log.info("%s", note)
+                self.anomalies.append(note)
+                replaced = True
+                try:
+                    system.restart_child(parent, child)
+                except ChildNotFound:
+                    pass  # a temporary child (a session runtime) is deleted when terminated: its driver starts another
+        return replaced
 
     def arm(self, plan: FaultPlan | None, paths: Sequence[str] | None = None) -> list[str]:
         """Arm ``plan`` (None disarms) in every running worker process (or those at ``paths``).
