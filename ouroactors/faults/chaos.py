@@ -35,6 +35,7 @@ restart bug only shows when something dies mid-effect: the planted restart-bug l
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 import warnings
@@ -54,6 +55,7 @@ from .runner import Bench, RunResult, static_workers
 from .workload import Grant, WorkloadConfig
 from .world import World
 
+log = logging.getLogger("ouroactors.faults")
 FRESH_EVERY = 50  # seeds per simulated system (see Campaign.fresh_every)
 DEATHS = 1  # simulated deaths added to every simulated seed's plan (see plan_for_seed)
 
@@ -222,6 +224,7 @@ class Campaign:
             run = self.bench.run(f"seed{seed}", plan)
             result = SeedResult(seed, plan, run, duration_s=time.monotonic() - began, replay=replay)
         except Exception as exc:
+            log.warning("seed %s: the harness failed", seed, exc_info=True)  # where: for whoever reads the log
             result = SeedResult(seed, plan, error=f"{type(exc).__name__}: {exc}",
                                 duration_s=time.monotonic() - began, replay=replay)
             try:

@@ -290,7 +290,8 @@ class Bench(BenchSystem):
         """The runtime workload's plan reaches the session runtimes too: armed in their execution supervisor, it is
         inherited by every runtime forked while it is armed (each counts its own hits from zero), so a seed's storage
         faults, delays and kills land inside the effect path as well (a journal's puts failing, a start refused,
-        a runtime killed at a point of its own). Runtimes forked before (spares) or after the run carry none."""
+        a runtime killed at a point of its own). Runtimes forked before (spares) or after the run carry none.
+        Disarming (``plan`` None) reaches the runtimes still running too: a plan must not outlive its run."""
         if self.config.driver != "runtime" or self.execution is None or at is not None:
             return
         deadline = time.monotonic() + self.ready_timeout
@@ -298,6 +299,11 @@ class Bench(BenchSystem):
             try:
                 with isolated(self.live) as system:  # an ask that timed out must not answer the next one
                     system.arm_faults(self.execution, plan)
+                    if plan is None:
+                        for path, info in system.walk(self.tree.id):
+                            if path.startswith(self.execution + "/") and info.status == "running":
+                                with contextlib.suppress(OuroactorsError):  # gone since the walk: nothing to disarm
+                                    system.arm_faults(path, None)
                 return
             except OuroactorsError:
                 if plan is None:
