@@ -64,10 +64,13 @@ def list_sessions(data_dir: str) -> None:
 @journal.command("verify")
 @data_dir_option
 @click.argument("session")
-@click.option("--no-ledger", is_flag=True, help="do not check the journal hashes the ledger's evidence carries")
+@click.option("--no-ledger", is_flag=True, help="do not check the journal against the ledger (the hashes its "
+              "evidence carries, the tool calls its entries prove)")
 @reports_errors
 def verify(data_dir: str, session: str, no_ledger: bool) -> None:
-    """Check SESSION's hash chain against its anchor; name the first record that does not follow (exit 1)."""
+    """Check SESSION's hash chain against its anchor; name the first record that does not follow (exit 1). And
+    against the ledger: a tool call its entries prove was journaled that the journal lacks, with no gap record
+    naming the loss, is a silent gap (exit 1)."""
     from ..runtime.execution import reading
 
     env = _open(data_dir)
@@ -86,6 +89,27 @@ def verify(data_dir: str, session: str, no_ledger: bool) -> None:
                           highlight=False)
         sys.exit(1)
     console.print("chain ok", markup=False)
+    if not no_ledger:
+        _witnessed(env, session)
+
+
+def _witnessed(env: lmdb.Environment, session: str) -> None:
+    """What the ledger's entries of the session prove the journal holds (exit 1 on a silent gap)."""
+    from ..authorities.ledger.store import LedgerStore
+    from ..runtime.execution import reading
+    from ..runtime.execution.ledger_witness import unjournaled
+
+    entries = LedgerStore(env, node="journal-verify", kinds=frozenset(), fence=None).list(session=session,
+                                                                                        limit=1 << 30)
+    if not entries:
+        return
+    missing = unjournaled(entries, reading.records(env, session))
+    if missing:
+        for line in missing:
+            err_console.print(f"SILENT GAP: {line}", style="red", markup=False, highlight=False)
+        sys.exit(1)
+    console.print(f"{len(entries)} ledger entr{'y' if len(entries) == 1 else 'ies'} of the session: every tool call "
+                  "they prove is journaled, or named by a gap record", markup=False)
 
 
 def _snapshot_line(env: lmdb.Environment, session: str) -> None:

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 import trio
+from click.testing import CliRunner
 
 from benchmarks.bench_effect_path import _Call, prepared
 from ouroactors.authorities.storage.env import close_env
+from ouroactors.cli import main
 from ouroactors.core import faults
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.coordinator.session_dump import journal_check
@@ -156,5 +158,32 @@ def test_without_the_marker_the_loss_is_silent_and_the_ledger_witness_names_it(t
         assert check["verified"]  # the chain alone cannot tell
         missing = check["unjournaled"]
         assert len(missing) == 2 and "no tool_call" in missing[0] and "no tool_result" in missing[1], missing
+    finally:
+        close_env(ready.config)
+
+
+def _verify(data: Path, *more: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["journal", "verify", "s1", "--data-dir", str(data), *more])
+    return result.exit_code, result.output
+
+
+def test_journal_verify_reports_what_the_ledger_proves(tmp_path):
+    ready, _env = _one_call_losing_its_journal_puts(tmp_path)
+    try:
+        code, out = _verify(tmp_path / "data")
+        assert code == 0 and "chain ok" in out and "ledger entries of the session: every tool call" in out, out
+    finally:
+        close_env(ready.config)
+
+
+def test_journal_verify_names_a_silent_gap_and_exits_1(tmp_path, monkeypatch):
+    monkeypatch.setattr(Journal, "_mark_in", lambda self, txn: None)
+    monkeypatch.setattr(Journal, "_mark_alone", lambda self: None)
+    ready, _env = _one_call_losing_its_journal_puts(tmp_path)
+    try:
+        code, out = _verify(tmp_path / "data")
+        assert code == 1 and "chain ok" in out and out.count("SILENT GAP") == 2 and "'s1/t1/c1'" in out, out
+        code, out = _verify(tmp_path / "data", "--no-ledger")  # the chain alone: it verifies
+        assert code == 0 and "SILENT GAP" not in out
     finally:
         close_env(ready.config)
