@@ -262,7 +262,8 @@ class Demo:
             elif done.returncode not in (0, 3):
                 raise OuroactorsError(f"{n.command(*words)} exited {done.returncode}")
         n.why("every record is chained to the one before and the ledger keeps the journal hashes it saw: a "
-              "changed or dropped record is named; replay re-runs the loop on the recording and compares digests")
+              "changed or dropped record is named, and a tool call the ledger recorded but the journal lost "
+              "without a gap record is a silent gap; replay re-runs the loop on the recording and compares digests")
 
     def close(self, keep: bool) -> None:
         if self.final in TERMINAL or keep:
