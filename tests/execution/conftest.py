@@ -136,3 +136,13 @@ def env(tmp_path: Path) -> Iterator[lmdb.Environment]:
         yield handle
     finally:
         close_env(config)
+
+
+@pytest.fixture
+def faults_disarmed() -> Iterator[None]:
+    """No fault plan armed in this process before or after the test (a test that arms one cannot leak it)."""
+    from ouroactors.core import faults
+
+    faults.disarm()
+    yield
+    faults.disarm()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 
 import lmdb
 import pytest
@@ -29,11 +28,7 @@ from ouroactors.runtime.execution.journal import (
 SID = b"s1"
 
 
-@pytest.fixture(autouse=True)
-def _disarmed() -> Iterator[None]:
-    faults.disarm()
-    yield
-    faults.disarm()
+pytestmark = pytest.mark.usefixtures("faults_disarmed")
 
 
 def _fill(env: lmdb.Environment, n: int = 20) -> Journal:

@@ -6,8 +6,6 @@ writer of the session — the next runtime, or the coordinator — write: the ga
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import lmdb
 import msgpack
 import pytest
@@ -25,11 +23,7 @@ from ouroactors.runtime.execution.journal_loss import Lost, decode_marker, encod
 SID = b"s1"
 
 
-@pytest.fixture(autouse=True)
-def _disarmed() -> Iterator[None]:
-    faults.disarm()
-    yield
-    faults.disarm()
+pytestmark = pytest.mark.usefixtures("faults_disarmed")
 
 
 def _opened(env: lmdb.Environment) -> Journal:

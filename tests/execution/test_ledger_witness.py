@@ -4,7 +4,6 @@ on a real effect path whose journal puts fail (real LMDB, the direct ledger writ
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,11 +97,7 @@ def test_a_truncated_journal_and_entries_of_no_turn_are_not_judged():
 # -- the real effect path, its journal puts failing ------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _disarmed() -> Iterator[None]:
-    faults.disarm()
-    yield
-    faults.disarm()
+pytestmark = pytest.mark.usefixtures("faults_disarmed")
 
 
 def _one_call_losing_its_journal_puts(tmp_path: Path) -> Any:
