@@ -21,7 +21,11 @@ its own marker says nothing its memory does not, and is only deleted. Either way
 transaction that writes the gap, so a loss is named exactly once. A marker that does not decode is itself a loss: the
 gap says so (never silent, never a crash). What no marker can cover: a loss whose marker's own commit failed too (a
 full map or a dead disk fails both), and a commit whose outcome is unknown when the writer dies (its records may or
-may not be there; the next writer cannot tell from a marker what it never wrote).
+may not be there; the next writer cannot tell from a marker what it never wrote), and a record that could not be
+encoded when it was staged (no transaction is at hand there; the writer's next write names it, if it lives to make
+one). The other way round, a loss may be
+named twice, never not at all: when another writer names a marker while the writer that lost the records still lives
+(the coordinator ending a turn beside a runtime that has not gone yet), that writer's next gap names it again.
 """
 
 from __future__ import annotations
