@@ -424,3 +424,13 @@ def test_a_journal_that_does_not_verify_or_whose_replay_diverges_is_caught_namin
     diverged = clean(journal_check={**VERIFIED, "divergence": "Divergence(seq=9, field='request_digest')"})
     [violation] = check_session(diverged)
     assert "diverged after 1 verified turn(s)" in violation.message and "seq=9" in violation.message
+
+
+def test_a_silent_gap_the_ledger_proves_is_caught_and_a_named_one_is_not() -> None:
+    from ouroactors.faults.session_checks import journal_unfaithful
+
+    assert journal_unfaithful(clean(journal_check={**VERIFIED, "unjournaled": [], "gaps": 1})) == []
+    line = "effect 's/t1/c1': the ledger has it, the journal has no tool_result for turn 1 call 'c1', and no gap ..."
+    [violation] = check_session(clean(journal_check={**VERIFIED, "unjournaled": [line], "gaps": 0}))
+    assert violation.invariant == "journal-unfaithful"
+    assert violation.message.startswith("a silent gap: effect 's/t1/c1'")
