@@ -21,11 +21,13 @@ from .common import connect, console, data_dir_option, err_console, reports_erro
 
 
 def _known_points() -> dict[str, str]:
-    # Importing the authorities registers their points.
+    # Importing the authorities and the agent runtime (the session runtime, its coordinator) registers their points.
     from ..authorities.grants import actor as _grants  # noqa: F401
     from ..authorities.ledger import actor as _ledger  # noqa: F401
     from ..authorities.storage import commit as _commit  # noqa: F401
     from ..authorities.workspace import actor as _workspace  # noqa: F401
+    from ..runtime.coordinator import actor as _coordinator  # noqa: F401
+    from ..runtime.execution import runtime as _runtime  # noqa: F401
 
     return fault_points.known_points()
 

@@ -173,3 +173,17 @@ def test_a_seeded_plan_may_fail_only_a_journals_puts():
     drawn = [rule for seed in range(200) for rule in plan_for_seed(seed, points).rules if rule.point == "journal.put"]
     actions = {rule.action.value for rule in drawn}
     assert {"commit_rejected", "map_full", "commit_unknown"} <= actions
+
+
+def test_faults_points_lists_the_agent_runtimes_points_too():
+    """``ouroactors faults points`` names every point a plan for the agent tree may aim at: the authorities', and the
+    session runtime's and coordinator's (the effect path, the journal's puts, the publication steps)."""
+    from click.testing import CliRunner
+
+    from ouroactors.cli import main
+
+    result = CliRunner().invoke(main, ["faults", "points"])
+    assert result.exit_code == 0, result.output
+    listed = {line.split()[0] for line in result.output.splitlines() if line.strip()}
+    assert {"storage.before_commit", "ledger.settle_received", "effect.started", "journal.put", "runtime.turn_started",
+            "coordinator.checkpoint_committed"} <= listed, sorted(listed)
