@@ -59,7 +59,7 @@ from .journal_format import (  # the journal's layout: its callers import it fro
 from .journal_format import INLINE_LIMIT as INLINE_LIMIT  # re-exported
 from .journal_format import SPILL_FIELD_BYTES as SPILL_FIELD_BYTES  # re-exported
 from .journal_loss import Lost as _Lost
-from .journal_loss import absorb_marker, encode_marker, gap_fields, marker_key
+from .journal_loss import absorb_marker, encode_marker, gap_fields, lost_of, marker_key
 
 DEFAULT_BUDGET_BYTES = 64 << 20
 PUT = faults.register_point("journal.put", "a journal's records are about to be put in a write transaction")
@@ -226,7 +226,7 @@ class Journal:
             if isinstance(outcome, commit.Unknown):
                 self._doubt = batch
                 return
-            self._lost.merge(_lost_of(batch, outcome.reason))
+            self._lost.merge(lost_of(batch.items, batch.lost, outcome.reason))
         self._mark_alone()
 
     # -- the durable gap marker (:mod:`.journal_loss`) -----------------------------------------------------------
@@ -327,7 +327,7 @@ class Journal:
             landed = head is not None and head.head_seq >= doubt.head_seq and _witness(
                 txn, self._anchor, self.sid, doubt.head_seq) == doubt.head_hash
             if not landed:
-                lost.merge(_lost_of(doubt, "a commit whose outcome was unknown did not land"))
+                lost.merge(lost_of(doubt.items, doubt.lost, "a commit whose outcome was unknown did not land"))
         if not staged and not lost.count:
             return None
         if head is None:
@@ -382,16 +382,6 @@ class Journal:
             return written[1]
         h = _decode_head(raw, self.sid)
         return _Head(h.first_seq, h.head_seq, h.head_hash, h.bytes, h.records)
-
-
-def _lost_of(batch: Batch, reason: str) -> _Lost:
-    lost = _Lost()
-    if batch.lost is not None:
-        lost.merge(batch.lost)
-    for kind, at in batch.items:
-        lost.add(kind, at, reason)
-    lost.reason = reason
-    return lost
 
 
 def _decode_head(raw: bytes | memoryview, sid: bytes) -> JournalHead:

@@ -31,6 +31,7 @@ named twice, never not at all: when another writer names a marker while the writ
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,17 @@ import msgpack
 MAX_GAP_KINDS = 32
 MARKER_VERSION = 1
 _MAX_REASON = 500
+
+
+def lost_of(items: Iterable[tuple[str, int]], carried: Lost | None, reason: str) -> Lost:
+    """What a batch that did not land lost: the gap it carried (``carried``), and its own records (kind, at)."""
+    lost = Lost()
+    if carried is not None:
+        lost.merge(carried)
+    for kind, at in items:
+        lost.add(kind, at, reason)
+    lost.reason = reason
+    return lost
 
 
 def gap_fields(lost: Lost, seq: int) -> dict[str, Any]:
@@ -132,4 +144,5 @@ def absorb_marker(lost: Lost, raw: Any, token: bytes, absorbed: set[bytes]) -> b
     return True
 
 
-__all__ = ["MAX_GAP_KINDS", "Lost", "absorb_marker", "decode_marker", "encode_marker", "gap_fields", "marker_key"]
+__all__ = ["MAX_GAP_KINDS", "Lost", "absorb_marker", "decode_marker", "encode_marker", "gap_fields", "lost_of",
+           "marker_key"]
