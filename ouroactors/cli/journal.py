@@ -89,11 +89,16 @@ def verify(data_dir: str, session: str, no_ledger: bool) -> None:
                           highlight=False)
         sys.exit(1)
     console.print("chain ok", markup=False)
+    pending = reading.pending_loss(env, session)
+    if pending is not None:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(pending.kinds.items()))
+        console.print(f"gap marker: {pending.count} record(s) lost ({kinds}: {pending.reason}); the session's next "
+                      "write names them in a gap record", markup=False)
     if not no_ledger:
-        _witnessed(env, session)
+        _witnessed(env, session, pending)
 
 
-def _witnessed(env: lmdb.Environment, session: str) -> None:
+def _witnessed(env: lmdb.Environment, session: str, pending: Any) -> None:
     """What the ledger's entries of the session prove the journal holds (exit 1 on a silent gap)."""
     from ..authorities.ledger.store import LedgerStore
     from ..runtime.execution import reading
@@ -103,13 +108,13 @@ def _witnessed(env: lmdb.Environment, session: str) -> None:
                                                                                         limit=1 << 30)
     if not entries:
         return
-    missing = unjournaled(entries, reading.records(env, session))
+    missing = unjournaled(entries, reading.records(env, session), None if pending is None else pending.kinds)
     if missing:
         for line in missing:
             err_console.print(f"SILENT GAP: {line}", style="red", markup=False, highlight=False)
         sys.exit(1)
     console.print(f"{len(entries)} ledger entr{'y' if len(entries) == 1 else 'ies'} of the session: every tool call "
-                  "they prove is journaled, or named by a gap record", markup=False)
+                  "they prove is journaled, or named by a gap record or the gap marker", markup=False)
 
 
 def _snapshot_line(env: lmdb.Environment, session: str) -> None:

@@ -100,10 +100,11 @@ def test_a_truncated_journal_and_entries_of_no_turn_are_not_judged():
 pytestmark = pytest.mark.usefixtures("faults_disarmed")
 
 
-def _one_call_losing_its_journal_puts(tmp_path: Path) -> Any:
+def _one_call_losing_its_journal_puts(tmp_path: Path, write_after: bool = True) -> Any:
     """One call through the live effect path (inline grants, the direct ledger writer with the journal riding in its
     start and its settlement, ``true`` in sandbox mode none); both of the journal's puts fail, the ledger's commits
-    do not. Its writer then goes (as its process would), and a new writer of the session writes a turn_started."""
+    do not. Its writer then goes (as its process would), and (``write_after``) a new writer of the session writes a
+    turn_started."""
     root = tmp_path / "ws"
     root.mkdir()
     ready = prepared(tmp_path / "data", root, session="s1", authority={"storage": 3, "ledger": 5, "grants": 7},
@@ -124,7 +125,8 @@ def _one_call_losing_its_journal_puts(tmp_path: Path) -> Any:
     assert entry is not None and entry.status.value == "ok" and entry.settled_by == "runner"  # the ledger has it all
     env = journal.env
     del journal
-    assert Journal(env, "s1").append("turn_started", {}, turn=2, at=time.time_ns()).committed
+    if write_after:
+        assert Journal(env, "s1").append("turn_started", {}, turn=2, at=time.time_ns()).committed
     return ready, env
 
 
@@ -180,5 +182,22 @@ def test_journal_verify_names_a_silent_gap_and_exits_1(tmp_path, monkeypatch):
         assert code == 1 and "chain ok" in out and out.count("SILENT GAP") == 2 and "'s1/t1/c1'" in out, out
         code, out = _verify(tmp_path / "data", "--no-ledger")  # the chain alone: it verifies
         assert code == 0 and "SILENT GAP" not in out
+    finally:
+        close_env(ready.config)
+
+
+def test_a_loss_only_the_marker_holds_yet_is_recorded_not_silent(tmp_path):
+    """The writer that lost the records died and nobody has written since: no gap record yet, but the marker holds
+    the loss durably (the next write names it). The witness counts it as a gap; ``journal verify`` says it is there."""
+    ready, env = _one_call_losing_its_journal_puts(tmp_path, write_after=False)
+    try:
+        assert [r.kind for r in reading.records(env, "s1")] == ["turn_started"]
+        pending = reading.pending_loss(env, "s1")
+        assert pending is not None and dict(pending.kinds) == {"tool_call": 1, "tool_result": 1}
+        check = journal_check(env, "s1")
+        assert check["unjournaled"] == [] and check["gaps"] == 0 and check["pending_lost"] == 2
+        code, out = _verify(tmp_path / "data")
+        assert code == 0 and "gap marker: 2 record(s) lost (tool_call 1, tool_result 1" in out, out
+        assert "SILENT GAP" not in out
     finally:
         close_env(ready.config)

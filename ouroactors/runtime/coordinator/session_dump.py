@@ -72,7 +72,8 @@ def journal_check(env: Any, session_id: str) -> dict[str, Any]:
     check ``journal-unfaithful``): ``{}`` when it has none; else whether its chain verifies against its head and the
     ledger's anchors (the first seq that does not follow, and why), where a replay of it diverged or stopped, and
     what the ledger holds of the session that the journal lacks with no gap saying so
-    (:func:`~ouroactors.runtime.execution.ledger_witness.unjournaled`), and how many gap records it has."""
+    (:func:`~ouroactors.runtime.execution.ledger_witness.unjournaled`; a pending gap marker excuses too), how many gap
+    records it has and how many lost records a marker holds that no gap names yet."""
     from ...authorities.ledger.store import LedgerStore
     from ..execution import reading, replay
     from ..execution.ledger_witness import unjournaled
@@ -82,13 +83,15 @@ def journal_check(env: Any, session_id: str) -> dict[str, Any]:
     verdict = reading.verify(env, session_id, reading.ledger_anchors(env, session_id))
     report = replay.replay(env, session_id)
     records = reading.records(env, session_id)
+    pending = reading.pending_loss(env, session_id)
     entries = LedgerStore(env, node="journal-check", kinds=frozenset(), fence=None).list(session=session_id,
                                                                                       limit=1 << 30)
     return {"verified": verdict.ok, "broken_seq": verdict.broken_seq, "reason": verdict.reason,
             "divergence": None if report.divergence is None else repr(report.divergence),
             "boundary": None if report.boundary is None else report.boundary.reason,
-            "verified_turns": report.verified_turns, "unjournaled": unjournaled(entries, records),
-            "gaps": sum(1 for r in records if r.kind == "gap")}
+            "verified_turns": report.verified_turns,
+            "unjournaled": unjournaled(entries, records, None if pending is None else pending.kinds),
+            "gaps": sum(1 for r in records if r.kind == "gap"), "pending_lost": 0 if pending is None else pending.count}
 
 
 def journal_checks(data_dir: str, session_ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -13,7 +13,8 @@ of a tool call ride in its transactions (:mod:`.effects`):
   settled needs none.
 
 An entry whose record is missing is excused only by a ``gap`` record counting a lost record of that kind (or of a
-kind it could not name: ``(other)``, ``(unknown)``); each excuse is used once. A journal whose old turns a size
+kind it could not name: ``(other)``, ``(unknown)``), or by the session's gap marker counting one (a loss its writer
+recorded before it died, which the next write will name); each excuse is used once. A journal whose old turns a size
 budget dropped (a ``truncated`` record) is not judged: what it dropped is said, not lost. This is DESIGN's
 invariant 4 — "gaps are recorded, never silent" — as a check (``session_dump.journal_check``, the fault-injection
 invariant ``journal-unfaithful``).
@@ -50,11 +51,14 @@ class EntryLike(Protocol):
     def settled_by(self) -> str | None: ...
 
 
-def unjournaled(entries: Iterable[EntryLike], records: Iterable[RecordLike]) -> list[str]:
-    """One line per record the ledger proves the journal should hold, that it lacks, and that no gap excuses."""
+def unjournaled(entries: Iterable[EntryLike], records: Iterable[RecordLike],
+                pending: Mapping[str, int] | None = None) -> list[str]:
+    """One line per record the ledger proves the journal should hold, that it lacks, and that no gap excuses.
+    ``pending``: the kinds a gap marker counts (:func:`.reading.pending_loss`) — a loss recorded durably that the
+    session's next write will name in a gap record; it excuses as a gap does."""
     calls: set[tuple[int | None, Any]] = set()
     results: set[tuple[int | None, Any]] = set()
-    excuses: Counter[str] = Counter()
+    excuses: Counter[str] = Counter({k: n for k, n in (pending or {}).items() if type(n) is int and n > 0})
     for r in records:
         if r.kind == "truncated":
             return []

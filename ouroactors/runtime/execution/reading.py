@@ -18,6 +18,7 @@ from ...core.codec import CodecError, decode
 from . import chain
 from .chain import JournalEntry, Verdict
 from .journal import ANCHOR_DB, JOURNAL_DB, JournalError, JournalHead, check_session, head_key, record_key
+from .journal_loss import Lost, decode_marker, marker_key
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,15 @@ def _head_in(txn: lmdb.Transaction, env: lmdb.Environment, sid: bytes) -> Journa
         return decode(bytes(raw), JournalHead)
     except CodecError as exc:
         raise JournalError(f"journal head of {sid.decode()!r} does not decode: {exc}") from exc
+
+
+def pending_loss(env: lmdb.Environment, session: str) -> Lost | None:
+    """The session's gap marker (:mod:`.journal_loss`): records a writer lost that no ``gap`` record names yet (the
+    next write will), or None. A marker that does not decode reads as a loss of unknown records."""
+    sid = check_session(session)
+    with env.begin(db=db(env, ANCHOR_DB)) as txn:
+        raw = txn.get(marker_key(sid))
+        return None if raw is None else decode_marker(raw)[1]
 
 
 def sessions(env: lmdb.Environment) -> list[str]:
