@@ -75,7 +75,8 @@ def verify(data_dir: str, session: str, no_ledger: bool) -> None:
 
     env = _open(data_dir)
     _need(env, session)
-    anchors = {} if no_ledger else reading.ledger_anchors(env, session)
+    entries = [] if no_ledger else reading.ledger_entries(env, session)
+    anchors = reading.ledger_anchors(env, session, entries) if entries else {}
     verdict = reading.verify(env, session, anchors)
     if anchors:
         console.print(f"{len(anchors)} journal hash(es) recorded in the ledger checked too", markup=False)
@@ -94,20 +95,15 @@ def verify(data_dir: str, session: str, no_ledger: bool) -> None:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(pending.kinds.items()))
         console.print(f"gap marker: {pending.count} record(s) lost ({kinds}: {pending.reason}); the session's next "
                       "write names them in a gap record", markup=False)
-    if not no_ledger:
-        _witnessed(env, session, pending)
+    if entries:
+        _witnessed(env, session, entries, pending)
 
 
-def _witnessed(env: lmdb.Environment, session: str, pending: Any) -> None:
+def _witnessed(env: lmdb.Environment, session: str, entries: list[Any], pending: Any) -> None:
     """What the ledger's entries of the session prove the journal holds (exit 1 on a silent gap)."""
-    from ..authorities.ledger.store import LedgerStore
     from ..runtime.execution import reading
     from ..runtime.execution.ledger_witness import unjournaled
 
-    entries = LedgerStore(env, node="journal-verify", kinds=frozenset(), fence=None).list(session=session,
-                                                                                        limit=1 << 30)
-    if not entries:
-        return
     missing = unjournaled(entries, reading.records(env, session), None if pending is None else pending.kinds)
     if missing:
         for line in missing:

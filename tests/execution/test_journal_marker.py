@@ -193,3 +193,21 @@ def test_whatever_fails_and_whoever_dies_every_record_is_stored_or_counted_by_ex
         faults.disarm()
     each_record_stored_or_counted_once(env, journal, staged)
     assert _marker(env) is None  # the last write named whatever was left
+
+
+def test_an_oversized_marker_is_named_in_a_bounded_gap_record(env):
+    """Attack: a marker of another writer (or anyone who can write the data dir) with 50,000 kinds, 1 MB names and
+    reason. The next write names the loss — every record counted — in a gap record of bounded size."""
+    journal = _opened(env)
+    kinds = {f"k{i}" + "x" * (1_000_000 if i == 0 else 0): 1 for i in range(50_000)}
+    raw = msgpack.packb([1, b"other-wr", kinds, 1, 2, "r" * 1_000_000], use_bin_type=True)
+    with env.begin(write=True, db=db(env, ANCHOR_DB)) as txn:
+        txn.put(marker_key(SID), raw)
+    del journal
+    assert Journal(env, "s1").append("prompt", {"text": "x"}, at=5).committed
+    [gap] = _gaps(env)
+    assert gap["lost_records"] == 50_000 and len(gap["lost_kinds"]) <= 33  # type: ignore[arg-type]
+    reason, kinds = gap["reason"], gap["lost_kinds"]  # inline (a field too big would be a blob reference instead)
+    assert isinstance(reason, str) and len(reason) <= 500, str(reason)[:200]
+    assert isinstance(kinds, dict) and max(len(k) for k in kinds) <= 500
+    assert _marker(env) is None and reading.verify(env, "s1").ok

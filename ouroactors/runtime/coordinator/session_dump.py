@@ -74,18 +74,16 @@ def journal_check(env: Any, session_id: str) -> dict[str, Any]:
     what the ledger holds of the session that the journal lacks with no gap saying so
     (:func:`~ouroactors.runtime.execution.ledger_witness.unjournaled`; a pending gap marker excuses too), how many gap
     records it has and how many lost records a marker holds that no gap names yet."""
-    from ...authorities.ledger.store import LedgerStore
     from ..execution import reading, replay
     from ..execution.ledger_witness import unjournaled
 
     if reading.head(env, session_id) is None:
         return {}
-    verdict = reading.verify(env, session_id, reading.ledger_anchors(env, session_id))
+    entries = reading.ledger_entries(env, session_id)  # read once: the anchors and the witness both need them
+    verdict = reading.verify(env, session_id, reading.ledger_anchors(env, session_id, entries))
     report = replay.replay(env, session_id)
     records = reading.records(env, session_id)
     pending = reading.pending_loss(env, session_id)
-    entries = LedgerStore(env, node="journal-check", kinds=frozenset(), fence=None).list(session=session_id,
-                                                                                      limit=1 << 30)
     return {"verified": verdict.ok, "broken_seq": verdict.broken_seq, "reason": verdict.reason,
             "divergence": None if report.divergence is None else repr(report.divergence),
             "boundary": None if report.boundary is None else report.boundary.reason,

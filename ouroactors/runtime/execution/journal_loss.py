@@ -119,9 +119,10 @@ def decode_marker(raw: bytes | memoryview) -> tuple[bytes | None, Lost]:
         lost.add("(unknown)", None, f"a gap marker that does not decode ({type(exc).__name__}): an earlier writer "
                  "lost records it could not name")
         return None, lost
-    lost = Lost()
+    lost = Lost()  # what a marker says is bounded here as when it was written: ≤ MAX_GAP_KINDS kinds, a short reason
+    reason = reason[:_MAX_REASON]
     for kind, n in kinds.items():
-        lost.add(kind, None, reason, n)
+        lost.add(kind[:_MAX_REASON], None, reason, n)
     lost.first_at, lost.last_at = first_at, last_at
     return token, lost
 

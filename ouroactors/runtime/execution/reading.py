@@ -146,13 +146,18 @@ def decode_record(seq: int, value: bytes) -> StoredRecord:
     return StoredRecord(seq, digest, prev, entry.at, entry.turn, entry.kind, entry.fields)
 
 
-def ledger_anchors(env: lmdb.Environment, session: str) -> dict[int, bytes]:
-    """The journal hashes the ledger's entries of ``session`` carry as evidence (``Journal.anchor_evidence``)."""
+def ledger_entries(env: lmdb.Environment, session: str) -> list[Any]:
+    """The ledger's entries of ``session`` (its session index), as committed now."""
     from ...authorities.ledger.store import LedgerStore
 
-    store = LedgerStore(env, node="journal-verify", kinds=frozenset(), fence=None)
+    return LedgerStore(env, node="journal-verify", kinds=frozenset(), fence=None).list(session=session, limit=1 << 30)
+
+
+def ledger_anchors(env: lmdb.Environment, session: str, entries: list[Any] | None = None) -> dict[int, bytes]:
+    """The journal hashes the ledger's entries of ``session`` carry as evidence (``Journal.anchor_evidence``);
+    ``entries``: those :func:`ledger_entries` read already."""
     found: dict[int, bytes] = {}
-    for entry in store.list(session=session, limit=1 << 30):
+    for entry in ledger_entries(env, session) if entries is None else entries:
         mark = (entry.evidence or {}).get("journal")
         if isinstance(mark, dict) and isinstance(mark.get("seq"), int) and isinstance(mark.get("hash"), str):
             try:
