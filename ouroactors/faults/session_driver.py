@@ -141,20 +141,25 @@ class Driver:
                 view.arm_faults(EXECUTION, plan)
 
     def _spare_ready(self) -> str | None:
-        """The path of a running runtime that rehearsed its open and was not opened since (the directory's spare:
-        nobody opened it within 50 ms of its start), or None. Read from the event log and the supervisor, never asked
-        of the runtimes: a fresh endpoint asking every runtime every few milliseconds was load of the harness's own
-        on the processes under test (and met a thespian transport failure in one)."""
+        """The path of a running runtime that rehearsed its open and was not opened since, and that the directory
+        keeps to offer (its ``spare_kept``: the runtime may rehearse before the directory has the supervisor's answer,
+        and a command it forwards meanwhile starts a runtime of its own — a run that differs from the recording), or
+        None. Read from the event log and the supervisor, never asked of the runtimes: a fresh endpoint asking every
+        runtime every few milliseconds was load of the harness's own on the processes under test (and met a thespian
+        transport failure in one)."""
         events = self.system.events
         events.poll()
         rehearsed: set[str] = set()
+        kept: set[str] = set()
         opened: set[str] = set()
         for event in events.all()[self.mark:]:
             if event.kind == "runtime_rehearsed" and event.path:
                 rehearsed.add(event.path)
+            elif event.kind == "spare_kept":
+                kept.add(str(event.fields.get("runtime")))
             elif event.kind == "runtime_opened" and event.path:
                 opened.add(event.path)
-        waiting = rehearsed - opened
+        waiting = (rehearsed & kept) - opened
         if not waiting:
             return None
         with isolated(self.system) as view:

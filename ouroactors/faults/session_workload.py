@@ -39,7 +39,8 @@ approval, #3 the next spare (never used). The operator here **answers an approva
 (a person takes seconds; bounded by ``spare_wait``): answered sooner, which process resumes the turn — the spare
 or one the coordinator starts itself — would turn on a race of milliseconds, and the recording's runtime numbers
 would not name the same processes in the crash runs. "The spare exists" is read from the event log (a runtime's
-``runtime_rehearsed`` and no ``runtime_opened`` since) and the supervisor's children, never asked of the runtimes.
+``runtime_rehearsed`` and the directory's ``spare_kept`` for it, no ``runtime_opened`` since) and the supervisor's
+children, never asked of the runtimes.
 ``sandbox = none`` (the demo takes bwrap when it works): the run checks the coordinator, not the sandbox.
 
 **Every ask goes through its own endpoint** (:func:`~._asking.isolated`): under crashes asks time out, and a

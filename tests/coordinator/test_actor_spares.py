@@ -61,6 +61,11 @@ def test_a_message_runs_on_the_spare_started_after_the_message_before(actor_syst
     first = opened_on(actor_system, "a")
     spare = the_spare(actor_system)
     assert [f"agent/execution/{spare.id}"] != first
+    # the directory says when it holds the spare to offer (what the session workload's operator waits for: the
+    # runtime's own rehearsal may be logged before the directory has the supervisor's answer)
+    kept = wait_for("spare_kept", lambda: [e for e in events(actor_system) if e.get("kind") == "spare_kept"])
+    assert [(e["path"], e["runtime"], e["generation"]) for e in kept] == [
+        ("agent/sessions", f"agent/execution/{spare.id}", spare.generation)]
     settle(actor_system, sessions, "b", tmp_path)
     assert opened_on(actor_system, "b") == [f"agent/execution/{spare.id}"]  # without spares: a child started now
     the_spare(actor_system, not_keys={spare.id})  # and the next one is started after b's message

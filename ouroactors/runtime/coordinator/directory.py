@@ -54,6 +54,7 @@ from thespian.actors import DeadEnvelope, WakeupMessage
 
 from ...core.boundary import check_message
 from ...core.errors import BadRequest, OuroactorsError, SpecError
+from ...supervision.events import EventWriter
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
 from ..execution import tool_set, versions
@@ -326,8 +327,16 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                     log.warning("%s: no spare runtime started: %r", self.path, info)
                     return
                 self.spares.append((SpareRuntime(info.id, int(info.generation), info.address), time.monotonic()))
+                self._spare_kept(info)
         finally:
             self.refill_due = False
+
+    def _spare_kept(self, info: Any) -> None:
+        """Log ``spare_kept``: the spare is offered from now on (its own ``runtime_rehearsed`` may come sooner)."""
+        if self.context is not None:
+            EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node).write(
+                "spare_kept", None, {"runtime": f"{self.authorities['execution'].path}/{info.id}",
+                                     "generation": int(info.generation)})
 
     def _dead_letter(self, envelope: DeadEnvelope) -> None:
         """A command this directory forwarded to a coordinator that was gone: forward it again (module docstring)."""
