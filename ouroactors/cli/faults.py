@@ -194,14 +194,19 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
 @click.option("--suspend", is_flag=True, help="the scenario suspends its turn right after the steer, then resumes it")
 @click.option("--cancel", is_flag=True, help="the scenario cancels its session right after the steer (retried until "
                                              "answered): every run must end cancelled, with nothing after the cancel")
+@click.option("--action", type=click.Choice(["kill", "raise", "exit", "commit_rejected", "commit_unknown",
+                                             "map_full"]), default="kill", show_default=True,
+              help="what happens at each site: SIGKILL, an exception raised there, os._exit, or a commit failing "
+                   "(the storage actions go at storage.* and journal.put sites only)")
 def enumerate_sessions(points: tuple[str, ...], only: tuple[str, ...], hits: str, max_sites: int | None,
                        data_dir: str | None, as_json: bool, sample: int | None, seed: int,
-                       spare_runtimes: int | None, suspend: bool, cancel: bool) -> None:
+                       spare_runtimes: int | None, suspend: bool, cancel: bool, action: str) -> None:
     """Crash the demo's session scenario at every coordinator/runtime boundary, one fresh system per site,
     and check the session invariants after each (exit 0: none broken, 1: violations, 3: harness error)."""
     from ..faults.session_cli import run
 
-    sys.exit(run(points, only, hits, max_sites, data_dir, as_json, sample, seed, spare_runtimes, suspend, cancel))
+    sys.exit(run(points, only, hits, max_sites, data_dir, as_json, sample, seed, spare_runtimes, suspend, cancel,
+                 action))
 
 
 def _bad(message: str) -> NoReturn:

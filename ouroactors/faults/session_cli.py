@@ -18,13 +18,18 @@ EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
 def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "first", max_sites: int | None = None,
         data_dir: str | None = None, as_json: bool = False, sample: int | None = None, seed: int = 0,
-        spare_runtimes: int | None = None, suspend: bool = False, cancel: bool = False) -> int:
+        spare_runtimes: int | None = None, suspend: bool = False, cancel: bool = False, action: str = "kill") -> int:
     """Crash the demo's session scenario at every coordinator/runtime boundary it reaches, one fresh system per
     site; check the session invariants after each; print each site; the exit code (0: no violation; 1:
     violations; 2: bad input; 3: a harness error)."""
-    from .session_enumerate import DEFAULT_POINTS, enumerate_session_crashes
+    from .session_enumerate import DEFAULT_POINTS, check_action, enumerate_session_crashes
     from .session_workload import SessionWorkload, spares_of
 
+    try:
+        check_action(action)
+    except ValueError as bad:
+        click.echo(f"--action: {bad}", err=True)
+        return EXIT_BAD_INPUT
     for name, value in (("--max-sites", max_sites), ("--sample", sample)):
         if value is not None and value < 1:
             click.echo(f"{name}: must be >= 1, got {value}", err=True)
@@ -34,7 +39,8 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
         if as_json:
             click.echo(json.dumps(entry, sort_keys=True))
             return
-        click.echo(f"{entry['#']:>3}  {entry['actor']} @ {entry['point']} #{entry['hit']}  {entry['outcome']}  "
+        done = "" if entry["action"] == "kill" else f" ({entry['action']})"
+        click.echo(f"{entry['#']:>3}  {entry['actor']} @ {entry['point']} #{entry['hit']}{done}  {entry['outcome']}  "
                    f"(ended {entry['state']}{': ' + entry['reason'] if entry['reason'] else ''}; "
                    f"{entry['seconds']} s)")
         for violation in entry["violations"]:
@@ -44,7 +50,7 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
 
     def row_out(row: Any) -> None:
         out({"#": row.index, "actor": row.site.path, "point": row.site.point, "hit": row.site.nth,
-             "outcome": row.outcome, "state": row.state, "reason": row.reason,
+             "action": row.site.action.value, "outcome": row.outcome, "state": row.state, "reason": row.reason,
              "violations": [str(v) for v in row.violations], "error": row.error, "seconds": round(row.duration_s, 1)})
 
     if suspend and cancel:
@@ -54,10 +60,10 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
     with tempfile.TemporaryDirectory(prefix="ouroactors-session-enum-") as scratch:
         report = enumerate_session_crashes(data_dir or scratch, points=list(points) or DEFAULT_POINTS, hits=hits,
                                            only=list(only) or None, limit=max_sites, on_row=row_out,
-                                           sample_of=sample, seed=seed, config=config)
+                                           sample_of=sample, seed=seed, config=config, action=action)
     summary = {"sites": len(report.rows), "outcomes": report.summary(), "violations": len(report.violations),
                "seconds": round(report.duration_s, 1), "reference": report.reference.history.state, "seed": seed,
-               "spare_runtimes": spares_of(config), "suspend": suspend, "cancel": cancel,
+               "spare_runtimes": spares_of(config), "suspend": suspend, "cancel": cancel, "action": action,
                "reference_violations": [str(v) for v in report.reference.violations]}
     if as_json:
         click.echo(json.dumps({"summary": summary}, sort_keys=True))

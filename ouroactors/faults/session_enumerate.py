@@ -22,6 +22,14 @@ each (actor, point) at its first hit only — every boundary once, the default �
 **Chaos over sessions**: ``sample=k, seed=s`` crashes at ``k`` sites drawn by the seed from every hit (the same
 seed draws the same sites from the same recording), so repeated seeded runs wander over the later hits that the
 first-hit enumeration leaves out.
+
+**Not only kills** (``action``): a SIGKILL leaves no code of the process to run; ``raise`` makes the point raise
+(:class:`~ouroactors.core.faults.FaultInjected`) in the code that reached it — the actor's own error handling, its
+``on_stop``, a turn loop's unwinding, the supervisor's crash path — and ``exit`` ends the process with
+``os._exit`` (no ``finally``). The storage actions (``commit_rejected``, ``commit_unknown``, ``map_full``) make a
+commit fail the way the storage contract says it can, so they go only where a commit is about to happen or has
+just returned: the sites of :data:`STORAGE_SITES` (recorded for them, whatever ``points`` says). Every action meets
+the same invariants: a failure is a state with a reason, never a silent guess.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.faults import FaultAction, FaultPlan, FaultRule
+from .chaos_plans import STORAGE_POINTS
 from .checks import Violation
 from .session_workload import (
     COORDINATORS,
@@ -51,6 +60,10 @@ from .session_workload import (
 # session's path reaches (the ledger's settle in the runtime's process, grants' approvals, workspace leases).
 DEFAULT_POINTS = ("coordinator.*", "runtime.*", "effect.*", "ledger.*", "grants.*", "workspace.*")
 HITS = ("first", "all")
+STORAGE_ACTIONS = (FaultAction.COMMIT_REJECTED, FaultAction.COMMIT_UNKNOWN, FaultAction.MAP_FULL)
+# what an enumeration may do at a site; drop/duplicate are message faults (message.* points), delay breaks nothing
+ACTIONS = (FaultAction.KILL, FaultAction.RAISE, FaultAction.EXIT, *STORAGE_ACTIONS)
+STORAGE_SITES = STORAGE_POINTS  # where a storage action goes: a commit about to happen or just returned
 
 
 @dataclass(frozen=True, order=True)
@@ -62,15 +75,17 @@ class SessionSite:
     nth: int
     role: str = "static"
     armed_at: str = ""
+    action: FaultAction = FaultAction.KILL
 
     def arming(self) -> Arming:
-        plan = FaultPlan((FaultRule(self.point, FaultAction.KILL, nth=self.nth),))
+        plan = FaultPlan((FaultRule(self.point, self.action, nth=self.nth),))
         if self.role == "runtime":
             return Arming(plan, "runtime", incarnation=incarnation_of(self.path) or 1)
         return Arming(plan, self.role, self.armed_at if self.role == "static" else None)
 
     def __str__(self) -> str:
-        return f"{self.path} @ {self.point} #{self.nth}"
+        done = "" if self.action is FaultAction.KILL else f" ({self.action.value})"
+        return f"{self.path} @ {self.point} #{self.nth}{done}"
 
 
 @dataclass
@@ -106,7 +121,8 @@ class SessionEnumeration:
 
     def table(self) -> list[dict[str, Any]]:
         return [{"#": row.index, "actor": row.site.path, "point": row.site.point, "hit": row.site.nth,
-                 "fired": row.fired, "outcome": row.outcome, "state": row.state, "reason": row.reason,
+                 "action": row.site.action.value, "fired": row.fired, "outcome": row.outcome, "state": row.state,
+                 "reason": row.reason,
                  "violations": [str(v) for v in row.violations], "error": row.error,
                  "seconds": round(row.duration_s, 3)} for row in self.rows]
 
@@ -117,10 +133,13 @@ def recording_armings(points: Sequence[str]) -> list[Arming]:
             Arming(plan, "runtime", incarnation=None)]
 
 
-def sites_of(firings: Sequence[dict[str, Any]], *, hits: str = "first") -> list[SessionSite]:
-    """Number the recorded firings per (actor, point): the crash sites in the order reached."""
+def sites_of(firings: Sequence[dict[str, Any]], *, hits: str = "first",
+             action: FaultAction | str = FaultAction.KILL) -> list[SessionSite]:
+    """Number the recorded firings per (actor, point): the crash sites in the order reached, each doing ``action``
+    (a storage action only at :data:`STORAGE_SITES`)."""
     if hits not in HITS:
         raise ValueError(f"hits: {hits!r}; allowed: {', '.join(HITS)}")
+    action = check_action(action)
     counts: dict[tuple[str, str], int] = {}
     sites = []
     for firing in firings:
@@ -128,10 +147,28 @@ def sites_of(firings: Sequence[dict[str, Any]], *, hits: str = "first") -> list[
         counts[key] = counts.get(key, 0) + 1
         if hits == "first" and counts[key] > 1:
             continue
+        if action in STORAGE_ACTIONS and firing["point"] not in STORAGE_SITES:
+            continue
         armed_at = firing.get("armed_at") or firing["path"]
         role = {COORDINATORS: "coordinator", EXECUTION: "runtime"}.get(armed_at, "static")
-        sites.append(SessionSite(firing["path"], firing["point"], counts[key], role, armed_at))
+        sites.append(SessionSite(firing["path"], firing["point"], counts[key], role, armed_at, action))
     return sites
+
+
+def check_action(action: FaultAction | str) -> FaultAction:
+    """``action`` as one of :data:`ACTIONS`, or a ValueError naming the allowed ones."""
+    try:
+        chosen = FaultAction(action)
+    except ValueError:
+        chosen = None
+    if chosen not in ACTIONS:
+        raise ValueError(f"action: {action!r}; allowed: {', '.join(a.value for a in ACTIONS)}")
+    return chosen
+
+
+def recorded_points(points: Sequence[str], action: FaultAction | str) -> tuple[str, ...]:
+    """The points a recording arms for ``action``: a storage action's sites are the storage points'."""
+    return tuple(STORAGE_SITES) if check_action(action) in STORAGE_ACTIONS else tuple(points)
 
 
 def select(sites: Sequence[SessionSite], points: Sequence[str] | None) -> list[SessionSite]:
@@ -157,7 +194,7 @@ def crash_at(work: Path, site: SessionSite, index: int, reference: SessionRun,
     except Exception as exc:  # the harness failed: reported as such, never as "ok"
         return SessionCrashRow(index, site, "error", error=f"{type(exc).__name__}: {exc}"[:500],
                                duration_s=time.monotonic() - began)
-    fired = any(f["point"] == site.point and f["path"] == site.path and f.get("action") == "kill"
+    fired = any(f["point"] == site.point and f["path"] == site.path and f.get("action") == site.action.value
                 for f in run.firings)
     outcome = "VIOLATION" if run.violations else ("ok" if fired else "not reached")
     return SessionCrashRow(index, site, outcome, fired, run.history.state, run.history.reason, run.violations,
@@ -167,17 +204,19 @@ def crash_at(work: Path, site: SessionSite, index: int, reference: SessionRun,
 def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAULT_POINTS, hits: str = "first",
                               only: Sequence[str] | None = None, limit: int | None = None,
                               config: SessionWorkload | None = None, sample_of: int | None = None,
-                              seed: int | str = 0,
+                              seed: int | str = 0, action: FaultAction | str = FaultAction.KILL,
                               on_row: Callable[[SessionCrashRow], None] | None = None) -> SessionEnumeration:
     """Record the scenario's sites for ``points`` (globs), crash at each (``only``: those matching these
-    globs; ``sample_of``: that many drawn by ``seed`` from every hit, see *Chaos*; ``limit``: the first n), and
-    return the table. A reference that breaks an invariant itself returns at once with no rows."""
+    globs; ``sample_of``: that many drawn by ``seed`` from every hit, see *Chaos*; ``limit``: the first n; ``action``:
+    what happens there, see *Not only kills*), and return the table. A reference that breaks an invariant itself
+    returns at once with no rows."""
     began = time.monotonic()
     work = Path(work)
-    reference = run_session(work, "record", armings=recording_armings(points), config=config)
+    reference = run_session(work, "record", armings=recording_armings(recorded_points(points, action)),
+                            config=config)
     if reference.violations:
         return SessionEnumeration([], [], reference, time.monotonic() - began)
-    chosen = select(sites_of(reference.firings, hits="all" if sample_of else hits), only)
+    chosen = select(sites_of(reference.firings, hits="all" if sample_of else hits, action=action), only)
     chosen = (sample(chosen, sample_of, seed) if sample_of else chosen)[:limit]
     rows = []
     for index, site in enumerate(chosen, start=1):
@@ -188,5 +227,6 @@ def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAU
     return SessionEnumeration(chosen, rows, reference, time.monotonic() - began)
 
 
-__all__ = ["DEFAULT_POINTS", "HITS", "SessionCrashRow", "SessionEnumeration", "SessionSite", "crash_at",
-           "enumerate_session_crashes", "recording_armings", "sample", "select", "sites_of"]
+__all__ = ["ACTIONS", "DEFAULT_POINTS", "HITS", "STORAGE_ACTIONS", "STORAGE_SITES", "SessionCrashRow",
+           "SessionEnumeration", "SessionSite", "check_action", "crash_at", "enumerate_session_crashes",
+           "recorded_points", "recording_armings", "sample", "select", "sites_of"]

@@ -328,6 +328,7 @@ class Worker(Actor):
         self._key = start.key
         self._incarnation = start.incarnation
         self.path = start.path
+        faults.acting_as(start.path)  # a point reached in on_start is this actor's (the door named it '' so far)
         self.generation = start.generation
         self.context = start.context
         self.authorities = {entry.name: entry for entry in start.snapshot}

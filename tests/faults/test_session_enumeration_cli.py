@@ -31,6 +31,13 @@ def test_a_bad_spare_count_is_refused_naming_the_option(tmp_path, count):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_unknown_action_is_refused_naming_the_choices(tmp_path):
+    done = subprocess.run([*CLI, "--action", "drop", "--data-dir", str(tmp_path)], capture_output=True, text=True,
+                          env=ENV, timeout=120)
+    assert done.returncode == 2 and "--action" in done.stderr and "commit_unknown" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_one_site_as_json_rows_then_a_summary_and_exit_zero(tmp_path):

@@ -107,3 +107,14 @@ class Talker(Worker):
             raise
         self.send(self.sink, f"after {message}")
         return "done"
+
+
+AT_START = faults.register_point("test.sim.at_start", "test-only: reached in on_start")
+
+
+class StartsAtAPoint(Worker):
+    """Reaches :data:`AT_START` in ``on_start``: whose firing it is must be this actor's, not the last one that
+    handled a message (the simple base runs every actor in one process)."""
+
+    def on_start(self) -> None:
+        faults.point(AT_START)

@@ -105,3 +105,17 @@ def test_the_simulated_system_fixture_runs_on_virtual_time(simulated_system: Act
     simulated_system.run_for(61)
     assert len(simulated_system.ask("t/ticker", "fired")) == 1
     assert simulated_system.simulation is not None and clock.simulated()
+
+
+def test_a_point_reached_in_on_start_is_the_starting_actors(simulated: ActorSystem) -> None:
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    simulated.start_tree(supervisor("t", [worker("counter", "tests.simulation.actors:Counter"),
+                                          worker("starter", "tests.simulation.actors:StartsAtAPoint")]))
+    simulated.arm_faults("t", FaultPlan((FaultRule("test.sim.at_start", FaultAction.DELAY),)))
+    assert simulated.ask("t/counter", "incr") == 1  # the last actor to handle a message before the start below
+    simulated.terminate_child("t", "starter")
+    simulated.restart_child("t", "starter")
+    simulated.events.poll()
+    fired = [e for e in simulated.events.all() if e.kind == "fault_fired" and e.fields["point"] == "test.sim.at_start"]
+    assert [e.fields.get("actor", e.path) for e in fired] == ["t/starter"]

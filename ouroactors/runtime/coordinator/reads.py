@@ -113,6 +113,20 @@ class DirectoryReads:
             self.wakeupAfter(timedelta(seconds=FOLLOW_TICK_S), payload=FOLLOW)
         return None
 
+    def on_stop(self, reason: Any) -> None:
+        """Answer every poll held here with what is committed now (a stream's last answer): a reader whose directory
+        stops — an upstream authority's restart stops it (rest_for_one) — reads again from the one that replaces
+        it, instead of waiting out its ask (``wait_s`` + a minute). A lent poll is answered too: its coordinator
+        stops with this directory, or answers it as well (the reader takes one answer per request id)."""
+        held, self.followers = self.followers, []
+        for follower in held:
+            try:
+                answer: Any = self._events(follower.request)
+            except Exception as exc:  # whatever the read met: the reader hears it, and reads again
+                answer = DirectoryError(f"the session directory stopped ({type(exc).__name__}: {exc}); read again")
+            self.send(follower.sender, answer)
+        super().on_stop(reason)  # type: ignore[misc]
+
     def handle_StopReading(self, message: StopReading, sender: Any) -> None:
         """A reader is done with its stream: forget it here, and where it was lent (see
         :class:`~.messages.StopReading`). Matched by its request id (the reader's random one, which only it and the
