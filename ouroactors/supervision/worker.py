@@ -53,6 +53,7 @@ from ..core.errors import (
     ActorCrashed,
     BadRequest,
     NoSuchActor,
+    OuroactorsError,
     StaleGeneration,
     StampRequired,
     UnhandledMessage,
@@ -397,9 +398,15 @@ class Worker(Actor):
 
     def _refuse(self, message: Any, sender: Any) -> None:
         if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage | StopRequest
-                                                    | GenerationAssigned | ArmFaults):
-            return  # nothing to answer: notices, timers, and a supervisor's requests to a child that is done
-        if self._crash_reason is not None:
-            self._answer_now(sender, ActorCrashed(self.path, str(self._crash_reason)))
-        else:
-            self._answer_now(sender, NoSuchActor(f"{self.path or type(self).__name__} is not running"))
+                                                    | GenerationAssigned | ArmFaults | BaseException):
+            # nothing to answer: notices, timers, a supervisor's requests to a child that is done, and errors (a
+            # refusal answered with a refusal: two done actors, or one and itself, would trade them until killed)
+            return
+        refusal: OuroactorsError = ActorCrashed(self.path, str(self._crash_reason)) \
+            if self._crash_reason is not None else NoSuchActor(f"{self.path or type(self).__name__} is not running")
+        self._answer_now(sender, refusal)
+        self.refused(message, refusal)
+
+    def refused(self, message: Any, refusal: OuroactorsError) -> None:
+        """``message`` came when this worker no longer serves (it crashed, it is stopping) and its sender was
+        answered ``refusal``; a request made on someone else's behalf (a forwarded command) tells them here."""

@@ -62,6 +62,7 @@ from .calls import Ask, Jobs, Nap
 from .commands import Commands, CoordinatorError, value_of
 from .following import Following
 from .messages import (
+    COMMANDS,
     COORDINATOR_REQUESTS,
     ForSession,
     ReadEvents,
@@ -110,6 +111,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
             raise OuroactorsError(f"{self.path}: the directory that starts a coordinator passes its own address, "
                                   f"not {type(directory).__name__}")
         self.started_by = directory  # the directory whose offers of spare runtimes need no check (.spares)
+        self.callers: list[Any] = []  # commands taken, not answered yet (.commands: a stop answers them)
         for name in ("storage", "ledger", "execution"):
             if name not in self.authorities:
                 raise OuroactorsError(f"{self.path}: no {name!r} before the coordinator in the tree")
@@ -149,12 +151,20 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
     # -- dispatch -----------------------------------------------------------------------------------------
 
     def on_stop(self, reason: Any) -> None:
+        self._answer_callers(reason)
         committer = getattr(self, "committer", None)
         if committer is not None:
             committer.close()
         for line in (getattr(self, "wake", None), getattr(self, "subscribers", None), getattr(self, "quiet", None)):
             if line is not None:
                 line.close()
+
+    def refused(self, message: Any, refusal: OuroactorsError) -> None:
+        """A command forwarded after this coordinator crashed (or while it stops): its caller hears it, not only the
+        directory that forwarded it (which cannot tell whose command it was), and sends it again."""
+        if isinstance(message, ForSession) and isinstance(message.request, COMMANDS) \
+                and type(message.reply_to).__name__ == "ActorAddress":
+            self.send(message.reply_to, refusal)
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):  # the commit thread is done (or a stray wake-up: nothing to take)
@@ -222,6 +232,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                 return None
             # a spare runtime offered with the command is its own (.spares); from another sender, checked before use
             trusted = self.started_by is not None and sender == self.started_by
+            self.callers.append(message.reply_to)
             self.jobs.submit(lambda: self._offering(message.spare, trusted,
                                                     self._command(message.reply_to, message.request)))
             return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...authorities.grants.messages import ReviewApprovals
 from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
-from ...core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError
+from ...core.errors import ActorCrashed, CommitOutcomeUnknown, CommitRejected, OuroactorsError
 from ..execution import tool_set, versions
 
 # The tool registry comes with this module, not with a session's first message. The coordinator supervisor's process
@@ -81,6 +81,7 @@ class Commands:
         incarnation: str
         path: str
         store: SessionStore
+        callers: list[Any]  # reply_to of each command taken and not answered yet (queued or running), in order
         attached: Any
         record: SessionRecord | None
         context: Any
@@ -161,9 +162,31 @@ class Commands:
         except CoordinatorError as exc:
             answer = exc
         except Exception as exc:  # tell the caller, then crash: recovery reads the record back
-            self.send(reply_to, exc)
+            # typed, as a worker's crash is answered: a raw KeyError (or one that does not unpickle) is no answer
+            crashed = exc if isinstance(exc, OuroactorsError) else ActorCrashed(self.path, repr(exc)[:500])
+            self._answer_caller(reply_to, crashed)
             raise
+        self._answer_caller(reply_to, answer)
+
+    def _answer_caller(self, reply_to: Any, answer: Any) -> None:
+        """Answer a command's caller, once: it is no longer among the :attr:`callers` a stop answers."""
+        if reply_to in self.callers:
+            self.callers.remove(reply_to)
         self.send(reply_to, answer)
+
+    def _answer_callers(self, reason: Any) -> None:
+        """At this coordinator's stop, answer every command it took and has not answered (queued behind the one that
+        ran, or cut short by a crash outside it): its caller sends it again — an event it sent is recognised — to
+        the coordinator that replaces this one, instead of waiting out its ask."""
+        callers, self.callers = self.callers, []
+        kind = getattr(getattr(reason, "kind", None), "value", reason)
+        for caller in callers:
+            if kind == "crash":
+                self.send(caller, ActorCrashed(self.path, str(reason)))
+            else:
+                self.send(caller, CoordinatorError(
+                    f"{self.path} stopped ({kind}) before it answered: the command may have been taken; send it "
+                    "again (a resume event's id is recognised)"))
 
     def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
         mark("start.message_received")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...authorities.workspace.messages import Release
 from ...core import faults
-from ...core.errors import OuroactorsError, StaleGeneration
+from ...core.errors import ActorCrashed, OuroactorsError, StaleGeneration
 from ...core.generation_text import format_generation
 from ...core.procs import pid_alive
 from ...supervision.calls import Addressed
@@ -260,6 +260,9 @@ class RuntimeLink(WorkspaceLeasing):
         if isinstance(opened, StaleGeneration):  # another actor holds its port: it died (see for_runtime)
             raise RuntimeTaken(f"runtime {info.id} (generation {format_generation(info.generation)}) is gone: "
                                f"another actor answered at its address ({opened})")
+        if isinstance(opened, ActorCrashed):  # it crashed opening: gone as surely as one killed there (it ran nothing)
+            raise RuntimeLost(f"runtime {info.id} (generation {format_generation(info.generation)}) crashed while "
+                              f"opening: {opened}")
         if not isinstance(opened, Opened):
             raise CoordinatorError(f"the runtime did not open the session: {opened!r}")
         attached.runtime_id = opened.runtime_id

@@ -269,8 +269,8 @@ class Runtime(SessionOpening, SessionContinuing, Worker):
             self.events.write("turn_settled", None, {"session": live.session, "turn": outcome.turn,
                                                      "status": outcome.status, "reason": outcome.reason,
                                                      METRICS_FIELD: live.stats.take()})
-        except Exception as exc:
-            self.send(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # through the outbox: thespian's send is the actor thread's, never this one's
+            self.outbox.post(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
         finally:
             live.running = False
 
