@@ -51,6 +51,7 @@ from ..runtime.execution.honesty import (
     StartStep,
     ToolAction,
     on_record_answer,
+    on_settle_answer,
     on_start_answer,
     on_tool_outcome,
     on_verdict,
@@ -225,9 +226,15 @@ class EffectSteps(DriverBase):
     def _settle(self, spec: EffectSpec, record: EffectRecord, status: str,
                 evidence: dict[str, Any]) -> Generator[str, None, None]:
         reason = "refused by the world" if status == "failed" else None
-        result = yield from self._ask(self.targets.ledger, RecordSettled(spec.effect_id, status, reason=reason,
-                                                                         evidence=evidence))
-        answer = result.value if result.ok else result.error
+        tries = 1
+        while True:  # a refused settlement is made again, as the runtime does (.honesty SETTLE_TRIES)
+            result = yield from self._ask(self.targets.ledger, RecordSettled(spec.effect_id, status, reason=reason,
+                                                                             evidence=evidence))
+            answer = result.value if result.ok else result.error
+            if on_settle_answer(answer, tries) is not RecordAction.RETRY:
+                break
+            record.settle_answers.append(f"error:{type(answer).__name__}")
+            tries += 1
         if isinstance(answer, LedgerAnswer):
             record.settle_answers.append(f"{answer.answer}:{answer.entry.status.value}")
             if answer.answer == "created":

@@ -19,12 +19,14 @@ from ouroactors.authorities.ledger.messages import LedgerAnswer
 from ouroactors.core.errors import CommitOutcomeUnknown, CommitRejected, OuroactorsError, StaleGeneration
 from ouroactors.runtime.execution.honesty import (
     REDECIDE_TRIES,
+    SETTLE_TRIES,
     Admission,
     RecordAction,
     StartAction,
     ToolAction,
     on_approval,
     on_record_answer,
+    on_settle_answer,
     on_start_answer,
     on_tool_outcome,
     on_verdict,
@@ -121,3 +123,13 @@ def test_tool_outcomes():
     for bad in ("denied", "", "OK"):
         with pytest.raises(ValueError, match="unknown tool status"):
             on_tool_outcome(bad)
+
+
+def test_a_refused_settlement_is_made_again_then_breaks_the_runner_never_left_started():
+    refused = CommitRejected("map full")
+    assert [on_settle_answer(refused, n) for n in range(1, SETTLE_TRIES + 1)] == \
+        [RecordAction.RETRY] * (SETTLE_TRIES - 1) + [RecordAction.BROKEN]
+    recorded = LedgerAnswer("created", entry(Status.OK))
+    assert on_settle_answer(recorded, 1) is on_settle_answer(recorded, SETTLE_TRIES) is RecordAction.RECORDED
+    assert on_settle_answer(CommitOutcomeUnknown("eio"), 1) is RecordAction.BROKEN  # never made again: unknown
+    assert on_settle_answer(LedgerError("bad"), 1) is RecordAction.NOT_RECORDED  # malformed: again would not help

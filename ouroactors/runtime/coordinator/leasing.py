@@ -19,7 +19,7 @@ from ...authorities.workspace.actor import Granted
 from ...authorities.workspace.leases import LeaseConflict, NotLeaseOwner, NotReservationOwner, ReservationPending
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
-from ...core.errors import OuroactorsError
+from ...core.errors import CommitRejected, OuroactorsError
 from . import request_keys
 from .calls import Ask, Nap, TimedOut
 from .commands import CoordinatorError
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
 NAP_S = 0.5
+ACQUIRE_TRIES = 3  # asks of one keyed Acquire the workspace refused as CommitRejected (it changed nothing)
 RECLAIMED = faults.register_point("coordinator.reclaimed", "the workspace granted a reclaim, its lease not yet kept")
 
 
@@ -114,11 +115,11 @@ class WorkspaceLeasing:
                 reclaim = prior
         if reclaim is not None:
             return (yield from self._reclaim(reclaim, owner, other, owner_generation))
-        granted = yield self._acquire(root, "exclusive", owner, request_id, owner_generation)
+        granted = yield from self._acquire_committed(root, owner, request_id, owner_generation)
         if not isinstance(granted, ReservationPending):
             return granted
         if other is not None:
-            granted = yield self._acquire(root, "exclusive", owner, other, owner_generation)
+            granted = yield from self._acquire_committed(root, owner, other, owner_generation)
         if isinstance(granted, BaseException | TimedOut) and prior is not None and prior.get("capability"):
             # the workspace found the earlier runtime dead between the release and this acquire
             granted = yield from self._reclaim(prior, owner, other, owner_generation)
@@ -188,6 +189,18 @@ class WorkspaceLeasing:
         if isinstance(taken, Granted) and taken.lease.owner == str(owner):
             return taken
         return None
+
+    def _acquire_committed(self, root: str, owner: Any, request_id: str, owner_generation: int | None
+                           ) -> Generator[Ask, Any, Any]:
+        """An exclusive ``Acquire``, asked again while the workspace answers ``CommitRejected`` (its commit changed
+        nothing, and the acquire is keyed by ``request_id``): at most :data:`ACQUIRE_TRIES` asks. A turn did not
+        start for one refused commit before (the session suspended, ``resume`` to run it)."""
+        granted = None
+        for _ in range(ACQUIRE_TRIES):
+            granted = yield self._acquire(root, "exclusive", owner, request_id, owner_generation)
+            if not isinstance(granted, CommitRejected):
+                break
+        return granted
 
     def _acquire(self, root: str, mode: str, owner: Any, request_id: str, owner_generation: int | None) -> Ask:
         return self._authority("workspace", Acquire(root, mode, self.session_id, owner=owner, request_id=request_id,

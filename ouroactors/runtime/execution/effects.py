@@ -60,6 +60,7 @@ from .honesty import (
     ToolAction,
     on_approval,
     on_record_answer,
+    on_settle_answer,
     on_start_answer,
     on_tool_outcome,
     on_verdict,
@@ -278,10 +279,17 @@ class LiveEffects:
         ctx.record_result(result)  # staged before the settling commit
         if on_tool_outcome(outcome.status) is ToolAction.SETTLE:  # unknown: left started, never settled failed
             await ctx.result_ready()  # a lone call's tool_result event rides in the settlement too (.carried)
-            settled = await self._ledger(
-                lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
-                                                   self._evidence(outcome.evidence), riders=self._riders))
-            _check_answer(settled, "settle")
+            tries = 1
+            while True:  # a refused commit changed nothing: made again (.honesty SETTLE_TRIES), then broken
+                settled = await self._ledger(
+                    lambda: self.ledger.record_settled(effect_id, outcome.status, outcome.error,
+                                                       self._evidence(outcome.evidence), riders=self._riders))
+                step = on_settle_answer(settled, tries)
+                if step is not RecordAction.RETRY:
+                    break
+                tries += 1
+            if step is RecordAction.BROKEN:
+                raise EffectPathBroken(f"ledger settle ({tries} commit(s)): {type(settled).__name__}: {settled}")
             faults.point(EFFECT_SETTLED)
         timing.mark("eff.settled")
         return result

@@ -26,6 +26,9 @@ tool ``unknown`` / ``cancelled``            :attr:`ToolAction.LEAVE_STARTED` —
                                             stays ``started`` and becomes ``ambiguous``, never ``failed``
 settle / deny answered                      :attr:`RecordAction.RECORDED`; stale or unknown → ``BROKEN``;
                                             refused → ``NOT_RECORDED`` (the entry stays as it was)
+settlement ``CommitRejected``               :attr:`RecordAction.RETRY` (nothing was written, the outcome is
+                                            known here) up to :data:`SETTLE_TRIES` commits, then ``BROKEN``:
+                                            never left ``started`` by a runner that knows what happened
 ==========================================  ===================================================================
 
 What is *not* here is transport: how a caller reaches the authorities. The runtime is inside the tree and its
@@ -45,6 +48,9 @@ from ...authorities.ledger.messages import LedgerAnswer
 from ...core.errors import CommitOutcomeUnknown, CommitRejected, StaleGeneration
 
 REDECIDE_TRIES = 5  # decisions in a row refused as stale before a call is given up (not run)
+# Commits of one settlement (the first and the retries of a refused one). Left ``started`` while the runner goes on,
+# the entry said "unknown" of an outcome the runner knew: the next run of the turn stopped on it as ambiguous.
+SETTLE_TRIES = 3
 
 
 class Admission(str, Enum):
@@ -69,6 +75,7 @@ class ToolAction(str, Enum):
 class RecordAction(str, Enum):
     RECORDED = "recorded"
     NOT_RECORDED = "not_recorded"
+    RETRY = "retry"
     BROKEN = "broken"
 
 
@@ -146,8 +153,17 @@ def on_record_answer(answer: object) -> RecordAction:
     return RecordAction.BROKEN
 
 
+def on_settle_answer(answer: object, tries: int) -> RecordAction:
+    """The ledger's answer to the ``tries``-th commit of a settlement: :func:`on_record_answer`, except that a
+    refused commit (it changed nothing) is made again until :data:`SETTLE_TRIES`, and then the runner is broken."""
+    action = on_record_answer(answer)
+    if action is RecordAction.NOT_RECORDED and isinstance(answer, CommitRejected):
+        return RecordAction.RETRY if tries < SETTLE_TRIES else RecordAction.BROKEN
+    return action
+
+
 __all__ = [
-    "REDECIDE_TRIES", "SETTLED_OUTCOMES", "UNSETTLED_OUTCOMES", "Admission", "RecordAction", "StartAction",
-    "StartStep", "ToolAction", "on_approval", "on_record_answer", "on_start_answer", "on_tool_outcome",
-    "on_verdict",
+    "REDECIDE_TRIES", "SETTLED_OUTCOMES", "SETTLE_TRIES", "UNSETTLED_OUTCOMES", "Admission", "RecordAction",
+    "StartAction", "StartStep", "ToolAction", "on_approval", "on_record_answer", "on_settle_answer", "on_start_answer",
+    "on_tool_outcome", "on_verdict",
 ]

@@ -1,0 +1,33 @@
+"""A commit an authority refuses (``CommitRejected``: nothing changed) is asked again where the request is keyed, so a
+turn does not stop on one refused commit (found by ``enumerate-sessions --action commit_rejected --hits all``: the
+workspace refused the lease's commit once, and the session suspended with "the turn did not start … `resume` runs
+it")."""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.sessions import Sessions
+
+from .actor_support import agent_tree, session_config, slow_script, wait_for
+
+pytestmark = [pytest.mark.multiproc]
+
+
+def test_a_lease_whose_commit_the_workspace_refused_once_is_asked_again_and_the_turn_runs(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(
+        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    # the workspace's next commit is the turn's lease: refused once
+    actor_system.arm_faults("agent/workspace", FaultPlan((FaultRule("storage.before_commit",
+                                                                     FaultAction.COMMIT_REJECTED, nth=1),)))
+    sessions.send("s1", "go")
+    wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=30)
+    assert sessions.show("s1").state == "suspended" and sessions.show("s1").reason is None
+    actor_system.events.poll()
+    fired = [e for e in actor_system.events.all() if e.kind == "fault_fired"]
+    assert [(e.path, e.fields["action"]) for e in fired] == [("agent/workspace", "commit_rejected")]
