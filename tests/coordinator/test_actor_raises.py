@@ -118,3 +118,22 @@ def test_a_coordinator_stopped_with_a_command_in_hand_answers_its_caller(actor_s
     assert not sender.is_alive(), "the command's caller was not answered when its coordinator stopped"
     [answer] = answers
     assert isinstance(answer, CoordinatorError) and "stopped (shutdown) before it answered" in str(answer), answer
+
+
+def test_a_command_refused_after_the_crash_is_told_to_its_caller_not_only_to_the_directory():
+    """(The hook alone: a command reaching a crashed coordinator in the moments before its supervisor ends it.)"""
+    from thespian.actors import ActorAddress
+
+    from ouroactors.runtime.coordinator.actor import Coordinator
+    from ouroactors.runtime.coordinator.messages import ForSession, ReadEvents, SendMessage
+
+    sent: list[tuple[object, object]] = []
+    coordinator = Coordinator.__new__(Coordinator)
+    coordinator.send = lambda address, message: sent.append((address, message))  # type: ignore[method-assign]
+    caller, refusal = ActorAddress("caller"), ActorCrashed("agent/coordinator/session#1", "crash(...)")
+    coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1")), refusal)
+    assert sent == [(caller, refusal)]
+    sent.clear()
+    coordinator.refused(ForSession(caller, ReadEvents("s1", 0, wait_s=5.0, request_id="r")), refusal)  # a lent poll
+    coordinator.refused(ForSession("not an address", SendMessage("s1", "go", "alice", "m-1")), refusal)  # type: ignore[arg-type]
+    assert sent == []  # the directory answers lent polls itself; a forged reply_to is nobody to tell

@@ -508,3 +508,21 @@ def test_a_writer_rereads_the_head_only_when_someone_else_wrote_it(env, monkeypa
     verdict = reading.verify(env, "s1")
     assert verdict.ok and verdict.head_seq == 5
     assert [r.fields["text"] for r in reading.records(env, "s1")[3:]] == ["mine", "theirs", "mine again"]
+
+
+def test_a_flush_with_nothing_staged_settles_a_doubt_from_the_durable_head(env):
+    """What a steer's acceptance needs: whether the record it committed with an unknown outcome is journaled, known
+    before the steer is answered (one more flush: the head says), not at some later write."""
+    journal = _fill(env, 3)
+    _arm(FaultAction.COMMIT_UNKNOWN, "storage.after_commit")  # it lands, and its writer is told "unknown"
+    assert not journal.append("steer_received", {"id": "a", "text": "x"}, turn=1, at=5).committed
+    faults.disarm()
+    assert journal.in_doubt and journal.degraded
+    assert journal.flush().committed
+    assert not journal.in_doubt and not journal.degraded  # it had landed: nothing is missing
+    _arm(FaultAction.COMMIT_UNKNOWN, "storage.before_commit")  # told "unknown", and it did not land
+    assert not journal.append("steer_received", {"id": "b", "text": "y"}, turn=1, at=6).committed
+    faults.disarm()
+    assert journal.flush().committed and not journal.in_doubt and journal.degraded is False
+    kinds = [r.kind for r in reading.records(env, "s1")]
+    assert kinds[3:] == ["steer_received", "gap"] and reading.verify(env, "s1").ok  # the loss named at once

@@ -493,3 +493,52 @@ def test_a_call_cut_short_is_told_whether_the_deadline_or_a_stop_cut_it(env):
 
     trio.run(stop_while_it_runs)
     assert stopped.causes == ["its runtime stopped"]
+
+
+@pytest.mark.usefixtures("faults_disarmed")
+@pytest.mark.parametrize(("point", "landed"), [("storage.after_commit", True), ("storage.before_commit", False)])
+def test_a_steer_whose_acceptance_commit_is_of_unknown_outcome_is_taken_only_if_it_landed(env, point, landed):
+    """Found by ``enumerate-sessions --action commit_unknown --suspend``: the acceptance landed, the steer was refused
+    ("send it again") and never delivered — a journaled promise nobody kept. Now one more flush reads the head."""
+    from ouroactors.core import faults
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+
+    h = make_session(env, "s1", [[call("c1", "read", path="x")], [text("steered")]])
+    original = h.effects.run
+    accepted: list[bool] = []
+
+    async def steer_during_tool(parsed, ctx):
+        faults.arm(FaultPlan((FaultRule(point, FaultAction.COMMIT_UNKNOWN, nth=1),)))
+        accepted.append(h.steering.accept(h.loop, 1, "and z", "st-1"))
+        faults.disarm()
+        return await original(parsed, ctx)
+
+    h.effects.run = steer_during_tool  # type: ignore[method-assign]
+    trio.run(h.loop.run_turn, "go")
+    records = reading.records(env, "s1")
+    assert accepted == [landed]
+    assert [r.fields["text"] for r in records if r.kind == "steer"] == (["and z"] if landed else [])
+    assert [r.kind for r in records].count("gap") == (0 if landed else 1)  # a loss named at once, never silent
+
+
+@pytest.mark.usefixtures("faults_disarmed")
+def test_a_steer_whose_acceptance_stays_in_doubt_stops_the_runtime(env):
+    from ouroactors.core import faults
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+    from ouroactors.runtime.execution.loop_steering import SteerInDoubt
+
+    h = make_session(env, "s1", [[text("x")]])
+    journal = h.loop.ports.journal.journal
+    faults.arm(FaultPlan((FaultRule("storage.after_commit", FaultAction.COMMIT_UNKNOWN, nth=1),)))
+
+    plan, calls = journal._plan, []
+
+    def unreadable(*args, **kwargs):  # the transaction after the first cannot read the head (a dying environment)
+        calls.append(1)
+        if len(calls) > 1:
+            raise lmdb.Error("the head cannot be read")
+        return plan(*args, **kwargs)
+
+    journal._plan = unreadable  # type: ignore[method-assign]
+    with pytest.raises(SteerInDoubt, match="unknown outcome"):  # never "not recorded": it may be journaled
+        h.steering.accept(h.loop, 1, "and z", "st-1")

@@ -164,7 +164,10 @@ class Journal:
             self._restore(staged, lost, doubt, f"journal write failed: {type(exc).__name__}: {exc}")
             self._mark_in(txn)
             return None
-        if planned is None:
+        if planned is None:  # nothing to write: a commit in doubt had landed (its loss would be planned otherwise)
+            with self._lock:
+                if doubt is not None and not self._lost.count and self._doubt is None:
+                    self.degraded = False
             return None
         batch, ops = planned
         try:
@@ -271,6 +274,11 @@ class Journal:
         with self._lock:
             head = self.committed_head
         return None if head is None else {"journal": {"seq": head[0], "hash": head[1].hex()}}
+
+    @property
+    def in_doubt(self) -> bool:
+        """A commit of this writer's is of unknown outcome (the next :meth:`flush` reads the head and decides)."""
+        return self._doubt is not None
 
     def flush(self, riders: Sequence[Any] = ()) -> AppendResult:
         """Commit what is staged in a transaction of its own. Never raises.

@@ -24,6 +24,11 @@ from .loop_ports import Ports, Steer
 from .model import Message
 
 
+class SteerInDoubt(Exception):
+    """A steer's acceptance was committed with an unknown outcome, twice: not a refusal (it may be journaled), so
+    the runtime crashes and its turn's re-run decides from the journal (never an OuroactorsError: no refusal)."""
+
+
 class TurnControl:
     """Steering and interrupts of :class:`~.loop.SessionLoop` (a mixin: it uses the loop's journal and output)."""
 
@@ -46,6 +51,13 @@ class TurnControl:
             raise NoActiveTurn(f"turn {turn} is settling: no model call is left to take a steer; send a message")
         self.ports.journal.record("steer_received", turn, self.ports.clock.now_ns(), {"id": steer_id, "text": text})
         self._flush()
+        # A commit of unknown outcome may have landed: refused as "not recorded", the steer was a journaled promise
+        # nobody kept. The next commit reads the durable head and says (a second unknown stops the runtime: its
+        # recovery re-runs the turn from the journal, which delivers the steer if it is there).
+        if getattr(self.ports.journal, "in_doubt", False):
+            self._flush()
+            if getattr(self.ports.journal, "in_doubt", False):
+                raise SteerInDoubt(f"turn {turn}: the commit of steer {steer_id}'s acceptance is of unknown outcome")
         return not getattr(self.ports.journal, "degraded", False)
 
     def _deliver_control(self, turn: int, point: int, *, last: bool = False
@@ -86,4 +98,4 @@ class TurnControl:
                 await self._emit("steered", turn, self._deliver_steer(turn, item, point, at_end=True))
 
 
-__all__ = ["TurnControl"]
+__all__ = ["SteerInDoubt", "TurnControl"]

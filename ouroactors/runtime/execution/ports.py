@@ -45,6 +45,11 @@ class JournalWriter:
         """A write failed and its gap record is not written yet (the turn's ``turn_settled`` event says so)."""
         return self.journal.degraded
 
+    @property
+    def in_doubt(self) -> bool:
+        """A commit's outcome is unknown until the next flush reads the durable head."""
+        return self.journal.in_doubt
+
 
 class SystemClock:
     """Wall-clock ns from the framework's clock (virtual under simulation)."""
