@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from ouroactors.core.errors import OuroactorsError
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.sessions import Sessions
 
@@ -31,3 +32,23 @@ def test_a_lease_whose_commit_the_workspace_refused_once_is_asked_again_and_the_
     actor_system.events.poll()
     fired = [e for e in actor_system.events.all() if e.kind == "fault_fired"]
     assert [(e.path, e.fields["action"]) for e in fired] == [("agent/workspace", "commit_rejected")]
+
+
+def test_a_workspace_that_crashes_leasing_restarts_the_coordinator_and_the_turn_runs(actor_system, tmp_path):
+    """The workspace stops on a lease commit of unknown outcome; rest_for_one restarts everything after it. The
+    coordinator, told ``ActorCrashed``, had suspended the session ("the turn did not start") just before it was
+    restarted, so the turn never ran (found by ``enumerate-sessions --action commit_unknown --suspend``). It stops
+    now, leaving the session running with no runtime: its recovery runs the turn."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(
+        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    actor_system.arm_faults("agent/workspace", FaultPlan((FaultRule("storage.before_commit",
+                                                                     FaultAction.COMMIT_UNKNOWN, nth=1),)))
+    with pytest.raises(OuroactorsError, match=r"crashed|stopped"):  # taken; its turn did not start here
+        sessions.send("s1", "go", event_id="m-1")
+    # nobody sends it again: the recovery of the restarted coordinator runs the turn
+    wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=60)
+    assert sessions.show("s1").reason is None

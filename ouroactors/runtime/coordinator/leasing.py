@@ -19,7 +19,7 @@ from ...authorities.workspace.actor import Granted
 from ...authorities.workspace.leases import LeaseConflict, NotLeaseOwner, NotReservationOwner, ReservationPending
 from ...authorities.workspace.messages import Acquire, Reclaim, Release
 from ...core import faults
-from ...core.errors import CommitRejected, OuroactorsError
+from ...core.errors import ActorCrashed, CommitRejected, OuroactorsError
 from . import request_keys
 from .calls import Ask, Nap, TimedOut
 from .commands import CoordinatorError
@@ -33,6 +33,20 @@ if TYPE_CHECKING:
 RECLAIM_WAIT_S = 15.0  # the workspace reserves a dead owner's lease after owner_lost_after_s (2 s by default)
 NAP_S = 0.5
 ACQUIRE_TRIES = 3  # asks of one keyed Acquire the workspace refused as CommitRejected (it changed nothing)
+
+
+class AuthorityCrashed(OuroactorsError):
+    """The workspace crashed answering a lease (a commit of unknown outcome stops it): it is restarting, and so is
+    every coordinator after it (rest_for_one). Not a :class:`CoordinatorError` (a refusal that suspends the session
+    with "the turn did not start"): the coordinator stops, the session stays running with no runtime, and its
+    recovery runs the turn — as when the workspace is killed there."""
+
+
+def lease_refused(answer: object) -> OuroactorsError:
+    """What a refused lease raises: :class:`AuthorityCrashed` for the authority's crash, else a refusal."""
+    if isinstance(answer, ActorCrashed):
+        return AuthorityCrashed(f"workspace lease: {answer}")
+    return CoordinatorError(f"workspace lease refused: {answer}")
 RECLAIMED = faults.register_point("coordinator.reclaimed", "the workspace granted a reclaim, its lease not yet kept")
 
 

@@ -40,7 +40,7 @@ from . import spares
 from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
-from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, reclaim_request_id
+from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, lease_refused, reclaim_request_id
 from .messages import RuntimeStarted
 from .record import RuntimeAttachment, SessionRecord
 from .spares import SpareChild
@@ -238,7 +238,7 @@ class RuntimeLink(WorkspaceLeasing):
                 earlier=self._acquire_request_id(earlier["generation"]) if earlier else None,
                 owner_generation=info.generation)
             if isinstance(granted, BaseException | TimedOut):
-                raise CoordinatorError(f"workspace lease refused: {granted}")
+                raise lease_refused(granted)
             lease = granted.lease
             attached.lease_id, attached.capability, attached.token = lease.lease_id, granted.capability, \
                 lease.fencing_token
