@@ -72,6 +72,22 @@ def slow_script(path: Path, words: int = 40, pace_ms: int = 100) -> Path:
     return path
 
 
+def three_word_session(system: Any, tmp_path: Path, ws: Path | None = None,
+                       arm_first: tuple[str, Any] | None = None) -> Any:
+    """The agent tree and session s1 on a three-word scripted turn (``ws``: its workspace); ``arm_first``: a fault
+    plan ``(path, plan)`` armed before the session is created (a coordinator's plan reaches the one forked for it).
+    The :class:`~ouroactors.sessions.Sessions` it was made with."""
+    from ouroactors.sessions import Sessions
+
+    system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(system)
+    if arm_first is not None:
+        system.arm_faults(*arm_first)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(
+        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    return sessions
+
+
 def session_config(ws: Path | None, **extra: Any) -> dict[str, Any]:
     config: dict[str, Any] = {"sandbox": {"mode": "none"}, **extra}
     if ws is not None:

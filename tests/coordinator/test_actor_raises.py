@@ -21,7 +21,7 @@ from ouroactors.faults._asking import isolated
 from ouroactors.runtime.coordinator.commands import CoordinatorError
 from ouroactors.sessions import SessionRejected, Sessions
 
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import three_word_session, wait_for
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -32,10 +32,7 @@ def events(system) -> list[dict]:
 
 
 def test_a_turn_that_raises_crashes_its_runtime_and_the_session_goes_on_elsewhere(actor_system, tmp_path):
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(
-        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    sessions = three_word_session(actor_system, tmp_path)
     # the next runtime forked raises where its turn's loop is about to run (the first hit only)
     actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("runtime.turn_started", FaultAction.RAISE,
                                                                      nth=1),), forks=1))
@@ -55,10 +52,7 @@ def test_a_runtime_that_crashes_opening_is_replaced_as_one_that_died_there(actor
     """Answered ``ActorCrashed`` instead of ``Opened``, the coordinator starts another runtime for the turn, as for a
     runtime killed while opening (it had suspended the session with the crash as its reason: a turn left to an
     operator's ``resume`` although nothing had run)."""
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(
-        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    sessions = three_word_session(actor_system, tmp_path)
     actor_system.arm_faults("agent/execution", FaultPlan((FaultRule("runtime.opened", FaultAction.RAISE, nth=1),),
                                                          forks=1))
     sessions.send("s1", "go")
@@ -71,12 +65,8 @@ def test_a_runtime_that_crashes_opening_is_replaced_as_one_that_died_there(actor
 
 
 def test_a_coordinator_crashing_in_a_command_answers_actor_crashed_and_the_retry_is_known(actor_system, tmp_path):
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
-    actor_system.arm_faults("agent/coordinator", FaultPlan((FaultRule("coordinator.resume_committed",
-                                                                       FaultAction.RAISE, nth=1),), forks=1))
-    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(
-        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    sessions = three_word_session(actor_system, tmp_path, arm_first=("agent/coordinator", FaultPlan((FaultRule(
+        "coordinator.resume_committed", FaultAction.RAISE, nth=1),), forks=1)))
     crashed = actor_system.which_children("agent/coordinator")[0].generation
     with pytest.raises(ActorCrashed, match="FaultInjected"):  # was the FaultInjected itself: no OuroactorsError
         sessions.send("s1", "go", event_id="m-1")
@@ -94,12 +84,8 @@ def test_a_coordinator_stopped_with_a_command_in_hand_answers_its_caller(actor_s
     """Stopped while a command's job waits (here on the runtime it starts), the coordinator answers that command's
     caller at its stop — the command may have been taken, so the answer says to send it again — instead of leaving
     it to wait out its ask (a minute)."""
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
-    actor_system.arm_faults("agent/coordinator", FaultPlan((FaultRule("coordinator.resume_committed",
-                                                                       FaultAction.DELAY, delay_s=0.5),), forks=1))
-    sessions.new("s1", session_config(None, model={"kind": "scripted", "script": str(
-        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    three_word_session(actor_system, tmp_path, arm_first=("agent/coordinator", FaultPlan((FaultRule(
+        "coordinator.resume_committed", FaultAction.DELAY, delay_s=0.5),), forks=1)))
     answers: list[object] = []
 
     def send() -> None:

@@ -9,9 +9,8 @@ import pytest
 
 from ouroactors.core.errors import OuroactorsError
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
-from ouroactors.sessions import Sessions
 
-from .actor_support import agent_tree, session_config, slow_script, wait_for
+from .actor_support import three_word_session, wait_for
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -19,10 +18,7 @@ pytestmark = [pytest.mark.multiproc]
 def test_a_lease_whose_commit_the_workspace_refused_once_is_asked_again_and_the_turn_runs(actor_system, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(
-        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    sessions = three_word_session(actor_system, tmp_path, ws)
     # the workspace's next commit is the turn's lease: refused once
     actor_system.arm_faults("agent/workspace", FaultPlan((FaultRule("storage.before_commit",
                                                                      FaultAction.COMMIT_REJECTED, nth=1),)))
@@ -41,10 +37,7 @@ def test_a_workspace_that_crashes_leasing_restarts_the_coordinator_and_the_turn_
     now, leaving the session running with no runtime: its recovery runs the turn."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    actor_system.start_tree(agent_tree(str(tmp_path)))
-    sessions = Sessions(actor_system)
-    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(
-        slow_script(tmp_path / "s.toml", words=3, pace_ms=1))}))
+    sessions = three_word_session(actor_system, tmp_path, ws)
     actor_system.arm_faults("agent/workspace", FaultPlan((FaultRule("storage.before_commit",
                                                                      FaultAction.COMMIT_UNKNOWN, nth=1),)))
     with pytest.raises(OuroactorsError, match=r"crashed|stopped"):  # taken; its turn did not start here
