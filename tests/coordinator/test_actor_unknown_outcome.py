@@ -67,6 +67,8 @@ def test_an_unknown_outcome_ends_the_turn_and_recovery_reconciles_it_before_the_
     with fault_world.client() as world:
         assert world.lookup("s1/t1/e0")["deliveries"] == 1
     assert view.state == "suspended"
+    # the record says why the turn stopped short (it was None: a turn cut short with no reason on the session)
+    assert view.reason is not None and view.reason.startswith("the last turn stopped on an effect of unknown outcome")
 
 
 def test_an_unknown_outcome_with_no_reconciler_parks_the_session_naming_the_effect(actor_system_factory,

@@ -198,8 +198,10 @@ class Recovering:
         self.attached = None
         last = self.store.events(self.session_id, max(record.committed_cursor - 1, 0), 1)
         if last and self._ended_this_turn(record, last[-1]):  # it stopped on an effect of unknown outcome, settled
-            self._transition(record, Event.TURN_COMPLETE)  # now by its reconciler: nothing re-runs, the next message
-            return  # goes on
+            # now by its reconciler: nothing re-runs, the next message goes on; the record says why the turn stopped
+            self._transition(record, Event.TURN_COMPLETE, reason="the last turn stopped on an effect of unknown "
+                             f"outcome, since settled by its reconciler: {last[-1].data.get('reason')}"[:500])
+            return
         reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
         context = self._turn_context(record)
         try:
