@@ -222,6 +222,8 @@ def _session_steps(mode: str, steps: int, tool: bool, rounds: int, timing_file: 
     finally:
         system.shutdown()
         shutil.rmtree(base, ignore_errors=True)
+        if timing_file is not None:  # the next session's processes must not write to a file about to be removed
+            timing.disable()
     per_turn = Stat([t / max(steps, 1) for t in times])  # the final answer's model call is counted in the steps
     return (Stat(step_times) if steps else per_turn), per_turn
 

@@ -51,6 +51,13 @@ def enable(path: str) -> None:
     _PATH, ENABLED = path, True
 
 
+def disable() -> None:
+    """Turn timing off again in this process and in the processes it forks from now on (undoes :func:`enable`)."""
+    global _PATH, ENABLED
+    os.environ.pop(ENV, None)
+    _PATH, ENABLED = None, False
+
+
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
     """No marks and no profile while the block runs: a turn that is not the session's (a spare's rehearsal)."""
