@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from ouroactors.core.errors import ActorCrashed
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.faults._asking import isolated
 from ouroactors.runtime.coordinator.commands import CoordinatorError
+from ouroactors.runtime.coordinator.in_flight import LOOK_AFTER_S
 from ouroactors.sessions import SessionRejected, Sessions
 
 from .actor_support import three_word_session, wait_for
@@ -78,6 +80,12 @@ def test_a_coordinator_crashing_in_a_command_answers_actor_crashed_and_the_retry
     with pytest.raises(SessionRejected, match="duplicate"):
         sessions.send("s1", "go", event_id="m-1")
     wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=30)
+    # the crashed coordinator had taken the command (and answered it): the directory never forwards it again (its
+    # look at a command not taken comes LOOK_AFTER_S after the forward: watched for four times that)
+    deadline = time.monotonic() + 4 * LOOK_AFTER_S
+    while time.monotonic() < deadline:
+        assert not [e for e in events(actor_system) if e["kind"] == "command_forwarded_again"]
+        time.sleep(0.02)
 
 
 def test_a_coordinator_stopped_with_a_command_in_hand_answers_its_caller(actor_system, tmp_path):
@@ -123,3 +131,11 @@ def test_a_command_refused_after_the_crash_is_told_to_its_caller_not_only_to_the
     coordinator.refused(ForSession(caller, ReadEvents("s1", 0, wait_s=5.0, request_id="r")), refusal)  # a lent poll
     coordinator.refused(ForSession("not an address", SendMessage("s1", "go", "alice", "m-1")), refusal)  # type: ignore[arg-type]
     assert sent == []  # the directory answers lent polls itself; a forged reply_to is nobody to tell
+    # a tracked command: its caller is told, and the directory that forwarded it hears it was taken (answered here,
+    # it must not be forwarded again: the caller would hear twice)
+    from ouroactors.runtime.coordinator.messages import Taken
+
+    directory = ActorAddress("directory")
+    coordinator.session_id, coordinator.started_by = "s1", directory
+    coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), ticket=7), refusal)
+    assert sent == [(caller, refusal), (directory, Taken("s1", 7))]

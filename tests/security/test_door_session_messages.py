@@ -64,13 +64,14 @@ GOOD: dict[type, Any] = {
     coordinator.ForSession: coordinator.ForSession(ADDRESS, coordinator.SendMessage("s1", "hi", "user:me", "m-1")),
     coordinator.Committed: coordinator.Committed("s1", 7),
     coordinator.RuntimeStarted: coordinator.RuntimeStarted("s1"),
+    coordinator.Taken: coordinator.Taken("s1", 3),
 }
 
 # Who receives each of them (the actor class whose protocol must list it).
 RECEIVER: dict[type, type] = {
     **{t: Runtime for t in execution.REQUESTS},
     **{t: Sessions for t in coordinator.REQUESTS},
-    coordinator.Committed: Sessions, coordinator.RuntimeStarted: Sessions,
+    coordinator.Committed: Sessions, coordinator.RuntimeStarted: Sessions, coordinator.Taken: Sessions,
     coordinator.ForSession: Coordinator, coordinator.WhichSession: Coordinator, execution.OutputReady: Coordinator,
 }
 
@@ -91,7 +92,7 @@ def raw_event(**fields: Any) -> OutputEvent:
 def test_every_message_of_the_session_boundary_has_a_good_sample_and_a_receiver():
     messages = {t for t in (*execution.REQUESTS, *coordinator.REQUESTS)} | {
         execution.OutputReady, coordinator.Committed, coordinator.RuntimeStarted, coordinator.ForSession,
-        coordinator.WhichSession}
+        coordinator.WhichSession, coordinator.Taken}
     assert messages == set(GOOD) == set(RECEIVER) == {*coordinator.DIRECTORY_REQUESTS, *execution.REQUESTS,
                                                       *coordinator.COORDINATOR_REQUESTS}
 
@@ -174,8 +175,18 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.RuntimeStarted, {"session_id": None}, "session_id"),
     (coordinator.RuntimeStarted, {"session_id": "s" * 600}, "session_id"),
     (coordinator.RuntimeStarted, {"session_id": b"s1"}, "session_id"),
+    # the coordinator's word that it took a forwarded command
+    (coordinator.Taken, {"ticket": 0}, "ticket"),
+    (coordinator.Taken, {"ticket": -1}, "ticket"),
+    (coordinator.Taken, {"ticket": 2**70}, "ticket"),
+    (coordinator.Taken, {"ticket": "3"}, "ticket"),
+    (coordinator.Taken, {"ticket": True}, "ticket"),
+    (coordinator.Taken, {"session_id": None}, "session_id"),
     # the directory -> a coordinator
     (coordinator.ForSession, {"reply_to": None}, "reply_to"),
+    (coordinator.ForSession, {"ticket": -1}, "ticket"),
+    (coordinator.ForSession, {"ticket": "7"}, "ticket"),
+    (coordinator.ForSession, {"ticket": 1.5}, "ticket"),
     (coordinator.ForSession, {"reply_to": "someone"}, "reply_to"),
     (coordinator.ForSession, {"request": None}, "request"),
     (coordinator.ForSession, {"request": "junk"}, "request"),

@@ -111,7 +111,8 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
             raise OuroactorsError(f"{self.path}: the directory that starts a coordinator passes its own address, "
                                   f"not {type(directory).__name__}")
         self.started_by = directory  # the directory whose offers of spare runtimes need no check (.spares)
-        self.callers: list[Any] = []  # commands taken, not answered yet (.commands: a stop answers them)
+        self.callers: list[tuple[Any, int]] = []  # (reply_to, ticket) of commands received, not answered yet
+        # (.commands: a stop answers them)
         for name in ("storage", "ledger", "execution"):
             if name not in self.authorities:
                 raise OuroactorsError(f"{self.path}: no {name!r} before the coordinator in the tree")
@@ -165,6 +166,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         if isinstance(message, ForSession) and isinstance(message.request, COMMANDS) \
                 and type(message.reply_to).__name__ == "ActorAddress":
             self.send(message.reply_to, refusal)
+            self._taken(message.ticket)  # answered: the directory must not forward it again
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):  # the commit thread is done (or a stray wake-up: nothing to take)
@@ -232,9 +234,9 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                 return None
             # a spare runtime offered with the command is its own (.spares); from another sender, checked before use
             trusted = self.started_by is not None and sender == self.started_by
-            self.callers.append(message.reply_to)
-            self.jobs.submit(lambda: self._offering(message.spare, trusted,
-                                                    self._command(message.reply_to, message.request)))
+            self.callers.append((message.reply_to, message.ticket))
+            self.jobs.submit(lambda: self._offering(message.spare, trusted, self._command(
+                message.reply_to, message.request, message.ticket)))
             return None
         if self.jobs.offer(message, sender):
             return None

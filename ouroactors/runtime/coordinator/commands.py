@@ -35,6 +35,7 @@ from .messages import (
     Rejected,
     SendMessage,
     SteerSession,
+    Taken,
     WaitSession,
 )
 from .principals import PrincipalCheck, Unverified
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 
 # A named boundary for crash enumeration; free unless a plan is armed.
 TEXT_SENT = faults.register_point("coordinator.text_sent", "the turn's text reached the runtime, its sender not told")
+COMMAND_BEGINS = faults.register_point("coordinator.command_begins",
+                                       "a command's job begins; the directory not yet told the command was taken")
 
 
 class CoordinatorError(OuroactorsError):
@@ -81,7 +84,9 @@ class Commands:
         incarnation: str
         path: str
         store: SessionStore
-        callers: list[Any]  # reply_to of each command taken and not answered yet (queued or running), in order
+        callers: list[tuple[Any, int]]  # (reply_to, ticket) of each command received and not answered yet, in order
+        directory: Any
+        started_by: Any
         attached: Any
         record: SessionRecord | None
         context: Any
@@ -144,7 +149,9 @@ class Commands:
 
     # -- commands -------------------------------------------------------------------------------------------
 
-    def _command(self, reply_to: Any, request: Any) -> Job:
+    def _command(self, reply_to: Any, request: Any, ticket: int = 0) -> Job:
+        faults.point(COMMAND_BEGINS)
+        self._taken(ticket)  # before anything is done: a command the directory forwards again never began (.in_flight)
         try:
             if getattr(request, "session_id", self.session_id) != self.session_id:  # scope: never another's session
                 raise CoordinatorError(f"this coordinator serves session {self.session_id!r}, not "
@@ -170,23 +177,37 @@ class Commands:
 
     def _answer_caller(self, reply_to: Any, answer: Any) -> None:
         """Answer a command's caller, once: it is no longer among the :attr:`callers` a stop answers."""
-        if reply_to in self.callers:
-            self.callers.remove(reply_to)
+        for i, (caller, _) in enumerate(self.callers):
+            if caller == reply_to:
+                del self.callers[i]
+                break
         self.send(reply_to, answer)
+
+    def _taken(self, ticket: int) -> None:
+        """Tell the directory that forwarded command ``ticket`` that it was taken (0: a command it does not track)."""
+        if not ticket:
+            return
+        # the directory that sent it; before any command reached this one (refused after a crash in on_start), the
+        # directory that started it — the same one: only the directory forwards commands
+        directory = getattr(self, "directory", None) or getattr(self, "started_by", None)
+        if directory is not None:
+            self.send(directory, Taken(self.session_id, ticket))
 
     def _answer_callers(self, reason: Any) -> None:
         """At this coordinator's stop, answer every command it took and has not answered (queued behind the one that
         ran, or cut short by a crash outside it): its caller sends it again — an event it sent is recognised — to
-        the coordinator that replaces this one, instead of waiting out its ask."""
+        the coordinator that replaces this one, instead of waiting out its ask. (Answered here, a command is taken:
+        the directory does not forward it again.)"""
         callers, self.callers = self.callers, []
         kind = getattr(getattr(reason, "kind", None), "value", reason)
-        for caller in callers:
+        for caller, ticket in callers:
             if kind == "crash":
                 self.send(caller, ActorCrashed(self.path, str(reason)))
             else:
                 self.send(caller, CoordinatorError(
                     f"{self.path} stopped ({kind}) before it answered: the command may have been taken; send it "
                     "again (a resume event's id is recognised)"))
+            self._taken(ticket)
 
     def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
         mark("start.message_received")

@@ -17,16 +17,9 @@ Commands for one session go to its coordinator wrapped in :class:`~.messages.For
 coordinator answers the caller directly. The coordinator's address is looked up from its supervisor
 on each command (a restarted coordinator has a new address; its child key stays).
 
-**A command sent to a coordinator that just died** is not lost: its supervisor may still call it running for the
-few milliseconds before it handles the exit, and a command forwarded then went nowhere — its caller waited out its
-whole ask (60 s). The directory is thespian's dead-letter handler, so such a forward comes back to it as a
-``DeadEnvelope``; the command is forwarded again once the supervisor names another address
-(:data:`REDELIVER_EVERY_S` apart, :data:`REDELIVER_ATTEMPTS` times), or the caller is told to try again. Only a
-command in a well-formed ``ForSession`` (checked as at the coordinator's door) for a session whose coordinator
-this directory started is taken back — what any sender holding the system's secret could send itself; any other
-dead letter is dropped, as thespian's default does. (Thespian
-hands dead letters to the last actor that asked for them only: a tree of the same system that asks for them too
-takes them from the directory.)
+**No command is lost on the way to a coordinator** that dies as it arrives (a dead letter) or before it began it
+(no ``Taken`` came back): :mod:`.redelivery` forwards it again to the coordinator's next incarnation, or tells its
+caller to try again.
 
 **Spare runtimes** (``spare_runtimes``, a tree kwarg; ``supervision_trees/agent.toml`` keeps one): runtimes the
 directory started ahead, offered with each command that may start a runtime so that its turn does not wait for a
@@ -42,17 +35,14 @@ sooner, so a refused one changes nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from thespian.actors import DeadEnvelope, WakeupMessage
 
-from ...core.boundary import check_message
 from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.events import EventWriter
 from ...supervision.protocol import AdminCall
@@ -64,11 +54,11 @@ from .admission import already_cancelled, workspace_refusal
 from .calls import Ask, Job, Jobs, TimedOut
 from .configs import config_writer, get_config
 from .errors import SessionExists, UnknownSession
+from .in_flight import InFlight
 from .messages import (
     COMMANDS,
     DIRECTORY_REQUESTS,
     Committed,
-    ForSession,
     ListSessions,
     NewSession,
     ReadEvents,
@@ -77,11 +67,13 @@ from .messages import (
     ShowSession,
     SpareRuntime,
     StopReading,
+    Taken,
     WhichSession,
 )
 from .principals import PrincipalCheck, Unverified
 from .reads import FOLLOW, FOLLOW_TICK_S, LEND_GRACE_S, DirectoryError, DirectoryReads, Follower
 from .record import PinnedVersions, SessionRecord
+from .redelivery import LOOK, Redelivery
 from .spares import REFILL_COLD_S, may_start_a_runtime, take_fresh
 from .store import SessionStore
 from .sweeping import Sweeper
@@ -91,8 +83,6 @@ from .workflow import State, is_terminal
 
 log = logging.getLogger("ouroactors.coordinator")
 
-REDELIVER_EVERY_S = 0.1  # a dead-lettered command is forwarded again this long apart ...
-REDELIVER_ATTEMPTS = 50  # ... this many times (the coordinator's restart), then its caller is told to try again
 # The node a session record names. The system's node name is its admin address, which changes at every start,
 # so it cannot find "this node's sessions" after a restart; the LMDB environment, however, is the node's own (one
 # per data dir, never shared between nodes), so every session in it is this node's: one stable name suffices.
@@ -103,18 +93,7 @@ _REFILL = "sessions:refill-spares"  # a wakeup's payload: start the spares missi
 
 
 
-@dataclass(frozen=True)
-class _Redeliver:
-    """A timer's payload: forward ``request`` from ``reply_to`` again, its coordinator at ``dead`` being gone."""
-
-    request: Any
-    reply_to: Any
-    dead: Any
-    attempt: int
-
-
-
-class Sessions(DirectoryReads, Sweeper, Worker):
+class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
     """The session directory; see the module docstring."""
 
     protocol = DIRECTORY_REQUESTS
@@ -147,6 +126,8 @@ class Sessions(DirectoryReads, Sweeper, Worker):
         self.followers: list[Follower] = []
         self.ticking = False  # one follow tick at a time (a Committed nudge may empty the list between ticks)
         self.swept: list[str] = []
+        self.in_flight = InFlight()  # commands forwarded and not taken yet (.redelivery)
+        self.look_armed = None
         self.handleDeadLetters(startHandling=True)  # a command forwarded to a coordinator just gone comes back
         self.jobs.submit(self._sweep)
 
@@ -164,9 +145,8 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                 if self.cold_refill is not None:
                     self.cold_refill = None
                     self.jobs.submit(self._refill)
-            elif isinstance(message.payload, _Redeliver):
-                redeliver = message.payload
-                self.jobs.submit(lambda: self._forward_again(redeliver))
+            elif message.payload == LOOK:  # forwards no coordinator has said it took (.redelivery)
+                self._look_woken()
             else:
                 self.jobs.offer(message.payload, None)
             return None
@@ -177,6 +157,8 @@ class Sessions(DirectoryReads, Sweeper, Worker):
             self.nudged[message.session_id] = message.cursor
             self._serve_followers(message.session_id, frozenset(message.served))
             return None
+        if isinstance(message, Taken):  # a coordinator began a command: no longer looked after here
+            return self._taken(message, sender)
         if isinstance(message, RuntimeStarted):  # the runtime a cold command needed is started: the refill goes now
             refused = self._refused_sender("RuntimeStarted", message.session_id, sender)
             if refused is not None:
@@ -315,7 +297,7 @@ class Sessions(DirectoryReads, Sweeper, Worker):
                     # so the refill waits for its RuntimeStarted (at most REFILL_COLD_S)
                     self.cold_refill = request.session_id
                     self.wakeupAfter(timedelta(seconds=REFILL_COLD_S), payload=_REFILL)
-        self.send(address, ForSession(sender, request, spare))
+        self._send_command(sender, request, address, getattr(info, "generation", None), spare)
 
     # -- spare runtimes (.spares) ---------------------------------------------------------------------------
 
@@ -333,46 +315,14 @@ class Sessions(DirectoryReads, Sweeper, Worker):
 
     def _spare_kept(self, info: Any) -> None:
         """Log ``spare_kept``: the spare is offered from now on (its own ``runtime_rehearsed`` may come sooner)."""
+        self._log_event("spare_kept", {"runtime": f"{self.authorities['execution'].path}/{info.id}",
+                                       "generation": int(info.generation)})
+
+    def _log_event(self, kind: str, fields: dict[str, Any]) -> None:
+        """One event of this directory's in the system's event log."""
         if self.context is not None:
             EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node).write(
-                "spare_kept", None, {"runtime": f"{self.authorities['execution'].path}/{info.id}",
-                                     "generation": int(info.generation)})
-
-    def _dead_letter(self, envelope: DeadEnvelope) -> None:
-        """A command this directory forwarded to a coordinator that was gone: forward it again (module docstring)."""
-        forwarded = envelope.deadMessage
-        if not isinstance(forwarded, ForSession) or type(getattr(forwarded, "request", None)) not in COMMANDS:
-            return  # not a command of ours (a lent follower is answered here after LEND_GRACE_S anyway)
-        try:  # any process holding the secret may send a dead letter: checked as the coordinator's door would
-            forwarded = check_message(forwarded)
-        except BadRequest as bad:
-            log.warning("%s: a dead letter that is no command of ours, dropped: %s", self.path, bad)
-            return
-        request, session = forwarded.request, forwarded.request.session_id
-        if session not in self.keys:
-            return  # not a session whose coordinator this directory started: nothing of ours to forward again
-        log.info("%s: a command for %r reached no coordinator (gone): forwarding it again", self.path, session)
-        if self.serving.get(session) == envelope.deadAddress:
-            self.serving.pop(session)
-        self.wakeupAfter(timedelta(seconds=REDELIVER_EVERY_S),
-                         payload=_Redeliver(request, forwarded.reply_to, envelope.deadAddress, 1))
-
-    def _forward_again(self, redeliver: _Redeliver) -> Job:
-        """Forward a dead-lettered command once its coordinator has another address; else wait, or give up."""
-        session = redeliver.request.session_id
-        key = self.keys.get(session)
-        info = (yield self._coordinators(AdminCall("which_child", key))) if key is not None else None
-        address = getattr(info, "address", None)
-        if getattr(info, "status", None) == "running" and address is not None and address != redeliver.dead:
-            self._served_by(session, address)
-            self.send(address, ForSession(redeliver.reply_to, redeliver.request))
-        elif redeliver.attempt < REDELIVER_ATTEMPTS:
-            self.wakeupAfter(timedelta(seconds=REDELIVER_EVERY_S),
-                             payload=dataclasses.replace(redeliver, attempt=redeliver.attempt + 1))
-        else:
-            self.send(redeliver.reply_to, DirectoryError(
-                f"the coordinator of {session!r} died as the command reached it and is not back "
-                f"({getattr(info, 'status', info)!r}); try again"))
+                kind, None, fields)
 
     def _refused_sender(self, what: str, session: str, sender: Any) -> BadRequest | None:
         """Why a coordinator's word about ``session`` is not taken from ``sender`` (None: it is that session's)."""

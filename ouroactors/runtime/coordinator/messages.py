@@ -246,12 +246,15 @@ class ForSession:
     :mod:`.following`) or the :class:`StopReading` that ends one, itself well-formed (its own checks run nested),
     and ``reply_to`` an address to answer.
     ``spare``: a runtime started ahead, offered with a command that may start one (:mod:`.spares`).
+    ``ticket``: the directory's number for a command it tracks until the coordinator says it took it (:class:`Taken`;
+    0: untracked, :mod:`.in_flight`).
     """
 
     reply_to: Address
     request: (SendMessage | SteerSession | ControlSession | WaitSession | CompleteJob | ApprovalAnswered | ReadEvents
               | StopReading)
     spare: SpareRuntime | None = None
+    ticket: Annotated[int, Range(0, 2**62)] = 0
 
     def check(self) -> None:
         from ...core.errors import BadRequest
@@ -342,12 +345,24 @@ class RuntimeStarted:
     session_id: SessionId
 
 
-DIRECTORY_REQUESTS = (*REQUESTS, Committed, RuntimeStarted)  # what the session directory checks at its door
+@dataclass(frozen=True)
+class Taken:
+    """A coordinator → the directory: the command of ``ForSession.ticket`` began (or its caller was answered by the
+    coordinator itself): the directory stops tracking it (:mod:`.in_flight`). Checked at the directory's door and
+    believed only from the coordinator the ticket went to, for that session."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
+
+    session_id: SessionId
+    ticket: Annotated[int, Range(1, 2**62)]
+
+
+DIRECTORY_REQUESTS = (*REQUESTS, Committed, RuntimeStarted, Taken)  # what the session directory checks at its door
 COORDINATOR_REQUESTS = (ForSession, WhichSession, OutputReady)  # what a coordinator checks at its door
 
 __all__ = [
     "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
     "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
     "Rejected", "RuntimeStarted", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession",
-    "StopReading", "WaitSession",
+    "StopReading", "Taken", "WaitSession",
 ]
