@@ -64,9 +64,12 @@ def _fail(message: str) -> NoReturn:
               help="where the campaign's system keeps its state (default: a temp dir, removed after)")
 @click.option("--ask-timeout", type=float, default=0.4, show_default=True,
               help="seconds per request (a kill mid-request costs one timeout)")
+@click.option("--raises", is_flag=True, default=False,
+              help="seeds also draw `raise` rules: an exception at a point, in the code that reaches it (every "
+                   "seed's plan differs from the one it has without)")
 def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | None, first_text: str,
           plan_file: str | None, sessions: int, effects: int, base: str | None, data_dir: str | None,
-          ask_timeout: float) -> None:
+          ask_timeout: float, raises: bool) -> None:
     """Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."""
     from ..faults.chaos import Campaign, parse_seed
     from ..faults.runner import BenchError, tree_targets
@@ -119,11 +122,11 @@ def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | Non
     except (ValueError, BenchError) as exc:
         _fail(str(exc))
 
-    replay = _replay_command(tree_file, workload, sessions, effects, base, tree.system.base, ask_timeout)
+    replay = _replay_command(tree_file, workload, sessions, effects, base, tree.system.base, ask_timeout, raises)
     if plan_file is not None:
         replay = replay.replace("--seed {seed}", f"--plan {shlex.quote(plan_file)}")
     campaign = Campaign(tree.tree, config, base=base, data_dir=data_dir, replay_command=replay,
-                        warn=lambda message: None)  # plan warnings are printed below, before the start
+                        warn=lambda message: None, raises=raises)  # plan warnings are printed below, before the start
     if plan is not None:
         from ..faults.chaos import check_plan
 
@@ -212,7 +215,7 @@ def _print_violation(result: Any) -> None:
 
 
 def _replay_command(tree_file: str, workload: str, sessions: int, effects: int, base: str,
-                    file_base: str, ask_timeout: float) -> str:
+                    file_base: str, ask_timeout: float, raises: bool = False) -> str:
     parts = ["ouroactors", "chaos", str(Path(tree_file)), "--workload", workload, "--seed", "{seed}"]
     if sessions != 2:
         parts += ["--sessions", str(sessions)]
@@ -222,6 +225,8 @@ def _replay_command(tree_file: str, workload: str, sessions: int, effects: int, 
         parts += ["--base", base]
     if ask_timeout != 0.4:
         parts += ["--ask-timeout", str(ask_timeout)]
+    if raises:
+        parts.append("--raises")
     return " ".join(shlex.quote(p) if p != "{seed}" else p for p in parts)
 
 

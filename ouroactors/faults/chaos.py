@@ -141,7 +141,7 @@ class Campaign:
     def __init__(self, tree: ChildSpec, config: WorkloadConfig, *, base: str = "multiproc",
                  data_dir: str | Path | None = None, world: World | None = None, grant: Grant | None = None,
                  extra_points: Iterable[str] = (), replay_command: str = "",
-                 warn: Callable[[str], None] = _warn) -> None:
+                 warn: Callable[[str], None] = _warn, raises: bool = False) -> None:
         self.bench = Bench(tree, config, base=base, data_dir=data_dir, world=world, grant=grant)
         self._bench_args = (tree, config, base, data_dir, grant)
         # A simulated system's state grows with every seed, and restarts re-read it (leases, ledger
@@ -152,6 +152,7 @@ class Campaign:
         self.warn = warn
         self.kills = True  # multiproc: SIGKILL; simple: the simulation's process death (same draws)
         self.exits = base == "multiproc"  # an exit rule ends the whole process
+        self.raises = raises  # seeds draw raise rules too (plan_for_seed: other plans than without)
         self.extra_points = tuple(extra_points)
         self.replay_command = replay_command
         self.stats = CampaignStats()
@@ -202,7 +203,7 @@ class Campaign:
     def plan(self, seed: int) -> FaultPlan:
         hits = self.hits()
         return plan_for_seed(seed, self.points(), kill_targets=self.kill_targets(), kills=self.kills,
-                             hits=hits, deaths=DEATHS if hits is not None and self.kills else 0)
+                             hits=hits, deaths=DEATHS if hits is not None and self.kills else 0, raises=self.raises)
 
     def run_seed(self, seed: int, plan: FaultPlan | None = None) -> SeedResult:
         """Run one seed (or an explicit ``plan``) and check it; a harness failure is an error, not ok."""

@@ -1,6 +1,6 @@
 """The plans of seeded chaos: drawn from a seed, written as plan files, checked against known points.
 
-* :func:`plan_for_seed` — 1 to ``max_rules`` rules of kill, storage fault or delay drawn from
+* :func:`plan_for_seed` — 1 to ``max_rules`` rules of kill, storage fault or delay (or ``raise``) drawn from
   ``random.Random(seed)`` over sorted points and targets: a pure function of its arguments (no
   system, no clock, no global state), so the same seed, points and targets give the same plan.
 * :func:`plan_to_toml` — a plan as a TOML plan file (``ouroactors faults arm FILE`` arms it).
@@ -50,8 +50,8 @@ def _weight(point: str) -> int:
 
 def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, str], *,
                   kill_targets: Sequence[str] = (), kills: bool = True, max_rules: int = MAX_RULES,
-                  hits: Mapping[str, int] | None = None, deaths: int = 0) -> FaultPlan:
-    """The fault plan of ``seed``: 1 to ``max_rules`` rules of kill, storage fault or delay.
+                  hits: Mapping[str, int] | None = None, deaths: int = 0, raises: bool = False) -> FaultPlan:
+    """The fault plan of ``seed``: 1 to ``max_rules`` rules of kill, storage fault or delay (and ``raise``).
 
     Deterministic: the same seed, points and targets give the same plan (points and targets are
     sorted first, so their order does not matter). ``kills=False`` draws no kill (both bases kill:
@@ -66,6 +66,11 @@ def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, st
     among every hit of the recording — the death of whichever actor reaches it — from a stream of
     its own: the rules before them are exactly the plan without deaths. The simulated base draws
     one per seed: a death costs it no process, and deaths are the faults restart bugs hide behind.
+
+    ``raises`` adds a fourth kind of rule: an exception raised at a point (aimed as a kill is), in whatever
+    code reaches it — the error handling, ``on_stop`` and unwinding a SIGKILL never runs. Off by default, and
+    only then is every seed's plan what it always was (a seed printed by an earlier campaign replays as it ran);
+    on, it changes every seed's draws: a campaign of its own (``ouroactors chaos --raises``).
     """
     seed = parse_seed(seed)
     points = sorted(set(known_points))
@@ -75,15 +80,23 @@ def plan_for_seed(seed: int | str, known_points: Iterable[str] | Mapping[str, st
         raise ValueError(f"max_rules: must be an int >= 1, got {max_rules!r}")
     targets = sorted(set(kill_targets))
     storage = [p for p in points if p in STORAGE_POINTS]
-    kinds = (["kill"] if kills else []) + (["storage"] if storage else []) + ["delay"]
-    kind_weights = {"kill": 4, "storage": 4, "delay": 2}
+    kinds = (["kill"] if kills else []) + (["storage"] if storage else []) + ["delay"] + (["raise"] if raises else [])
+    kind_weights = {"kill": 4, "storage": 4, "delay": 2, "raise": 3}
     point_weights = [_weight(p) for p in points]
     reached = [p for p in points if hits is not None and hits.get(p, 0) > 0]
     rng = random.Random(seed)
     rules = []
     for _ in range(rng.randint(1, max_rules)):
         kind = rng.choices(kinds, weights=[kind_weights[k] for k in kinds])[0]
-        if kind == "kill" and hits is not None and reached:
+        if kind == "raise":  # where the code that reaches the point runs: no target
+            if hits is not None and reached:
+                point = rng.choices(reached, weights=[_weight(p) for p in reached])[0]
+                nth = rng.randint(1, hits[point])
+            else:
+                point = rng.choices(points, weights=point_weights)[0]
+                nth = rng.randint(1, 8)
+            rules.append(FaultRule(point, FaultAction.RAISE, nth=nth, times=1))
+        elif kind == "kill" and hits is not None and reached:
             point = rng.choices(reached, weights=[_weight(p) for p in reached])[0]
             target = rng.choice([None, None, *targets]) if targets else None
             rules.append(FaultRule(point, FaultAction.KILL, nth=rng.randint(1, hits[point]), times=1, target=target))

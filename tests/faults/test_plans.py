@@ -52,6 +52,48 @@ def test_no_kills_when_kills_are_off():
 
 HITS = {"message.agent/ledger": 8, "storage.after_commit": 16, "storage.before_commit": 16}  # a recording's
 
+# What seeds 0-199 drew (over these points and targets, with hits and without) before ``raises`` existed: a seed an
+# earlier campaign printed must replay as it ran, so a new kind of rule may not change the draws of plans without it.
+GOLDEN_POINTS = ["coordinator.a", "effect.started", "journal.put", "ledger.x", "message.agent/ledger",
+                 "runtime.turn_started", "storage.after_commit", "storage.before_commit", "workspace.acquired"]
+GOLDEN = "a674ecc001c28d564cf936b5e3667a1088469910dfecc7bfdd73f901a07744fc"
+
+
+def test_every_seed_keeps_the_plan_it_always_had():
+    import hashlib
+    import json
+
+    digest = hashlib.sha256()
+    for seed in range(200):
+        for hits in (None, {p: (i % 4) + 1 for i, p in enumerate(GOLDEN_POINTS)}):
+            plan = plan_for_seed(seed, GOLDEN_POINTS, kill_targets=["agent/ledger", "agent/grants"], hits=hits,
+                                 deaths=1 if hits else 0)
+            digest.update(json.dumps(plan.to_dict(), sort_keys=True, default=str).encode())
+    assert digest.hexdigest() == GOLDEN
+
+
+def test_raises_draw_raise_rules_aimed_as_kills_are_and_with_no_target():
+    plans = [plan_for_seed(seed, POINTS, kill_targets=TARGETS, hits=HITS, raises=True) for seed in range(200)]
+    raised = [r for p in plans for r in p.rules if r.action is FaultAction.RAISE]
+    assert len(raised) > 30
+    for rule in raised:  # raised in whatever code reaches the point: a target would mean nothing
+        assert rule.target is None and rule.times == 1
+        assert rule.point in HITS and 1 <= (rule.nth or 0) <= HITS[rule.point]
+    assert plans == [plan_for_seed(seed, POINTS, kill_targets=TARGETS, hits=HITS, raises=True) for seed in range(200)]
+    blind = [r for seed in range(100) for r in plan_for_seed(seed, POINTS, raises=True).rules
+             if r.action is FaultAction.RAISE]
+    assert blind and all(r.point in POINTS and 1 <= (r.nth or 0) <= 8 for r in blind)
+    assert not [r for seed in range(200) for r in plan_for_seed(seed, POINTS, hits=HITS).rules
+                if r.action is FaultAction.RAISE]
+
+
+def test_a_raises_campaign_replays_with_raises():
+    from ouroactors.cli.chaos import _replay_command
+
+    assert _replay_command("t.toml", "runtime", 2, 2, "multiproc", "multiproc", 0.4, True).endswith(
+        "--seed {seed} --raises")
+    assert "--raises" not in _replay_command("t.toml", "runtime", 2, 2, "multiproc", "multiproc", 0.4)
+
 
 def test_recorded_hits_aim_every_kill_at_a_hit_that_happens():
     for seed in range(200):
