@@ -207,6 +207,7 @@ class Worker(Actor):
     _key = ""
     _incarnation = 0
     _tag: str | None = None  # the ref of the tagged request being handled (its answers are tagged with it)
+    _in_hand: Asker | None = None  # who sent the request being handled, until it is answered (a crash answers it)
 
     def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, Tagged):  # answered TaggedAnswer(ref, ...), whatever the answer (see .calls)
@@ -243,10 +244,13 @@ class Worker(Actor):
             self.send(self.myAddress, ActorExitRequest())
             return None
         faults.acting_as(self.path)  # one store; tells actors apart where they share a process
+        self._in_hand = Asker(sender, self._tag)
         try:
             self._handle_message(message, sender)
         except Exception as exc:  # the first exception ends the worker: no retry, no poison
             self._crash(exc, sender)
+        finally:
+            self._in_hand = None
         # thespian resets the watch list after every message: name the descriptors again each time
         return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
 
@@ -381,6 +385,8 @@ class Worker(Actor):
 
     def answer_asker(self, asker: Asker, value: Any) -> None:
         """Answer a request handled earlier (:meth:`asker_of`) as a handler's return value would have been."""
+        if asker == self._in_hand:
+            self._in_hand = None  # answered: a crash from here on (an after_message flush) does not answer it again
         self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
 
     def _crash(self, exc: Exception, sender: Any) -> None:
@@ -392,7 +398,9 @@ class Worker(Actor):
             return
         self._crash_reason = reason
         self._finish(reason)  # the supervisor hears first: its restart is the critical path
-        if sender is not None and sender != self._supervisor:
+        if sender is not None and sender != self._supervisor and self._in_hand is not None:
+            # not when the request was answered already (a second answer reaches an asker who asked nothing more:
+            # a handle's endpoint gave it to its next ask)
             self._answer_now(sender, ActorCrashed(self.path, str(reason)))
         log.error("%s crashed: %s", self.path, reason, exc_info=(type(exc), exc, exc.__traceback__))
 

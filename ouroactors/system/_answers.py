@@ -23,7 +23,6 @@ from ..supervision.calls import Addressed, AdminAnswer, AdminCall, Ok, Stamped, 
 
 log = logging.getLogger("ouroactors.system")
 MULTIPROC = "multiprocTCPBase"
-ABANDONED_REFS = 1024  # refs of timed-out asks whose late answers are still recognised (and dropped)
 _REFS = itertools.count(1)
 
 
@@ -113,35 +112,18 @@ class Answers:
         ref = None
         if self.base != "multiproc":  # one endpoint for good: each ask carries a ref its answer comes back with
             message, ref = _with_ref(message, worker)
-            accept = _ref_filter(accept, ref, self._abandoned_refs())
+            accept = _own_ref_only(accept, ref or _sent_ref(message))
         else:  # an answer with another asker's ref was sent to a dead actor whose port this endpoint got
             accept = _own_ref_only(accept, _sent_ref(message))
         answer = self._endpoint.ask(address, message, timeout)
         while answer is not None and not accept(answer):
             left = timeout - (time.monotonic() - started)
             answer = self._endpoint.listen(left) if left > 0 else None
-        if ref is not None:
-            if answer is None:
-                self._abandon(ref)
-            elif isinstance(answer, TaggedAnswer | AdminAnswer):
-                answer = answer.value
+        if ref is not None and isinstance(answer, TaggedAnswer | AdminAnswer):
+            answer = answer.value
         if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
             self._renew_endpoint()
         return answer
-
-    _abandoned: dict[str, None] | None = None  # the in-process base's timed-out refs, oldest first
-
-    def _abandoned_refs(self) -> dict[str, None]:
-        if self._abandoned is None:
-            self._abandoned = {}
-        return self._abandoned
-
-    def _abandon(self, ref: str) -> None:
-        """An ask with ``ref`` timed out: its answer, should it come, is dropped by every later ask."""
-        abandoned = self._abandoned_refs()
-        abandoned[ref] = None
-        if len(abandoned) > ABANDONED_REFS:
-            del abandoned[next(iter(abandoned))]
 
     def listen_tagged(self, request_id: str, timeout: float) -> Any:
         """The next message answering request ``request_id`` (a stream's next answer), or None after ``timeout``
@@ -253,19 +235,6 @@ def _with_ref(message: Any, worker: bool) -> tuple[Any, str | None]:
     return message, None
 
 
-def _ref_filter(accept: Callable[[Any], bool], ref: str | None, abandoned: dict[str, None]
-                ) -> Callable[[Any], bool]:
-    """``accept``, and of the answers that carry a ref: only ``ref``'s (None: any but an abandoned one's)."""
-    def accept_ref(message: Any) -> bool:
-        if not accept(message):
-            return False
-        carried = _ref_of(message)
-        if carried is None:
-            return True  # no ref: an answer from something that tags nothing (the tree host, a raw send)
-        return carried == ref if ref is not None else carried not in abandoned
-    return accept_ref
-
-
 def _answering(accept: Callable[[Any], bool], request: Any) -> Callable[[Any], bool]:
     """``accept``, and an answer whose type names the requests it answers (``ANSWERS_ONLY``: a ``Pong`` answers a
     ``Ping``) only when ``request`` (inside its envelopes) is one of them."""
@@ -285,9 +254,12 @@ def _sent_ref(message: Any) -> str | None:
 
 
 def _own_ref_only(accept: Callable[[Any], bool], sent: str | None) -> Callable[[Any], bool]:
-    """``accept``, and of the answers that carry a ref only the one with ``sent`` (the multiproc base, whose asks
-    tag nothing of their own). Actors tag their asks of each other (a coordinator's, a supervisor's admin calls):
-    such an answer reaching a handle endpoint was meant for an actor that died, whose port the endpoint got."""
+    """``accept``, and of the answers that carry a ref only the one with ``sent`` (None: none of them). On the
+    multiproc base the handle's asks tag nothing of their own, and actors tag their asks of each other (a
+    coordinator's, a supervisor's admin calls): such an answer reaching a handle endpoint was meant for an actor that
+    died, whose port the endpoint got. On the in-process base every ask to an actor carries a ref: an answer with
+    another's is late (its ask timed out) or a second one (its ask was answered already), and an ask that carries
+    none (to the tree host, which tags nothing) takes no tagged answer at all."""
     def accept_own(message: Any) -> bool:
         if not accept(message):
             return False

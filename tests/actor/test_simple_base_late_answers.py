@@ -19,7 +19,6 @@ from thespian.actors import WakeupMessage
 from ouroactors import Worker, supervisor, worker
 from ouroactors.core.errors import ActorCrashed, AskTimeout
 from ouroactors.supervision.calls import Tagged, TaggedAnswer
-from ouroactors.system import _answers
 
 
 class Holder(Worker):
@@ -95,12 +94,3 @@ def test_a_crash_still_answers_the_ask_that_caused_it(system: Any) -> None:
 def test_a_request_the_caller_tagged_itself_gets_its_tagged_answer(system: Any) -> None:
     answer = system.ask("app/h", Tagged("mine-1", "x"))
     assert answer == TaggedAnswer("mine-1", ("echo", "x"))
-
-
-def test_the_refs_of_timed_out_asks_kept_are_bounded(system: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_answers, "ABANDONED_REFS", 2)
-    for _ in range(4):
-        with pytest.raises(AskTimeout):
-            system.ask("app/h", "hold", timeout=0.02)
-    assert len(system._abandoned) == 2
-    assert system.ask("app/other", "ok") == ("echo", "ok")
