@@ -6,7 +6,8 @@ methods) and ``on_stop``. What changes compared with a plain thespian actor:
 * An unhandled exception in a handler **ends the worker**. Thespian would retry the message once
   and then answer ``PoisonMessage`` while the actor keeps serving with half-mutated state; here the
   first exception is caught, ``on_stop`` runs with a ``crash`` reason, the sender of the failing
-  message gets :class:`~ouroactors.core.errors.ActorCrashed`, the supervisor is told the reason,
+  message gets :class:`~ouroactors.core.errors.ActorCrashed` (unless it was answered already: a request is
+  answered once, also by a worker that fails in ``after_message``), the supervisor is told the reason,
   and the supervisor ends the process. Messages that arrive in between are refused, not served.
 * An exception in ``on_start`` is a start failure the supervisor sees with its reason.
 * A message with no handler is answered with :class:`~ouroactors.core.errors.UnhandledMessage`
