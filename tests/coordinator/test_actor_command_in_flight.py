@@ -68,3 +68,32 @@ def test_a_malformed_taken_is_refused_at_the_directory_door(actor_system, tmp_pa
         actor_system.ask("agent/sessions", Taken("s1", 0), timeout=10)
     with pytest.raises(BadRequest, match="ticket"):
         actor_system.ask("agent/sessions", Taken("s1", -3), timeout=10)
+
+
+def test_a_message_whose_coordinator_dies_while_running_it_is_answered_at_once(actor_system, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    """Killed after it committed the message (its turn is owed): the caller hears within moments — the outcome is
+    unknown, or (the coordinator's word that it began never left its process) its retry is a duplicate — never
+    after its whole ask; and the turn runs once, by the recovery."""
+    from ouroactors.core.errors import ActorCrashed
+    from ouroactors.sessions import SessionRejected
+
+    monkeypatch.setattr(Sessions._ask, "__defaults__", (ASK_S,))
+    sessions = three_word_session(actor_system, tmp_path, arm_first=("agent/coordinator", FaultPlan((FaultRule(
+        "coordinator.resume_committed", FaultAction.KILL, nth=1),), forks=1)))
+    sent = time.monotonic()
+    with pytest.raises((ActorCrashed, SessionRejected)) as heard:
+        sessions.send("s1", "go", event_id="m-1")
+    took = time.monotonic() - sent
+    assert took < ASK_S / 2, f"the send was answered after {took:.1f}s"
+    told = [(e["kind"], e["command"]) for e in log_events(actor_system)
+            if e["kind"] in ("command_outcome_unknown", "command_forwarded_again")]
+    if isinstance(heard.value, ActorCrashed):
+        assert "unknown" in str(heard.value) and "event id is recognised" in str(heard.value)
+        assert told == [("command_outcome_unknown", "SendMessage")]
+    else:  # its Taken had not left the process: forwarded again, and recognised there
+        assert "duplicate" in str(heard.value)
+        assert told == [("command_forwarded_again", "SendMessage")]
+    wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=30)
+    kinds = [e.kind for e in sessions.events("s1")]
+    assert kinds.count("turn_started") == 1, kinds

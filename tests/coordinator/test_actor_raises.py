@@ -138,4 +138,4 @@ def test_a_command_refused_after_the_crash_is_told_to_its_caller_not_only_to_the
     directory = ActorAddress("directory")
     coordinator.session_id, coordinator.started_by = "s1", directory
     coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), ticket=7), refusal)
-    assert sent == [(caller, refusal), (directory, Taken("s1", 7))]
+    assert sent == [(caller, refusal), (directory, Taken("s1", 7, answered=True))]

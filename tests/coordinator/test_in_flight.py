@@ -63,17 +63,30 @@ def test_a_command_a_living_coordinator_never_takes_is_forgotten_in_the_end():
     assert decide(entry(), Coordinator(True, OLD, 5), now=FORGET_AFTER_S) is Next.FORGET
 
 
+def test_a_command_taken_by_a_coordinator_that_is_gone_has_an_unknown_outcome():
+    """It may have done anything before it ended: never forwarded again, its caller is told."""
+    taken = entry(taken=True)
+    assert decide(taken, Coordinator(True, OLD, 5), now=1.0) is Next.KEEP  # it still runs: it will answer
+    assert decide(taken, Coordinator(True, NEW, 6), now=1.0) is Next.UNKNOWN
+    assert decide(taken, Coordinator(True, OLD, 6), now=1.0) is Next.UNKNOWN  # its port, another incarnation
+    assert decide(taken, Coordinator(False), now=1.0) is Next.UNKNOWN
+    assert decide(taken, Coordinator(True, OLD, 5), now=FORGET_AFTER_S) is Next.FORGET
+
+
 # -- the table ---------------------------------------------------------------------------------------------------
 
 def test_taken_forgets_only_from_the_coordinator_it_went_to_for_its_session():
     table = InFlight()
     ticket = table.add("s1", "caller", "request", OLD, 5, now=0.0)
     assert ticket > 0
-    assert table.taken(ticket, "s2", OLD) == f"ticket {ticket} is a command of another session"
-    assert table.taken(ticket, "s1", NEW) == f"ticket {ticket} went to another coordinator than the sender"
-    assert ticket in table.entries  # a forged Taken forgets nothing
-    assert table.taken(ticket, "s1", OLD) is None and not table.entries
-    assert table.taken(ticket, "s1", OLD) is None  # again, or a ticket never ours: nothing to forget
+    for answered in (False, True):
+        assert table.taken(ticket, "s2", OLD, answered) == f"ticket {ticket} is a command of another session"
+        assert table.taken(ticket, "s1", NEW, answered) == f"ticket {ticket} went to another coordinator than the " \
+                                                           "sender"
+    assert table.entries[ticket] == entry(sent=0.0, look_at=LOOK_AFTER_S)  # a forged Taken changes nothing
+    assert table.taken(ticket, "s1", OLD, False) is None and table.entries[ticket].taken  # began: still tracked
+    assert table.taken(ticket, "s1", OLD, True) is None and not table.entries  # answered: forgotten
+    assert table.taken(ticket, "s1", OLD, True) is None  # again, or a ticket never ours: nothing to forget
 
 
 def test_looks_are_due_after_the_delay_and_back_off_while_the_coordinator_lives():
@@ -95,7 +108,7 @@ def test_a_wait_counts_and_looks_soon_and_the_rest_drop_the_entry():
     ticket = table.add("s1", "caller", "request", OLD, 5, now=0.0)
     table.looked(ticket, Next.WAIT, 1.0)
     assert table.entries[ticket].waits == 1 and table.entries[ticket].look_at == 1.0 + WAIT_EVERY_S
-    for decision in (Next.FORWARD, Next.GIVE_UP, Next.FORGET):
+    for decision in (Next.FORWARD, Next.GIVE_UP, Next.UNKNOWN, Next.FORGET):
         ticket = table.add("s1", "caller", "request", OLD, 5, now=0.0)
         assert table.looked(ticket, decision, 1.0) is not None and ticket not in table.entries
 
@@ -128,7 +141,7 @@ def test_tickets_are_unique_and_never_zero_whatever_happens(steps):
             assert ticket not in seen and ticket != 0
             seen.add(ticket)
         elif op == "taken":
-            table.taken(n, "s1", OLD)
+            table.taken(n, "s1", OLD, decision is Next.KEEP)
         elif op == "look":
             table.looked(n, decision, now)
         else:

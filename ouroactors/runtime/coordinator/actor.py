@@ -166,7 +166,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         if isinstance(message, ForSession) and isinstance(message.request, COMMANDS) \
                 and type(message.reply_to).__name__ == "ActorAddress":
             self.send(message.reply_to, refusal)
-            self._taken(message.ticket)  # answered: the directory must not forward it again
+            self._taken(message.ticket, answered=True)  # the directory must not forward it again
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if isinstance(message, WatchMessage):  # the commit thread is done (or a stray wake-up: nothing to take)

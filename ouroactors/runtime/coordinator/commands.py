@@ -171,27 +171,28 @@ class Commands:
         except Exception as exc:  # tell the caller, then crash: recovery reads the record back
             # typed, as a worker's crash is answered: a raw KeyError (or one that does not unpickle) is no answer
             crashed = exc if isinstance(exc, OuroactorsError) else ActorCrashed(self.path, repr(exc)[:500])
-            self._answer_caller(reply_to, crashed)
+            self._answer_caller(reply_to, crashed, ticket)
             raise
-        self._answer_caller(reply_to, answer)
+        self._answer_caller(reply_to, answer, ticket)
 
-    def _answer_caller(self, reply_to: Any, answer: Any) -> None:
-        """Answer a command's caller, once: it is no longer among the :attr:`callers` a stop answers."""
-        for i, (caller, _) in enumerate(self.callers):
-            if caller == reply_to:
-                del self.callers[i]
-                break
+    def _answer_caller(self, reply_to: Any, answer: Any, ticket: int = 0) -> None:
+        """Answer a command's caller, once: it is no longer among the :attr:`callers` a stop answers (the entry of
+        this command: its ticket tells two of one caller apart), and the directory hears it was answered."""
+        if (reply_to, ticket) in self.callers:
+            self.callers.remove((reply_to, ticket))
         self.send(reply_to, answer)
+        self._taken(ticket, answered=True)
 
-    def _taken(self, ticket: int) -> None:
-        """Tell the directory that forwarded command ``ticket`` that it was taken (0: a command it does not track)."""
+    def _taken(self, ticket: int, answered: bool = False) -> None:
+        """Tell the directory that forwarded command ``ticket`` that it was taken, or (``answered``) that its caller
+        has the answer (0: a command it does not track; :mod:`.in_flight`)."""
         if not ticket:
             return
         # the directory that sent it; before any command reached this one (refused after a crash in on_start), the
         # directory that started it — the same one: only the directory forwards commands
         directory = getattr(self, "directory", None) or getattr(self, "started_by", None)
         if directory is not None:
-            self.send(directory, Taken(self.session_id, ticket))
+            self.send(directory, Taken(self.session_id, ticket, answered))
 
     def _answer_callers(self, reason: Any) -> None:
         """At this coordinator's stop, answer every command it took and has not answered (queued behind the one that
@@ -207,7 +208,7 @@ class Commands:
                 self.send(caller, CoordinatorError(
                     f"{self.path} stopped ({kind}) before it answered: the command may have been taken; send it "
                     "again (a resume event's id is recognised)"))
-            self._taken(ticket)
+            self._taken(ticket, answered=True)
 
     def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
         mark("start.message_received")

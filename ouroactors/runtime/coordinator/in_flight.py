@@ -1,4 +1,4 @@
-"""Commands the session directory forwarded and no coordinator has taken yet: the table, and what to do with each.
+"""Commands the session directory forwarded and no coordinator has answered yet: the table, and what to do with each.
 
 Pure (no thespian): :mod:`.redelivery` is the directory's shell around it.
 
@@ -6,17 +6,31 @@ Pure (no thespian): :mod:`.redelivery` is the directory's shell around it.
 coordinator answers the caller itself. Two things can lose it on the way: the coordinator's address is dead (the
 message comes back as a dead letter), or the message is delivered and the coordinator's process dies before the
 command's job begins — a SIGKILL, ``os._exit``, an OOM kill; with commands queued behind a long one the window is
-as long as that one. No dead letter comes back then, and the caller waited out its whole ask. So each forward
-carries a ticket, the coordinator says :class:`~.messages.Taken` when the command's job begins (or when it answers
-the caller itself, refusing or stopping), and the directory looks again at every ticket not taken after
-:data:`LOOK_AFTER_S`: while the coordinator it went to still runs, it waits (that one will take it; looks back off
-to :data:`LOOK_MAX_S`); once its supervisor names another incarnation, the command is forwarded there; while none
-runs, it looks every :data:`WAIT_EVERY_S`, :data:`WAIT_LOOKS` times, then tells the caller to try again.
+as long as that one — or while its job runs. No dead letter comes back then, and the caller waited out its whole
+ask. So each forward carries a ticket; the coordinator says :class:`~.messages.Taken` when the command's job
+begins, and again (``answered``) once it has answered the caller (also when it answers refusing or stopping); and
+the directory looks at every ticket not answered :data:`LOOK_AFTER_S` after the forward. The table (:func:`decide`):
+
+============================  ==========================  ======================================================
+the coordinator it went to    the command                 what the directory does
+============================  ==========================  ======================================================
+still runs                    not taken, or taken         waits: it will take it, or answer (looks back off to
+                                                          :data:`LOOK_MAX_S`; forgotten after
+                                                          :data:`FORGET_AFTER_S`)
+another incarnation runs      not taken (or dead letter)  forwards it there
+none runs                     not taken (or dead letter)  looks every :data:`WAIT_EVERY_S`, :data:`WAIT_LOOKS`
+                                                          times, then tells the caller to try again
+gone (another, or none)       taken, not answered         tells the caller its outcome is unknown (it may have
+                                                          taken effect: send it again, a message's event id is
+                                                          recognised)
+============================  ==========================  ======================================================
 
 **Why forwarding again is safe.** A command not taken never began: the coordinator sends ``Taken`` before its job
 does anything. The one residue is a ``Taken`` sent and lost with its process (thespian transmits after the handler
 returns): the command may have begun, and runs once more — a message's ``event_id`` is recognised (the caller hears
-"duplicate"), a cancel or a suspend twice is what it was once; a steer could reach the model twice.
+"duplicate"), a cancel or a suspend twice is what it was once; a steer could reach the model twice. Likewise an
+answer that left a process whose ``answered`` notice did not: its caller hears twice (the second, "unknown", after
+the real answer).
 
 **Incarnations, not addresses.** A coordinator is known by its child generation, never by its address alone: an
 address is a TCP port, and a dead coordinator's port may come back as its successor's.
@@ -28,21 +42,23 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-LOOK_AFTER_S = 0.25  # a forward not taken this long after is looked at (taken within ms when its coordinator lives)
+LOOK_AFTER_S = 0.25  # a forward not answered this long after is looked at (most are answered within ms)
 LOOK_MAX_S = 4.0  # while its coordinator lives, the looks back off to this apart
-FORGET_AFTER_S = 120.0  # ... and a forward its living coordinator has not taken by then is forgotten (no ask waits it)
+FORGET_AFTER_S = 120.0  # ... and a forward its living coordinator has not answered by then is forgotten (no ask
+# waits that long: a session command's is a minute)
 WAIT_EVERY_S = 0.1  # while no coordinator of its session runs, a forward is looked at this often ...
 WAIT_LOOKS = 50  # ... this many times (its restart), then its caller is told to try again
 LIMIT = 10_000  # forwards tracked at once; beyond, the oldest is forgotten (its command is tracked no longer)
 
 
 class Next(str, Enum):
-    """What a look decides for one forward not taken."""
+    """What a look decides for one forward not answered."""
 
-    KEEP = "keep"  # the coordinator it went to still runs: it will take it
+    KEEP = "keep"  # the coordinator it went to still runs: it will take it, or answer
     FORWARD = "forward"  # another incarnation runs: forward it there
     WAIT = "wait"  # none runs now (restarting): look again soon
     GIVE_UP = "give_up"  # none came back: tell the caller to try again
+    UNKNOWN = "unknown"  # taken by a coordinator that is gone before answering: tell the caller it is unknown
     FORGET = "forget"  # kept too long by a living coordinator: stop tracking it
 
 
@@ -59,6 +75,7 @@ class Forwarded:
     look_at: float
     dead: bool = False  # it came back as a dead letter: its address is gone, whatever the supervisor still says
     waits: int = 0  # looks that found no coordinator running
+    taken: bool = False  # the coordinator said its job began (it may have done anything since)
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,8 @@ def decide(entry: Forwarded, now_running: Coordinator, now: float) -> Next:
     """The table: what to do with ``entry`` given its session's coordinator as its supervisor names it now."""
     same = now_running.generation == entry.generation if entry.generation is not None and \
         now_running.generation is not None else now_running.address == entry.address
+    if entry.taken and not (now_running.running and same):
+        return Next.UNKNOWN  # the incarnation that took it is gone: it may have done anything
     if now_running.running and now_running.address is not None and not same:
         return Next.FORWARD
     if now_running.running and not entry.dead:
@@ -83,7 +102,7 @@ def decide(entry: Forwarded, now_running: Coordinator, now: float) -> Next:
 
 
 class InFlight:
-    """The forwards not taken, by ticket (see the module docstring)."""
+    """The forwards not answered, by ticket (see the module docstring)."""
 
     def __init__(self, limit: int = LIMIT) -> None:
         self.entries: dict[int, Forwarded] = {}
@@ -102,8 +121,9 @@ class InFlight:
         self.entries[self._last] = entry
         return self._last
 
-    def taken(self, ticket: int, session_id: str, sender: Any) -> str | None:
-        """The coordinator took ``ticket``'s command; why that is not believed (None: forgotten here)."""
+    def taken(self, ticket: int, session_id: str, sender: Any, answered: bool) -> str | None:
+        """The coordinator took ``ticket``'s command (``answered``: and answered its caller, so it is forgotten);
+        why that is not believed (None: believed, or a ticket not tracked)."""
         entry = self.entries.get(ticket)
         if entry is None:
             return None  # forgotten, forwarded again, or never ours: nothing to forget
@@ -111,7 +131,10 @@ class InFlight:
             return f"ticket {ticket} is a command of another session"
         if entry.address != sender:
             return f"ticket {ticket} went to another coordinator than the sender"
-        del self.entries[ticket]
+        if answered:
+            del self.entries[ticket]
+        else:
+            self.entries[ticket] = replace(entry, taken=True)
         return None
 
     def came_back(self, ticket: int, session_id: str, reply_to: Any, request: Any, address: Any,

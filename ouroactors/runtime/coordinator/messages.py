@@ -347,14 +347,15 @@ class RuntimeStarted:
 
 @dataclass(frozen=True)
 class Taken:
-    """A coordinator → the directory: the command of ``ForSession.ticket`` began (or its caller was answered by the
-    coordinator itself): the directory stops tracking it (:mod:`.in_flight`). Checked at the directory's door and
-    believed only from the coordinator the ticket went to, for that session."""
+    """A coordinator → the directory: the command of ``ForSession.ticket`` began (``answered``: its caller has its
+    answer, and the directory stops tracking it; :mod:`.in_flight`). Checked at the directory's door and believed
+    only from the coordinator the ticket went to, for that session."""
 
     NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     session_id: SessionId
     ticket: Annotated[int, Range(1, 2**62)]
+    answered: bool = False
 
 
 DIRECTORY_REQUESTS = (*REQUESTS, Committed, RuntimeStarted, Taken)  # what the session directory checks at its door

@@ -15,7 +15,9 @@ safe). Two ways a forward goes wrong end here:
   forward, backing off while the coordinator lives).
 
 Either way the command goes to the coordinator's next incarnation once its supervisor names one, or its caller is
-told to try again when none comes back.
+told to try again when none comes back. A command taken by a coordinator that ended before it answered is not
+forwarded again (it may have done anything): its caller is told at once that its outcome is unknown
+(``ActorCrashed``, as a coordinator that crashes in a command says itself), instead of waiting out its ask.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from thespian.actors import DeadEnvelope
 
 from ...core.boundary import check_message
-from ...core.errors import BadRequest
+from ...core.errors import ActorCrashed, BadRequest
 from ...supervision.protocol import AdminCall
 from .calls import Ask, Job
 from .in_flight import Coordinator, Forwarded, InFlight, Next, decide
@@ -50,6 +52,7 @@ class Redelivery:
 
     if TYPE_CHECKING:  # what the directory provides
         path: str
+        authorities: dict[str, Any]
         keys: dict[str, str]
         serving: dict[str, Any]
         jobs: Any
@@ -72,7 +75,7 @@ class Redelivery:
         self._arm_look()
 
     def _taken(self, message: Taken, sender: Any) -> BadRequest | None:
-        why = self.in_flight.taken(message.ticket, message.session_id, sender)
+        why = self.in_flight.taken(message.ticket, message.session_id, sender, message.answered)
         return None if why is None else BadRequest("Taken", "ticket", why, repr(message.ticket))
 
     def _arm_look(self) -> None:
@@ -127,6 +130,13 @@ class Redelivery:
             self.send(entry.reply_to, DirectoryError(
                 f"the coordinator of {session!r} died before it took the command and is not back "
                 f"({getattr(info, 'status', info)!r}); try again"))
+        elif decision is Next.UNKNOWN:
+            self._log_event("command_outcome_unknown", {"session": session, "command": type(entry.request).__name__})
+            key = self.keys.get(session, "?")
+            self.send(entry.reply_to, ActorCrashed(
+                f"{self.authorities['coordinator'].path}/{key}",
+                "the session's coordinator ended while it ran the command, before it answered: whether the command "
+                "took effect is unknown; send it again (a message's event id is recognised)"))
         elif decision is Next.FORGET:
             log.warning("%s: a command for %r was not taken by its coordinator in %.0f s: no longer tracked",
                         self.path, session, time.monotonic() - entry.sent)
