@@ -73,8 +73,7 @@ def test_a_coordinator_crashing_in_a_command_answers_actor_crashed_and_the_retry
     with pytest.raises(ActorCrashed, match="FaultInjected"):  # was the FaultInjected itself: no OuroactorsError
         sessions.send("s1", "go", event_id="m-1")
     # the message was committed before the crash: its retry is a duplicate, and the recovered session runs it. (Sent
-    # once the coordinator is replaced: one forwarded to the crashed one in the milliseconds before its supervisor
-    # ends it is lost with its process, and waits out the caller's ask — a gap left open, see the closing note.)
+    # once the coordinator is replaced: the crashed one, until its supervisor ends it, refuses it ActorCrashed again.)
     wait_for("the coordinator replaced", lambda: [c for c in actor_system.which_children("agent/coordinator")
                                                   if c.status == "running" and c.generation != crashed])
     with pytest.raises(SessionRejected, match="duplicate"):
