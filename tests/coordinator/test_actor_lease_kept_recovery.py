@@ -50,7 +50,8 @@ def test_a_kept_lease_the_record_does_not_name_yet_is_the_sessions_own_when_the_
     (None, None, "no lease capability"),
     ({**KEPT, "capability": b""}, None, "no lease capability"),
     (KEPT, None, "did not answer"),
-    (KEPT, [], "no such live lease"),
+    (KEPT, [_Live("L9")], "no such live lease (it holds L9 for this session)"),
+    (KEPT, [_Live("L1", capability_sha256="?")], "no such live lease (it holds L1 for this session)"),
     (KEPT, [_Live("L2", session_id="s2")], "not this session's"),
     (KEPT, [_Live("L2", root="/other")], "not this session's"),
     (KEPT, [_Live("L2", mode="shared_read")], "not this session's"),
@@ -60,6 +61,14 @@ def test_a_kept_lease_the_record_does_not_name_yet_is_the_sessions_own_when_the_
 def test_a_kept_lease_whose_ownership_cannot_be_proven_is_not_reclaimable_and_says_why(kept, live, why):
     reservation, reason = kept_reservation("s1", "L1", kept, live)
     assert reservation is Reservation.NOT_RECLAIMABLE and why in reason
+
+
+@pytest.mark.parametrize("live", [[], [_Live("L7", session_id="s2")]])
+def test_nothing_is_reserved_when_the_workspace_holds_no_lease_of_the_session(live):
+    """The kept lease released too (its runtime ended unopened: found by ``enumerate-sessions --action
+    commit_unknown --suspend`` at the commit that keeps it): nothing to reclaim, so nothing to park on — the
+    replacement acquires afresh (it was parked ``reservation_not_reclaimable``, waiting for an operator)."""
+    assert kept_reservation("s1", "L1", KEPT, live) == (Reservation.NONE, "")
 
 
 @pytest.mark.slow

@@ -131,7 +131,11 @@ def kept_reservation(session_id: str, named: str, kept: dict[str, Any] | None,
     *before* it opens that runtime and names it in the record, so one killed in between (``coordinator.lease_kept``)
     leaves the record naming the lost lease — by then released by that reclaim — and the kept one the session's
     only lease. That one is the session's own only if the workspace shows it, live, for this session, on the kept
-    root and mode, with the digest of the kept capability; anything else is not proven, and says why.
+    root and mode, with the digest of the kept capability; anything else is not proven, and says why — except that
+    when the workspace holds no live lease of this session at all (the kept one was released too: the runtime it was
+    acquired for ended unopened, its coordinator having stopped on the keep's unknown outcome), nothing is reserved
+    and there is nothing to prove: :attr:`Reservation.NONE`, and the replacement acquires afresh (the workspace
+    still refuses it a root another holds).
     """
     if kept is None or not kept.get("capability"):
         return Reservation.NOT_RECLAIMABLE, "no lease capability is kept beside the record"
@@ -142,7 +146,11 @@ def kept_reservation(session_id: str, named: str, kept: dict[str, Any] | None,
         return Reservation.NOT_RECLAIMABLE, f"{unnamed}, and the workspace did not answer to prove it"
     found = next((x for x in live if getattr(x, "lease_id", None) == kept.get("lease_id")), None)
     if found is None:
-        return Reservation.NOT_RECLAIMABLE, f"{unnamed}, and the workspace holds no such live lease"
+        held = sorted(str(getattr(x, "lease_id", "?")) for x in live if getattr(x, "session_id", None) == session_id)
+        if not held:  # neither lease, nor any other of this session's, is held: nothing is reserved to reclaim
+            return Reservation.NONE, ""
+        return Reservation.NOT_RECLAIMABLE, f"{unnamed}, and the workspace holds no such live lease (it holds " \
+                                            f"{', '.join(held)} for this session)"
     digest = hashlib.sha256(bytes(kept["capability"])).hexdigest()
     if (getattr(found, "session_id", None) != session_id or getattr(found, "root", None) != kept.get("root")
             or getattr(found, "mode", None) != kept.get("mode")
