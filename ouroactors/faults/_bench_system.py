@@ -221,7 +221,18 @@ class BenchSystem:
                     armed.append(path)
                     break
                 except OuroactorsError:
+                    if plan is None and self._tree_ended(path):
+                        break  # ended (a plan still armed escalated it): its processes took their plans with them
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.01)  # the worker is restarting: bounded poll
         return armed
+
+    def _tree_ended(self, path: str) -> bool:
+        """Whether the tree ``path`` lies in runs no more (ended by an escalation; :meth:`ensure_ready` starts it)."""
+        try:
+            with isolated(self.live) as system:
+                name = path.split("/", 1)[0]
+                return not any(t.name == name and t.status in ("starting", "running") for t in system.trees())
+        except OuroactorsError:
+            return False  # the host did not answer: not known to be ended

@@ -266,6 +266,8 @@ class Bench(BenchSystem):
         if plan is not None:
             self.arm(None)
             self._arm_runtimes(None, at)
+            # a plan still armed as the run ended may have ended a tree meanwhile: back up for the checks
+            escalated = self.ensure_ready() or escalated
         run_events = system.events.all()[mark:]
         recovery = self.recover(run_id, first_seq)
         observation = self.observe(run_id, first_seq, record)

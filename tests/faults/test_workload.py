@@ -296,3 +296,21 @@ def test_a_grant_whose_generation_goes_away_before_the_start_is_decided_again(fa
     assert first.outcome == "settled-ok"
     entries = {e.effect_id: e for e in result.observation.run_entries()}
     assert entries["regrant/s0/e0"].authority["grants"] == changed[0][1]  # ran under the new generation
+
+
+def test_disarming_a_tree_that_ended_as_its_run_ended_is_no_harness_error(fault_bench):
+    """A plan still armed as a run ends can escalate the tree while the bench disarms it (a seed of
+    ``chaos --workload runtime --raises`` failed so: "no running tree named 'agent'"). The ended tree's processes took
+    their plans with them: there is nothing to disarm there, and the bench starts the tree again for its checks."""
+    bench = fault_bench(workload_tree(), WorkloadConfig(sessions=1, effects=1))
+    bench.ready_timeout = 3.0
+    plan = FaultPlan((FaultRule("ledger.start_committed", FaultAction.DELAY, probability=0.01, delay_s=0.001),))
+    assert bench.arm(plan)
+    workers = bench.arm(None, [f"{bench.tree.id}/ledger", f"{bench.tree.id}/storage"])  # disarmed, armed again
+    assert workers and bench.arm(plan)
+    bench.live.stop_tree(bench.tree.id)  # as an escalation would end it, between the bench's walk and its asks
+    # (the walk found these workers): was NoSuchActor after the ready timeout, and the run a harness error
+    assert bench.arm(None, workers) == []
+    assert bench.arm(None) == []
+    assert bench.ensure_ready()  # started again
+    assert bench.run("after").violations == []
