@@ -58,8 +58,8 @@ def test_a_message_whose_coordinator_died_before_taking_it_is_run_by_the_next(ac
 
 
 def test_a_malformed_taken_is_refused_at_the_directory_door(actor_system, tmp_path: Path):
-    """``Taken`` is checked as every request is (a ticket is a positive number); whom it is believed from is
-    :class:`~ouroactors.runtime.coordinator.in_flight.InFlight`'s rule (``test_in_flight``)."""
+    """``Taken`` is checked as every request is (a ticket is a positive number), and refused from a stranger; whom it
+    is believed from is :class:`~ouroactors.runtime.coordinator.in_flight.InFlight`'s rule (``test_in_flight``)."""
     from ouroactors.core.errors import BadRequest
     from ouroactors.runtime.coordinator.messages import Taken
 
@@ -68,6 +68,9 @@ def test_a_malformed_taken_is_refused_at_the_directory_door(actor_system, tmp_pa
         actor_system.ask("agent/sessions", Taken("s1", 0), timeout=10)
     with pytest.raises(BadRequest, match="ticket"):
         actor_system.ask("agent/sessions", Taken("s1", -3), timeout=10)
+    # well-formed, from a stranger: no command went to it (a coordinator's late word is taken silently)
+    with pytest.raises(BadRequest, match="is no command this directory forwarded to the sender"):
+        actor_system.ask("agent/sessions", Taken("s1", 12345, answered=True), timeout=10)
 
 
 def test_a_message_whose_coordinator_dies_while_running_it_is_answered_at_once(actor_system, tmp_path: Path,

@@ -75,7 +75,12 @@ class Redelivery:
         self._arm_look()
 
     def _taken(self, message: Taken, sender: Any) -> BadRequest | None:
+        """Believed from the coordinator the ticket went to; one not tracked (any more) is taken silently only from
+        a coordinator this directory forwards to (a late word), and refused from anyone else."""
+        known = message.ticket in self.in_flight.entries
         why = self.in_flight.taken(message.ticket, message.session_id, sender, message.answered)
+        if why is None and not known and sender not in self.serving.values():
+            why = "is no command this directory forwarded to the sender"
         return None if why is None else BadRequest("Taken", "ticket", why, repr(message.ticket))
 
     def _arm_look(self) -> None:
