@@ -86,11 +86,18 @@ def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_ever
         assert row.state in ("completed", "parked")
 
 
+def firing(path: str, point: str) -> dict[str, str]:
+    """A recorded firing of ``point`` by the actor at ``path``, armed where a plan reaches it: a dynamic child's
+    plan in its supervisor (``agent/coordinator/session#1`` at ``agent/coordinator``), a static worker's in itself."""
+    parent, _, last = path.rpartition("/")
+    return {"path": path, "armed_at": parent if "#" in last else path, "point": point}
+
+
 def test_sites_are_numbered_per_actor_and_point_and_placed_where_the_actor_was_armed():
-    firings = [{"path": "agent/coordinator/session#1", "armed_at": "agent/coordinator", "point": "coordinator.acked"},
-               {"path": "agent/execution/runtime#1", "armed_at": "agent/execution", "point": "effect.started"},
-               {"path": "agent/coordinator/session#1", "armed_at": "agent/coordinator", "point": "coordinator.acked"},
-               {"path": "agent/workspace", "armed_at": "agent/workspace", "point": "workspace.lease_recorded"}]
+    firings = [firing("agent/coordinator/session#1", "coordinator.acked"),
+               firing("agent/execution/runtime#1", "effect.started"),
+               firing("agent/coordinator/session#1", "coordinator.acked"),
+               firing("agent/workspace", "workspace.lease_recorded")]
     every = sites_of(firings, hits="all")
     assert [(s.point, s.nth, s.role) for s in every] == [
         ("coordinator.acked", 1, "coordinator"), ("effect.started", 1, "runtime"), ("coordinator.acked", 2,
@@ -103,10 +110,8 @@ def test_sites_are_numbered_per_actor_and_point_and_placed_where_the_actor_was_a
 
 
 def test_a_storage_action_goes_only_where_a_commit_is_and_every_action_is_armed_as_chosen():
-    firings = [{"path": "agent/grants", "armed_at": "agent/grants", "point": "storage.before_commit"},
-               {"path": "agent/grants", "armed_at": "agent/grants", "point": "grants.decision_recorded"},
-               {"path": "agent/execution/runtime#2", "armed_at": "agent/execution", "point": "journal.put"},
-               {"path": "agent/grants", "armed_at": "agent/grants", "point": "storage.after_commit"}]
+    firings = [firing("agent/grants", "storage.before_commit"), firing("agent/grants", "grants.decision_recorded"),
+               firing("agent/execution/runtime#2", "journal.put"), firing("agent/grants", "storage.after_commit")]
     unknown = sites_of(firings, action="commit_unknown")
     assert [(s.path, s.point, s.action) for s in unknown] == [
         ("agent/grants", "storage.before_commit", FaultAction.COMMIT_UNKNOWN),
