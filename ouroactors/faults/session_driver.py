@@ -33,6 +33,7 @@ COORDINATORS = "agent/coordinator"
 EXECUTION = "agent/execution"
 STATIC = ("agent/storage", "agent/ledger", "agent/grants", "agent/workspace", "agent/sessions")
 ROLES = ("static", "coordinator", "runtime")
+REAP_WITHIN_S = 3.0  # the ledger looks for dead writers every 0.25 s
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,7 @@ class Driver:
         if self.config.cancel:
             self._cancel()
         self._follow()
+        self._until_ledger_reaped()
 
     def _new(self) -> bool:
         """Create the session; after a failure (its coordinator died starting), True if it exists anyway."""
@@ -324,6 +326,24 @@ class Driver:
             if not seen and (batch.state in TERMINAL or batch.state == PARKED):
                 return
         self.errors.append(f"{self.sid}: not terminal nor parked within {self.config.deadline}s")
+
+    def _until_ledger_reaped(self) -> None:
+        """Wait until the ledger watches no direct writer: the session's runtimes end with it, and the ledger reaps
+        a dead one on a timer. The reap is the ledger's only commit in this scenario, so without this wait whether a
+        run reaches it is a race: a recording that did would name a site its crash runs miss (``not reached``)."""
+        deadline, gone = time.monotonic() + REAP_WITHIN_S, 0
+        while time.monotonic() < deadline:
+            try:
+                with isolated(self.system) as view:
+                    status = view.ask("agent/ledger", "status", timeout=self.config.ask_timeout)
+                if status["watched_writers"] == 0:
+                    return
+                gone = status["gone_writers"]
+            except OuroactorsError as exc:  # the ledger restarting (a fault at the reap's commit)
+                self._error("ledger status", exc)
+            time.sleep(0.05)  # the ledger reaps every RUNNER_PING_S: bounded poll
+        if gone:  # a writer still running at the end is no fault; a dead one the ledger never reaped is
+            self.errors.append(f"{self.sid}: the ledger kept {gone} dead writer(s) unreaped for {REAP_WITHIN_S}s")
 
     def _view(self) -> None:
         try:

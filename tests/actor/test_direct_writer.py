@@ -106,7 +106,8 @@ def test_a_killed_recorder_leaves_its_unsettled_starts_ambiguous_at_once(system)
         assert (entry.status, entry.reason) == (Status.AMBIGUOUS, WRITER_EXITED)
     assert get_entry(system, "k1").status is Status.OK
     # the restarted recorder is watched from its first commit on (its record rides in it); the dead one is forgotten
-    assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 0
+    status = ask_authority(system, LEDGER_PATH, "status")
+    assert (status["watched_writers"], status["gone_writers"]) == (0, 0)
     system.ask(RECORDER_PATH, started("k4"))
     assert ask_authority(system, LEDGER_PATH, "status")["watched_writers"] == 1
     # the ledger itself did not restart: this was found by watching, not by recovery

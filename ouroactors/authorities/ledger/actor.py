@@ -257,6 +257,7 @@ class Ledger(GroupCommit):
                     "storage_generation": self.store.fence, "generation": self.generation,
                     "quarantined": len(self.store.quarantined),
                     "watched_writers": len(self.store.watched_writers()),
+                    "gone_writers": len(self.store.gone_writers()),  # died, not yet reaped (every RUNNER_PING_S)
                     "group_commit": {"transactions": self._commits, "records": self._committed_ops,
                                      "thread": self._writer is not None, "handed_over": self._handed_over}}
         return self.unhandled(message, sender)
