@@ -193,7 +193,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                 if self.attached is not None and not self.jobs.busy:
                     self.jobs.submit(self._heartbeat)
                 elif self.attached is None and not self.jobs.busy and self._wait_due_a_look():
-                    self.jobs.submit(self._check_waits)
+                    self.jobs.submit(lambda: self._check_waits(look=True))
             elif message.payload == TIMER_WAKEUP:
                 self.jobs.submit(self._check_waits)
             elif message.payload == _POLL:

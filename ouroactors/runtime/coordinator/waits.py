@@ -17,9 +17,10 @@ another version is refused there and recorded on the approval. The request is id
 this session with the same call digest and version is looked up first), which is what makes a crash
 between the checkpoint and the request harmless. The answer reaches the coordinator as a nudge from the
 operator path (:class:`~.messages.ApprovalAnswered`) or, if the nudge is lost, by polling the authority
-every :data:`APPROVAL_POLL_S`; either way the coordinator reads the answer *from grants* (where the
-operator's credentials were verified) and applies it as a resume event expecting version W: a stale one
-(the session moved on) is rejected and recorded, a duplicate too. An accepted answer starts a new runtime
+every :data:`APPROVAL_POLL_S` (a poll leaves an operator's answer younger than :data:`NUDGE_GRACE_S` to its nudge,
+which brings the directory's spare runtime: :func:`left_for_nudge`); either way the coordinator reads the answer
+*from grants* (where the operator's credentials were verified) and applies it as a resume event expecting version
+W: a stale one (the session moved on) is rejected and recorded, a duplicate too. An accepted answer starts a new runtime
 that re-runs the interrupted turn with the answered approvals named (``OpenSession.answered``): the call
 that asks again finds its approval by digest and is decided by it — the operator is not asked twice, and
 the coordinator does not wait again for an ``approval_needed`` it knows is answered. (The re-run does not publish
@@ -72,10 +73,28 @@ if TYPE_CHECKING:
     from .store import SessionStore
 
 APPROVAL_POLL_S = 5.0
+# An operator's answer younger than this is left to the nudge that follows it on the operator path (the heartbeat's
+# look would otherwise race the nudge, and the nudge brings the spare runtime the directory offers: see
+# left_for_nudge).
+NUDGE_GRACE_S = 2.0
 TIMER_WAKEUP = "coordinator:timer"
 MAX_CHAIN = 64  # resume events between a turn's message and now (each answered approval adds one)
 
-__all__ = ["APPROVAL_POLL_S", "TIMER_WAKEUP", "TurnContext", "Waits"]
+__all__ = ["APPROVAL_POLL_S", "NUDGE_GRACE_S", "TIMER_WAKEUP", "TurnContext", "Waits", "left_for_nudge"]
+
+
+def left_for_nudge(approval: Any, now_ns: int, grace_s: float | None = None) -> bool:
+    """Whether the heartbeat's look leaves ``approval``'s answer to the operator path's nudge (the look then takes it
+    at a later beat, if the nudge was lost). An operator's answer is followed at once by its nudge
+    (:class:`~.messages.ApprovalAnswered`, through the directory, which offers a spare runtime with it); a look that
+    took the answer first would start a runtime of its own and leave the spare unused. So an operator's answer younger
+    than :data:`NUDGE_GRACE_S` waits for it. An answer grants gave itself (an expiry: answered by ``authority``) has
+    no nudge and is taken at once, as is one whose time is unknown. A restarting coordinator's recovery takes every
+    answer at once (it is not the heartbeat's look)."""
+    grace = NUDGE_GRACE_S if grace_s is None else grace_s
+    answered_ns = getattr(approval, "answered_ns", None)
+    by_operator = getattr(approval, "answered_by", None) not in (None, "authority")
+    return by_operator and isinstance(answered_ns, int) and 0 <= now_ns - answered_ns < grace * 1e9
 
 
 @dataclass(frozen=True)
@@ -235,14 +254,29 @@ class Waits:
             yield from self._continue_turn(applied.record)
         return applied
 
+    def _note_left_for_nudge(self, approval: Any) -> None:
+        """Log ``approval_left_for_nudge``: the heartbeat's look found an answer it leaves to the nudge (the event
+        names the approval; a test waits for it)."""
+        context = getattr(self, "context", None)
+        if context is not None:
+            from ...supervision.events import EventWriter
+
+            EventWriter(context.events_path, getattr(self, "path", ""), context.node_epoch, context.node).write(
+                "approval_left_for_nudge", None, {"session": self.session_id, "approval": approval.approval_id})
+
     # -- every wait, after a restart and on the heartbeat ------------------------------------------------------
 
-    def _check_waits(self) -> Job:
-        """Pick the session's wait up from the record: ask for its approval or take its answer; fire a due timer."""
+    def _check_waits(self, look: bool = False) -> Job:
+        """Pick the session's wait up from the record: ask for its approval or take its answer; fire a due timer.
+        ``look``: the heartbeat's, which leaves an operator's fresh answer to its nudge (:func:`left_for_nudge`)."""
         record = self._read()
         if record.state is State.WAITING_APPROVAL:
             for wait in record.waits:
                 approval = yield from self._asked(record, wait)
+                if approval is not None and not approval.pending and look and left_for_nudge(approval,
+                                                                                             clock.time_ns()):
+                    self._note_left_for_nudge(approval)
+                    return
                 if approval is not None and not approval.pending:
                     try:
                         yield from self._resume_approval(record, wait, approval)
