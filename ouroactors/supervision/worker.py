@@ -53,15 +53,14 @@ from ..core.boundary import check_message
 from ..core.errors import (
     ActorCrashed,
     BadRequest,
-    NoSuchActor,
-    OuroactorsError,
     StaleGeneration,
     StampRequired,
     UnhandledMessage,
 )
 from ..core.faults import FaultAction
 from . import reasons
-from .calls import Addressed, Tagged, TaggedAnswer, generation_problem, ref_problem
+from .answering import Answering
+from .calls import Addressed, Tagged, generation_problem, ref_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
 from .faulting import arm_here
 from .protocol import IGNORE as IGNORE  # re-exported: what ``on_start`` returns (OTP's ignore)
@@ -92,7 +91,7 @@ _SELF_EXIT_AFTER = timedelta(seconds=10)
 _SELF_EXIT = "ouroactors:self-exit"
 
 
-class Worker(Actor):
+class Worker(Answering, Actor):
     """Base class of every supervised worker."""
 
     __ouroactors_child__ = True
@@ -375,21 +374,6 @@ class Worker(Actor):
         if self.context is not None and self.context.base != "simple":
             self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
 
-    def _answer_now(self, sender: Any, answer: Any) -> None:
-        """Answer the request being handled: inside :class:`~.calls.TaggedAnswer` when it came tagged."""
-        self.answer_asker(self.asker_of(sender), answer)
-
-    def asker_of(self, sender: Any) -> Asker:
-        """Who sent the request being handled, to :meth:`answer_asker` later (a worker that answers after the handler
-        returned: a group commit), tagged as the request was."""
-        return Asker(sender, self._tag)
-
-    def answer_asker(self, asker: Asker, value: Any) -> None:
-        """Answer a request handled earlier (:meth:`asker_of`) as a handler's return value would have been."""
-        if asker == self._in_hand:
-            self._in_hand = None  # answered: a crash from here on (an after_message flush) does not answer it again
-        self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
-
     def _crash(self, exc: Exception, sender: Any) -> None:
         reason = reasons.crash(exc)
         if self._state != "running":
@@ -404,18 +388,3 @@ class Worker(Actor):
             # a handle's endpoint gave it to its next ask)
             self._answer_now(sender, ActorCrashed(self.path, str(reason)))
         log.error("%s crashed: %s", self.path, reason, exc_info=(type(exc), exc, exc.__traceback__))
-
-    def _refuse(self, message: Any, sender: Any) -> None:
-        if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage | StopRequest
-                                                    | GenerationAssigned | ArmFaults | BaseException):
-            # nothing to answer: notices, timers, a supervisor's requests to a child that is done, and errors (a
-            # refusal answered with a refusal: two done actors, or one and itself, would trade them until killed)
-            return
-        refusal: OuroactorsError = ActorCrashed(self.path, str(self._crash_reason)) \
-            if self._crash_reason is not None else NoSuchActor(f"{self.path or type(self).__name__} is not running")
-        self._answer_now(sender, refusal)
-        self.refused(message, refusal)
-
-    def refused(self, message: Any, refusal: OuroactorsError) -> None:
-        """``message`` came when this worker no longer serves (it crashed, it is stopping) and its sender was
-        answered ``refusal``; a request made on someone else's behalf (a forwarded command) tells them here."""

@@ -1,0 +1,70 @@
+"""How a worker answers: the request in hand, a request handled earlier, and a message it no longer serves.
+
+A mixin of :class:`~.worker.Worker`, kept apart from the shell's dispatch because its one rule is easy to break
+from anywhere: **a request is answered once**. The worker keeps the asker of the request being handled
+(``_in_hand``) until it is answered; a crash answers it only while it is still in hand. A second answer would reach
+an asker who asked nothing more, and a handle's endpoint would give it to its next ask.
+
+Every answer goes back as the request came: inside :class:`~.calls.TaggedAnswer` with its ref when it came tagged
+(:class:`~.calls.Tagged`), bare otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from thespian.actors import ChildActorExited, PoisonMessage, WakeupMessage
+
+from ..core.errors import ActorCrashed, NoSuchActor, OuroactorsError
+from .calls import Asker, TaggedAnswer
+from .protocol import ArmFaults, GenerationAssigned, StopRequest
+
+if TYPE_CHECKING:
+    from .reasons import ExitReason
+
+
+class Answering:
+    """See the module docstring."""
+
+    if TYPE_CHECKING:  # what the worker provides
+        path: str
+        _tag: str | None
+        _in_hand: Asker | None
+        _crash_reason: ExitReason | None
+
+        def send(self, address: Any, message: Any) -> None: ...
+
+    def _answer_now(self, sender: Any, answer: Any) -> None:
+        """Answer the request being handled: inside :class:`~.calls.TaggedAnswer` when it came tagged."""
+        self.answer_asker(self.asker_of(sender), answer)
+
+    def asker_of(self, sender: Any) -> Asker:
+        """Who sent the request being handled, to :meth:`answer_asker` later (a worker that answers after the handler
+        returned: a group commit), tagged as the request was."""
+        return Asker(sender, self._tag)
+
+    def answer_asker(self, asker: Asker, value: Any) -> None:
+        """Answer a request handled earlier (:meth:`asker_of`) as a handler's return value would have been."""
+        if asker == self._in_hand:
+            self._in_hand = None  # answered: a crash from here on (an after_message flush) does not answer it again
+        self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
+
+    def _refuse(self, message: Any, sender: Any) -> None:
+        """Answer a message that came when this worker no longer serves: it crashed (``ActorCrashed``) or it is
+        stopping or not started (``NoSuchActor``)."""
+        if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage | StopRequest
+                                                    | GenerationAssigned | ArmFaults | BaseException):
+            # nothing to answer: notices, timers, a supervisor's requests to a child that is done, and errors (a
+            # refusal answered with a refusal: two done actors, or one and itself, would trade them until killed)
+            return
+        refusal: OuroactorsError = ActorCrashed(self.path, str(self._crash_reason)) \
+            if self._crash_reason is not None else NoSuchActor(f"{self.path or type(self).__name__} is not running")
+        self._answer_now(sender, refusal)
+        self.refused(message, refusal)
+
+    def refused(self, message: Any, refusal: OuroactorsError) -> None:
+        """``message`` came when this worker no longer serves (it crashed, it is stopping) and its sender was
+        answered ``refusal``; a request made on someone else's behalf (a forwarded command) tells them here."""
+
+
+__all__ = ["Answering"]
