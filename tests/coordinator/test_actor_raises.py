@@ -138,3 +138,45 @@ def test_a_command_refused_after_the_crash_is_told_to_its_caller_not_only_to_the
     coordinator.session_id, coordinator.started_by = "s1", directory
     coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), ticket=7), refusal)
     assert sent == [(caller, refusal), (directory, Taken("s1", 7, answered=True))]
+    # after a crash, a tracked command that never began here is left to the directory (it forwards it to the
+    # replacement); an untracked one is still answered
+    from ouroactors.supervision import reasons
+
+    sent.clear()
+    coordinator._crash_reason, coordinator.begun = reasons.crash(RuntimeError("boom")), {3}
+    coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), ticket=8), refusal)
+    assert sent == []
+    coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1")), refusal)
+    assert sent == [(caller, refusal)]
+
+
+def test_a_command_queued_behind_a_crashing_one_is_run_by_the_coordinators_replacement(actor_system, tmp_path):
+    """A command that came while another ran and never began is not lost with the crash, nor answered with it: the
+    crashed coordinator leaves it to the directory, which forwards it to the replacement, whose answer its caller
+    gets. (It was answered ``ActorCrashed`` at the crash — "send it again" — although nothing of it had run.)"""
+    sessions = three_word_session(actor_system, tmp_path, arm_first=("agent/coordinator", FaultPlan((
+        FaultRule("coordinator.resume_committed", FaultAction.DELAY, delay_s=1.0, nth=1),
+        FaultRule("coordinator.resume_committed", FaultAction.RAISE, nth=1)), forks=1)))
+    answers: dict[str, object] = {}
+
+    def send(who: str) -> None:
+        with isolated(actor_system) as view:  # its own endpoint: the two sends overlap
+            try:
+                answers[who] = Sessions(view).send("s1", "go", event_id="m-1")
+            except Exception as exc:  # whatever came back is the test's to judge
+                answers[who] = exc
+
+    first = threading.Thread(target=send, args=("first",), daemon=True)
+    first.start()
+    wait_for("the first command in hand", lambda: [e for e in events(actor_system) if e["kind"] == "fault_fired"])
+    second = threading.Thread(target=send, args=("second",), daemon=True)  # queued behind it: the message again
+    second.start()
+    for sender in (first, second):
+        sender.join(timeout=30)
+        assert not sender.is_alive()
+    assert isinstance(answers["first"], ActorCrashed) and "FaultInjected" in str(answers["first"])
+    # the replacement ran it: the message the crashed one had committed is a duplicate there
+    assert isinstance(answers["second"], SessionRejected) and "duplicate" in str(answers["second"]), answers
+    forwarded = [e for e in events(actor_system) if e["kind"] == "command_forwarded_again"]
+    assert [(e["session"], e["why"]) for e in forwarded] == [("s1", "not_taken")], forwarded
+    wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=30)

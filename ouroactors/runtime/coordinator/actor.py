@@ -113,6 +113,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         self.started_by = directory  # the directory whose offers of spare runtimes need no check (.spares)
         self.callers: list[tuple[Any, int]] = []  # (reply_to, ticket) of commands received, not answered yet
         # (.commands: a stop answers them)
+        self.begun: set[int] = set()  # tickets of the commands whose job began here (told the directory: Taken)
         for name in ("storage", "ledger", "execution"):
             if name not in self.authorities:
                 raise OuroactorsError(f"{self.path}: no {name!r} before the coordinator in the tree")
@@ -162,9 +163,13 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
 
     def refused(self, message: Any, refusal: OuroactorsError) -> None:
         """A command forwarded after this coordinator crashed (or while it stops): its caller hears it, not only the
-        directory that forwarded it (which cannot tell whose command it was), and sends it again."""
+        directory that forwarded it (which cannot tell whose command it was), and sends it again — unless the
+        directory tracks it and this was a crash: it never began here, and the directory forwards it to the
+        coordinator that replaces this one (:meth:`~.commands.Commands._left_to_the_directory`)."""
         if isinstance(message, ForSession) and isinstance(message.request, COMMANDS) \
                 and type(message.reply_to).__name__ == "ActorAddress":
+            if self._left_to_the_directory(message.ticket, self._crash_reason):
+                return
             self.send(message.reply_to, refusal)
             self._taken(message.ticket, answered=True)  # the directory must not forward it again
 

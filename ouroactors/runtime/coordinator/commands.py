@@ -85,6 +85,7 @@ class Commands:
         path: str
         store: SessionStore
         callers: list[tuple[Any, int]]  # (reply_to, ticket) of each command received and not answered yet, in order
+        begun: set[int]  # tickets of the commands whose job began here
         directory: Any
         started_by: Any
         attached: Any
@@ -152,6 +153,8 @@ class Commands:
     def _command(self, reply_to: Any, request: Any, ticket: int = 0) -> Job:
         faults.point(COMMAND_BEGINS)
         self._taken(ticket)  # before anything is done: a command the directory forwards again never began (.in_flight)
+        if ticket:
+            self.begun.add(ticket)
         try:
             if getattr(request, "session_id", self.session_id) != self.session_id:  # scope: never another's session
                 raise CoordinatorError(f"this coordinator serves session {self.session_id!r}, not "
@@ -198,10 +201,13 @@ class Commands:
         """At this coordinator's stop, answer every command it took and has not answered (queued behind the one that
         ran, or cut short by a crash outside it): its caller sends it again — an event it sent is recognised — to
         the coordinator that replaces this one, instead of waiting out its ask. (Answered here, a command is taken:
-        the directory does not forward it again.)"""
+        the directory does not forward it again.) After a crash, a command the directory tracks that never began
+        here is left to the directory instead, which forwards it to the replacement (:meth:`_left_to_the_directory`)."""
         callers, self.callers = self.callers, []
         kind = getattr(getattr(reason, "kind", None), "value", reason)
         for caller, ticket in callers:
+            if self._left_to_the_directory(ticket, reason):
+                continue
             if kind == "crash":
                 self.send(caller, ActorCrashed(self.path, str(reason)))
             else:
@@ -209,6 +215,16 @@ class Commands:
                     f"{self.path} stopped ({kind}) before it answered: the command may have been taken; send it "
                     "again (a resume event's id is recognised)"))
             self._taken(ticket, answered=True)
+
+    def _left_to_the_directory(self, ticket: int, reason: Any) -> bool:
+        """Whether command ``ticket`` is left unanswered at this coordinator's end, for the directory to forward
+        again: the directory tracks it (a ticket), its job never began here (no ``Taken`` was sent, so nothing of it
+        ran), and this coordinator crashed, so its supervisor starts a replacement — the one place the command can
+        run now, and :mod:`.in_flight`'s look forwards it there. Its caller then gets the replacement's answer, not a
+        crash report and a retry of its own. At any other stop (the session ended, the node shuts down) it is
+        answered at once: nobody may come back to run it."""
+        crashed = getattr(getattr(reason, "kind", None), "value", None) == "crash"
+        return crashed and bool(ticket) and ticket not in getattr(self, "begun", ())  # (none: on_start failed)
 
     def _message(self, request: SendMessage) -> Generator[Ask | OffThread, Any, Any]:
         mark("start.message_received")

@@ -8,8 +8,10 @@ message comes back as a dead letter), or the message is delivered and the coordi
 command's job begins — a SIGKILL, ``os._exit``, an OOM kill; with commands queued behind a long one the window is
 as long as that one — or while its job runs. No dead letter comes back then, and the caller waited out its whole
 ask. So each forward carries a ticket; the coordinator says :class:`~.messages.Taken` when the command's job
-begins, and again (``answered``) once it has answered the caller (also when it answers refusing or stopping); and
-the directory looks at every ticket not answered :data:`LOOK_AFTER_S` after the forward. The table (:func:`decide`):
+begins, and again (``answered``) once it has answered the caller (also when it answers refusing or stopping — except
+that a coordinator that crashed leaves the commands that never began with it unanswered, queued behind the one that
+crashed or come after: the table forwards them to its replacement); and the directory looks at every ticket not
+answered :data:`LOOK_AFTER_S` after the forward. The table (:func:`decide`):
 
 ============================  ==========================  ======================================================
 the coordinator it went to    the command                 what the directory does
