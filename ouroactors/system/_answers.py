@@ -11,6 +11,7 @@ import itertools
 import logging
 import math
 import os
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,17 @@ from ..supervision.calls import Addressed, AdminAnswer, AdminCall, Ok, Stamped, 
 log = logging.getLogger("ouroactors.system")
 MULTIPROC = "multiprocTCPBase"
 _REFS = itertools.count(1)
+# Refs differ between processes too: an endpoint may get the port of another process's dead endpoint, and with it
+# the late answers to that one's asks (a fork draws a new prefix).
+_PREFIX = secrets.token_hex(4)
+
+
+def _new_prefix() -> None:
+    global _PREFIX
+    _PREFIX = secrets.token_hex(4)
+
+
+os.register_at_fork(after_in_child=_new_prefix)
 
 
 def tagged_for(request_id: str) -> Callable[[Any], bool]:
@@ -95,12 +107,16 @@ class Answers:
         connection to the admin (~2 ms), paid only after a timeout. The in-process base has one
         endpoint and no other: an actor there that holds a request past its ask's timeout and answers
         later would hand that answer to the next ask (thespian's simple base does), and every later ask would
-        take the answer of the one before, for good. So there each ask carries a ref of its own: a supervisor's
-        :class:`~ouroactors.supervision.calls.AdminCall` in its ``ref``, a request to a worker (``worker``: the
-        caller resolved the path to one) inside :class:`~ouroactors.supervision.calls.Tagged`, which every worker
-        answers :class:`~ouroactors.supervision.calls.TaggedAnswer` with that ref, whenever it answers. An ask
-        takes only the answer with its own ref (unwrapped), and no ask takes one with the ref of an ask that timed
-        out. A worker that answers with a raw ``send`` of its own is not covered (its answer carries no ref).
+        take the answer of the one before, for good. And on either base, an actor that answers one request twice (a
+        crash report after the answer; the session directory's "outcome unknown" for a command whose coordinator
+        answered and died before it could say so) hands the second answer to the next ask. So every ask carries a
+        ref of its own: a supervisor's :class:`~ouroactors.supervision.calls.AdminCall` in its ``ref``, a request to
+        a worker (``worker``: the caller resolved the path to one) inside
+        :class:`~ouroactors.supervision.calls.Tagged`, which every worker answers
+        :class:`~ouroactors.supervision.calls.TaggedAnswer` with that ref, whenever it answers (and a session
+        directory passes on to the coordinator that answers a command: :class:`~ouroactors.runtime.coordinator.messages
+        .ForSession`'s ``tag``). An ask takes only the answer with its own ref (unwrapped), and no ask takes one with
+        another's. A worker that answers with a raw ``send`` of its own is not covered (its answer carries no ref).
         """
         _check_timeout(timeout)
         started = time.monotonic()
@@ -109,12 +125,10 @@ class Answers:
         # a message that is not this ask's answer (a late or streamed answer to an earlier request, told apart by its
         # request id: see tagged_for) is dropped, and the endpoint listens on for the rest of the timeout
         accept = _answering(tagged_for(getattr(getattr(message, "payload", message), "request_id", "")), message)
-        ref = None
-        if self.base != "multiproc":  # one endpoint for good: each ask carries a ref its answer comes back with
-            message, ref = _with_ref(message, worker)
-            accept = _own_ref_only(accept, ref or _sent_ref(message))
-        else:  # an answer with another asker's ref was sent to a dead actor whose port this endpoint got
-            accept = _own_ref_only(accept, _sent_ref(message))
+        # each ask carries a ref its answer comes back with (see the docstring); an answer with another ref is late,
+        # a second one, or was sent to a dead actor whose port this endpoint got
+        message, ref = _with_ref(message, worker)
+        accept = _own_ref_only(accept, ref or _sent_ref(message))
         answer = self._endpoint.ask(address, message, timeout)
         while answer is not None and not accept(answer):
             left = timeout - (time.monotonic() - started)
@@ -224,13 +238,13 @@ def _check_timeout(timeout: Any) -> None:
 
 
 def _with_ref(message: Any, worker: bool) -> tuple[Any, str | None]:
-    """``message`` as the in-process base sends it, with a fresh ref its answer will carry (None: it carries none —
-    a message to the tree host, or one the caller tagged itself)."""
+    """``message`` as it is sent, with a fresh ref its answer will carry (None: it carries none — a message to the
+    tree host, or one the caller tagged itself)."""
     if type(message) is AdminCall and message.ref is None:
-        ref = f"ask-{next(_REFS)}"
+        ref = f"ask-{_PREFIX}-{next(_REFS)}"
         return dataclasses.replace(message, ref=ref), ref
     if worker and not isinstance(message, Tagged | AdminCall):
-        ref = f"ask-{next(_REFS)}"
+        ref = f"ask-{_PREFIX}-{next(_REFS)}"
         return Tagged(ref, message), ref
     return message, None
 

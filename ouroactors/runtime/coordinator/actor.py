@@ -53,6 +53,7 @@ from ...authorities.ledger.domain import Entry
 from ...core import codec
 from ...core.call_thread import CallThread
 from ...core.errors import BadRequest, OuroactorsError
+from ...supervision.calls import Asker
 from ...supervision.protocol import AdminCall, Stamped
 from ...supervision.worker import Worker
 from ..execution.messages import OutputReady
@@ -111,7 +112,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
             raise OuroactorsError(f"{self.path}: the directory that starts a coordinator passes its own address, "
                                   f"not {type(directory).__name__}")
         self.started_by = directory  # the directory whose offers of spare runtimes need no check (.spares)
-        self.callers: list[tuple[Any, int]] = []  # (reply_to, ticket) of commands received, not answered yet
+        self.callers: list[tuple[Asker, int]] = []  # (caller, ticket) of commands received, not answered yet
         # (.commands: a stop answers them)
         self.begun: set[int] = set()  # tickets of the commands whose job began here (told the directory: Taken)
         for name in ("storage", "ledger", "execution"):
@@ -170,7 +171,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                 and type(message.reply_to).__name__ == "ActorAddress":
             if self._left_to_the_directory(message.ticket, self._crash_reason):
                 return
-            self.send(message.reply_to, refusal)
+            self.send(message.reply_to, message.answer(refusal))
             self._taken(message.ticket, answered=True)  # the directory must not forward it again
 
     def on_message(self, message: Any, sender: Any) -> Any:
@@ -239,9 +240,10 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
                 return None
             # a spare runtime offered with the command is its own (.spares); from another sender, checked before use
             trusted = self.started_by is not None and sender == self.started_by
-            self.callers.append((message.reply_to, message.ticket))
+            caller = Asker(message.reply_to, message.tag)  # answered as it asked the directory: tagged or bare
+            self.callers.append((caller, message.ticket))
             self.jobs.submit(lambda: self._offering(message.spare, trusted, self._command(
-                message.reply_to, message.request, message.ticket)))
+                caller, message.request, message.ticket)))
             return None
         if self.jobs.offer(message, sender):
             return None

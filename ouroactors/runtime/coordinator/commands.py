@@ -16,6 +16,7 @@ from ...authorities.grants.messages import ReviewApprovals
 from ...authorities.storage.commit import Committed, Outcome
 from ...core import faults
 from ...core.errors import ActorCrashed, CommitOutcomeUnknown, CommitRejected, OuroactorsError
+from ...supervision.calls import Asker
 from ..execution import tool_set, versions
 
 # The tool registry comes with this module, not with a session's first message. The coordinator supervisor's process
@@ -37,6 +38,7 @@ from .messages import (
     SteerSession,
     Taken,
     WaitSession,
+    tagged_answer,
 )
 from .principals import PrincipalCheck, Unverified
 from .resume import Kind, ResumeEvent, VerifiedActor
@@ -84,7 +86,7 @@ class Commands:
         incarnation: str
         path: str
         store: SessionStore
-        callers: list[tuple[Any, int]]  # (reply_to, ticket) of each command received and not answered yet, in order
+        callers: list[tuple[Asker, int]]  # (caller, ticket) of each command received and not answered yet, in order
         begun: set[int]  # tickets of the commands whose job began here
         directory: Any
         started_by: Any
@@ -150,7 +152,7 @@ class Commands:
 
     # -- commands -------------------------------------------------------------------------------------------
 
-    def _command(self, reply_to: Any, request: Any, ticket: int = 0) -> Job:
+    def _command(self, caller: Asker, request: Any, ticket: int = 0) -> Job:
         faults.point(COMMAND_BEGINS)
         self._taken(ticket)  # before anything is done: a command the directory forwards again never began (.in_flight)
         if ticket:
@@ -174,16 +176,17 @@ class Commands:
         except Exception as exc:  # tell the caller, then crash: recovery reads the record back
             # typed, as a worker's crash is answered: a raw KeyError (or one that does not unpickle) is no answer
             crashed = exc if isinstance(exc, OuroactorsError) else ActorCrashed(self.path, repr(exc)[:500])
-            self._answer_caller(reply_to, crashed, ticket)
+            self._answer_caller(caller, crashed, ticket)
             raise
-        self._answer_caller(reply_to, answer, ticket)
+        self._answer_caller(caller, answer, ticket)
 
-    def _answer_caller(self, reply_to: Any, answer: Any, ticket: int = 0) -> None:
-        """Answer a command's caller, once: it is no longer among the :attr:`callers` a stop answers (the entry of
-        this command: its ticket tells two of one caller apart), and the directory hears it was answered."""
-        if (reply_to, ticket) in self.callers:
-            self.callers.remove((reply_to, ticket))
-        self.send(reply_to, answer)
+    def _answer_caller(self, caller: Asker, answer: Any, ticket: int = 0) -> None:
+        """Answer a command's caller, once and as it asked (tagged or bare: ``ForSession.tag``): it is no longer among
+        the :attr:`callers` a stop answers (the entry of this command: its ticket tells two of one caller apart), and
+        the directory hears it was answered."""
+        if (caller, ticket) in self.callers:
+            self.callers.remove((caller, ticket))
+        self.send(caller.address, tagged_answer(caller.tag, answer))
         self._taken(ticket, answered=True)
 
     def _taken(self, ticket: int, answered: bool = False) -> None:
@@ -209,11 +212,11 @@ class Commands:
             if self._left_to_the_directory(ticket, reason):
                 continue
             if kind == "crash":
-                self.send(caller, ActorCrashed(self.path, str(reason)))
+                self.send(caller.address, tagged_answer(caller.tag, ActorCrashed(self.path, str(reason))))
             else:
-                self.send(caller, CoordinatorError(
+                self.send(caller.address, tagged_answer(caller.tag, CoordinatorError(
                     f"{self.path} stopped ({kind}) before it answered: the command may have been taken; send it "
-                    "again (a resume event's id is recognised)"))
+                    "again (a resume event's id is recognised)")))
             self._taken(ticket, answered=True)
 
     def _left_to_the_directory(self, ticket: int, reason: Any) -> bool:

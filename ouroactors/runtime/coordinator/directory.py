@@ -44,6 +44,7 @@ from typing import Any
 from thespian.actors import DeadEnvelope, WakeupMessage
 
 from ...core.errors import BadRequest, OuroactorsError, SpecError
+from ...supervision.calls import Asker
 from ...supervision.events import EventWriter
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
@@ -167,14 +168,16 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
                 self.cold_refill = None
                 self.jobs.submit(self._refill)
             return None
-        if type(message) in COMMANDS:
-            self.jobs.submit(lambda: self._forward(message, sender))
+        if type(message) in COMMANDS:  # answered as asked, tagged or bare, also by the coordinator (ForSession.tag)
+            caller = self.asker_of(sender)
+            self.jobs.submit(lambda: self._forward(message, caller))
             return None
         if isinstance(message, DeadEnvelope):
             self._dead_letter(message)
             return None
         if isinstance(message, NewSession):
-            self.jobs.submit(lambda: self._new(message, sender))
+            creator = self.asker_of(sender)
+            self.jobs.submit(lambda: self._new(message, creator))
             return None
         if isinstance(message, ListSessions | ShowSession | ReadEvents | StopReading):
             return super().on_message(message, sender)
@@ -221,7 +224,7 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
 
     # -- creation and commands ----------------------------------------------------------------------------
 
-    def _new(self, request: NewSession, sender: Any) -> Job:
+    def _new(self, request: NewSession, sender: Asker) -> Job:
         try:
             if not isinstance(request.config, dict):
                 raise DirectoryError(f"session {request.session_id!r}: config is a table (dict), "
@@ -262,17 +265,17 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
             if created.kind != "committed":
                 raise DirectoryError(f"session {request.session_id!r} was not created: {created}")
             yield from self._start(request.session_id)
-            self.send(sender, view_of(created.value))  # type: ignore[union-attr]
+            self.answer_asker(sender, view_of(created.value))  # type: ignore[union-attr]
         except (OuroactorsError, ValueError) as exc:
-            self.send(sender, exc)
+            self.answer_asker(sender, exc)
 
-    def _forward(self, request: Any, sender: Any) -> Job:
+    def _forward(self, request: Any, sender: Asker) -> Job:
         record = self.store.get(request.session_id)
         if record is None:
-            self.send(sender, UnknownSession(request.session_id))
+            self.answer_asker(sender, UnknownSession(request.session_id))
             return
         if is_terminal(record.state):
-            self.send(sender, already_cancelled(request, record, self.principals)
+            self.answer_asker(sender, already_cancelled(request, record, self.principals)
                       or DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
             return
         key = self.keys.get(request.session_id)
@@ -282,7 +285,7 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
         info = yield self._coordinators(AdminCall("which_child", key))
         address = getattr(info, "address", None)
         if address is None or getattr(info, "status", None) != "running":
-            self.send(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running now "
+            self.answer_asker(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running now "
                                              f"({getattr(info, 'status', info)!r}); try again"))
             return
         self._served_by(request.session_id, address)

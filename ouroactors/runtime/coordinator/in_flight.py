@@ -69,7 +69,7 @@ class Forwarded:
     """One command forwarded: where to, and when to look at it again."""
 
     session_id: str
-    reply_to: Any
+    reply_to: Any  # the caller to answer (the directory keeps its Asker: address and tag)
     request: Any
     address: Any  # the coordinator it went to
     generation: int | None  # that coordinator's child generation (None: not known)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from ...core.boundary import Address, Data, Name, Pattern, Range, Size
+from ...supervision.calls import MAX_REF_CHARS, TaggedAnswer
 from ..execution.messages import OutputReady, SessionId
 from .record import ID_PATTERN
 
@@ -248,6 +249,9 @@ class ForSession:
     ``spare``: a runtime started ahead, offered with a command that may start one (:mod:`.spares`).
     ``ticket``: the directory's number for a command it tracks until the coordinator says it took it (:class:`Taken`;
     0: untracked, :mod:`.in_flight`).
+    ``tag``: the ref the caller's request came tagged with (:class:`~ouroactors.supervision.calls.Tagged`): every
+    answer to ``reply_to`` goes inside a :class:`~ouroactors.supervision.calls.TaggedAnswer` with it, so the caller's
+    endpoint tells it from an answer to another of its asks (None: it came bare, and is answered bare).
     """
 
     reply_to: Address
@@ -255,12 +259,22 @@ class ForSession:
               | StopReading)
     spare: SpareRuntime | None = None
     ticket: Annotated[int, Range(0, 2**62)] = 0
+    tag: Annotated[str, Size(1, MAX_REF_CHARS)] | None = None
 
     def check(self) -> None:
         from ...core.errors import BadRequest
 
         if self.reply_to is None:
             raise BadRequest("ForSession", "reply_to", "must be the address to answer, not None")
+
+    def answer(self, value: Any) -> Any:
+        """``value`` as the caller is answered: inside a ``TaggedAnswer`` with :attr:`tag` when there is one."""
+        return tagged_answer(self.tag, value)
+
+
+def tagged_answer(tag: str | None, value: Any) -> Any:
+    """``value`` as a caller whose request came tagged ``tag`` is answered (None: bare)."""
+    return value if tag is None else TaggedAnswer(tag, value)
 
 
 @dataclass(frozen=True)
@@ -365,5 +379,5 @@ __all__ = [
     "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
     "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
     "Rejected", "RuntimeStarted", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession",
-    "StopReading", "Taken", "WaitSession",
+    "StopReading", "Taken", "WaitSession", "tagged_answer",
 ]

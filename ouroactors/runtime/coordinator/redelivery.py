@@ -31,10 +31,11 @@ from thespian.actors import DeadEnvelope
 
 from ...core.boundary import check_message
 from ...core.errors import ActorCrashed, BadRequest
+from ...supervision.calls import Asker
 from ...supervision.protocol import AdminCall
 from .calls import Ask, Job
 from .in_flight import Coordinator, Forwarded, InFlight, Next, decide
-from .messages import COMMANDS, ForSession, SpareRuntime, Taken
+from .messages import COMMANDS, ForSession, SpareRuntime, Taken, tagged_answer
 from .reads import DirectoryError
 
 log = logging.getLogger("ouroactors.coordinator")
@@ -66,13 +67,18 @@ class Redelivery:
     in_flight: InFlight
     look_armed: float | None  # when the earliest pending look wakeup fires (None: none pending)
 
-    def _send_command(self, reply_to: Any, request: Any, address: Any, generation: Any,
+    def _send_command(self, caller: Asker, request: Any, address: Any, generation: Any,
                       spare: SpareRuntime | None = None) -> None:
-        """Forward ``request`` to the coordinator at ``address`` (child ``generation``), tracked until taken."""
+        """Forward ``request`` of ``caller`` to the coordinator at ``address`` (child ``generation``), tracked until
+        taken; the coordinator answers the caller as it asked (tagged or bare: ``ForSession.tag``)."""
         generation = int(generation) if isinstance(generation, int) else None
-        ticket = self.in_flight.add(request.session_id, reply_to, request, address, generation, time.monotonic())
-        self.send(address, ForSession(reply_to, request, spare, ticket))
+        ticket = self.in_flight.add(request.session_id, caller, request, address, generation, time.monotonic())
+        self.send(address, ForSession(caller.address, request, spare, ticket, caller.tag))
         self._arm_look()
+
+    def _answer_forwarded(self, caller: Asker, answer: Any) -> None:
+        """Answer the caller of a forwarded command here (it was given up, or its outcome is unknown)."""
+        self.send(caller.address, tagged_answer(caller.tag, answer))
 
     def _taken(self, message: Taken, sender: Any) -> BadRequest | None:
         """Believed from the coordinator the ticket went to; one not tracked (any more) is taken silently only from
@@ -132,13 +138,13 @@ class Redelivery:
             self._send_command(entry.reply_to, entry.request, now_running.address, now_running.generation)
         elif decision is Next.GIVE_UP:
             self._log_event("command_given_up", {"session": session, "command": type(entry.request).__name__})
-            self.send(entry.reply_to, DirectoryError(
+            self._answer_forwarded(entry.reply_to, DirectoryError(
                 f"the coordinator of {session!r} died before it took the command and is not back "
                 f"({getattr(info, 'status', info)!r}); try again"))
         elif decision is Next.UNKNOWN:
             self._log_event("command_outcome_unknown", {"session": session, "command": type(entry.request).__name__})
             key = self.keys.get(session, "?")
-            self.send(entry.reply_to, ActorCrashed(
+            self._answer_forwarded(entry.reply_to, ActorCrashed(
                 f"{self.authorities['coordinator'].path}/{key}",
                 "the session's coordinator ended while it ran the command, before it answered: whether the command "
                 "took effect is unknown; send it again (a message's event id is recognised)"))
@@ -162,8 +168,8 @@ class Redelivery:
         log.info("%s: a command for %r reached no coordinator (gone): forwarding it again", self.path, session)
         if self.serving.get(session) == envelope.deadAddress:
             self.serving.pop(session)
-        self.in_flight.came_back(forwarded.ticket, session, forwarded.reply_to, request, envelope.deadAddress,
-                                 time.monotonic())
+        self.in_flight.came_back(forwarded.ticket, session, Asker(forwarded.reply_to, forwarded.tag), request,
+                                 envelope.deadAddress, time.monotonic())
         self._arm_look()
 
 
