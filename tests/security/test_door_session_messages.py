@@ -65,6 +65,7 @@ GOOD: dict[type, Any] = {
     coordinator.Committed: coordinator.Committed("s1", 7),
     coordinator.RuntimeStarted: coordinator.RuntimeStarted("s1"),
     coordinator.Taken: coordinator.Taken("s1", 3),
+    coordinator.SpareWanted: coordinator.SpareWanted("s1"),
 }
 
 # Who receives each of them (the actor class whose protocol must list it).
@@ -72,6 +73,7 @@ RECEIVER: dict[type, type] = {
     **{t: Runtime for t in execution.REQUESTS},
     **{t: Sessions for t in coordinator.REQUESTS},
     coordinator.Committed: Sessions, coordinator.RuntimeStarted: Sessions, coordinator.Taken: Sessions,
+    coordinator.SpareWanted: Sessions,
     coordinator.ForSession: Coordinator, coordinator.WhichSession: Coordinator, execution.OutputReady: Coordinator,
 }
 
@@ -92,7 +94,7 @@ def raw_event(**fields: Any) -> OutputEvent:
 def test_every_message_of_the_session_boundary_has_a_good_sample_and_a_receiver():
     messages = {t for t in (*execution.REQUESTS, *coordinator.REQUESTS)} | {
         execution.OutputReady, coordinator.Committed, coordinator.RuntimeStarted, coordinator.ForSession,
-        coordinator.WhichSession, coordinator.Taken}
+        coordinator.WhichSession, coordinator.Taken, coordinator.SpareWanted}
     assert messages == set(GOOD) == set(RECEIVER) == {*coordinator.DIRECTORY_REQUESTS, *execution.REQUESTS,
                                                       *coordinator.COORDINATOR_REQUESTS}
 
@@ -182,10 +184,15 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.Taken, {"ticket": "3"}, "ticket"),
     (coordinator.Taken, {"ticket": True}, "ticket"),
     (coordinator.Taken, {"session_id": None}, "session_id"),
+    # a coordinator asking its directory for a spare runtime
+    (coordinator.SpareWanted, {"session_id": None}, "session_id"),
+    (coordinator.SpareWanted, {"session_id": "../s1"}, "session_id"),
     # the directory -> a coordinator
     (coordinator.ForSession, {"reply_to": None}, "reply_to"),
     (coordinator.ForSession, {"ticket": -1}, "ticket"),
     (coordinator.ForSession, {"ticket": "7"}, "ticket"),
+    (coordinator.ForSession, {"tag": ""}, "tag"),
+    (coordinator.ForSession, {"tag": 7}, "tag"),
     (coordinator.ForSession, {"ticket": 1.5}, "ticket"),
     (coordinator.ForSession, {"reply_to": "someone"}, "reply_to"),
     (coordinator.ForSession, {"request": None}, "request"),

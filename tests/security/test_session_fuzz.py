@@ -43,11 +43,11 @@ RECEIVER: dict[type, str] = {
     **{t: COORDINATOR for t in coordinator.COORDINATOR_REQUESTS},
 }
 # Well-formed, these change nothing: reads, and every request to a runtime with no session open (NotOpen) but
-# opening one; a stranger's Committed, RuntimeStarted, Taken or OutputReady (refused: not the coordinator, not the
-# attached runtime).
+# opening one; a stranger's Committed, RuntimeStarted, Taken, SpareWanted or OutputReady (refused: not the
+# coordinator, not the attached runtime).
 HARMLESS_WHEN_VALID = {
     coordinator.ListSessions, coordinator.ShowSession, coordinator.Committed, coordinator.RuntimeStarted,
-    coordinator.Taken,
+    coordinator.Taken, coordinator.SpareWanted,
     coordinator.WhichSession, execution.OutputReady, *(set(execution.REQUESTS) - {execution.OpenSession}),
 }
 
@@ -164,5 +164,6 @@ def test_after_the_fuzz_nothing_restarted_and_nothing_durable_changed(node):
 
 def test_the_fuzz_covers_every_message_the_session_actors_accept():
     assert set(RECEIVER) == {*execution.REQUESTS, *coordinator.REQUESTS, coordinator.Committed,
-                             coordinator.RuntimeStarted, coordinator.Taken, coordinator.ForSession,
+                             coordinator.RuntimeStarted, coordinator.Taken, coordinator.SpareWanted,
+                             coordinator.ForSession,
                              coordinator.WhichSession, execution.OutputReady}

@@ -66,7 +66,9 @@ from .messages import (
     RuntimeStarted,
     Serving,
     ShowSession,
+    SpareOffer,
     SpareRuntime,
+    SpareWanted,
     StopReading,
     Taken,
     WhichSession,
@@ -160,6 +162,8 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
             return None
         if isinstance(message, Taken):  # a coordinator began a command: no longer looked after here
             return self._taken(message, sender)
+        if isinstance(message, SpareWanted):
+            return self._spare_wanted(message, sender)
         if isinstance(message, RuntimeStarted):  # the runtime a cold command needed is started: the refill goes now
             refused = self._refused_sender("RuntimeStarted", message.session_id, sender)
             if refused is not None:
@@ -289,20 +293,33 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
                                              f"({getattr(info, 'status', info)!r}); try again"))
             return
         self._served_by(request.session_id, address)
-        spare = None
-        if self.spare_target and may_start_a_runtime(request, record.state):  # it can be one started ahead
-            spare = take_fresh(self.spares, time.monotonic())
-            if not self.refill_due and len(self.spares) < self.spare_target:
-                self.refill_due = True  # after this forward, as a job of its own: nothing on the message's way
-                if spare is not None:
-                    self.jobs.submit(self._refill)
-                else:  # the coordinator starts a runtime now: the spare must come after it (a newer generation),
-                    # so the refill waits for its RuntimeStarted (at most REFILL_COLD_S)
-                    self.cold_refill = request.session_id
-                    self.wakeupAfter(timedelta(seconds=REFILL_COLD_S), payload=_REFILL)
+        # a command that may start a runtime: it can be one started ahead
+        spare = self._offer_spare(request.session_id) if may_start_a_runtime(request, record.state) else None
         self._send_command(sender, request, address, getattr(info, "generation", None), spare)
 
     # -- spare runtimes (.spares) ---------------------------------------------------------------------------
+
+    def _offer_spare(self, session_id: str) -> SpareRuntime | None:
+        """A spare for a runtime ``session_id``'s coordinator starts now (None: none kept), and the refill after it:
+        as a job of its own, nothing on the command's way waits for it."""
+        if not self.spare_target:
+            return None
+        spare = take_fresh(self.spares, time.monotonic())
+        if not self.refill_due and len(self.spares) < self.spare_target:
+            self.refill_due = True
+            if spare is not None:
+                self.jobs.submit(self._refill)
+            else:  # the coordinator starts a runtime now: the spare must come after it (a newer generation),
+                # so the refill waits for its RuntimeStarted (at most REFILL_COLD_S)
+                self.cold_refill = session_id
+                self.wakeupAfter(timedelta(seconds=REFILL_COLD_S), payload=_REFILL)
+        return spare
+
+    def _spare_wanted(self, message: SpareWanted, sender: Any) -> SpareOffer | BadRequest:
+        """A turn the session's coordinator resumes itself (no command of a caller brought a spare with it): the
+        offer goes to that coordinator alone, whose answer this is (a stranger is refused)."""
+        refused = self._refused_sender("SpareWanted", message.session_id, sender)
+        return refused if refused is not None else SpareOffer(self._offer_spare(message.session_id))
 
     def _refill(self) -> Job:
         try:

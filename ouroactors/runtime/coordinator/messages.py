@@ -372,12 +372,28 @@ class Taken:
     answered: bool = False
 
 
-DIRECTORY_REQUESTS = (*REQUESTS, Committed, RuntimeStarted, Taken)  # what the session directory checks at its door
+@dataclass(frozen=True)
+class SpareWanted:
+    """A coordinator → its directory: a turn it resumes itself (a timer, an approval it found answered, its recovery)
+    needs a runtime now; answered :class:`SpareOffer`. Believed only from the session's coordinator (:mod:`.spares`)."""
+
+    session_id: SessionId
+
+
+@dataclass(frozen=True)
+class SpareOffer:
+    """The directory's answer to :class:`SpareWanted`: a spare runtime, offered to the asker alone, or None."""
+
+    spare: SpareRuntime | None = None
+
+
+DIRECTORY_REQUESTS = (*REQUESTS, Committed, RuntimeStarted, Taken, SpareWanted)  # checked at the directory's door
 COORDINATOR_REQUESTS = (ForSession, WhichSession, OutputReady)  # what a coordinator checks at its door
 
 __all__ = [
     "COMMANDS", "COORDINATOR_REQUESTS", "DIRECTORY_REQUESTS", "REQUESTS", "ApprovalAnswered", "Committed",
     "CompleteJob", "ControlSession", "Done", "EventsRead", "ForSession", "ListSessions", "NewSession", "ReadEvents",
-    "Rejected", "RuntimeStarted", "SendMessage", "SessionView", "ShowSession", "SpareRuntime", "SteerSession",
+    "Rejected", "RuntimeStarted", "SendMessage", "SessionView", "ShowSession", "SpareOffer", "SpareRuntime",
+    "SpareWanted", "SteerSession",
     "StopReading", "Taken", "WaitSession", "tagged_answer",
 ]

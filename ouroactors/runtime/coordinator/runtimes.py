@@ -41,7 +41,7 @@ from .calls import ASK_TIMEOUT_S, Ask, Job, OffThread, TimedOut, Watch
 from .commands import CoordinatorError, value_of
 from .configs import get_config, get_lease, get_runtime, put_lease, put_runtime
 from .leasing import NAP_S, RECLAIM_WAIT_S, WorkspaceLeasing, lease_refused, reclaim_request_id
-from .messages import RuntimeStarted
+from .messages import RuntimeStarted, SpareOffer, SpareWanted
 from .record import RuntimeAttachment, SessionRecord
 from .spares import SpareChild
 from .trace import mark
@@ -55,6 +55,7 @@ START_ATTEMPTS = 3  # runtimes that may die while opening one turn before the tu
 OPEN_SLICE_S = 2.0  # how long an open waits before asking whether its runtime still lives
 OPEN_TIMEOUT_S = 30.0  # an open that a live runtime does not answer in this time fails the turn
 WATCH_S = 1.0  # how long an ask to a runtime waits before asking its supervisor whether it still lives
+SPARE_ASK_S = 1.0  # how long a resume of the coordinator's own waits for its directory's offer (then starts one)
 log = logging.getLogger("ouroactors.coordinator")
 # Named boundaries for crash enumeration; free unless a plan is armed.
 RUNTIME_STARTED = faults.register_point("coordinator.runtime_started", "a runtime child started and located, no lease")
@@ -102,6 +103,7 @@ class RuntimeLink(WorkspaceLeasing):
     """See the module docstring."""
 
     directory: Any = None  # the session directory that forwards this session's commands (None: none yet)
+    offered = False  # a command's job runs, with the spare its directory offered or none (see _offering)
 
     if TYPE_CHECKING:  # what the coordinator provides
         session_id: str
@@ -194,13 +196,26 @@ class RuntimeLink(WorkspaceLeasing):
         coordinator's directory offered and the command did not take (a duplicate, a stale version …) is stopped once
         the command has answered (or that it refused: too old for this session), as it would otherwise idle until its
         unopened limit. Anybody else's is left alone."""
-        self.spare, self.spare_trusted = spare, trusted
+        self.spare, self.spare_trusted, self.offered = spare, trusted, True
         try:
             yield from command
         finally:
-            unused, self.spare = self.spare, None
+            unused, self.spare, self.offered = self.spare, None, False
         if unused is not None and trusted:
             yield self._execution(AdminCall("terminate_child", unused.key), 10.0)
+
+    def _with_a_spare(self, resume: Generator[Ask | OffThread, Any, Any]) -> Job:
+        """Run ``resume``, a turn this coordinator resumes itself (a timer due, an approval a look or its recovery
+        found answered), with a spare runtime its directory offers on asking (:class:`~.messages.SpareWanted`), as a
+        caller's command comes with one. Inside a command the directory has offered already (or had none): asked
+        nothing. The answer comes from the directory that started this coordinator: trusted as its offers are."""
+        directory = getattr(self, "started_by", None)
+        if self.offered or directory is None:
+            yield from resume
+            return
+        offer = yield Ask(directory, SpareWanted(self.session_id), SPARE_ASK_S)
+        spare = offer.spare if isinstance(offer, SpareOffer) else None  # refused, or too slow: one is started
+        yield from self._offering(spare, True, resume)
 
     def _runtime_child(self, earlier: dict[str, Any] | None) -> Generator[Ask, Any, Any]:
         """The execution child this turn's runtime is: the spare the directory offered, if :mod:`.spares` lets it be

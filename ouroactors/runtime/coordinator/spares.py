@@ -5,7 +5,9 @@ execution supervisor forks, the child reports its start — is the largest singl
 turn (~20-25 ms measured, of ~60 ms before the turn runs). So the session directory may keep ``spare_runtimes``
 runtimes started ahead (a tree kwarg of ``agent/sessions``; ``supervision_trees/agent.toml`` keeps one) and offer
 one with each command that may start a runtime (:data:`STARTS_A_RUNTIME`: a message, an approval's answer, a job's
-completion, a resume; :class:`~.messages.ForSession`'s ``spare``). It starts the next one right after that
+completion, a resume; :class:`~.messages.ForSession`'s ``spare``) — and to the session's coordinator when it resumes
+a turn itself (a timer due, an approval found answered, its recovery), on its asking
+(:class:`~.messages.SpareWanted`, answered :class:`~.messages.SpareOffer`). It starts the next one right after that
 forward, as a job of its own (nothing on the command's way waits for it) — or, when it had none to offer, once
 the coordinator says it started the command's runtime itself (:class:`~.messages.RuntimeStarted`; at most
 :data:`REFILL_COLD_S` later) — and only after such a command: an idle node keeps at most what it had. A spare nobody

@@ -127,6 +127,7 @@ class Waits:
                            answered: tuple[tuple[str, str], ...] = (),
                            tail: int = 0) -> Generator[Ask, Any, Opened]: ...
         def _start_turn(self, text: str) -> Generator[Ask | OffThread, Any, str]: ...
+        def _with_a_spare(self, resume: Generator[Ask | OffThread, Any, Any]) -> Job: ...
         def _principal(self, claimed: str, token: str | None) -> VerifiedActor | None: ...
         def _owner_only(self, request: Any, record: SessionRecord, what: str) -> None: ...
 
@@ -278,8 +279,8 @@ class Waits:
                     self._note_left_for_nudge(approval)
                     return
                 if approval is not None and not approval.pending:
-                    try:
-                        yield from self._resume_approval(record, wait, approval)
+                    try:  # a resume of its own: a spare runtime asked of the directory (a nudge brings one)
+                        yield from self._with_a_spare(self._resume_approval(record, wait, approval))
                     except CoordinatorError as exc:  # the turn did not start: suspended with the reason, logged
                         log.warning("%s: %s", self.session_id, exc)
                     return
@@ -295,7 +296,7 @@ class Waits:
                 self.record = applied.record
                 if event.kind is Kind.TIMER:  # an expired job ends the wait with no turn: suspended, with the reason
                     try:
-                        yield from self._continue_turn(applied.record)
+                        yield from self._with_a_spare(self._continue_turn(applied.record))
                     except CoordinatorError as exc:  # nobody asked: the session is suspended with the reason
                         log.warning("%s: %s", self.session_id, exc)
 
