@@ -138,14 +138,15 @@ def test_a_command_refused_after_the_crash_is_told_to_its_caller_not_only_to_the
     coordinator.session_id, coordinator.started_by = "s1", directory
     coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), ticket=7), refusal)
     assert sent == [(caller, refusal), (directory, Taken("s1", 7, answered=True))]
-    # after a crash, a tracked command that never began here is left to the directory (it forwards it to the
+    # after a crash, a tracked command that never began here is returned to the directory (it forwards it to the
     # replacement); an untracked one is still answered
     from ouroactors.supervision import reasons
 
     sent.clear()
     coordinator._crash_reason, coordinator.begun = reasons.crash(RuntimeError("boom")), {3}
     coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), ticket=8), refusal)
-    assert sent == []
+    assert sent == [(directory, Taken("s1", 8, returned=True))]  # returned: the directory forwards it
+    sent.clear()
     coordinator.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1")), refusal)
     assert sent == [(caller, refusal)]
 

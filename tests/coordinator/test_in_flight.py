@@ -148,3 +148,20 @@ def test_tickets_are_unique_and_never_zero_whatever_happens(steps):
             table.came_back(n, "s1", "caller", "r", OLD, now)
         assert len(table.entries) <= 5 and 0 not in table.entries
         assert all(e.look_at >= e.sent for e in table.entries.values())
+
+
+def test_a_returned_command_is_a_dead_letter_looked_at_at_once_and_only_its_coordinators_word_counts():
+    table = InFlight()
+    ticket = table.add("s1", "caller", "request", "coord-a", 3, 0.0)
+    assert table.returned(ticket, "s2", "coord-a", 1.0) == f"ticket {ticket} is a command of another session"
+    assert table.returned(ticket, "s1", "coord-b", 1.0) == (f"ticket {ticket} went to another coordinator than "
+                                                            "the sender")
+    assert table.returned(ticket, "s1", "coord-a", 1.0) is None
+    entry = table.entries[ticket]
+    assert entry.dead and entry.look_at == 1.0 and table.due(1.0) == [(ticket, entry)]
+    assert decide(entry, Coordinator(True, "coord-a", 3), 1.0) is Next.WAIT  # its supervisor has not seen the exit
+    assert decide(entry, Coordinator(True, "coord-c", 4), 1.0) is Next.FORWARD
+    taken = table.add("s1", "caller", "request", "coord-a", 3, 0.0)
+    table.taken(taken, "s1", "coord-a", False)
+    assert "was taken" in str(table.returned(taken, "s1", "coord-a", 1.0))  # it began: its outcome is unknown
+    assert table.returned(999, "s1", "coord-a", 1.0) is None  # not tracked: nothing to do

@@ -120,3 +120,26 @@ def test_a_forward_whose_tag_is_no_ref_is_refused_at_the_coordinators_door(tag, 
     with pytest.raises(BadRequest, match=problem) as refused:
         check_message(ForSession(ActorAddress("caller"), SendMessage("s1", "go", "alice", "m-1"), tag=tag))
     assert refused.value.field == "tag"
+
+
+def test_a_returned_command_is_forwarded_to_the_replacement_or_answered_at_the_directorys_stop():
+    """A coordinator that crashed returns the commands that never began with it (``Taken.returned``): the directory
+    forwards each to the replacement at its next look, and if it stops first (the crash escalated: the directory is
+    restarted too, and its replacement knows nothing of them) it answers them "send it again" — not a command a
+    live coordinator may still run."""
+    d, sent = directory()
+    caller, crashed = ActorAddress("caller"), ActorAddress("coordinator#1")
+    d._send_command(Asker(caller, "ask-ab12-11"), SendMessage("s1", "go", "alice", "m-1"), crashed, 3)
+    d._send_command(Asker(caller, "ask-ab12-12"), SendMessage("s1", "again", "alice", "m-2"), crashed, 3)
+    first, _live = (m.ticket for _, m in sent)
+    assert d._taken(Taken("s1", first, returned=True), ActorAddress("stranger")) is not None  # only its coordinator
+    assert d._taken(Taken("s1", first, returned=True), crashed) is None
+    entry = d.in_flight.entries[first]
+    assert entry.dead and not entry.taken
+    from ouroactors.runtime.coordinator.in_flight import decide
+    assert decide(entry, Coordinator(True, ActorAddress("coordinator#2"), 4), 0.0) is Next.FORWARD
+    d.followers = []
+    sent.clear()
+    d.on_stop(reasons.shutdown())
+    assert [(to, m.ref, type(m.value).__name__) for to, m in sent] == [(caller, "ask-ab12-11", "DirectoryError")]
+    assert "send it again" in str(sent[0][1].value) and d.in_flight.entries == {}  # the live one (m-2) left alone

@@ -184,6 +184,8 @@ BAD: list[tuple[type, dict[str, Any], str]] = [
     (coordinator.Taken, {"ticket": "3"}, "ticket"),
     (coordinator.Taken, {"ticket": True}, "ticket"),
     (coordinator.Taken, {"session_id": None}, "session_id"),
+    (coordinator.Taken, {"returned": "yes"}, "returned"),
+    (coordinator.Taken, {"answered": True, "returned": True}, "returned"),
     # a coordinator asking its directory for a spare runtime
     (coordinator.SpareWanted, {"session_id": None}, "session_id"),
     (coordinator.SpareWanted, {"session_id": "../s1"}, "session_id"),

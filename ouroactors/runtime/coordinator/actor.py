@@ -170,6 +170,7 @@ class Coordinator(Recovering, Publisher, Following, Waits, RuntimeLink, Commands
         if isinstance(message, ForSession) and isinstance(message.request, COMMANDS) \
                 and type(message.reply_to).__name__ == "ActorAddress":
             if self._left_to_the_directory(message.ticket, self._crash_reason):
+                self._taken(message.ticket, returned=True)
                 return
             self.send(message.reply_to, message.answer(refusal))
             self._taken(message.ticket, answered=True)  # the directory must not forward it again

@@ -189,16 +189,17 @@ class Commands:
         self.send(caller.address, tagged_answer(caller.tag, answer))
         self._taken(ticket, answered=True)
 
-    def _taken(self, ticket: int, answered: bool = False) -> None:
+    def _taken(self, ticket: int, answered: bool = False, returned: bool = False) -> None:
         """Tell the directory that forwarded command ``ticket`` that it was taken, or (``answered``) that its caller
-        has the answer (0: a command it does not track; :mod:`.in_flight`)."""
+        has the answer, or (``returned``) that it never began here and this coordinator crashed (0: a command it does
+        not track; :mod:`.in_flight`)."""
         if not ticket:
             return
         # the directory that sent it; before any command reached this one (refused after a crash in on_start), the
         # directory that started it — the same one: only the directory forwards commands
         directory = getattr(self, "directory", None) or getattr(self, "started_by", None)
         if directory is not None:
-            self.send(directory, Taken(self.session_id, ticket, answered))
+            self.send(directory, Taken(self.session_id, ticket, answered, returned))
 
     def _answer_callers(self, reason: Any) -> None:
         """At this coordinator's stop, answer every command it took and has not answered (queued behind the one that
@@ -210,6 +211,7 @@ class Commands:
         kind = getattr(getattr(reason, "kind", None), "value", reason)
         for caller, ticket in callers:
             if self._left_to_the_directory(ticket, reason):
+                self._taken(ticket, returned=True)  # forwarded to the replacement, or answered at once if none comes
                 continue
             if kind == "crash":
                 self.send(caller.address, tagged_answer(caller.tag, ActorCrashed(self.path, str(reason))))
@@ -223,9 +225,10 @@ class Commands:
         """Whether command ``ticket`` is left unanswered at this coordinator's end, for the directory to forward
         again: the directory tracks it (a ticket), its job never began here (no ``Taken`` was sent, so nothing of it
         ran), and this coordinator crashed, so its supervisor starts a replacement — the one place the command can
-        run now, and :mod:`.in_flight`'s look forwards it there. Its caller then gets the replacement's answer, not a
-        crash report and a retry of its own. At any other stop (the session ended, the node shuts down) it is
-        answered at once: nobody may come back to run it."""
+        run now: it is returned (``Taken.returned``) and the directory forwards it there. Its caller then gets the
+        replacement's answer, not a crash report and a retry of its own (and if the crash escalates, restarting the
+        directory too, the directory's stop answers it). At any other stop (the session ended, the node shuts down) it
+        is answered at once: nobody may come back to run it."""
         crashed = getattr(getattr(reason, "kind", None), "value", None) == "crash"
         return crashed and bool(ticket) and ticket not in getattr(self, "begun", ())  # (none: on_start failed)
 

@@ -139,6 +139,21 @@ class InFlight:
             self.entries[ticket] = replace(entry, taken=True)
         return None
 
+    def returned(self, ticket: int, session_id: str, sender: Any, now: float) -> str | None:
+        """The coordinator ``ticket`` went to crashed, and the command never began there: as a dead letter, looked at
+        again at once (forwarded to the replacement); why that is not believed (None: believed, or not tracked)."""
+        entry = self.entries.get(ticket)
+        if entry is None:
+            return None
+        if entry.session_id != session_id:
+            return f"ticket {ticket} is a command of another session"
+        if entry.address != sender:
+            return f"ticket {ticket} went to another coordinator than the sender"
+        if entry.taken:
+            return f"ticket {ticket} was taken: it began, and is not returned"
+        self.entries[ticket] = replace(entry, dead=True, look_at=now)
+        return None
+
     def came_back(self, ticket: int, session_id: str, reply_to: Any, request: Any, address: Any,
                   now: float) -> None:
         """A forward came back as a dead letter: its address is gone; look at it again in :data:`WAIT_EVERY_S`."""

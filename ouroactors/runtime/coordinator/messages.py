@@ -362,14 +362,22 @@ class RuntimeStarted:
 @dataclass(frozen=True)
 class Taken:
     """A coordinator → the directory: the command of ``ForSession.ticket`` began (``answered``: its caller has its
-    answer, and the directory stops tracking it; :mod:`.in_flight`). Checked at the directory's door and believed
-    only from the coordinator the ticket went to, for that session."""
+    answer, and the directory stops tracking it; ``returned``: the coordinator crashed and the command never began
+    there, so the directory forwards it to the replacement; :mod:`.in_flight`). Checked at the directory's door and
+    believed only from the coordinator the ticket went to, for that session."""
 
     NEVER_AN_ANSWER: ClassVar[bool] = True  # sent to an actor, never an answer (see system._answers.tagged_for)
 
     session_id: SessionId
     ticket: Annotated[int, Range(1, 2**62)]
     answered: bool = False
+    returned: bool = False
+
+    def check(self) -> None:
+        from ...core.errors import BadRequest
+
+        if self.answered and self.returned:
+            raise BadRequest("Taken", "returned", "a command answered is not returned too", "True")
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,11 @@ class Redelivery:
         """Believed from the coordinator the ticket went to; one not tracked (any more) is taken silently only from
         a coordinator this directory forwards to (a late word), and refused from anyone else."""
         known = message.ticket in self.in_flight.entries
-        why = self.in_flight.taken(message.ticket, message.session_id, sender, message.answered)
+        if message.returned:
+            why = self.in_flight.returned(message.ticket, message.session_id, sender, time.monotonic())
+            self._arm_look()
+        else:
+            why = self.in_flight.taken(message.ticket, message.session_id, sender, message.answered)
         if why is None and not known and sender not in self.serving.values():
             why = "is no command this directory forwarded to the sender"
         return None if why is None else BadRequest("Taken", "ticket", why, repr(message.ticket))
@@ -151,6 +155,18 @@ class Redelivery:
         elif decision is Next.FORGET:
             log.warning("%s: a command for %r was not taken by its coordinator in %.0f s: no longer tracked",
                         self.path, session, time.monotonic() - entry.sent)
+
+    def on_stop(self, reason: Any) -> None:
+        """Answer every tracked command that nobody will run now: one whose coordinator crashed before it began
+        (returned) or that came back as a dead letter. This directory's replacement knows nothing of them (the
+        coordinator supervisor's escalation restarts the directory too), and their callers would wait out their
+        asks. A command a live coordinator may still run is left to it (answered twice, a command could run twice)."""
+        for entry in [e for e in self.in_flight.entries.values() if e.dead and not e.taken]:
+            self._answer_forwarded(entry.reply_to, DirectoryError(
+                f"the session directory stopped ({getattr(getattr(reason, 'kind', None), 'value', reason)}) before "
+                f"the command reached a coordinator of {entry.session_id!r} that could run it; send it again"))
+        self.in_flight.entries.clear()
+        super().on_stop(reason)  # type: ignore[misc]
 
     def _dead_letter(self, envelope: DeadEnvelope) -> None:
         """A command this directory forwarded to a coordinator that was gone: looked at again (module docstring)."""
