@@ -280,7 +280,7 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
             return
         if is_terminal(record.state):
             self.answer_asker(sender, already_cancelled(request, record, self.principals)
-                      or DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
+                              or DirectoryError(f"session {request.session_id!r} is {record.state.value}"))
             return
         key = self.keys.get(request.session_id)
         if key is None:
@@ -289,8 +289,8 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
         info = yield self._coordinators(AdminCall("which_child", key))
         address = getattr(info, "address", None)
         if address is None or getattr(info, "status", None) != "running":
-            self.answer_asker(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running now "
-                                             f"({getattr(info, 'status', info)!r}); try again"))
+            self.answer_asker(sender, DirectoryError(f"the coordinator of {request.session_id!r} is not running "
+                                                     f"now ({getattr(info, 'status', info)!r}); try again"))
             return
         self._served_by(request.session_id, address)
         # a command that may start a runtime: it can be one started ahead
