@@ -179,5 +179,6 @@ def test_a_command_queued_behind_a_crashing_one_is_run_by_the_coordinators_repla
     # the replacement ran it: the message the crashed one had committed is a duplicate there
     assert isinstance(answers["second"], SessionRejected) and "duplicate" in str(answers["second"]), answers
     forwarded = [e for e in events(actor_system) if e["kind"] == "command_forwarded_again"]
-    assert [(e["session"], e["why"]) for e in forwarded] == [("s1", "not_taken")], forwarded
+    # once: returned by the crashed coordinator, or (a look between the crash and that word) seen not taken
+    assert [e["session"] for e in forwarded] == ["s1"] and forwarded[0]["why"] in ("returned", "not_taken"), forwarded
     wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=30)

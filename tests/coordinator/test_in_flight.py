@@ -158,7 +158,7 @@ def test_a_returned_command_is_a_dead_letter_looked_at_at_once_and_only_its_coor
                                                             "the sender")
     assert table.returned(ticket, "s1", "coord-a", 1.0) is None
     entry = table.entries[ticket]
-    assert entry.dead and entry.look_at == 1.0 and table.due(1.0) == [(ticket, entry)]
+    assert entry.dead and entry.returned and entry.look_at == 1.0 and table.due(1.0) == [(ticket, entry)]
     assert decide(entry, Coordinator(True, "coord-a", 3), 1.0) is Next.WAIT  # its supervisor has not seen the exit
     assert decide(entry, Coordinator(True, "coord-c", 4), 1.0) is Next.FORWARD
     taken = table.add("s1", "caller", "request", "coord-a", 3, 0.0)

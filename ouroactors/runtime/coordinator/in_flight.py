@@ -19,7 +19,8 @@ the coordinator it went to    the command                 what the directory doe
 still runs                    not taken, or taken         waits: it will take it, or answer (looks back off to
                                                           :data:`LOOK_MAX_S`; forgotten after
                                                           :data:`FORGET_AFTER_S`)
-another incarnation runs      not taken (or dead letter)  forwards it there
+another incarnation runs      not taken (dead letter,     forwards it there
+                              or returned)
 none runs                     not taken (or dead letter)  looks every :data:`WAIT_EVERY_S`, :data:`WAIT_LOOKS`
                                                           times, then tells the caller to try again
 gone (another, or none)       taken, not answered         tells the caller its outcome is unknown (it may have
@@ -78,6 +79,7 @@ class Forwarded:
     dead: bool = False  # it came back as a dead letter: its address is gone, whatever the supervisor still says
     waits: int = 0  # looks that found no coordinator running
     taken: bool = False  # the coordinator said its job began (it may have done anything since)
+    returned: bool = False  # the coordinator crashed and said the command never began there (dead too)
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class InFlight:
             return f"ticket {ticket} went to another coordinator than the sender"
         if entry.taken:
             return f"ticket {ticket} was taken: it began, and is not returned"
-        self.entries[ticket] = replace(entry, dead=True, look_at=now)
+        self.entries[ticket] = replace(entry, dead=True, returned=True, look_at=now)
         return None
 
     def came_back(self, ticket: int, session_id: str, reply_to: Any, request: Any, address: Any,

@@ -137,7 +137,8 @@ class Redelivery:
                      "next", self.path, session)
             self._log_event("command_forwarded_again", {
                 "session": session, "command": type(entry.request).__name__,
-                "why": "dead_letter" if entry.dead else "not_taken", "after_s": round(_age_s(entry), 3)})
+                "why": "returned" if entry.returned else "dead_letter" if entry.dead else "not_taken",
+                "after_s": round(_age_s(entry), 3)})
             self._served_by(session, now_running.address)
             self._send_command(entry.reply_to, entry.request, now_running.address, now_running.generation)
         elif decision is Next.GIVE_UP:
