@@ -35,7 +35,8 @@ def test_a_turn_line_carries_its_marks_and_the_turn_threads_time_on_a_cpu(timing
     [line] = [json.loads(x) for x in timing_file.read_text().splitlines()]
     assert [name for name, *_ in line["marks"]] == ["turn.begin", "turn.flushed"]
     (_, began_at, began_cpu), (_, ended_at, ended_cpu) = line["marks"]
-    assert ended_cpu - began_cpu >= 15_000_000 and ended_at - began_at >= ended_cpu - began_cpu  # CPU within wall
+    # CPU within wall, give or take the moment between a mark's two clock reads (CI saw CPU 1.2 µs over wall)
+    assert ended_cpu - began_cpu >= 15_000_000 and ended_at - began_at >= ended_cpu - began_cpu - 1_000_000
     assert line["turn_thread"] == str(threading.get_native_id())
     run_ns, wait_ns = line["sched"][line["turn_thread"]]
     assert run_ns >= 15_000_000 and wait_ns >= 0  # what the loop above spent on a CPU, give or take the tick
