@@ -97,6 +97,13 @@ class EventWriter:
         """Nothing is held open (kept for callers that close their writer)."""
 
 
+def log_event(context: Any, path: str, kind: str, fields: dict[str, Any]) -> None:
+    """One event of the actor at ``path`` in its system's event log (``context``: its ``SystemContext``; None, an
+    actor not started by a supervisor: nothing is written)."""
+    if context is not None:
+        EventWriter(context.events_path, path, context.node_epoch, context.node).write(kind, None, fields)
+
+
 class EventReader:
     """Reads an event log incrementally; ``wait_for`` polls with a deadline (no sleeps as sync)."""
 

@@ -45,7 +45,7 @@ from thespian.actors import DeadEnvelope, WakeupMessage
 
 from ...core.errors import BadRequest, OuroactorsError, SpecError
 from ...supervision.calls import Asker
-from ...supervision.events import EventWriter
+from ...supervision.events import log_event
 from ...supervision.protocol import AdminCall
 from ...supervision.worker import Worker
 from ..execution import tool_set, versions
@@ -340,9 +340,7 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
 
     def _log_event(self, kind: str, fields: dict[str, Any]) -> None:
         """One event of this directory's in the system's event log."""
-        if self.context is not None:
-            EventWriter(self.context.events_path, self.path, self.context.node_epoch, self.context.node).write(
-                kind, None, fields)
+        log_event(self.context, self.path, kind, fields)
 
     def _refused_sender(self, what: str, session: str, sender: Any) -> BadRequest | None:
         """Why a coordinator's word about ``session`` is not taken from ``sender`` (None: it is that session's)."""

@@ -20,7 +20,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ...authorities.ledger.messages import ListEntries, ReconcilerKinds
-from ...supervision.events import EventWriter
+from ...supervision.events import log_event
 from ...supervision.protocol import AdminCall, Stamped
 from . import reconciling, recovery, sweep
 from .calls import Ask, TimedOut
@@ -65,9 +65,7 @@ class Sweeper:
         fields = {"sessions": len(found), "idle": len(decided.idle), "parked": len(parked),
                   "coordinators": len(start), "seconds": round(time.monotonic() - began, 3)}
         log.info("%s: recovery sweep: %s", self.path, fields)
-        if self.context is not None:
-            EventWriter(self.context.events_path, self.path, self.context.node_epoch,
-                        self.context.node).write("recovery_swept", None, fields)
+        log_event(self.context, self.path, "recovery_swept", fields)
 
     def _plan(self, found: list[Recoverable], records: dict[str, tuple[SessionRecord, bytes]]
               ) -> Generator[Ask, Any, sweep.SweepPlan | None]:

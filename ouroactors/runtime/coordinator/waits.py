@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...authorities.grants.messages import ListApprovals, RequestApproval
 from ...core import clock
+from ...supervision.events import log_event
 from ..execution.repeats import RESUMED, ask_digest
 from .calls import Ask, Job, OffThread, TimedOut
 from .commands import CoordinatorError, value_of
@@ -258,12 +259,8 @@ class Waits:
     def _note_left_for_nudge(self, approval: Any) -> None:
         """Log ``approval_left_for_nudge``: the heartbeat's look found an answer it leaves to the nudge (the event
         names the approval; a test waits for it)."""
-        context = getattr(self, "context", None)
-        if context is not None:
-            from ...supervision.events import EventWriter
-
-            EventWriter(context.events_path, getattr(self, "path", ""), context.node_epoch, context.node).write(
-                "approval_left_for_nudge", None, {"session": self.session_id, "approval": approval.approval_id})
+        log_event(getattr(self, "context", None), getattr(self, "path", ""), "approval_left_for_nudge",
+                  {"session": self.session_id, "approval": approval.approval_id})
 
     # -- every wait, after a restart and on the heartbeat ------------------------------------------------------
 
