@@ -45,3 +45,41 @@ def test_a_workspace_that_crashes_leasing_restarts_the_coordinator_and_the_turn_
     # nobody sends it again: the recovery of the restarted coordinator runs the turn
     wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=60)
     assert sessions.show("s1").reason is None
+
+
+@pytest.mark.slow
+def test_a_workspace_that_crashes_on_a_recovery_reclaim_restarts_the_coordinator_and_the_turn_completes(
+        actor_system, tmp_path):
+    """The same crash on recovery's way: the runtime is killed mid-turn, the workspace reserves its lease, and the
+    workspace stops (a commit of unknown outcome) answering the replacement's reclaim. The coordinator, told
+    ``ActorCrashed``, parked the session ("replacement refused") just before rest_for_one restarted it, and the
+    restarted one left it parked: an operator had to resume a turn nothing prevented (in 1 of 4 runs: the race with
+    the termination is the box's; ``test_recovery_authority_crash`` pins the rule). It stops now; the next
+    coordinator's recovery reclaims with the same key (the committed reclaim is found) and completes the turn."""
+    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+    from ouroactors.sessions import Sessions
+
+    from .actor_support import agent_tree, session_config, slow_script
+    from .test_actor_recovery import child_path, committed_at_least
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    actor_system.start_tree(agent_tree(str(tmp_path)))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(
+        slow_script(tmp_path / "slow.toml"))}))
+    sessions.send("s1", "talk slowly")
+    wait_for("some output committed", committed_at_least(sessions, "s1", 4))
+    # after the kill the workspace records two lease decisions: the dead owner's reservation, then the reclaim
+    actor_system.arm_faults("agent/workspace", FaultPlan((FaultRule("workspace.lease_recorded",
+                                                                     FaultAction.COMMIT_UNKNOWN, nth=2),)))
+    actor_system.kill(child_path(actor_system, "agent/execution"))
+    # waited on in the committed log (read here, not asked of the directory, which the restart replaces)
+    wait_for("the turn settled", lambda: "turn_settled" in [e.kind for e in sessions.events("s1")], timeout=90)
+    view = wait_for("the session suspended", lambda: (v := sessions.show("s1")).state != "running" and v)
+    assert view.state == "suspended" and view.reason is None, (view.state, view.reason)
+    settled = [e for e in sessions.events("s1") if e.kind == "turn_settled"]
+    assert settled and settled[-1].data["status"] == "completed"
+    actor_system.events.poll()
+    fired = [e for e in actor_system.events.all() if e.kind == "fault_fired"]
+    assert [(e.path, e.fields["action"]) for e in fired] == [("agent/workspace", "commit_unknown")]

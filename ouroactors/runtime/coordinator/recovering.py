@@ -40,6 +40,7 @@ from . import publication, reconciling, recovery, runtimes
 from .calls import Ask, Job, OffThread, TimedOut
 from .commands import value_of
 from .configs import get_lease, get_runtime
+from .leasing import AuthorityCrashed
 from .runtimes import _Attached
 from .workflow import Event, State, is_terminal
 
@@ -207,6 +208,11 @@ class Recovering:
         try:
             opened = yield from self._start_runtime(record.committed_cursor, reclaim,
                                                     answered=context.approvals, tail=self._unsettled_turn(record))
+        except AuthorityCrashed:
+            # the workspace crashed answering the reclaim (rest_for_one is restarting it and this coordinator):
+            # parked now, the session would stay parked for its next coordinator, whose recovery can reclaim — the
+            # key is the same, so a reclaim the crash left committed is found (.leasing.reclaim_request_id)
+            raise
         except OuroactorsError as exc:
             self._transition(record, Event.PARK, reason=f"{recovery.ParkReason.RESERVATION_NOT_RECLAIMABLE.value}: "
                                                         f"replacement refused: {exc}")
