@@ -25,6 +25,7 @@ from ouroactors.runtime.execution.honesty import (
     StartAction,
     ToolAction,
     on_approval,
+    on_denial_answer,
     on_record_answer,
     on_settle_answer,
     on_start_answer,
@@ -133,3 +134,14 @@ def test_a_refused_settlement_is_made_again_then_breaks_the_runner_never_left_st
     assert on_settle_answer(recorded, 1) is on_settle_answer(recorded, SETTLE_TRIES) is RecordAction.RECORDED
     assert on_settle_answer(CommitOutcomeUnknown("eio"), 1) is RecordAction.BROKEN  # never made again: unknown
     assert on_settle_answer(LedgerError("bad"), 1) is RecordAction.NOT_RECORDED  # malformed: again would not help
+
+
+def test_a_refused_denial_is_made_again_then_left_unrecorded_never_breaking_the_runner():
+    refused = CommitRejected("map full")
+    assert [on_denial_answer(refused, n) for n in range(1, SETTLE_TRIES + 1)] == \
+        [RecordAction.RETRY] * (SETTLE_TRIES - 1) + [RecordAction.NOT_RECORDED]  # nothing ran: not broken
+    denied = LedgerAnswer("created", entry(Status.DENIED))
+    assert on_denial_answer(denied, 1) is RecordAction.RECORDED
+    assert on_denial_answer(CommitOutcomeUnknown("eio"), 1) is RecordAction.BROKEN
+    assert on_denial_answer(StaleGeneration("ledger", 1, 2), 1) is RecordAction.BROKEN
+    assert on_denial_answer(LedgerError("bad"), 1) is RecordAction.NOT_RECORDED

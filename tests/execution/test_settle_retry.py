@@ -26,13 +26,14 @@ from ouroactors.runtime.execution.tools.shell import ShellTool
 pytestmark = pytest.mark.usefixtures("faults_disarmed")
 
 
-def _run_one_call(tmp_path: Path, refused_commits: tuple[int, ...]) -> tuple[Any, Any]:
-    """One ``shell true`` call; the effect path's commits numbered ``refused_commits`` (1: the start, 2…: the
-    settlement's) are refused. Its answer (or the exception it raised) and the ledger entry."""
+def _run_one_call(tmp_path: Path, refused_commits: tuple[int, ...], rule: str = "allow:Bash(true)"
+                  ) -> tuple[Any, Any]:
+    """One ``shell true`` call; the effect path's commits numbered ``refused_commits`` (1: the start or the denial,
+    2…: the settlement's) are refused. Its answer (or the exception it raised) and the ledger entry."""
     root = tmp_path / "ws"
     root.mkdir()
     ready = prepared(tmp_path / "data", root, session="s1", authority={"storage": 3, "ledger": 5, "grants": 7},
-                     watch=False)
+                     rules=(rule,), watch=False)
     tool = ShellTool()
     model_call = ToolCall(id="c1", name="shell", arguments={"command": "true"})
     ready.journal.stage("tool_call", {"call_id": "c1", "name": "shell", "arguments": model_call.arguments}, turn=1,
@@ -59,3 +60,17 @@ def test_a_settlement_refused_every_time_stops_the_runner_with_the_effect_starte
     outcome, entry = _run_one_call(tmp_path, refused_commits=tuple(range(2, 2 + SETTLE_TRIES)))
     assert isinstance(outcome, EffectPathBroken) and f"{SETTLE_TRIES} commit(s)" in str(outcome)
     assert entry is not None and entry.status.value == "started"  # it ran; recovery's reconciler decides the rest
+
+
+def test_a_refused_denial_is_committed_again(tmp_path):
+    """The denial's commit refused once: before, the call was reported denied with no ``denied`` entry (the seed: a
+    denied call is ``record_denied``)."""
+    outcome, entry = _run_one_call(tmp_path, refused_commits=(1,), rule="deny:Bash(true)")
+    assert outcome.status == "denied"
+    assert entry is not None and entry.status.value == "denied"
+
+
+def test_a_denial_refused_every_time_is_reported_denied_and_nothing_runs(tmp_path):
+    outcome, entry = _run_one_call(tmp_path, refused_commits=tuple(range(1, 1 + SETTLE_TRIES)), rule="deny:Bash(true)")
+    assert outcome.status == "denied" and outcome.error_kind == "denied"
+    assert entry is None  # unrecorded (a re-run of the turn decides it again); the tool never ran

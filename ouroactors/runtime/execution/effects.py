@@ -59,6 +59,7 @@ from .honesty import (
     StartAction,
     ToolAction,
     on_approval,
+    on_denial_answer,
     on_record_answer,
     on_settle_answer,
     on_start_answer,
@@ -347,8 +348,13 @@ class LiveEffects:
                 else:  # the approval admitted it: the entry names it and who answered (seed: it changes who authorized)
                     decided = decided.model_copy(update={"grant": f"{decided.grant}; {why}"[:500]})
             if admission is Admission.DENY:
-                answers = await self._ledger(
-                    self.ledger.submit, [*recording, RecordDenied(decided, verdict.reason)], self._riders)
+                tries = 1
+                while True:  # a refused commit changed nothing: made again (.honesty on_denial_answer)
+                    answers = await self._ledger(
+                        self.ledger.submit, [*recording, RecordDenied(decided, verdict.reason)], self._riders)
+                    if on_denial_answer(answers[-1], tries) is not RecordAction.RETRY:
+                        break
+                    tries += 1
                 _check_answer(answers[-1], "deny")
                 return ToolResult(call_id, tool, "denied", error=verdict.reason, error_kind="denied")
             answer = (await self._ledger(

@@ -29,6 +29,8 @@ settle / deny answered                      :attr:`RecordAction.RECORDED`; stale
 settlement ``CommitRejected``               :attr:`RecordAction.RETRY` (nothing was written, the outcome is
                                             known here) up to :data:`SETTLE_TRIES` commits, then ``BROKEN``:
                                             never left ``started`` by a runner that knows what happened
+denial ``CommitRejected``                   ``RETRY`` up to :data:`SETTLE_TRIES` commits, then ``NOT_RECORDED``:
+                                            the tool never runs either way; a re-run decides the call again
 ==========================================  ===================================================================
 
 What is *not* here is transport: how a caller reaches the authorities. The runtime is inside the tree and its
@@ -162,8 +164,19 @@ def on_settle_answer(answer: object, tries: int) -> RecordAction:
     return action
 
 
+def on_denial_answer(answer: object, tries: int) -> RecordAction:
+    """The ledger's answer to the ``tries``-th commit of a denial: a refused commit (it changed nothing) is made
+    again until :data:`SETTLE_TRIES`, so the ledger holds the ``denied`` entry the seed asks for; refused every time,
+    the denial stays unrecorded (:attr:`RecordAction.NOT_RECORDED`), not broken — nothing ran, and a run of the turn
+    that finds no entry decides the call again."""
+    action = on_record_answer(answer)
+    if action is RecordAction.NOT_RECORDED and isinstance(answer, CommitRejected) and tries < SETTLE_TRIES:
+        return RecordAction.RETRY
+    return action
+
+
 __all__ = [
     "REDECIDE_TRIES", "SETTLED_OUTCOMES", "SETTLE_TRIES", "UNSETTLED_OUTCOMES", "Admission", "RecordAction",
-    "StartAction", "StartStep", "ToolAction", "on_approval", "on_record_answer", "on_settle_answer", "on_start_answer",
-    "on_tool_outcome", "on_verdict",
+    "StartAction", "StartStep", "ToolAction", "on_approval", "on_denial_answer", "on_record_answer",
+    "on_settle_answer", "on_start_answer", "on_tool_outcome", "on_verdict",
 ]
