@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import faults as faults
     from .core.errors import ActorCrashed as ActorCrashed
+    from .core.errors import ActorStopped as ActorStopped
     from .core.errors import ActorSystemError as ActorSystemError
     from .core.errors import AlreadyPresent as AlreadyPresent
     from .core.errors import AlreadyStarted as AlreadyStarted
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, str | None]] = {
     "faults": (".core.faults", None),
     "ActorCrashed": (".core.errors", "ActorCrashed"),
+    "ActorStopped": (".core.errors", "ActorStopped"),
     "ActorSystemError": (".core.errors", "ActorSystemError"),
     "AlreadyPresent": (".core.errors", "AlreadyPresent"),
     "AlreadyStarted": (".core.errors", "AlreadyStarted"),
@@ -101,9 +103,9 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "IGNORE", "ActorCrashed", "ActorRef", "ActorSystem", "ActorSystemError", "AlreadyPresent", "AlreadyStarted",
-    "AskTimeout", "ChildInfo", "ChildNotFound", "ChildRestarting", "ChildRunning", "ChildSpec", "Event",
-    "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor", "OuroactorsError", "SimpleOneForOneOnly",
+    "IGNORE", "ActorCrashed", "ActorRef", "ActorStopped", "ActorSystem", "ActorSystemError", "AlreadyPresent",
+    "AlreadyStarted", "AskTimeout", "ChildInfo", "ChildNotFound", "ChildRestarting", "ChildRunning", "ChildSpec",
+    "Event", "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor", "OuroactorsError", "SimpleOneForOneOnly",
     "SpecError", "StaleGeneration", "StartFailed", "Supervisor", "SupervisorError", "SupervisorFlags", "SystemClient",
     "UnhandledMessage", "Worker", "check_childspecs", "faults", "supervisor", "worker",
 ]

@@ -152,6 +152,11 @@ class NoSuchActor(OuroactorsError):
     """No live actor at that tree path."""
 
 
+class ActorStopped(NoSuchActor):
+    """The actor asked stopped before it answered (its supervisor terminated or restarted it): no answer will come.
+    The request may or may not have been handled — a command is asked again under its idempotency key."""
+
+
 class AskTimeout(OuroactorsError):
     """No answer arrived within the timeout."""
 

@@ -21,8 +21,11 @@ from thespian.actors import PoisonMessage
 
 from ..core.errors import ActorCrashed, AskTimeout, StartFailed
 from ..supervision.calls import Addressed, AdminAnswer, AdminCall, Ok, Stamped, Tagged, TaggedAnswer
+from . import _stopped
 
 log = logging.getLogger("ouroactors.system")
+# What an ask answers when the worker it went to stopped without answering it (see ._stopped).
+STOPPED = object()
 MULTIPROC = "multiprocTCPBase"
 _REFS = itertools.count(1)
 # Refs differ between processes too: an endpoint may get the port of another process's dead endpoint, and with it
@@ -98,7 +101,8 @@ class Answers:
     def _endpoint(self) -> Any:
         return self._asker if self._asker is not None else self._thespian
 
-    def _ask_raw(self, address: Any, message: Any, timeout: float, *, worker: bool = False) -> Any:
+    def _ask_raw(self, address: Any, message: Any, timeout: float, *, worker: bool = False,
+                 gone: Callable[[], bool] | None = None) -> Any:
         """One thespian ask; once an ask has timed out, later asks go through a fresh endpoint.
 
         thespian's external ask returns the next message that reaches the endpoint, so the answer
@@ -117,6 +121,9 @@ class Answers:
         directory passes on to the coordinator that answers a command: :class:`~ouroactors.runtime.coordinator.messages
         .ForSession`'s ``tag``). An ask takes only the answer with its own ref (unwrapped), and no ask takes one with
         another's. A worker that answers with a raw ``send`` of its own is not covered (its answer carries no ref).
+
+        ``gone`` (multiproc): whether the worker asked has stopped since its path was resolved; an ask that waits
+        looks now and then (:meth:`_watched`), and answers :data:`STOPPED` instead of waiting out its timeout.
         """
         _check_timeout(timeout)
         started = time.monotonic()
@@ -129,14 +136,41 @@ class Answers:
         # a second one, or was sent to a dead actor whose port this endpoint got
         message, ref = _with_ref(message, worker)
         accept = _own_ref_only(accept, ref or _sent_ref(message))
-        answer = self._endpoint.ask(address, message, timeout)
-        while answer is not None and not accept(answer):
-            left = timeout - (time.monotonic() - started)
-            answer = self._endpoint.listen(left) if left > 0 else None
+        if gone is not None and self.base == "multiproc":
+            answer = self._watched(address, message, timeout, accept, gone, started)
+        else:
+            answer = self._endpoint.ask(address, message, timeout)
+            while answer is not None and not accept(answer):
+                left = timeout - (time.monotonic() - started)
+                answer = self._endpoint.listen(left) if left > 0 else None
         if ref is not None and isinstance(answer, TaggedAnswer | AdminAnswer):
             answer = answer.value
-        if answer is None and self.base == "multiproc" and time.monotonic() - started >= timeout * 0.9:
-            self._renew_endpoint()
+        if answer is STOPPED or (answer is None and self.base == "multiproc"
+                                 and time.monotonic() - started >= timeout * 0.9):
+            self._renew_endpoint()  # a late answer to this ask then goes nowhere
+        return answer
+
+    def _watched(self, address: Any, message: Any, timeout: float, accept: Callable[[Any], bool],
+                 gone: Callable[[], bool], started: float) -> Any:
+        """The ask of :meth:`_ask_raw`, looking every :data:`~._stopped.SLICE_S` without an answer whether the
+        worker it went to has stopped (``gone``): then :data:`STOPPED`, after a short grace for an answer it sent
+        before it stopped (see :mod:`._stopped`). An empty answer at once is a dead letter, as before: None."""
+        first = min(timeout, _stopped.SLICE_S)
+        answer = self._endpoint.ask(address, message, first)
+        if answer is None and time.monotonic() - started < first / 2:
+            return None
+        while answer is None or not accept(answer):
+            left = timeout - (time.monotonic() - started)
+            if left <= 0:
+                return None
+            if answer is None and gone():
+                grace_ends = time.monotonic() + min(left, _stopped.GRACE_S)
+                while (rest := grace_ends - time.monotonic()) > 0:
+                    answer = self._endpoint.listen(rest)
+                    if answer is None or accept(answer):
+                        break
+                return answer if answer is not None and accept(answer) else STOPPED
+            answer = self._endpoint.listen(min(left, _stopped.SLICE_S))
         return answer
 
     def listen_tagged(self, request_id: str, timeout: float) -> Any:

@@ -17,14 +17,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ActorSystemError, ChildRestarting, NoSuchActor, OuroactorsError, StaleGeneration
+from ..core.errors import (
+    ActorStopped,
+    ActorSystemError,
+    ChildRestarting,
+    NoSuchActor,
+    OuroactorsError,
+    StaleGeneration,
+)
 from ..supervision.calls import Addressed, AdminCall, Stamped, Tagged
 from ..supervision.child_info import ChildInfo
-from . import marker
-from ._answers import Answers
+from . import _stopped, marker
+from ._answers import STOPPED, Answers
 from .host_protocol import HOST_CLASS, HOST_NAME, ListTrees, TreeInfo
 
 MULTIPROC = "multiprocTCPBase"
@@ -127,6 +135,7 @@ class SystemClient(Answers):
         self._addresses: dict[str, Any] = {}
         self._workers: set[str] = set()  # the paths in _addresses that are workers (see ActorRef.worker)
         self._generations: dict[str, int] = {}  # a worker path's generation when it was resolved (see ask)
+        self._resolved_at: dict[str, int] = {}  # where the event log ended when a path was resolved (._stopped)
         self._host = thespian.createActor(host_class, globalName=HOST_NAME)
 
     @classmethod
@@ -255,14 +264,16 @@ class SystemClient(Answers):
         address = self._address_of(path)
         generation = self._generations.get(path)
         started = time.monotonic()
-        answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers)
+        answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers,
+                               gone=self._stop_watch(path))
         moved = _refused_as_moved(answer, generation)
         if moved or (answer is None and time.monotonic() - started < timeout / 2):
             self._addresses.pop(path, None)
             fresh = self._address_of(path)
             now = self._generations.get(path)
             if fresh != address or now != generation:
-                answer = self._ask_raw(fresh, _addressed(now, payload), timeout, worker=path in self._workers)
+                answer = self._ask_raw(fresh, _addressed(now, payload), timeout, worker=path in self._workers,
+                                       gone=self._stop_watch(path))
             elif moved and answer.authority == path.strip("/"):
                 # the worker itself, its generation moved on in place, which its supervisor has not heard of yet:
                 # asked as before
@@ -271,11 +282,23 @@ class SystemClient(Answers):
                 self._addresses.pop(path, None)
                 raise NoSuchActor(f"{path}: its address is {answer.authority}'s now, and its supervisor has not "
                                   "noticed that it is gone yet; nothing was asked")
+        if answer is STOPPED:
+            self._addresses.pop(path, None)
+            raise ActorStopped(f"{path} (generation {self._generations.get(path)}) stopped before it answered; the "
+                               "request may or may not have been handled")
         try:
             return self._answer(answer, path, timeout)
         except OuroactorsError:
             self._addresses.pop(path, None)
             raise
+
+    def _stop_watch(self, path: str) -> Callable[[], bool] | None:
+        """Whether the worker at ``path`` has stopped since its path was resolved (:mod:`._stopped`); None where
+        nothing can tell (not a worker, no generation, the in-process base)."""
+        generation, offset = self._generations.get(path), self._resolved_at.get(path)
+        if self.base != "multiproc" or path not in self._workers or generation is None or offset is None:
+            return None
+        return _stopped.watch(self.data_dir, offset, path.strip("/"), generation)
 
     def tell(self, path: str, message: Any) -> None:
         """Send ``message`` to the actor at ``path`` and return; whatever it sends back is dropped (see _tell).
@@ -290,7 +313,9 @@ class SystemClient(Answers):
     def _address_of(self, path: str) -> Any:
         address = self._addresses.get(path)
         if address is None:
+            logged = _stopped.log_size(Path(self.data_dir) / marker.EVENTS)  # before the supervisor is asked
             address, info = self._locate(path)
+            self._resolved_at[path] = logged
             self._addresses[path] = address
             if info is not None and info.type == "worker":
                 self._workers.add(path)

@@ -1,0 +1,66 @@
+"""Has the worker an ask waits on stopped? Read from the system's event log, not asked of anybody.
+
+An ask to a worker that is stopping — its supervisor terminating it (a ``rest_for_one`` restart after an earlier
+sibling crashed, a shutdown) — can be taken by the worker's process and never answered: thespian drops what an
+actor had not handled when it exits, and tells nobody but the supervisor. The caller then waited its whole timeout
+(60 s for a session command: seen when ``session show`` ran while the workspace's crash restarted the session
+directory). The supervisor logs every child's end (``exited``, ``terminated``) with its generation once the child
+is down, so an ask that has had no answer for a while looks there (:func:`stopped_since`), from where the log ended
+when the path was resolved: the generation it addressed has ended, so no answer will come.
+
+A file read, not an ask: the handle's one endpoint is listening for the answer, and a second ask on it could take
+that answer for its own. Only asks that have waited :data:`SLICE_S` look, so an answered ask costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from .marker import EVENTS
+
+SLICE_S = 0.5  # an unanswered ask looks whether its worker stopped this often
+GRACE_S = 0.2  # then listened this long more: an answer the worker sent before it stopped may be on its way
+ENDS = frozenset({"exited", "terminated"})  # the events a supervisor logs when a child is down
+
+
+def log_size(events_path: str | os.PathLike[str]) -> int:
+    """Where the event log ends now (0 when there is none yet)."""
+    try:
+        return os.stat(events_path).st_size
+    except OSError:
+        return 0
+
+
+def stopped_since(events_path: str | os.PathLike[str], offset: int, path: str, generation: int) -> bool:
+    """Whether the log, from ``offset`` on, says the worker at ``path`` of ``generation`` is down."""
+    try:
+        with open(events_path, "rb") as log_file:
+            log_file.seek(offset)
+            chunk = log_file.read()
+    except OSError:
+        return False
+    needle = path.encode()
+    for line in chunk.split(b"\n"):
+        if needle not in line:  # most lines are other actors': not decoded
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:  # a line being written (the last one) or damaged: not a proof of anything
+            continue
+        if not isinstance(event, dict) or event.get("kind") not in ENDS or event.get("path") != path:
+            continue
+        if event.get("generation") == generation:  # (an event's fields sit beside its base keys)
+            return True
+    return False
+
+
+def watch(data_dir: str | os.PathLike[str], offset: int, path: str, generation: int) -> Callable[[], bool]:
+    """:func:`stopped_since` for one ask, on the log of the system at ``data_dir``."""
+    events_path = Path(data_dir) / EVENTS
+    return lambda: stopped_since(events_path, offset, path, generation)
+
+
+__all__ = ["ENDS", "GRACE_S", "SLICE_S", "log_size", "stopped_since", "watch"]

@@ -1,0 +1,91 @@
+"""An ask whose worker stops before answering ends at once with ``ActorStopped``, not after its whole timeout.
+
+Found by a test of the coordinator (``test_actor_refused_commits``): ``Sessions.show`` asked while the workspace's
+crash restarted the session directory (rest_for_one) waited its 60 s timeout in 3 of ~25 runs — the dying directory's
+process had taken the ask and never answered. Here a worker is SIGKILLed, and another terminated by its supervisor,
+while they hold an ask; the handle reads the supervisor's ``exited``/``terminated`` event for the generation it
+asked (:mod:`ouroactors.system._stopped`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ouroactors import ActorStopped, NoSuchActor, supervisor, worker
+from ouroactors.system import _stopped
+
+from .helpers import wait_until
+from .holding import HOLDS
+
+pytestmark = pytest.mark.multiproc
+
+
+def _while_held(marker: Path, act: Any) -> threading.Thread:
+    """Run ``act(pid)`` in a thread once the worker holds the ask (its marker names its pid)."""
+    def run() -> None:
+        wait_until(lambda: marker.exists() and marker.read_text(), timeout=30, what="the worker holds the ask")
+        act(int(marker.read_text()))
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_an_ask_whose_worker_is_killed_while_handling_it_ends_at_once(actor_system: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "holding"
+    actor_system.start_tree(supervisor("app", [worker("w", HOLDS, kwargs={"marker": str(marker)})]))
+    assert actor_system.ask("app/w", "ping", timeout=10) == ("echo", "ping")  # resolved: its generation known
+    killer = _while_held(marker, lambda pid: os.kill(pid, signal.SIGKILL))
+    began = time.monotonic()
+    with pytest.raises(ActorStopped, match=r"app/w .*stopped before it answered") as stopped:
+        actor_system.ask("app/w", "hold", timeout=30)
+    took = time.monotonic() - began
+    killer.join(30)
+    assert isinstance(stopped.value, NoSuchActor)  # a caller that retries on NoSuchActor retries this too
+    assert took < 15, f"the ask waited {took:.1f} s: its worker's death was not noticed"  # was: AskTimeout at 30 s
+    # the supervisor restarted it; the next ask resolves the path again and is answered
+    wait_until(lambda: [c for c in actor_system.which_children("app") if c.status == "running"], timeout=30)
+    assert actor_system.ask("app/w", "again", timeout=10) == ("echo", "again")
+
+
+def test_an_ask_whose_worker_its_supervisor_terminates_ends_at_once(actor_system: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "holding"
+    actor_system.start_tree(supervisor("app", [worker("w", HOLDS, kwargs={"marker": str(marker)}, shutdown=200)]))
+    assert actor_system.ask("app/w", "ping", timeout=10) == ("echo", "ping")
+    other = type(actor_system).connect(actor_system.data_dir)  # a second handle: one endpoint serves one thread
+    try:
+        stopper = _while_held(marker, lambda pid: other.terminate_child("app", "w"))
+        began = time.monotonic()
+        with pytest.raises(ActorStopped):
+            actor_system.ask("app/w", "hold", timeout=30)
+        took = time.monotonic() - began
+        stopper.join(30)
+    finally:
+        other._close_endpoints()
+    assert took < 15, f"the ask waited {took:.1f} s"
+
+
+def test_the_log_says_which_generation_stopped(tmp_path: Path) -> None:
+    """:func:`_stopped.stopped_since` takes only an end of *that* path and generation, after the offset."""
+    log = tmp_path / "events.jsonl"
+    log.write_text('{"kind": "exited", "path": "app/w", "generation": 7, "supervisor": "app"}\n')
+    offset = log.stat().st_size
+    with log.open("a") as out:
+        out.write('{"kind": "started", "path": "app/w", "generation": 8}\n')
+        out.write('{"kind": "terminated", "path": "app/wx", "generation": 8}\n')
+        out.write('{"kind": "exited", "path": "app/w", "generation": 9}\n')
+        out.write('{"kind": "terminated", "path": "app/w", "gener')  # a line being written
+    assert not _stopped.stopped_since(log, 0, "app/w", 8)
+    assert _stopped.stopped_since(log, 0, "app/w", 7)  # before the offset: not seen from there
+    assert not _stopped.stopped_since(log, offset, "app/w", 7)
+    assert _stopped.stopped_since(log, offset, "app/w", 9)
+    with log.open("a") as out:
+        out.write('ation": 8}\n')
+    assert _stopped.stopped_since(log, offset, "app/w", 8)
+    assert not _stopped.stopped_since(tmp_path / "none.jsonl", 0, "app/w", 8)
