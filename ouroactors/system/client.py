@@ -50,15 +50,25 @@ class ActorRef:
     """
 
     def __init__(self, system: SystemClient, path: str, address: Any, worker: bool = False,
-                 generation: int | None = None) -> None:
+                 generation: int | None = None, resolved_at: int | None = None) -> None:
         self.system = system
         self.path = path
         self.address = address
         self.worker = worker  # a worker (not a supervisor): the in-process base tags what it is asked
         self.generation = generation if worker else None  # the incarnation its messages are for (None: any)
+        # whether that incarnation is down (._stopped: the event log from where it ended when the ref was made)
+        self._gone = (_stopped.watch(system.data_dir, resolved_at, path.strip("/"), self.generation)
+                      if system.base == "multiproc" and self.generation is not None and resolved_at is not None
+                      else None)
 
     def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        answer = self.system._ask_raw(self.address, self._outgoing(message, stamp), timeout, worker=self.worker)
+        """Ask the incarnation the ref names; :class:`~ouroactors.core.errors.ActorStopped` once it is down without
+        answering (as :meth:`SystemClient.ask`)."""
+        answer = self.system._ask_raw(self.address, self._outgoing(message, stamp), timeout, worker=self.worker,
+                                      gone=self._gone)
+        if answer is STOPPED:
+            raise ActorStopped(f"{self.path} (generation {self.generation}) stopped before it answered; the request "
+                               "may or may not have been handled")
         return self.system._answer(answer, self.path, timeout)
 
     def tell(self, message: Any) -> None:
@@ -241,9 +251,11 @@ class SystemClient(Answers):
         return address, info
 
     def ref(self, path: str) -> ActorRef:
+        logged = _stopped.log_size(Path(self.data_dir) / marker.EVENTS)  # before the supervisor is asked
         address, info = self._locate(path)
         worker = info is not None and info.type == "worker"
-        return ActorRef(self, path, address, worker=worker, generation=info.generation if info is not None else None)
+        return ActorRef(self, path, address, worker=worker, generation=info.generation if info is not None else None,
+                        resolved_at=logged)
 
     def ask(self, path: str, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
         """Ask the actor at ``path``; errors it answers with are raised here.

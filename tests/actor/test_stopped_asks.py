@@ -89,3 +89,16 @@ def test_the_log_says_which_generation_stopped(tmp_path: Path) -> None:
         out.write('ation": 8}\n')
     assert _stopped.stopped_since(log, offset, "app/w", 8)
     assert not _stopped.stopped_since(tmp_path / "none.jsonl", 0, "app/w", 8)
+
+
+def test_an_ask_through_a_ref_whose_worker_is_killed_ends_at_once(actor_system: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "holding"
+    actor_system.start_tree(supervisor("app", [worker("w", HOLDS, kwargs={"marker": str(marker)})]))
+    ref = actor_system.ref("app/w")
+    killer = _while_held(marker, lambda pid: os.kill(pid, signal.SIGKILL))
+    began = time.monotonic()
+    with pytest.raises(ActorStopped, match="app/w"):
+        ref.ask("hold", timeout=30)
+    took = time.monotonic() - began
+    killer.join(30)
+    assert took < 15, f"the ask waited {took:.1f} s"
