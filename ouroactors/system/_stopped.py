@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from .marker import EVENTS
@@ -34,21 +33,15 @@ def log_size(events_path: str | os.PathLike[str]) -> int:
         return 0
 
 
-def stopped_since(events_path: str | os.PathLike[str], offset: int, path: str, generation: int) -> bool:
-    """Whether the log, from ``offset`` on, says the worker at ``path`` of ``generation`` is down."""
-    try:
-        with open(events_path, "rb") as log_file:
-            log_file.seek(offset)
-            chunk = log_file.read()
-    except OSError:
-        return False
+def _ends(chunk: bytes, path: str, generation: int) -> bool:
+    """Whether ``chunk`` (whole lines of the log) says the worker at ``path`` of ``generation`` is down."""
     needle = path.encode()
     for line in chunk.split(b"\n"):
         if needle not in line:  # most lines are other actors': not decoded
             continue
         try:
             event = json.loads(line)
-        except ValueError:  # a line being written (the last one) or damaged: not a proof of anything
+        except ValueError:  # a damaged line: not a proof of anything
             continue
         if not isinstance(event, dict) or event.get("kind") not in ENDS or event.get("path") != path:
             continue
@@ -57,10 +50,38 @@ def stopped_since(events_path: str | os.PathLike[str], offset: int, path: str, g
     return False
 
 
-def watch(data_dir: str | os.PathLike[str], offset: int, path: str, generation: int) -> Callable[[], bool]:
-    """:func:`stopped_since` for one ask, on the log of the system at ``data_dir``."""
-    events_path = Path(data_dir) / EVENTS
-    return lambda: stopped_since(events_path, offset, path, generation)
+def stopped_since(events_path: str | os.PathLike[str], offset: int, path: str, generation: int) -> bool:
+    """Whether the log, from ``offset`` on, says the worker at ``path`` of ``generation`` is down."""
+    return Watch(events_path, offset, path, generation)()
 
 
-__all__ = ["ENDS", "GRACE_S", "SLICE_S", "log_size", "stopped_since", "watch"]
+class Watch:
+    """:func:`stopped_since` for one incarnation, asked again and again (each ask of a handle or a ref that waits):
+    it reads on from the last whole line it read, so a long-lived handle does not read the log again from where it
+    was when the path was resolved; once it has seen the end, it says so for good."""
+
+    def __init__(self, events_path: str | os.PathLike[str], offset: int, path: str, generation: int) -> None:
+        self.events_path, self.offset, self.path, self.generation = events_path, offset, path, generation
+        self.seen = False
+
+    def __call__(self) -> bool:
+        if self.seen:
+            return True
+        try:
+            with open(self.events_path, "rb") as log_file:
+                log_file.seek(self.offset)
+                chunk = log_file.read()
+        except OSError:
+            return False
+        whole = chunk.rfind(b"\n") + 1  # a line still being written is read again next time, whole
+        self.offset += whole
+        self.seen = _ends(chunk[:whole], self.path, self.generation)
+        return self.seen
+
+
+def watch(data_dir: str | os.PathLike[str], offset: int, path: str, generation: int) -> Watch:
+    """A :class:`Watch` of the log of the system at ``data_dir``."""
+    return Watch(Path(data_dir) / EVENTS, offset, path, generation)
+
+
+__all__ = ["ENDS", "GRACE_S", "SLICE_S", "Watch", "log_size", "stopped_since", "watch"]

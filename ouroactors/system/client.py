@@ -146,6 +146,7 @@ class SystemClient(Answers):
         self._workers: set[str] = set()  # the paths in _addresses that are workers (see ActorRef.worker)
         self._generations: dict[str, int] = {}  # a worker path's generation when it was resolved (see ask)
         self._resolved_at: dict[str, int] = {}  # where the event log ended when a path was resolved (._stopped)
+        self._watches: dict[str, _stopped.Watch] = {}  # per path, whether its resolved worker is down (._stopped)
         self._host = thespian.createActor(host_class, globalName=HOST_NAME)
 
     @classmethod
@@ -305,12 +306,15 @@ class SystemClient(Answers):
             raise
 
     def _stop_watch(self, path: str) -> Callable[[], bool] | None:
-        """Whether the worker at ``path`` has stopped since its path was resolved (:mod:`._stopped`); None where
-        nothing can tell (not a worker, no generation, the in-process base)."""
+        """Whether the worker at ``path`` has stopped since its path was resolved (:mod:`._stopped`), one watch per
+        resolution; None where nothing can tell (not a worker, no generation, the in-process base)."""
         generation, offset = self._generations.get(path), self._resolved_at.get(path)
         if self.base != "multiproc" or path not in self._workers or generation is None or offset is None:
             return None
-        return _stopped.watch(self.data_dir, offset, path.strip("/"), generation)
+        found = self._watches.get(path)
+        if found is None or found.generation != generation or found.path != path.strip("/"):
+            found = self._watches[path] = _stopped.watch(self.data_dir, offset, path.strip("/"), generation)
+        return found
 
     def tell(self, path: str, message: Any) -> None:
         """Send ``message`` to the actor at ``path`` and return; whatever it sends back is dropped (see _tell).
@@ -328,6 +332,7 @@ class SystemClient(Answers):
             logged = _stopped.log_size(Path(self.data_dir) / marker.EVENTS)  # before the supervisor is asked
             address, info = self._locate(path)
             self._resolved_at[path] = logged
+            self._watches.pop(path, None)  # a new resolution: watched from where the log ended before it
             self._addresses[path] = address
             if info is not None and info.type == "worker":
                 self._workers.add(path)

@@ -102,3 +102,15 @@ def test_an_ask_through_a_ref_whose_worker_is_killed_ends_at_once(actor_system: 
     took = time.monotonic() - began
     killer.join(30)
     assert took < 15, f"the ask waited {took:.1f} s"
+
+
+def test_a_watch_reads_on_from_where_it_stopped_and_keeps_what_it_saw(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    log.write_text('{"kind": "started", "path": "app/w", "generation": 8}\n{"kind": "exit')
+    watch = _stopped.Watch(log, 0, "app/w", 8)
+    assert not watch() and watch.offset == len('{"kind": "started", "path": "app/w", "generation": 8}\n')
+    with log.open("a") as out:  # the line being written is read whole the next time
+        out.write('ed", "path": "app/w", "generation": 8}\n')
+    assert watch()
+    log.write_text("")  # (the log as it is no longer matters: it has seen the end)
+    assert watch()
