@@ -9,8 +9,10 @@ import pytest
 
 from ouroactors.core.errors import OuroactorsError
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
+from ouroactors.sessions import Sessions
 
-from .actor_support import three_word_session, wait_for
+from .actor_support import agent_tree, session_config, slow_script, three_word_session, wait_for
+from .test_actor_recovery import child_path, committed_at_least
 
 pytestmark = [pytest.mark.multiproc]
 
@@ -56,12 +58,6 @@ def test_a_workspace_that_crashes_on_a_recovery_reclaim_restarts_the_coordinator
     restarted one left it parked: an operator had to resume a turn nothing prevented (in 1 of 4 runs: the race with
     the termination is the box's; ``test_recovery_authority_crash`` pins the rule). It stops now; the next
     coordinator's recovery reclaims with the same key (the committed reclaim is found) and completes the turn."""
-    from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
-    from ouroactors.sessions import Sessions
-
-    from .actor_support import agent_tree, session_config, slow_script
-    from .test_actor_recovery import child_path, committed_at_least
-
     ws = tmp_path / "ws"
     ws.mkdir()
     actor_system.start_tree(agent_tree(str(tmp_path)))
