@@ -28,6 +28,7 @@ from ..execution.messages import Accepted, InterruptTurn, SteerTurn
 from . import recovery
 from .calls import Ask, Job, Nap, OffThread
 from .configs import get_config
+from .errors import crash_answer
 from .messages import (
     ApprovalAnswered,
     CompleteJob,
@@ -174,9 +175,7 @@ class Commands:
         except CoordinatorError as exc:
             answer = exc
         except Exception as exc:  # tell the caller, then crash: recovery reads the record back
-            # typed, as a worker's crash is answered: a raw KeyError (or one that does not unpickle) is no answer
-            crashed = exc if isinstance(exc, OuroactorsError) else ActorCrashed(self.path, repr(exc)[:500])
-            self._answer_caller(caller, crashed, ticket)
+            self._answer_caller(caller, crash_answer(self.path, exc), ticket)
             raise
         self._answer_caller(caller, answer, ticket)
 

@@ -1,10 +1,11 @@
-"""The store's refusals: raised inside the write transaction, so nothing was written."""
+"""The store's refusals (raised inside the write transaction, so nothing was written), and what a command's caller
+hears when its coordinator crashes on one (:func:`crash_answer`)."""
 
 from __future__ import annotations
 
-from ...core.errors import OuroactorsError
+from ...core.errors import ActorCrashed, OuroactorsError
 
-__all__ = ["NotOwner", "RevisionConflict", "SessionExists", "UnknownSession"]
+__all__ = ["NotOwner", "RevisionConflict", "SessionExists", "UnknownSession", "crash_answer"]
 
 
 class SessionExists(OuroactorsError):
@@ -41,3 +42,15 @@ class NotOwner(OuroactorsError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (self.__class__, (self.session_id, self.holder, self.caller))
+
+
+def crash_answer(path: str, exc: Exception) -> OuroactorsError:
+    """What the caller of a command hears when the coordinator crashes handling it: typed, as a worker's crash is
+    answered (a raw ``KeyError``, or one that does not unpickle, is no answer). Losing the session's record to another
+    coordinator (``RevisionConflict``, ``NotOwner``: the restarted directory's sweep started a second one while this
+    one handled the command) is this coordinator's crash too, and the caller is told what to do about it, not handed
+    the store's internal conflict."""
+    if isinstance(exc, RevisionConflict | NotOwner):
+        return ActorCrashed(path, f"another coordinator took the session over while this one handled the command "
+                                  f"({exc}); it may or may not have been taken: send it again with its event id")
+    return exc if isinstance(exc, OuroactorsError) else ActorCrashed(path, repr(exc)[:500])
