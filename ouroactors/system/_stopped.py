@@ -25,10 +25,11 @@ GRACE_S = 0.2  # then listened this long more: an answer the worker sent before 
 ENDS = frozenset({"exited", "terminated"})  # the events a supervisor logs when a child is down
 
 
-def log_size(events_path: str | os.PathLike[str]) -> int:
-    """Where the event log ends now (0 when there is none yet)."""
+def log_end(data_dir: str | os.PathLike[str]) -> int:
+    """Where the event log of the system at ``data_dir`` ends now (0 when there is none yet): taken before a path
+    is resolved, it is where a :class:`Watch` of the resolved worker starts."""
     try:
-        return os.stat(events_path).st_size
+        return os.stat(Path(data_dir) / EVENTS).st_size
     except OSError:
         return 0
 
@@ -84,4 +85,4 @@ def watch(data_dir: str | os.PathLike[str], offset: int, path: str, generation: 
     return Watch(Path(data_dir) / EVENTS, offset, path, generation)
 
 
-__all__ = ["ENDS", "GRACE_S", "SLICE_S", "Watch", "log_size", "stopped_since", "watch"]
+__all__ = ["ENDS", "GRACE_S", "SLICE_S", "Watch", "log_end", "stopped_since", "watch"]

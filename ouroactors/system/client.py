@@ -252,7 +252,7 @@ class SystemClient(Answers):
         return address, info
 
     def ref(self, path: str) -> ActorRef:
-        logged = _stopped.log_size(Path(self.data_dir) / marker.EVENTS)  # before the supervisor is asked
+        logged = _stopped.log_end(self.data_dir)  # before the supervisor is asked
         address, info = self._locate(path)
         worker = info is not None and info.type == "worker"
         return ActorRef(self, path, address, worker=worker, generation=info.generation if info is not None else None,
@@ -329,7 +329,7 @@ class SystemClient(Answers):
     def _address_of(self, path: str) -> Any:
         address = self._addresses.get(path)
         if address is None:
-            logged = _stopped.log_size(Path(self.data_dir) / marker.EVENTS)  # before the supervisor is asked
+            logged = _stopped.log_end(self.data_dir)  # before the supervisor is asked
             address, info = self._locate(path)
             self._resolved_at[path] = logged
             self._watches.pop(path, None)  # a new resolution: watched from where the log ended before it

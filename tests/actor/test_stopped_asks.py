@@ -114,3 +114,25 @@ def test_a_watch_reads_on_from_where_it_stopped_and_keeps_what_it_saw(tmp_path: 
     assert watch()
     log.write_text("")  # (the log as it is no longer matters: it has seen the end)
     assert watch()
+
+
+def test_lines_that_only_look_like_an_end_are_not_taken_for_one(tmp_path: Path) -> None:
+    """Attacks on the reader: the generation as a string or a float, the path under another key or in a list, a
+    kind that is no end, a huge line, binary junk — none of them ends an ask; the real line after them does."""
+    log = tmp_path / "events.jsonl"
+    junk = [
+        '{"kind": "exited", "path": "app/w", "generation": "9"}',
+        '{"kind": "exited", "path": "app/w", "generation": 9.5}',
+        '{"kind": "exited", "child": "app/w", "generation": 9}',
+        '["exited", "app/w", 9]',
+        '{"kind": "started", "path": "app/w", "generation": 9}',
+        '{"kind": "exited", "path": "app/w", "generation": 9, "x": "' + "a" * 1_000_000 + '"',  # unterminated
+        '\x00\xff app/w \x00',
+        '{"kind": "exited", "path": "APP/W", "generation": 9}',
+    ]
+    log.write_bytes("\n".join(junk).encode("utf-8", "surrogateescape") + b"\n")
+    assert not _stopped.stopped_since(log, 0, "app/w", 9)
+    with log.open("a") as out:
+        out.write('{"kind": "terminated", "path": "app/w", "generation": 9}\n')
+    assert _stopped.stopped_since(log, 0, "app/w", 9)
+    assert _stopped.log_end(tmp_path) == log.stat().st_size and _stopped.log_end(tmp_path / "none") == 0
