@@ -10,6 +10,11 @@ when the path was resolved: the generation it addressed has ended, so no answer 
 
 A file read, not an ask: the handle's one endpoint is listening for the answer, and a second ask on it could take
 that answer for its own. Only asks that have waited :data:`SLICE_S` look, so an answered ask costs nothing.
+
+**Ended before it was asked.** A supervisor logs a child's end only once the child no longer handles anything (a
+worker that crashed or is stopping refuses what comes; a killed one is gone), so an end whose line began before the
+ask was sent (:meth:`Watch.ended_before`, against :func:`log_end` taken just before the send) proves the ask was
+never handled: the caller may ask the next incarnation instead of reporting an outcome it does not know.
 """
 
 from __future__ import annotations
@@ -34,10 +39,13 @@ def log_end(data_dir: str | os.PathLike[str]) -> int:
         return 0
 
 
-def _ends(chunk: bytes, path: str, generation: int) -> bool:
-    """Whether ``chunk`` (whole lines of the log) says the worker at ``path`` of ``generation`` is down."""
+def _ends(chunk: bytes, path: str, generation: int) -> int | None:
+    """Where in ``chunk`` (whole lines of the log) the line begins that says the worker at ``path`` of
+    ``generation`` is down; None if no line does."""
     needle = path.encode()
+    begins = 0
     for line in chunk.split(b"\n"):
+        at, begins = begins, begins + len(line) + 1
         if needle not in line:  # most lines are other actors': not decoded
             continue
         try:
@@ -47,8 +55,8 @@ def _ends(chunk: bytes, path: str, generation: int) -> bool:
         if not isinstance(event, dict) or event.get("kind") not in ENDS or event.get("path") != path:
             continue
         if event.get("generation") == generation:  # (an event's fields sit beside its base keys)
-            return True
-    return False
+            return at
+    return None
 
 
 def stopped_since(events_path: str | os.PathLike[str], offset: int, path: str, generation: int) -> bool:
@@ -64,6 +72,7 @@ class Watch:
     def __init__(self, events_path: str | os.PathLike[str], offset: int, path: str, generation: int) -> None:
         self.events_path, self.offset, self.path, self.generation = events_path, offset, path, generation
         self.seen = False
+        self.ended_at: int | None = None  # where the line saying so begins in the log, once seen
 
     def __call__(self) -> bool:
         if self.seen:
@@ -75,9 +84,17 @@ class Watch:
         except OSError:
             return False
         whole = chunk.rfind(b"\n") + 1  # a line still being written is read again next time, whole
+        found = _ends(chunk[:whole], self.path, self.generation)
+        if found is not None:
+            self.ended_at = self.offset + found
         self.offset += whole
-        self.seen = _ends(chunk[:whole], self.path, self.generation)
+        self.seen = found is not None
         return self.seen
+
+    def ended_before(self, offset: int | None) -> bool:
+        """Whether the end seen was being logged before the log reached ``offset`` (a :func:`log_end` taken just
+        before an ask was sent): that generation had stopped handling anything before the ask left."""
+        return offset is not None and self.ended_at is not None and self.ended_at < offset
 
 
 def watch(data_dir: str | os.PathLike[str], offset: int, path: str, generation: int) -> Watch:

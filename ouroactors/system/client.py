@@ -14,80 +14,41 @@ starting, stopping, the event log, the OTP admin calls that change a tree, fault
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import (
-    ActorStopped,
+    ActorCrashed,
     ActorSystemError,
     ChildRestarting,
     NoSuchActor,
     OuroactorsError,
     StaleGeneration,
 )
-from ..supervision.calls import Addressed, AdminCall, Stamped, Tagged
+from ..core.generation_text import format_generation
+from ..supervision.calls import AdminCall, Stamped
 from ..supervision.child_info import ChildInfo
 from . import _stopped, marker
-from ._answers import STOPPED, Answers
+from ._answers import STOPPED, Answers, _check_timeout
+from ._ref import ActorRef, _addressed, _stopped_error
 from .host_protocol import HOST_CLASS, HOST_NAME, ListTrees, TreeInfo
 
 MULTIPROC = "multiprocTCPBase"
 
 
-class ActorRef:
-    """A resolved actor address; asks go straight to it (no path lookup per ask).
+class _NotRunning(NoSuchActor):
+    """A child its supervisor names but does not run (``status``: starting, terminating, undefined)."""
 
-    A ref names one incarnation. An address is a TCP port and nothing more: once the actor is gone, whoever is
-    given its port next receives what the ref sends. So what a ref sends a worker goes
-    :class:`~ouroactors.supervision.calls.Addressed` to the generation the worker had when the ref was made, and
-    another worker at that port answers :class:`~ouroactors.core.errors.StaleGeneration` instead of acting on it.
-    So does the same worker once its generation moved on: make a new ref then. This is no authority stamp: a
-    request an authority fences still needs ``stamp`` (or :class:`~ouroactors.authorities.asking.StampedRef`).
-    """
-
-    def __init__(self, system: SystemClient, path: str, address: Any, worker: bool = False,
-                 generation: int | None = None, resolved_at: int | None = None) -> None:
-        self.system = system
-        self.path = path
-        self.address = address
-        self.worker = worker  # a worker (not a supervisor): the in-process base tags what it is asked
-        self.generation = generation if worker else None  # the incarnation its messages are for (None: any)
-        # whether that incarnation is down (._stopped: the event log from where it ended when the ref was made)
-        self._gone = (_stopped.watch(system.data_dir, resolved_at, path.strip("/"), self.generation)
-                      if system.base == "multiproc" and self.generation is not None and resolved_at is not None
-                      else None)
-
-    def ask(self, message: Any, timeout: float = 5.0, *, stamp: int | None = None) -> Any:
-        """Ask the incarnation the ref names; :class:`~ouroactors.core.errors.ActorStopped` once it is down without
-        answering (as :meth:`SystemClient.ask`)."""
-        answer = self.system._ask_raw(self.address, self._outgoing(message, stamp), timeout, worker=self.worker,
-                                      gone=self._gone)
-        if answer is STOPPED:
-            raise ActorStopped(f"{self.path} (generation {self.generation}) stopped before it answered; the request "
-                               "may or may not have been handled")
-        return self.system._answer(answer, self.path, timeout)
-
-    def tell(self, message: Any) -> None:
-        self.system._tell(self.address, self._outgoing(message, None))
-
-    def _outgoing(self, message: Any, stamp: int | None) -> Any:
-        if stamp is not None:
-            message = Stamped(stamp, message)
-        return _addressed(self.generation, message)
+    def __init__(self, path: str, status: str) -> None:
+        self.status = status
+        super().__init__(f"{path} is {status}")
 
 
-def _addressed(generation: int | None, message: Any) -> Any:
-    """``message`` for the worker of ``generation`` (None, or addressed by the caller already: as it is). A request
-    the caller tagged stays tagged outside: a worker unwraps the tag first, then the address at its door."""
-    if generation is None or isinstance(message, Addressed):
-        return message
-    if isinstance(message, Tagged):
-        return dataclasses.replace(message, request=_addressed(generation, message.request))
-    return Addressed(generation, message)
+_UNHANDLED = object()  # an ask whose worker had stopped before it was sent (see SystemClient._ask_path)
+PASSING = frozenset({"starting", "terminating", "undefined"})  # statuses a child crashed a moment ago goes through
+DOWN_POLL_S = (0.002, 0.05)  # first and longest pause while a supervisor has not yet replaced a crashed worker
 
 
 def _refused_as_moved(answer: Any, generation: int | None) -> bool:
@@ -147,6 +108,7 @@ class SystemClient(Answers):
         self._generations: dict[str, int] = {}  # a worker path's generation when it was resolved (see ask)
         self._resolved_at: dict[str, int] = {}  # where the event log ended when a path was resolved (._stopped)
         self._watches: dict[str, _stopped.Watch] = {}  # per path, whether its resolved worker is down (._stopped)
+        self._down: dict[str, int] = {}  # per worker path, a generation known to serve no more (see ask)
         self._host = thespian.createActor(host_class, globalName=HOST_NAME)
 
     @classmethod
@@ -247,9 +209,38 @@ class SystemClient(Answers):
                 due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
                 raise ChildRestarting(here, due)
             if info.status != "running":
-                raise NoSuchActor(f"{here} is {info.status}")
+                raise _NotRunning(here, info.status)
             address = info.address
         return address, info
+
+    def _locate_past_down(self, path: str, deadline: float | None) -> tuple[Any, ChildInfo | None]:
+        """:meth:`_locate`, but never to a worker generation this handle knows is down (it answered its crash, or
+        stopped without answering). Its supervisor names it for a moment more, until it has handled the exit, and
+        then restarts it: until ``deadline`` (an ask's timeout), the path is resolved again while the supervisor
+        names that generation or the child passes through a restart (:data:`PASSING`); then what it last said is
+        raised. A restart the supervisor has scheduled for later (backoff) is ``ChildRestarting`` at once."""
+        down = self._down.get(path)
+        if down is None or deadline is None:
+            return self._locate(path)
+        pause, longest = DOWN_POLL_S
+        while True:
+            problem: NoSuchActor
+            try:
+                address, info = self._locate(path)
+            except _NotRunning as exc:
+                if exc.status not in PASSING:
+                    raise
+                problem = exc
+            else:
+                if info is None or info.generation != down:
+                    self._down.pop(path, None)
+                    return address, info
+                problem = NoSuchActor(f"{path}: generation {format_generation(down)} is down and its supervisor "
+                                      "has not replaced it yet")
+            if time.monotonic() + pause > deadline:
+                raise problem
+            time.sleep(pause)  # the supervisor's restart, polled until the caller's deadline
+            pause = min(pause * 2, longest)
 
     def ref(self, path: str) -> ActorRef:
         logged = _stopped.log_end(self.data_dir)  # before the supervisor is asked
@@ -272,21 +263,29 @@ class SystemClient(Answers):
         resolved again and asked once more. While its supervisor still names the same address and generation, a
         refusal by the worker itself (its generation moved on in place) is asked again bare; one by another worker
         is :class:`~ouroactors.core.errors.NoSuchActor`, never asked of that worker.
+
+        A worker generation that answered its own crash (``ActorCrashed``), or stopped without answering, is never
+        asked again: its supervisor names it for a moment after the crash, until it has handled the exit, and an ask
+        sent to it then was dropped by the exiting process (the ask right after a crash waited out its timeout, or
+        ended ``ActorStopped`` after 0.7 s). The next ask by the path waits, within its timeout, for the supervisor
+        to name the next incarnation. An ask whose worker's end was logged before the ask was sent was never handled
+        (:mod:`._stopped`): it is asked of the next incarnation once, not reported as an outcome nobody knows.
         """
+        _check_timeout(timeout)  # before it is added to a clock
         payload = Stamped(stamp, message) if stamp is not None else message
-        address = self._address_of(path)
-        generation = self._generations.get(path)
+        deadline = time.monotonic() + timeout
+        address = self._address_of(path, deadline)
+        generation = asked = self._generations.get(path)
         started = time.monotonic()
-        answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers,
-                               gone=self._stop_watch(path))
+        answer = self._ask_path(path, address, generation, payload, timeout)
         moved = _refused_as_moved(answer, generation)
-        if moved or (answer is None and time.monotonic() - started < timeout / 2):
+        if moved or answer is _UNHANDLED or (answer is None and time.monotonic() - started < timeout / 2):
             self._addresses.pop(path, None)
-            fresh = self._address_of(path)
+            fresh = self._address_of(path, deadline)  # past a generation known down (see _locate_past_down)
             now = self._generations.get(path)
             if fresh != address or now != generation:
-                answer = self._ask_raw(fresh, _addressed(now, payload), timeout, worker=path in self._workers,
-                                       gone=self._stop_watch(path))
+                asked = now
+                answer = self._ask_path(path, fresh, now, payload, timeout)
             elif moved and answer.authority == path.strip("/"):
                 # the worker itself, its generation moved on in place, which its supervisor has not heard of yet:
                 # asked as before
@@ -295,17 +294,35 @@ class SystemClient(Answers):
                 self._addresses.pop(path, None)
                 raise NoSuchActor(f"{path}: its address is {answer.authority}'s now, and its supervisor has not "
                                   "noticed that it is gone yet; nothing was asked")
-        if answer is STOPPED:
+        if answer is STOPPED or answer is _UNHANDLED:
             self._addresses.pop(path, None)
-            raise ActorStopped(f"{path} (generation {self._generations.get(path)}) stopped before it answered; the "
-                               "request may or may not have been handled")
+            raise _stopped_error(path, asked, answer is _UNHANDLED, "ask again once its supervisor has restarted it")
         try:
             return self._answer(answer, path, timeout)
         except OuroactorsError:
             self._addresses.pop(path, None)
             raise
 
-    def _stop_watch(self, path: str) -> Callable[[], bool] | None:
+    def _ask_path(self, path: str, address: Any, generation: int | None, payload: Any, timeout: float) -> Any:
+        """One ask of the actor at ``path`` (``generation``: the worker's, when resolved): its raw answer, or
+        :data:`~._answers.STOPPED` when the worker stopped without answering, or :data:`_UNHANDLED` when its end
+        was logged before the ask was sent (see :mod:`._stopped`). A worker that stopped, or answered its own crash,
+        is remembered as down (see :meth:`_locate_past_down`)."""
+        watch = self._stop_watch(path)
+        sent_at = _stopped.log_end(self.data_dir) if watch is not None else None
+        answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers,
+                               gone=watch)
+        if generation is None or path not in self._workers:
+            return answer
+        if answer is STOPPED:
+            self._down[path] = generation
+            assert watch is not None
+            return _UNHANDLED if watch.ended_before(sent_at) else STOPPED
+        if isinstance(answer, ActorCrashed) and answer.path == path.strip("/"):
+            self._down[path] = generation  # it crashed (on this request or an earlier one): it serves no more
+        return answer
+
+    def _stop_watch(self, path: str) -> _stopped.Watch | None:
         """Whether the worker at ``path`` has stopped since its path was resolved (:mod:`._stopped`), one watch per
         resolution; None where nothing can tell (not a worker, no generation, the in-process base)."""
         generation, offset = self._generations.get(path), self._resolved_at.get(path)
@@ -326,11 +343,11 @@ class SystemClient(Answers):
         address = self._address_of(path)
         self._tell(address, _addressed(self._generations.get(path), message))
 
-    def _address_of(self, path: str) -> Any:
+    def _address_of(self, path: str, deadline: float | None = None) -> Any:
         address = self._addresses.get(path)
         if address is None:
             logged = _stopped.log_end(self.data_dir)  # before the supervisor is asked
-            address, info = self._locate(path)
+            address, info = self._locate_past_down(path, deadline)
             self._resolved_at[path] = logged
             self._watches.pop(path, None)  # a new resolution: watched from where the log ended before it
             self._addresses[path] = address

@@ -21,7 +21,7 @@ import pytest
 from ouroactors import ActorStopped, NoSuchActor, supervisor, worker
 from ouroactors.system import _stopped
 
-from .helpers import wait_until
+from .helpers import ECHO, wait_until
 from .holding import HOLDS
 
 pytestmark = pytest.mark.multiproc
@@ -136,3 +136,37 @@ def test_lines_that_only_look_like_an_end_are_not_taken_for_one(tmp_path: Path) 
         out.write('{"kind": "terminated", "path": "app/w", "generation": 9}\n')
     assert _stopped.stopped_since(log, 0, "app/w", 9)
     assert _stopped.log_end(tmp_path) == log.stat().st_size and _stopped.log_end(tmp_path / "none") == 0
+
+
+def test_a_watch_knows_where_the_end_was_logged(tmp_path: Path) -> None:
+    """``ended_before``: the end's line began before a log end taken just before an ask was sent (never handled),
+    or not (it may have been); read across two reads, the offset is the line's place in the whole log."""
+    log = tmp_path / "events.jsonl"
+    first = '{"kind": "started", "path": "app/w", "generation": 8}\n'
+    log.write_text(first)
+    watch = _stopped.Watch(log, 0, "app/w", 8)
+    assert not watch() and watch.ended_at is None and not watch.ended_before(10_000)
+    other = '{"kind": "exited", "path": "app/v", "generation": 8}\n'
+    with log.open("a") as out:
+        out.write(other + '{"kind": "exited", "path": "app/w", "generation": 8}\n')
+    assert watch()
+    assert watch.ended_at == len(first) + len(other)
+    assert watch.ended_before(len(first) + len(other) + 1)  # the ask left after the line began
+    assert not watch.ended_before(len(first) + len(other))  # it left before the line began
+    assert not watch.ended_before(None)
+
+
+def test_a_ref_to_an_incarnation_that_is_gone_says_nothing_was_asked(actor_system: Any) -> None:
+    # a killed worker's port is closed: the ask comes back undelivered at once, which was read as AskTimeout ("no
+    # answer within 5s", after 0.04 s)
+    actor_system.start_tree(supervisor("app", intensity=10, children=[worker("w", ECHO)]))
+    ref = actor_system.ref("app/w")
+    assert ref.ask("ping", timeout=10) == "ping"
+    actor_system.kill("app/w")
+    actor_system.wait_for("exited", "app/w")
+    for _ in range(2):  # before and after the restart
+        with pytest.raises(NoSuchActor, match=r"app/w \(generation \d+\.\d{15}\) .*nothing was asked") as gone:
+            ref.ask("ping", timeout=10)
+        assert not isinstance(gone.value, ActorStopped)
+        actor_system.wait_for("started", "app/w")
+    assert actor_system.ref("app/w").ask("ping", timeout=10) == "ping"  # a new ref names the new incarnation

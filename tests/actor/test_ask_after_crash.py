@@ -1,0 +1,71 @@
+"""The ask after a crash reaches the restarted worker, not the incarnation that crashed.
+
+Found trying the README's flow as a new user would: a worker crashes on a message (the asker hears
+``ActorCrashed``), the supervisor restarts it, and the same handle asks again at once. In 5 of 8 tries that ask
+went to the crashed incarnation's address (its supervisor had not yet processed the exit, so it still named it),
+whose process was exiting and dropped the message: the ask ended ``ActorStopped`` after 0.7 s ("may or may not have
+been handled" — it had not), and before the stop watch it waited out its whole timeout. Now the handle remembers the
+generation that answered its crash, never sends to it again, and waits (within the ask's timeout) for its supervisor
+to name the next incarnation. An ask that another handle's crash overtook — the end logged before the ask was
+sent — was not handled either, and is asked of the next incarnation once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from ouroactors import ActorCrashed, ActorSystem, supervisor, worker
+from ouroactors.system.client import SystemClient
+
+from .helpers import COUNTER, ECHO
+
+pytestmark = pytest.mark.multiproc
+
+ROUNDS = 6
+
+
+def _crash(handle: Any, path: str) -> None:
+    with pytest.raises(ActorCrashed, match="crashed on purpose"):
+        handle.ask(path, "crash", timeout=10)
+
+
+@pytest.mark.parametrize("strategy", ["one_for_one", "rest_for_one"])
+def test_the_ask_right_after_a_crash_is_answered_by_the_restarted_worker(actor_system: ActorSystem,
+                                                                         strategy: str) -> None:
+    # rest_for_one: the crashed child is first, so its sibling is stopped and restarted with it (a longer restart)
+    actor_system.start_tree(supervisor("app", strategy=strategy, intensity=100, period=5, children=[
+        worker("counter", COUNTER, kwargs={"start": 10}), worker("after", ECHO)]))
+    assert actor_system.ask("app/counter", "incr", timeout=10) == 11
+    for _ in range(ROUNDS):
+        _crash(actor_system, "app/counter")
+        began = time.monotonic()
+        assert actor_system.ask("app/counter", "incr", timeout=10) == 11  # a fresh incarnation (its count restarted)
+        took = time.monotonic() - began
+        assert took < 5, f"the ask after the crash took {took:.1f} s"
+
+
+def test_an_ask_whose_worker_another_handle_crashed_is_asked_of_the_next_incarnation(
+        actor_system: ActorSystem) -> None:
+    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
+        worker("counter", COUNTER, kwargs={"start": 10})]))
+    other = SystemClient.attach(actor_system.data_dir)
+    try:
+        for _ in range(ROUNDS):
+            assert actor_system.ask("app/counter", "incr", timeout=10) == 11  # this handle has the address cached
+            mark = actor_system.mark()
+            _crash(other, "app/counter")
+            actor_system.wait_for("exited", "app/counter", after=mark)
+            # the end is logged before this handle's ask is sent: the crashed incarnation never handles it, so the
+            # ask is not an ActorStopped ("may or may not have been handled") but asked of the next incarnation
+            for _ in range(3):
+                try:
+                    answer = actor_system.ask("app/counter", "get", timeout=10)
+                    break
+                except ActorCrashed:  # the crashed worker, not exited yet, refused it (not handled): asked again
+                    continue
+            assert answer == 10
+    finally:
+        other.close()
