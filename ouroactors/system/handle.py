@@ -152,6 +152,11 @@ class ActorSystem(Operations, SystemClient):
         os.environ["OUROACTORS_NODE"] = node  # inherited by the admin and every actor it forks
         if base == "multiproc":
             _patches.install()
+            # The framework's loggers are made when their modules are imported. Made before the admin forks, they hang
+            # under the root the admin gives its admin.out handler (_patches._log_into_admin_output); made after it, in
+            # an actor, under thespian's forwarder, which never writes admin.out — where a crash's error says to look.
+            from ..supervision import supervisor as _supervisor  # noqa: F401
+            from ..supervision import worker as _worker  # noqa: F401
             os.environ["OUROACTORS_BIND_HOST"] = bind_host
             os.environ["THESPIAN_BASE_IPADDR"] = bind_host
             _log_thespian_into(directory)

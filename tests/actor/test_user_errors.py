@@ -138,3 +138,30 @@ def test_start_child_takes_its_extra_arguments_as_a_sequence_only(simple_system)
             simple_system.start_child("app/pool", wrong)
     assert simple_system.which_children("app/pool") == []  # nothing was started
     assert simple_system.start_child("app/pool", [5]).id == "c#1"
+
+
+@pytest.mark.multiproc
+def test_the_traceback_reaches_admin_out_from_a_fresh_interpreter(tmp_path: Path) -> None:
+    # Alone, the test above failed: the framework's loggers are made when their modules are imported, and a script
+    # that only imports ActorSystem imports the worker's module after the fork, in the actor, where it logged to
+    # thespian's forwarder (actors.log) only — while the error said to look in admin.out. Here no other test can
+    # have imported anything first.
+    script = (
+        "import sys\n"
+        "from ouroactors import ActorCrashed, ActorSystem, StartFailed, supervisor, worker\n"
+        f"with ActorSystem.start('multiproc', {str(tmp_path / 'data')!r}) as system:\n"
+        "    try:\n"
+        f"        system.start_tree(supervisor('app', [worker('bad', {FAILING_START!r})]))\n"
+        "    except StartFailed:\n"
+        "        pass\n"
+        f"    system.start_tree(supervisor('ok', [worker('c', {COUNTER!r})]))\n"
+        "    try:\n"
+        "        system.ask('ok/c', 'crash', timeout=10)\n"
+        "    except ActorCrashed:\n"
+        "        pass\n"
+        "    system.wait_for('started', 'ok/c')\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=tmp_path)
+    log = (tmp_path / "data" / "admin.out").read_text()
+    assert 'raise RuntimeError("cannot start")' in log
+    assert 'raise ValueError("counter crashed on purpose")' in log
