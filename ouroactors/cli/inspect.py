@@ -127,14 +127,16 @@ def _either(option: str, values: tuple[str, ...]) -> str:
 
 
 def event_filter(paths: tuple[str, ...], kinds: tuple[str, ...]) -> Callable[[Any], bool]:
-    """Whether an event is wanted: its path is one of ``paths`` or below one (a whole part: ``app/a`` is not below
-    ``app/ab``), and its kind one of ``kinds``; an empty tuple wants every one."""
+    """Whether an event is wanted: its path (or the actor it is about, :attr:`~ouroactors.supervision.events.Event
+    .subject`) is one of ``paths`` or below one (a whole part: ``app/a`` is not below ``app/ab``), and its kind one of
+    ``kinds``; an empty tuple wants every one."""
     prefixes = tuple(p.strip("/") for p in paths)
 
     def wanted(event: Any) -> bool:
         if kinds and event.kind not in kinds:
             return False
-        return not prefixes or any(event.path == p or event.path.startswith(p + "/") for p in prefixes)
+        return not prefixes or any(where == p or where.startswith(p + "/")
+                                   for where in {event.path, event.subject} for p in prefixes)
     return wanted
 
 

@@ -92,7 +92,12 @@ def children_table(system: SystemClient, root: str) -> Table:
 def event_line(event: Event) -> str:
     when = datetime.fromtimestamp(event.time_ns / 1e9).strftime("%H:%M:%S.%f")[:-3]
     reason = event.fields.get("reason")
-    text = f"{when} {event.kind:<20} {event.path}"
+    text = f"{when} {event.kind:<20} {event.subject}"
+    if event.kind == "fault_fired":
+        fields = event.fields
+        text += f"  point={fields.get('point')} action={fields.get('action')} hit={fields.get('hit')}"
+        if event.subject != event.path:
+            text += f" (a plan armed in {event.path})"
     if isinstance(reason, dict):
         text += f"  reason={reason.get('kind')}"
         if reason.get("info"):

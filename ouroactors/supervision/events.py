@@ -43,6 +43,14 @@ class Event:
     def generation(self) -> int | None:
         return self.fields.get("generation")
 
+    @property
+    def subject(self) -> str:
+        """The actor the event is about: its ``path``, except for a fault that fired in an actor whose process holds
+        a plan armed in another (a child forked from a supervisor the plan was armed in inherits it): the event is
+        written by the plan's holder, and its ``actor`` field names where the point was reached."""
+        actor = self.fields.get("actor")
+        return actor if isinstance(actor, str) and actor else self.path
+
     def to_json(self) -> dict[str, Any]:
         # The base keys come last so a field can never overwrite them.
         return {

@@ -314,7 +314,7 @@ class ActorSystem(Operations, SystemClient):
         """
 
         def matches(event: Event) -> bool:
-            return ((kind is None or event.kind == kind) and (path is None or event.path == path)
+            return ((kind is None or event.kind == kind) and (path is None or path in (event.path, event.subject))
                     and (predicate is None or predicate(event)))
 
         start = self._action_mark if after is None else after

@@ -120,3 +120,30 @@ def test_a_late_answer_is_not_taken_by_the_next_ask(actor_system):
             asker("slow", 0.3)  # its answer comes ~0.7 s too late ...
         assert asker("next", 5) == "next"  # ... and is not taken for this one
         assert asker("again", 5) == "again"
+
+
+def test_a_firing_in_a_child_that_inherited_its_supervisors_plan_is_found_by_the_childs_path(actor_system, tmp_path):
+    # armed in the supervisor too, the plan is inherited by the restarted child, whose firing the supervisor's
+    # process writes (path "root", field actor "root/e"): `events --path root/e` and wait_for("fault_fired",
+    # "root/e") missed it
+    from click.testing import CliRunner
+
+    from ouroactors.cli import main
+
+    actor_system.start_tree(supervisor("root", intensity=10, children=[worker("e", ECHO)]))
+    actor_system.arm_faults(None, FaultPlan((FaultRule("example.echo.message", FaultAction.RAISE, nth=1),)))
+    mark = actor_system.mark()
+    with pytest.raises(ActorCrashed):
+        actor_system.ask("root/e", "point")  # fires in the child's own plan
+    actor_system.wait_for("started", "root/e", after=mark)
+    restarted = actor_system.mark()
+    with pytest.raises(ActorCrashed):
+        actor_system.ask("root/e", "point")  # fires in the plan the restarted child inherited from root
+    fired = actor_system.wait_for("fault_fired", "root/e", after=restarted)
+    assert (fired.path, fired.subject) == ("root", "root/e")
+    shown = CliRunner().invoke(main, ["events", "--data-dir", str(actor_system.data_dir), "--path", "root/e",
+                                      "--kind", "fault_fired"])
+    lines = shown.output.splitlines()
+    assert len(lines) == 2, shown.output  # both firings, each named by the actor that reached the point
+    assert all(" root/e  point=example.echo.message action=raise hit=1" in line for line in lines)
+    assert lines[1].endswith("(a plan armed in root)") and not lines[0].endswith(")")
