@@ -64,7 +64,8 @@ def test_an_ask_whose_worker_another_handle_crashed_is_asked_of_the_next_incarna
                 try:
                     answer = actor_system.ask("app/counter", "get", timeout=10)
                     break
-                except ActorCrashed:  # the crashed worker, not exited yet, refused it (not handled): asked again
+                except ActorCrashed as refused:  # the crashed worker, not exited yet, refused it: asked again
+                    assert "before this request, which it did not handle" in str(refused)
                     continue
             assert answer == 10
     finally:
