@@ -57,9 +57,12 @@ class Answering:
             # nothing to answer: notices, timers, a supervisor's requests to a child that is done, and errors (a
             # refusal answered with a refusal: two done actors, or one and itself, would trade them until killed)
             return
-        refusal: OuroactorsError = ActorCrashed(self.path, f"{self._crash_reason} (before this request, which it did "
-                                                           "not handle)") \
-            if self._crash_reason is not None else NoSuchActor(f"{self.path or type(self).__name__} is not running")
+        who = self.path or type(self).__name__
+        refusal: OuroactorsError = (
+            ActorCrashed(self.path, f"{self._crash_reason} (before this request, which it did not handle)")
+            if self._crash_reason is not None
+            else NoSuchActor(f"{who} is not running (it is stopping, or not started yet); it did not handle this "
+                             "request"))
         self._answer_now(sender, refusal)
         self.refused(message, refusal)
 
