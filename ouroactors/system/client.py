@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.errors import (
     ActorCrashed,
+    ActorStopped,
     ActorSystemError,
     ChildRestarting,
     NoSuchActor,
@@ -140,12 +141,32 @@ class SystemClient(Answers):
         return self._call(self._host, ListTrees(), 10.0, "host")
 
     def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any:
+        """An OTP admin call to the supervisor at ``supervisor_path``; one that stops before it answers (it reached
+        its intensity) ends the wait with :class:`~ouroactors.core.errors.ActorStopped` (see :mod:`._stopped`)."""
+        logged = _stopped.log_end(self.data_dir) if self.base == "multiproc" else None  # before it is resolved
         address, info = self._locate(supervisor_path)
         if info is not None and info.type != "supervisor":
             parent = supervisor_path.strip("/").rpartition("/")[0]
             raise NoSuchActor(f"{supervisor_path.strip('/')} is a {info.type}, not a supervisor: {call.op} goes to "
                               f"the supervisor of a child (here {parent})")
-        return self._call(address, call, timeout, supervisor_path)
+        where = supervisor_path.strip("/")
+        generation = info.generation if info is not None and type(info.generation) is int else None
+        gone = _stopped.watch(self.data_dir, logged, where, generation) \
+            if logged is not None and generation is not None else None
+        asked = time.monotonic()
+        answer = self._ask_raw(address, call, timeout, gone=gone)
+        if self._undelivered(answer, asked, timeout):
+            raise NoSuchActor(f"supervisor {where} is gone (the call came back undelivered); {call.op} was not "
+                              "carried out")
+        if answer is STOPPED:
+            raise ActorStopped(f"supervisor {where} (generation {format_generation(generation)}) stopped before it "
+                               f"answered {call.op}; it may or may not have been carried out")
+        return self._answer(answer, supervisor_path, timeout)
+
+    def _undelivered(self, answer: Any, asked: float, timeout: float) -> bool:
+        """An empty answer at once (multiproc): a dead letter — the actor at that address is gone — not a silence,
+        which takes the whole timeout (the in-process base answers a silence at once too)."""
+        return answer is None and self.base == "multiproc" and time.monotonic() - asked < timeout / 2
 
     def which_children(self, supervisor_path: str) -> list[ChildInfo]:
         """Children newest first, as OTP's ``which_children``."""
@@ -190,20 +211,37 @@ class SystemClient(Answers):
         """The current address of the actor at ``path`` (``root/child/grandchild``)."""
         return self._locate(path, timeout)[0]
 
-    def _locate(self, path: str, timeout: float = 10.0) -> tuple[Any, ChildInfo | None]:
-        """The address of the actor at ``path`` and what its supervisor says of it (``None`` for a root)."""
+    def _locate(self, path: str, timeout: float = 10.0, deadline: float | None = None
+                ) -> tuple[Any, ChildInfo | None]:
+        """The address of the actor at ``path`` and what its supervisor says of it (``None`` for a root).
+
+        Each supervisor on the way is asked which child holds the next part, ``timeout`` at most and never past
+        ``deadline`` (an ask's own timeout). A supervisor that stops before it answers (it reached its intensity: its
+        own supervisor restarts it, or the tree ends) took the question with it; its end in the event log
+        (:mod:`._stopped`) ends the wait with :class:`~ouroactors.core.errors.NoSuchActor`, not a timeout.
+        """
         if not isinstance(path, str):
             raise TypeError(f"an actor path is a str like 'app/worker', not {type(path).__name__} {path!r:.80}")
         parts = [p for p in path.strip("/").split("/") if p]
         if not parts:
             raise NoSuchActor("empty path")
+        logged = _stopped.log_end(self.data_dir) if self.base == "multiproc" else None  # before anyone is asked
         tree = next((t for t in self.trees() if t.name == parts[0]), None)
         if tree is None or tree.status != "running":
             raise NoSuchActor(f"no running tree named {parts[0]!r}")
         address = tree.address
         info: ChildInfo | None = None
         for depth, part in enumerate(parts[1:], start=1):
-            info = self._call(address, AdminCall("which_child", part), timeout, "/".join(parts[:depth]))
+            where = "/".join(parts[:depth])
+            gone = (_stopped.watch(self.data_dir, logged, where, info.generation)
+                    if logged is not None and info is not None and type(info.generation) is int else None)
+            left = timeout if deadline is None else max(min(timeout, deadline - time.monotonic()), 0.001)
+            asked = time.monotonic()
+            answer = self._ask_raw(address, AdminCall("which_child", part), left, gone=gone)
+            if answer is STOPPED or self._undelivered(answer, asked, left):
+                raise NoSuchActor(f"supervisor {where} stopped before it answered (its own supervisor restarts it, "
+                                  f"or its tree is ending); nothing was asked of {path.strip('/')}")
+            info = self._answer(answer, where, round(left, 3))
             here = "/".join(parts[: depth + 1])
             if info.status == "restarting":
                 due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
@@ -221,12 +259,12 @@ class SystemClient(Answers):
         raised. A restart the supervisor has scheduled for later (backoff) is ``ChildRestarting`` at once."""
         down = self._down.get(path)
         if down is None or deadline is None:
-            return self._locate(path)
+            return self._locate(path, deadline=deadline)
         pause, longest = DOWN_POLL_S
         while True:
             problem: NoSuchActor
             try:
-                address, info = self._locate(path)
+                address, info = self._locate(path, deadline=deadline)
             except _NotRunning as exc:
                 if exc.status not in PASSING:
                     raise

@@ -17,14 +17,22 @@ from typing import Any
 
 import pytest
 
-from ouroactors import ActorCrashed, ActorSystem, supervisor, worker
+from ouroactors import ActorCrashed, ActorStopped, ActorSystem, NoSuchActor, supervisor, worker
 from ouroactors.system.client import SystemClient
 
-from .helpers import COUNTER, ECHO
+from .helpers import COUNTER, ECHO, wait_until
 
 pytestmark = pytest.mark.multiproc
 
 ROUNDS = 6
+
+
+def _answers(handle: Any, path: str) -> bool:
+    try:
+        handle.ask(path, "get", timeout=10)
+    except NoSuchActor:
+        return False
+    return True
 
 
 def _crash(handle: Any, path: str) -> None:
@@ -70,3 +78,42 @@ def test_an_ask_whose_worker_another_handle_crashed_is_asked_of_the_next_incarna
             assert answer == 10
     finally:
         other.close()
+
+
+def test_an_ask_through_a_supervisor_that_is_escalating_ends_within_its_timeout(actor_system: ActorSystem) -> None:
+    # the path's supervisor reached its intensity and was ending: it took the resolution's which_child and exited
+    # without answering, and the ask waited the resolution's own 10 s (longer than its 5 s) for AskTimeout "no answer
+    # from app/sub" — 3 or 4 times in 6
+    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
+        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
+    assert actor_system.ask("app/sub/w", "incr", timeout=10) == 1
+    outcomes = []
+    for _ in range(ROUNDS):
+        wait_until(lambda: _answers(actor_system, "app/sub/w"), timeout=30, what="app/sub/w back")
+        _crash(actor_system, "app/sub/w")  # sub escalates (intensity 0); app restarts it, and w with it
+        began = time.monotonic()
+        try:
+            outcomes.append(actor_system.ask("app/sub/w", "incr", timeout=5))
+        except NoSuchActor as gone:  # the supervisor was ending: nothing was asked of w
+            assert not isinstance(gone, ActorStopped)
+            outcomes.append("gone")
+        took = time.monotonic() - began
+        assert took < 4, f"the ask took {took:.1f} s"
+    assert set(outcomes) <= {1, "gone"}, outcomes
+
+
+def test_an_admin_call_to_a_supervisor_that_is_escalating_ends_at_once(actor_system: ActorSystem) -> None:
+    # which_children asked of a supervisor that took it as it ended waited the call's whole 30 s
+    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
+        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
+    for _ in range(ROUNDS):
+        wait_until(lambda: _answers(actor_system, "app/sub/w"), timeout=30, what="app/sub/w back")
+        _crash(actor_system, "app/sub/w")
+        began = time.monotonic()
+        try:
+            children = actor_system.which_children("app/sub")
+            assert [c.id for c in children] == ["w"]
+        except NoSuchActor:  # ActorStopped too: the supervisor ended with the call in hand
+            pass
+        took = time.monotonic() - began
+        assert took < 4, f"which_children took {took:.1f} s"

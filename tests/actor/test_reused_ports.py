@@ -123,8 +123,8 @@ def test_an_ask_by_path_while_the_supervisor_still_names_a_port_another_worker_h
     assert actor_system.ask("app/a", "get") == 0 and actor_system.ask("app/b", "get") == 41
     b_address, a_info = actor_system.resolve("app/b"), actor_system.child_info("app/a")
     locate = actor_system._locate
-    monkeypatch.setattr(actor_system, "_locate", lambda path, timeout=10.0: (b_address, a_info) if path == "app/a"
-                        else locate(path, timeout))
+    monkeypatch.setattr(actor_system, "_locate", lambda path, timeout=10.0, deadline=None: (b_address, a_info)
+                        if path == "app/a" else locate(path, timeout, deadline))
     actor_system._addresses.pop("app/a")
     with pytest.raises(NoSuchActor, match="app/b"):
         actor_system.ask("app/a", "incr")  # before: asked bare of b, which counted it and answered 42
@@ -145,8 +145,8 @@ def test_an_ask_by_path_to_a_worker_whose_own_generation_moved_on_unheard_is_ask
     info = actor_system.child_info("app/a")
     unheard = dataclasses.replace(info, generation=info.generation - 1)  # what the supervisor still says
     locate = actor_system._locate
-    monkeypatch.setattr(actor_system, "_locate", lambda path, timeout=10.0: (info.address, unheard)
-                        if path == "app/a" else locate(path, timeout))
+    monkeypatch.setattr(actor_system, "_locate", lambda path, timeout=10.0, deadline=None: (info.address, unheard)
+                        if path == "app/a" else locate(path, timeout, deadline))
     actor_system._addresses.pop("app/a")
     assert actor_system.ask("app/a", "incr") == 1
 
