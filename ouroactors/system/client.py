@@ -23,6 +23,7 @@ from ..core.errors import (
     ActorCrashed,
     ActorStopped,
     ActorSystemError,
+    ChildNotFound,
     ChildRestarting,
     NoSuchActor,
     OuroactorsError,
@@ -241,7 +242,11 @@ class SystemClient(Answers):
             if answer is STOPPED or self._undelivered(answer, asked, left):
                 raise NoSuchActor(f"supervisor {where} stopped before it answered (its own supervisor restarts it, "
                                   f"or its tree is ending); nothing was asked of {path.strip('/')}")
-            info = self._answer(answer, where, round(left, 3))
+            try:
+                info = self._answer(answer, where, round(left, 3))
+            except ChildNotFound:  # OTP's not_found, for an admin call; an address asked for: no such actor
+                raise NoSuchActor(f"no actor at {'/'.join(parts[:depth + 1])!r}: {where} has no child {part!r}"
+                                  ) from None
             here = "/".join(parts[: depth + 1])
             if info.status == "restarting":
                 due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"

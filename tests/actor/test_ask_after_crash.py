@@ -117,3 +117,19 @@ def test_an_admin_call_to_a_supervisor_that_is_escalating_ends_at_once(actor_sys
             pass
         took = time.monotonic() - began
         assert took < 4, f"which_children took {took:.1f} s"
+
+
+def test_the_ask_after_a_temporary_child_crashed_says_at_once_that_it_is_gone(actor_system: ActorSystem) -> None:
+    # a temporary child is not restarted: its supervisor forgets it, and the ask is NoSuchActor at once (it was
+    # OTP's ChildNotFound, which an ask's caller catching NoSuchActor did not catch), not a wait for a restart
+    actor_system.start_tree(supervisor("app", children=[supervisor("pool", strategy="simple_one_for_one", children=[
+        worker("c", COUNTER, restart="temporary")])]))
+    path = f"app/pool/{actor_system.start_child('app/pool', (5,)).id}"
+    assert actor_system.ask(path, "incr", timeout=10) == 6
+    _crash(actor_system, path)
+    began = time.monotonic()
+    with pytest.raises(NoSuchActor, match=r"no actor at 'app/pool/c#1': app/pool has no child 'c#1'"):
+        actor_system.ask(path, "incr", timeout=10)
+    assert time.monotonic() - began < 5
+    with pytest.raises(NoSuchActor, match=r"no actor at 'app/nope': app has no child 'nope'"):
+        actor_system.ask("app/nope", "incr", timeout=10)
