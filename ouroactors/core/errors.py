@@ -157,6 +157,18 @@ class ActorStopped(NoSuchActor):
     The request may or may not have been handled — a command is asked again under its idempotency key."""
 
 
+class ActorStopping(NoSuchActor):
+    """The actor is stopping (or not started yet) and did not handle the request: a handle asking by path asks
+    its supervisor's next incarnation of it instead (see :meth:`ouroactors.system.client.SystemClient.ask`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path} is not running (it is stopping, or not started yet); it did not handle this request")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.path,))
+
+
 class AskTimeout(OuroactorsError):
     """No answer arrived within the timeout."""
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from thespian.actors import ChildActorExited, PoisonMessage, WakeupMessage
 
-from ..core.errors import ActorCrashed, NoSuchActor, OuroactorsError
+from ..core.errors import ActorCrashed, ActorStopping, OuroactorsError
 from .calls import Asker, TaggedAnswer
 from .protocol import ArmFaults, GenerationAssigned, StopRequest
 
@@ -51,7 +51,7 @@ class Answering:
 
     def _refuse(self, message: Any, sender: Any) -> None:
         """Answer a message that came when this worker no longer serves: it crashed (``ActorCrashed``) or it is
-        stopping or not started (``NoSuchActor``)."""
+        stopping or not started (``ActorStopping``, a ``NoSuchActor``)."""
         if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage | StopRequest
                                                     | GenerationAssigned | ArmFaults | BaseException):
             # nothing to answer: notices, timers, a supervisor's requests to a child that is done, and errors (a
@@ -61,8 +61,7 @@ class Answering:
         refusal: OuroactorsError = (
             ActorCrashed(self.path, f"{self._crash_reason} (before this request, which it did not handle)")
             if self._crash_reason is not None
-            else NoSuchActor(f"{who} is not running (it is stopping, or not started yet); it did not handle this "
-                             "request"))
+            else ActorStopping(who))
         self._answer_now(sender, refusal)
         self.refused(message, refusal)
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..core.errors import (
     ActorCrashed,
     ActorStopped,
+    ActorStopping,
     ActorSystemError,
     ChildNotFound,
     ChildRestarting,
@@ -50,6 +51,7 @@ class _NotRunning(NoSuchActor):
 
 _UNHANDLED = object()  # an ask whose worker had stopped before it was sent (see SystemClient._ask_path)
 PASSING = frozenset({"starting", "terminating", "undefined"})  # statuses a child crashed a moment ago goes through
+UNDEFINED_GRACE_S = 1.0  # how long a child stays 'undefined' before that is taken as stopped for good, not a restart
 DOWN_POLL_S = (0.002, 0.05)  # first and longest pause while a supervisor has not yet replaced a crashed worker
 
 
@@ -266,6 +268,7 @@ class SystemClient(Answers):
         if down is None or deadline is None:
             return self._locate(path, deadline=deadline)
         pause, longest = DOWN_POLL_S
+        undefined_since: float | None = None
         while True:
             problem: NoSuchActor
             try:
@@ -273,6 +276,10 @@ class SystemClient(Answers):
             except _NotRunning as exc:
                 if exc.status not in PASSING:
                     raise
+                if exc.status == "undefined":  # between a group's stop and its start, or stopped for good
+                    undefined_since = undefined_since or time.monotonic()
+                    if time.monotonic() - undefined_since > UNDEFINED_GRACE_S:
+                        raise
                 problem = exc
             else:
                 if info is None or info.generation != down:
@@ -363,6 +370,9 @@ class SystemClient(Answers):
             return _UNHANDLED if watch.ended_before(sent_at) else STOPPED
         if isinstance(answer, ActorCrashed) and answer.path == path.strip("/"):
             self._down[path] = generation  # it crashed (on this request or an earlier one): it serves no more
+        elif isinstance(answer, ActorStopping) and answer.path == path.strip("/"):
+            self._down[path] = generation  # its supervisor is stopping it (a group restart, say): not handled
+            return _UNHANDLED
         return answer
 
     def _stop_watch(self, path: str) -> _stopped.Watch | None:
