@@ -51,6 +51,7 @@ class _NotRunning(NoSuchActor):
 
 _UNHANDLED = object()  # an ask whose worker had stopped before it was sent (see SystemClient._ask_path)
 PASSING = frozenset({"starting", "terminating", "undefined"})  # statuses a child crashed a moment ago goes through
+RESENDS = 3  # an ask by path is sent again at most this often, each time after an answer that proves it unhandled
 UNDEFINED_GRACE_S = 1.0  # how long a child stays 'undefined' before that is taken as stopped for good, not a restart
 DOWN_POLL_S = (0.002, 0.05)  # first and longest pause while a supervisor has not yet replaced a crashed worker
 
@@ -319,7 +320,9 @@ class SystemClient(Answers):
         sent to it then was dropped by the exiting process (the ask right after a crash waited out its timeout, or
         ended ``ActorStopped`` after 0.7 s). The next ask by the path waits, within its timeout, for the supervisor
         to name the next incarnation. An ask whose worker's end was logged before the ask was sent was never handled
-        (:mod:`._stopped`): it is asked of the next incarnation once, not reported as an outcome nobody knows.
+        (:mod:`._stopped`), nor one refused ``ActorStopping`` (its supervisor was stopping it, say for a rest_for_one
+        group restart): it is asked of the next incarnation, not reported as an outcome nobody knows. An ask is sent
+        again at most :data:`RESENDS` times, each time only after an answer that proves it was not handled.
         """
         _check_timeout(timeout)  # before it is added to a clock
         payload = Stamped(stamp, message) if stamp is not None else message
@@ -328,22 +331,29 @@ class SystemClient(Answers):
         generation = asked = self._generations.get(path)
         started = time.monotonic()
         answer = self._ask_path(path, address, generation, payload, timeout)
-        moved = _refused_as_moved(answer, generation)
-        if moved or answer is _UNHANDLED or (answer is None and time.monotonic() - started < timeout / 2):
+        for _ in range(RESENDS):  # only while what came back proves the request was not handled
+            moved = _refused_as_moved(answer, generation)
+            if not (moved or answer is _UNHANDLED or (answer is None and time.monotonic() - started < timeout / 2)):
+                break
             self._addresses.pop(path, None)
             fresh = self._address_of(path, deadline)  # past a generation known down (see _locate_past_down)
             now = self._generations.get(path)
             if fresh != address or now != generation:
-                asked = now
-                answer = self._ask_path(path, fresh, now, payload, timeout)
+                address, generation = fresh, now
+                asked, started = now, time.monotonic()
+                # (a resend gets what is left of the timeout, never less than a tenth of it)
+                answer = self._ask_path(path, fresh, now, payload, max(deadline - started, timeout / 10))
             elif moved and answer.authority == path.strip("/"):
                 # the worker itself, its generation moved on in place, which its supervisor has not heard of yet:
                 # asked as before
                 answer = self._ask_raw(fresh, payload, timeout, worker=path in self._workers)
+                break
             elif moved:  # another worker holds the port, and the supervisor still names it: that worker is gone
                 self._addresses.pop(path, None)
                 raise NoSuchActor(f"{path}: its address is {answer.authority}'s now, and its supervisor has not "
                                   "noticed that it is gone yet; nothing was asked")
+            else:
+                break
         if answer is STOPPED or answer is _UNHANDLED:
             self._addresses.pop(path, None)
             raise _stopped_error(path, asked, answer is _UNHANDLED, "ask again once its supervisor has restarted it")

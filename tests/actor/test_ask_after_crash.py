@@ -148,7 +148,24 @@ def test_an_ask_that_reaches_a_worker_its_group_restart_is_stopping_is_asked_of_
         answers = []
         began = time.monotonic()
         while time.monotonic() - began < 2:  # asks all through b's restart
-            answers.append(actor_system.ask("app/b", "get", timeout=10))
+            try:
+                answers.append(actor_system.ask("app/b", "get", timeout=10))
+            except ActorStopped:  # b took it and was stopped before it answered (a read: nothing to reconcile)
+                continue
             if answers[-1] == 20:
                 break
         assert answers[-1] == 20 and set(answers) <= {20, 21}, answers  # the old b's count, then the new b's
+
+
+def test_asks_by_path_through_back_to_back_group_restarts_are_all_answered(actor_system: ActorSystem) -> None:
+    # the cached b was gone (a dead letter) and the b resolved next was already being stopped by the next group
+    # restart: two unhandled answers in a row, where one resend had been allowed (2 failures in 40)
+    actor_system.start_tree(supervisor("app", strategy="rest_for_one", intensity=1000, period=5, children=[
+        worker("a", COUNTER), worker("b", COUNTER)]))
+    assert actor_system.ask("app/b", "incr", timeout=10) == 1
+    for _ in range(40):
+        _crash(actor_system, "app/a")
+        try:
+            assert actor_system.ask("app/b", "incr", timeout=10) in (1, 2)  # the new b's first, or the old b's 2nd
+        except ActorStopped:  # b took it and was stopped before it answered: whether it counted is not known
+            pass
