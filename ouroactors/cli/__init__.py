@@ -25,6 +25,7 @@ DATA_DIR_HELP = "the system's data directory (default: the tree file's, else .ou
 # command -> (module under ouroactors.cli that registers it on ``main``, its one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "approvals": ("authorities", "Durable approvals: list them and answer as a verified operator."),
+    "ask": ("messaging", "Ask the actor at PATH with MESSAGE (a JSON literal) and print its answer."),
     "chaos": ("chaos", "Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."),
     "events": ("inspect", "The supervision events (reads the event log; works even if the system is gone)."),
     "faults": ("faults", "Fault plans: where and how to fail (see `faults points`)."),
@@ -41,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "session": ("session", "Durable agent sessions: create, message, follow their committed events, control them."),
     "stop": ("control", "Stop the system serving DATA_DIR: trees in reverse order, then every process."),
     "storage": ("authorities", "The storage authority (the node's LMDB environment)."),
+    "tell": ("messaging",
+             "Send the actor at PATH the MESSAGE (a JSON literal) and return; its answer, if any, is dropped."),
     "terminate": ("control", "Terminate the child at PATH (OTP terminate_child); its spec is kept unless temporary."),
     "tree": ("inspect", "The tree: path, status, pid, generation, restarts, last exit."),
 }

@@ -167,6 +167,22 @@ def traceback_hint(exc: BaseException, data_dir: str | None) -> str | None:
     return f"the actor's full traceback is in {os.path.join(resolve_data_dir(data_dir), 'admin.out')}"
 
 
+def json_literal(text: str, param_hint: str) -> object:
+    """A command-line value as the value it spells: ``7`` is 7, ``1.5``, ``true``, ``null``, ``"7"``, ``[1, 2]``,
+    ``{"k": 1}`` are JSON; anything else that is not JSON (``hello``) stays a string. One that begins as a JSON
+    object, array or string does (``{"k": 1``, a brace lost to the shell) but does not parse is refused, naming
+    why: passed on as a string, it would reach the actor as something nobody meant."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "[", '"'):
+            raise click.BadParameter(f"{text!r} begins as JSON but is not JSON: {exc} (quote it whole for the "
+                                     "shell, or pass a plain word)", param_hint=param_hint) from None
+        return text
+
+
 def reports_errors(func: F) -> F:
     """Turn framework errors into a one-line message and exit code 2."""
 

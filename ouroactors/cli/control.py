@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -16,7 +15,16 @@ from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOne
 from ..system import marker as markers
 from ..system.handle import _group_alive
 from . import main
-from .common import connect, console, data_dir_option, err_console, not_nan, reports_errors, resolve_data_dir
+from .common import (
+    connect,
+    console,
+    data_dir_option,
+    err_console,
+    json_literal,
+    not_nan,
+    reports_errors,
+    resolve_data_dir,
+)
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -96,18 +104,8 @@ def restart(data_dir: str, path: str) -> None:
 
 
 def _literal(text: str, index: int = 0) -> object:
-    """An argument as the value it spells: ``7`` is 7, ``1.5``, ``true``, ``null``, ``"7"``, ``[1, 2]``,
-    ``{"k": 1}`` are JSON; anything else that is not JSON (``hello``) stays a string. One that begins as a JSON
-    object, array or string does (``{"k": 1``, a brace lost to the shell) but does not parse is refused, naming
-    why: passed on as a string, it would reach the child's ``on_start`` as something nobody meant."""
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        if text.lstrip()[:1] in ("{", "[", '"'):
-            raise click.BadParameter(f"{text!r} begins as JSON but is not JSON: {exc} (quote it whole for the "
-                                     "shell, or pass a plain word)", param_hint=f"'ARGS' (argument {index + 1})"
-                                     ) from None
-        return text
+    """An argument of ``start-child`` as the value it spells (see :func:`.common.json_literal`)."""
+    return json_literal(text, f"'ARGS' (argument {index + 1})")
 
 
 @main.command("start-child")
