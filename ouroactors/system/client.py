@@ -175,16 +175,29 @@ class SystemClient(Resolving, Answers):
 
         Each supervisor is asked at the address its parent reported, not resolved again from the root: one
         ask per supervisor. ``trees`` (an answer of :meth:`trees` the caller already has) saves one more.
+
+        A walk is a snapshot of a tree that may be restarting: a supervisor below the first that stopped since its
+        parent listed it (it answers that it is not running, or ends with the question in hand: :mod:`._stopped`)
+        keeps the row its parent gave it, and its children are left out.
         """
         out: list[tuple[str, ChildInfo]] = []
+        logged = _stopped.log_end(self.data_dir) if self.base == "multiproc" else None  # before anyone is asked
 
-        def visit(path: str, address: Any) -> None:
-            children: list[ChildInfo] = self._call(address, AdminCall("which_children"), 30.0, path)
+        def visit(path: str, address: Any, listed: ChildInfo | None = None) -> None:
+            generation = listed.generation if listed is not None and type(listed.generation) is int else None
+            gone = _stopped.watch(self.data_dir, logged, path, generation) \
+                if logged is not None and generation is not None else None
+            asked = time.monotonic()
+            answer = self._ask_raw(address, AdminCall("which_children"), 30.0, gone=gone)
+            if listed is not None and (answer is STOPPED or self._undelivered(answer, asked, 30.0)
+                                       or isinstance(answer, NoSuchActor)):
+                return  # stopped since its parent listed it (a restart in flight)
+            children: list[ChildInfo] = self._answer(answer, path, 30.0)
             for child in reversed(children):  # OTP order is newest first
                 child_path = f"{path}/{child.id}"
                 out.append((child_path, child))
                 if child.type == "supervisor" and child.status == "running":
-                    visit(child_path, child.address)
+                    visit(child_path, child.address, child)
 
         if root:
             address, info = self._locate(root)

@@ -169,3 +169,17 @@ def test_asks_by_path_through_back_to_back_group_restarts_are_all_answered(actor
             assert actor_system.ask("app/b", "incr", timeout=10) in (1, 2)  # the new b's first, or the old b's 2nd
         except ActorStopped:  # b took it and was stopped before it answered: whether it counted is not known
             pass
+
+
+def test_walking_the_tree_while_a_supervisor_escalates_lists_what_answers(actor_system: ActorSystem) -> None:
+    # `ouroactors tree` during a restart: a supervisor its parent had just listed was ending, and the whole walk
+    # raised NoSuchActor "supervisor app/sub is not running" (3 of 8), or waited for an answer that never came
+    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
+        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
+    for _ in range(ROUNDS):
+        wait_until(lambda: _answers(actor_system, "app/sub/w"), timeout=30, what="app/sub/w back")
+        _crash(actor_system, "app/sub/w")
+        began = time.monotonic()
+        rows = actor_system.walk()
+        assert time.monotonic() - began < 4
+        assert [path for path, _ in rows][:1] == ["app/sub"]  # its row, as its parent reported it
