@@ -41,6 +41,7 @@ MULTIPROC = "multiprocTCPBase"
 
 
 _UNHANDLED = object()  # an ask whose worker had stopped before it was sent (see SystemClient._ask_path)
+TELL_WAIT_S = 1.0  # how long a tell waits for the next incarnation of a worker this handle knows is down
 RESENDS = 3  # an ask by path is sent again at most this often, each time after an answer that proves it unhandled
 
 
@@ -324,9 +325,11 @@ class SystemClient(Resolving, Answers):
 
         Addressed as an ask is (to the generation cached with the path's address): another worker that got the
         cached port refuses it instead of acting on it. Nothing comes back to say so, so such a tell is lost, as a
-        tell to a dead actor's unbound port is; the next ask by the path resolves it again.
+        tell to a dead actor's unbound port is; the next ask by the path resolves it again. A worker generation this
+        handle knows is down (it answered its crash) is never told: the tell waits up to :data:`TELL_WAIT_S` for its
+        supervisor to name the next incarnation (see :meth:`ask`).
         """
-        address = self._address_of(path)
+        address = self._address_of(path, time.monotonic() + TELL_WAIT_S)
         self._tell(address, _addressed(self._generations.get(path), message))
 
     def _address_of(self, path: str, deadline: float | None = None) -> Any:
