@@ -13,6 +13,7 @@ sent — was not handled either, and is asked of the next incarnation once.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,6 +39,17 @@ def _answers(handle: Any, path: str) -> bool:
 def _crash(handle: Any, path: str) -> None:
     with pytest.raises(ActorCrashed, match="crashed on purpose"):
         handle.ask(path, "crash", timeout=10)
+
+
+def _escalations(system: Any) -> Iterator[None]:
+    """A supervisor ``app/sub`` of intensity 0 under ``app``: each round, once its worker answers again, the worker
+    crashes, so ``sub`` escalates and ``app`` restarts it (and the worker with it)."""
+    system.start_tree(supervisor("app", intensity=100, period=5, children=[
+        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
+    for _ in range(ROUNDS):
+        wait_until(lambda: _answers(system, "app/sub/w"), timeout=30, what="app/sub/w back")
+        _crash(system, "app/sub/w")
+        yield
 
 
 @pytest.mark.parametrize("strategy", ["one_for_one", "rest_for_one"])
@@ -84,13 +96,8 @@ def test_an_ask_through_a_supervisor_that_is_escalating_ends_within_its_timeout(
     # the path's supervisor reached its intensity and was ending: it took the resolution's which_child and exited
     # without answering, and the ask waited the resolution's own 10 s (longer than its 5 s) for AskTimeout "no answer
     # from app/sub" — 3 or 4 times in 6
-    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
-        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
-    assert actor_system.ask("app/sub/w", "incr", timeout=10) == 1
     outcomes = []
-    for _ in range(ROUNDS):
-        wait_until(lambda: _answers(actor_system, "app/sub/w"), timeout=30, what="app/sub/w back")
-        _crash(actor_system, "app/sub/w")  # sub escalates (intensity 0); app restarts it, and w with it
+    for _ in _escalations(actor_system):
         began = time.monotonic()
         try:
             outcomes.append(actor_system.ask("app/sub/w", "incr", timeout=5))
@@ -104,11 +111,7 @@ def test_an_ask_through_a_supervisor_that_is_escalating_ends_within_its_timeout(
 
 def test_an_admin_call_to_a_supervisor_that_is_escalating_ends_at_once(actor_system: ActorSystem) -> None:
     # which_children asked of a supervisor that took it as it ended waited the call's whole 30 s
-    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
-        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
-    for _ in range(ROUNDS):
-        wait_until(lambda: _answers(actor_system, "app/sub/w"), timeout=30, what="app/sub/w back")
-        _crash(actor_system, "app/sub/w")
+    for _ in _escalations(actor_system):
         began = time.monotonic()
         try:
             children = actor_system.which_children("app/sub")
@@ -174,11 +177,7 @@ def test_asks_by_path_through_back_to_back_group_restarts_are_all_answered(actor
 def test_walking_the_tree_while_a_supervisor_escalates_lists_what_answers(actor_system: ActorSystem) -> None:
     # `ouroactors tree` during a restart: a supervisor its parent had just listed was ending, and the whole walk
     # raised NoSuchActor "supervisor app/sub is not running" (3 of 8), or waited for an answer that never came
-    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
-        supervisor("sub", intensity=0, period=5, children=[worker("w", COUNTER)])]))
-    for _ in range(ROUNDS):
-        wait_until(lambda: _answers(actor_system, "app/sub/w"), timeout=30, what="app/sub/w back")
-        _crash(actor_system, "app/sub/w")
+    for _ in _escalations(actor_system):
         began = time.monotonic()
         rows = actor_system.walk()
         assert time.monotonic() - began < 4
