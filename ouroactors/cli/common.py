@@ -171,15 +171,34 @@ def json_literal(text: str, param_hint: str) -> object:
     """A command-line value as the value it spells: ``7`` is 7, ``1.5``, ``true``, ``null``, ``"7"``, ``[1, 2]``,
     ``{"k": 1}`` are JSON; anything else that is not JSON (``hello``) stays a string. One that begins as a JSON
     object, array or string does (``{"k": 1``, a brace lost to the shell) but does not parse is refused, naming
-    why: passed on as a string, it would reach the actor as something nobody meant."""
+    why: passed on as a string, it would reach the actor as something nobody meant. So are what JSON has no value
+    for (``NaN``, ``Infinity``, ``1e999``), an integer over Python's digit limit (taken for a word, it became a
+    string of digits), and nesting too deep to decode."""
     import json
+    import math
+    import re
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise ValueError(f"{number!r} is not a finite number")
+        return value
+
+    def no_constant(name: str) -> object:
+        raise ValueError(f"{name} is not a JSON value (only finite numbers are)")
+
+    def refuse(why: str) -> click.BadParameter:
+        return click.BadParameter(f"{text[:80]!r}{'…' if len(text) > 80 else ''} {why}", param_hint=param_hint)
 
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=finite, parse_constant=no_constant)
+    except RecursionError:
+        raise refuse("nests too deep to decode") from None
     except ValueError as exc:
-        if text.lstrip()[:1] in ("{", "[", '"'):
-            raise click.BadParameter(f"{text!r} begins as JSON but is not JSON: {exc} (quote it whole for the "
-                                     "shell, or pass a plain word)", param_hint=param_hint) from None
+        if text.lstrip()[:1] in ("{", "[", '"') or re.fullmatch(r"\s*-?(\d+(\.\d*)?([eE][+-]?\d+)?|NaN|Infinity)\s*",
+                                                                 text):
+            raise refuse(f"begins as JSON but is not JSON: {exc} (quote it whole for the shell, or pass a plain "
+                         "word)") from None
         return text
 
 

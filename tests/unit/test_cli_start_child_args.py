@@ -32,3 +32,19 @@ def test_an_argument_that_begins_as_json_and_is_not_is_refused(tmp_path: Any, ar
     assert result.exit_code == 2, result.output
     assert f"Invalid value for 'ARGS' ({which})" in result.output and "begins as JSON but is not JSON" in result.output
     assert "cannot reach a system" not in result.output  # refused by the parser, not by a failed connection
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("NaN", "is not a JSON value"), ("-Infinity", "is not a JSON value"), ("[1, NaN]", "is not a JSON value"),
+    ("1e999", "is not a finite number"), ('{"k": 1e400}', "is not a finite number"),
+    ("9" * 5000, "begins as JSON but is not JSON"),  # over the digit limit: was passed on as a string of digits
+    ("[" * 5000 + "]" * 5000, "nests too deep to decode"),  # was an uncaught RecursionError (exit 1)
+])
+@pytest.mark.parametrize("command", [["start-child", "app/pool"], ["ask", "app/w"], ["tell", "app/w"]])
+def test_what_json_has_no_value_for_is_refused_before_any_system_is_reached(tmp_path: Any, command: list[str],
+                                                                            text: str, why: str) -> None:
+    name, path = command  # ("--": "-Infinity" is a value, not an option)
+    result = CliRunner().invoke(main, [name, "--data-dir", str(tmp_path), "--", path, text])
+    assert result.exit_code == 2, result.output
+    assert why in result.output and "cannot reach a system" not in result.output
+    assert len(result.output) < 2000  # the value is named cut short, not echoed whole
