@@ -49,5 +49,14 @@ def test_ask_refuses_what_it_cannot_send_and_names_what_is_missing(actor_system:
     broken = _cli(actor_system, "ask", "root/e", '{"k": 1')  # a brace lost to the shell: refused, nothing sent
     assert broken.exit_code == 2 and "begins as JSON but is not JSON" in broken.output
     assert "'MESSAGE'" in broken.output
-    for value in ("0", "-1", "nan"):
+    for value in ("0", "-1", "nan", "inf", "1e400"):
         assert _cli(actor_system, "ask", "root/e", "1", "--timeout", value).exit_code == 2
+    # paths an attacker or a typo could give: each a typed refusal naming it, and the actor goes on answering
+    for path, said in ((f"root/{'x' * 100_000}", "BadRequest: bad request AdminCall.child_id: must be 1 to 1024"),
+                       ("root/../e", "no actor at 'root/..': root has no child '..'"),
+                       ("root/e\x00", "root has no child 'e\\x00'"), ("ROOT/e", "no running tree named 'ROOT'"),
+                       ("", "NoSuchActor: empty path")):
+        refused = _cli(actor_system, "ask", path, "1")
+        assert refused.exit_code == 2 and said in refused.output, refused.output[:300]
+        assert len(refused.output) < 2000
+    assert actor_system.ask("root/e", "still") == "still"
