@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import faults as faults
     from .core.errors import ActorCrashed as ActorCrashed
+    from .core.errors import ActorCrashedBefore as ActorCrashedBefore
     from .core.errors import ActorStopped as ActorStopped
     from .core.errors import ActorStopping as ActorStopping
     from .core.errors import ActorSystemError as ActorSystemError
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, str | None]] = {
     "faults": (".core.faults", None),
     "ActorCrashed": (".core.errors", "ActorCrashed"),
+    "ActorCrashedBefore": (".core.errors", "ActorCrashedBefore"),
     "ActorStopped": (".core.errors", "ActorStopped"),
     "ActorStopping": (".core.errors", "ActorStopping"),
     "ActorSystemError": (".core.errors", "ActorSystemError"),
@@ -105,10 +107,10 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "IGNORE", "ActorCrashed", "ActorRef", "ActorStopped", "ActorStopping", "ActorSystem", "ActorSystemError",
-    "AlreadyPresent", "AlreadyStarted", "AskTimeout", "ChildInfo", "ChildNotFound", "ChildRestarting", "ChildRunning",
-    "ChildSpec", "Event", "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor", "OuroactorsError",
-    "SimpleOneForOneOnly", "SpecError", "StaleGeneration", "StartFailed", "Supervisor", "SupervisorError",
-    "SupervisorFlags", "SystemClient", "UnhandledMessage", "Worker", "check_childspecs", "faults", "supervisor",
-    "worker",
+    "IGNORE", "ActorCrashed", "ActorCrashedBefore", "ActorRef", "ActorStopped", "ActorStopping", "ActorSystem",
+    "ActorSystemError", "AlreadyPresent", "AlreadyStarted", "AskTimeout", "ChildInfo", "ChildNotFound",
+    "ChildRestarting", "ChildRunning", "ChildSpec", "Event", "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor",
+    "OuroactorsError", "SimpleOneForOneOnly", "SpecError", "StaleGeneration", "StartFailed", "Supervisor",
+    "SupervisorError", "SupervisorFlags", "SystemClient", "UnhandledMessage", "Worker", "check_childspecs", "faults",
+    "supervisor", "worker",
 ]

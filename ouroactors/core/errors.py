@@ -111,10 +111,28 @@ class ActorCrashed(OuroactorsError):
     def __init__(self, path: str, reason: Any) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"{path} crashed: {reason}")
+        super().__init__(self._describe(path, reason))
+
+    @staticmethod
+    def _describe(path: str, reason: Any) -> str:
+        return f"{path} crashed: {reason}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, (self.path, self.reason))
+
+
+class ActorCrashedBefore(ActorCrashed):
+    """The actor had crashed (on an earlier request) before this one reached it, and did not handle this one.
+
+    What a crashed worker answers while it waits to be ended. A subclass of :class:`ActorCrashed`, which code that
+    catches a crash catches as before; but the request was not handled, so a handle asking by path does not raise it:
+    it waits for the supervisor's next incarnation and asks that (see :meth:`ouroactors.system.client.SystemClient.
+    ask`). Raised only when no next incarnation answers within the ask's resends, or through an
+    :class:`~ouroactors.ActorRef` (which names the incarnation that crashed)."""
+
+    @staticmethod
+    def _describe(path: str, reason: Any) -> str:
+        return f"{path} crashed: {reason} (before this request, which it did not handle)"
 
 
 class UnhandledMessage(OuroactorsError):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from thespian.actors import ChildActorExited, PoisonMessage, WakeupMessage
 
-from ..core.errors import ActorCrashed, ActorStopping, OuroactorsError
+from ..core.errors import ActorCrashedBefore, ActorStopping, OuroactorsError
 from .calls import Asker, TaggedAnswer
 from .protocol import ArmFaults, GenerationAssigned, StopRequest
 
@@ -50,8 +50,8 @@ class Answering:
         self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
 
     def _refuse(self, message: Any, sender: Any) -> None:
-        """Answer a message that came when this worker no longer serves: it crashed (``ActorCrashed``) or it is
-        stopping or not started (``ActorStopping``, a ``NoSuchActor``)."""
+        """Answer a message that came when this worker no longer serves: it crashed (``ActorCrashedBefore``) or it is
+        stopping or not started (``ActorStopping``, a ``NoSuchActor``). Either says the message was not handled."""
         if sender is None or isinstance(message, ChildActorExited | PoisonMessage | WakeupMessage | StopRequest
                                                     | GenerationAssigned | ArmFaults | BaseException):
             # nothing to answer: notices, timers, a supervisor's requests to a child that is done, and errors (a
@@ -59,7 +59,7 @@ class Answering:
             return
         who = self.path or type(self).__name__
         refusal: OuroactorsError = (
-            ActorCrashed(self.path, f"{self._crash_reason} (before this request, which it did not handle)")
+            ActorCrashedBefore(self.path, str(self._crash_reason))
             if self._crash_reason is not None
             else ActorStopping(who))
         self._answer_now(sender, refusal)

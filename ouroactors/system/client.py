@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.errors import (
     ActorCrashed,
+    ActorCrashedBefore,
     ActorStopped,
     ActorStopping,
     ActorSystemError,
@@ -304,6 +305,8 @@ class SystemClient(Resolving, Answers):
             return _UNHANDLED if watch.ended_before(sent_at) else STOPPED
         if isinstance(answer, ActorCrashed) and answer.path == path.strip("/"):
             self._down[path] = generation  # it crashed (on this request or an earlier one): it serves no more
+            if isinstance(answer, ActorCrashedBefore):
+                return _UNHANDLED  # it crashed before this request came (another handle's, say): not handled
         elif isinstance(answer, ActorStopping) and answer.path == path.strip("/"):
             self._down[path] = generation  # its supervisor is stopping it (a group restart, say): not handled
             return _UNHANDLED

@@ -12,13 +12,14 @@ sent — was not handled either, and is asked of the next incarnation once.
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from ouroactors import ActorCrashed, ActorStopped, ActorSystem, NoSuchActor, supervisor, worker
+from ouroactors import ActorCrashed, ActorCrashedBefore, ActorStopped, ActorSystem, NoSuchActor, supervisor, worker
 from ouroactors.system.client import SystemClient
 
 from .helpers import COUNTER, ECHO, wait_until
@@ -80,16 +81,45 @@ def test_an_ask_whose_worker_another_handle_crashed_is_asked_of_the_next_incarna
             actor_system.wait_for("exited", "app/counter", after=mark)
             # the end is logged before this handle's ask is sent: the crashed incarnation never handles it, so the
             # ask is not an ActorStopped ("may or may not have been handled") but asked of the next incarnation
-            for _ in range(3):
-                try:
-                    answer = actor_system.ask("app/counter", "get", timeout=10)
-                    break
-                except ActorCrashed as refused:  # the crashed worker, not exited yet, refused it: asked again
-                    assert "before this request, which it did not handle" in str(refused)
-                    continue
-            assert answer == 10
+            assert actor_system.ask("app/counter", "get", timeout=10) == 10
     finally:
         other.close()
+
+
+def test_an_ask_right_after_another_handles_crash_is_asked_of_the_next_incarnation(actor_system: ActorSystem) -> None:
+    # Two handles, no waiting between them: `other` crashes the worker and this handle, which knows nothing of it,
+    # asks at once. Its ask reaches the crashed incarnation before that one has exited, which refuses it
+    # (ActorCrashedBefore: it did not handle it); the handle asked nothing again and raised that refusal as an
+    # ActorCrashed — "crashed" for a request that crashed nothing (3 of 8 rounds in a probe). Now the refusal is
+    # proof the request was not handled: the handle waits for the next incarnation and asks it. An ask that reaches
+    # the process as it exits is dropped there unanswered: nothing proves it was not handled, so it stays
+    # ActorStopped ("may or may not"), the honest answer (a NoSuchActor, never an ActorCrashed).
+    actor_system.start_tree(supervisor("app", intensity=100, period=5, children=[
+        worker("counter", COUNTER, kwargs={"start": 10})]))
+    other = SystemClient.attach(actor_system.data_dir)
+    outcomes = []
+    try:
+        for _ in range(2 * ROUNDS):
+            assert actor_system.ask("app/counter", "incr", timeout=10) == 11  # this handle has the address cached
+            _crash(other, "app/counter")
+            try:
+                outcomes.append(actor_system.ask("app/counter", "get", timeout=10))  # the next incarnation's count
+            except ActorStopped:
+                outcomes.append("stopped")
+    finally:
+        other.close()
+    assert set(outcomes) <= {10, "stopped"}, outcomes
+    assert 10 in outcomes, outcomes
+
+
+def test_a_crashed_workers_refusal_says_it_did_not_handle_the_request() -> None:
+    refusal = ActorCrashedBefore("app/counter", "crash(RuntimeError: boom)")
+    assert isinstance(refusal, ActorCrashed)  # code that catches the crash catches it as before
+    assert str(refusal) == ("app/counter crashed: crash(RuntimeError: boom) (before this request, which it did not "
+                            "handle)")
+    copy = pickle.loads(pickle.dumps(refusal))
+    assert type(copy) is ActorCrashedBefore and (copy.path, copy.reason) == (refusal.path, refusal.reason)
+    assert str(copy) == str(refusal)
 
 
 def test_an_ask_through_a_supervisor_that_is_escalating_ends_within_its_timeout(actor_system: ActorSystem) -> None:
