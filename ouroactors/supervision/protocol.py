@@ -129,13 +129,16 @@ class StopRequest:
 
 @dataclass(frozen=True)
 class ChildExiting:
-    """Child → supervisor: I am done, for this reason; end my process."""
+    """Child → supervisor: I am done, for this reason; end my process. ``stopped_ns``: when the child stopped handling
+    messages (``time.monotonic_ns()``), which its end's event carries for the handles (see
+    :meth:`~.supervisor.Supervisor._note_report`); None from a child that does not say."""
 
     NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
 
     key: str
     incarnation: int
     reason: ExitReason
+    stopped_ns: int | None = None
 
 
 @dataclass(frozen=True)

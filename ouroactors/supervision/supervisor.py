@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -90,6 +91,7 @@ from .specs import ChildSpec, ChildType, Strategy, resolve_actor
 log = logging.getLogger("ouroactors.supervisor")
 
 _PRELOAD = "ouroactors:preload"  # a wakeup's payload: only this actor can send it
+_REPORTS_KEPT = 4096  # exit reports remembered for their end's event at most (see Supervisor._note_report)
 
 
 def thespian_class_path(actor_path: str) -> str:
@@ -160,6 +162,7 @@ class Supervisor(ChildProcesses, Actor):
             slot = self._slots.get((message.key, message.incarnation))
             if slot is not None and slot.reported is None:
                 slot.reported = message.reason
+                self._note_report(message.key, message.incarnation, message.stopped_ns)
                 self.send(slot.address, ActorExitRequest())
         elif isinstance(message, ChildActorExited):
             self._child_gone(message.childAddress)
@@ -242,6 +245,7 @@ class Supervisor(ChildProcesses, Actor):
         self._slots: dict[tuple[str, int], _Slot] = {}
         self._by_address: dict[str, _Slot] = {}
         self._requesters: dict[int, tuple[Any, str | None]] = {}  # token -> (who asked, the call's ref)
+        self._reports: dict[tuple[str, int], int] = {}  # (key, incarnation) -> when it stopped serving
         self._tokens = 0
         self._heartbeat_running = False
         self._events = EventWriter(start.context.events_path, start.path, start.context.node_epoch,
@@ -252,6 +256,30 @@ class Supervisor(ChildProcesses, Actor):
             next_generation=generation_source(start.context.node_epoch, start.context.origin_ns),
         )
         self._feed(Boot())
+
+    # -- when a child stopped serving --------------------------------------------------------------
+
+    def _note_report(self, key: str, incarnation: int, stopped_ns: int | None) -> None:
+        """Remember when a child stopped handling messages, for its ``exited``/``terminated`` event: the instant its
+        exit report says (``time.monotonic_ns``, one clock for every process of the host), never later than the
+        report's arrival (the arrival itself when it says none). An ask sent after that instant was never handled by
+        that child, however late its process ends: a handle asks the next incarnation instead (:meth:`~ouroactors.
+        system._stopped.Watch.ended_before`). Only where handles watch the log (the process bases); a simulation's
+        log stays the same from run to run."""
+        if self._context is None or self._context.base == "simple":
+            return
+        now = time.monotonic_ns()
+        self._reports[(key, incarnation)] = now if stopped_ns is None else max(0, min(stopped_ns, now))
+        while len(self._reports) > _REPORTS_KEPT:  # an end never logged (this supervisor stopping first)
+            del self._reports[next(iter(self._reports))]
+
+    def _with_report(self, cmd: Emit) -> dict[str, Any]:
+        """``cmd``'s fields, with ``stopped_ns`` on a child's end: when it stopped handling messages (see
+        :meth:`_note_report`)."""
+        if cmd.kind not in ("exited", "terminated") or cmd.child is None or not self._reports:
+            return cmd.fields
+        stopped = self._reports.pop((cmd.child, cmd.fields.get("incarnation", -1)), None)
+        return cmd.fields if stopped is None else {**cmd.fields, "stopped_ns": stopped}
 
     # -- carrying out commands --------------------------------------------------------------------
 
@@ -290,7 +318,7 @@ class Supervisor(ChildProcesses, Actor):
             if slot is not None:
                 self.send(slot.address, GenerationAssigned(cmd.generation))
         elif isinstance(cmd, Emit):
-            self._events.write(cmd.kind, cmd.child, cmd.fields)
+            self._events.write(cmd.kind, cmd.child, self._with_report(cmd))
         elif isinstance(cmd, BootDone):
             if cmd.failure is None:
                 self.send(self._parent, ChildStarted(self._key, self._incarnation, os.getpid(), str(self.myAddress),

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -357,13 +358,14 @@ class Worker(Answering, Actor):
 
     def _finish(self, reason: ExitReason) -> None:
         """Run ``on_stop`` once, tell the supervisor why, and wait to be ended."""
-        self._state = "done"
+        self._state = "done"  # from here every message is refused (or, once the process ends, dropped) unhandled
+        stopped_ns = time.monotonic_ns()
         try:
             self.on_stop(reason)
         except Exception as exc:
             log.error("%s: on_stop raised", self.path, exc_info=True)
             reason = reasons.crash(exc)
-        self.send(self._supervisor, ChildExiting(self._key, self._incarnation, reason))
+        self.send(self._supervisor, ChildExiting(self._key, self._incarnation, reason, stopped_ns))
         self._exit_if_forgotten()
 
     def _exit_if_forgotten(self) -> None:

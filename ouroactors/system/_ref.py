@@ -47,12 +47,14 @@ class ActorRef:
         """Ask the incarnation the ref names; :class:`~ouroactors.core.errors.ActorStopped` once it is down without
         answering (as :meth:`SystemClient.ask`)."""
         sent_at = _stopped.log_end(self.system.data_dir) if self._gone is not None else None
+        sent_ns = time.monotonic_ns()
         started = time.monotonic()
         answer = self.system._ask_raw(self.address, self._outgoing(message, stamp), timeout, worker=self.worker,
                                       gone=self._gone)
         if answer is STOPPED:
             assert self._gone is not None
-            raise _stopped_error(self.path, self.generation, self._gone.ended_before(sent_at), "make a new ref")
+            raise _stopped_error(self.path, self.generation, self._gone.ended_before(sent_at, sent_ns),
+                                 "make a new ref")
         if answer is None and self.system.base == "multiproc" and time.monotonic() - started < timeout / 2:
             # at once: a dead letter (the in-process base answers a silence at once too)
             raise NoSuchActor(f"{self.path} (generation {format_generation(self.generation)}) is gone: the ask came "

@@ -14,7 +14,10 @@ that answer for its own. Only asks that have waited :data:`SLICE_S` look, so an 
 **Ended before it was asked.** A supervisor logs a child's end only once the child no longer handles anything (a
 worker that crashed or is stopping refuses what comes; a killed one is gone), so an end whose line began before the
 ask was sent (:meth:`Watch.ended_before`, against :func:`log_end` taken just before the send) proves the ask was
-never handled: the caller may ask the next incarnation instead of reporting an outcome it does not know.
+never handled: the caller may ask the next incarnation instead of reporting an outcome it does not know. So does
+an end whose line says the worker had stopped handling messages (``stopped_ns``: the instant its exit report gave, on
+the host's monotonic clock) before the ask was sent: an ask that reaches the process between that and its end
+(another handle's crash, say, overtook this handle's ask) is refused or dropped there unhandled.
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ def log_end(data_dir: str | os.PathLike[str]) -> int:
         return 0
 
 
-def _ends(chunk: bytes, path: str, generation: int) -> int | None:
+def _ends(chunk: bytes, path: str, generation: int) -> tuple[int, int | None] | None:
     """Where in ``chunk`` (whole lines of the log) the line begins that says the worker at ``path`` of
-    ``generation`` is down; None if no line does."""
+    ``generation`` is down, and when that worker stopped handling messages (``stopped_ns``; None if the line does
+    not say, or says it as anything but a positive integer); None if no line does."""
     needle = path.encode()
     begins = 0
     for line in chunk.split(b"\n"):
@@ -55,7 +59,8 @@ def _ends(chunk: bytes, path: str, generation: int) -> int | None:
         if not isinstance(event, dict) or event.get("kind") not in ENDS or event.get("path") != path:
             continue
         if event.get("generation") == generation:  # (an event's fields sit beside its base keys)
-            return at
+            stopped = event.get("stopped_ns")
+            return at, stopped if type(stopped) is int and stopped > 0 else None
     return None
 
 
@@ -73,6 +78,7 @@ class Watch:
         self.events_path, self.offset, self.path, self.generation = events_path, offset, path, generation
         self.seen = False
         self.ended_at: int | None = None  # where the line saying so begins in the log, once seen
+        self.stopped_ns: int | None = None  # when the worker stopped handling messages, if the line says
 
     def __call__(self) -> bool:
         if self.seen:
@@ -86,15 +92,20 @@ class Watch:
         whole = chunk.rfind(b"\n") + 1  # a line still being written is read again next time, whole
         found = _ends(chunk[:whole], self.path, self.generation)
         if found is not None:
-            self.ended_at = self.offset + found
+            self.ended_at, self.stopped_ns = self.offset + found[0], found[1]
         self.offset += whole
         self.seen = found is not None
         return self.seen
 
-    def ended_before(self, offset: int | None) -> bool:
-        """Whether the end seen was being logged before the log reached ``offset`` (a :func:`log_end` taken just
-        before an ask was sent): that generation had stopped handling anything before the ask left."""
-        return offset is not None and self.ended_at is not None and self.ended_at < offset
+    def ended_before(self, offset: int | None, sent_ns: int | None = None) -> bool:
+        """Whether that generation had stopped handling anything before the ask left: its end was being logged
+        before the log reached ``offset`` (a :func:`log_end` taken just before the ask was sent), or the line says
+        the worker stopped handling messages before ``sent_ns`` (``time.monotonic_ns()`` taken just before the send;
+        one clock for every process of the host): an ask that reached its process after that was refused or dropped
+        unhandled, however late the process ended."""
+        if offset is not None and self.ended_at is not None and self.ended_at < offset:
+            return True
+        return sent_ns is not None and self.stopped_ns is not None and self.stopped_ns < sent_ns
 
 
 def watch(data_dir: str | os.PathLike[str], offset: int, path: str, generation: int) -> Watch:

@@ -295,6 +295,7 @@ class SystemClient(Resolving, Answers):
         is remembered as down (see :meth:`_locate_past_down`)."""
         watch = self._stop_watch(path)
         sent_at = _stopped.log_end(self.data_dir) if watch is not None else None
+        sent_ns = time.monotonic_ns()
         answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers,
                                gone=watch)
         if generation is None or path not in self._workers:
@@ -302,7 +303,7 @@ class SystemClient(Resolving, Answers):
         if answer is STOPPED:
             self._down[path] = generation
             assert watch is not None
-            return _UNHANDLED if watch.ended_before(sent_at) else STOPPED
+            return _UNHANDLED if watch.ended_before(sent_at, sent_ns) else STOPPED
         if isinstance(answer, ActorCrashed) and answer.path == path.strip("/"):
             self._down[path] = generation  # it crashed (on this request or an earlier one): it serves no more
             if isinstance(answer, ActorCrashedBefore):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ouroactors import ActorStopped, NoSuchActor, supervisor, worker
+from ouroactors import ActorCrashed, ActorStopped, NoSuchActor, supervisor, worker
 from ouroactors.system import _stopped
 
 from .helpers import ECHO, wait_until
@@ -154,6 +154,42 @@ def test_a_watch_knows_where_the_end_was_logged(tmp_path: Path) -> None:
     assert watch.ended_before(len(first) + len(other) + 1)  # the ask left after the line began
     assert not watch.ended_before(len(first) + len(other))  # it left before the line began
     assert not watch.ended_before(None)
+
+
+def test_a_watch_knows_when_the_worker_stopped_handling_messages(tmp_path: Path) -> None:
+    """``ended_before(offset, sent_ns)``: an end logged after the ask left still proves the ask unhandled when its
+    line says the worker had stopped handling messages (``stopped_ns``) before the ask was sent; a stamp that is not
+    a positive integer proves nothing (a forged or damaged line ends an ask no earlier than its place in the log)."""
+    log = tmp_path / "events.jsonl"
+    for stamp in ('"1000"', "1000.0", "true", "-5", "0", "null", '{"ns": 1000}'):
+        log.write_text(f'{{"kind": "exited", "path": "app/w", "generation": 8, "stopped_ns": {stamp}}}\n')
+        watch = _stopped.Watch(log, 0, "app/w", 8)
+        assert watch() and watch.stopped_ns is None, stamp
+        assert not watch.ended_before(0, 10**18), stamp  # the line began after the send: only a stamp could tell
+    log.write_text('{"kind": "terminated", "path": "app/w", "generation": 8, "stopped_ns": 1000}\n')
+    watch = _stopped.Watch(log, 0, "app/w", 8)
+    assert watch() and watch.stopped_ns == 1000
+    assert watch.ended_before(0, 1001)  # sent after it stopped handling messages
+    assert not watch.ended_before(0, 1000) and not watch.ended_before(0, 999)  # sent before (or as) it stopped
+    assert not watch.ended_before(0) and not watch.ended_before(None, None)  # nothing to compare with
+
+
+def test_a_workers_end_says_when_it_stopped_handling_messages(actor_system: Any) -> None:
+    # the worker stamps the instant it stops serving (a crash, a stop) in its exit report; its supervisor puts it on
+    # the end's line, never later than the report's arrival — and after the crash's answer was sent
+    actor_system.start_tree(supervisor("app", intensity=10, children=[worker("w", ECHO)]))
+    mark = actor_system.mark()
+    with pytest.raises(ActorCrashed):
+        actor_system.ask("app/w", "crash", timeout=10)
+    answered = time.monotonic_ns()
+    exited = actor_system.wait_for("exited", "app/w", after=mark)
+    assert type(exited.fields.get("stopped_ns")) is int and 0 < exited.fields["stopped_ns"] < answered
+    actor_system.wait_for("started", "app/w", after=mark)
+    mark = actor_system.mark()
+    before = time.monotonic_ns()
+    actor_system.terminate_child("app", "w")
+    terminated = actor_system.wait_for("terminated", "app/w", after=mark)
+    assert before < terminated.fields["stopped_ns"] < time.monotonic_ns()
 
 
 def test_a_ref_to_an_incarnation_that_is_gone_says_nothing_was_asked(actor_system: Any) -> None:
