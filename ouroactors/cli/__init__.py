@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chaos": ("chaos", "Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."),
     "events": ("inspect", "The supervision events (reads the event log; works even if the system is gone)."),
     "faults": ("faults", "Fault plans: where and how to fail (see `faults points`)."),
+    "grants": ("grants", "Permission rules and postures: list them; add and revoke user, workspace and session rules."),
     "journal": ("journal", "Session journals: verify the hash chain, replay through the loop, show the records."),
     "kill": ("control", "SIGKILL the process of the actor at PATH (fault injection by hand)."),
     "ledger": ("authorities", "The write-ahead effect ledger: list, show and settle effects."),

@@ -235,6 +235,10 @@ class Grants(ApprovalDesk, Persistence, Worker):
                     "postures": dict(self.postures),
                     "pending_approvals": sum(1 for a in self.approvals.values() if a.pending),
                     "quarantined": dict(self.corrupt)}
+        if message == "rules":  # a read (``ouroactors grants list``): every scope's rule texts, and the postures
+            return {"rules": {"node": [str(r) for r in self.node_rules],
+                              **{k: list(v) for k, v in sorted(self.stored_rules.items())}},
+                    "postures": dict(sorted(self.postures.items()))}
         return self.unhandled(message, sender)
 
 
