@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "Send the actor at PATH the MESSAGE (a JSON literal) and return; its answer, if any, is dropped."),
     "terminate": ("control", "Terminate the child at PATH (OTP terminate_child); its spec is kept unless temporary."),
     "tree": ("inspect", "The tree: path, status, pid, generation, restarts, last exit."),
+    "workspace": ("workspace", "Workspace leases and worktrees: who holds which root; an operator's worktree cleanup."),
 }
 
 
