@@ -25,10 +25,26 @@ from .common import connect_client, console, data_dir_option, reports_errors
 SCOPES = ("user", "workspace", "session")
 POSTURES = ("default", "plan", "read_only")
 
+
+
+def _session_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A session id as sessions are named (the authority's door refuses any other): nothing is kept for a session
+    that cannot exist."""
+    import re
+
+    from ..core.boundary import SESSION_ID_PATTERN
+
+    if value is not None and re.fullmatch(SESSION_ID_PATTERN, value) is None:
+        raise click.BadParameter(f"{value[:80]!r} is not a session id (1 to 128 of A-Z a-z 0-9 . _ : @ -, starting "
+                                 "with a letter or digit)")
+    return value
+
+
 path_option = click.option("--at", "actor_path", default=None, help="tree path of the grants authority")
 scope_option = click.option("--scope", type=click.Choice(SCOPES), default=None,
                             help="where the rules go (default: user; session with --session)")
-session_option = click.option("--session", "session_id", default=None, help="the session whose rules these are")
+session_option = click.option("--session", "session_id", default=None, callback=_session_id,
+                              help="the session whose rules these are")
 
 
 @main.group()
@@ -48,10 +64,10 @@ def _scope(scope: str | None, session_id: str | None) -> str:
 
 def _checked(rules: tuple[str, ...], scope: str) -> tuple[str, ...]:
     """The rules as given, once the authority's parser has read each (a usage error naming the first it refuses)."""
-    from ..authorities.grants.rules import RuleError, parse_rules
+    from ..authorities.grants.rules import RuleError, new_rules
 
     try:
-        parse_rules(rules, scope)
+        new_rules(rules, scope)
     except RuleError as bad:
         raise click.UsageError(f"{bad} (a rule reads like allow:Bash(pytest *), deny:Write(.env) or "
                                "ask:WebFetch(domain:*.example.com))") from None
@@ -140,7 +156,7 @@ def grants_revoke(data_dir: str, actor_path: str | None, scope: str | None, sess
 @grants.command("posture")
 @data_dir_option
 @path_option
-@click.argument("session_id")
+@click.argument("session_id", callback=_session_id)
 @click.argument("posture", type=click.Choice(POSTURES))
 @reports_errors
 def grants_posture(data_dir: str, actor_path: str | None, session_id: str, posture: str) -> None:

@@ -48,12 +48,14 @@ from .boundary_shapes import (
     DEFAULT_ITEMS,
     DEFAULT_STR_BYTES,
     INT64,
+    SESSION_ID_PATTERN,
     Address,
     Data,
     Name,
     Pattern,
     Range,
     Seconds,
+    SessionId,
     Size,
     Text,
     Version,
@@ -63,8 +65,9 @@ from .boundary_shapes import (
 from .errors import BadRequest
 
 __all__ = [
-    "DEFAULT_BYTES", "DEFAULT_DATA_BYTES", "DEFAULT_ITEMS", "DEFAULT_STR_BYTES", "INT64", "Address", "Data",
-    "Name", "Pattern", "Range", "Seconds", "Size", "Text", "Version", "check_field", "check_message", "prepare",
+    "DEFAULT_BYTES", "DEFAULT_DATA_BYTES", "DEFAULT_ITEMS", "DEFAULT_STR_BYTES", "INT64", "SESSION_ID_PATTERN",
+    "Address", "Data", "Name", "Pattern", "Range", "Seconds", "SessionId", "Size", "Text", "Version", "check_field",
+    "check_message", "prepare",
 ]
 
 

@@ -68,6 +68,12 @@ Name = Annotated[str, Size(1, 200)]  # ids of sessions, effects, approvals, oper
 Text = Annotated[str, Size(0, 512)]  # reasons and other free text that is stored
 Version = Annotated[int, Range(0, 2**63 - 1)]
 Seconds = Annotated[float, Range(0.001, 7 * 24 * 3600.0)]
+# A session id names the session's journal (journal.check_session) and the coordinator's keys of its record
+# (coordinator.record.ID_PATTERN): at every door it must be both, so no session is admitted that cannot be kept, and
+# no authority keeps anything (a rule, a posture) for a session that cannot exist.
+SESSION_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
+SessionId = Annotated[str, Size(1, 128), Pattern(SESSION_ID_PATTERN, "a session id: 1 to 128 of [A-Za-z0-9._:@-], "
+                                                                      "starting with a letter or digit")]
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,14 @@ from ouroactors.authorities.grants.actor import (
 )
 from ouroactors.authorities.grants.approvals import ApprovalRefused
 from ouroactors.authorities.grants.operators import read_credentials
-from ouroactors.authorities.grants.rules import Decision, Effect, Request
+from ouroactors.authorities.grants.rules import Decision, Effect, Request, RuleError
 from ouroactors.authorities.ledger.actor import ListEntries, RecordStarted
 from ouroactors.authorities.ledger.direct import LedgerWriter
 from ouroactors.authorities.ledger.domain import StartRequest, fingerprint
 from ouroactors.authorities.storage.commit import Committed
 from ouroactors.authorities.storage.env import StorageConfig, close_env, db, open_env
 from ouroactors.core.codec import digest_of
-from ouroactors.core.errors import CorruptRecord
+from ouroactors.core.errors import BadRequest, CorruptRecord
 from ouroactors.core.faults import FaultAction, FaultPlan, FaultRule
 from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
 from ouroactors.runtime.coordinator.store import SessionStore
@@ -244,6 +244,24 @@ def test_revoking_rules_changes_generation_and_restarts_consumers(actor_system):
     assert actor_system.child_info("agent/consumer").pid != consumer
     assert actor_system.child_info("agent/grants").generation > old
     assert ask_authority(actor_system, "agent/grants", Decide(bash("git status"))).decision is Decision.ASK  # rule gone
+
+
+def test_rules_and_postures_only_for_a_session_id_and_no_control_characters_at_the_door(actor_system):
+    # a session id no session can have was kept ("session/../x"); a rule with a control character was stored and
+    # listed raw by `ouroactors grants list`: both refused now, nothing stored, and the "rules" read shows the rest
+    actor_system.start_tree(tree())
+    before = actor_system.ask("agent/grants", "rules")
+    for bad in (AddRules("session", ("allow:Bash(make *)",), session_id="../x"),
+                RevokeRules("session", ("allow:Bash(make *)",), session_id=" s1"), SetPosture("s1/..", "plan")):
+        with pytest.raises(BadRequest, match="session_id"):
+            ask_authority(actor_system, "agent/grants", bad)
+    with pytest.raises(RuleError, match="control character"):
+        ask_authority(actor_system, "agent/grants", AddRules("user", ("allow:Bash(make *)", "allow:Bash(ls \x1b[2J)")))
+    assert actor_system.ask("agent/grants", "rules") == before
+    assert ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s1.a"))
+    after = actor_system.ask("agent/grants", "rules")
+    assert after["rules"]["session/s1.a"] == ["allow:Bash(make *)"]
+    assert after["rules"]["node"] == before["rules"]["node"]
 
 
 def test_an_effect_admitted_by_a_revoked_grants_generation_is_refused_by_the_ledger(actor_system):

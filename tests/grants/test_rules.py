@@ -16,6 +16,7 @@ from ouroactors.authorities.grants.rules import (
     Scope,
     Verdict,
     decide,
+    new_rules,
     parse_rule,
     parse_rules,
     safe_decide,
@@ -85,6 +86,21 @@ def test_parse_rule_errors(text: str, problem: str) -> None:
     assert problem in str(info.value)
     assert text[:20] in str(info.value)  # the message names the text
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("text", ["allow:Bash(echo \x01)", "allow:Read(notes\x1b[2J.md)", "deny:Bash(rm\t-rf *)",
+                                  "allow:Bash(ls)\x7f", "allow:Bash(ls\n)"])
+def test_a_rule_with_a_control_character_is_refused_and_named_escaped(text: str) -> None:
+    # it matched no command worth naming, was stored, and reached `ouroactors grants list` on an operator's terminal
+    # as itself (an escape sequence included)
+    with pytest.raises(RuleError, match="holds a control character") as info:
+        new_rules(["allow:Bash(ls)", text], Scope.USER)
+    assert repr(text) in str(info.value) and not any(ord(c) < 32 for c in str(info.value))
+
+
+def test_a_stored_rule_with_a_control_character_is_still_read() -> None:
+    # only new rules are refused: one stored before (through the protocol) still parses, so decisions go on
+    assert str(parse_rule("allow:Bash(echo \x01)", Scope.USER)) == "allow:Bash(echo \x01)"
 
 
 def test_parse_rule_bad_scope() -> None:

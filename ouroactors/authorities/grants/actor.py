@@ -73,7 +73,7 @@ from .operators import CredentialsError, ensure_local_operator
 from .persistence import Persistence
 from .posture import Posture, evaluate
 from .records import unreadable_for
-from .rules import Decision, Request, Rule, RuleError, Scope, Verdict, parse_rules
+from .rules import Decision, Request, Rule, RuleError, Scope, Verdict, new_rules, parse_rules
 
 DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decision is in the ledger, not yet answered")
 log = logging.getLogger("ouroactors.grants")
@@ -212,7 +212,7 @@ class Grants(ApprovalDesk, Persistence, Worker):
         scope = Scope(message.scope)
         if scope is Scope.NODE:
             raise RuleError(", ".join(message.rules), "node rules come from the configuration only")
-        parse_rules(message.rules, scope)  # refuse bad patterns before anything is stored
+        new_rules(message.rules, scope)  # refuse bad patterns before anything is stored
         key = _rules_key(scope, message.session_id)
         self._intact(f"rules/{key}")
         merged = tuple(dict.fromkeys((*self.stored_rules.get(key, ()), *message.rules)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from ...core.boundary import Data, Name, Seconds, Size, Text, Version
+from ...core.boundary import Data, Name, Seconds, SessionId, Size, Text, Version
 from ...core.errors import BadRequest
 from .rules import Request, Verdict
 
@@ -41,7 +41,7 @@ class Decide:
 
 @dataclass(frozen=True)
 class SetPosture:
-    session_id: Name
+    session_id: SessionId
     posture: Annotated[str, Size(1, 32)]
 
 
@@ -51,7 +51,7 @@ class AddRules:
 
     scope: Annotated[str, Size(1, 16)]
     rules: Annotated[tuple[RuleText, ...], Size(0, 64)]
-    session_id: Name | None = None
+    session_id: SessionId | None = None
 
     def check(self) -> None:
         _check_session_scope("AddRules", self.scope, self.session_id)
@@ -61,7 +61,7 @@ class AddRules:
 class RevokeRules:
     scope: Annotated[str, Size(1, 16)]
     rules: Annotated[tuple[RuleText, ...], Size(0, 64)]
-    session_id: Name | None = None
+    session_id: SessionId | None = None
 
     def check(self) -> None:
         _check_session_scope("RevokeRules", self.scope, self.session_id)

@@ -232,6 +232,17 @@ def parse_rules(texts: Iterable[str], scope: Scope | str) -> tuple[Rule, ...]:
     return tuple(parse_rule(t, scope) for t in texts)
 
 
+def new_rules(texts: Iterable[str], scope: Scope | str) -> tuple[Rule, ...]:
+    """:func:`parse_rules` for rules about to be stored (``AddRules``, ``ouroactors grants add``), which must also
+    hold no control character: such a rule matches no command or path worth naming, and ``grants list`` would show
+    it on an operator's terminal as itself (an escape sequence included). Rules stored already are read as before."""
+    texts = tuple(texts)
+    for text in texts:
+        if isinstance(text, str) and any(ord(c) < 32 or ord(c) == 127 for c in text):
+            raise RuleError(text, "holds a control character")
+    return parse_rules(texts, scope)
+
+
 def _check_command(text: str, arg: str) -> str:
     if arg.startswith("command:"):
         raise RuleError(text, "Bash(command:…) is not supported; write Bash(<command>)")

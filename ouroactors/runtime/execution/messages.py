@@ -10,18 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from ...core.boundary import Address, Data, Name, Pattern, Range, Size
+from ...core.boundary import Address, Data, Name, Range, SessionId, Size
 from ...core.errors import BadRequest
 from .output import OutputEvent
 
 Cursor = Annotated[int, Range(0, 2**62)]
 Prompt = Annotated[str, Size(1, 200_000)]
 Version = Annotated[int, Range(0, 2**62)]
-# A session id names the session's journal (journal.check_session) and the coordinator's keys of its record
-# (coordinator.record.ID_PATTERN): at the door it must be both, so no session is admitted that cannot be kept.
-SessionId = Annotated[str, Size(1, 128), Pattern(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}",
-                                                 "a session id: 1 to 128 of [A-Za-z0-9._:@-], starting with a "
-                                                 "letter or digit")]
 
 
 @dataclass(frozen=True)
