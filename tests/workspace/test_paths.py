@@ -187,8 +187,9 @@ def test_bad_allowed_root_is_reported(tree):
 
 
 def test_no_allowed_roots_refuses_everything(tree):
-    with pytest.raises(PathEscapes, match="none configured"):
+    with pytest.raises(PathEscapes, match="none configured") as refused:
         canonicalize(str(tree["allowed"]), allowed_roots=())
+    assert "allowed_roots = [" in str(refused.value)  # says where a user lists them (the default agent.toml has none)
 
 
 @pytest.mark.parametrize("bad", ["", "a\x00b", "x" * 5000])

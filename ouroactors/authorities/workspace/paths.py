@@ -64,7 +64,9 @@ class PathError(OuroactorsError, ValueError):
         self.component = component
         self.allowed_roots = tuple(allowed_roots)
         self.detail = detail
-        roots = ", ".join(repr(r) for r in self.allowed_roots) or "(none configured)"
+        roots = ", ".join(repr(r) for r in self.allowed_roots) or (
+            "(none configured: every lease is refused until the tree file lists roots in the workspace child's "
+            "kwargs, e.g. allowed_roots = [\"/srv/projects\"])")
         where = f" at component {component!r}" if component is not None else ""
         extra = f" ({detail})" if detail else ""
         super().__init__(f"{self.reason}{where}: {path!r}{extra}; allowed roots: {roots}")
