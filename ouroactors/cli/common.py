@@ -96,6 +96,26 @@ data_dir_option = click.option(
 DEFAULT_DATA_DIR = ".ouroactors"
 
 
+class MessageField(click.ParamType):
+    """An argument that becomes ``message.field``: parsed as ``base``, then checked as the door checks that field
+    (:func:`~ouroactors.core.boundary.check_field`), so a bad one is a usage error naming the option before any
+    system is reached."""
+
+    def __init__(self, message: type, field: str, base: click.ParamType = click.STRING) -> None:
+        self.message, self.field, self.base = message, field, base
+        self.name = base.name
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..core.boundary import check_field
+        from ..core.errors import BadRequest
+
+        typed = self.base.convert(value, param, ctx) if isinstance(value, str) else value
+        try:
+            return check_field(self.message, self.field, typed)
+        except BadRequest as bad:
+            self.fail(bad.problem + (f" (got {bad.value})" if bad.value else ""), param, ctx)
+
+
 def not_nan(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """An option's callback: ``value`` unless it is NaN, which click's FloatRange lets through (NaN compares false
     with any bound) and which would then wait forever or not at all."""

@@ -19,31 +19,20 @@ from typing import Any
 import click
 
 from ..authorities.asking import ask_authority
+from ..authorities.grants.messages import SetPosture
 from . import main
-from .common import connect_client, console, data_dir_option, reports_errors
+from .common import MessageField, connect_client, console, data_dir_option, reports_errors
 
 SCOPES = ("user", "workspace", "session")
 POSTURES = ("default", "plan", "read_only")
 
-
-
-def _session_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A session id as sessions are named (the authority's door refuses any other): nothing is kept for a session
-    that cannot exist."""
-    import re
-
-    from ..core.boundary import SESSION_ID_PATTERN
-
-    if value is not None and re.fullmatch(SESSION_ID_PATTERN, value) is None:
-        raise click.BadParameter(f"{value[:80]!r} is not a session id (1 to 128 of A-Z a-z 0-9 . _ : @ -, starting "
-                                 "with a letter or digit)")
-    return value
-
-
 path_option = click.option("--at", "actor_path", default=None, help="tree path of the grants authority")
 scope_option = click.option("--scope", type=click.Choice(SCOPES), default=None,
                             help="where the rules go (default: user; session with --session)")
-session_option = click.option("--session", "session_id", default=None, callback=_session_id,
+# a session id as sessions are named, checked as the authority's door checks it: nothing is kept for a session that
+# cannot exist
+SESSION_ID = MessageField(SetPosture, "session_id")
+session_option = click.option("--session", "session_id", type=SESSION_ID, default=None,
                               help="the session whose rules these are")
 
 
@@ -156,13 +145,11 @@ def grants_revoke(data_dir: str, actor_path: str | None, scope: str | None, sess
 @grants.command("posture")
 @data_dir_option
 @path_option
-@click.argument("session_id", callback=_session_id)
+@click.argument("session_id", type=SESSION_ID)
 @click.argument("posture", type=click.Choice(POSTURES))
 @reports_errors
 def grants_posture(data_dir: str, actor_path: str | None, session_id: str, posture: str) -> None:
     """Set SESSION's posture: plan refuses writes and commands, read_only everything but reads; default leaves
     every request to the rules."""
-    from ..authorities.grants.actor import SetPosture
-
     done = ask_authority(connect_client(data_dir), actor_path or "agent/grants", SetPosture(session_id, posture))
     console.print(f"{session_id}: posture {done}", markup=False, highlight=False)

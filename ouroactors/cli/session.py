@@ -26,23 +26,8 @@ from ..core.errors import BadRequest, OuroactorsError
 from ..runtime.coordinator import messages as m
 from ..runtime.coordinator.workflow import State
 from . import main
-from .common import connect_client, console, data_dir_option, not_nan, reports_errors
+from .common import MessageField, connect_client, console, data_dir_option, not_nan, reports_errors
 from .session_text import EventLines, ended_text
-
-
-class MessageField(click.ParamType):
-    """An argument that becomes ``message.field``: parsed as ``base``, then checked as the door checks that field."""
-
-    def __init__(self, message: type, field: str, base: click.ParamType = click.STRING) -> None:
-        self.message, self.field, self.base = message, field, base
-        self.name = base.name
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        typed = self.base.convert(value, param, ctx) if isinstance(value, str) else value
-        try:
-            return check_field(self.message, self.field, typed)
-        except BadRequest as bad:
-            self.fail(bad.problem + (f" (got {bad.value})" if bad.value else ""), param, ctx)
 
 
 class TextField(MessageField):

@@ -83,8 +83,8 @@ def test_rules_added_and_revoked_from_the_cli_decide_the_next_call(tmp_path: Pat
             (["add", "--scope", "node", "allow:Bash(echo *)"], "node"),
             (["revoke", "allow:Bash(never added)"], "holds no rule"),
             (["posture", "s1", "yolo"], "yolo"),
-            (["add", "--session", "../x", "allow:Bash(echo *)"], "not a session id"),  # was stored as session/../x
-            (["posture", "s" * 300, "plan"], "not a session id"),
+            (["add", "--session", "../x", "allow:Bash(echo *)"], "a session id"),  # was stored as session/../x
+            (["posture", "s" * 300, "plan"], "1 to 128"),
             (["add", "allow:Bash(echo \x1b[2J)"], "control character"),  # was stored, and listed raw
         ]:
             refused = cli("grants", *args, cwd=tmp_path)
