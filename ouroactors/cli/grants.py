@@ -99,39 +99,41 @@ def grants_list(data_dir: str, actor_path: str | None, session_id: str | None, a
     console.print("deny > ask > allow; a request no rule matches is ask", markup=False, highlight=False)
 
 
+def _rule_change(func: Any) -> Any:
+    """The options and argument every rule change takes (``add``, ``revoke``)."""
+    for option in (reports_errors, click.argument("rules", nargs=-1, required=True), session_option, scope_option,
+                   path_option, data_dir_option):
+        func = option(func)
+    return func
+
+
+def _where(scope: str | None, session_id: str | None) -> tuple[str, str]:
+    """The scope a change names (see :func:`_scope`) and where the authority keeps its rules (``session/<id>``)."""
+    chosen = _scope(scope, session_id)
+    return chosen, f"session/{session_id}" if chosen == "session" else chosen
+
+
 @grants.command("add")
-@data_dir_option
-@path_option
-@scope_option
-@session_option
-@click.argument("rules", nargs=-1, required=True)
-@reports_errors
+@_rule_change
 def grants_add(data_dir: str, actor_path: str | None, scope: str | None, session_id: str | None,
                rules: tuple[str, ...]) -> None:
     """Add RULES (e.g. 'allow:Bash(pytest *)') to a scope; they apply to the next decision."""
     from ..authorities.grants.actor import AddRules
 
-    chosen = _scope(scope, session_id)
+    chosen, where = _where(scope, session_id)
     stored = ask_authority(connect_client(data_dir), actor_path or "agent/grants",
                            AddRules(chosen, _checked(rules, chosen), session_id))
-    where = f"session/{session_id}" if chosen == "session" else chosen
     console.print(f"{where}: " + ("; ".join(stored) if stored else "(none)"), markup=False, highlight=False)
 
 
 @grants.command("revoke")
-@data_dir_option
-@path_option
-@scope_option
-@session_option
-@click.argument("rules", nargs=-1, required=True)
-@reports_errors
+@_rule_change
 def grants_revoke(data_dir: str, actor_path: str | None, scope: str | None, session_id: str | None,
                   rules: tuple[str, ...]) -> None:
     """Revoke RULES from a scope: the authority's generation changes, and what runs after it in the tree restarts."""
     from ..authorities.grants.actor import RevokeRules
 
-    chosen = _scope(scope, session_id)
-    where = f"session/{session_id}" if chosen == "session" else chosen
+    chosen, where = _where(scope, session_id)
     client = connect_client(data_dir)
     held = _policy(client, actor_path)["rules"].get(where, [])
     missing = [r for r in rules if r not in held]

@@ -41,7 +41,15 @@ def _read(data_dir: str, actor_path: str | None, what: str) -> list[Any]:
     return found
 
 
-def _table(rows: list[dict[str, Any]], columns: tuple[str, ...], times: str) -> None:
+def _listing(rows: list[dict[str, Any]], as_json: bool, none: str, columns: tuple[str, ...], times: str) -> None:
+    """Rows as JSON lines, or a table of ``columns`` (``times``: the one shown as a date), or ``none``."""
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, default=str))
+        return
+    if not rows:
+        console.print(none, markup=False)
+        return
     from rich.markup import escape
     from rich.table import Table
 
@@ -62,13 +70,7 @@ def workspace_leases(data_dir: str, actor_path: str | None, as_json: bool) -> No
     """Live leases: active, or reserved for the recovery of an owner that stopped answering."""
     rows = [{f: getattr(lease, f) for f in LEASE_FIELDS} for lease in _read(data_dir, actor_path, "leases")]
     rows.sort(key=lambda r: (r["root"], r["fencing_token"]))
-    if as_json:
-        for row in rows:
-            click.echo(json.dumps(row, default=str))
-    elif not rows:
-        console.print("no live leases", markup=False)
-    else:
-        _table(rows, LEASE_FIELDS[:-1], "acquired_ns")
+    _listing(rows, as_json, "no live leases", LEASE_FIELDS[:-1], "acquired_ns")
 
 
 @workspace.command("worktrees")
@@ -79,13 +81,7 @@ def workspace_leases(data_dir: str, actor_path: str | None, as_json: bool) -> No
 def workspace_worktrees(data_dir: str, actor_path: str | None, as_json: bool) -> None:
     """Worktrees the authority made, and the session that owns each."""
     rows = [{f: getattr(tree, f) for f in WORKTREE_FIELDS} for tree in _read(data_dir, actor_path, "worktrees")]
-    if as_json:
-        for row in rows:
-            click.echo(json.dumps(row, default=str))
-    elif not rows:
-        console.print("no worktrees", markup=False)
-    else:
-        _table(rows, WORKTREE_FIELDS, "created_ns")
+    _listing(rows, as_json, "no worktrees", WORKTREE_FIELDS, "created_ns")
 
 
 @workspace.command("cleanup")

@@ -22,6 +22,16 @@ def cli(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None =
                           env={**ENV, **(env or {})}, input=input)
 
 
+def agent_tree(directory: Path, allowed_root: Path) -> str:
+    """The repository's agent tree, written to ``directory/agent.toml`` with ``allowed_root`` as the one root the
+    workspace may lease (the file's own list is empty: every lease refused); its name, for ``Served``."""
+    tree = (Path(__file__).resolve().parents[2] / "supervision_trees" / "agent.toml").read_text()
+    made = tree.replace("allowed_roots = []", f"allowed_roots = [{json.dumps(str(allowed_root))}]")
+    assert made != tree, "the agent tree's allowed_roots line changed: update this helper"
+    (directory / "agent.toml").write_text(made)
+    return "agent.toml"
+
+
 class Served:
     """``ouroactors run`` in the background, like a first terminal."""
 

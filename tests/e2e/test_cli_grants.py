@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from ..actor.helpers import wait_until
-from .cli_helpers import Served, cli
+from .cli_helpers import Served, agent_tree, cli
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 SCRIPT = """
@@ -61,12 +60,8 @@ def _events(cwd: Path, session: str) -> list[dict]:
 def test_rules_added_and_revoked_from_the_cli_decide_the_next_call(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    tree = (REPO / "supervision_trees" / "agent.toml").read_text()
-    tree = tree.replace("allowed_roots = []", f"allowed_roots = [{json.dumps(str(workspace))}]")
-    assert str(workspace) in tree
-    (tmp_path / "agent.toml").write_text(tree)
     (tmp_path / "script.toml").write_text(SCRIPT)
-    served = Served(tmp_path, "agent.toml")
+    served = Served(tmp_path, agent_tree(tmp_path, workspace))
     try:
         policy = _policy(tmp_path)
         assert policy["rules"]["node"] == ["deny:Bash(rm -rf *)", "deny:Bash(sudo *)"]  # the tree file's

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from ..actor.helpers import wait_until
-from .cli_helpers import Served, cli
+from .cli_helpers import Served, agent_tree, cli
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 SCRIPT = """
@@ -50,11 +49,8 @@ def test_leases_worktrees_and_an_operators_cleanup_from_the_cli(tmp_path: Path) 
     workspace = root / "ws"
     workspace.mkdir()
     repo = _repo(root / "repo")
-    tree = (REPO / "supervision_trees" / "agent.toml").read_text()
-    (tmp_path / "agent.toml").write_text(tree.replace("allowed_roots = []",
-                                                      f"allowed_roots = [{json.dumps(str(root))}]"))
     (tmp_path / "script.toml").write_text(SCRIPT)
-    served = Served(tmp_path, "agent.toml")
+    served = Served(tmp_path, agent_tree(tmp_path, root))
     try:
         assert cli("workspace", "leases", cwd=tmp_path).stdout.strip() == "no live leases"
         assert cli("grants", "add", "allow:Bash(sleep *)", cwd=tmp_path).returncode == 0
