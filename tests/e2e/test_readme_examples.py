@@ -70,3 +70,21 @@ def test_the_readme_plugin_example_passes_under_plain_pytest(project: Path) -> N
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "4 passed" in result.stdout, result.stdout[-2000:]
+
+
+def test_the_readme_session_config_and_script_are_what_the_runtime_takes(tmp_path: Path) -> None:
+    # the README showed no session configuration at all: `--config FILE` was in `--help` only, its format in a
+    # module docstring; these are taken from the README and validated as `session new` and the provider do
+    from ouroactors.runtime.execution.config import parse_session_config
+    from ouroactors.runtime.execution.providers.config import OpenAIConfig
+    from ouroactors.runtime.execution.providers.scripted import load_script
+
+    config = parse_session_config(_block("toml", 'kind = "openai"'), "README")
+    assert isinstance(config.model, OpenAIConfig) and config.model.api_key_env == "OPENAI_API_KEY"
+    assert config.sandbox.mode == "bwrap" and config.limits.max_model_calls == 25
+    script = tmp_path / "turns.toml"
+    script.write_text(_block("toml", "[[turns]]"))
+    turns = load_script(script).turns
+    assert len(turns) == 2 and turns[0].events[1].kind == "tool_call"
+    scripted = parse_session_config(f'[model]\nkind = "scripted"\nscript = "{script}"\n', "README")
+    assert scripted.model.kind == "scripted"
