@@ -94,6 +94,15 @@ _PRELOAD = "ouroactors:preload"  # a wakeup's payload: only this actor can send 
 _REPORTS_KEPT = 4096  # exit reports remembered for their end's event at most (see Supervisor._note_report)
 
 
+def stopped_serving(stamped: int | None, node: str, here: str, arrived: int) -> int:
+    """When a child stopped handling messages, on this host's monotonic clock, from its exit report: the instant it
+    stamped (``stamped``), never later than the report's ``arrived``; the arrival itself when it stamped nothing, or
+    is on another node (a stamp of another host's clock compares with nothing here)."""
+    if stamped is None or node != here:
+        return arrived
+    return max(0, min(stamped, arrived))
+
+
 def thespian_class_path(actor_path: str) -> str:
     module, sep, attr = actor_path.partition(":")
     return f"{module}.{attr}" if sep else actor_path
@@ -162,7 +171,7 @@ class Supervisor(ChildProcesses, Actor):
             slot = self._slots.get((message.key, message.incarnation))
             if slot is not None and slot.reported is None:
                 slot.reported = message.reason
-                self._note_report(message.key, message.incarnation, message.stopped_ns)
+                self._note_report(message.key, message.incarnation, message.stopped_ns, slot.node)
                 self.send(slot.address, ActorExitRequest())
         elif isinstance(message, ChildActorExited):
             self._child_gone(message.childAddress)
@@ -259,17 +268,16 @@ class Supervisor(ChildProcesses, Actor):
 
     # -- when a child stopped serving --------------------------------------------------------------
 
-    def _note_report(self, key: str, incarnation: int, stopped_ns: int | None) -> None:
+    def _note_report(self, key: str, incarnation: int, stopped_ns: int | None, node: str) -> None:
         """Remember when a child stopped handling messages, for its ``exited``/``terminated`` event: the instant its
         exit report says (``time.monotonic_ns``, one clock for every process of the host), never later than the
-        report's arrival (the arrival itself when it says none). An ask sent after that instant was never handled by
-        that child, however late its process ends: a handle asks the next incarnation instead (:meth:`~ouroactors.
-        system._stopped.Watch.ended_before`). Only where handles watch the log (the process bases); a simulation's
-        log stays the same from run to run."""
+        report's arrival — the arrival itself when it says none, or is on another node. An ask sent after that
+        instant was never handled by that child, however late its process ends: a handle asks the next incarnation
+        instead (:meth:`~ouroactors.system._stopped.Watch.ended_before`). Only where handles watch the log (the
+        process bases); a simulation's log stays the same from run to run."""
         if self._context is None or self._context.base == "simple":
             return
-        now = time.monotonic_ns()
-        self._reports[(key, incarnation)] = now if stopped_ns is None else max(0, min(stopped_ns, now))
+        self._reports[(key, incarnation)] = stopped_serving(stopped_ns, node, this_node(), time.monotonic_ns())
         while len(self._reports) > _REPORTS_KEPT:  # an end never logged (this supervisor stopping first)
             del self._reports[next(iter(self._reports))]
 

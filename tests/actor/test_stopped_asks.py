@@ -174,6 +174,18 @@ def test_a_watch_knows_when_the_worker_stopped_handling_messages(tmp_path: Path)
     assert not watch.ended_before(0) and not watch.ended_before(None, None)  # nothing to compare with
 
 
+def test_the_stamp_a_supervisor_keeps_is_its_own_hosts_clock() -> None:
+    from ouroactors.supervision.supervisor import stopped_serving
+
+    assert stopped_serving(900, "local", "local", 1000) == 900  # the child's instant
+    assert stopped_serving(1200, "local", "local", 1000) == 1000  # never later than the report's arrival
+    assert stopped_serving(-5, "local", "local", 1000) == 0  # (0: proves nothing to a handle)
+    assert stopped_serving(None, "local", "local", 1000) == 1000  # a child that stamps nothing: its arrival
+    # a child on another node stamped its own host's clock, which could be far behind this one's: an ask sent here
+    # after that number proves nothing, so only the arrival counts
+    assert stopped_serving(5, "gpu-node", "local", 1000) == 1000
+
+
 def test_a_workers_end_says_when_it_stopped_handling_messages(actor_system: Any) -> None:
     # the worker stamps the instant it stops serving (a crash, a stop) in its exit report; its supervisor puts it on
     # the end's line, never later than the report's arrival — and after the crash's answer was sent
