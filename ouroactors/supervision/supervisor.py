@@ -23,6 +23,7 @@ from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMes
 
 from ..core import boundary, clock
 from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
+from ..core.procs import boot_id
 from . import reasons
 from .calls import admin_call_problem
 from .events import EventWriter
@@ -287,7 +288,8 @@ class Supervisor(ChildProcesses, Actor):
         if cmd.kind not in ("exited", "terminated") or cmd.child is None or not self._reports:
             return cmd.fields
         stopped = self._reports.pop((cmd.child, cmd.fields.get("incarnation", -1)), None)
-        return cmd.fields if stopped is None else {**cmd.fields, "stopped_ns": stopped}
+        boot = boot_id()  # the clock it is on: a reader on another host (or boot) leaves the stamp alone
+        return cmd.fields if stopped is None or boot is None else {**cmd.fields, "stopped_ns": stopped, "boot": boot}
 
     # -- carrying out commands --------------------------------------------------------------------
 

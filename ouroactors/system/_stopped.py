@@ -26,6 +26,7 @@ import json
 import os
 from pathlib import Path
 
+from ..core.procs import boot_id
 from .marker import EVENTS
 
 SLICE_S = 0.5  # an unanswered ask looks whether its worker stopped this often
@@ -45,7 +46,8 @@ def log_end(data_dir: str | os.PathLike[str]) -> int:
 def _ends(chunk: bytes, path: str, generation: int) -> tuple[int, int | None] | None:
     """Where in ``chunk`` (whole lines of the log) the line begins that says the worker at ``path`` of
     ``generation`` is down, and when that worker stopped handling messages (``stopped_ns``; None if the line does
-    not say, or says it as anything but a positive integer); None if no line does."""
+    not say, says it as anything but a positive integer, or on another host's clock: its ``boot`` is not this
+    kernel's boot id); None if no line does."""
     needle = path.encode()
     begins = 0
     for line in chunk.split(b"\n"):
@@ -60,7 +62,9 @@ def _ends(chunk: bytes, path: str, generation: int) -> tuple[int, int | None] | 
             continue
         if event.get("generation") == generation:  # (an event's fields sit beside its base keys)
             stopped = event.get("stopped_ns")
-            return at, stopped if type(stopped) is int and stopped > 0 else None
+            if type(stopped) is not int or stopped <= 0 or event.get("boot") != boot_id() or boot_id() is None:
+                stopped = None  # not a stamp, or one of another host's (or boot's) monotonic clock
+            return at, stopped
     return None
 
 

@@ -9,6 +9,7 @@ asked (:mod:`ouroactors.system._stopped`).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from ouroactors import ActorCrashed, ActorStopped, NoSuchActor, supervisor, worker
+from ouroactors.core.procs import boot_id
 from ouroactors.system import _stopped
 
 from .helpers import ECHO, wait_until
@@ -161,12 +163,17 @@ def test_a_watch_knows_when_the_worker_stopped_handling_messages(tmp_path: Path)
     line says the worker had stopped handling messages (``stopped_ns``) before the ask was sent; a stamp that is not
     a positive integer proves nothing (a forged or damaged line ends an ask no earlier than its place in the log)."""
     log = tmp_path / "events.jsonl"
-    for stamp in ('"1000"', "1000.0", "true", "-5", "0", "null", '{"ns": 1000}'):
-        log.write_text(f'{{"kind": "exited", "path": "app/w", "generation": 8, "stopped_ns": {stamp}}}\n')
+    here = json.dumps(boot_id())
+    for stamp, boot in [('"1000"', here), ("1000.0", here), ("true", here), ("-5", here), ("0", here),
+                        ("null", here), ('{"ns": 1000}', here),
+                        ("1000", '"another-host-or-boot"'), ("1000", "null"), ("1000", "7")]:
+        # (a stamp of another kernel's monotonic clock, or of none named, compares with nothing here)
+        log.write_text(f'{{"kind": "exited", "path": "app/w", "generation": 8, "stopped_ns": {stamp}, '
+                       f'"boot": {boot}}}\n')
         watch = _stopped.Watch(log, 0, "app/w", 8)
-        assert watch() and watch.stopped_ns is None, stamp
+        assert watch() and watch.stopped_ns is None, (stamp, boot)
         assert not watch.ended_before(0, 10**18), stamp  # the line began after the send: only a stamp could tell
-    log.write_text('{"kind": "terminated", "path": "app/w", "generation": 8, "stopped_ns": 1000}\n')
+    log.write_text(f'{{"kind": "terminated", "path": "app/w", "generation": 8, "stopped_ns": 1000, "boot": {here}}}\n')
     watch = _stopped.Watch(log, 0, "app/w", 8)
     assert watch() and watch.stopped_ns == 1000
     assert watch.ended_before(0, 1001)  # sent after it stopped handling messages
@@ -196,6 +203,7 @@ def test_a_workers_end_says_when_it_stopped_handling_messages(actor_system: Any)
     answered = time.monotonic_ns()
     exited = actor_system.wait_for("exited", "app/w", after=mark)
     assert type(exited.fields.get("stopped_ns")) is int and 0 < exited.fields["stopped_ns"] < answered
+    assert exited.fields["boot"] == boot_id()  # the clock it is on
     actor_system.wait_for("started", "app/w", after=mark)
     mark = actor_system.mark()
     before = time.monotonic_ns()
