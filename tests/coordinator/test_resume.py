@@ -102,6 +102,25 @@ def test_state_checks() -> None:
     assert refused(check(timer, approval(), BOB, seen=False, now_ns=0)) is Code.STATE
 
 
+@pytest.mark.parametrize(("state", "instead"), [
+    (State.RUNNING, "a steer adds to the running turn"),
+    (State.WAITING_APPROVAL, "answer its approval first"),
+    (State.WAITING_TIMER, "when its timer fires"),
+    (State.WAITING_JOB, "when its job completes"),
+    (State.RECOVERING, "once the recovery has suspended"),
+    (State.PARKED, "then session resume"),
+])
+def test_a_message_refused_for_the_state_says_what_to_do_instead(state: State, instead: str) -> None:
+    # a second `session send` while the first turn ran was told only "this one is running"
+    record = new_record(state=state, state_version=2)
+    message = ResumeEvent(event_id="m1", kind=Kind.MESSAGE, session_id="s1", channel="cli", tenant="t",
+                          actor="alice", expected_version=2, payload={"text": "go on"})
+    refusal = check(record, message, verified_principal("alice"), seen=False, now_ns=0)
+    assert refused(refusal) is Code.STATE
+    assert isinstance(refusal, Refuse) and f"this one is {state.value} (" in refusal.detail
+    assert instead in refusal.detail
+
+
 def test_messages_resume_a_suspended_session_from_its_principal_only() -> None:
     record = new_record(state=State.SUSPENDED, state_version=2)
     message = ResumeEvent(event_id="m1", kind=Kind.MESSAGE, session_id="s1", channel="cli", tenant="t",

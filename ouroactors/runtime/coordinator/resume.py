@@ -82,6 +82,17 @@ class Code(str, Enum):
     EXPIRED = "expired"
 
 
+# What a message refused for the session's state may do instead (the refusal is recorded, and its text is what the
+# sender reads): one clause per state a message cannot resume.
+_INSTEAD: dict[State, str] = {
+    State.RUNNING: "a steer adds to the running turn; a message is sent once the turn settles",
+    State.WAITING_APPROVAL: "answer its approval first (session show names it)",
+    State.WAITING_TIMER: "it resumes when its timer fires, or cancel it",
+    State.WAITING_JOB: "it resumes when its job completes or expires, or cancel it",
+    State.RECOVERING: "send it again once the recovery has suspended the session",
+    State.PARKED: "settle what parked it (session show names it), then session resume",
+}
+
 _WAITS: dict[Kind, tuple[State, str, Event]] = {
     Kind.APPROVAL: (State.WAITING_APPROVAL, "approval", Event.APPROVAL_ANSWERED),
     Kind.TIMER: (State.WAITING_TIMER, "timer", Event.TIMER_FIRED),
@@ -182,7 +193,9 @@ def check(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor | None
         return Refuse(Code.STATE, f"session is {record.state.value}: it takes no resume event")
     if event.kind is Kind.MESSAGE:
         if record.state is not State.SUSPENDED:
-            return Refuse(Code.STATE, f"a message resumes a suspended session; this one is {record.state.value}")
+            instead = _INSTEAD.get(record.state)
+            return Refuse(Code.STATE, f"a message resumes a suspended session; this one is {record.state.value}"
+                                      + (f" ({instead})" if instead else ""))
     elif record.state is not _WAITS[event.kind][0]:
         expired = f"external job {event.wait_id!r} expired"
         if event.kind is Kind.JOB and record.reason is not None and record.reason.startswith(expired):
