@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import OuroactorsError
+from ...core.serving import QuietDisconnects
 from . import direct_follow
 from .sse import KEEPALIVE, Refusal, StreamRequest, end_frame, event_frame, parse
 from .workflow import TERMINAL
@@ -144,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.info("%s %s", self.address_string(), redacted(format % args))
 
 
-class SessionEventServer(ThreadingHTTPServer):
+class SessionEventServer(QuietDisconnects, ThreadingHTTPServer):
     """The server of ``data_dir``'s sessions on ``(host, port)`` (port 0: any free one; see :attr:`server_port`)."""
 
     daemon_threads = True
