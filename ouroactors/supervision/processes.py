@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 from thespian.actors import ActorExitRequest, ChildActorExited
 
 from ..core import clock
+from ..core.procs import boot_id
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
 from .protocol import Ping, SystemContext, this_node
 from .reasons import ExitReason
-from .signals import ChildDown, ChildStartFailed, Input
+from .signals import ChildDown, ChildStartFailed, Emit, Input
 
 if TYPE_CHECKING:
     from .events import EventWriter
@@ -67,6 +69,18 @@ class _Slot:
     reported: ExitReason | None = None
 
 
+_REPORTS_KEPT = 4096  # exit reports remembered for their end's event at most (see ChildProcesses._note_report)
+
+
+def stopped_serving(stamped: int | None, node: str, here: str, arrived: int) -> int:
+    """When a child stopped handling messages, on this host's monotonic clock, from its exit report: the instant it
+    stamped (``stamped``), never later than the report's ``arrived``; the arrival itself when it stamped nothing, or
+    is on another node (a stamp of another host's clock compares with nothing here)."""
+    if stamped is None or node != here:
+        return arrived
+    return max(0, min(stamped, arrived))
+
+
 class ChildProcesses:
     """Slot bookkeeping and liveness checks; the state they touch belongs to :class:`~.supervisor.Supervisor`."""
 
@@ -77,6 +91,7 @@ class ChildProcesses:
     _unnoticed: list[_Slot]  # children thespian still lists: no ChildActorExited yet
     _heartbeat_running: bool
     _events: EventWriter
+    _reports: dict[tuple[str, int], int]  # (key, incarnation) -> when it stopped serving (see _note_report)
 
     if TYPE_CHECKING:  # what the actor provides
         myAddress: Any
@@ -176,3 +191,27 @@ class ChildProcesses:
             except ProcessLookupError:
                 return  # already gone; its ChildActorExited is on the way
         self.send(slot.address, ActorExitRequest())
+
+    # -- when a child stopped serving --------------------------------------------------------------
+
+    def _note_report(self, key: str, incarnation: int, stopped_ns: int | None, node: str) -> None:
+        """Remember when a child stopped handling messages, for its ``exited``/``terminated`` event: the instant its
+        exit report says (``time.monotonic_ns``, one clock for every process of the host), never later than the
+        report's arrival — the arrival itself when it says none, or is on another node. An ask sent after that
+        instant was never handled by that child, however late its process ends: a handle asks the next incarnation
+        instead (:meth:`~ouroactors.system._stopped.Watch.ended_before`). Only where handles watch the log (the
+        process bases); a simulation's log stays the same from run to run."""
+        if self._context is None or self._context.base == "simple":
+            return
+        self._reports[(key, incarnation)] = stopped_serving(stopped_ns, node, this_node(), time.monotonic_ns())
+        while len(self._reports) > _REPORTS_KEPT:  # an end never logged (this supervisor stopping first)
+            del self._reports[next(iter(self._reports))]
+
+    def _with_report(self, cmd: Emit) -> dict[str, Any]:
+        """``cmd``'s fields, with ``stopped_ns`` on a child's end: when it stopped handling messages (see
+        :meth:`_note_report`)."""
+        if cmd.kind not in ("exited", "terminated") or cmd.child is None or not self._reports:
+            return cmd.fields
+        stopped = self._reports.pop((cmd.child, cmd.fields.get("incarnation", -1)), None)
+        boot = boot_id()  # the clock it is on: a reader on another host (or boot) leaves the stamp alone
+        return cmd.fields if stopped is None or boot is None else {**cmd.fields, "stopped_ns": stopped, "boot": boot}

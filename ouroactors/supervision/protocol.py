@@ -131,7 +131,7 @@ class StopRequest:
 class ChildExiting:
     """Child → supervisor: I am done, for this reason; end my process. ``stopped_ns``: when the child stopped handling
     messages (``time.monotonic_ns()``), which its end's event carries for the handles (see
-    :meth:`~.supervisor.Supervisor._note_report`); None from a child that does not say."""
+    :meth:`~.processes.ChildProcesses._note_report`); None from a child that does not say."""
 
     NEVER_AN_ANSWER: ClassVar[bool] = True  # child → supervisor, never an answer (see system._answers.tagged_for)
 

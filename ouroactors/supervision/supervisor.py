@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +22,6 @@ from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMes
 
 from ..core import boundary, clock
 from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
-from ..core.procs import boot_id
 from . import reasons
 from .calls import admin_call_problem
 from .events import EventWriter
@@ -92,16 +90,6 @@ from .specs import ChildSpec, ChildType, Strategy, resolve_actor
 log = logging.getLogger("ouroactors.supervisor")
 
 _PRELOAD = "ouroactors:preload"  # a wakeup's payload: only this actor can send it
-_REPORTS_KEPT = 4096  # exit reports remembered for their end's event at most (see Supervisor._note_report)
-
-
-def stopped_serving(stamped: int | None, node: str, here: str, arrived: int) -> int:
-    """When a child stopped handling messages, on this host's monotonic clock, from its exit report: the instant it
-    stamped (``stamped``), never later than the report's ``arrived``; the arrival itself when it stamped nothing, or
-    is on another node (a stamp of another host's clock compares with nothing here)."""
-    if stamped is None or node != here:
-        return arrived
-    return max(0, min(stamped, arrived))
 
 
 def thespian_class_path(actor_path: str) -> str:
@@ -266,30 +254,6 @@ class Supervisor(ChildProcesses, Actor):
             next_generation=generation_source(start.context.node_epoch, start.context.origin_ns),
         )
         self._feed(Boot())
-
-    # -- when a child stopped serving --------------------------------------------------------------
-
-    def _note_report(self, key: str, incarnation: int, stopped_ns: int | None, node: str) -> None:
-        """Remember when a child stopped handling messages, for its ``exited``/``terminated`` event: the instant its
-        exit report says (``time.monotonic_ns``, one clock for every process of the host), never later than the
-        report's arrival — the arrival itself when it says none, or is on another node. An ask sent after that
-        instant was never handled by that child, however late its process ends: a handle asks the next incarnation
-        instead (:meth:`~ouroactors.system._stopped.Watch.ended_before`). Only where handles watch the log (the
-        process bases); a simulation's log stays the same from run to run."""
-        if self._context is None or self._context.base == "simple":
-            return
-        self._reports[(key, incarnation)] = stopped_serving(stopped_ns, node, this_node(), time.monotonic_ns())
-        while len(self._reports) > _REPORTS_KEPT:  # an end never logged (this supervisor stopping first)
-            del self._reports[next(iter(self._reports))]
-
-    def _with_report(self, cmd: Emit) -> dict[str, Any]:
-        """``cmd``'s fields, with ``stopped_ns`` on a child's end: when it stopped handling messages (see
-        :meth:`_note_report`)."""
-        if cmd.kind not in ("exited", "terminated") or cmd.child is None or not self._reports:
-            return cmd.fields
-        stopped = self._reports.pop((cmd.child, cmd.fields.get("incarnation", -1)), None)
-        boot = boot_id()  # the clock it is on: a reader on another host (or boot) leaves the stamp alone
-        return cmd.fields if stopped is None or boot is None else {**cmd.fields, "stopped_ns": stopped, "boot": boot}
 
     # -- carrying out commands --------------------------------------------------------------------
 

@@ -182,7 +182,7 @@ def test_a_watch_knows_when_the_worker_stopped_handling_messages(tmp_path: Path)
 
 
 def test_the_stamp_a_supervisor_keeps_is_its_own_hosts_clock() -> None:
-    from ouroactors.supervision.supervisor import stopped_serving
+    from ouroactors.supervision.processes import stopped_serving
 
     assert stopped_serving(900, "local", "local", 1000) == 900  # the child's instant
     assert stopped_serving(1200, "local", "local", 1000) == 1000  # never later than the report's arrival
