@@ -34,11 +34,16 @@ def _when(ns: Any) -> str:
     return datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S") if isinstance(ns, int) else "-"
 
 
-def _read(data_dir: str, actor_path: str | None, what: str) -> list[Any]:
-    found = connect_client(data_dir).ask(actor_path or "agent/workspace", what)  # a read: no stamp needed
+def _read(client: Any, actor_path: str | None, what: str) -> list[Any]:
+    found = client.ask(actor_path or "agent/workspace", what)  # a read: no stamp needed
     if not isinstance(found, list):
         raise click.ClickException(f"the workspace authority answered {found!r} to a {what} read")
     return found
+
+
+def _rows(records: list[Any], fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The shown fields of each record (and only those: a lease's capability is never among them)."""
+    return [{f: getattr(record, f) for f in fields} for record in records]
 
 
 def _listing(rows: list[dict[str, Any]], as_json: bool, none: str, columns: tuple[str, ...], times: str) -> None:
@@ -68,7 +73,7 @@ def _listing(rows: list[dict[str, Any]], as_json: bool, none: str, columns: tupl
 @reports_errors
 def workspace_leases(data_dir: str, actor_path: str | None, as_json: bool) -> None:
     """Live leases: active, or reserved for the recovery of an owner that stopped answering."""
-    rows = [{f: getattr(lease, f) for f in LEASE_FIELDS} for lease in _read(data_dir, actor_path, "leases")]
+    rows = _rows(_read(connect_client(data_dir), actor_path, "leases"), LEASE_FIELDS)
     rows.sort(key=lambda r: (r["root"], r["fencing_token"]))
     _listing(rows, as_json, "no live leases", LEASE_FIELDS[:-1], "acquired_ns")
 
@@ -80,7 +85,7 @@ def workspace_leases(data_dir: str, actor_path: str | None, as_json: bool) -> No
 @reports_errors
 def workspace_worktrees(data_dir: str, actor_path: str | None, as_json: bool) -> None:
     """Worktrees the authority made, and the session that owns each."""
-    rows = [{f: getattr(tree, f) for f in WORKTREE_FIELDS} for tree in _read(data_dir, actor_path, "worktrees")]
+    rows = _rows(_read(connect_client(data_dir), actor_path, "worktrees"), WORKTREE_FIELDS)
     _listing(rows, as_json, "no worktrees", WORKTREE_FIELDS, "created_ns")
 
 
@@ -96,12 +101,13 @@ def workspace_cleanup(data_dir: str, actor_path: str | None, worktree: str) -> N
     from ..authorities.workspace.messages import CleanupWorktree
 
     path = os.path.realpath(worktree)
-    known = [t for t in _read(data_dir, actor_path, "worktrees") if t.path == path]
+    client = connect_client(data_dir)
+    known = [t for t in _read(client, actor_path, "worktrees") if t.path == path]
     if not known:
         raise click.UsageError(f"the workspace authority made no worktree at {path} (see `ouroactors workspace "
                                "worktrees`)")
     name, token = read_credentials(data_dir)  # the operator's verified identity, never a claimed name
-    result = ask_authority(connect_client(data_dir), actor_path or "agent/workspace",
+    result = ask_authority(client, actor_path or "agent/workspace",
                            CleanupWorktree(known[0].repo, path, operator=name, token=token))
     removed = getattr(result, "removed", False)
     console.print(f"{path}: " + ("removed" if removed else "kept: it has changes nobody committed"), markup=False)

@@ -258,6 +258,21 @@ def test_rules_and_postures_only_for_a_session_id_and_no_control_characters_at_t
     with pytest.raises(RuleError, match="control character"):
         ask_authority(actor_system, "agent/grants", AddRules("user", ("allow:Bash(make *)", "allow:Bash(ls \x1b[2J)")))
     assert actor_system.ask("agent/grants", "rules") == before
+    # wrong types, None, over-long and too many: a typed refusal at the door, nothing stored, nothing restarted
+    generation = actor_system.child_info("agent/grants").generation
+    for bad in (AddRules(None, ("allow:Bash(make *)",)), AddRules("user", "allow:Bash(make *)"),  # type: ignore[arg-type]
+                AddRules("user", ("allow:Bash(" + "m" * 2000 + ")",)),
+                AddRules("user", tuple(f"allow:Bash(m{i} *)" for i in range(65))),
+                AddRules("session", ("allow:Bash(make *)",), session_id=123),  # type: ignore[arg-type]
+                AddRules("x" * 10_000, ("allow:Bash(make *)",)), SetPosture("s1", "x" * 100),
+                SetPosture(None, "plan"), RevokeRules("user", (None,))):  # type: ignore[arg-type]
+        with pytest.raises((BadRequest, RuleError, ValueError)):
+            ask_authority(actor_system, "agent/grants", bad)
+    for bad_scope in (AddRules("global", ("allow:Bash(make *)",)), SetPosture("s1", "yolo")):
+        with pytest.raises(ValueError):  # not a scope, not a posture: named by the authority's enums
+            ask_authority(actor_system, "agent/grants", bad_scope)
+    assert actor_system.ask("agent/grants", "rules") == before
+    assert actor_system.child_info("agent/grants").generation == generation
     assert ask_authority(actor_system, "agent/grants", AddRules("session", ("allow:Bash(make *)",), session_id="s1.a"))
     after = actor_system.ask("agent/grants", "rules")
     assert after["rules"]["session/s1.a"] == ["allow:Bash(make *)"]

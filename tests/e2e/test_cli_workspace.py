@@ -83,12 +83,19 @@ def test_leases_worktrees_and_an_operators_cleanup_from_the_cli(tmp_path: Path) 
         assert (listed["path"], listed["repo"], listed["session_id"]) == (made.path, repo, "s2")
         nowhere = cli("workspace", "cleanup", str(root), cwd=tmp_path)
         assert nowhere.returncode == 2 and "no worktree" in nowhere.stderr, nowhere.stderr
+        # judged where a path lands: `..` after a symlink into the worktree is its parent (no worktree), and
+        # /proc/self/cwd is the command's own directory — neither names the worktree, nothing is removed
+        Path(tmp_path, "into").symlink_to(made.path)
+        for odd in (str(tmp_path / "into" / ".."), "/proc/self/cwd"):
+            refused = cli("workspace", "cleanup", odd, cwd=tmp_path)
+            assert refused.returncode == 2 and "no worktree" in refused.stderr, (odd, refused.stderr)
+        assert os.path.isdir(made.path)
         Path(made.path, "notes.txt").write_text("not committed\n")
         kept = cli("workspace", "cleanup", made.path, cwd=tmp_path)
         assert kept.returncode == 0 and "kept" in kept.stdout, (kept.stdout, kept.stderr)  # a dirty one stays
         assert os.path.isdir(made.path)
         Path(made.path, "notes.txt").unlink()
-        removed = cli("workspace", "cleanup", made.path, cwd=tmp_path)
+        removed = cli("workspace", "cleanup", str(tmp_path / "into"), cwd=tmp_path)  # a symlink: its worktree
         assert removed.returncode == 0 and "removed" in removed.stdout, (removed.stdout, removed.stderr)
         assert not os.path.exists(made.path)
         assert cli("workspace", "worktrees", cwd=tmp_path).stdout.strip() == "no worktrees"
