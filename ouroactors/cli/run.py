@@ -8,7 +8,7 @@ import select
 import signal
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import click
@@ -17,6 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from ..core.errors import ActorSystemError, OuroactorsError, SpecError
+from ..core.serving import QuietHTTPServer
 from ..runtime.execution.metrics import render as runtime_metrics
 from ..system.config import load_tree
 from ..system.handle import ActorSystem
@@ -211,7 +212,7 @@ def _serve(system: ActorSystem, root: str, stop: StopRequest, watch: AdminWatch)
     return EXIT_CLEAN
 
 
-class _MetricsServer(ThreadingHTTPServer):
+class _MetricsServer(QuietHTTPServer):
     system: ActorSystem  # set once the tree runs, before the server serves
 
 

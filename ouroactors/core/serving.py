@@ -1,4 +1,4 @@
-"""What an HTTP server of this project (``session serve``, the chaos world service) does with a client that goes.
+"""What an HTTP server of this project (``session serve``, ``run --metrics-port``) does with a client that goes.
 
 socketserver's default ``handle_error`` prints the whole traceback to stderr, also for a client that merely went
 away mid-request — a closed browser tab, a killed ``curl``, a port scan resetting its connection. That is no error of
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 log = logging.getLogger("ouroactors.serving")
@@ -26,4 +27,11 @@ class QuietDisconnects:
         log.error("serving %s failed", client_address, exc_info=True)
 
 
-__all__ = ["QuietDisconnects"]
+class QuietHTTPServer(QuietDisconnects, ThreadingHTTPServer):
+    """A threading HTTP server with :class:`QuietDisconnects`, its handler threads daemons (a client that never
+    finishes its request must not keep the process alive)."""
+
+    daemon_threads = True
+
+
+__all__ = ["QuietDisconnects", "QuietHTTPServer"]

@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from ouroactors.authorities.ledger.domain import Entry
+from ouroactors.core.serving import QuietHTTPServer
 from ouroactors.faults.world import World
 from ouroactors.runtime.execution.model import ToolCall
 from ouroactors.runtime.execution.tools import (
@@ -76,7 +77,7 @@ def echo() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A stdlib server in a thread of this process: echoes headers, serves a big body, a redirect, statuses."""
     seen: list[dict[str, Any]] = []
     handler = type("Handler", (_Handler,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
@@ -338,7 +339,7 @@ def test_plan_mode_lets_reads_reach_the_world_and_no_write(tmp_path: Path, rule:
     from ouroactors.authorities.grants.rules import Decision, Verdict, parse_rules
 
     seen: list[str] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_AnyMethod,), {"seen": seen}))
+    server = QuietHTTPServer(("127.0.0.1", 0), type("Handler", (_AnyMethod,), {"seen": seen}))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ouroactors.core.serving import QuietHTTPServer
 from ouroactors.runtime.netproxy import NetProxy
 from ouroactors.runtime.sandbox_netpolicy import NetworkPolicy
 
@@ -41,7 +42,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def origin() -> Iterator[tuple[int, list[tuple[str, str, dict[str, str]]]]]:
     seen: list[tuple[str, str, dict[str, str]]] = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Echo", (_Echo,), {"seen": seen}))
+    server = QuietHTTPServer(("127.0.0.1", 0), type("Echo", (_Echo,), {"seen": seen}))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

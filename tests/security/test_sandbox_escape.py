@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ouroactors.core.serving import QuietHTTPServer
 from ouroactors.runtime.sandbox import (
     NetworkPolicy,
     Probe,
@@ -85,7 +86,7 @@ def web() -> Iterator[tuple[int, list[str]]]:
     """A real HTTP server on the host's 127.0.0.1; yields its port and the paths it served."""
     seen: list[str] = []
     handler = type("Hello", (_Hello,), {"seen": seen})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
