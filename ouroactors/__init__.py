@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .core.errors import StartFailed as StartFailed
     from .core.errors import SupervisorError as SupervisorError
     from .core.errors import UnhandledMessage as UnhandledMessage
+    from .core.errors import UnsendableAnswer as UnsendableAnswer
     from .supervision.child_info import ChildInfo as ChildInfo
     from .supervision.events import Event as Event
     from .supervision.reasons import ExitKind as ExitKind
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "faults": (".core.faults", None),
     "ActorCrashed": (".core.errors", "ActorCrashed"),
     "ActorCrashedBefore": (".core.errors", "ActorCrashedBefore"),
+    "UnsendableAnswer": (".core.errors", "UnsendableAnswer"),
     "ActorStopped": (".core.errors", "ActorStopped"),
     "ActorStopping": (".core.errors", "ActorStopping"),
     "ActorSystemError": (".core.errors", "ActorSystemError"),
@@ -111,6 +113,6 @@ __all__ = [
     "ActorSystemError", "AlreadyPresent", "AlreadyStarted", "AskTimeout", "ChildInfo", "ChildNotFound",
     "ChildRestarting", "ChildRunning", "ChildSpec", "Event", "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor",
     "OuroactorsError", "SimpleOneForOneOnly", "SpecError", "StaleGeneration", "StartFailed", "Supervisor",
-    "SupervisorError", "SupervisorFlags", "SystemClient", "UnhandledMessage", "Worker", "check_childspecs", "faults",
-    "supervisor", "worker",
+    "SupervisorError", "SupervisorFlags", "SystemClient", "UnhandledMessage", "UnsendableAnswer", "Worker",
+    "check_childspecs", "faults", "supervisor", "worker",
 ]

@@ -135,6 +135,23 @@ class ActorCrashedBefore(ActorCrashed):
         return f"{path} crashed: {reason} (before this request, which it did not handle)"
 
 
+class UnsendableAnswer(OuroactorsError):
+    """The actor handled the request, but its answer cannot travel between processes: it does not pickle (a
+    lambda, a generator, a lock, an open file), or it pickles and does not unpickle (an exception whose
+    ``__init__`` does not take the ``args`` it gives ``Exception``). What the request did stays done; only the
+    answer is lost, so the asker gets this at once instead of waiting out its timeout."""
+
+    def __init__(self, path: str, answer_type: str, detail: str) -> None:
+        self.path = path
+        self.answer_type = answer_type
+        self.detail = detail
+        super().__init__(f"{path} handled the request, but its answer ({answer_type}) cannot be sent between "
+                         f"processes: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.path, self.answer_type, self.detail))
+
+
 class UnhandledMessage(OuroactorsError):
     """The actor has no handler for the message type; nothing was done."""
 

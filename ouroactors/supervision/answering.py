@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from thespian.actors import ChildActorExited, PoisonMessage, WakeupMessage
 
-from ..core.errors import ActorCrashedBefore, ActorStopping, OuroactorsError
+from ..core.errors import ActorCrashedBefore, ActorStopped, ActorStopping, OuroactorsError
 from .calls import Asker, TaggedAnswer
 from .protocol import ArmFaults, GenerationAssigned, StopRequest
+from .sendable import sending
 
 if TYPE_CHECKING:
     from .reasons import ExitReason
@@ -31,6 +32,7 @@ class Answering:
         _tag: str | None
         _in_hand: Asker | None
         _crash_reason: ExitReason | None
+        _supervisor: Any
 
         def send(self, address: Any, message: Any) -> None: ...
 
@@ -47,7 +49,11 @@ class Answering:
         """Answer a request handled earlier (:meth:`asker_of`) as a handler's return value would have been."""
         if asker == self._in_hand:
             self._in_hand = None  # answered: a crash from here on (an after_message flush) does not answer it again
-        self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
+        sending.path = self.path  # an answer that cannot travel reaches the asker as UnsendableAnswer (.sendable)
+        try:
+            self.send(asker.address, value if asker.tag is None else TaggedAnswer(asker.tag, value))
+        finally:
+            sending.path = None
 
     def _refuse(self, message: Any, sender: Any) -> None:
         """Answer a message that came when this worker no longer serves: it crashed (``ActorCrashedBefore``) or it is
@@ -64,6 +70,15 @@ class Answering:
             else ActorStopping(who))
         self._answer_now(sender, refusal)
         self.refused(message, refusal)
+
+    def _answer_unanswered(self, reason: ExitReason) -> None:
+        """The worker stops while handling a request it has not answered (``stop()`` and no return value, or
+        ``sys.exit()`` in the handler): its asker hears so now, rather than waiting until the worker's end is logged
+        and then being told the request may or may not have been handled. It was: it stopped the worker."""
+        asker = self._in_hand
+        if asker is not None and asker.address is not None and asker.address != self._supervisor:
+            self.answer_asker(asker, ActorStopped(f"{self.path} stopped ({reason}) while handling this request, "
+                                                  "without answering it"))
 
     def refused(self, message: Any, refusal: OuroactorsError) -> None:
         """``message`` came when this worker no longer serves (it crashed, it is stopping) and its sender was

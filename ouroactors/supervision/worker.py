@@ -10,6 +10,9 @@ methods) and ``on_stop``. What changes compared with a plain thespian actor:
   answered once, also by a worker that fails in ``after_message``), the supervisor is told the reason,
   and the supervisor ends the process. Messages that arrive in between are refused, not served.
 * An exception in ``on_start`` is a start failure the supervisor sees with its reason.
+* ``sys.exit()`` / ``sys.exit(0)`` in a handler stops the worker normally, as ``self.stop()`` does (an asker the
+  handler left unanswered gets ``ActorStopped`` at once); ``sys.exit(n)`` with another ``n`` is a crash.
+* An answer that cannot travel between processes reaches its asker as ``UnsendableAnswer`` (see :mod:`.sendable`).
 * A message with no handler is answered with :class:`~ouroactors.core.errors.UnhandledMessage`
   (and logged), never silently dropped.
 * The worker knows its tree ``path``, its authority ``generation`` and the ``authorities`` it may
@@ -250,6 +253,11 @@ class Worker(Answering, Actor):
             self._handle_message(message, sender)
         except Exception as exc:  # the first exception ends the worker: no retry, no poison
             self._crash(exc, sender)
+        except SystemExit as exc:  # sys.exit() in a handler: 0 or None stops the worker normally, else a crash
+            if exc.code in (None, 0) and self._state == "running":
+                self._stop_in_handler(reasons.normal())
+            else:
+                self._crash(exc, sender)
         finally:
             self._in_hand = None
         # thespian resets the watch list after every message: name the descriptors again each time
@@ -317,7 +325,7 @@ class Worker(Answering, Actor):
                 self._answer_now(sender, result)
         self.after_message()
         if self._stop_after is not None:
-            self._finish(self._stop_after)
+            self._stop_in_handler(self._stop_after)
 
     def _bad_generation(self, envelope: Addressed | Stamped, sender: Any) -> bool:
         """Refuse ``envelope`` if its generation is no 64-bit int (:func:`.calls.generation_problem`)."""
@@ -340,7 +348,7 @@ class Worker(Answering, Actor):
         self.authorities = {entry.name: entry for entry in start.snapshot}
         try:
             started = self.on_start(*start.args, **start.kwargs)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in on_start fails the start like any exception
             reason = reasons.crash(exc)
             log.error("%s: start failed: %s", start.path, reason, exc_info=True)
             self._start_refused(start, sender, reason)
@@ -355,6 +363,10 @@ class Worker(Answering, Actor):
         self._state = "done"
         self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
         self._exit_if_forgotten()
+
+    def _stop_in_handler(self, reason: ExitReason) -> None:
+        self._finish(reason)
+        self._answer_unanswered(reason)
 
     def _finish(self, reason: ExitReason) -> None:
         """Run ``on_stop`` once, tell the supervisor why, and wait to be ended."""
@@ -376,7 +388,7 @@ class Worker(Answering, Actor):
         if self.context is not None and self.context.base != "simple":
             self.wakeupAfter(_SELF_EXIT_AFTER, payload=_SELF_EXIT)
 
-    def _crash(self, exc: Exception, sender: Any) -> None:
+    def _crash(self, exc: BaseException, sender: Any) -> None:
         reason = reasons.crash(exc)
         if self._state != "running":
             log.error("%s crashed: %s", self.path or type(self).__name__, reason, exc_info=True)

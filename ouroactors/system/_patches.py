@@ -65,6 +65,7 @@ import threading
 import weakref
 from typing import Any
 
+from ..supervision import sendable
 from . import _frames, _lazy_describe, _selector
 
 _PR_SET_PDEATHSIG = 1
@@ -338,7 +339,18 @@ def _install_frames() -> None:
         _transports.add(self)
 
     def tagged_serializer(self: Any, intent: Any) -> bytes:
-        return _frames.encode(self._ouro_auth[0], pickle.dumps((self.myAddress, intent.message)))
+        try:
+            body = pickle.dumps((self.myAddress, intent.message))
+        except Exception as error:  # an answer that does not pickle goes as UnsendableAnswer (supervision.sendable)
+            instead = sendable.replacement(intent.message, error)
+            if instead is None:
+                raise
+            body = pickle.dumps((self.myAddress, instead))
+        else:
+            instead = sendable.checked(intent.message, body)  # an exception answer that would not unpickle
+            if instead is not None:
+                body = pickle.dumps((self.myAddress, instead))
+        return _frames.encode(self._ouro_auth[0], body)
 
     original_added = transport_class._addedDataToIncoming
 

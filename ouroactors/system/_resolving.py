@@ -33,7 +33,15 @@ class _NotRunning(NoSuchActor):
 
     def __init__(self, path: str, status: str) -> None:
         self.status = status
-        super().__init__(f"{path} is {status}")
+        super().__init__(f"{path} is not running ({_STATUS_MEANS.get(status, status)})")
+
+
+_STATUS_MEANS = {  # what a status its supervisor gives means to someone who wanted to reach the child
+    "undefined": "undefined: it ended and its supervisor did not restart it, or it is between a group's stop and "
+                 "start",
+    "starting": "starting: its on_start has not returned yet",
+    "terminating": "terminating: its supervisor is stopping it",
+}
 
 
 PASSING = frozenset({"starting", "terminating", "undefined"})  # statuses a child crashed a moment ago goes through

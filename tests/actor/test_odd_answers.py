@@ -1,0 +1,93 @@
+"""An answer that cannot travel between processes, and a handler that leaves by ``sys.exit()``.
+
+Before, each left the asker waiting: a lambda or generator answer was dropped by thespian as "poison" in the worker's
+log, and an exception answer that does not unpickle was dropped by the asker's transport, so the ask ran out its
+whole timeout with nothing in the event log. A handler's ``sys.exit(3)`` ended the process under the worker, and its
+supervisor logged the exit as ``killed``; ``sys.exit(0)`` and ``self.stop()`` without an answer left the asker to
+find the end in the log and be told the request "may or may not have been handled".
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ouroactors import (
+    ActorCrashed,
+    ActorStopped,
+    StartFailed,
+    UnsendableAnswer,
+    supervisor,
+    worker,
+)
+
+from .odd_answers import EXITS_IN_START, ODD_ANSWERS
+
+ASK_S = 20.0  # an ask that waited this long (or ran out) shows the old behaviour
+PROMPT_S = 5.0  # an answer sent back at once arrives well within this, even on a loaded machine
+
+
+def _ask_promptly(system, path, message):
+    """``system.ask``, failing the test if it took anywhere near the ask's timeout (the answer was lost)."""
+    began = time.monotonic()
+    try:
+        return system.ask(path, message, timeout=ASK_S)
+    finally:
+        assert time.monotonic() - began < PROMPT_S, f"{message!r}: no prompt answer"
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize(("message", "kind", "detail"), [
+    ("lambda", "function", "Can't pickle local object"),
+    ("generator", "generator", "cannot pickle 'generator' object"),
+    ("bad exception", "TwoArgumentError", "missing 1 required positional argument: 'code'"),
+    ("refuse badly", "TwoArgumentError", "missing 1 required positional argument: 'code'"),
+])
+def test_an_answer_that_cannot_travel_is_an_unsendable_answer_at_once(actor_system, message, kind, detail):
+    actor_system.start_tree(supervisor("app", [worker("odd", ODD_ANSWERS)]))
+    mark = actor_system.mark()
+    with pytest.raises(UnsendableAnswer) as lost:
+        _ask_promptly(actor_system, "app/odd", message)
+    assert (lost.value.path, lost.value.answer_type) == ("app/odd", kind)
+    assert detail in str(lost.value) and "handled the request" in str(lost.value)
+    # the worker carries on, same incarnation: the request was handled (its count went on), nothing crashed
+    assert _ask_promptly(actor_system, "app/odd", "count") == 2
+    assert [event for event in actor_system.events.all()[mark:] if event.kind == "exited"] == []
+    # through a reference, and from another worker's point of view the same: the answer is an error, not silence
+    with pytest.raises(UnsendableAnswer):
+        actor_system.ref("app/odd").ask(message, timeout=ASK_S)
+
+
+@pytest.mark.multiproc
+def test_sys_exit_with_a_code_in_a_handler_is_a_crash_with_its_reason_not_a_kill(actor_system):
+    actor_system.start_tree(supervisor("app", [worker("odd", ODD_ANSWERS)]))
+    mark = actor_system.mark()
+    with pytest.raises(ActorCrashed) as crashed:
+        _ask_promptly(actor_system, "app/odd", "exit 3")
+    assert "builtins.SystemExit: 3" in str(crashed.value)
+    exited = actor_system.wait_for("exited", "app/odd", after=mark)
+    assert exited.reason["kind"] == "crash" and exited.reason["exc_type"] == "builtins.SystemExit", exited.reason
+    actor_system.wait_for("started", "app/odd", after=mark)
+    assert _ask_promptly(actor_system, "app/odd", "count") == 1  # a new incarnation
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("message", ["exit", "exit 0", "stop"])
+def test_a_handler_that_stops_its_worker_answers_its_asker_so(actor_system, message):
+    """``sys.exit()``/``sys.exit(0)`` stop the worker normally (OTP's ``exit(normal)``): a transient child stays
+    down. Its asker is told at once that the worker stopped while handling the request (it did handle it)."""
+    actor_system.start_tree(supervisor("app", [worker("odd", ODD_ANSWERS, restart="transient")]))
+    mark = actor_system.mark()
+    with pytest.raises(ActorStopped) as stopped:
+        _ask_promptly(actor_system, "app/odd", message)
+    assert "stopped (normal) while handling this request" in str(stopped.value)
+    assert actor_system.wait_for("exited", "app/odd", after=mark).reason == {"kind": "normal"}
+    assert [child.status for child in actor_system.which_children("app")] == ["undefined"]
+
+
+@pytest.mark.multiproc
+def test_sys_exit_in_on_start_is_a_failed_start(actor_system):
+    with pytest.raises(StartFailed) as failed:
+        actor_system.start_tree(supervisor("app", [worker("bad", EXITS_IN_START)]))
+    assert "builtins.SystemExit" in str(failed.value)
