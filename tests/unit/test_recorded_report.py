@@ -56,3 +56,33 @@ def test_the_journal_lookup_finds_the_last_result_of_that_effect(tmp_path) -> No
         assert recorded_result(journal, "s1/t9/c1") is None and recorded_result(None, "s1/t1/c1") is None
     finally:
         close_env(config)
+
+
+def test_a_recorded_result_whose_output_the_journal_kept_as_a_blob_is_read_back_whole(tmp_path) -> None:
+    """A tool output too large to keep inline (a shell command's 64 KiB) is a blob reference in its record. The
+    re-run of a turn (after an approval wait, or a crash) took the reference dict for the output, and the runtime
+    crashed on it at every attempt, so the session could never go on. A blob that is gone makes the output
+    unavailable (no recorded result), never a reference passed off as output."""
+    from ouroactors.authorities.storage.env import StorageConfig, close_env, open_env
+    from ouroactors.runtime.execution import blobs
+    from ouroactors.runtime.execution.journal import Journal
+    from ouroactors.runtime.execution.recorded import recorded_result
+
+    config = StorageConfig.under(tmp_path)
+    env = open_env(config)
+    journal = Journal(env, "s1")
+    big = "y\n" * 40_000
+    try:
+        journal.stage("session_opened", {"version": 1}, at=1)
+        result = ToolResult("c4", "shell", "ok", big, truncated=True, evidence={"effect_id": "s1/t1/c4"},
+                            boundary="b" * 1500)
+        journal.stage("tool_result", result.fields(), turn=1, at=2)
+        assert journal.flush().committed
+        found = recorded_result(journal, "s1/t1/c4")
+        assert found is not None and found.output == big and found.boundary == "b" * 1500 and found.truncated
+        store = blobs.db(env, blobs.BLOBS_DB)
+        with env.begin(write=True) as txn:  # lose the blobs
+            txn.drop(store, delete=False)
+        assert recorded_result(journal, "s1/t1/c4") is None
+    finally:
+        close_env(config)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import blobs
 from .loop_ports import ToolResult
 from .reading import records
 
@@ -24,12 +25,18 @@ __all__ = ["recorded_result", "report"]
 
 
 def recorded_result(journal: Any, effect_id: str) -> ToolResult | None:
-    """The last ``tool_result`` the session's journal holds for ``effect_id`` (None: none, or no journal)."""
+    """The last ``tool_result`` the session's journal holds for ``effect_id``, its fields kept as blobs (a large
+    output) read back (None: none, no journal, or a blob it needs is missing: then its output is not available)."""
     if journal is None:
         return None
     for record in reversed(records(journal.env, journal.session)):
         if record.kind == "tool_result" and (record.fields.get("evidence") or {}).get("effect_id") == effect_id:
-            return ToolResult.from_fields(record.fields)
+            fields = dict(record.fields)
+            for name, value in record.fields.items():
+                found, fields[name] = blobs.resolve(journal.env, value)
+                if not found:
+                    return None
+            return ToolResult.from_fields(fields)
     return None
 
 

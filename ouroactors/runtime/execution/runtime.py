@@ -39,6 +39,7 @@ import logging
 import os
 import signal
 import time
+import traceback
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -106,6 +107,12 @@ _BEGIN_LOOP = "runtime:begin-loop"  # a zero-delay wakeup's payload: start the t
 _UNOPENED = "runtime:unopened"  # a wakeup's payload: end the runtime if no session was opened on it by then
 _REHEARSE = "runtime:rehearse"  # a wakeup's payload: warm the open's process-wide work if still unopened (.warming)
 _REHEARSE_TURN = "runtime:rehearse-turn"  # ... and, still unopened later, a whole turn on scratch (.rehearsal_turn)
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame that raised ``exc`` (``file:line in function``), as a crash reason names it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
 
 
 @dataclass(frozen=True)
@@ -270,7 +277,8 @@ class Runtime(SessionOpening, SessionContinuing, Worker):
                                                      "status": outcome.status, "reason": outcome.reason,
                                                      METRICS_FIELD: live.stats.take()})
         except Exception as exc:  # through the outbox: thespian's send is the actor thread's, never this one's
-            self.outbox.post(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc}"))
+            log.error("%s: a turn of session %s failed", self.path, live.session, exc_info=True)  # the traceback
+            self.outbox.post(self.myAddress, _TurnFailed(f"{type(exc).__name__}: {exc} at {_where(exc)}"))
         finally:
             live.running = False
 

@@ -1,0 +1,40 @@
+"""A turn that waits for an approval after a call with a large output goes on once the approval is answered.
+
+The wait ends the turn's runtime; the answer re-runs the turn on a new one, which does not run the earlier call
+again (the ledger holds its effect) but tells the model the result the journal recorded. An output too large to
+keep inline is a blob in its record, and the re-run took the blob's reference for the output: the runtime crashed on
+it, every replacement crashed the same way, and the session never went on (found by using the CLI as a user would).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors.sessions import Sessions
+
+from .actor_support import RULES, agent_tree, session_config, wait_for
+
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+
+
+def test_the_rerun_after_an_approval_replays_a_large_recorded_output(actor_system, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.txt").write_text("y\n" * 50_000)  # grep's output: 100 kB, capped to 64 KiB, kept as a blob
+    script = tmp_path / "turns.toml"
+    one = '[[turns]]\nevents = [{{ kind = "tool_call", id = "{}", name = "shell", arguments = {{ command = "{}" }}}}]\n'
+    script.write_text(one.format("c1", "grep y big.txt") + one.format("c2", "touch ok.txt")
+                      + '[[turns]]\nevents = [{ kind = "text", text = "done" }]\n')
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(touch *)"]}))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "go")
+    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval")
+    [pending] = sessions.approvals("s1")
+    sessions.approve("s1", pending.approval_id, "fine")
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert events[-1].kind == "turn_settled" and events[-1].data["status"] == "completed", events[-1]
+    assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["ok", "ok"]
+    assert (ws / "ok.txt").exists()
+    crashed = [e for e in actor_system.events.all() if e.kind == "exited" and e.reason.get("kind") == "crash"]
+    assert crashed == []
