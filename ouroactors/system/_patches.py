@@ -143,6 +143,29 @@ def _release_stray_sockets() -> None:
         os.close(null)
 
 
+def _forget_creators_wakeup_fd() -> None:
+    """In a freshly forked admin: the creating process's signal wake-up descriptor is not the system's.
+
+    ``ouroactors run`` sets one (its stop pipe), and so does an asyncio loop with signal handlers. Inherited by the
+    admin and every actor forked from it, the C-level handler of each signal with a Python handler (thespian's
+    SIGCHLD: every child's exit anywhere in the system) wrote a byte into the creator's pipe, and a trio run in an
+    actor's main thread (a runtime's rehearsal turn) warned that its signal handling collided with another
+    library. Unset here, before any actor is forked; its number now points at ``/dev/null``, as a stray socket's
+    does (:func:`_release_stray_sockets`).
+    """
+    try:
+        previous = signal.set_wakeup_fd(-1)
+    except ValueError:  # not the main thread: nothing was inherited there
+        return
+    if previous != -1:
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            with contextlib.suppress(OSError):
+                os.dup2(null, previous, inheritable=False)
+        finally:
+            os.close(null)
+
+
 def _admin_port_of(args: tuple[Any, ...]) -> int | None:
     for arg in args:
         if isinstance(arg, dict) and isinstance(arg.get("Admin Port"), int):
@@ -292,6 +315,7 @@ def install() -> None:
     def start_admin_watching_creator(adminClass: Any, *args: Any, **kwargs: Any) -> Any:
         _close_inherited_sockets()
         _release_stray_sockets()
+        _forget_creators_wakeup_fd()
         _frames.adopt(_admin_port_of(args) or -1)
         trampoline()  # compiled once here, inherited by every actor the admin forks
         default_fault_signals()
