@@ -77,9 +77,15 @@ def test_a_recorded_result_whose_output_the_journal_kept_as_a_blob_is_read_back_
         result = ToolResult("c4", "shell", "ok", big, truncated=True, evidence={"effect_id": "s1/t1/c4"},
                             boundary="b" * 1500)
         journal.stage("tool_result", result.fields(), turn=1, at=2)
+        long_id = "s1/t1/" + "c" * 300  # evidence too large to stay inline: a blob as well
+        journal.stage("tool_result", ToolResult(long_id[6:], "shell", "ok", big, evidence={"effect_id": long_id,
+                                                                                          "note": "x" * 300}).fields(),
+                      turn=1, at=3)
         assert journal.flush().committed
         found = recorded_result(journal, "s1/t1/c4")
         assert found is not None and found.output == big and found.boundary == "b" * 1500 and found.truncated
+        by_long_id = recorded_result(journal, long_id)
+        assert by_long_id is not None and by_long_id.output == big and by_long_id.evidence["note"] == "x" * 300
         store = blobs.db(env, blobs.BLOBS_DB)
         with env.begin(write=True) as txn:  # lose the blobs
             txn.drop(store, delete=False)

@@ -30,7 +30,12 @@ def recorded_result(journal: Any, effect_id: str) -> ToolResult | None:
     if journal is None:
         return None
     for record in reversed(records(journal.env, journal.session)):
-        if record.kind == "tool_result" and (record.fields.get("evidence") or {}).get("effect_id") == effect_id:
+        if record.kind != "tool_result":
+            continue
+        evidence = record.fields.get("evidence")
+        if blobs.is_reference(evidence):  # large evidence (a long effect id, an http tool's) is a blob too
+            evidence = blobs.resolve(journal.env, evidence)[1]
+        if isinstance(evidence, dict) and evidence.get("effect_id") == effect_id:
             fields = dict(record.fields)
             for name, value in record.fields.items():
                 found, fields[name] = blobs.resolve(journal.env, value)
