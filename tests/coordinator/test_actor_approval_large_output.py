@@ -38,3 +38,30 @@ def test_the_rerun_after_an_approval_replays_a_large_recorded_output(actor_syste
     assert (ws / "ok.txt").exists()
     crashed = [e for e in actor_system.events.all() if e.kind == "exited" and e.reason.get("kind") == "crash"]
     assert crashed == []
+
+
+def test_a_write_too_large_to_show_whole_is_put_to_the_operator_and_runs_once_approved(actor_system, tmp_path):
+    """A ``write`` of 92 kB needs an approval. Its arguments were over what the grants door lets an approval keep:
+    the request was refused, the coordinator asked again at every drain, and the session stayed ``running`` for
+    ever. Now the approval shows a bounded view (the content's size, SHA-256 and first characters) and binds it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    content = "line of generated text\\n" * 4000
+    script = tmp_path / "turns.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "w1", name = "write", arguments = '
+                      f'{{ path = "BIG.md", content = "{content}" }} }}]\n'
+                      '[[turns]]\nevents = [{ kind = "text", text = "written" }]\n')
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": ["allow:Read(**)"]}))  # a write is asked about
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)},
+                                      tools={"enabled": ["read", "write"]}))
+    sessions.send("s1", "go")
+    wait_for("waiting", lambda: sessions.show("s1").state == "waiting:approval", timeout=60)
+    [pending] = sessions.approvals("s1")
+    shown = pending.arguments["content"]["$elided"]
+    assert shown["bytes"] == len(content) - 4000 and shown["head"].startswith("line of generated text")
+    sessions.approve("s1", pending.approval_id, "fine")
+    events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
+    assert events[-1].data["status"] == "completed", events[-1]
+    assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["ok"]
+    assert (ws / "BIG.md").read_text() == "line of generated text\n" * 4000

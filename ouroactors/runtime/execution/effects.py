@@ -43,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 import trio
 
 from ...authorities.grants.inline import InlineGrants, NoPolicy, permission_entry
+from ...authorities.grants.proposal import shown
 from ...authorities.grants.rules import Decision, Request, Verdict
 from ...authorities.ledger.domain import StartRequest, fingerprint
 from ...authorities.ledger.messages import RecordDecision, RecordDenied, RecordStarted
@@ -326,6 +327,7 @@ class LiveEffects:
                 bound = judged_against(start.intent, request.effect.value, self.settings.root)
                 if bound is not None:
                     proposal[BINDING_KEY] = bound
+                proposal = shown(proposal)  # bounded as an approval keeps it (a large write's content: its digest)
                 needed = {"tool": tool, "reason": verdict.reason, "call_id": call_id, "arguments": proposal}
                 # the event is journaled with the ask, so that replay derives the turn's output exactly (.tail); it
                 # is staged first, to ride in the commit below: a run whose process the wait closes (or whose session
