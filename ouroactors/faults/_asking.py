@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -44,6 +45,9 @@ def isolated(system: ActorSystem) -> Iterator[ActorSystem]:
         view._thespian = endpoint
         view._asker = None  # its own endpoint after a timeout, never the system's
         view._teller = None  # its own at its first tell: the system's is not the view's to close
+        view._teller_lock = threading.Lock()
+        view._threads = None  # every thread of the view asks through its private endpoint (the system's others are
+        # the system's to close)
         view._closed = True  # a view never shuts the system down
         try:
             yield view

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from thespian.actors import PoisonMessage
 from ..core.errors import ActorCrashed, AskTimeout, StartFailed
 from ..supervision.calls import Addressed, AdminAnswer, AdminCall, Ok, Stamped, Tagged, TaggedAnswer
 from . import _stopped
+from ._threads import ThreadEndpoints, close_endpoint
 
 log = logging.getLogger("ouroactors.system")
 # What an ask answers when the worker it went to stopped without answering it (see ._stopped).
@@ -71,6 +73,9 @@ class Answers:
     _asker: Any
     base: str
     admin_port: int | None
+    _threads: ThreadEndpoints | None = None  # the other threads' endpoints (multiproc; see ._threads)
+    _turns: threading.RLock | None = None  # the in-process base: one call at a time (see ._threads)
+    _teller_lock = threading.Lock()  # (one per handle, set by the client; this one serves views made without)
 
     # -- answers --------------------------------------------------------------------------------------
 
@@ -99,7 +104,13 @@ class Answers:
 
     @property
     def _endpoint(self) -> Any:
-        return self._asker if self._asker is not None else self._thespian
+        threads = self._threads
+        if threads is None or threads.is_owner():
+            return self._asker if self._asker is not None else self._thespian
+        return threads.mine()  # another thread of this handle: an endpoint of its own (see ._threads)
+
+    def _taking_turns(self) -> contextlib.AbstractContextManager[Any]:
+        return self._turns if self._turns is not None else contextlib.nullcontext()
 
     def _ask_raw(self, address: Any, message: Any, timeout: float, *, worker: bool = False,
                  gone: Callable[[], bool] | None = None) -> Any:
@@ -125,6 +136,11 @@ class Answers:
         ``gone`` (multiproc): whether the worker asked has stopped since its path was resolved; an ask that waits
         looks now and then (:meth:`_watched`), and answers :data:`STOPPED` instead of waiting out its timeout.
         """
+        with self._taking_turns():
+            return self._ask_once(address, message, timeout, worker=worker, gone=gone)
+
+    def _ask_once(self, address: Any, message: Any, timeout: float, *, worker: bool,
+                  gone: Callable[[], bool] | None) -> Any:
         _check_timeout(timeout)
         started = time.monotonic()
         if self._is_own(address):
@@ -178,10 +194,11 @@ class Answers:
         seconds; other tagged answers that arrive meanwhile (of earlier requests) are dropped."""
         started = time.monotonic()
         accept = tagged_for(request_id)
-        while (left := timeout - (time.monotonic() - started)) > 0:
-            message = self._endpoint.listen(left)
-            if message is None or accept(message):
-                return message
+        with self._taking_turns():
+            while (left := timeout - (time.monotonic() - started)) > 0:
+                message = self._endpoint.listen(left)
+                if message is None or accept(message):
+                    return message
         return None
 
     _teller: Any = None  # the endpoint tells go out through (multiproc), made at the first tell
@@ -198,7 +215,8 @@ class Answers:
         """
         if self.base != "multiproc":
             return False
-        for endpoint in (self._thespian, self._asker, self._teller):
+        others = self._threads.endpoints() if self._threads is not None else []
+        for endpoint in (self._thespian, self._asker, self._teller, *others):
             transport = getattr(getattr(endpoint, "_systemBase", None), "transport", None)
             if transport is not None and getattr(transport, "myAddress", None) == address:
                 return True
@@ -218,13 +236,15 @@ class Answers:
             log.debug("a tell to %s dropped: that port is this handle's own now (its actor is gone)", address)
             return
         if self.base != "multiproc" or self.admin_port is None:
-            self._endpoint.tell(address, message)
-            while self._endpoint.listen(0) is not None:
-                pass  # the told actor's answer (or crash report) to the caller: not an answer to any ask
+            with self._taking_turns():
+                self._endpoint.tell(address, message)
+                while self._endpoint.listen(0) is not None:
+                    pass  # the told actor's answer (or crash report) to the caller: not an answer to any ask
             return
-        if self._teller is None:
-            self._teller = self._fresh_endpoint()
-        self._teller.tell(address, message)
+        with self._teller_lock:  # one teller for every thread: its sends take turns (a tell is quick)
+            if self._teller is None:
+                self._teller = self._fresh_endpoint()
+            self._teller.tell(address, message)
 
     def _fresh_endpoint(self) -> Any:
         """A new thespian endpoint to this system's admin (one connection, ~2 ms)."""
@@ -232,6 +252,9 @@ class Answers:
 
     def _renew_endpoint(self) -> None:
         if self.admin_port is None:
+            return
+        if self._threads is not None and not self._threads.is_owner():
+            self._threads.renew()  # that thread's own: the next ask opens a fresh one
             return
         try:
             fresh = self._fresh_endpoint()
@@ -250,6 +273,8 @@ class Answers:
         self._close_asker()
         teller, self._teller = self._teller, None
         _close(teller)
+        if self._threads is not None:
+            self._threads.close()
 
     @staticmethod
     def _unwrap(answer: Any, what: str, timeout: float) -> Any:
@@ -328,8 +353,4 @@ def _ref_of(message: Any) -> str | None:
     return None
 
 
-def _close(endpoint: Any) -> None:
-    """Close an endpoint this handle opened (None: there is none)."""
-    if endpoint is not None:
-        with contextlib.suppress(Exception):
-            endpoint._systemBase.transport.close()
+_close = close_endpoint  # an endpoint this handle opened (None: there is none)

@@ -15,6 +15,7 @@ starting, stopping, the event log, the OTP admin calls that change a tree, fault
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from . import _stopped, marker
 from ._answers import STOPPED, Answers, _check_timeout
 from ._ref import ActorRef, _addressed, _stopped_error
 from ._resolving import Resolving
+from ._threads import ThreadEndpoints
 from .host_protocol import HOST_CLASS, HOST_NAME, ListTrees, TreeInfo
 
 MULTIPROC = "multiprocTCPBase"
@@ -92,6 +94,10 @@ class SystemClient(Resolving, Answers):
                  host_class: Any = HOST_CLASS) -> None:
         self._thespian = thespian
         self._asker: Any = None  # a fresh endpoint once an ask timed out (see _answers)
+        # other threads ask through endpoints of their own; the in-process base's calls take turns (see _threads)
+        self._threads = ThreadEndpoints(self._fresh_endpoint) if base == "multiproc" and port is not None else None
+        self._turns = threading.RLock() if base != "multiproc" else None
+        self._teller_lock = threading.Lock()
         self.base = base
         self.data_dir = data_dir
         self.admin_port = port

@@ -338,7 +338,8 @@ class ActorSystem(Operations, SystemClient):
 
     def _idle(self, seconds: float) -> None:
         if self.base == "simple":
-            self._thespian.listen(seconds)  # the in-process base only runs while called
+            with self._taking_turns():
+                self._thespian.listen(seconds)  # the in-process base only runs while called
         else:
             time.sleep(seconds)
 
