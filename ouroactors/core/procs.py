@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import signal
+from collections.abc import Callable
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -32,3 +36,60 @@ def boot_id() -> str | None:
             return handle.read().strip() or None
     except OSError:
         return None
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (every thread's ``children`` list: a child belongs to the thread that forked it)."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                found += [int(x) for x in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, read from ``/proc`` before anything is killed (a killed parent's
+    children move to a subreaper and could no longer be found)."""
+    tree, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        tree.append(current)
+        stack += children(current)
+    return tree
+
+
+def end_descendants(pid: int, spare: Callable[[int], bool] = lambda _: False) -> list[int]:
+    """SIGKILL every process below ``pid`` but the subtrees of the children ``spare`` keeps: the pids signalled.
+    Each is pinned by a pidfd before any is signalled, so a pid reused meanwhile is never hit."""
+    pinned: list[tuple[int, int]] = []
+    try:
+        for child in children(pid):
+            if spare(child):
+                continue
+            for member in descendants(child):
+                with contextlib.suppress(OSError):
+                    pinned.append((member, os.pidfd_open(member)))
+        for _, fd in pinned:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+    finally:
+        for _, fd in pinned:
+            os.close(fd)
+    return [member for member, _ in pinned]
+
+
+def forked_copy(pid: int) -> bool:
+    """Whether ``pid`` runs this process's program with its command line (forked, not exec'd: an actor thespian
+    forked from this one, a ``multiprocessing`` child) rather than a program of its own."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as theirs, open("/proc/self/cmdline", "rb") as ours:
+            return theirs.read() == ours.read() and os.readlink(f"/proc/{pid}/exe") == os.readlink("/proc/self/exe")
+    except OSError:
+        return False

@@ -28,37 +28,11 @@ from collections.abc import Mapping, Sequence
 
 import trio
 
+from ..core.procs import descendants
 from .sandbox import OUTPUT_LIMIT, NetworkPolicy, Probe, Result, SandboxMode, plan
 from .sandbox_proc import DRAIN_GRACE_S, Capture, killpg
 
 REAP_LIMIT_S = 5.0  # how long a cancel waits for the run's processes to exit after SIGKILL
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (every thread's ``children`` list: a child belongs to the thread that forked it)."""
-    found: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
-                found += [int(x) for x in fh.read().split()]
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it, read from ``/proc`` before anything is killed (a killed parent's
-    children move to a subreaper and could no longer be found)."""
-    tree, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        tree.append(current)
-        stack += _children(current)
-    return tree
 
 
 async def kill_tree(pid: int) -> None:

@@ -67,6 +67,7 @@ from .answering import Answering
 from .calls import Addressed, Tagged, generation_problem, ref_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
 from .faulting import arm_here
+from .leftovers import end_leftovers
 from .protocol import IGNORE as IGNORE  # re-exported: what ``on_start`` returns (OTP's ignore)
 from .protocol import (
     AnnounceGeneration,
@@ -377,6 +378,7 @@ class Worker(Answering, Actor):
         except Exception as exc:
             log.error("%s: on_stop raised", self.path, exc_info=True)
             reason = reasons.crash(exc)
+        end_leftovers(self.context, self.path)  # what this incarnation started ends with it (.leftovers)
         self.send(self._supervisor, ChildExiting(self._key, self._incarnation, reason, stopped_ns))
         self._exit_if_forgotten()
 

@@ -1,0 +1,27 @@
+"""A worker that starts a subprocess in ``on_start`` and answers its pid; ``"crash"`` crashes it. With
+``stop_own=True`` its ``on_stop`` stops the subprocess itself (SIGTERM, then waits), recording that it did."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from ouroactors.supervision.worker import Worker
+
+SPAWNER = "tests.actor.leftover_workers:Spawner"
+
+
+class Spawner(Worker):
+    def on_start(self, stop_own: bool = False) -> None:
+        self.stop_own = stop_own
+        self.proc = subprocess.Popen(["sleep", "300"], start_new_session=True)  # even in a session of its own
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "crash":
+            raise RuntimeError("asked to crash")
+        return self.proc.pid
+
+    def on_stop(self, reason: Any) -> None:
+        if self.stop_own:
+            self.proc.terminate()
+            self.proc.wait(10)
