@@ -137,9 +137,9 @@ class ActorCrashedBefore(ActorCrashed):
 
 class UnsendableAnswer(OuroactorsError):
     """The actor handled the request, but its answer cannot travel between processes: it does not pickle (a
-    lambda, a generator, a lock, an open file), or it pickles and does not unpickle (an exception whose
-    ``__init__`` does not take the ``args`` it gives ``Exception``). What the request did stays done; only the
-    answer is lost, so the asker gets this at once instead of waiting out its timeout."""
+    lambda, a generator, a lock, an open file), its pickle is over the frame cap, or it does not unpickle (an
+    exception whose ``__init__`` does not take the ``args`` it gives ``Exception``). What the request did stays
+    done; only the answer is lost, so the asker gets this at once instead of waiting out its timeout."""
 
     def __init__(self, path: str, answer_type: str, detail: str) -> None:
         self.path = path

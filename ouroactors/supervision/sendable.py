@@ -1,8 +1,8 @@
 """An answer that cannot reach its asker, turned into one that can.
 
 Between processes every message is pickled by the sending process's transport. An answer that does not pickle (a
-lambda, a generator, a lock) made thespian drop it as "poison" in the worker's log, and an answer that pickles but
-does not unpickle (an exception whose ``__init__`` does not take the ``args`` it passed to ``Exception``: a common
+lambda, a generator, a lock), or whose pickle is over the frame cap (``OUROACTORS_MAX_FRAME_BYTES``, 64 MiB), made
+thespian drop it as "poison" in the worker's log, and an answer that pickles but does not unpickle (an exception whose ``__init__`` does not take the ``args`` it passed to ``Exception``: a common
 slip in a custom refusal) was dropped by the asker's transport. Either way the asker heard nothing and waited out its
 whole timeout, with nothing in the event log: the request had been handled, only its answer was lost.
 

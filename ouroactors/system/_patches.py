@@ -374,7 +374,13 @@ def _install_frames() -> None:
             instead = sendable.checked(intent.message, body)  # an exception answer that would not unpickle
             if instead is not None:
                 body = pickle.dumps((self.myAddress, instead))
-        return _frames.encode(self._ouro_auth[0], body)
+        try:
+            return _frames.encode(self._ouro_auth[0], body)
+        except _frames.FrameTooLarge as error:  # an answer over the frame cap: the asker hears so, at once
+            instead = sendable.replacement(intent.message, error)
+            if instead is None:
+                raise
+            return _frames.encode(self._ouro_auth[0], pickle.dumps((self.myAddress, instead)))
 
     original_added = transport_class._addedDataToIncoming
 

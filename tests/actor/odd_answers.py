@@ -40,6 +40,8 @@ class OddAnswers(Worker):
             return TwoArgumentError("answered", 7)
         if message == "refuse badly":
             raise TwoArgumentError("refused", 7)
+        if message == "too large":
+            return b"x" * (1 << 20)  # over the frame cap the test sets (OUROACTORS_MAX_FRAME_BYTES)
         if message == "exit":
             sys.exit()
         if isinstance(message, str) and message.startswith("exit "):

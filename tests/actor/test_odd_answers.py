@@ -91,3 +91,15 @@ def test_sys_exit_in_on_start_is_a_failed_start(actor_system):
     with pytest.raises(StartFailed) as failed:
         actor_system.start_tree(supervisor("app", [worker("bad", EXITS_IN_START)]))
     assert "builtins.SystemExit" in str(failed.value)
+
+
+@pytest.mark.multiproc
+def test_an_answer_over_the_frame_cap_is_an_unsendable_answer_at_once(actor_system_factory, monkeypatch):
+    from ouroactors.system import _frames
+
+    monkeypatch.setattr(_frames, "max_frame_bytes", 512 * 1024)  # inherited by the admin and every actor it forks
+    system = actor_system_factory("multiproc")
+    system.start_tree(supervisor("app", [worker("odd", ODD_ANSWERS)]))
+    with pytest.raises(UnsendableAnswer, match="FrameTooLarge"):
+        _ask_promptly(system, "app/odd", "too large")
+    assert _ask_promptly(system, "app/odd", "count") == 2
