@@ -2,14 +2,16 @@
 
 Between processes every message is pickled by the sending process's transport. An answer that does not pickle (a
 lambda, a generator, a lock), or whose pickle is over the frame cap (``OUROACTORS_MAX_FRAME_BYTES``, 64 MiB), made
-thespian drop it as "poison" in the worker's log, and an answer that pickles but does not unpickle (an exception whose ``__init__`` does not take the ``args`` it passed to ``Exception``: a common
-slip in a custom refusal) was dropped by the asker's transport. Either way the asker heard nothing and waited out its
+thespian drop it as "poison" in the worker's log, and an answer that pickles but does not unpickle (an exception
+whose ``__init__`` does not take the ``args`` it passed to ``Exception``: a common slip in a custom refusal) was
+dropped by the asker's transport. Either way the asker heard nothing and waited out its
 whole timeout, with nothing in the event log: the request had been handled, only its answer was lost.
 
 The worker marks the send of an answer (``sending.path``, around :meth:`~.answering.Answering.answer_asker`); the
-transport's serializer (``system._patches``) asks :func:`replacement` when pickling failed and :func:`checked` once
-it pickled, and sends what they return instead: :class:`~ouroactors.core.errors.UnsendableAnswer`, inside the
-request's :class:`~.calls.TaggedAnswer` when it came tagged. Only answers are replaced — a request or tell that does
+transport's serializer (``system._patches``) asks :func:`replacement` when pickling or framing failed and
+:func:`checked` once it pickled, and sends what they return instead:
+:class:`~ouroactors.core.errors.UnsendableAnswer`, inside the request's :class:`~.calls.TaggedAnswer` when it came
+tagged. Only answers are replaced — a request or tell that does
 not pickle is no answer to anybody, and fails as before. The round trip of :func:`checked` is made for exception
 answers only (refusals, crash reports: small, and the usual way an answer fails to unpickle); a successful answer
 costs one thread-local read and nothing more.
