@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..core.errors import ActorSystemError
+
 
 def close_endpoint(endpoint: Any) -> None:
     """Close a thespian endpoint (its transport's sockets); None: there is none."""
@@ -65,7 +67,7 @@ class ThreadEndpoints:
             with self._lock:
                 if self.closed:  # the handle closed meanwhile: nothing may stay open behind it
                     held.close()
-                    raise RuntimeError("the handle is closed")
+                    raise ActorSystemError("this handle is closed (shut down, or closed): it asks nothing more")
                 self._held.add(held)
             self._local.held = held
         return held.endpoint

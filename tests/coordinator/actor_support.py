@@ -18,13 +18,15 @@ T = TypeVar("T")
 
 
 def agent_tree(root: str, rules: dict[str, list[str]] = RULES, spares: Any = 0,
-               runtime_kwargs: dict[str, Any] | None = None) -> Any:
+               runtime_kwargs: dict[str, Any] | None = None, grants_kwargs: dict[str, Any] | None = None) -> Any:
     """storage, ledger, grants, workspace, execution, coordinator, sessions — agent.toml's order (``spares``: the
-    directory's ``spare_runtimes``; none by default, so that a test's running runtimes are its sessions' own)."""
+    directory's ``spare_runtimes``; none by default, so that a test's running runtimes are its sessions' own;
+    ``grants_kwargs``: more of the grants authority's)."""
     return supervisor("agent", strategy="rest_for_one", intensity=10, children=[
         worker("storage", "ouroactors.authorities.storage.actor:Storage"),
         worker("ledger", "ouroactors.authorities.ledger.actor:Ledger"),
-        worker("grants", "ouroactors.authorities.grants.actor:Grants", kwargs={"rules": rules}),
+        worker("grants", "ouroactors.authorities.grants.actor:Grants",
+               kwargs={"rules": rules, **(grants_kwargs or {})}),
         worker("workspace", "ouroactors.authorities.workspace.actor:Workspace", kwargs={"allowed_roots": [root]}),
         supervisor("execution", [worker("runtime", "ouroactors.runtime.execution.runtime:Runtime",
                                         restart="transient", kwargs=runtime_kwargs or {})],

@@ -65,3 +65,21 @@ def test_a_write_too_large_to_show_whole_is_put_to_the_operator_and_runs_once_ap
     assert events[-1].data["status"] == "completed", events[-1]
     assert [e.data["status"] for e in events if e.kind == "tool_result"] == ["ok"]
     assert (ws / "BIG.md").read_text() == "line of generated text\n" * 4000
+
+
+def test_an_approval_grants_refuses_to_take_parks_the_session_saying_why(actor_system, tmp_path):
+    """Grants refuses the request (here: no approval may be pending in a session). The coordinator took the refusal
+    for a lost request and asked again at every drain, the session ``running`` for ever; now it parks, naming it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = tmp_path / "turns.toml"
+    script.write_text('[[turns]]\nevents = [{ kind = "tool_call", id = "c1", name = "shell", '
+                      'arguments = { command = "touch x" } }]\n[[turns]]\nevents = [{ kind = "text", text = "ok" }]\n')
+    actor_system.start_tree(agent_tree(str(tmp_path), {"user": [*RULES["user"], "ask:Bash(touch *)"]},
+                                       grants_kwargs={"max_pending_per_session": 0}))
+    sessions = Sessions(actor_system)
+    sessions.new("s1", session_config(ws, model={"kind": "scripted", "script": str(script)}))
+    sessions.send("s1", "go")
+    view = wait_for("parked", lambda: (v := sessions.show("s1")).state == "parked" and v, timeout=60)
+    assert "the approval of shell could not be asked" in view.reason and "pending approvals" in view.reason, view
+    assert not (ws / "x").exists() and sessions.approvals("s1") == []

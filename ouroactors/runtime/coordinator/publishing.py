@@ -245,8 +245,17 @@ class Publisher:
             if not settled and record.state is State.RUNNING:
                 wait, asks_left = self._approval_wait(record, step_plan.events)
                 if wait is not None:  # asked before the event is visible (idempotent: a re-drain finds it)
-                    if (yield from self._asked(record, wait)) is None:
+                    asked = yield from self._asked(record, wait)
+                    if asked is None:
                         log.warning("%s: grants did not take the approval request; drained again later", self.path)
+                        return
+                    if isinstance(asked, Exception):  # refused (no operator may answer, the queue is full, …): the
+                        # call can be put to nobody, and the session says so rather than run for ever (see _asked)
+                        yield from self._close_runtime()
+                        record = self._transition(record, Event.RUNTIME_LOST)
+                        tool = (wait.call or {}).get("tool")
+                        self._transition(record, Event.PARK, reason=f"the approval of {tool} could not be asked: "
+                                                                    f"{asked}"[:500])
                         return
                     then, changes = Event.WAIT_APPROVAL, {"waits": (wait,)}
             mark("commit_tx", step_plan.cursor)

@@ -54,8 +54,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from ...authorities.grants.approvals import ApprovalRefused
 from ...authorities.grants.messages import ListApprovals, RequestApproval
 from ...core import clock
+from ...core.errors import BadRequest
 from ...supervision.events import log_event
 from ..execution.repeats import RESUMED, ask_digest
 from .calls import Ask, Job, OffThread, TimedOut
@@ -234,6 +236,8 @@ class Waits:
         call = wait.call or {}
         requested = yield self._authority("grants", RequestApproval(self.session_id, str(call.get("tool")),
                                                                     call.get("arguments"), wait.issued_at_version))
+        if isinstance(requested, ApprovalRefused | BadRequest):
+            return requested  # refused, not lost: asking again at every drain would change nothing (the caller parks)
         return None if isinstance(requested, BaseException | TimedOut) else requested
 
     def _resume_approval(self, record: SessionRecord, wait: PendingWait | None, approval: Any
