@@ -104,11 +104,42 @@ def disarm(data_dir: str, path: str | None) -> None:
 
 
 @faults.command("points")
-def points() -> None:
-    """The named fault points of the framework (plus `message.<path>` for every actor)."""
-    for name, doc in sorted(_known_points().items()):
-        console.print(f"{name:<32} {doc}", markup=False)
-    console.print(f"{'message.<actor path>':<32} before an actor handles a message (drop, duplicate, …)", markup=False)
+@click.argument("tree_file", type=click.Path(dir_okay=False), required=False)
+def points(tree_file: str | None) -> None:
+    """The named fault points of the framework (plus `message.<path>` for every actor). With TREE_FILE, also the
+    points its actors' modules declare (`faults.register_point` at module level) and each of its workers'
+    `message.<path>`."""
+    actors: list[str] = []
+    if tree_file is not None:
+        from ..core.errors import SpecError
+        from ..system.config import load_tree
+
+        try:
+            tree = load_tree(tree_file)  # imports every actor of the tree: their module-level points register
+        except SpecError as exc:
+            err_console.print(str(exc), style="red", markup=False, highlight=False)
+            sys.exit(2)
+        actors = _worker_paths(tree.tree)
+    rows = sorted(_known_points().items())
+    rows += [(f"message.{path}", f"before {path} handles a message (drop, duplicate, …)") for path in actors] or [
+        ("message.<actor path>", "before an actor handles a message (drop, duplicate, …)")]
+    width = max(len(name) for name, _ in rows)
+    for name, doc in rows:
+        console.print(f"{name:<{width}} {doc}", markup=False)
+
+
+def _worker_paths(spec: Any, prefix: str = "") -> list[str]:
+    """The tree paths of the workers under supervisor ``spec`` (a dynamic one's template: ``<sup>/<id>#N``)."""
+    here = f"{prefix}/{spec.id}" if prefix else spec.id
+    found: list[str] = []
+    for child in spec.children or ():
+        if child.children is not None:
+            found += _worker_paths(child, here)
+        elif spec.strategy is not None and spec.strategy.value == "simple_one_for_one":
+            found.append(f"{here}/{child.id}#N")
+        else:
+            found.append(f"{here}/{child.id}")
+    return found
 
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3

@@ -65,3 +65,22 @@ def test_a_declared_point_of_ones_own_is_known_and_an_undeclared_one_still_fires
         assert wait_event(data, "exited", "app/store", mark)["reason"]["kind"] == "crash"
     finally:
         served.stop(data)
+
+
+def test_faults_points_of_a_tree_file_list_its_actors_points_and_message_paths(tmp_path):
+    """``faults points`` listed the framework's points only: a user looking for the name of their own point, or of
+    a worker's ``message.<path>``, found neither. With the tree file it imports the tree's actors, as ``check``
+    does, and lists both."""
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "store.py").write_text(STORE)
+    write_tree(tmp_path / "t.toml", TREE)
+    listed = cli("faults", "points", "t.toml", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert "myapp.after_store" in names and "message.app/store" in names and "storage.before_commit" in names
+    assert "myapp.before_store" not in names  # reached, never declared: nothing to list
+    bare = cli("faults", "points", cwd=tmp_path)
+    assert "myapp.after_store" not in bare.stdout and "message.<actor path>" in bare.stdout
+    missing = cli("faults", "points", "nope.toml", cwd=tmp_path)
+    assert missing.returncode == 2 and "cannot read tree file" in missing.stderr
