@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..authorities.grants.proposal import ELIDED
 from ..core.errors import OuroactorsError
 from .common import console, data_dir_option, reports_errors
 from .session import SESSION_ID, _sessions, session
@@ -93,6 +94,10 @@ def session_show(data_dir: str, session_id: str, as_json: bool) -> None:
         console.print(f"{'approval':>17}: {approval.approval_id} {approval.tool} "
                       f"{arguments_text(approval.arguments)} (asked at version {approval.state_version})",
                       markup=False, highlight=False)
+        if ELIDED in json.dumps(approval.arguments, default=repr):  # a large write's content: its size and digest
+            console.print(f"{'whole call':>17}: shown by its SHA-256 and first characters; every byte is in its "
+                          f"tool_call event: ouroactors session events {session_id} --json", markup=False,
+                          highlight=False)
         console.print(f"{'answer':>17}: ouroactors session approve|deny {session_id} {approval.approval_id}",
                       markup=False, highlight=False)
     try:

@@ -12,6 +12,7 @@ import pytest
 
 from ouroactors.sessions import Sessions
 
+from ..e2e.cli_helpers import cli
 from .actor_support import RULES, agent_tree, session_config, wait_for
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
@@ -60,6 +61,8 @@ def test_a_write_too_large_to_show_whole_is_put_to_the_operator_and_runs_once_ap
     [pending] = sessions.approvals("s1")
     shown = pending.arguments["content"]["$elided"]
     assert shown["bytes"] == len(content) - 4000 and shown["head"].startswith("line of generated text")
+    seen = cli("session", "show", "s1", "--data-dir", str(actor_system.data_dir), cwd=tmp_path)
+    assert seen.returncode == 0 and "every byte is in its tool_call event" in " ".join(seen.stdout.split()), seen
     sessions.approve("s1", pending.approval_id, "fine")
     events = list(sessions.events("s1", follow=True, until="turn_settled", idle_timeout=30))
     assert events[-1].data["status"] == "completed", events[-1]
