@@ -72,11 +72,13 @@ class Answering:
         self.refused(message, refusal)
 
     def _answer_unanswered(self, reason: ExitReason) -> None:
-        """The worker stops while handling a request it has not answered (``stop()`` and no return value, or
-        ``sys.exit()`` in the handler): its asker hears so now, rather than waiting until the worker's end is logged
+        """The worker stops while handling a tagged request it has not answered (``stop()`` and no return value,
+        or ``sys.exit()`` in the handler): its asker hears so now, rather than waiting until the worker's end is logged
         and then being told the request may or may not have been handled. It was: it stopped the worker."""
         asker = self._in_hand
-        if asker is not None and asker.address is not None and asker.address != self._supervisor:
+        # only a tagged request is surely a request someone waits on (a handle's ask, see .calls.Tagged): a bare
+        # message may be an answer to one of this worker's own asks, or a notice, whose sender expects nothing
+        if asker is not None and asker.tag is not None and asker.address != self._supervisor:
             self.answer_asker(asker, ActorStopped(f"{self.path} stopped ({reason}) while handling this request, "
                                                   "without answering it"))
 

@@ -55,3 +55,33 @@ class OddAnswers(Worker):
 class ExitsInStart(Worker):
     def on_start(self) -> None:
         sys.exit(0)
+
+
+class StopsWhenPoked(Worker):
+    """Stops itself (``stop()``, nothing answered) on a bare ``"poke"`` from another worker."""
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "poke":
+            self.stop()
+            return None
+        return "serving"
+
+
+class Poker(Worker):
+    """Pokes its earlier sibling ``target`` with a bare message; answers ``"seen"`` with what came back since."""
+
+    def on_start(self) -> None:
+        self.seen: list[str] = []
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "poke":
+            self.send(self.authorities["target"].address, "poke")
+            return "poked"
+        if message == "seen":
+            return list(self.seen)
+        self.seen.append(type(message).__name__)
+        return None
+
+
+STOPS_WHEN_POKED = "tests.actor.odd_answers:StopsWhenPoked"
+POKER = "tests.actor.odd_answers:Poker"

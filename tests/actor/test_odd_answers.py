@@ -22,7 +22,7 @@ from ouroactors import (
     worker,
 )
 
-from .odd_answers import EXITS_IN_START, ODD_ANSWERS
+from .odd_answers import EXITS_IN_START, ODD_ANSWERS, POKER, STOPS_WHEN_POKED
 
 ASK_S = 20.0  # an ask that waited this long (or ran out) shows the old behaviour
 PROMPT_S = 5.0  # an answer sent back at once arrives well within this, even on a loaded machine
@@ -103,3 +103,16 @@ def test_an_answer_over_the_frame_cap_is_an_unsendable_answer_at_once(actor_syst
     with pytest.raises(UnsendableAnswer, match="FrameTooLarge"):
         _ask_promptly(system, "app/odd", "too large")
     assert _ask_promptly(system, "app/odd", "count") == 2
+
+
+@pytest.mark.multiproc
+def test_a_worker_stopped_by_a_bare_message_sends_its_sender_nothing(actor_system):
+    """Only a tagged request (a handle's ask) is surely awaited: a bare message may be an answer to one of the
+    worker's own asks, or a notice. Answering it ``ActorStopped`` would hand its sender a message it never asked
+    for (a coordinator stopping after grants' answer sent grants an error to handle)."""
+    actor_system.start_tree(supervisor("app", [worker("target", STOPS_WHEN_POKED, restart="temporary"),
+                                               worker("poker", POKER)], strategy="one_for_one"))
+    mark = actor_system.mark()
+    assert _ask_promptly(actor_system, "app/poker", "poke") == "poked"
+    actor_system.wait_for("exited", "app/target", after=mark)
+    assert _ask_promptly(actor_system, "app/poker", "seen") == []
