@@ -180,6 +180,8 @@ class Answers:
             if left <= 0:
                 return None
             if answer is None and gone():
+                if isinstance(gone, _stopped.AskWatch) and gone.unhandled():
+                    return STOPPED  # down before this ask was sent: no answer to it can be on its way
                 grace_ends = time.monotonic() + min(left, _stopped.GRACE_S)
                 while (rest := grace_ends - time.monotonic()) > 0:
                     answer = self._endpoint.listen(rest)

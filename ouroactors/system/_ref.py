@@ -49,8 +49,9 @@ class ActorRef:
         sent_at = _stopped.log_end(self.system.data_dir) if self._gone is not None else None
         sent_ns = time.monotonic_ns()
         started = time.monotonic()
+        gone = _stopped.AskWatch(self._gone, sent_at, sent_ns) if self._gone is not None else None
         answer = self.system._ask_raw(self.address, self._outgoing(message, stamp), timeout, worker=self.worker,
-                                      gone=self._gone)
+                                      gone=gone)
         if answer is STOPPED:
             assert self._gone is not None
             raise _stopped_error(self.path, self.generation, self._gone.ended_before(sent_at, sent_ns),

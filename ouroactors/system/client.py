@@ -303,7 +303,7 @@ class SystemClient(Resolving, Answers):
         sent_at = _stopped.log_end(self.data_dir) if watch is not None else None
         sent_ns = time.monotonic_ns()
         answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers,
-                               gone=watch)
+                               gone=_stopped.AskWatch(watch, sent_at, sent_ns) if watch is not None else None)
         if generation is None or path not in self._workers:
             return answer
         if answer is STOPPED:
