@@ -26,3 +26,6 @@ class ChildInfo:
     address: Any = None
     retry_in: float | None = None  # seconds until the next restart attempt, while backing off
     node: str | None = None  # the node (admin address) whose process runs the child
+    # down with the group of this sibling, whose restart is backing off and will start it again (rest_for_one,
+    # one_for_all with backoff): its status stays OTP's "undefined"
+    waits_for: str | None = None

@@ -45,6 +45,7 @@ class Child:
     started_at: float | None = None  # monotonic time the current incarnation came up
     backoff_count: int = 0  # consecutive backed-off restarts (reset after a long enough run)
     due_at: float | None = None  # monotonic time of the next restart attempt while backing off
+    waits_for: str | None = None  # stopped with the group of this sibling, whose restart is backing off (it starts it)
 
     @property
     def is_temporary(self) -> bool:
@@ -109,7 +110,16 @@ class Children:
             node=child.node,
             retry_in=(max(0.0, child.due_at - now) if child.due_at is not None and now is not None
                       and child.status is ChildStatus.RESTARTING else None),
+            waits_for=self._waits_for(child),
         )
+
+    def _waits_for(self, child: Child) -> str | None:
+        """The sibling whose backed-off restart will start ``child`` again (a consumer stopped with its group),
+        while that still holds: ``child`` is down and the sibling's restart is still queued."""
+        sibling = self._by_key.get(child.waits_for) if child.waits_for is not None else None
+        if sibling is None or child.status is not ChildStatus.UNDEFINED or sibling.status is not ChildStatus.RESTARTING:
+            return None
+        return sibling.key
 
     def counts(self) -> dict[str, int]:
         """OTP's ``count_children``: specs, active, supervisors, workers."""

@@ -115,6 +115,8 @@ class Restarts:
         if delay > 0:
             # Consumers must not run without their authority: stop the group now, start it later.
             yield from self._terminate_group(child)
+            for peer in self._group_peers(child):
+                peer.waits_for = child.key  # an ask meanwhile is told it waits for this restart (ChildRestarting)
             child.status = ChildStatus.RESTARTING
             child.retry_tag += 1
             child.due_at = self._now + delay
@@ -122,6 +124,13 @@ class Restarts:
             self._out.append(ScheduleSelf(TryAgain(child.key, child.retry_tag, counted=False), delay))
             return
         yield from self._restart_group(child, include_self=True)
+
+    def _group_peers(self, child: Child) -> list[Child]:
+        """The siblings the strategy starts again with ``child`` (not ``child`` itself)."""
+        if self.flags.strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
+            return []
+        _, to_start = restart_group(self.flags.strategy, self.children.keys_in_start_order(), child.key)
+        return [peer for key in to_start if key != child.key and (peer := self.children.get(key)) is not None]
 
     def _backoff_for(self, child: Child) -> float:
         """The delay before this restart (0 without a backoff spec); see decisions.backoff_delay."""

@@ -102,6 +102,9 @@ class Resolving:
             if info.status == "restarting":
                 due = f"next attempt in {info.retry_in:.3f}s" if info.retry_in is not None else "retrying"
                 raise ChildRestarting(here, due)
+            if info.status == "undefined" and getattr(info, "waits_for", None) is not None:
+                # a consumer stopped with its group, waiting for a sibling's backed-off restart to start it again
+                raise ChildRestarting(here, f"down until {where}/{info.waits_for}'s restart starts it again")
             if info.status != "running":
                 raise _NotRunning(here, info.status)
             address = info.address

@@ -120,3 +120,19 @@ def test_backoff_delays_the_restart_and_asks_meanwhile_get_restarting(actor_syst
     started = actor_system.wait_for("started", "root/w", after=mark)
     assert (started.time_ns - scheduled.time_ns) / 1e9 >= 0.4  # it really waited (a bound, not a goal)
     assert actor_system.ask("root/w", "hello") == "hello"
+
+
+def test_a_consumer_held_down_by_a_backed_off_restart_is_answered_restarting_too(actor_system):
+    """rest_for_one keeps the consumers after a backing-off child down until it is back: an ask of one was answered
+    "not running (undefined)" — as if it had ended for good — though README promises ``ChildRestarting``."""
+    from ouroactors import ChildRestarting
+
+    slow = worker("w", ECHO, backoff={"min_s": 2.0, "max_s": 4.0, "jitter": 0.0})
+    actor_system.start_tree(supervisor("root", [slow, worker("after", ECHO)], strategy="rest_for_one"))
+    mark = actor_system.mark()
+    crash(actor_system, "root/w")
+    actor_system.wait_for("restart_scheduled", "root/w", after=mark)
+    with pytest.raises(ChildRestarting, match="root/after .*down until root/w's restart starts it again"):
+        actor_system.ask("root/after", "hello")
+    actor_system.wait_for("started", "root/after", after=mark)
+    assert actor_system.ask("root/after", "hello") == "hello"

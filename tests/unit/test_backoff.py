@@ -78,6 +78,22 @@ def test_rest_for_one_holds_consumers_down_during_the_backoff():
     assert world.spawned() == ["auth", "consumer"]
 
 
+def test_a_consumer_held_down_says_which_restart_it_waits_for():
+    """Its status stays OTP's ``undefined``; its row names the sibling whose restart starts it again, so an ask of it
+    is answered ``ChildRestarting`` (as README promises) rather than "not running"."""
+    world = World(spec("rest_for_one")).start()
+    children = world.core.children
+    world.crash("auth")
+    held = children.info(children.get("consumer"), world.now)
+    assert (held.status, held.waits_for) == ("undefined", "auth")
+    assert children.info(children.get("auth"), world.now).waits_for is None
+    world.advance(1.0)
+    assert children.info(children.get("consumer"), world.now).waits_for is None  # running again
+    one = World(spec("one_for_one")).start()
+    one.crash("auth")
+    assert one.core.children.info(one.core.children.get("consumer"), one.now).waits_for is None  # never stopped
+
+
 def test_backoff_counts_against_intensity_once_per_exit():
     world = World(spec()).start()
     world.crash("auth")
