@@ -293,6 +293,9 @@ class Worker(Answering, Actor):
             self._answer_now(sender, Ok())
             return
         if isinstance(message, ChildActorExited | PoisonMessage) and not hasattr(self, "handle_ChildActorExited"):
+            if isinstance(message, PoisonMessage):  # a send of ours thespian gave up on (it did not pickle, …)
+                log.warning("%s: a %s it sent was not delivered: %s", self.path,
+                            type(message.poisonMessage).__name__, str(message.details)[:500])
             return  # plain thespian children of this worker are its own business
         if isinstance(message, Stamped):
             if self._bad_generation(message, sender):

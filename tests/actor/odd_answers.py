@@ -85,3 +85,16 @@ class Poker(Worker):
 
 STOPS_WHEN_POKED = "tests.actor.odd_answers:StopsWhenPoked"
 POKER = "tests.actor.odd_answers:Poker"
+
+
+class SendsTheUnsendable(Worker):
+    """Sends its earlier sibling ``target`` a generator (which cannot be pickled) when asked to."""
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "send":
+            self.send(self.authorities["target"].address, (n for n in range(3)))
+            return "sent"
+        return None
+
+
+SENDS_THE_UNSENDABLE = "tests.actor.odd_answers:SendsTheUnsendable"

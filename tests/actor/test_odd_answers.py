@@ -22,7 +22,8 @@ from ouroactors import (
     worker,
 )
 
-from .odd_answers import EXITS_IN_START, ODD_ANSWERS, POKER, STOPS_WHEN_POKED
+from .helpers import wait_until
+from .odd_answers import EXITS_IN_START, ODD_ANSWERS, POKER, SENDS_THE_UNSENDABLE, STOPS_WHEN_POKED
 
 ASK_S = 20.0  # an ask that waited this long (or ran out) shows the old behaviour
 PROMPT_S = 5.0  # an answer sent back at once arrives well within this, even on a loaded machine
@@ -116,3 +117,14 @@ def test_a_worker_stopped_by_a_bare_message_sends_its_sender_nothing(actor_syste
     assert _ask_promptly(actor_system, "app/poker", "poke") == "poked"
     actor_system.wait_for("exited", "app/target", after=mark)
     assert _ask_promptly(actor_system, "app/poker", "seen") == []
+
+
+@pytest.mark.multiproc
+def test_a_message_a_worker_sent_that_could_not_be_delivered_is_logged_by_it(actor_system):
+    """thespian hands the sender a PoisonMessage for a send it gave up on; the worker dropped it without a word, and
+    whoever waited for the message's effect was left to guess."""
+    actor_system.start_tree(supervisor("app", [worker("target", ODD_ANSWERS),
+                                               worker("sender", SENDS_THE_UNSENDABLE)], strategy="one_for_one"))
+    assert _ask_promptly(actor_system, "app/sender", "send") == "sent"
+    log = actor_system.data_dir / "admin.out"
+    wait_until(lambda: "app/sender: a generator it sent was not delivered" in log.read_text(), what="the warning")

@@ -132,7 +132,7 @@ def test_a_consumer_held_down_by_a_backed_off_restart_is_answered_restarting_too
     mark = actor_system.mark()
     crash(actor_system, "root/w")
     actor_system.wait_for("restart_scheduled", "root/w", after=mark)
-    with pytest.raises(ChildRestarting, match="root/after .*down until root/w's restart starts it again"):
+    with pytest.raises(ChildRestarting, match=r"root/after .*down until root/w's restart starts it again"):
         actor_system.ask("root/after", "hello")
     actor_system.wait_for("started", "root/after", after=mark)
     assert actor_system.ask("root/after", "hello") == "hello"
