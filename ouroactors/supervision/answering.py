@@ -35,6 +35,7 @@ class Answering:
         _supervisor: Any
 
         def send(self, address: Any, message: Any) -> None: ...
+        def _finish(self, reason: ExitReason) -> None: ...
 
     def _answer_now(self, sender: Any, answer: Any) -> None:
         """Answer the request being handled: inside :class:`~.calls.TaggedAnswer` when it came tagged."""
@@ -70,6 +71,11 @@ class Answering:
             else ActorStopping(who))
         self._answer_now(sender, refusal)
         self.refused(message, refusal)
+
+    def _stop_in_handler(self, reason: ExitReason) -> None:
+        """End the worker from inside a handler (``stop()``, ``sys.exit()``), telling an unanswered asker."""
+        self._finish(reason)
+        self._answer_unanswered(reason)
 
     def _answer_unanswered(self, reason: ExitReason) -> None:
         """The worker stops while handling a tagged request it has not answered (``stop()`` and no return value,

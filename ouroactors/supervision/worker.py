@@ -368,10 +368,6 @@ class Worker(Answering, Actor):
         self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
         self._exit_if_forgotten()
 
-    def _stop_in_handler(self, reason: ExitReason) -> None:
-        self._finish(reason)
-        self._answer_unanswered(reason)
-
     def _finish(self, reason: ExitReason) -> None:
         """Run ``on_stop`` once, tell the supervisor why, and wait to be ended."""
         self._state = "done"  # from here every message is refused (or, once the process ends, dropped) unhandled

@@ -63,7 +63,11 @@ class ThreadEndpoints:
         """This thread's endpoint, opened at its first use."""
         held = getattr(self._local, "held", None)
         if held is None or held.endpoint is None:
-            held = _Held(self._make())
+            try:
+                made = self._make()
+            except Exception as exc:  # the admin is gone, or refuses: said as the handle's other errors are
+                raise ActorSystemError(f"this thread could not open an endpoint to the system's admin: {exc}") from exc
+            held = _Held(made)
             with self._lock:
                 if self.closed:  # the handle closed meanwhile: nothing may stay open behind it
                     held.close()

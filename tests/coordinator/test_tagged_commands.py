@@ -31,14 +31,20 @@ class Recording:
     def __init__(self, endpoint: Any) -> None:
         self.endpoint = endpoint
         self.seen: list[tuple[Any, Any]] = []
+        self.pending: Any = None  # the last message asked, until something comes back
 
     def ask(self, address: Any, message: Any, timeout: float) -> Any:
-        answer = self.endpoint.ask(address, message, timeout)
-        self.seen.append((message, answer))
-        return answer
+        self.pending = message
+        return self._kept(self.endpoint.ask(address, message, timeout))
 
-    def listen(self, timeout: float) -> Any:
-        return self.endpoint.listen(timeout)
+    def listen(self, timeout: float) -> Any:  # an ask that waits past its first slice gets its answer here
+        return self._kept(self.endpoint.listen(timeout))
+
+    def _kept(self, answer: Any) -> Any:
+        if answer is not None and self.pending is not None:
+            self.seen.append((self.pending, answer))
+            self.pending = None
+        return answer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.endpoint, name)
