@@ -182,6 +182,11 @@ def ledger_settle(data_dir: str, actor_path: str | None, effect_id: str, status:
         raise click.ClickException(f"--operator {operator!r}: the credentials in {data_dir} are {who!r}'s")
     answer = ask_authority(connect_client(data_dir), actor_path or "agent/ledger",
                            OperatorSettle(effect_id, status, reason, who, token))
+    if answer.answer == "existing":  # settled so before (by its runtime, or an operator): nothing changed now
+        by = answer.entry.settled_by or "its runtime"
+        console.print(f"{effect_id}: already {answer.entry.status.value} (settled by {by}); nothing changed",
+                      markup=False)
+        return
     console.print(f"{effect_id}: {answer.entry.status.value} ({answer.answer}), settled by operator:{who}",
                   markup=False)
 

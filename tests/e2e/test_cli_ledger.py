@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import stat
 from pathlib import Path
 
 import lmdb
@@ -60,6 +61,10 @@ def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
         assert shown["reason"] == "found the PR by its marker"
         again = cli("ledger", "settle", "pr-2", "failed", "--reason", "changed my mind", cwd=tmp_path)
         assert again.returncode == 2 and "already ok" in again.stderr
+        # the same settlement again: nothing changes, and the answer says who settled it — it claimed the operator
+        # had just settled an effect its runtime had settled long before
+        same = cli("ledger", "settle", "pr-1", "ok", "--reason", "looked again", cwd=tmp_path)
+        assert same.returncode == 0 and "pr-1: already ok (settled by runner); nothing changed" in same.stdout
 
         status = cli("storage", "status", cwd=tmp_path)
         assert status.returncode == 0, status.stderr
@@ -70,6 +75,15 @@ def test_operator_lists_ambiguous_settles_and_backs_up(tmp_path):
 
         backup = tmp_path / "backup"
         assert cli("storage", "backup", str(backup), cwd=tmp_path).returncode == 0
+        # the copy is the data dir's whole content: only its owner may read it, as in the data dir (it was 0644 in
+        # a 0755 directory, readable by every local user)
+        assert stat.S_IMODE(backup.stat().st_mode) == 0o700
+        assert [p.name for p in backup.iterdir()] == ["data.mdb"]
+        assert stat.S_IMODE((backup / "data.mdb").stat().st_mode) == 0o600
+        shared = tmp_path / "shared"  # a directory that already exists, open to all: the file still is not
+        shared.mkdir(mode=0o755)
+        assert cli("storage", "backup", str(shared), cwd=tmp_path).returncode == 0
+        assert stat.S_IMODE((shared / "data.mdb").stat().st_mode) == 0o600 and len(list(shared.iterdir())) == 1
         env = lmdb.open(str(backup), readonly=True, max_dbs=32, lock=False)
         try:
             with env.begin() as txn:

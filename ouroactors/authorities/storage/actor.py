@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,8 +31,10 @@ from ...core.boundary import Size, Text
 from ...core.errors import BadRequest
 from ...supervision.worker import Worker
 from .commit import Committed, write
-from .datafile import check_data_file
+from .datafile import DATA_FILE, check_data_file
 from .env import (
+    DIR_MODE,
+    FILE_MODE,
     GENERATION_KEY,
     StorageConfig,
     StorageError,
@@ -121,13 +125,25 @@ class Storage(Worker):
         return self.unhandled(message, sender)
 
     def handle_Backup(self, message: Backup, sender: Any) -> str | StorageError:
-        """A refused backup is answered, not a crash: a crash here would restart every writer."""
+        """A refused backup is answered, not a crash: a crash here would restart every writer.
+
+        The copy is the data dir's whole content, which only its owner may read (0700 directories, 0600 files): it
+        is written into a private directory (``mkdtemp``: 0700) inside the target, made 0600 there and only then
+        moved into the target. LMDB creates the file with the process's umask (0644 here), so a copy made straight
+        into an existing, open directory could be opened by another local user while it was being written, and
+        that descriptor keeps reading after any later ``chmod``."""
         target = Path(message.target)
         try:
-            target.mkdir(parents=True, exist_ok=True)
+            target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             if any(target.iterdir()):
                 return StorageError(f"backup target {target} is not empty")
-            self.env.copy(str(target), compact=True)  # a consistent snapshot from one read transaction
+            private = Path(tempfile.mkdtemp(prefix=".backup-", dir=target))
+            try:
+                self.env.copy(str(private), compact=True)  # a consistent snapshot from one read transaction
+                os.chmod(private / DATA_FILE, FILE_MODE)
+                os.rename(private / DATA_FILE, target / DATA_FILE)
+            finally:
+                shutil.rmtree(private, ignore_errors=True)
         except (OSError, lmdb.Error) as exc:
             return StorageError(f"cannot back up into {target}: {exc}")
         return str(target)
