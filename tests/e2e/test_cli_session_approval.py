@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -136,6 +137,7 @@ def _check_export(tmp_path: Path, approval_id: str) -> None:
     archive.write_bytes(base64.b64decode(doc["journal"]["archive_b64"]))
     imported = cli("journal", "import", str(archive), "--data-dir", str(tmp_path / "audit"), cwd=tmp_path)
     assert imported.returncode == 0 and doc["journal"]["head_hash"] in imported.stdout, imported.stdout
+    assert stat.S_IMODE((tmp_path / "audit").stat().st_mode) == 0o700  # private, as a system's data dir (was 0755)
     again = cli("session", "export", "a1", "-o", "a1.json", cwd=tmp_path)
     assert again.returncode == 2 and "exists already" in again.stderr
     # imported into the served data dir, the journal's id names no new session (it would continue that history)

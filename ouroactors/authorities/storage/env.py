@@ -140,7 +140,9 @@ def handed_out(config: StorageConfig) -> int:
 def _open_checked(config: StorageConfig) -> lmdb.Environment:
     """Check the directory and files, then let LMDB open (or create) them, under ``open.lock``."""
     directory = Path(config.path)
-    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    # the data dir around it too, when made here (``journal import --data-dir NEW``): 0700 as a system's own is
+    directory.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    directory.mkdir(mode=DIR_MODE, exist_ok=True)
     check_trusted(directory)
     lock_path = directory / OPEN_LOCK
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
