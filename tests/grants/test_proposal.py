@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ouroactors.authorities.grants.messages import MAX_ARGUMENTS_BYTES
-from ouroactors.authorities.grants.proposal import ELIDED, shown
+from ouroactors.authorities.grants.proposal import ELIDED, _has_marker, shown
 from ouroactors.core.codec import _pack, digest_of
 
 
@@ -61,5 +61,19 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**62, 2**62
 def test_every_view_fits_the_grants_door(arguments):
     view = shown(arguments)
     assert size(view) <= MAX_ARGUMENTS_BYTES
-    if size(arguments) <= MAX_ARGUMENTS_BYTES:
+    if size(arguments) <= MAX_ARGUMENTS_BYTES and not _has_marker(arguments):
         assert view == arguments
+
+
+def test_a_call_that_spells_out_another_calls_view_does_not_share_its_approval():
+    """Attack: a model gives an ``http`` call whose ``json_body`` is, literally, the view of a large call the
+    operator approved. Both had one digest, so the approval of one could decide the other. A literal marker key is
+    escaped (one more ``$``), so the two views and digests differ; arguments without one are kept as they were."""
+    large = {"json_body": "x" * 5000}
+    view = shown(large)
+    forged = {"json_body": view["json_body"]}
+    assert shown(forged) != view and digest_of(["http", shown(forged)]) != digest_of(["http", view])
+    assert shown(forged) == {"json_body": {"$" + ELIDED: view["json_body"][ELIDED]}}
+    deeper = {"a": [{"$$elided": 1}]}  # already escaped once: escaped again, still told apart from the one above
+    assert shown(deeper) == {"a": [{"$$$elided": 1}]} and shown({"a": [{"$elided": 1}]}) == {"a": [{"$$elided": 1}]}
+    assert shown({"path": "x", "$other": 1}) == {"path": "x", "$other": 1}  # other keys untouched

@@ -47,9 +47,34 @@ def _shrunk(value: Any) -> Any:
     return value
 
 
+def _is_marker(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("$") and key.lstrip("$") == ELIDED[1:]
+
+
+def _has_marker(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_is_marker(key) or _has_marker(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_marker(item) for item in value)
+    return False
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with every key that reads as a marker (``$elided``, ``$$elided``, …) given one more ``$``: a call
+    whose arguments spell out another call's view literally must not share its digest (and so its approval)."""
+    if isinstance(value, dict):
+        return {("$" + key if _is_marker(key) else key): _escaped(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escaped(item) for item in value]
+    return value
+
+
 def shown(arguments: Any) -> Any:
     """``arguments`` as an approval keeps them: whole within :data:`~.messages.MAX_ARGUMENTS_BYTES` encoded, else
-    the bounded view the module docstring describes (deterministic: the same arguments, the same view)."""
+    the bounded view the module docstring describes (deterministic: the same arguments, the same view; two different
+    arguments, two different views — a literal marker key is escaped first)."""
+    if _has_marker(arguments):
+        arguments = _escaped(arguments)
     if _size(arguments) <= MAX_ARGUMENTS_BYTES:
         return arguments
     view = _shrunk(arguments)
