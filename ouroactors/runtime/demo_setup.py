@@ -15,8 +15,9 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..supervision.specs import ChildSpec
 from ..system.config import load_tree
+from ..trees import HERE as TREES
 
-AGENT_TOML = Path(__file__).resolve().parents[2] / "supervision_trees" / "agent.toml"
+AGENT_TOML = TREES / "agent.toml"  # package data: there from a wheel as from a checkout
 
 # The demo session's permissions (user scope; agent.toml's node rules stay as they are). Reading, the grep
 # the model runs and the slow command of step 5 are allowed; nothing covers editing NOTES.md, so that edit
@@ -37,11 +38,11 @@ def workspace_for(data_dir: Path) -> Path:
 
 
 def agent_tree(workspace: Path, spare_runtimes: int | None = None) -> ChildSpec:
-    """supervision_trees/agent.toml's tree, with the demo's workspace root and permission rules (and the session
-    directory's ``spare_runtimes``, when given, instead of the file's)."""
+    """The shipped agent tree (``ouroactors/trees/agent.toml``), with the demo's workspace root and permission rules
+    (and the session directory's ``spare_runtimes``, when given, instead of the file's)."""
     if not AGENT_TOML.is_file():
-        raise SpecError([("", "the agent tree file is missing (the demo needs a source checkout: "
-                              "pip install -e .)")], str(AGENT_TOML))
+        raise SpecError([("", "the shipped agent tree is missing: the installation is incomplete "
+                              "(reinstall ouroactors)")], str(AGENT_TOML))
     tree = load_tree(AGENT_TOML).tree
     children = []
     for child in tree.children or ():

@@ -62,16 +62,31 @@ def load_tree(path: str | Path) -> TreeFile:
     """Read and validate a tree file; raise :class:`SpecError` naming what is wrong and where.
 
     The tree's actors are imported from the project the file belongs to: see :func:`project_import_path`.
+    A bare name of a shipped tree (``"agent"``, ``"example"``: :mod:`ouroactors.trees`) with no file of that name
+    here reads the shipped file, so the CLI's TREE_FILE works the same from a wheel as from a checkout.
     """
+    path = _shipped_or(path)
     source = str(path)
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise SpecError([("", f"cannot read tree file: {exc.strerror}")], source) from None
+        hint = "; the shipped trees are named agent and example" if isinstance(exc, FileNotFoundError) else ""
+        raise SpecError([("", f"cannot read tree file: {exc.strerror}{hint}")], source) from None
     for directory in project_import_path(Path(path)):
         if directory not in sys.path:
             sys.path.append(directory)  # after site-packages: an installed package still wins
     return parse_tree(text, source)
+
+
+def _shipped_or(path: str | Path) -> str | Path:
+    """``path``, or the shipped tree it names when it is a bare name (no directory, no suffix) and no such file
+    exists: an existing file always wins, and anything that looks like a path is never second-guessed."""
+    if isinstance(path, str) and path and Path(path).name == path and not Path(path).suffix \
+            and not Path(path).exists():
+        from ..trees import bundled  # package data only: no import cost for a plain path
+
+        return bundled(path) or path
+    return path
 
 
 _PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")

@@ -180,7 +180,7 @@ def test_a_bad_marker_argument_is_a_usage_error_naming_it(inner: pytest.Pytester
         "test_bad.py::test_unknown_config_field: @pytest.mark.crash_enumeration: config: unknown field 'session' "
         "(did you mean 'sessions'?)*",
         "test_bad.py::test_missing_tree_file: @pytest.mark.crash_enumeration: tree: */missing.toml (relative paths "
-        "are from the rootdir): cannot read tree file: No such file or directory",
+        "are from the rootdir): cannot read tree file: No such file or directory*",
         "test_bad.py::test_no_ledger: @pytest.mark.crash_enumeration: tree: tree 'x' has no ledger*",
         "test_bad.py::test_unknown_base: @pytest.mark.crash_enumeration: base: must be one of multiproc, simple, "
         "got 'multiprocess'",
