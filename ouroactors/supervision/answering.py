@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from thespian.actors import ChildActorExited, PoisonMessage, WakeupMessage
 
 from ..core.errors import ActorCrashedBefore, ActorStopped, ActorStopping, OuroactorsError
-from .calls import Asker, TaggedAnswer
+from .calls import Asker, TaggedAnswer, Unanswered
 from .protocol import ArmFaults, GenerationAssigned, StopRequest
 from .sendable import sending
 
@@ -31,6 +31,8 @@ class Answering:
         path: str
         _tag: str | None
         _in_hand: Asker | None
+        _notice: bool
+        _asker_kept: bool
         _crash_reason: ExitReason | None
         _supervisor: Any
 
@@ -39,12 +41,21 @@ class Answering:
 
     def _answer_now(self, sender: Any, answer: Any) -> None:
         """Answer the request being handled: inside :class:`~.calls.TaggedAnswer` when it came tagged."""
-        self.answer_asker(self.asker_of(sender), answer)
+        self.answer_asker(Asker(sender, self._tag), answer)
 
     def asker_of(self, sender: Any) -> Asker:
         """Who sent the request being handled, to :meth:`answer_asker` later (a worker that answers after the handler
         returned: a group commit), tagged as the request was."""
+        self._asker_kept = True
         return Asker(sender, self._tag)
+
+    def _tell_unanswered(self) -> None:
+        """The handler returned None: no answer. A handle's ask that asked for notice (``Tagged.notice``) hears so
+        when the handler kept no asker to answer later, so that its timeout can name the cause instead of a bare
+        "no answer". It still waits: a worker may send its asker something later by a raw ``send``."""
+        asker = self._in_hand
+        if self._notice and asker is not None and asker.tag is not None and not self._asker_kept:
+            self.send(asker.address, Unanswered(asker.tag, self.path))
 
     def answer_asker(self, asker: Asker, value: Any) -> None:
         """Answer a request handled earlier (:meth:`asker_of`) as a handler's return value would have been."""

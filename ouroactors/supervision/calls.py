@@ -62,6 +62,19 @@ class Tagged:
 
     ref: str
     request: Any
+    notice: bool = False  # a handle's ask: told Unanswered when the handler returns None and keeps no asker
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """A worker → a handle whose :class:`Tagged` ask asked for ``notice``: the handler returned None (which sends no
+    answer) and kept no asker (``Worker.asker_of``), so nothing will answer unless the worker itself sends the handle
+    something later. Never an answer: the ask waits on as before, and if its timeout ends it, says why."""
+
+    NEVER_AN_ANSWER: ClassVar[bool] = True
+
+    ref: str
+    path: str
 
 
 @dataclass(frozen=True)

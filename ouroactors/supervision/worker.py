@@ -213,20 +213,25 @@ class Worker(Answering, Actor):
     _incarnation = 0
     _tag: str | None = None  # the ref of the tagged request being handled (its answers are tagged with it)
     _in_hand: Asker | None = None  # who sent the request being handled, until it is answered (a crash answers it)
+    _notice: bool = False  # the request being handled is a handle's ask: a None from its handler is told (answering)
+    _asker_kept: bool = False  # the handler took asker_of(): it answers later
 
     def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, Tagged):  # answered TaggedAnswer(ref, ...), whatever the answer (see .calls)
             problem = ref_problem(message.ref) or (None if isinstance(message.ref, str) else "must be a str")
             if problem is None and isinstance(message.request, Tagged):
                 problem = "tags a request that is tagged already"
+            field, shown = "ref", repr(message.ref)  # what a refusal names
+            if problem is None and type(getattr(message, "notice", False)) is not bool:
+                problem, field, shown = "must be a bool", "notice", repr(message.notice)
             if problem is not None:
-                self.send(sender, BadRequest("Tagged", "ref", problem, repr(message.ref)[:80]))
+                self.send(sender, BadRequest("Tagged", field, problem, shown[:80]))
                 return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
-            self._tag = message.ref
+            self._tag, self._notice = message.ref, getattr(message, "notice", False)
             try:
                 return self._door(message.request, sender)  # it meets every check a bare request does
             finally:
-                self._tag = None
+                self._tag, self._notice = None, False
         return self._door(message, sender)
 
     def _door(self, message: Any, sender: Any) -> ThespianWatch | None:
@@ -249,7 +254,7 @@ class Worker(Answering, Actor):
             self.send(self.myAddress, ActorExitRequest())
             return None
         faults.acting_as(self.path)  # one store; tells actors apart where they share a process
-        self._in_hand = Asker(sender, self._tag)
+        self._in_hand, self._asker_kept = Asker(sender, self._tag), False
         try:
             self._handle_message(message, sender)
         except Exception as exc:  # the first exception ends the worker: no retry, no poison
@@ -330,6 +335,8 @@ class Worker(Answering, Actor):
         self.after_message()
         if self._stop_after is not None:
             self._stop_in_handler(self._stop_after)
+        elif result is None:
+            self._tell_unanswered()
 
     def _bad_generation(self, envelope: Addressed | Stamped, sender: Any) -> bool:
         """Refuse ``envelope`` if its generation is no 64-bit int (:func:`.calls.generation_problem`)."""

@@ -21,7 +21,16 @@ from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
 from ..core.errors import ActorCrashed, AskTimeout, StartFailed
-from ..supervision.calls import Addressed, AdminAnswer, AdminCall, Ok, Stamped, Tagged, TaggedAnswer
+from ..supervision.calls import (
+    Addressed,
+    AdminAnswer,
+    AdminCall,
+    Ok,
+    Stamped,
+    Tagged,
+    TaggedAnswer,
+    Unanswered,
+)
 from . import _stopped
 from ._threads import ThreadEndpoints, close_endpoint
 
@@ -152,6 +161,9 @@ class Answers:
         # a second one, or was sent to a dead actor whose port this endpoint got
         message, ref = _with_ref(message, worker)
         accept = _own_ref_only(accept, ref or _sent_ref(message))
+        told: list[Unanswered] = []  # the worker's word that its handler returned None (kept to name the timeout)
+        if ref is not None:
+            accept = _noting_unanswered(accept, ref, told)
         if gone is not None and self.base == "multiproc":
             answer = self._watched(address, message, timeout, accept, gone, started)
         else:
@@ -164,6 +176,11 @@ class Answers:
         if answer is STOPPED or (answer is None and self.base == "multiproc"
                                  and time.monotonic() - started >= timeout * 0.9):
             self._renew_endpoint()  # a late answer to this ask then goes nowhere
+        if answer is None and told:
+            return AskTimeout(
+                f"no answer from {told[0].path} within {timeout}s: it handled the request and its handler returned "
+                "None, which sends no answer (return a value that is not None; to answer later, keep "
+                "self.asker_of(sender) and call self.answer_asker(asker, value))")
         return answer
 
     def _watched(self, address: Any, message: Any, timeout: float, accept: Callable[[Any], bool],
@@ -306,7 +323,7 @@ def _with_ref(message: Any, worker: bool) -> tuple[Any, str | None]:
         return dataclasses.replace(message, ref=ref), ref
     if worker and not isinstance(message, Tagged | AdminCall):
         ref = f"ask-{_PREFIX}-{next(_REFS)}"
-        return Tagged(ref, message), ref
+        return Tagged(ref, message, notice=True), ref
     return message, None
 
 
@@ -343,6 +360,17 @@ def _own_ref_only(accept: Callable[[Any], bool], sent: str | None) -> Callable[[
             return sent is not None and carried == sent
         return carried is None or carried == sent
     return accept_own
+
+
+def _noting_unanswered(accept: Callable[[Any], bool], ref: str,
+                       told: list[Unanswered]) -> Callable[[Any], bool]:
+    """``accept``, keeping in ``told`` the :class:`~ouroactors.supervision.calls.Unanswered` notice of this ask (an
+    ask with another ref: dropped, as every message that is no answer)."""
+    def accept_noting(message: Any) -> bool:
+        if type(message) is Unanswered and message.ref == ref and not told:
+            told.append(message)
+        return accept(message)
+    return accept_noting
 
 
 def _ref_of(message: Any) -> str | None:

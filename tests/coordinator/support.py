@@ -11,6 +11,7 @@ from ouroactors.runtime.coordinator.reads import DirectoryReads, Follower
 from ouroactors.runtime.coordinator.record import PendingWait, PinnedVersions, SessionRecord
 from ouroactors.runtime.coordinator.store import SessionStore
 from ouroactors.runtime.coordinator.workflow import State
+from ouroactors.supervision.calls import Asker
 
 PINNED = PinnedVersions(prompt="p1", model="scripted-1", tools="t1", workflow="w1", policy="pol1")
 
@@ -58,6 +59,9 @@ class RecordingDirectory(DirectoryReads):
 
     def send(self, target: Any, message: Any) -> None:
         self.sent.append((target, message))
+
+    def asker_of(self, sender: Any) -> Asker:
+        return Asker(sender)
 
     def wakeupAfter(self, delay: Any, payload: Any = None) -> None:
         self.ticking = True

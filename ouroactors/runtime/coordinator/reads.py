@@ -49,7 +49,8 @@ class Follower:
 
 
 class DirectoryReads:
-    """The read handlers of :class:`.directory.Sessions` (a mixin: the actor provides ``send``, ``wakeupAfter``)."""
+    """The read handlers of :class:`.directory.Sessions` (a mixin: the actor provides ``send``, ``wakeupAfter``,
+    ``asker_of``)."""
 
     store: SessionStore
     node: str
@@ -59,6 +60,7 @@ class DirectoryReads:
     ticking: bool
     send: Any
     wakeupAfter: Any
+    asker_of: Any
 
     def _record(self, session_id: str) -> SessionRecord:
         record = self.store.get(session_id)
@@ -103,7 +105,8 @@ class DirectoryReads:
             raise UnknownSession(message.session_id)
         if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
             return answer
-        follower = Follower(message, sender, time.monotonic() + message.wait_s)
+        # held: answered later (each answer carries the request id); asker_of says so (no Unanswered notice)
+        follower = Follower(message, self.asker_of(sender).address, time.monotonic() + message.wait_s)
         coordinator = self.serving.get(message.session_id)
         if coordinator is not None:
             self._lend(follower, coordinator)
