@@ -155,13 +155,14 @@ class UnsendableAnswer(OuroactorsError):
 class UnhandledMessage(OuroactorsError):
     """The actor has no handler for the message type; nothing was done."""
 
-    def __init__(self, path: str, message_type: str) -> None:
+    def __init__(self, path: str, message_type: str, hint: str = "") -> None:
         self.path = path
         self.message_type = message_type
-        super().__init__(f"{path} has no handler for {message_type}")
+        self.hint = hint
+        super().__init__(f"{path} has no handler for {message_type}" + (f"; {hint}" if hint else ""))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (self.__class__, (self.path, self.message_type))
+        return (self.__class__, (self.path, self.message_type, self.hint))
 
 
 def _generation(value: int | None, missing: str) -> str:

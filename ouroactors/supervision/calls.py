@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from ..core.errors import BadRequest
+
 if TYPE_CHECKING:
     from .specs import ChildSpec
 
@@ -92,6 +94,20 @@ class TaggedAnswer:
 
     ref: str
     value: Any
+
+
+def tagged_problem(message: Tagged) -> BadRequest | None:
+    """The refusal of a malformed :class:`Tagged` (a bad ref, a request tagged twice, a ``notice`` that is no
+    bool), or None."""
+    problem = ref_problem(message.ref) or (None if isinstance(message.ref, str) else "must be a str")
+    if problem is None and isinstance(message.request, Tagged):
+        problem = "tags a request that is tagged already"
+    if problem is not None:
+        return BadRequest("Tagged", "ref", problem, repr(message.ref)[:80])
+    notice = getattr(message, "notice", False)
+    if type(notice) is not bool:
+        return BadRequest("Tagged", "notice", "must be a bool", repr(notice)[:80])
+    return None
 
 
 def ref_problem(ref: object) -> str | None:

@@ -64,8 +64,9 @@ from ..core.errors import (
 from ..core.faults import FaultAction
 from . import reasons
 from .answering import Answering
-from .calls import Addressed, Tagged, generation_problem, ref_problem
+from .calls import Addressed, Tagged, generation_problem, tagged_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
+from .dispatch import bypassed_handler, handler_for
 from .faulting import arm_here
 from .leftovers import end_leftovers
 from .protocol import IGNORE as IGNORE  # re-exported: what ``on_start`` returns (OTP's ignore)
@@ -138,11 +139,8 @@ class Worker(Answering, Actor):
 
     def on_message(self, message: Any, sender: Any) -> Any:
         """Handle one message. The default dispatches to ``handle_<TypeName>`` along the MRO."""
-        for klass in type(message).__mro__:
-            handler = getattr(self, f"handle_{klass.__name__}", None)
-            if handler is not None:
-                return handler(message, sender)
-        return self.unhandled(message, sender)
+        handler = handler_for(self, message)
+        return handler(message, sender) if handler is not None else self.unhandled(message, sender)
 
     def on_stop(self, reason: ExitReason) -> None:
         """Called once when the worker ends: asked to stop, stopping itself, or crashed."""
@@ -172,10 +170,12 @@ class Worker(Answering, Actor):
         """Report a message nobody handles: log it and answer the sender with an error — unless the message is an
         error itself (a refusal answering one of ours): answering it would start two actors refusing each other's
         refusals forever."""
-        log.warning("%s: no handler for %s", self.path, type(message).__name__)
-        if isinstance(message, BaseException):
-            return None
-        return UnhandledMessage(self.path, type(message).__name__)
+        name = type(message).__name__
+        hint = bypassed_handler(self, message, type(self).on_message is not Worker.on_message)
+        log.warning("%s: no handler for %s%s", self.path, name, f"; {hint}" if hint else "")
+        if isinstance(message, BaseException) or (isinstance(message, WakeupMessage) and sender == self.myAddress):
+            return None  # (an own timer nobody handles: logged, not answered to itself)
+        return UnhandledMessage(self.path, name, hint)
 
     # -- API for subclasses ---------------------------------------------------------------------
 
@@ -218,14 +218,9 @@ class Worker(Answering, Actor):
 
     def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
         if isinstance(message, Tagged):  # answered TaggedAnswer(ref, ...), whatever the answer (see .calls)
-            problem = ref_problem(message.ref) or (None if isinstance(message.ref, str) else "must be a str")
-            if problem is None and isinstance(message.request, Tagged):
-                problem = "tags a request that is tagged already"
-            field, shown = "ref", repr(message.ref)  # what a refusal names
-            if problem is None and type(getattr(message, "notice", False)) is not bool:
-                problem, field, shown = "must be a bool", "notice", repr(message.notice)
-            if problem is not None:
-                self.send(sender, BadRequest("Tagged", field, problem, shown[:80]))
+            refused = tagged_problem(message)
+            if refused is not None:
+                self.send(sender, refused)
                 return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
             self._tag, self._notice = message.ref, getattr(message, "notice", False)
             try:
