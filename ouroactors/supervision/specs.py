@@ -319,6 +319,20 @@ _KNOWN_KEYS = sorted(
     set(ChildSpec.model_fields) | set(Backoff.model_fields) | set(SupervisorFlags.model_fields)
 )
 
+# What an OTP (or Akka, or thespian) user writes first, and what the key is called here: spelling alone would point
+# ``start`` at ``restart``, which is not what they meant.
+_NAMED_ELSEWHERE = {
+    "start": "actor",  # OTP's {M, F, A}: here the import path of the worker, "module:Class"
+    "module": "actor",
+    "class": "actor",
+    "actor_class": "actor",
+    "max_restarts": "intensity",
+    "max_seconds": "period",
+    "max_r": "intensity",
+    "max_t": "period",
+    "name": "id",
+}
+
 
 def format_location(loc: tuple[int | str, ...]) -> str:
     out = ""
@@ -344,8 +358,10 @@ def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecErro
         loc = format_location(tuple(error["loc"]))
         if error["type"] == "extra_forbidden":
             key = str(error["loc"][-1])
-            close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+            close = [_NAMED_ELSEWHERE[key]] if key in _NAMED_ELSEWHERE else difflib.get_close_matches(key, _KNOWN_KEYS)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            if close[:1] == ["actor"]:
+                hint = hint[:-1] + ' the worker\'s import path, "module:Class")'
             message = f"unknown key {key!r}{hint}"
         elif error["type"] == "missing":
             message = "is required"

@@ -36,3 +36,15 @@ def test_an_unknown_system_key_gets_the_nearest_valid_one() -> None:
 def test_a_root_that_is_not_a_supervisor_names_its_type() -> None:
     [(loc, msg)] = problems(ROOT + 'type = "worker"\n')
     assert loc == "tree.type" and msg.endswith("; got 'worker'"), msg
+
+
+def test_a_key_named_as_otp_names_it_points_at_ours_not_at_the_nearest_spelling() -> None:
+    # OTP's child spec says `start` (and supervisor flags `max_restarts`/`max_seconds`): by spelling alone, `start`
+    # was pointed at `restart`
+    tree = ('[tree]\nid = "app"\nmax_restarts = 3\nmax_seconds = 5\n'
+            '[[tree.children]]\nid = "w"\nstart = "myapp.store:Store"\n')
+    found = dict(problems(tree))
+    assert found["tree.children[0].start"] == ("unknown key 'start' (did you mean 'actor'? the worker's import "
+                                               "path, \"module:Class\")")
+    assert found["tree.max_restarts"] == "unknown key 'max_restarts' (did you mean 'intensity'?)"
+    assert found["tree.max_seconds"] == "unknown key 'max_seconds' (did you mean 'period'?)"
