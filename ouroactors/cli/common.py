@@ -28,16 +28,21 @@ C = TypeVar("C")
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    """A console that never cuts output that is not going to a terminal.
+    """A console that never cuts output that is not going to a terminal, and reads no markup in what it prints.
 
     Off a terminal rich assumes 80 columns and ellipsises table cells and wraps errors mid-sentence; a pipe or
     a file gets whole lines instead (a program parses them, a person can still ``less -S``).
+
+    ``markup=False``: everything the CLI prints comes from somewhere else — an actor's crash message, a path a
+    model chose, a session id — and rich would read ``[bold]`` in it as a style, drop ``[digest]`` as an unknown
+    tag, and fail the whole command on a ``[/x]`` that closes nothing. Styles are given as ``style=`` or as
+    ``rich.text.Text``, never spelt inside text.
     """
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty()
-    return Console(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped)
+    return Console(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped, markup=False)
 
 
 _PIPE_WIDTH = 100_000

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..core.errors import OuroactorsError
 from ..system.handle import ActorSystem, _group_alive
@@ -52,7 +53,7 @@ class Narrator:
 
     def step(self, title: str) -> None:
         if self.console.width <= 160:
-            self.console.rule(f"[bold]{title}")
+            self.console.rule(Text(title, style="bold"))
         else:  # not a terminal: a rule as wide as the console (100,000 columns when piped) would be noise
             self.console.print(f"\n── {title} " + "─" * max(3, 76 - len(title)), style="bold", markup=False,
                                highlight=False)
