@@ -18,6 +18,7 @@ import click
 from ..authorities.asking import ask_authority
 from . import main
 from .common import connect_client, console, data_dir_option, reports_errors
+from .visible import visible
 
 path_option = click.option("--at", "actor_path", default=None, help="tree path of the authority")
 
@@ -224,9 +225,8 @@ def approvals_list(data_dir: str, actor_path: str | None, status: str | None, se
     """Approvals, oldest first."""
     import dataclasses
 
-    from rich.markup import escape
-
     from ..authorities.grants.actor import ListApprovals
+    from .session_text import arguments_text
 
     rows = ask_authority(connect_client(data_dir), actor_path or "agent/grants", ListApprovals(status, session))
     if as_json:
@@ -237,17 +237,16 @@ def approvals_list(data_dir: str, actor_path: str | None, status: str | None, se
     table = Table()
     for column in ("approval", "session", "tool", "arguments", "state", "status", "answered by", "refusals"):
         table.add_column(column)
-    for a in rows:  # escaped: an argument such as "- [x] done" is text, not rich markup
-        table.add_row(escape(a.approval_id), escape(a.session_id), escape(a.tool),
-                      escape(_arguments(a.arguments, 120)), str(a.state_version), a.status,
-                      escape(a.answered_by or "-"), str(len(a.refusals)))
+    for a in rows:  # the call's own arguments (what it was judged against: `approvals show`); the console shows
+        # every cell as text, control characters escaped (.visible): "- [x] done" is no markup, ESC is no command
+        table.add_row(a.approval_id, a.session_id, a.tool, arguments_text(a.arguments, 120), str(a.state_version),
+                      a.status, a.answered_by or "-", str(len(a.refusals)))
     console.print(table)
 
 
-def _arguments(arguments: Any, limit: int | None = None) -> str:
+def _arguments(arguments: Any) -> str:
     """The canonical arguments as JSON (what the operator is asked to approve)."""
-    text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
-    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
 
 
 @approvals.command("show")
@@ -264,11 +263,11 @@ def approvals_show(data_dir: str, actor_path: str | None, approval_id: str) -> N
     if not found:
         raise click.ClickException(f"no approval {approval_id!r}")
     a = found[0]
-    click.echo(json.dumps({"approval": a.approval_id, "session": a.session_id, "tool": a.tool,
-                           "arguments": a.arguments, "call_digest": a.call_digest, "state_version": a.state_version,
-                           "status": a.status, "answerers": list(a.answerers), "answered_by": a.answered_by,
-                           "reason": a.reason, "refusals": list(a.refusals)},
-                          indent=2, sort_keys=True, ensure_ascii=False, default=repr))
+    click.echo(visible(json.dumps({  # JSON escapes C0 controls only: a direction override would reach the terminal
+        "approval": a.approval_id, "session": a.session_id, "tool": a.tool, "arguments": a.arguments,
+        "call_digest": a.call_digest, "state_version": a.state_version, "status": a.status,
+        "answerers": list(a.answerers), "answered_by": a.answered_by, "reason": a.reason,
+        "refusals": list(a.refusals)}, indent=2, sort_keys=True, ensure_ascii=False, default=repr)))
 
 
 def _answer(data_dir: str, actor_path: str | None, approval_id: str, approve: bool, reason: str | None) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from functools import wraps
+from functools import cache, wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..core.errors import ActorCrashed, ActorSystemError, OuroactorsError, StartFailed
+from .visible import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,13 +37,25 @@ def make_console(*, stderr: bool = False) -> Console:
     ``markup=False``: everything the CLI prints comes from somewhere else — an actor's crash message, a path a
     model chose, a session id — and rich would read ``[bold]`` in it as a style, drop ``[digest]`` as an unknown
     tag, and fail the whole command on a ``[/x]`` that closes nothing. Styles are given as ``style=`` or as
-    ``rich.text.Text``, never spelt inside text.
+    ``rich.text.Text``, never spelt inside text. And no string reaches the terminal with a control character in it
+    (:mod:`.visible`).
     """
-    from rich.console import Console
-
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty()
-    return Console(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped, markup=False)
+    return _console_type()(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped, markup=False)
+
+
+@cache
+def _console_type() -> type[Console]:
+    """rich's console, rendering every string :func:`.visible.visible` (see that module): control characters and
+    direction overrides in what it prints are shown, never obeyed by the terminal."""
+    from rich.console import Console
+
+    class VisibleConsole(Console):
+        def render_str(self, text: str, *args: Any, **kwargs: Any) -> Any:
+            return super().render_str(visible(text), *args, **kwargs)
+
+    return VisibleConsole
 
 
 _PIPE_WIDTH = 100_000

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
-from rich.text import Text
 
 from ..authorities.asking import ask_authority
 from ..authorities.ledger.messages import GetEntry
@@ -111,8 +110,8 @@ class Demo:
             return
         approval = pending[0]
         table = Table("approval", "tool", "arguments", "state version", "answerers")
-        table.add_row(*(Text(str(cell)) for cell in (approval.approval_id, approval.tool, approval.arguments,
-                                                       approval.state_version, ", ".join(approval.answerers))))
+        table.add_row(*(str(cell) for cell in (approval.approval_id, approval.tool, approval.arguments,
+                                                 approval.state_version, ", ".join(approval.answerers))))
         n.console.print(table)
         n.said("no rule covers editing NOTES.md (the demo allows Read, grep and the slow command only), so grants "
                "asked; the call waits, nothing was written")

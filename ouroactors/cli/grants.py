@@ -22,6 +22,7 @@ from ..authorities.asking import ask_authority
 from ..authorities.grants.messages import SetPosture
 from . import main
 from .common import MessageField, connect_client, console, data_dir_option, reports_errors
+from .visible import visible
 
 SCOPES = ("user", "workspace", "session")
 POSTURES = ("default", "plan", "read_only")
@@ -63,12 +64,6 @@ def _checked(rules: tuple[str, ...], scope: str) -> tuple[str, ...]:
     return rules
 
 
-def _shown(text: str) -> str:
-    """``text`` with its control characters escaped (a rule stored before they were refused reaches no terminal as
-    an escape sequence)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _policy(client: Any, actor_path: str | None) -> dict[str, Any]:
     found = client.ask(actor_path or "agent/grants", "rules")  # a read: no stamp needed
     if not isinstance(found, dict) or not isinstance(found.get("rules"), dict):
@@ -95,13 +90,13 @@ def grants_list(data_dir: str, actor_path: str | None, session_id: str | None, a
         click.echo(json.dumps({"rules": rules, "postures": postures}, sort_keys=True))
         return
     for scope, texts in rules.items():
-        console.print(f"{_shown(scope)}:", markup=False, highlight=False)
+        console.print(f"{visible(scope, keep='')}:", markup=False, highlight=False)
         for text in texts or ["(none)"]:
-            console.print(f"  {_shown(text)}", markup=False, highlight=False)
+            console.print(f"  {visible(text, keep='')}", markup=False, highlight=False)
     if postures:
         console.print("postures:", markup=False, highlight=False)
         for session, posture in postures.items():
-            console.print(f"  {_shown(session)}: {posture}", markup=False, highlight=False)
+            console.print(f"  {visible(session, keep='')}: {posture}", markup=False, highlight=False)
     console.print("deny > ask > allow; a request no rule matches is ask", markup=False, highlight=False)
 
 

@@ -28,6 +28,7 @@ from ..runtime.coordinator.workflow import State
 from . import main
 from .common import MessageField, connect_client, console, data_dir_option, not_nan, reports_errors
 from .session_text import EventLines, ended_text
+from .visible import visible
 
 
 class TextField(MessageField):
@@ -189,7 +190,7 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
     # this process starts no system: it may read the durable log itself, woken by whoever commits to it
     sessions = _sessions(data_dir, follow_direct=True)
     # how to answer an approval is said while the session waits on one, not under an answered or a cancelled one
-    lines = EventLines(lambda text: click.echo(text, nl=False), session_id,
+    lines = EventLines(lambda text: click.echo(visible(text), nl=False), session_id,  # (see .visible)
                        waiting=lambda: sessions.show(session_id).state == State.WAITING_APPROVAL.value)
     last_kind = None
     try:
@@ -204,7 +205,7 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
         lines.end()
     if follow and not as_json and (until is None or last_kind != until) and (end := ended_text(
             sessions.show(session_id))):  # the follow ended: say why when the session did
-        click.echo(end)
+        click.echo(visible(end))
 
 
 version_option = click.option("--expected-version", type=VERSION, default=None,

@@ -16,19 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from ..runtime.coordinator.workflow import TERMINAL
+from .visible import visible
 
 ARGUMENTS_CHARS = 120  # an argument summary longer than this is cut (with "…"): one line per event
 QUOTED_CHARS = 300  # a prompt or a steer longer than this is cut on its line (a message may hold 200,000)
-
-
-def printable(text: str, *, keep: str = "") -> str:
-    """``text`` safe for a terminal: every character that is not printable (an escape sequence's ESC, a carriage
-    return, a bell) is written as its escape (``\\x1b``) — a model chooses these strings, and a terminal would obey
-    them — except those in ``keep`` (a streamed answer keeps its newlines and tabs)."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
 
 
 def arguments_text(arguments: Any, limit: int = ARGUMENTS_CHARS) -> str:
@@ -54,8 +45,8 @@ def quoted(text: Any, limit: int = QUOTED_CHARS) -> str:
 
 def event_summary(kind: str, data: dict[str, Any]) -> str:
     """The line's text for an event of ``kind`` with ``data`` (an unknown kind: its data as compact JSON), made
-    :func:`printable`: a call id, a tool name or a reason may come from the model."""
-    return printable(_summary(kind, data))
+    :func:`.visible.visible`: a call id, a tool name or a reason may come from the model."""
+    return visible(_summary(kind, data), keep="")
 
 
 def _summary(kind: str, data: dict[str, Any]) -> str:
@@ -98,7 +89,7 @@ class EventLines:
     event's cursor — instead of a line per delta. A ``turn_resumed`` says that a new runtime goes on with the turn
     (what it repeated of the cut run is not published again); in a log written before that, a ``turn_started`` of a
     turn that started before and never settled says that the turn runs again (the events that follow repeat the cut
-    run's, from the journal). Everything written is :func:`printable`."""
+    run's, from the journal). Everything written is :func:`.visible.visible`."""
 
     def __init__(self, write: Callable[[str], None], session_id: str | None = None,
                  waiting: Callable[[], bool] | None = None) -> None:
@@ -115,7 +106,7 @@ class EventLines:
                 self.end()
                 self.write(f"{cursor:>6} {'text':<16} ")
                 self.text_open, self.text_turn = True, turn
-            self.write(printable(data["text"], keep="\n\t"))
+            self.write(visible(data["text"]))
             return
         self.end()
         again = ""
@@ -124,7 +115,7 @@ class EventLines:
             self.unsettled = turn
         elif kind == "turn_settled":
             self.unsettled = None
-        self.write(f"{cursor:>6} {printable(kind):<16} {event_summary(kind, data)}{again}\n")
+        self.write(f"{cursor:>6} {visible(kind, keep=''):<16} {event_summary(kind, data)}{again}\n")
         if kind == "approval_needed" and self.session_id is not None and (self.waiting is None or self.waiting()):
             self.write(f"{'':>6} {'':<16} → `ouroactors session show {self.session_id}` names the approval and the "
                        "command that answers it\n")
@@ -164,5 +155,5 @@ def wait_text(wait: str, now_s: float | None = None) -> str:
     return f"{kind} {wait_id}, {'expires' if kind == 'external_job' else 'due'} {when} ({relative})"
 
 
-__all__ = ["ARGUMENTS_CHARS", "QUOTED_CHARS", "EventLines", "arguments_text", "event_summary", "printable", "quoted",
+__all__ = ["ARGUMENTS_CHARS", "QUOTED_CHARS", "EventLines", "arguments_text", "event_summary", "quoted",
            "wait_text"]

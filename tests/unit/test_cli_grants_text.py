@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ouroactors.cli.grants import _shown
+from ouroactors.cli.visible import visible
+
+
+def _shown(text: str) -> str:
+    return visible(text, keep="")  # a rule's line: one line
 
 
 def test_a_stored_rules_control_characters_reach_no_terminal_as_themselves() -> None:

@@ -14,6 +14,7 @@ from rich.table import Table
 from ouroactors.cli import common
 from ouroactors.cli.common import say
 from ouroactors.cli.render import TREE_COLUMNS, plain_table, print_tree
+from ouroactors.cli.visible import visible
 from ouroactors.supervision.child_info import ChildInfo
 
 
@@ -96,7 +97,7 @@ def test_say_prints_what_rich_prints(text: str) -> None:
         common.__dict__.pop("console", None)  # a console made for this stdout, if rich is needed
         say(text)
         common.__dict__.pop("console", None)
-    assert out.getvalue() == rich_line(text)
+    assert out.getvalue() == rich_line(visible(text))  # what rich prints, control characters shown (.visible)
 
 
 def test_status_lines_take_the_plain_path(monkeypatch) -> None:

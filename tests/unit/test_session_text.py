@@ -85,7 +85,8 @@ def test_a_waits_due_time_is_read_as_a_time_and_how_far_off():
 
 
 def test_a_turns_streamed_text_reads_as_one_line_and_nothing_reaches_the_terminal_raw():
-    from ouroactors.cli.session_text import EventLines, printable
+    from ouroactors.cli.session_text import EventLines
+    from ouroactors.cli.visible import visible
 
     out: list[str] = []
     lines = EventLines(out.append)
@@ -107,8 +108,8 @@ def test_a_turns_streamed_text_reads_as_one_line_and_nothing_reaches_the_termina
         "     8 text             next turn",
     ]
     assert "\x1b" not in text and "\x07" not in text
-    assert printable("plain") == "plain" and printable("a\rb") == "a\\rb" and printable("a\nb") == "a\\nb"
-    assert printable("a\nb", keep="\n") == "a\nb"
+    assert visible("plain") == "plain" and visible("a\rb") == "a\\rb" and visible("a\nb", keep="") == "a\\nb"
+    assert visible("a\nb") == "a\nb"
 
 
 def test_an_approval_line_says_where_to_answer_it_when_the_session_is_named():
