@@ -11,7 +11,9 @@ without importing any (a test keeps the table equal to the commands' own docstri
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,12 @@ def _console() -> Any:
 @click.version_option(version=__version__, prog_name="ouroactors")
 def main() -> None:
     """OTP-grade supervision trees for Python actors on thespian."""
+    # the current directory's modules import here, as `run` imports a tree's actors (config.project_import_path):
+    # an answer of the user's own type (`ouroactors ask` run from the project) unpickles. Last on the path: an
+    # installed package still wins.
+    with contextlib.suppress(OSError):  # (a directory removed under the shell: nothing to add)
+        if (here := os.getcwd()) not in sys.path:
+            sys.path.append(here)
 
 
 @main.command()

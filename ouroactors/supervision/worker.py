@@ -239,6 +239,9 @@ class Worker(Answering, Actor):
             message = message.payload
         if isinstance(message, ActorExitRequest):
             return None  # our process is being ended (by the supervisor, or the system shutting down)
+        if type(message).__name__ == "Undecodable":  # names classes this process cannot import (system._decoding)
+            self._answer_now(sender, BadRequest("Undecodable", "", f"could not be decoded here: {message.describe()}"))
+            return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
         if isinstance(message, WakeupMessage) and sender != self.myAddress:
             # thespian delivers an actor's timers from its own address (every base); one sent by another actor is
             # forged: it could resume a pending ask as timed out, or end this worker (_SELF_EXIT)

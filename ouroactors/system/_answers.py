@@ -20,7 +20,7 @@ from typing import Any
 from thespian.actors import ActorSystem as ThespianSystem
 from thespian.actors import PoisonMessage
 
-from ..core.errors import ActorCrashed, AskTimeout, StartFailed
+from ..core.errors import ActorCrashed, AskTimeout, StartFailed, UnsendableAnswer
 from ..supervision.calls import (
     Addressed,
     AdminAnswer,
@@ -32,6 +32,7 @@ from ..supervision.calls import (
     Unanswered,
 )
 from . import _stopped
+from ._decoding import Undecodable
 from ._threads import ThreadEndpoints, close_endpoint
 
 log = logging.getLogger("ouroactors.system")
@@ -301,6 +302,10 @@ class Answers:
             raise AskTimeout(f"no answer from {what} within {timeout}s")
         if isinstance(answer, BaseException):
             raise answer
+        if isinstance(answer, Undecodable):  # (see ._decoding)
+            raise UnsendableAnswer(what, answer.missing[0].split(" ", 1)[0], (
+                f"this process cannot import what it names: {answer.describe()} (ask from where the actors' modules "
+                "import, e.g. the project's directory)"))
         if isinstance(answer, PoisonMessage):
             raise ActorCrashed(what, answer.details)
         if isinstance(answer, Ok):

@@ -45,6 +45,8 @@ from typing import Any
 from thespian.system.transport.streamBuffer import ReceiveBuffer, ackDataErrMsg, ackDataErrPacket, ackMsg, ackPacket
 from thespian.system.utilis import thesplog
 
+from . import _decoding
+
 TAG_BYTES = 32
 HEAD_BYTES = 16
 PREFIX_BYTES = HEAD_BYTES + TAG_BYTES
@@ -178,7 +180,8 @@ class FrameBuffer(ReceiveBuffer):
         self._blen = 0
         self._size: int | None = None
         self._extra = b""
-        self._deserialize = serializer
+        # thespian's pickle.loads: a message naming a class this process cannot import arrives as Undecodable
+        self._deserialize = _decoding.loads if serializer is pickle.loads else serializer
         self.auth: tuple[Key, str | None] | None = None
         self.rejected: str | None = None  # why the frame is refused, once known
         self._verdict: bool | None = None
