@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import select
 import signal
+import time
 from collections.abc import Callable
 
 
@@ -65,9 +67,11 @@ def descendants(pid: int) -> list[int]:
     return tree
 
 
-def end_descendants(pid: int, spare: Callable[[int], bool] = lambda _: False) -> list[int]:
+def end_descendants(pid: int, spare: Callable[[int], bool] = lambda _: False, wait_s: float = 2.0) -> list[int]:
     """SIGKILL every process below ``pid`` but the subtrees of the children ``spare`` keeps: the pids signalled.
-    Each is pinned by a pidfd before any is signalled, so a pid reused meanwhile is never hit."""
+    Each is pinned by a pidfd before any is signalled, so a pid reused meanwhile is never hit; then up to ``wait_s``
+    seconds pass until each has exited. A SIGKILL is only delivered: a process on a busy machine holds its port or
+    its files a while longer, and what is started next (the worker's next incarnation) would meet them."""
     pinned: list[tuple[int, int]] = []
     try:
         for child in children(pid):
@@ -79,10 +83,23 @@ def end_descendants(pid: int, spare: Callable[[int], bool] = lambda _: False) ->
         for _, fd in pinned:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(fd, signal.SIGKILL)
+        _await_exits([fd for _, fd in pinned], wait_s)
     finally:
         for _, fd in pinned:
             os.close(fd)
     return [member for member, _ in pinned]
+
+
+def _await_exits(pidfds: list[int], wait_s: float) -> None:
+    """Wait until every process the ``pidfds`` pin has exited (a pidfd polls readable then), at most ``wait_s``."""
+    waiting = select.poll()
+    for fd in pidfds:
+        waiting.register(fd, select.POLLIN)
+    left, deadline = len(pidfds), time.monotonic() + wait_s
+    while left and (remaining := deadline - time.monotonic()) > 0:
+        for fd, _ in waiting.poll(remaining * 1000):
+            waiting.unregister(fd)
+            left -= 1
 
 
 def forked_copy(pid: int) -> bool:

@@ -177,8 +177,11 @@ class Bench(BenchSystem):
                 self.world.start()
             self.workspace_base.mkdir(parents=True, exist_ok=True)
             with self.world.environ():  # the ledger's reconciler finds the world through it
-                # On the simple base the system runs on virtual time: a run is then deterministic.
-                self.system = ActorSystem.start(self.base, self.data_dir / "system", simulated=self.base == "simple")
+                # On the simple base the system runs on virtual time (a run is then deterministic), its messages
+                # pickled on their way as between processes (system._pickling): what a run finds holds on multiproc
+                simple = self.base == "simple"
+                self.system = ActorSystem.start(self.base, self.data_dir / "system", simulated=simple,
+                                                pickle_messages=simple)
             self.system.start_tree(self.tree)
             self.system.start_tree(self.owners)
             self.client = self.world.client(timeout=max(self.config.effect_timeout, 2.0))

@@ -80,6 +80,19 @@ class Unanswered:
 
 
 @dataclass(frozen=True)
+class Undecodable:
+    """What arrived instead of a message whose pickle named classes this process cannot import (``missing``:
+    ``module.Name (why)`` each; made by ``system._decoding``). As an answer it is an ``UnsendableAnswer`` for the
+    asker; as a request, a worker refuses it with ``BadRequest``."""
+
+    missing: tuple[str, ...]
+
+    def describe(self) -> str:
+        """The missing classes, for an error message."""
+        return "; ".join(self.missing)
+
+
+@dataclass(frozen=True)
 class Asker:
     """The sender of a request and the tag its answer carries (None: a bare request): a worker that answers after
     its handler returned keeps one (``Worker.asker_of``) and answers through it (``Worker.answer_asker``)."""

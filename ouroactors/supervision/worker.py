@@ -64,7 +64,7 @@ from ..core.errors import (
 from ..core.faults import FaultAction
 from . import reasons
 from .answering import Answering
-from .calls import Addressed, Tagged, generation_problem, tagged_problem
+from .calls import Addressed, Tagged, Undecodable, generation_problem, tagged_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
 from .dispatch import bypassed_handler, handler_for
 from .faulting import arm_here
@@ -239,7 +239,7 @@ class Worker(Answering, Actor):
             message = message.payload
         if isinstance(message, ActorExitRequest):
             return None  # our process is being ended (by the supervisor, or the system shutting down)
-        if type(message).__name__ == "Undecodable":  # names classes this process cannot import (system._decoding)
+        if isinstance(message, Undecodable):  # it named classes this process cannot import (system._decoding)
             self._answer_now(sender, BadRequest("Undecodable", "", f"could not be decoded here: {message.describe()}"))
             return ThespianWatch(list(self.watched_fds)) if self.watched_fds else None
         if isinstance(message, WakeupMessage) and sender != self.myAddress:

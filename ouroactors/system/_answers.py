@@ -30,9 +30,9 @@ from ..supervision.calls import (
     Tagged,
     TaggedAnswer,
     Unanswered,
+    Undecodable,
 )
 from . import _stopped
-from ._decoding import Undecodable
 from ._threads import ThreadEndpoints, close_endpoint
 
 log = logging.getLogger("ouroactors.system")

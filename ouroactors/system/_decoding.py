@@ -18,23 +18,11 @@ from __future__ import annotations
 
 import io
 import pickle
-from dataclasses import dataclass
 from typing import Any
 
-from ..supervision.calls import Tagged, TaggedAnswer
+from ..supervision.calls import Tagged, TaggedAnswer, Undecodable
 
 _MISSING = (ImportError, AttributeError)  # what find_class raises for a module or a name it cannot find
-
-
-@dataclass(frozen=True)
-class Undecodable:
-    """A message whose pickle named classes this process cannot import (``missing``: ``module.Name: why`` each)."""
-
-    missing: tuple[str, ...]
-
-    def describe(self) -> str:
-        """The missing classes, for an error message."""
-        return "; ".join(self.missing)
 
 
 class _StandIn:
@@ -85,4 +73,4 @@ def loads(data: bytes | memoryview) -> Any:
         return sender, undecodable
 
 
-__all__ = ["Undecodable", "loads"]
+__all__ = ["loads"]

@@ -155,11 +155,19 @@ def encode(key: Key, body: bytes) -> bytes:
     """Frame ``body`` (a pickle) for the wire, tagged unless ``key`` is :data:`RAW`."""
     if isinstance(key, _Raw):
         return b"%d>" % len(body) + body
+    refused = too_large(body)
+    if refused is not None:
+        raise refused
     length = PREFIX_BYTES + len(body)
-    if length > max_frame_bytes:
-        raise FrameTooLarge(f"a message of {len(body)} pickled bytes exceeds the frame cap of "
-                            f"{max_frame_bytes} bytes (OUROACTORS_MAX_FRAME_BYTES)")
     return b"".join((b"%d>" % length, head(key, length), tag(key, body), body))
+
+
+def too_large(body: bytes) -> FrameTooLarge | None:
+    """Why the frame of ``body`` (a pickle) would be refused by every receiver, or None if it would not."""
+    if PREFIX_BYTES + len(body) <= max_frame_bytes:
+        return None
+    return FrameTooLarge(f"a message of {len(body)} pickled bytes exceeds the frame cap of {max_frame_bytes} bytes "
+                         "(OUROACTORS_MAX_FRAME_BYTES)")
 
 
 class FrameBuffer(ReceiveBuffer):

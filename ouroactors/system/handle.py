@@ -40,7 +40,7 @@ from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import SystemContext
 from ..supervision.specs import ChildSpec
-from . import _frames, _logs, _patches, _secret, _simulation, _startup, marker
+from . import _frames, _logs, _patches, _pickling, _secret, _simulation, _startup, marker
 from ._operations import Operations
 from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
 from ._startup import make_private_dir, parse_address, refuse_unreachable
@@ -94,6 +94,7 @@ class ActorSystem(Operations, SystemClient):
         leader: bool = False,
         convention: str | None = None,
         simulated: bool = False,
+        pickle_messages: bool = False,
         secret_file: str | os.PathLike[str] | None = None,
         join_timeout: float = 10.0,
     ) -> ActorSystem:
@@ -114,9 +115,15 @@ class ActorSystem(Operations, SystemClient):
         ``simulated=True`` (simple base only) runs the system on virtual time
         (:mod:`._simulation`): timers, restarts, generations and the event log depend only on
         what the system is asked, so the same asks give the same event log byte for byte.
+
+        ``pickle_messages=True`` (simple base only) carries every message pickled and unpickled, as between
+        processes (:mod:`._pickling`): what cannot travel on multiproc fails here too, and every receiver gets a copy.
         """
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
+        if pickle_messages and base != "simple":
+            raise ActorSystemError(f"pickle_messages=True is for the simple base (multiproc pickles every message "
+                                   f"anyway), not {base!r}")
         if admin_port is not None and (type(admin_port) is not int or not 1 <= admin_port <= 65535):
             raise ActorSystemError(f"admin_port must be a port number 1-65535 (or None: a free one), "
                                    f"not {admin_port!r}")
@@ -184,6 +191,8 @@ class ActorSystem(Operations, SystemClient):
                 thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
                 if simulation is not None:
                     simulation.attach(thespian)
+                if pickle_messages:
+                    _pickling.attach(thespian)  # after the simulation's base: it keeps virtual time
             except BaseException:
                 if simulation is not None:
                     simulation.stop()

@@ -42,7 +42,10 @@ def tree_system(actor_system_factory: Callable[..., ActorSystem]) -> Callable[..
         else:
             loaded = load_tree(os.fspath(tree))  # a SpecError names the file, the place and the problem
             spec, file_base = loaded.tree, loaded.system.base
-        system = actor_system_factory(base or file_base, **kwargs)
+        chosen = base or file_base
+        if chosen == "simple":  # messages travel pickled, as between processes (see simple_system)
+            kwargs.setdefault("pickle_messages", True)
+        system = actor_system_factory(chosen, **kwargs)
         system.start_tree(spec)
         return system
 

@@ -95,12 +95,13 @@ def actor_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSyste
 
 @pytest.fixture
 def simple_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
-    """A running in-process system (thespian's simple base, one thread): fast, for logic not processes."""
-    return actor_system_factory("simple")
+    """A running in-process system (thespian's simple base, one thread): fast, for logic not processes. Messages
+    travel pickled, as between processes (``pickle_messages``): what could not cross to another process fails here."""
+    return actor_system_factory("simple", pickle_messages=True)
 
 
 @pytest.fixture
 def simulated_system(actor_system_factory: Callable[..., ActorSystem]) -> ActorSystem:
     """The simple base on virtual time: timers fire by the system's clock, which moves only while the
     system runs (``system.run_for(seconds)`` passes time at once); the same asks give the same events."""
-    return actor_system_factory("simple", simulated=True)
+    return actor_system_factory("simple", simulated=True, pickle_messages=True)

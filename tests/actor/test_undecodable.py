@@ -3,7 +3,7 @@
 Before, thespian's transport failed inside ``pickle.loads`` and dropped the frame: an ask whose answer was of a type
 the asker cannot import waited out its whole timeout for "no answer", although the worker had answered at once; a
 request the worker could not decode went unanswered the same way. Now the frame arrives as
-``system._decoding.Undecodable`` naming the classes: the ask raises ``UnsendableAnswer``, the worker answers
+``supervision.calls.Undecodable`` naming the classes: the ask raises ``UnsendableAnswer``, the worker answers
 ``BadRequest``.
 """
 
@@ -17,8 +17,8 @@ import pytest
 
 from ouroactors import UnsendableAnswer, supervisor, worker
 from ouroactors.core.errors import BadRequest
-from ouroactors.supervision.calls import Tagged, TaggedAnswer
-from ouroactors.system._decoding import Undecodable, loads
+from ouroactors.supervision.calls import Tagged, TaggedAnswer, Undecodable
+from ouroactors.system._decoding import loads
 
 from .ghosts import GHOSTS, ghost_module
 
