@@ -12,12 +12,29 @@ reaches the restarted worker.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
+from typing import Any
 
 import click
 
 from . import main
 from .common import connect_client, console, data_dir_option, json_literal, not_nan, reports_errors
+
+
+def _as_json(value: Any) -> Any:
+    """What JSON cannot hold as it is: a dataclass or a pydantic model as its fields, a tuple or set as a list, an
+    enum as its value; anything else as its repr."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    if callable(getattr(value, "model_dump", None)) and not isinstance(value, type):
+        return value.model_dump(mode="json")
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, enum.Enum):
+        return value.value
+    return repr(value)
 
 
 @main.command()
@@ -36,7 +53,7 @@ def ask(data_dir: str, path: str, message: str, timeout: float, as_json: bool) -
         answer = client.ask(path, value, timeout=timeout)
     finally:
         client.close()
-    text = json.dumps(answer, default=repr, ensure_ascii=False) if as_json else repr(answer)
+    text = json.dumps(answer, default=_as_json, ensure_ascii=False) if as_json else repr(answer)
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
