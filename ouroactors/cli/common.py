@@ -34,15 +34,16 @@ def make_console(*, stderr: bool = False) -> Console:
     Off a terminal rich assumes 80 columns and ellipsises table cells and wraps errors mid-sentence; a pipe or
     a file gets whole lines instead (a program parses them, a person can still ``less -S``).
 
-    ``markup=False``: everything the CLI prints comes from somewhere else — an actor's crash message, a path a
-    model chose, a session id — and rich would read ``[bold]`` in it as a style, drop ``[digest]`` as an unknown
-    tag, and fail the whole command on a ``[/x]`` that closes nothing. Styles are given as ``style=`` or as
-    ``rich.text.Text``, never spelt inside text. And no string reaches the terminal with a control character in it
-    (:mod:`.visible`).
+    ``markup=False`` and ``emoji=False``: everything the CLI prints comes from somewhere else — an actor's crash
+    message, a path a model chose, a session id — and rich would read ``[bold]`` in it as a style, drop ``[digest]``
+    as an unknown tag, and fail the whole command on a ``[/x]`` that closes nothing; ``echo :smile:`` to approve
+    would read ``echo 😄``. Styles are given as ``style=`` or as ``rich.text.Text``, never spelt inside text. And no
+    string reaches the terminal with a control character in it (:mod:`.visible`).
     """
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty()
-    return _console_type()(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped, markup=False)
+    return _console_type()(stderr=stderr, width=_PIPE_WIDTH if piped else None, soft_wrap=piped, markup=False,
+                           emoji=False)
 
 
 @cache
@@ -91,14 +92,11 @@ def plain_stdout() -> bool:
 def say(text: str) -> None:
     """``console.print(text, markup=False)``, written directly when that is what rich would write.
 
-    Off a terminal rich writes a line of printable characters unchanged but for emoji codes (``:smile:``),
-    which it replaces with its own function, used here too; anything else goes through rich (a test compares
-    the two).
+    Off a terminal the CLI's console writes a line of printable characters unchanged (it reads no markup and no
+    emoji codes); anything else goes through rich (a test compares the two).
     """
     if plain_stdout() and text.isprintable():
-        from rich._emoji_replace import _emoji_replace
-
-        sys.stdout.write(_emoji_replace(text) + "\n")
+        sys.stdout.write(text + "\n")
         sys.stdout.flush()
         return
     get_console().print(text, markup=False)

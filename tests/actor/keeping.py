@@ -1,7 +1,7 @@
 """A worker that keeps what it is told, for :mod:`.test_pickled_messages`.
 
-``("keep", value)`` keeps ``value`` as received; ``"kept"`` answers ``("holds", value)``; ``"lambda"`` answers a function
-(which cannot travel between processes); ``("call", f)`` answers ``f()``.
+``("keep", value)`` keeps ``value`` as received; ``"kept"`` answers ``("holds", value)``; ``"lambda"`` answers a
+function (which cannot travel between processes); ``("call", f)`` answers ``f()``.
 """
 
 from __future__ import annotations

@@ -41,3 +41,11 @@ def test_every_cli_console_reads_no_markup(monkeypatch) -> None:
     console.print(table)
     console.print("[bold]not a style[/bold]")
     assert "notes/[/x].md" in out.getvalue() and "[bold]not a style[/bold]" in out.getvalue()
+
+
+def test_emoji_codes_print_as_written(monkeypatch) -> None:
+    # `echo :smile:` asked for approval read `echo 😄`: what is shown is not what runs
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    common.make_console().print("echo :smile: :thumbs_up:")
+    assert out.getvalue() == "echo :smile: :thumbs_up:\n"

@@ -20,7 +20,7 @@ from ouroactors.supervision.child_info import ChildInfo
 
 def rich_text(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     """What the CLI's console prints off a terminal (see cli.common.make_console)."""
-    console = Console(file=io.StringIO(), width=100_000, soft_wrap=True)
+    console = Console(file=io.StringIO(), width=100_000, soft_wrap=True, markup=False, emoji=False)
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column)
@@ -80,7 +80,7 @@ def test_print_tree_on_a_pipe_matches_rich(capsys) -> None:
 
 
 def rich_line(text: str) -> str:
-    console = Console(file=io.StringIO(), width=100_000, soft_wrap=True)
+    console = Console(file=io.StringIO(), width=100_000, soft_wrap=True, markup=False, emoji=False)
     console.print(text, markup=False)
     return console.file.getvalue()  # type: ignore[attr-defined]
 
