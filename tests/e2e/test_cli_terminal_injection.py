@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from .cli_helpers import Served, cli
+from .cli_helpers import Served, agent_tree, cli
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 
 HIDDEN = "chmod -R 777 . \x1b[2K\r\u202eolleh ohce"
@@ -32,9 +31,7 @@ def test_an_approval_shows_the_control_characters_of_its_command(tmp_path: Path)
     workspace.mkdir()
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
-    tree = (REPO / "supervision_trees" / "agent.toml").read_text()
-    (tmp_path / "agent.toml").write_text(tree.replace("allowed_roots = []", f"allowed_roots = [{str(workspace)!r}]"))
-    served = Served(tmp_path, str(tmp_path / "agent.toml"))
+    served = Served(tmp_path, agent_tree(tmp_path, workspace))
     try:
         created = cli("session", "new", "s1", "--sandbox", "none", "--script", str(script), "--workspace",
                       str(workspace), cwd=tmp_path)
