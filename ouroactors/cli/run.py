@@ -48,9 +48,12 @@ EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED 
 @click.option("--secret-file", type=click.Path(dir_okay=False), default=None,
               help="the convention's shared secret: a copy (mode 600) of the leader's <data dir>/secret; "
                    "needed with --join")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                                               case_sensitive=False), default=None,
+              help="override [system] log_level: the lowest level of the actors' log lines in <data dir>/admin.out")
 def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, metrics_port: int | None,
         admin_port: int | None, leader: bool, join: str | None, capabilities: tuple[str, ...],
-        bind_host: str | None, secret_file: str | None) -> None:
+        bind_host: str | None, secret_file: str | None, log_level: str | None) -> None:
     """Boot TREE_FILE and serve it until Ctrl-C, SIGTERM or `ouroactors stop`.
 
     Every frame between the system's processes (and the nodes of a convention) is authenticated
@@ -97,7 +100,8 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     try:
         system = ActorSystem.start(base, data_dir or tree.system.data_dir, detached=detach, capabilities=caps,
                                    bind_host=bind_host or tree.system.bind_host, admin_port=admin_port,
-                                   leader=leader, convention=join, secret_file=secret_file)
+                                   leader=leader, convention=join, secret_file=secret_file,
+                                   log_level=log_level or tree.system.log_level)
     except (DataDirInUse, ActorSystemError) as exc:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         if server is not None:
@@ -182,7 +186,9 @@ def _serve(system: ActorSystem, root: str, stop: StopRequest, watch: AdminWatch)
     admin dies."""
     seen = len(system.events.all())
     console.print(tree_table(system.walk(root), f"tree {root}"))
-    console.print(f"serving {root!r} on {system.base} (data dir {system.data_dir}); Ctrl-C to stop", markup=False)
+    logs = f"; logs in {os.path.join(system.data_dir, 'admin.out')}" if system.base == "multiproc" else ""
+    console.print(f"serving {root!r} on {system.base} (data dir {system.data_dir}{logs}); Ctrl-C to stop",
+                  markup=False)
     recent: list[str] = []
     live = Live(console=console, auto_refresh=False) if console.is_terminal else None
     if live is not None:

@@ -1,11 +1,14 @@
-"""Where the actors' log lines go: ``<data_dir>/actors.log``, never the user's terminal.
+"""Where the actors' log lines go: a file in the data dir, never the user's terminal.
 
-On the multiproc base thespian configures logging in every actor process from :func:`log_defs`.
+On the multiproc base every actor process keeps the root logger it was forked with, which the admin points at
+``<data_dir>/admin.out`` (its standard error, where crash tracebacks go too) from the system's ``log_level``
+(:func:`level_of`; ``system._patches``, patch 10): the framework's lines and the user's own loggers, whenever they
+were made. Thespian's logger process still writes ``actors.log`` from :func:`log_defs`, for its own lines.
 The simple base runs the actors in the caller's process, whose logging belongs to the caller: if
 the application configured logging (pytest does too), its handlers get the lines as usual. If
 nothing is configured, Python's last-resort handler would print every crash traceback to stderr,
-over a CLI's output; :func:`capture_simple` then sends the ``ouroactors`` loggers to the data
-directory's file instead, until the system shuts down.
+over a CLI's output; :func:`capture_simple` then sends the ``ouroactors`` loggers to ``actors.log`` in the data
+directory instead, until the system shuts down.
 """
 
 from __future__ import annotations
@@ -17,6 +20,20 @@ from typing import Any
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 USER_THESPLOG = os.environ.get("THESPLOG_FILE")  # a file the user chose wins over every system's own
+
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def level_of(value: str | int) -> int:
+    """A log level given by name (any case) or number, as the number ``logging`` uses; anything else refused."""
+    if isinstance(value, str) and value.upper() in LEVELS:
+        return int(getattr(logging, value.upper()))
+    if type(value) is int and value in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL):
+        return value
+    from ..core.errors import ActorSystemError
+
+    raise ActorSystemError(f"log_level must be one of {', '.join(LEVELS)} (or its logging number), not {value!r}")
 
 
 def log_thespian_into(directory: Path, user_file: str | None = USER_THESPLOG) -> None:

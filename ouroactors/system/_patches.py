@@ -38,8 +38,12 @@ ours:
    exited. The admin closes them before it starts; every actor forks from the admin after that,
    and the logger (forked from the admin) closes the admin's, which it used to keep bound after
    the admin was killed.
-10. **Tracebacks where the user is told to look.** Loggers made before the fork log under the creator's
-   root logger in every actor; the admin gives that root a handler on ``admin.out`` (:func:`_log_into_admin_output`).
+10. **Every actor's log lines where the user is told to look.** Thespian gave each actor process a new root
+   logger (a forwarder to its logger process, ``actors.log``) and a new logger manager: a logger made before the fork
+   (a module imported by ``run`` or the test) still logged under the creator's root, one made in the actor went to
+   ``actors.log`` — two places for one logger name, and a user's ``log.info`` reached neither. Every process now
+   keeps the root it was forked with (:func:`_inherited_root`), which the admin points at ``admin.out`` from the
+   system's ``log_level`` (:func:`_log_into_admin_output`), where crash tracebacks go too.
 11. **Messages described only when a log line is written** (:mod:`._lazy_describe`): thespian rendered every
    message it sent or received for DEBUG lines it then dropped.
 12. **A poll selector in the transport loop** (:mod:`._selector`): thespian builds a new selector on every turn of
@@ -72,7 +76,7 @@ _PR_SET_PDEATHSIG = 1
 _installed = False
 
 # Set by the system handle in the creating process just before thespian forks the admin.
-admin_settings: dict[str, Any] = {"detached": False, "stdio_path": None, "admin_port": None}
+admin_settings: dict[str, Any] = {"detached": False, "stdio_path": None, "admin_port": None, "log_level": None}
 
 FAULT_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
 
@@ -238,16 +242,26 @@ def _log_into_admin_output() -> None:
     from ._logs import FORMAT
 
     root = logging.getLogger()
+    level = admin_settings.get("log_level") or logging.WARNING
+    root.setLevel(level)  # every actor is forked from here: their loggers (the user's too) pass what reaches this
     for handler in root.handlers:
         with contextlib.suppress(AttributeError, OSError, ValueError):
             if handler.stream.fileno() in (1, 2):  # type: ignore[attr-defined]
+                handler.setLevel(level)
                 return
     # fd 2 itself, not sys.stderr: under pytest's capture sys.stderr writes to a temporary file of the creator
     stream = open(2, "a", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     handler = logging.StreamHandler(stream)  # lives as long as the process
-    handler.setLevel(logging.WARNING)
+    handler.setLevel(level)
     handler.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(handler)
+
+
+def _inherited_root(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for thespian's ``ThespianLogForwarder``: the root this process already has (see patch 10)."""
+    import logging
+
+    return logging.root
 
 
 def install() -> None:
@@ -299,6 +313,7 @@ def install() -> None:
         return trampoline()(original_start_child, args, kwargs)
 
     multiprocCommon.startChild = start_child_with_parent_death_signal
+    multiprocCommon.ThespianLogForwarder = _inherited_root  # one root, one file: admin.out (patch 10)
 
     original_start_logger = multiprocCommon.startupASLogger
 

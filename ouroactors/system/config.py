@@ -46,6 +46,7 @@ class SystemSettings(BaseModel):
     data_dir: str = ".ouroactors"
     bind_host: str = "127.0.0.1"
     capabilities: dict[str, Any] = Field(default_factory=dict)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING"  # actors' lines in admin.out
 
 
 class TreeFile(BaseModel):

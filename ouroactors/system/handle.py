@@ -95,6 +95,7 @@ class ActorSystem(Operations, SystemClient):
         convention: str | None = None,
         simulated: bool = False,
         pickle_messages: bool = False,
+        log_level: str | int = "WARNING",
         secret_file: str | os.PathLike[str] | None = None,
         join_timeout: float = 10.0,
     ) -> ActorSystem:
@@ -118,9 +119,14 @@ class ActorSystem(Operations, SystemClient):
 
         ``pickle_messages=True`` (simple base only) carries every message pickled and unpickled, as between
         processes (:mod:`._pickling`): what cannot travel on multiproc fails here too, and every receiver gets a copy.
+
+        ``log_level`` (multiproc): the lowest level of the lines every actor logs — the framework's and your own
+        ``logging.getLogger(...)`` ones — written to ``<data_dir>/admin.out``. The in-process base logs through
+        the caller's own logging.
         """
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
+        level = _logs.level_of(log_level)
         if pickle_messages and base != "simple":
             raise ActorSystemError(f"pickle_messages=True is for the simple base (multiproc pickles every message "
                                    f"anyway), not {base!r}")
@@ -175,7 +181,7 @@ class ActorSystem(Operations, SystemClient):
                 os.environ["OUROACTORS_NODE"] = context.node
                 _frames.register(chosen, secret, directory / _frames.COUNTER_FILE)
                 _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"),
-                                               admin_port=chosen)
+                                               admin_port=chosen, log_level=level)
                 caps: dict[str, Any] = {**(capabilities or {}), "Admin Port": chosen, "Process Startup Method": "fork"}
                 if leader:
                     caps["Convention Address.IPv4"] = (bind_host, chosen)

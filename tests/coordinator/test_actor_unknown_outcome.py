@@ -53,7 +53,7 @@ def test_an_unknown_outcome_ends_the_turn_and_recovery_reconciles_it_before_the_
                         timeout=60)
     except AssertionError as exc:  # say where it is instead, and why (a park names its reason)
         shown = sessions.show("s1")
-        log = system.data_dir / "actors.log"
+        log = system.data_dir / "admin.out"  # every actor's log lines (system._logs)
         said = [line for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
                 if "reconcil" in line or "ambiguous" in line]
         raise AssertionError(f"{exc}; the session is {shown.state}: {shown.reason}; "
