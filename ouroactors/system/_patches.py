@@ -242,7 +242,10 @@ def _log_into_admin_output() -> None:
     from ._logs import FORMAT
 
     root = logging.getLogger()
-    level = admin_settings.get("log_level") or logging.WARNING
+    level = admin_settings.get("log_level")
+    if level is None and root.handlers:
+        return  # the creating process configured logging itself (basicConfig...): its levels and handlers stand
+    level = level or logging.WARNING
     root.setLevel(level)  # every actor is forked from here: their loggers (the user's too) pass what reaches this
     for handler in root.handlers:
         with contextlib.suppress(AttributeError, OSError, ValueError):

@@ -95,7 +95,7 @@ class ActorSystem(Operations, SystemClient):
         convention: str | None = None,
         simulated: bool = False,
         pickle_messages: bool = False,
-        log_level: str | int = "WARNING",
+        log_level: str | int | None = None,
         secret_file: str | os.PathLike[str] | None = None,
         join_timeout: float = 10.0,
     ) -> ActorSystem:
@@ -121,12 +121,13 @@ class ActorSystem(Operations, SystemClient):
         processes (:mod:`._pickling`): what cannot travel on multiproc fails here too, and every receiver gets a copy.
 
         ``log_level`` (multiproc): the lowest level of the lines every actor logs — the framework's and your own
-        ``logging.getLogger(...)`` ones — written to ``<data_dir>/admin.out``. The in-process base logs through
-        the caller's own logging.
+        ``logging.getLogger(...)`` ones — written to ``<data_dir>/admin.out``; None: the levels of the logging this
+        process configured (``logging.basicConfig``), else WARNING. The in-process base logs through the caller's own
+        logging.
         """
         if base not in BASES:
             raise ActorSystemError(f"unknown base {base!r}; choose one of {sorted(BASES)}")
-        level = _logs.level_of(log_level)
+        level = None if log_level is None else _logs.level_of(log_level)
         if pickle_messages and base != "simple":
             raise ActorSystemError(f"pickle_messages=True is for the simple base (multiproc pickles every message "
                                    f"anyway), not {base!r}")
