@@ -242,20 +242,19 @@ def _log_into_admin_output() -> None:
     from ._logs import FORMAT
 
     root = logging.getLogger()
-    level = admin_settings.get("log_level")
-    if level is None and root.handlers:
-        return  # the creating process configured logging itself (basicConfig...): its levels and handlers stand
-    level = level or logging.WARNING
-    root.setLevel(level)  # every actor is forked from here: their loggers (the user's too) pass what reaches this
+    level = admin_settings.get("log_level")  # None: not given (ActorSystem.start's default)
+    if level is not None:
+        root.setLevel(level)  # every actor is forked from here: their loggers (the user's too) pass what reaches this
     for handler in root.handlers:
         with contextlib.suppress(AttributeError, OSError, ValueError):
             if handler.stream.fileno() in (1, 2):  # type: ignore[attr-defined]
-                handler.setLevel(level)
+                if level is not None:  # else the creator's own (basicConfig's) level stands
+                    handler.setLevel(level)
                 return
     # fd 2 itself, not sys.stderr: under pytest's capture sys.stderr writes to a temporary file of the creator
     stream = open(2, "a", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     handler = logging.StreamHandler(stream)  # lives as long as the process
-    handler.setLevel(level)
+    handler.setLevel(logging.WARNING if level is None else level)
     handler.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(handler)
 
