@@ -43,7 +43,25 @@ def resolve_actor(path: str) -> type:
         raise ValueError(
             f"actor path {path!r} is not an ouroactors actor (subclass ouroactors.Worker or ouroactors.Supervisor)"
         )
+    asynchronous = async_handlers(target)
+    if asynchronous:
+        raise ValueError(
+            f"actor path {path!r}: {', '.join(asynchronous)} {'is' if len(asynchronous) == 1 else 'are'} async "
+            "(async def): handlers are called synchronously, one message at a time, so the body would never run — "
+            "define them with def (and run trio or asyncio inside one if it must await)")
     return target
+
+
+_HOOKS = ("on_start", "on_message", "on_stop", "on_generation", "after_message", "unhandled", "on_preload")
+
+
+def async_handlers(cls: type) -> list[str]:
+    """The hooks and ``handle_<Type>`` methods of the actor class ``cls`` defined with ``async def`` (a coroutine
+    or async generator function): called synchronously, each would return an object that never ran, which the
+    asker would get as an answer."""
+    names = [*_HOOKS, *sorted(name for name in dir(cls) if name.startswith("handle_"))]
+    return [f"{cls.__name__}.{name}" for name in names
+            if inspect.iscoroutinefunction(attr := getattr(cls, name, None)) or inspect.isasyncgenfunction(attr)]
 
 
 def _missing_hint(owner: Any, name: str, dotted: str) -> str:
