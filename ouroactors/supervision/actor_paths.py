@@ -11,6 +11,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import pickle
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -97,4 +98,27 @@ def arguments_problem(cls: type, args: Sequence[Any], kwargs: Mapping[str, Any],
     return None
 
 
-__all__ = ["arguments_problem", "resolve_actor"]
+def unsendable_arguments(spec: Any, where: str = "") -> list[tuple[str, str]]:
+    """``(location, problem)`` for every ``args``/``kwargs`` value of ``spec`` (a ``ChildSpec``) and its children
+    that cannot be pickled — so cannot reach an actor in another process (a lambda, a lock, an open file)."""
+    here = f"{where}/{spec.id}" if where else spec.id
+    found = unsendable_values([(f"{here}.args[{i}]", value) for i, value in enumerate(spec.args)]
+                              + [(f"{here}.kwargs[{key!r}]", value) for key, value in spec.kwargs.items()])
+    for child in spec.children or ():
+        found += unsendable_arguments(child, here)
+    return found
+
+
+def unsendable_values(values: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """``(location, problem)`` for each ``(location, value)`` whose value does not pickle."""
+    found = []
+    for location, value in values:
+        try:
+            pickle.dumps(value)
+        except Exception as exc:  # what pickling raises varies (TypeError, PicklingError, AttributeError, ...)
+            found.append((location, f"cannot be sent to the actor's process ({type(value).__name__}): "
+                                    f"{type(exc).__name__}: {exc}"))
+    return found
+
+
+__all__ = ["arguments_problem", "async_handlers", "resolve_actor", "unsendable_arguments", "unsendable_values"]

@@ -11,10 +11,12 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ActorSystemError, NoSuchActor
+from ..core.errors import ActorSystemError, NoSuchActor, SpecError
+from ..supervision.actor_paths import unsendable_arguments, unsendable_values
 from ..supervision.child_info import ChildInfo
 from ..supervision.protocol import AdminCall, ArmFaults
 from ..supervision.specs import ChildSpec
+from . import _pickling
 
 if TYPE_CHECKING:
     from .host import TreeInfo
@@ -36,13 +38,23 @@ class Operations:
         def _acting(self) -> None: ...
         simulation: Any
 
+    def _check_sendable(self, problems: list[tuple[str, str]]) -> None:
+        """Refuse arguments that cannot reach an actor's process, naming each (``SpecError``), where messages travel
+        pickled (multiproc; the in-process base with ``pickle_messages``) — rather than leave the transport to fail
+        with a bare pickling error that names no child."""
+        if problems and (self.base == "multiproc" or _pickling.active(getattr(self, "_thespian", None))):
+            raise SpecError(problems)
+
     # -- OTP admin API --------------------------------------------------------------------------------
 
     def start_child(self, supervisor_path: str, spec_or_args: ChildSpec | tuple[Any, ...] | list[Any] = (),
                     timeout: float = 30.0) -> ChildInfo:
         if isinstance(spec_or_args, ChildSpec):
+            self._check_sendable(unsendable_arguments(spec_or_args))
             call = AdminCall("start_child", spec=spec_or_args)
         elif isinstance(spec_or_args, tuple | list):
+            self._check_sendable(unsendable_values([(f"{supervisor_path}: extra args[{i}]", value)
+                                                    for i, value in enumerate(spec_or_args)]))
             call = AdminCall("start_child", extra_args=tuple(spec_or_args))
         else:  # a str would start a child with one argument per character, a dict with its keys
             raise TypeError(f"start_child takes a child spec, or the extra arguments as a tuple or list (one: "

@@ -60,6 +60,11 @@ class _PicklingSends:
         return super().ask(anActor, carried(msg), timeout)  # type: ignore[misc]
 
 
+def active(thespian_system: Any) -> bool:
+    """Whether ``thespian_system``'s base carries messages pickled (:func:`attach`)."""
+    return isinstance(getattr(thespian_system, "_systemBase", None), _PicklingSends)
+
+
 def attach(thespian_system: Any) -> None:
     """Make ``thespian_system``'s simple base carry messages pickled (keeping any other behaviour it was given, such
     as a simulation's virtual time: attach after it)."""
@@ -71,4 +76,4 @@ def attach(thespian_system: Any) -> None:
         base.__class__ = type(f"Pickling{current.__name__}", (_PicklingSends, current), {})
 
 
-__all__ = ["attach", "carried"]
+__all__ = ["active", "attach", "carried"]

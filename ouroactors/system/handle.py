@@ -36,6 +36,7 @@ from thespian.actors import ActorSystem as ThespianSystem
 from ..core import clock
 from ..core.errors import ActorSystemError, OuroactorsError
 from ..supervision import reasons
+from ..supervision.actor_paths import unsendable_arguments
 from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import SystemContext
@@ -368,6 +369,7 @@ class ActorSystem(Operations, SystemClient):
                             f"loaded tree file), not {type(spec).__name__}")
         if not spec.is_supervisor:
             raise ActorSystemError(f"a tree's root must be a supervisor spec, not a {spec.type.value}")
+        self._check_sendable(unsendable_arguments(spec))
         self._acting()
         result = self._call(self._host, StartTree(spec, self.context), timeout, spec.id)
         assert isinstance(result, TreeInfo)
