@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "journal": ("journal", "Session journals: verify the hash chain, replay through the loop, show the records."),
     "kill": ("control", "SIGKILL the process of the actor at PATH (fault injection by hand)."),
     "ledger": ("authorities", "The write-ahead effect ledger: list, show and settle effects."),
+    "logs": ("logs", "The actors' log lines (<data dir>/admin.out): the last ones, or followed as they are written."),
     "metrics": ("inspect", "Supervision metrics in the Prometheus text format."),
     "restart": ("control", "Terminate the child at PATH if it runs, then start it again (OTP restart_child)."),
     "run": ("run", "Boot TREE_FILE and serve it until Ctrl-C, SIGTERM or `ouroactors stop`."),

@@ -1,0 +1,75 @@
+"""``ouroactors logs``: the actors' log lines — ``<data dir>/admin.out``, where every actor's logging and crash
+tracebacks go (``system._logs``) — the last ``-n`` of them, and with ``--follow`` each line as it is written.
+
+It reads the file, so it works with the system up or gone. Every line is printed :func:`.visible.visible`: a log
+line may quote what a model or a user wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+
+from . import main
+from .common import data_dir_option, not_nan, reports_errors, resolve_data_dir
+from .visible import visible
+
+LOG_FILE = "admin.out"
+_BLOCK = 64 * 1024
+FOLLOW_POLL_S = 0.2  # how often --follow looks for new lines (as `tail -f` does)
+
+
+def last_lines(path: Path, count: int) -> tuple[list[str], int]:
+    """The last ``count`` lines of ``path`` and the offset its end had: read backwards block by block, so a large
+    log costs what its tail does."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        start, data = end, b""
+        while start > 0 and data.count(b"\n") <= count:
+            start = max(0, start - _BLOCK)
+            handle.seek(start)
+            data = handle.read(end - start)
+    lines = data.decode("utf-8", errors="backslashreplace").splitlines()
+    if start > 0:
+        lines = lines[1:]  # the first one may be cut
+    return (lines[-count:] if count else []), end
+
+
+@main.command()
+@data_dir_option
+@click.option("-n", "--lines", "count", type=click.IntRange(0, 1_000_000), default=50, show_default=True,
+              help="how many of the last lines to print")
+@click.option("-f", "--follow", is_flag=True, help="then print each line as it is written, until Ctrl-C")
+@click.option("--idle", type=click.FloatRange(0, 86400), default=None, callback=not_nan,
+              help="with --follow: stop after this many seconds without a new line")
+@reports_errors
+def logs(data_dir: str, count: int, follow: bool, idle: float | None) -> None:
+    """The actors' log lines (<data dir>/admin.out): the last ones, or followed as they are written."""
+    path = Path(resolve_data_dir(data_dir)) / LOG_FILE
+    if not path.is_file():
+        raise click.ClickException(f"no log at {path}: no system has run with this data dir (--data-dir names "
+                                   "another); the in-process base logs through the caller's own logging")
+    lines, offset = last_lines(path, count)
+    for line in lines:
+        click.echo(visible(line))
+    if not follow:
+        return
+    quiet_since, pending = time.monotonic(), b""
+    while idle is None or time.monotonic() - quiet_since < idle:
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size < offset:
+                offset = 0  # the file was replaced or truncated: read it from its start
+            handle.seek(offset)
+            data = handle.read()
+        offset += len(data)
+        pending += data
+        *complete, pending = pending.split(b"\n")
+        for raw in complete:
+            click.echo(visible(raw.decode("utf-8", errors="backslashreplace")))
+        if complete:
+            quiet_since = time.monotonic()
+        else:
+            time.sleep(FOLLOW_POLL_S)

@@ -1,0 +1,58 @@
+"""``ouroactors logs``: the last lines of the data dir's ``admin.out``, shown safely, and followed as they come."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ouroactors.cli import logs as logs_module
+from ouroactors.cli import main
+from ouroactors.cli.logs import last_lines
+
+
+def _log(tmp_path: Path, lines: list[str]) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "admin.out").write_text("".join(f"{line}\n" for line in lines))
+    return data
+
+
+def test_the_last_lines_are_printed_with_their_control_characters_shown(tmp_path: Path) -> None:
+    data = _log(tmp_path, [f"line {i}" for i in range(100)] + ["WARNING myapp: model said \x1b[2Kok\u202e"])
+    done = CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "3"])
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines() == ["line 98", "line 99", "WARNING myapp: model said \\x1b[2Kok\\u202e"]
+    assert CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "0"]).output == ""
+
+
+def test_a_long_log_is_read_from_its_end(tmp_path: Path) -> None:
+    data = _log(tmp_path, [f"{i:06d} " + "x" * 200 for i in range(5000)])  # ~1 MB: 16 blocks from the end
+    lines, end = last_lines(data / "admin.out", 2)
+    assert [line[:6] for line in lines] == ["004998", "004999"] and end == (data / "admin.out").stat().st_size
+
+
+def test_a_data_dir_without_a_log_is_named(tmp_path: Path) -> None:
+    done = CliRunner().invoke(main, ["logs", "--data-dir", str(tmp_path / "nothing")])
+    assert done.exit_code == 1 and "no log at" in done.output and "nothing" in done.output
+
+
+def test_follow_prints_lines_written_after_it_started(tmp_path: Path, monkeypatch) -> None:
+    data = _log(tmp_path, ["before"])
+    real_sleep, waits = time.sleep, []
+
+    def wait(seconds: float) -> None:  # follow found no new line: the writer writes now (once), mid-line first
+        waits.append(seconds)
+        if len(waits) == 1:
+            with open(data / "admin.out", "a") as log:
+                log.write("after one\nafter ")
+        elif len(waits) == 2:
+            with open(data / "admin.out", "a") as log:
+                log.write("two\n")
+        real_sleep(0.01)
+
+    monkeypatch.setattr(logs_module.time, "sleep", wait)
+    done = CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "1", "--follow", "--idle", "0.5"])
+    assert done.exit_code == 0 and done.output.splitlines() == ["before", "after one", "after two"], done.output
+    assert len(waits) >= 3  # it went on looking until --idle passed without a line
