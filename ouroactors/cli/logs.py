@@ -8,8 +8,10 @@ line may quote what a model or a user wrote.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
@@ -22,10 +24,25 @@ _BLOCK = 64 * 1024
 FOLLOW_POLL_S = 0.2  # how often --follow looks for new lines (as `tail -f` does)
 
 
+def _open_log(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file of this user, not through a symlink: a link planted in the
+    data dir, another user's file or a FIFO (which would block the command) is refused naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {path}: {exc.strerror or exc}"
+                                   + (" (a symlink: refused)" if path.is_symlink() else "")) from None
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid():
+        os.close(fd)
+        raise click.ClickException(f"{path} is not a regular file of this user: refused")
+    return os.fdopen(fd, "rb")
+
+
 def last_lines(path: Path, count: int) -> tuple[list[str], int]:
     """The last ``count`` lines of ``path`` and the offset its end had: read backwards block by block, so a large
     log costs what its tail does."""
-    with open(path, "rb") as handle:
+    with _open_log(path) as handle:
         end = handle.seek(0, os.SEEK_END)
         start, data = end, b""
         while start > 0 and data.count(b"\n") <= count:
@@ -49,7 +66,7 @@ def last_lines(path: Path, count: int) -> tuple[list[str], int]:
 def logs(data_dir: str, count: int, follow: bool, idle: float | None) -> None:
     """The actors' log lines (<data dir>/admin.out): the last ones, or followed as they are written."""
     path = Path(resolve_data_dir(data_dir)) / LOG_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise click.ClickException(f"no log at {path}: no system has run with this data dir (--data-dir names "
                                    "another); the in-process base logs through the caller's own logging")
     lines, offset = last_lines(path, count)
@@ -59,7 +76,7 @@ def logs(data_dir: str, count: int, follow: bool, idle: float | None) -> None:
         return
     quiet_since, pending = time.monotonic(), b""
     while idle is None or time.monotonic() - quiet_since < idle:
-        with open(path, "rb") as handle:
+        with _open_log(path) as handle:
             if os.fstat(handle.fileno()).st_size < offset:
                 offset = 0  # the file was replaced or truncated: read it from its start
             handle.seek(offset)

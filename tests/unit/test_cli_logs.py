@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -56,3 +57,17 @@ def test_follow_prints_lines_written_after_it_started(tmp_path: Path, monkeypatc
     done = CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "1", "--follow", "--idle", "0.5"])
     assert done.exit_code == 0 and done.output.splitlines() == ["before", "after one", "after two"], done.output
     assert len(waits) >= 3  # it went on looking until --idle passed without a line
+
+
+def test_a_symlink_or_a_fifo_planted_as_the_log_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not a log: someone else's file\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "admin.out").symlink_to(secret)
+    done = CliRunner().invoke(main, ["logs", "--data-dir", str(data)])
+    assert done.exit_code == 1 and "a symlink: refused" in done.output and "someone else" not in done.output
+    (data / "admin.out").unlink()
+    os.mkfifo(data / "admin.out")  # would block a plain open until a writer came
+    done = CliRunner().invoke(main, ["logs", "--data-dir", str(data)])
+    assert done.exit_code == 1 and "not a regular file of this user: refused" in done.output
