@@ -103,13 +103,19 @@ def say(text: str) -> None:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-data_dir_option = click.option(
-    "--data-dir", type=click.Path(file_okay=False), default=".ouroactors", show_default=True,
-    help="data directory of the running system",
-)
-
-
 DEFAULT_DATA_DIR = ".ouroactors"
+
+
+def _resolved(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    return resolve_data_dir(value)
+
+
+# Every command resolves its data dir the same way (:func:`resolve_data_dir`), whether it asks the system or reads
+# the data dir's files itself (a journal, the operator's credentials, the committed event log).
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=DEFAULT_DATA_DIR, show_default=True,
+    callback=_resolved, help="data directory of the running system",
+)
 
 
 class MessageField(click.ParamType):
@@ -149,17 +155,46 @@ def served_below(data_dir: str) -> list[str]:
     return [os.path.join(data_dir, n) for n in names if os.path.isfile(os.path.join(data_dir, n, "system.json"))]
 
 
+def stored_below(data_dir: str) -> list[str]:
+    """The data dirs directly under ``data_dir`` that hold an LMDB environment (served now or not)."""
+    try:
+        names = sorted(os.listdir(data_dir))
+    except OSError:
+        return []
+    return [os.path.join(data_dir, n) for n in names if _holds_data(os.path.join(data_dir, n))]
+
+
+def _holds_data(data_dir: str) -> bool:
+    return os.path.isfile(os.path.join(data_dir, "lmdb", "data.mdb"))
+
+
 def resolve_data_dir(data_dir: str) -> str:
-    """``data_dir``, or — for the default with no system of its own — the one served system directly below it.
+    """``data_dir``, or — for the default with no system of its own — the one served system directly below it;
+    with none served there, the one data dir below it that holds data (a stopped system's: ``journal verify``,
+    ``session export`` read the files with the system down).
 
     A tree that sets its own ``data_dir`` below the default (the README's ``.ouroactors/app``, the demo's
-    ``.ouroactors/demo``) is then found by a second terminal in the same directory without ``--data-dir``.
-    Several below it: the caller's error lists them.
+    ``.ouroactors/demo``) is then found by a second terminal in the same directory without ``--data-dir``, by
+    every command alike. Several below it: the caller's error lists them (:func:`choices_hint`).
     """
     if os.path.normpath(data_dir) != DEFAULT_DATA_DIR or os.path.isfile(os.path.join(data_dir, "system.json")):
         return data_dir
     below = served_below(data_dir)
-    return below[0] if len(below) == 1 else data_dir
+    if below:
+        return below[0] if len(below) == 1 else data_dir
+    if _holds_data(data_dir):
+        return data_dir
+    stored = stored_below(data_dir)
+    return stored[0] if len(stored) == 1 else data_dir
+
+
+def choices_hint(data_dir: str) -> str:
+    """For an error about the default data dir: the data dirs below it to choose from ('' when none or not the
+    default)."""
+    if os.path.normpath(data_dir) != DEFAULT_DATA_DIR:
+        return ""
+    found = served_below(data_dir) or stored_below(data_dir)
+    return f"; data dirs below it: {', '.join(found)} — choose one with --data-dir" if found else ""
 
 
 def connect(data_dir: str) -> ActorSystem:

@@ -18,7 +18,7 @@ import lmdb
 from rich.table import Table
 
 from . import main
-from .common import console, data_dir_option, err_console, reports_errors, write_new_file
+from .common import choices_hint, console, data_dir_option, err_console, reports_errors, write_new_file
 
 
 def _open(data_dir: str) -> lmdb.Environment:
@@ -26,8 +26,8 @@ def _open(data_dir: str) -> lmdb.Environment:
 
     config = StorageConfig.under(data_dir)
     if not (Path(config.path) / "data.mdb").is_file():
-        err_console.print(f"{data_dir}: no ouroactors data here (no {config.path}/data.mdb)", style="red",
-                          markup=False, highlight=False)
+        err_console.print(f"{data_dir}: no ouroactors data here (no {config.path}/data.mdb){choices_hint(data_dir)}",
+                          style="red", markup=False, highlight=False)
         sys.exit(2)
     return open_env(config)
 

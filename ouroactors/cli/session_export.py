@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import console, data_dir_option, reports_errors, write_new_file
+from .common import choices_hint, console, data_dir_option, reports_errors, write_new_file
 from .session import SESSION_ID, session
 
 
@@ -31,8 +31,9 @@ def session_export(data_dir: str, session_id: str, output: str | None) -> None:
 
     config = StorageConfig.under(data_dir)
     if not (Path(config.path) / "data.mdb").is_file():
-        raise click.BadParameter(f"{data_dir}: no ouroactors data here (no {config.path}/data.mdb)",
-                                 param_hint="--data-dir")
+        raise click.BadParameter(
+            f"{data_dir}: no ouroactors data here (no {config.path}/data.mdb){choices_hint(data_dir)}",
+            param_hint="--data-dir")
     target = Path(output if output is not None else f"{session_id}.session.json")
     if target.exists():  # before the export's work (write_new_file refuses it anyway, atomically)
         raise click.BadParameter(f"{target} exists already (choose another file)", param_hint="--output")

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .common import console, data_dir_option, reports_errors
+from .common import choices_hint, console, data_dir_option, reports_errors
 from .session import session
 
 
@@ -52,7 +52,8 @@ def session_serve(data_dir: str, host: str, port: int, token_file: str | None) -
     from ..runtime.coordinator.sse_server import SessionEventServer
 
     if not (Path(StorageConfig.under(data_dir).path) / "data.mdb").is_file():
-        raise click.BadParameter(f"{data_dir}: no ouroactors data here", param_hint="--data-dir")
+        raise click.BadParameter(f"{data_dir}: no ouroactors data here{choices_hint(data_dir)}",
+                                 param_hint="--data-dir")
     token = secrets.token_urlsafe(32)
     try:
         server = SessionEventServer(data_dir, host, port, token)

@@ -55,8 +55,10 @@ def test_the_scenario_reaches_every_boundary_and_a_crash_on_each_side_keeps_ever
     # the tree file's directory keeps a spare runtime: the turn resumed after the approval ran on it (#2, forked by
     # the directory after the message), so the sites below on runtime#2 are crashes of a spare the session took
     assert reference.spares_seen == ["agent/execution/runtime#2"]
+    # (on failure, every firing by process and the driver's errors: which runtime resumed the turn, and why)
     assert {f["point"] for f in reference.firings if f["path"] == "agent/execution/runtime#2"} >= {
-        "runtime.opened", "effect.started", "runtime.turn_settled"}
+        "runtime.opened", "effect.started", "runtime.turn_settled"}, (
+        sorted({(f["path"], f["point"]) for f in reference.firings}), reference.errors, reference.spares_seen)
     reached = {f["point"] for f in reference.firings}
     assert reached >= BOUNDARIES, f"not reached: {sorted(BOUNDARIES - reached)}"
     # the turn re-run after the approval took the model's answers from the journal (what model-asked-again checks,
