@@ -88,7 +88,8 @@ def _sessions(data_dir: str, *, follow_direct: bool = False) -> Any:
 
     from ..sessions import Sessions
 
-    return Sessions(connect_client(data_dir), data_dir=data_dir, follow_direct=follow_direct,
+    # the data dir of the system reached (its files: the committed log, the operator's credentials)
+    return Sessions(connect_client(data_dir), follow_direct=follow_direct,
                     principal=os.environ.get(PRINCIPAL_ENV) or None, token=os.environ.get(PRINCIPAL_TOKEN_ENV) or None)
 
 
