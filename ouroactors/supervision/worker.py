@@ -40,7 +40,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from thespian.actors import (
@@ -69,6 +71,7 @@ from .calls import Asker as Asker  # re-exported: a worker subclass names it wit
 from .dispatch import bypassed_handler, handler_for
 from .faulting import arm_here
 from .leftovers import end_leftovers
+from .owned import Owned, set_owned
 from .protocol import IGNORE as IGNORE  # re-exported: what ``on_start`` returns (OTP's ignore)
 from .protocol import (
     AnnounceGeneration,
@@ -102,8 +105,9 @@ class Worker(Answering, Actor):
 
     __ouroactors_child__ = True
 
-    path: str = ""
-    generation: int | None = None
+    # set by the framework only (.owned): a worker's own `self.path = ...` fails instead of renaming the actor
+    path: Owned[str] = Owned("", "the actor's tree path")
+    generation: Owned[int | None] = Owned(None, "the generation the actor was started with")
     refusals: tuple[type[Exception], ...] = ()  # raised by a handler: answered, not a crash
     protocol: tuple[type, ...] = ()  # request types checked at the door before dispatch
     stamped_only = False  # protocol requests must carry the generation stamp …
@@ -112,8 +116,9 @@ class Worker(Answering, Actor):
     # readable the worker gets a ``WatchMessage``. A thread beside the actor uses this to hand work to the actor's
     # own thread — sends from other threads are not reliable in thespian's TCP transport.
     watched_fds: tuple[int, ...] = ()
-    authorities: dict[str, AuthorityEntry]
-    context: SystemContext | None = None
+    authorities: Owned[Mapping[str, AuthorityEntry]] = Owned(MappingProxyType({}), "the authorities it was started "
+                                                                                  "against")
+    context: Owned[SystemContext | None] = Owned(None, "the system's context (data dir, node, events)")
 
     @staticmethod
     def actorSystemCapabilityCheck(capabilities: dict[str, Any], requirements: dict[str, Any]) -> bool:
@@ -286,7 +291,7 @@ class Worker(Answering, Actor):
                 self._answer_now(sender, Pong(message.key, message.incarnation))
             return
         if isinstance(message, GenerationAssigned):
-            self.generation = message.generation
+            set_owned(self, "generation", message.generation)
             self.on_generation(message.generation)
             self._generation_pending = False
             self.send(self._supervisor, GenerationAdopted(self._key, self._incarnation, message.generation))
@@ -350,11 +355,11 @@ class Worker(Answering, Actor):
         self._supervisor = sender
         self._key = start.key
         self._incarnation = start.incarnation
-        self.path = start.path
+        set_owned(self, "path", start.path)
         faults.acting_as(start.path)  # a point reached in on_start is this actor's (the door named it '' so far)
-        self.generation = start.generation
-        self.context = start.context
-        self.authorities = {entry.name: entry for entry in start.snapshot}
+        set_owned(self, "generation", start.generation)
+        set_owned(self, "context", start.context)
+        set_owned(self, "authorities", {entry.name: entry for entry in start.snapshot})
         try:
             started = self.on_start(*start.args, **start.kwargs)
         except (Exception, SystemExit) as exc:  # sys.exit() in on_start fails the start like any exception

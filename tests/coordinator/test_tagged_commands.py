@@ -21,6 +21,7 @@ from ouroactors.runtime.coordinator.in_flight import Coordinator, InFlight, Next
 from ouroactors.runtime.coordinator.messages import ForSession, SendMessage, Taken
 from ouroactors.supervision import reasons
 from ouroactors.supervision.calls import Asker, Tagged, TaggedAnswer
+from ouroactors.supervision.owned import set_owned
 
 from .actor_support import three_word_session, wait_for
 
@@ -72,8 +73,9 @@ def directory() -> tuple[Any, list[tuple[Any, Any]]]:
     d = Directory.__new__(Directory)
     d.send = lambda address, message: sent.append((address, message))  # type: ignore[method-assign]
     d.wakeupAfter = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    d.context, d.path, d.keys, d.serving = None, "agent/sessions", {"s1": "session#1"}, {}
-    d.authorities = {"coordinator": SimpleNamespace(path="agent/coordinator")}
+    set_owned(d, "path", "agent/sessions")  # what its supervisor sets (context: None, as before it starts)
+    set_owned(d, "authorities", {"coordinator": SimpleNamespace(path="agent/coordinator")})
+    d.keys, d.serving = {"s1": "session#1"}, {}
     d.in_flight, d.look_armed = InFlight(), None
     return d, sent
 
@@ -106,7 +108,8 @@ def test_a_crashed_coordinator_answers_a_command_with_its_callers_ref():
     c = CoordinatorActor.__new__(CoordinatorActor)
     c.send = lambda address, message: sent.append((address, message))  # type: ignore[method-assign]
     caller, directory_address = ActorAddress("caller"), ActorAddress("directory")
-    c.session_id, c.started_by, c.path = "s1", directory_address, "agent/coordinator/session#1"
+    c.session_id, c.started_by = "s1", directory_address
+    set_owned(c, "path", "agent/coordinator/session#1")
     refusal = ActorCrashed(c.path, "crash(...)")
     c.refused(ForSession(caller, SendMessage("s1", "go", "alice", "m-1"), tag="ask-ab12-9"), refusal)
     assert sent == [(caller, TaggedAnswer("ask-ab12-9", refusal))]

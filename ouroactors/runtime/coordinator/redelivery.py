@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ class Redelivery:
 
     if TYPE_CHECKING:  # what the directory provides
         path: str
-        authorities: dict[str, Any]
+        authorities: Mapping[str, Any]
         keys: dict[str, str]
         serving: dict[str, Any]
         jobs: Any

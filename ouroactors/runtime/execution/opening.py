@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,7 +115,7 @@ class SessionOpening:
         path: str
         generation: int | None
         context: SystemContext | None
-        authorities: dict[str, AuthorityEntry]
+        authorities: Mapping[str, AuthorityEntry]
 
         def _leased_root(self, session: str, lease_id: str | None, config: SessionConfig) -> str | None: ...
         def _restore(self, loop: SessionLoop, session: str, tail: SettledTail,
