@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from ...authorities.workspace.messages import CheckRoot
@@ -26,7 +26,7 @@ from .workflow import State
 CHECK_TIMEOUT_S = 10.0
 
 
-def workspace_refusal(authorities: dict[str, Any], root: str) -> Generator[Ask, Any, str | None]:
+def workspace_refusal(authorities: Mapping[str, Any], root: str) -> Generator[Ask, Any, str | None]:
     """Why the workspace authority would refuse to lease ``root`` (None: it would not; or the tree has no workspace
     authority, whose absence the lease reports). Not answered in time: refused too, so that nothing unchecked is
     stored (the creation can be retried)."""

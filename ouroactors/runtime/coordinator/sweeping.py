@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...authorities.ledger.messages import ListEntries, ReconcilerKinds
@@ -45,7 +45,7 @@ class Sweeper:
         store: SessionStore
         keys: dict[str, str]
         swept: list[str]
-        authorities: dict[str, Any]
+        authorities: Mapping[str, Any]
         context: Any
 
         def _start(self, session_id: str) -> Generator[Ask, Any, Any]: ...
