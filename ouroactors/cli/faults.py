@@ -327,3 +327,6 @@ def _exit_code(report: Any) -> int:
     if any(row.outcome == "error" for row in report.rows):
         return EXIT_HARNESS
     return EXIT_OK
+
+
+from . import faults_scenario as _faults_scenario  # noqa: E402,F401  (registers faults enumerate-scenario)

@@ -18,6 +18,11 @@ too costly at collection to parametrize over. So a marked test *is* one enumerat
 4. **the body** runs only then, with the :class:`~ouroactors.faults.enumerate.EnumerationReport` as
    ``crash_report`` for assertions of its own.
 
+**Your own scenario**: ``scenario=drive`` (and ``check=check``) enumerates crashes of what ``drive(system)`` does on
+your tree instead of the workload, and checks what ``check(system)`` says must hold once the tree has recovered
+(:mod:`ouroactors.faults.scenario`); ``crash_report`` is then a :class:`~ouroactors.faults.scenario.ScenarioReport`.
+The tree is required (a spec or a TOML path) and needs no ledger; ``config`` and ``fresh`` do not apply.
+
 ``base`` is ``"multiproc"`` (a crash is a SIGKILL of one actor's process) or ``"simple"``: a
 simulated system (one process on virtual time) where a crash is the simulated death of the actor —
 its supervisor sees ``killed``, its memory is gone, LMDB keeps what was committed — at a fraction of
@@ -33,7 +38,7 @@ import difflib
 import inspect
 import os
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,15 +47,17 @@ import pytest
 
 if TYPE_CHECKING:
     from ..faults.enumerate import CrashRow, EnumerationReport
+    from ..faults.scenario import ScenarioReport
     from ..faults.workload import WorkloadConfig
     from ..supervision.specs import ChildSpec
 
 MARKER = "crash_enumeration"
-ARGUMENTS = ("tree", "config", "points", "max_sites", "fresh", "base")
-MARKER_HELP = (f"{MARKER}(tree=None, config=None, *, points=None, max_sites=None, fresh=True, base='multiproc'): "
-               "run the workload on tree, kill at each crash site in turn (SIGKILL on multiproc, a simulated "
-               "death on simple), fail on any invariant violated; the test gets the report as the crash_report "
-               "fixture (see ouroactors.testing.marker)")
+ARGUMENTS = ("tree", "config", "points", "max_sites", "fresh", "base", "scenario", "check")
+MARKER_HELP = (f"{MARKER}(tree=None, config=None, *, points=None, max_sites=None, fresh=True, base='multiproc', "
+               "scenario=None, check=None): run the workload (or scenario(system), checked by check(system)) on "
+               "tree, kill at each crash site in turn (SIGKILL on multiproc, a simulated death on simple), fail on "
+               "any invariant violated; the test gets the report as the crash_report fixture (see "
+               "ouroactors.testing.marker)")
 
 
 class BadArgument(ValueError):
@@ -70,12 +77,14 @@ class Enumeration:
     max_sites: int | None = None
     fresh: bool = True
     base: str = "multiproc"
+    scenario: Callable[[Any], Any] | None = None  # the user's drive (.faults.scenario): no workload then
+    check: Callable[[Any], Any] | None = None
 
 
 @dataclass
 class _Outcome:
     enumeration: Enumeration
-    report: EnumerationReport
+    report: EnumerationReport | ScenarioReport
     data_dir: Path
     warned: list[str]
 
@@ -95,6 +104,8 @@ def parse_marker(mark: pytest.Mark, rootpath: Path) -> Enumeration:
         kwargs["tree"] = mark.args[0]
     for name in kwargs:
         _known(name, ARGUMENTS, name, "argument")
+    if kwargs.get("scenario") is not None or kwargs.get("check") is not None:
+        return _scenario(kwargs, rootpath)
     config = _config(kwargs.get("config"))
     fresh, max_sites = kwargs.get("fresh", True), kwargs.get("max_sites")
     if not isinstance(fresh, bool):
@@ -105,6 +116,28 @@ def parse_marker(mark: pytest.Mark, rootpath: Path) -> Enumeration:
                        max_sites, fresh, _base(kwargs.get("base", "multiproc")))
 
 
+def _scenario(kwargs: dict[str, Any], rootpath: Path) -> Enumeration:
+    """The marker of a user's own scenario: a tree (no ledger needed), ``scenario`` and optionally ``check``."""
+    from ..faults.enumerate import DEFAULT_CONFIG
+
+    for name in ("config", "fresh"):
+        if name in kwargs:
+            raise BadArgument(name, "does not apply to a scenario of your own (scenario=...): each site is a fresh "
+                                    "system, and there is no workload to configure")
+    for name in ("scenario", "check"):
+        if kwargs.get(name) is not None and not callable(kwargs[name]):
+            raise BadArgument(name, f"must be a callable taking the ActorSystem, got {type(kwargs[name]).__name__}")
+    if kwargs.get("scenario") is None:
+        raise BadArgument("check", "needs scenario=...: the callable that drives the tree")
+    if kwargs.get("tree") is None:
+        raise BadArgument("tree", "a scenario of your own needs its tree (a ChildSpec or a tree TOML path)")
+    max_sites = kwargs.get("max_sites")
+    if max_sites is not None and (type(max_sites) is not int or max_sites < 1):
+        raise BadArgument("max_sites", f"must be an int >= 1 or None, got {max_sites!r}")
+    return Enumeration(_tree(kwargs["tree"], rootpath, None), DEFAULT_CONFIG, _points(kwargs.get("points")),
+                       max_sites, True, _base(kwargs.get("base", "multiproc")), kwargs["scenario"], kwargs.get("check"))
+
+
 def _known(name: str, known: Collection[str], argument: str, what: str) -> None:
     if name not in known:
         close = difflib.get_close_matches(str(name), known, n=1)
@@ -112,7 +145,7 @@ def _known(name: str, known: Collection[str], argument: str, what: str) -> None:
         raise BadArgument(argument, f"unknown {what} {name!r}{hint}; the {what}s are {', '.join(known)}")
 
 
-def _tree(value: Any, rootpath: Path, config: WorkloadConfig) -> ChildSpec:
+def _tree(value: Any, rootpath: Path, config: WorkloadConfig | None) -> ChildSpec:
     from ..core.errors import SpecError
     from ..faults.enumerate import enumeration_tree
     from ..faults.runner import BenchError, tree_targets
@@ -134,10 +167,12 @@ def _tree(value: Any, rootpath: Path, config: WorkloadConfig) -> ChildSpec:
         raise BadArgument("tree", f"must be a ChildSpec or a tree TOML path, got {type(value).__name__}")
     if not spec.is_supervisor:
         raise BadArgument("tree", f"the root {spec.id!r} must be a supervisor")
+    if config is None:  # a scenario of its own: any tree
+        return spec
     try:
         tree_targets(spec, config.sessions)  # it has a ledger for the workload to record effects in
     except BenchError as exc:
-        raise BadArgument("tree", str(exc)) from None
+        raise BadArgument("tree", f"{exc} (or scenario=drive, check=check: a scenario of your own)") from None
     return spec
 
 
@@ -211,19 +246,27 @@ def _crash_enumeration_marker(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture
-def crash_report(request: pytest.FixtureRequest, tmp_path: Path, track_fault_processes: Any) -> EnumerationReport:
+def crash_report(request: pytest.FixtureRequest, tmp_path: Path,
+                 track_fault_processes: Any) -> EnumerationReport | ScenarioReport:
     """The enumeration the test's ``crash_enumeration`` marker asks for (run once, at setup)."""
     from ..faults.enumerate import enumerate_crashes
+    from ..faults.scenario import enumerate_scenario
 
     enumeration = request.node.stash.get(_ENUMERATION, None)
     if enumeration is None:
         pytest.fail(f"the crash_report fixture needs @pytest.mark.{MARKER}(...) on the test", pytrace=False)
     data_dir = tmp_path / "crash-enumeration"
     warned: list[str] = []
-    extra: dict[str, Any] = {"base": enumeration.base} if _takes_base() else {}
-    report = enumerate_crashes(enumeration.tree, enumeration.config, points=enumeration.points,
-                               fresh=enumeration.fresh, data_dir=data_dir, warn=warned.append,
-                               limit=enumeration.max_sites, **extra)
+    report: EnumerationReport | ScenarioReport
+    if enumeration.scenario is not None:
+        report = enumerate_scenario(enumeration.tree, enumeration.scenario, enumeration.check,
+                                    points=enumeration.points, base=enumeration.base, data_dir=data_dir,
+                                    limit=enumeration.max_sites, warn=warned.append)
+    else:
+        extra: dict[str, Any] = {"base": enumeration.base} if _takes_base() else {}
+        report = enumerate_crashes(enumeration.tree, enumeration.config, points=enumeration.points,
+                                   fresh=enumeration.fresh, data_dir=data_dir, warn=warned.append,
+                                   limit=enumeration.max_sites, **extra)
     for message in warned:
         warnings.warn(f"{MARKER}: {message}", UserWarning, stacklevel=2)
     request.node.stash[_OUTCOME] = _Outcome(enumeration, report, data_dir, warned)
@@ -244,6 +287,11 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 
 def verdict(outcome: _Outcome) -> str | None:
     """Why the enumeration fails the test (None: it passes)."""
+    from ..faults.scenario import ScenarioReport
+    from .scenario_verdict import scenario_verdict
+
+    if isinstance(outcome.report, ScenarioReport):
+        return scenario_verdict(outcome.report, outcome.data_dir, outcome.warned)
     report, enumeration = outcome.report, outcome.enumeration
     head = (f"crash enumeration of tree {enumeration.tree.id!r} "
             f"(sessions={enumeration.config.sessions}, effects={enumeration.config.effects})")
@@ -283,8 +331,13 @@ def _describe(row: CrashRow, enumeration: Enumeration, data_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def render_table(report: EnumerationReport) -> str:
+def render_table(report: EnumerationReport | ScenarioReport) -> str:
     """site → outcome, one line per site (shown with the test's report)."""
+    from ..faults.scenario import ScenarioReport
+    from .scenario_verdict import scenario_table
+
+    if isinstance(report, ScenarioReport):
+        return scenario_table(report)
     lines = [f"{len(report.rows)} site(s) in {report.duration_s:.1f}s: {report.summary()}",
              f"{'#':>3}  {'actor':<20} {'point':<30} {'hit':>3}  {'outcome':<11} {'statuses':<24} seconds"]
     for row in report.rows:

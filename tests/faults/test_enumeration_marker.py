@@ -174,14 +174,15 @@ def test_a_bad_marker_argument_is_a_usage_error_naming_it(inner: pytest.Pytester
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: test_bad.py::test_misspelt: @pytest.mark.crash_enumeration: pionts: unknown argument 'pionts' "
-        "(did you mean 'points'?); the arguments are tree, config, points, max_sites, fresh, base",
+        "(did you mean 'points'?); the arguments are tree, config, points, max_sites, fresh, base, scenario, check",
         "test_bad.py::test_wrong_type: @pytest.mark.crash_enumeration: max_sites: must be an int >= 1 or None, "
         "got '2'",
         "test_bad.py::test_unknown_config_field: @pytest.mark.crash_enumeration: config: unknown field 'session' "
         "(did you mean 'sessions'?)*",
         "test_bad.py::test_missing_tree_file: @pytest.mark.crash_enumeration: tree: */missing.toml (relative paths "
         "are from the rootdir): cannot read tree file: No such file or directory*",
-        "test_bad.py::test_no_ledger: @pytest.mark.crash_enumeration: tree: tree 'x' has no ledger*",
+        "test_bad.py::test_no_ledger: @pytest.mark.crash_enumeration: tree: tree 'x' has no ledger*"
+        "(or scenario=*: a scenario of your own)*",
         "test_bad.py::test_unknown_base: @pytest.mark.crash_enumeration: base: must be one of multiproc, simple, "
         "got 'multiprocess'",
     ])

@@ -1,0 +1,294 @@
+"""Crash enumeration of your own scenario on your own tree: record the points it reaches, then crash at each.
+
+:func:`~.enumerate.enumerate_crashes` drives the built-in workload (leases, grants, effects on the world service)
+and checks the effect invariants. A tree of your own has its own requests and its own invariants, so here both are
+yours: ``drive(system)`` sends the scenario's requests to a freshly started system running the tree, and
+``check(system)`` says, once the tree has recovered, what must still hold (each string it returns — or the message
+of an ``AssertionError`` it raises — is a violation)::
+
+    def drive(system):
+        for i in range(3):
+            system.ask("app/store", Put(f"k{i}", i), timeout=2)
+
+    def check(system):
+        if system.ask("app/store", Get("k0"), timeout=2) not in (None, 0):
+            yield "k0 holds a value nobody wrote"
+
+    report = enumerate_scenario("trees/app.toml", drive, check, points=["message.*", "myapp.*"])
+
+1. **Record**: one run with every point recorded (a zero delay, fired in every worker — ``message.<path>`` before
+   each message a worker handles, and every ``faults.point`` its code reaches); numbering the hits per (actor,
+   point) gives the crash sites, in the order reached.
+2. **Crash**: for each site, a fresh system (its data dir of its own), the kill armed in that actor's process only
+   — a real SIGKILL the n-th time it reaches the point (a dynamic child ``sup/w#k`` through its supervisor, for its
+   k-th fork) — then ``drive``, then the tree is let **settle** (every child running again, or the tree ended),
+   then ``check``. What ``drive`` raised in a crash run is kept on the row (``drive_error``) but is no violation: a
+   request to a killed actor may fail, and a scenario that must not fail says so in ``check``. A tree that ends
+   (its restart intensity exceeded) is a violation, as is one that does not settle within ``settle_timeout``.
+3. **Report**: site → ``ok``, ``VIOLATION``, ``not reached`` (the run never reached the site: the scenario is not
+   deterministic there) or ``error`` (the harness failed).
+
+``base="simple"`` runs each site on a simulated system (one process on virtual time, messages pickled as between
+processes): a crash is the actor's simulated death, hit counts are shared by every actor of the process
+(:attr:`~.enumerate.CrashSite.shared`), and a run replays the recording exactly up to its crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.faults import FaultPlan
+from ..supervision.specs import ChildSpec
+from ..system.handle import ActorSystem
+from .enumerate import BASES, RECORD_PLAN, CrashSite, select_sites, sites_from
+
+Drive = Callable[[ActorSystem], Any]
+Check = Callable[[ActorSystem], "Iterable[str] | None"]
+SETTLE_POLL_S = 0.05
+
+
+@dataclass
+class ScenarioRow:
+    """One run of the scenario: the recording (``index`` 0, no site) or a crash at ``site``."""
+
+    index: int
+    site: CrashSite | None
+    outcome: str  # ok | VIOLATION | not reached | error
+    fired: bool = False
+    violations: list[str] = field(default_factory=list)
+    drive_error: str | None = None  # what drive raised (a crash run's failed request is no violation)
+    error: str | None = None  # the harness failed
+    exits: list[tuple[str, str]] = field(default_factory=list)  # (path, reason kind) of every exit seen
+    duration_s: float = 0.0
+    data_dir: Path | None = None
+
+
+@dataclass
+class ScenarioReport:
+    """The recording run, the sites it found (after ``points`` and ``limit``) and one row per site."""
+
+    tree: str
+    base: str
+    baseline: ScenarioRow
+    sites: list[CrashSite]
+    rows: list[ScenarioRow]
+    duration_s: float = 0.0
+
+    @property
+    def violations(self) -> list[tuple[CrashSite | None, str]]:
+        found = [(None, v) for v in self.baseline.violations]
+        return found + [(row.site, v) for row in self.rows for v in row.violations]
+
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.outcome] = counts.get(row.outcome, 0) + 1
+        return counts
+
+    def table(self) -> list[dict[str, Any]]:
+        """Plain rows (for printing or JSON): site → outcome."""
+        return [{"#": row.index, "actor": row.site.path if row.site else "", "point": row.site.point if row.site
+                 else "", "hit": row.site.nth if row.site else 0, "fired": row.fired, "outcome": row.outcome,
+                 "violations": row.violations, "drive_error": row.drive_error, "error": row.error,
+                 "exits": [f"{p} ({k})" for p, k in row.exits], "seconds": round(row.duration_s, 3)}
+                for row in self.rows]
+
+
+def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
+                       points: Sequence[str] | None = None, base: str = "multiproc",
+                       data_dir: str | os.PathLike[str] | None = None, limit: int | None = None,
+                       settle_timeout: float = 20.0, on_row: Callable[[ScenarioRow], None] | None = None,
+                       warn: Callable[[str], None] | None = None) -> ScenarioReport:
+    """Record ``drive``'s crash sites on ``tree`` (a spec or a tree file), crash at each, ``check`` after each.
+
+    ``points`` keeps the sites whose point matches one of these globs (``"message.app/store"``, ``"myapp.*"``);
+    ``limit`` caps how many are crashed at. ``data_dir`` keeps every run's data dir below it (``record``,
+    ``site1``, …: ``events.jsonl``, ``admin.out``, LMDB); by default a temp dir, removed after. A recording run
+    that raises or violates is reported with no site crashed at (``report.baseline``).
+    """
+    if base not in BASES:
+        raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
+    if not callable(drive) or (check is not None and not callable(check)):
+        raise TypeError("drive and check must be callables taking the ActorSystem")
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise ValueError(f"limit: must be an int >= 1 or None, got {limit!r}")
+    spec = _spec(tree)
+    began = time.monotonic()
+    own_dir = data_dir is None
+    root = Path(tempfile.mkdtemp(prefix="ouroactors-scenario-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]
+    try:
+        run = _Runner(spec, drive, check, base, root, settle_timeout)
+        baseline, firings = run.record()
+        sites = sites_from(firings, shared=base == "simple")
+        if baseline.outcome != "ok":
+            return ScenarioReport(spec.id, base, baseline, [], [], time.monotonic() - began)
+        chosen = select_sites(sites, points, warn)[:limit]
+        rows = []
+        for index, site in enumerate(chosen, start=1):
+            row = run.crash(site, index)
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+        return ScenarioReport(spec.id, base, baseline, chosen, rows, time.monotonic() - began)
+    finally:
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _spec(tree: ChildSpec | str | os.PathLike[str]) -> ChildSpec:
+    if isinstance(tree, ChildSpec):
+        spec = tree
+    elif isinstance(tree, str | os.PathLike):
+        from ..system.config import load_tree
+
+        spec = load_tree(Path(tree)).tree
+    else:
+        raise TypeError(f"tree: a ChildSpec or a tree file's path, got {type(tree).__name__}")
+    if not spec.is_supervisor:
+        raise ValueError(f"tree: the root {spec.id!r} must be a supervisor")
+    return spec
+
+
+def aimed_plan(site: CrashSite) -> tuple[str | None, FaultPlan]:
+    """Where to arm ``site``'s kill, and the plan: the actor itself; for a dynamic child ``sup/w#k`` (no process
+    before the scenario starts it), its supervisor, for its k-th fork only; on a simulated system (one process,
+    shared counts) every worker (None)."""
+    plan = site.plan()
+    if site.shared:
+        return None, plan
+    parent, _, name = site.path.rpartition("/")
+    _, hashed, number = name.rpartition("#")
+    if hashed and number.isdigit():
+        return parent, dataclasses.replace(plan, forks=1, skip_forks=int(number) - 1)
+    return site.path, plan
+
+
+class _Runner:
+    """One fresh system per run: start the tree, arm, drive, settle, check."""
+
+    def __init__(self, spec: ChildSpec, drive: Drive, check: Check | None, base: str, root: Path,
+                 settle_timeout: float) -> None:
+        self.spec, self.drive, self.check, self.base = spec, drive, check, base
+        self.root, self.settle_timeout = root, settle_timeout
+
+    def record(self) -> tuple[ScenarioRow, list[dict[str, Any]]]:
+        row, firings = self._run("record", 0, None, lambda system: self._arm_everywhere(system, RECORD_PLAN))
+        if row.drive_error is not None and row.outcome == "ok":  # the crash-free run must run the scenario
+            row.outcome = "VIOLATION"
+            row.violations.insert(0, f"the crash-free run's drive raised {row.drive_error}")
+        return row, firings
+
+    def crash(self, site: CrashSite, index: int) -> ScenarioRow:
+        at, plan = aimed_plan(site)
+
+        def arm(system: ActorSystem) -> None:
+            if at is None:
+                self._arm_everywhere(system, plan)
+            else:
+                system.arm_faults(at, plan)
+
+        row, firings = self._run(f"site{index}", index, site, arm)
+        row.fired = any(f["point"] == site.point and (site.shared or f["path"] == site.path) for f in firings)
+        if row.outcome == "ok" and not row.fired:
+            row.outcome = "not reached"
+        return row
+
+    def _arm_everywhere(self, system: ActorSystem, plan: FaultPlan) -> None:
+        """Every worker, and every supervisor (the children it forks later inherit the plan: dynamic ones)."""
+        if self.base == "simple":  # one process: one plan
+            system.arm_faults(self.spec.id, plan)
+            return
+        system.arm_faults(self.spec.id, plan)
+        for path, info in system.walk(self.spec.id):
+            if info.status == "running":
+                system.arm_faults(path, plan)
+
+    def _run(self, name: str, index: int, site: CrashSite | None, arm: Callable[[ActorSystem], None]
+             ) -> tuple[ScenarioRow, list[dict[str, Any]]]:
+        began = time.monotonic()
+        data = self.root / name
+        row = ScenarioRow(index, site, "ok", data_dir=data)
+        simple = self.base == "simple"
+        firings: list[dict[str, Any]] = []
+        system = ActorSystem.start(self.base, data, simulated=simple, pickle_messages=simple)
+        try:
+            system.start_tree(self.spec)
+            mark = system.mark()
+            arm(system)
+            try:
+                self.drive(system)
+            except Exception as exc:  # a request to a killed actor may fail: kept, judged by check
+                row.drive_error = f"{type(exc).__name__}: {exc}"[:500]
+            row.violations += self._settle(system)
+            if not row.violations and self.check is not None:
+                row.violations += _checked(self.check, system)
+            system.events.poll()
+            for event in system.events.all()[mark:]:
+                if event.kind == "fault_fired":
+                    firings.append({"path": event.fields.get("actor") or event.path, "point": event.fields["point"]})
+                elif event.kind == "exited":
+                    row.exits.append((event.path or "?", str((event.reason or {}).get("kind", "?"))))
+        except Exception as exc:  # the harness itself (start, arm, walk): never reported as ok
+            row.outcome, row.error = "error", f"{type(exc).__name__}: {exc}"[:500]
+        finally:
+            system.shutdown()
+        if row.outcome == "ok" and row.violations:
+            row.outcome = "VIOLATION"
+        row.duration_s = time.monotonic() - began
+        return row, firings
+
+    def _settle(self, system: ActorSystem) -> list[str]:
+        """Wait until the tree has recovered: it runs, and so does every child in it (polled, with a deadline)."""
+        _disarm(system, self.spec.id)  # the plan must not outlive the scenario: check's requests run unarmed
+        deadline = time.monotonic() + self.settle_timeout
+        waiting: list[str] = []
+        while True:
+            tree = next((t for t in system.trees() if t.name == self.spec.id), None)
+            if tree is None or tree.status == "ended":
+                return [f"the tree ended after the crash ({getattr(tree, 'exit_reason', None) or 'escalated'}): "
+                        "its supervisors gave up restarting"]
+            if tree.status == "running":
+                waiting = [f"{path} ({info.status})" for path, info in system.walk(self.spec.id)
+                           if info.status != "running"]
+                if not waiting:
+                    return []
+            if time.monotonic() > deadline:
+                return [f"the tree did not settle within {self.settle_timeout:g}s: "
+                        f"{', '.join(waiting) or f'tree {tree.status}'}"]
+            system.run_for(SETTLE_POLL_S)  # polling a condition with a deadline (virtual time on simple)
+
+
+def _disarm(system: ActorSystem, tree: str) -> None:
+    """Every actor of ``tree`` that runs, one by one: one restarting meanwhile was forked unarmed (its supervisor's
+    plan, if any, was for one fork) and needs nothing."""
+    from ..core.errors import OuroactorsError
+
+    try:
+        paths = [tree, *(p for p, info in system.walk(tree) if info.status == "running")]
+    except OuroactorsError:  # the tree has ended: nothing armed is left
+        return
+    for path in paths:
+        with contextlib.suppress(OuroactorsError):
+            system.arm_faults(path, None)
+
+
+def _checked(check: Check, system: ActorSystem) -> list[str]:
+    try:
+        found = check(system)
+        return [str(v) for v in found] if found is not None else []
+    except AssertionError as exc:
+        return [f"check failed: {exc}" if str(exc) else "check failed (an assert with no message)"]
+    except Exception as exc:
+        return [f"check raised {type(exc).__name__}: {exc}"]
+
+
+__all__ = ["ScenarioReport", "ScenarioRow", "aimed_plan", "enumerate_scenario"]

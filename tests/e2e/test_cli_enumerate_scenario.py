@@ -1,0 +1,93 @@
+"""``ouroactors faults enumerate-scenario``: a user's project (its tree, its drive and check functions) crash-
+enumerated from the command line, as the README shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .cli_helpers import cli
+
+pytestmark = pytest.mark.multiproc
+
+MYAPP = '''
+import json, os
+from ouroactors import Worker, faults
+
+class Store(Worker):
+    def on_start(self, path):
+        self.file = os.path.join(self.context.data_dir, path)
+        try:
+            with open(self.file) as f:
+                self.data = json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError):
+            self.data = {}
+
+    def on_message(self, message, sender):
+        if message[0] == "put":
+            self.data[message[1]] = message[2]
+            text = json.dumps(self.data)
+            with open(self.file, "w") as f:  # in place, in two writes: a crash between them tears the file
+                f.write(text[: len(text) // 2])
+                f.flush()
+                faults.point("myapp.half_written")
+                f.write(text[len(text) // 2:])
+            return "ok"
+        return sorted(self.data)
+
+ACKED = []
+
+def drive(system):
+    ACKED.clear()
+    for i in range(2):
+        if system.ask("app/store", ("put", f"k{i}", i), timeout=5) == "ok":
+            ACKED.append(f"k{i}")
+
+def check(system):
+    keys = system.ask("app/store", ("keys",), timeout=5)
+    return [f"{k} was acknowledged, then lost" for k in ACKED if k not in keys]
+'''
+
+TREE = '[tree]\nid = "app"\n\n[[tree.children]]\nid = "store"\nactor = "myapp:Store"\nkwargs = { path = "s.json" }\n'
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / "myapp.py").write_text(MYAPP)
+    (tmp_path / "app.toml").write_text(TREE)
+    return tmp_path
+
+
+def test_it_finds_the_torn_write_and_exits_1(tmp_path):
+    done = cli("faults", "enumerate-scenario", "app.toml", "myapp:drive", "--check", "myapp:check",
+               cwd=_project(tmp_path), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:4] == ["  1  app/store @ message.app/store #1  ok", "  2  app/store @ myapp.half_written #1  ok",
+                         "  3  app/store @ message.app/store #2  ok",
+                         "  4  app/store @ myapp.half_written #2  VIOLATION"], done.stdout
+    assert lines[4].strip() == "k0 was acknowledged, then lost"
+    assert "4 site(s) in" in done.stdout and "'VIOLATION': 1" in done.stdout
+
+
+def test_json_points_and_the_simulated_base(tmp_path):
+    done = cli("faults", "enumerate-scenario", "app.toml", "myapp:drive", "--check", "myapp:check", "--json",
+               "--points", "myapp.*", "--base", "simple", cwd=_project(tmp_path), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    *rows, summary = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["point"], r["hit"], r["outcome"]) for r in rows] == [
+        ("myapp.half_written", 1, "ok"), ("myapp.half_written", 2, "VIOLATION")]
+    assert summary["summary"]["sites"] == 2
+
+
+def test_bad_input_is_named_before_anything_runs(tmp_path):
+    _project(tmp_path)
+    missing = cli("faults", "enumerate-scenario", "app.toml", "nomodule:drive", cwd=tmp_path)
+    assert missing.returncode == 2 and "DRIVE" in missing.stderr and "does not import" in missing.stderr
+    shape = cli("faults", "enumerate-scenario", "app.toml", "myapp.drive", cwd=tmp_path)
+    assert shape.returncode == 2 and "must look like 'module:function'" in shape.stderr, shape.stderr
+    absent = cli("faults", "enumerate-scenario", "app.toml", "myapp:drive", "--check", "myapp:chek", cwd=tmp_path)
+    assert absent.returncode == 2 and "has no attribute 'chek'" in absent.stderr, absent.stderr
+    tree = cli("faults", "enumerate-scenario", "nope.toml", "myapp:drive", cwd=tmp_path)
+    assert tree.returncode == 2 and "nope.toml" in tree.stderr, tree.stderr

@@ -1,0 +1,114 @@
+"""Crash enumeration of a user's own scenario on a user's own tree (:mod:`ouroactors.faults.scenario`).
+
+A store that writes its file atomically keeps every acknowledged key through a SIGKILL at any message it handles;
+one that writes in place is caught at the one site where its write is torn, with the invariant that broke.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ouroactors import supervisor, worker
+from ouroactors.faults.enumerate import CrashSite
+from ouroactors.faults.scenario import aimed_plan, enumerate_scenario
+
+pytestmark = pytest.mark.multiproc
+
+
+def _tree(tmp_path, actor="Store"):  # the store's file in each run's data dir: every site starts empty
+    return supervisor("app", [worker("store", f"tests.faults.scenario_app:{actor}",
+                                     kwargs={"path": "store.json"})], intensity=5)
+
+
+class Scenario:
+    """Puts three keys; remembers which were acknowledged (a request to a killed actor may fail)."""
+
+    def __init__(self):
+        self.acked: list[str] = []
+
+    def drive(self, system):
+        self.acked = []
+        for i in range(3):
+            if system.ask("app/store", ("put", f"k{i}", i), timeout=5) == "ok":
+                self.acked.append(f"k{i}")
+
+    def check(self, system):
+        keys = system.ask("app/store", "keys", timeout=5)
+        for key in self.acked:
+            if key not in keys:
+                yield f"{key} was acknowledged and is gone after the restart (keys now: {keys})"
+
+
+def test_an_atomic_store_keeps_every_acknowledged_key_at_every_site(tmp_path):
+    scenario = Scenario()
+    report = enumerate_scenario(_tree(tmp_path), scenario.drive, scenario.check, data_dir=tmp_path / "runs")
+    assert report.baseline.outcome == "ok" and report.baseline.violations == []
+    # the sites: the message point before each of the three puts the store handles (the recording's asks only)
+    assert [(s.path, s.point, s.nth) for s in report.sites] == [
+        ("app/store", "message.app/store", n) for n in (1, 2, 3)]
+    assert [row.outcome for row in report.rows] == ["ok", "ok", "ok"], report.table()
+    for row in report.rows:
+        assert row.fired and ("app/store", "killed") in row.exits
+        assert row.drive_error is not None  # the put the kill interrupted failed: kept, not a violation
+    assert report.summary() == {"ok": 3}
+
+
+def test_a_torn_write_is_caught_at_its_site_with_the_broken_invariant(tmp_path):
+    scenario = Scenario()
+    report = enumerate_scenario(_tree(tmp_path, "TornStore"), scenario.drive, scenario.check,
+                                points=["scenario_app.*"])
+    assert [(s.path, s.point, s.nth) for s in report.sites] == [
+        ("app/store", "scenario_app.half_written", n) for n in (1, 2, 3)]
+    by_hit = {row.site.nth: row for row in report.rows}
+    # a crash mid-write of the 2nd put: the file holds half a document, the restarted store starts empty and the
+    # acknowledged k0 is gone
+    assert by_hit[2].outcome == "VIOLATION", report.table()
+    assert any("k0 was acknowledged and is gone" in v for v in by_hit[2].violations), by_hit[2].violations
+    assert by_hit[1].outcome == "ok"  # nothing was acknowledged before the first put's torn write
+    assert not (tmp_path / "runs").exists()  # the temp data dirs are removed after
+
+
+def test_a_check_that_asserts_and_a_tree_that_ends_are_violations(tmp_path):
+    def drive(system):
+        system.ask("app/store", ("put", "a", 1), timeout=5)
+
+    def check(system):
+        assert system.ask("app/store", ("get", "a"), timeout=5) == 2, "a is not 2"
+
+    report = enumerate_scenario(_tree(tmp_path), drive, check)
+    assert report.baseline.outcome == "VIOLATION" and report.rows == []  # the crash-free run already violates
+    [violation] = report.baseline.violations
+    assert violation.startswith("check failed: a is not 2"), violation  # (pytest adds what it compared)
+
+    flaky = supervisor("app", [worker("store", "tests.faults.scenario_app:Store",
+                                      kwargs={"path": str(tmp_path / "s.json")})], intensity=0)
+    ended = enumerate_scenario(flaky, drive, None, points=["message.*"])  # no restart allowed: the tree ends
+    [row] = ended.rows
+    assert row.outcome == "VIOLATION" and "the tree ended after the crash" in row.violations[0], row
+
+
+def test_the_simulated_base_enumerates_the_same_sites_without_processes(tmp_path):
+    scenario = Scenario()
+    report = enumerate_scenario(_tree(tmp_path, "TornStore"), scenario.drive, scenario.check, base="simple",
+                                points=["scenario_app.*"])
+    assert [row.site.shared for row in report.rows] == [True, True, True]
+    assert [row.outcome for row in report.rows] == ["ok", "VIOLATION", "VIOLATION"], report.table()
+
+
+def test_a_dynamic_child_is_aimed_at_through_its_supervisor_for_its_fork():
+    at, plan = aimed_plan(CrashSite("app/pool/w#3", "message.app/pool/w#3", 2))
+    assert at == "app/pool" and plan.forks == 1 and plan.skip_forks == 2
+    assert aimed_plan(CrashSite("app/store", "x", 1)) == ("app/store", CrashSite("app/store", "x", 1).plan())
+    at, _ = aimed_plan(CrashSite("app/store", "x", 1, shared=True))
+    assert at is None
+
+
+def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="base: must be one of"):
+        enumerate_scenario(_tree(tmp_path), print, base="thread")
+    with pytest.raises(TypeError, match="drive and check must be callables"):
+        enumerate_scenario(_tree(tmp_path), "drive")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="limit"):
+        enumerate_scenario(_tree(tmp_path), print, limit=0)
+    with pytest.raises(ValueError, match="must be a supervisor"):
+        enumerate_scenario(worker("w", "tests.faults.scenario_app:Store"), print)
