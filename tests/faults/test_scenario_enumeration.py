@@ -112,3 +112,23 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
         enumerate_scenario(_tree(tmp_path), print, limit=0)
     with pytest.raises(ValueError, match="must be a supervisor"):
         enumerate_scenario(worker("w", "tests.faults.scenario_app:Store"), print)
+
+
+def test_dynamic_children_are_crashed_at_each_of_their_sites(tmp_path):
+    tree = supervisor("app", [supervisor("pool", [worker("counter", "ouroactors.examples.workers:Counter",
+                                                         restart="permanent")], strategy="simple_one_for_one")])
+
+    def drive(system):
+        first, second = system.start_child("app/pool", ()), system.start_child("app/pool", ())
+        system.ask(f"app/pool/{first.id}", "incr", timeout=5)
+        system.ask(f"app/pool/{second.id}", "incr", timeout=5)
+
+    def check(system):
+        assert len(system.which_children("app/pool")) == 2
+
+    report = enumerate_scenario(tree, drive, check)
+    assert [(str(row.site), row.outcome) for row in report.rows] == [
+        ("app/pool/counter#1 @ message.app/pool/counter#1 #1", "ok"),
+        ("app/pool/counter#2 @ message.app/pool/counter#2 #1", "ok")], report.table()
+    for row in report.rows:  # the k-th fork of the pool, and no other, was killed (then restarted: permanent)
+        assert row.fired and row.exits == [(row.site.path, "killed")], row.exits
