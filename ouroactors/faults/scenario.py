@@ -41,6 +41,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,10 +90,8 @@ class ScenarioReport:
         return found + [(row.site, v) for row in self.rows for v in row.violations]
 
     def summary(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for row in self.rows:
-            counts[row.outcome] = counts.get(row.outcome, 0) + 1
-        return counts
+        """How many sites ended in each outcome (in the order first met)."""
+        return dict(Counter(row.outcome for row in self.rows))
 
     def table(self) -> list[dict[str, Any]]:
         """Plain rows (for printing or JSON): site → outcome."""

@@ -288,7 +288,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 def verdict(outcome: _Outcome) -> str | None:
     """Why the enumeration fails the test (None: it passes)."""
     from ..faults.scenario import ScenarioReport
-    from .scenario_verdict import scenario_verdict
+    from .scenario_verdict import rows_verdict, scenario_verdict
 
     if isinstance(outcome.report, ScenarioReport):
         return scenario_verdict(outcome.report, outcome.data_dir, outcome.warned)
@@ -298,15 +298,7 @@ def verdict(outcome: _Outcome) -> str | None:
     if report.baseline.violations:
         lines = "\n".join(f"  {v}" for v in report.baseline.violations)
         return f"{head}: the crash-free recording run already violates; no site was crashed at:\n{lines}"
-    if not report.rows:
-        return f"{head}: no crash site selected ({'; '.join(outcome.warned) or 'the scenario reached no point'})"
-    bad = [row for row in report.rows if row.outcome in ("VIOLATION", "error")]
-    if bad:
-        return "\n".join([f"{head}: {len(bad)} of {len(report.rows)} site(s) failed",
-                          *(_describe(row, enumeration, outcome.data_dir) for row in bad)])
-    if not any(row.fired for row in report.rows):
-        return f"{head}: no selected site was reached when crashed at, so nothing was checked"
-    return None
+    return rows_verdict(head, report.rows, outcome.warned, lambda row: _describe(row, enumeration, outcome.data_dir))
 
 
 def _describe(row: CrashRow, enumeration: Enumeration, data_dir: Path) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from ..faults.scenario import ScenarioReport, ScenarioRow, aimed_plan
+
+R = TypeVar("R")
 
 
 def scenario_verdict(report: ScenarioReport, data_dir: Path, warned: list[str]) -> str | None:
@@ -16,13 +20,18 @@ def scenario_verdict(report: ScenarioReport, data_dir: Path, warned: list[str]) 
         why = baseline.violations or [f"the harness failed: {baseline.error}"]
         return "\n".join([f"{head}: the crash-free recording run already fails; no site was crashed at:",
                           *(f"  {v}" for v in why), f"  data: {data_dir / 'record'}"])
-    if not report.rows:
+    return rows_verdict(head, report.rows, warned, _describe)
+
+
+def rows_verdict(head: str, rows: Sequence[R], warned: Sequence[str], describe: Callable[[R], str]) -> str | None:
+    """The sites' part of a verdict, for either kind of enumeration: none selected, any that violated or that the
+    harness could not run (each described), or none reached (nothing was checked)."""
+    if not rows:
         return f"{head}: no crash site selected ({'; '.join(warned) or 'the scenario reached no point'})"
-    bad = [row for row in report.rows if row.outcome in ("VIOLATION", "error")]
+    bad = [row for row in rows if getattr(row, "outcome", None) in ("VIOLATION", "error")]
     if bad:
-        return "\n".join([f"{head}: {len(bad)} of {len(report.rows)} site(s) failed",
-                          *(_describe(row) for row in bad)])
-    if not any(row.fired for row in report.rows):
+        return "\n".join([f"{head}: {len(bad)} of {len(rows)} site(s) failed", *(describe(row) for row in bad)])
+    if not any(getattr(row, "fired", False) for row in rows):
         return f"{head}: no selected site was reached when crashed at, so nothing was checked"
     return None
 
@@ -57,4 +66,4 @@ def scenario_table(report: ScenarioReport) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["scenario_table", "scenario_verdict"]
+__all__ = ["rows_verdict", "scenario_table", "scenario_verdict"]
