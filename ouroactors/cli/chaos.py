@@ -48,8 +48,12 @@ def _fail(message: str) -> NoReturn:
 
 @main.command()
 @click.argument("tree_file", type=click.Path(dir_okay=False))
-@click.option("--workload", "workload", required=True, metavar="NAME",
-              help=f"the workload to drive: {', '.join(WORKLOADS)}")
+@click.option("--workload", "workload", default=None, metavar="NAME",
+              help=f"the workload to drive: {', '.join(WORKLOADS)} (or --scenario)")
+@click.option("--scenario", "scenario", default=None, metavar="MODULE:FUNCTION",
+              help="drive your own scenario instead of a workload: a function taking the system")
+@click.option("--check", "check", default=None, metavar="MODULE:FUNCTION",
+              help="with --scenario: what must hold after each seed, once the tree has recovered")
 @click.option("--seeds", "count", type=int, default=None, help="how many seeds to run (default 100)")
 @click.option("--seed", "seed_text", default=None, metavar="S", help="run (replay) only seed S")
 @click.option("--first-seed", "first_text", default="0", show_default=True, metavar="S",
@@ -67,9 +71,9 @@ def _fail(message: str) -> NoReturn:
 @click.option("--raises", is_flag=True, default=False,
               help="seeds also draw `raise` rules: an exception at a point, in the code that reaches it (every "
                    "seed's plan differs from the one it has without)")
-def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | None, first_text: str,
-          plan_file: str | None, sessions: int, effects: int, base: str | None, data_dir: str | None,
-          ask_timeout: float, raises: bool) -> None:
+def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str | None, count: int | None,
+          seed_text: str | None, first_text: str, plan_file: str | None, sessions: int, effects: int,
+          base: str | None, data_dir: str | None, ask_timeout: float, raises: bool) -> None:
     """Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."""
     from ..faults.chaos import Campaign, parse_seed
     from ..faults.runner import BenchError, tree_targets
@@ -77,6 +81,17 @@ def chaos(tree_file: str, workload: str, count: int | None, seed_text: str | Non
     from ..faults.workload import WorkloadConfig
 
     # -- everything is checked before anything starts or is armed ------------------------------------------
+    if scenario is not None or check is not None:
+        from .chaos_scenario import scenario_chaos
+
+        if workload is not None or plan_file is not None:
+            _fail("--scenario drives your own scenario: it cannot be combined with --workload or --plan")
+        if scenario is None:
+            _fail("--check needs --scenario (the function that drives the tree)")
+        scenario_chaos(tree_file, scenario, check, count, seed_text, first_text, base, data_dir, raises)
+        return
+    if workload is None:
+        _fail(f"--workload: required (one of {', '.join(WORKLOADS)}), or --scenario MODULE:FUNCTION")
     if workload not in WORKLOADS:
         _fail(f"--workload: unknown workload {workload!r}; known workloads: {', '.join(WORKLOADS)}")
     try:

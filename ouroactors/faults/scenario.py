@@ -120,12 +120,12 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
         raise TypeError("drive and check must be callables taking the ActorSystem")
     if limit is not None and (type(limit) is not int or limit < 1):
         raise ValueError(f"limit: must be an int >= 1 or None, got {limit!r}")
-    spec = _spec(tree)
+    spec = scenario_tree(tree)
     began = time.monotonic()
     own_dir = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="ouroactors-scenario-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]
     try:
-        run = _Runner(spec, drive, check, base, root, settle_timeout)
+        run = ScenarioRunner(spec, drive, check, base, root, settle_timeout)
         baseline, firings = run.record()
         sites = sites_from(firings, shared=base == "simple")
         if baseline.outcome != "ok":
@@ -143,7 +143,7 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _spec(tree: ChildSpec | str | os.PathLike[str]) -> ChildSpec:
+def scenario_tree(tree: ChildSpec | str | os.PathLike[str]) -> ChildSpec:
     if isinstance(tree, ChildSpec):
         spec = tree
     elif isinstance(tree, str | os.PathLike):
@@ -171,7 +171,7 @@ def aimed_plan(site: CrashSite) -> tuple[str | None, FaultPlan]:
     return site.path, plan
 
 
-class _Runner:
+class ScenarioRunner:
     """One fresh system per run: start the tree, arm, drive, settle, check."""
 
     def __init__(self, spec: ChildSpec, drive: Drive, check: Check | None, base: str, root: Path,
@@ -200,6 +200,20 @@ class _Runner:
         if row.outcome == "ok" and not row.fired:
             row.outcome = "not reached"
         return row
+
+    def run_plan(self, name: str, index: int, plan: FaultPlan) -> tuple[ScenarioRow, list[dict[str, Any]]]:
+        """One run with ``plan`` armed in every running worker (a chaos seed's: :mod:`.scenario_chaos`)."""
+        return self._run(name, index, None, lambda system: self._arm_workers(system, plan))
+
+    def _arm_workers(self, system: ActorSystem, plan: FaultPlan) -> None:
+        """Every running worker (one process on the simulated base: one arming); supervisors stay unarmed, so a
+        restarted worker runs free (a plan its supervisor passed on to restarts would kill it again and again)."""
+        if self.base == "simple":
+            system.arm_faults(self.spec.id, plan)
+            return
+        for path, info in system.walk(self.spec.id):
+            if info.status == "running" and info.type == "worker":
+                system.arm_faults(path, plan)
 
     def _arm_everywhere(self, system: ActorSystem, plan: FaultPlan) -> None:
         """Every worker, and every supervisor (the children it forks later inherit the plan: dynamic ones)."""
@@ -233,7 +247,8 @@ class _Runner:
             system.events.poll()
             for event in system.events.all()[mark:]:
                 if event.kind == "fault_fired":
-                    firings.append({"path": event.fields.get("actor") or event.path, "point": event.fields["point"]})
+                    firings.append({"path": event.fields.get("actor") or event.path, "point": event.fields["point"],
+                                    "action": event.fields.get("action")})
                 elif event.kind == "exited":
                     row.exits.append((event.path or "?", str((event.reason or {}).get("kind", "?"))))
         except Exception as exc:  # the harness itself (start, arm, walk): never reported as ok
@@ -290,4 +305,4 @@ def _checked(check: Check, system: ActorSystem) -> list[str]:
         return [f"check raised {type(exc).__name__}: {exc}"]
 
 
-__all__ = ["ScenarioReport", "ScenarioRow", "aimed_plan", "enumerate_scenario"]
+__all__ = ["ScenarioReport", "ScenarioRow", "ScenarioRunner", "aimed_plan", "enumerate_scenario", "scenario_tree"]

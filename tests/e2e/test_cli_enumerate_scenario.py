@@ -91,3 +91,27 @@ def test_bad_input_is_named_before_anything_runs(tmp_path):
     assert absent.returncode == 2 and "has no attribute 'chek'" in absent.stderr, absent.stderr
     tree = cli("faults", "enumerate-scenario", "nope.toml", "myapp:drive", cwd=tmp_path)
     assert tree.returncode == 2 and "nope.toml" in tree.stderr, tree.stderr
+
+
+def test_chaos_on_the_scenario_prints_each_failing_seed_with_its_replay(tmp_path):
+    _project(tmp_path)
+    done = cli("chaos", "app.toml", "--scenario", "myapp:drive", "--check", "myapp:check", "--seeds", "20",
+               "--base", "simple", cwd=tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "20 seed(s) on simple in" in done.stdout and "'VIOLATION'" in done.stdout
+    [replay, *_] = [line.split("replay: ", 1)[1] for line in done.stdout.splitlines() if "replay: " in line]
+    seed = replay.split("--seed ")[1].split()[0]
+    assert replay == f"ouroactors chaos app.toml --scenario myapp:drive --check myapp:check --seed {seed} --base simple"
+    again = cli(*replay.split()[1:], cwd=tmp_path, timeout=120)  # the line as printed runs that seed again
+    assert again.returncode == 1 and f"seed {seed}: VIOLATION" in again.stdout, again.stdout + again.stderr
+    assert "1 seed(s) on simple" in again.stdout
+
+
+def test_chaos_refuses_a_scenario_mixed_with_a_workload(tmp_path):
+    _project(tmp_path)
+    mixed = cli("chaos", "app.toml", "--scenario", "myapp:drive", "--workload", "ledger", cwd=tmp_path)
+    assert mixed.returncode == 2 and "cannot be combined with --workload" in mixed.stderr, mixed.stderr
+    alone = cli("chaos", "app.toml", "--check", "myapp:check", cwd=tmp_path)
+    assert alone.returncode == 2 and "--check needs --scenario" in alone.stderr, alone.stderr
+    neither = cli("chaos", "app.toml", cwd=tmp_path)
+    assert neither.returncode == 2 and "--workload: required" in neither.stderr, neither.stderr

@@ -1,0 +1,68 @@
+"""``ouroactors chaos TREE_FILE --scenario MODULE:FUNCTION [--check MODULE:FUNCTION]``: seeded chaos on your own
+scenario (:mod:`ouroactors.faults.scenario_chaos`), each seed printed as it ends, every failing one with its plan and
+the command that replays it. Exit codes: 0 every seed kept every invariant · 1 a violation · 2 bad input · 3 the
+harness failed."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+from .common import console, err_console
+from .faults import EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_OK, EXIT_VIOLATION
+from .faults_scenario import callable_at
+
+
+def _fail(message: str) -> NoReturn:
+    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int | None, seed_text: str | None,
+                   first_text: str, base: str | None, data_dir: str | None, raises: bool) -> NoReturn:
+    from ..core.errors import SpecError
+    from ..faults.chaos_plans import parse_seed, plan_to_toml
+    from ..faults.scenario_chaos import SeedRow, chaos_scenario, replay_hint
+    from ..system.config import load_tree
+
+    try:
+        tree = load_tree(tree_file)
+    except SpecError as exc:
+        _fail(str(exc))
+    try:
+        first = parse_seed(first_text)
+        if seed_text is not None and count is not None:
+            _fail("--seed replays one seed; it cannot be combined with --seeds")
+        total = 100 if count is None else count
+        if seed_text is None and total < 1:
+            _fail(f"--seeds: must be at least 1, got {total}")
+        seeds = [parse_seed(seed_text)] if seed_text is not None else list(range(first, first + total))
+    except ValueError as exc:
+        _fail(f"--seed: {exc}")
+    drive_fn, check_fn = callable_at(scenario, "--scenario"), callable_at(check, "--check") if check else None
+    chosen_base = base or tree.system.base
+
+    def shown(row: SeedRow) -> None:
+        if row.outcome == "ok":
+            return
+        console.print(f"seed {row.seed}: {row.outcome}", markup=False, highlight=False, soft_wrap=True)
+        for text in [*row.violations, *([f"the harness failed: {row.run.error}"] if row.run.error else [])]:
+            console.print(f"    {text}", markup=False, highlight=False, soft_wrap=True)
+        fired = ", ".join(f"{action} at {point} ({actor})" for actor, point, action in row.fired) or "nothing"
+        console.print(f"    fired: {fired}", markup=False, highlight=False, soft_wrap=True)
+        plan = "\n".join(f"      {line}" if line else "" for line in plan_to_toml(row.plan).strip().splitlines())
+        console.print(f"    plan:\n{plan}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"    replay: {replay_hint(row, tree_file, scenario, check, chosen_base, raises)}",
+                      markup=False, highlight=False, soft_wrap=True)
+
+    campaign: Any = chaos_scenario(tree.tree, drive_fn, check_fn, seeds=seeds, base=chosen_base, raises=raises,
+                                   data_dir=data_dir, on_row=shown)
+    baseline = campaign.baseline
+    if baseline.outcome != "ok":
+        for text in baseline.violations or [f"the harness failed: {baseline.error}"]:
+            err_console.print(f"the crash-free run: {text}", style="red", markup=False, soft_wrap=True)
+        sys.exit(EXIT_VIOLATION if baseline.outcome == "VIOLATION" else EXIT_HARNESS)
+    summary = campaign.summary()
+    console.print(f"{len(campaign.rows)} seed(s) on {chosen_base} in {campaign.duration_s:.1f}s: {summary}",
+                  markup=False, highlight=False)
+    sys.exit(EXIT_VIOLATION if summary.get("VIOLATION") else EXIT_HARNESS if summary.get("error") else EXIT_OK)

@@ -1,0 +1,128 @@
+"""Seeded chaos on your own scenario: each seed's random kills, storage faults and delays, then your check.
+
+The companion of :mod:`.scenario` (one crash per run, at every site in turn): here each run arms one seed's plan —
+drawn by :func:`~.chaos_plans.plan_for_seed` from the points the scenario's recording reached (every
+``message.<path>`` a worker handled, every ``faults.point`` its code passed, storage points if your tree has the
+storage authority) with kills aimed at the tree's workers — in every worker, then runs ``drive(system)``, lets the
+tree settle and runs ``check(system)``::
+
+    campaign = chaos_scenario("trees/app.toml", drive, check, seeds=200, base="simple")
+    for row in campaign.failed:
+        print(row.seed, row.violations, plan_to_toml(row.plan))
+
+Same seed, same recording → same plan; ``seed=S`` (a one-seed campaign) replays one. On the simulated base a run is
+deterministic end to end and the plan's kills are aimed among the recording's hits (and one more *death* per seed at
+a hit drawn uniformly: what restart bugs hide behind); on multiproc a kill's ``nth`` is drawn blind (1-8) since
+hit counts of timer-driven code vary between runs. Workers started during ``drive`` (dynamic children) run
+unarmed here. A row's outcome: ``ok``, ``VIOLATION`` (check, the tree ending, or not settling) or ``error`` (the
+harness).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.faults import FaultPlan
+from ..supervision.specs import ChildSpec
+from .bench_trees import static_workers
+from .chaos_plans import parse_seed, plan_for_seed
+from .enumerate import BASES
+from .scenario import Check, Drive, ScenarioRow, ScenarioRunner, scenario_tree
+
+
+@dataclass
+class SeedRow:
+    """One seed's run: its plan, what fired, and the run's outcome."""
+
+    seed: int
+    plan: FaultPlan
+    run: ScenarioRow
+    fired: list[tuple[str, str, str]] = field(default_factory=list)  # (actor, point, action) of each firing
+
+    @property
+    def outcome(self) -> str:
+        return self.run.outcome
+
+    @property
+    def violations(self) -> list[str]:
+        return self.run.violations
+
+
+@dataclass
+class ScenarioCampaign:
+    tree: str
+    base: str
+    baseline: ScenarioRow
+    rows: list[SeedRow]
+    duration_s: float = 0.0
+
+    @property
+    def failed(self) -> list[SeedRow]:
+        """The seeds whose run violated or could not run."""
+        return [row for row in self.rows if row.outcome != "ok"]
+
+    def summary(self) -> dict[str, int]:
+        return dict(Counter(row.outcome for row in self.rows))
+
+
+def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
+                   seeds: int | Iterable[int] = 100, base: str = "multiproc", raises: bool = False,
+                   data_dir: str | os.PathLike[str] | None = None, settle_timeout: float = 20.0,
+                   on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
+    """Record ``drive`` on ``tree`` once, then run it under each seed's plan and ``check`` after each.
+
+    ``seeds``: how many (0 … n-1) or which. ``raises``: the draws include ``raise`` rules (an exception at a point,
+    in the code that reaches it) — every seed's plan then differs from the one it has without. ``data_dir`` keeps
+    each run's data dir below it (``record``, ``seed-S``); by default a temp dir, removed after.
+    """
+    if base not in BASES:
+        raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
+    if not callable(drive) or (check is not None and not callable(check)):
+        raise TypeError("drive and check must be callables taking the ActorSystem")
+    chosen = [parse_seed(s) for s in (range(seeds) if isinstance(seeds, int) else seeds)]
+    spec = scenario_tree(tree)
+    began = time.monotonic()
+    own_dir = data_dir is None
+    root = Path(tempfile.mkdtemp(prefix="ouroactors-chaos-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]
+    try:
+        runner = ScenarioRunner(spec, drive, check, base, root, settle_timeout)
+        baseline, firings = runner.record()
+        if baseline.outcome != "ok" or not firings:
+            if not firings and baseline.outcome == "ok":
+                baseline.outcome, baseline.violations = "VIOLATION", ["the scenario reached no fault point: "
+                                                                      "nothing to draw a plan from"]
+            return ScenarioCampaign(spec.id, base, baseline, [], time.monotonic() - began)
+        simulated = base == "simple"
+        hits = Counter(str(f["point"]) for f in firings)
+        targets = static_workers(spec)
+        rows = []
+        for seed in chosen:
+            plan = plan_for_seed(seed, sorted(hits), kill_targets=targets, hits=hits if simulated else None,
+                                 deaths=1 if simulated else 0, raises=raises)
+            run, fired = runner.run_plan(f"seed-{seed}", seed, plan)
+            row = SeedRow(seed, plan, run, [(str(f["path"]), str(f["point"]), str(f.get("action")))
+                                            for f in fired])
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+        return ScenarioCampaign(spec.id, base, baseline, rows, time.monotonic() - began)
+    finally:
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def replay_hint(row: SeedRow, tree: str, drive: str, check: str | None, base: str, raises: bool) -> str:
+    """The command that runs ``row``'s seed again (the same recording gives the same plan)."""
+    return " ".join(["ouroactors chaos", tree, "--scenario", drive, *(["--check", check] if check else []),
+                     "--seed", str(row.seed), *(["--base", base] if base != "multiproc" else []),
+                     *(["--raises"] if raises else [])])
+
+
+__all__ = ["ScenarioCampaign", "SeedRow", "chaos_scenario", "replay_hint"]
