@@ -14,6 +14,9 @@ enumeration and seeded chaos campaigns.
   each one in turn and report a table of site → outcome.
 * :mod:`.chaos` — :func:`plan_for_seed` (same seed → same plan) and :class:`Campaign`: random kills,
   storage faults and delays over many seeds on one system, violations with their seed and plan.
+* :mod:`.scenario` and :mod:`.scenario_chaos` — the same two tools for **your own** tree: ``drive(system)`` sends
+  your scenario's requests, ``check(system)`` says what must hold after a crash; :func:`enumerate_scenario` crashes
+  at every site it reaches, :func:`chaos_scenario` runs it under each seed's plan.
 """
 
 from ..core.faults import (
@@ -50,6 +53,8 @@ from .chaos import (
 from .checks import CHECKS, INVARIANTS, Observation, Violation, check_all
 from .enumerate import CrashRow, CrashSite, EnumerationReport, enumerate_crashes, enumeration_tree
 from .runner import Bench, BenchError, RunResult, owners_tree, prepare_tree, tree_targets, workload_tree
+from .scenario import ScenarioReport, ScenarioRow, enumerate_scenario
+from .scenario_chaos import ScenarioCampaign, SeedRow, chaos_scenario
 from .workload import (
     Driver,
     DriverRecord,
@@ -66,13 +71,69 @@ from .workload import (
 from .world import World, WorldClient, WorldError, reconcile
 
 __all__ = [
-    "CHECKS", "INVARIANTS", "Bench", "BenchError", "Campaign", "CampaignStats", "CrashRow", "CrashSite", "Driver",
-    "DriverRecord", "EffectRecord", "EffectSpec", "EnumerationReport", "FaultAction", "FaultFiring",
-    "FaultInjected", "FaultPlan", "FaultRule", "Grant", "GrantDecision", "InjectedCommitRejected",
-    "InjectedCommitUnknown", "InjectedMapFull", "Observation", "PlanWarning", "RunResult", "SeedResult",
-    "SessionOwner", "Targets", "Violation", "WorkloadConfig", "World", "WorldClient", "WorldError", "allow_all",
-    "arm", "armed", "campaign", "check_all", "check_plan", "declared_points", "deny_every", "disarm",
-    "enumerate_crashes", "enumeration_tree", "firings", "known_points", "load_plan", "owners_tree",
-    "parse_seed", "plan_for_seed", "plan_to_toml", "point", "prepare_tree", "reconcile", "register_point",
-    "tree_targets", "validate_plan", "workload_tree",
+    "CHECKS",
+    "INVARIANTS",
+    "Bench",
+    "BenchError",
+    "Campaign",
+    "CampaignStats",
+    "CrashRow",
+    "CrashSite",
+    "Driver",
+    "DriverRecord",
+    "EffectRecord",
+    "EffectSpec",
+    "EnumerationReport",
+    "FaultAction",
+    "FaultFiring",
+    "FaultInjected",
+    "FaultPlan",
+    "FaultRule",
+    "Grant",
+    "GrantDecision",
+    "InjectedCommitRejected",
+    "InjectedCommitUnknown",
+    "InjectedMapFull",
+    "Observation",
+    "PlanWarning",
+    "RunResult",
+    "ScenarioCampaign",
+    "ScenarioReport",
+    "ScenarioRow",
+    "SeedResult",
+    "SeedRow",
+    "SessionOwner",
+    "Targets",
+    "Violation",
+    "WorkloadConfig",
+    "World",
+    "WorldClient",
+    "WorldError",
+    "allow_all",
+    "arm",
+    "armed",
+    "campaign",
+    "chaos_scenario",
+    "check_all",
+    "check_plan",
+    "declared_points",
+    "deny_every",
+    "disarm",
+    "enumerate_crashes",
+    "enumerate_scenario",
+    "enumeration_tree",
+    "firings",
+    "known_points",
+    "load_plan",
+    "owners_tree",
+    "parse_seed",
+    "plan_for_seed",
+    "plan_to_toml",
+    "point",
+    "prepare_tree",
+    "reconcile",
+    "register_point",
+    "tree_targets",
+    "validate_plan",
+    "workload_tree",
 ]
