@@ -83,8 +83,10 @@ def tree(data_dir: str, root: str | None, as_json: bool) -> None:
               help="only events of the actor at PATH and those below it (repeatable)")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="only events of this kind: started, exited, restarting, escalated, ... (repeatable)")
+@click.option("-n", "--last", "last", type=click.IntRange(min=0), default=None, metavar="N",
+              help="only the last N events that match (then, with --follow, every new one)")
 def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool, paths: tuple[str, ...],
-           kinds: tuple[str, ...]) -> None:
+           kinds: tuple[str, ...], last: int | None) -> None:
     """The supervision events (reads the event log; works even if the system is gone)."""
     from ..supervision.events import EventReader
     from .render import event_line
@@ -102,18 +104,19 @@ def events(data_dir: str, follow: bool, all_runs: bool, as_json: bool, paths: tu
     wanted = event_filter(paths, kinds)
     seen: dict[str, None] = {}  # the kinds of this run's events: what a filter that kept none could have wanted
 
-    def show(batch: list) -> int:
-        shown = 0
+    def show(batch: list, keep: int | None = None) -> int:
+        chosen = []
         for event in batch:
             if all_runs or epoch is None or event.epoch == epoch:
                 seen.setdefault(event.kind)
                 if wanted(event):
-                    shown += 1
-                    common.get_console().print(json.dumps(event.to_json()) if as_json else event_line(event),
-                                               markup=False, highlight=False, soft_wrap=True)
-        return shown
+                    chosen.append(event)
+        for event in chosen[len(chosen) - keep:] if keep is not None and keep < len(chosen) else chosen:
+            common.get_console().print(json.dumps(event.to_json()) if as_json else event_line(event),
+                                       markup=False, highlight=False, soft_wrap=True)
+        return len(chosen)
 
-    if not show(reader.poll()) and (paths or kinds) and seen:
+    if not show(reader.poll(), last) and (paths or kinds) and seen:
         common.get_console(stderr=True).print(
             f"no event matches {' and '.join(filter(None, (_either('--path', paths), _either('--kind', kinds))))}; "
             f"the kinds logged: {', '.join(sorted(seen))}", markup=False, highlight=False)
