@@ -9,6 +9,7 @@ supervisor and the host actor (most of the start-up cost of a CLI call).
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable
 from functools import cache, wraps
@@ -152,7 +153,18 @@ def served_below(data_dir: str) -> list[str]:
         names = sorted(os.listdir(data_dir))
     except OSError:
         return []
-    return [os.path.join(data_dir, n) for n in names if os.path.isfile(os.path.join(data_dir, n, "system.json"))]
+    return [os.path.join(data_dir, n) for n in names
+            if _ours(os.path.join(data_dir, n)) and os.path.isfile(os.path.join(data_dir, n, "system.json"))]
+
+
+def _ours(directory: str) -> bool:
+    """A real directory (not a link) of this user: only such a data dir below the default is found by itself — one
+    another local user planted there (a shared working directory) is never chosen for you; name it with --data-dir."""
+    try:
+        info = os.lstat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
 
 
 def stored_below(data_dir: str) -> list[str]:
@@ -161,7 +173,8 @@ def stored_below(data_dir: str) -> list[str]:
         names = sorted(os.listdir(data_dir))
     except OSError:
         return []
-    return [os.path.join(data_dir, n) for n in names if _holds_data(os.path.join(data_dir, n))]
+    return [os.path.join(data_dir, n) for n in names
+            if _ours(os.path.join(data_dir, n)) and _holds_data(os.path.join(data_dir, n))]
 
 
 def _holds_data(data_dir: str) -> bool:

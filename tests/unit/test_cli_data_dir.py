@@ -58,3 +58,17 @@ def test_a_data_dir_given_is_taken_as_given(here):
     _data(here / "elsewhere" / "app", served=True)
     assert resolve_data_dir("elsewhere") == "elsewhere" and choices_hint("elsewhere") == ""
     assert resolve_data_dir("./.ouroactors/") in ("./.ouroactors/", ".ouroactors")  # the default however spelt
+
+
+def test_a_data_dir_planted_by_another_user_or_a_link_is_never_chosen(here):
+    _data(here / ".ouroactors" / "planted")
+    try:
+        os.chown(here / ".ouroactors" / "planted", 65534, 65534)  # another local user's (needs root to plant here)
+    except PermissionError:
+        pytest.skip("planting another user's directory needs root")
+    assert resolve_data_dir(".ouroactors") == ".ouroactors" and choices_hint(".ouroactors") == ""
+    _data(here / "real")
+    os.symlink(here / "real", here / ".ouroactors" / "link")  # a link below the default: not followed either
+    assert resolve_data_dir(".ouroactors") == ".ouroactors"
+    _data(here / ".ouroactors" / "mine", served=True)  # the user's own, beside both: found
+    assert resolve_data_dir(".ouroactors") == os.path.join(".ouroactors", "mine")
