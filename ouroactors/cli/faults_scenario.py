@@ -51,9 +51,11 @@ def callable_at(path: str, option: str) -> Any:
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="keep every run's data dir here (record, site1, …; default: a temp dir, removed after)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
+@click.option("--list", "list_only", is_flag=True,
+              help="only record: print the sites a crash would be tried at (after --points, --max-sites), crash none")
 def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, base: str | None,
                                points: tuple[str, ...], max_sites: int | None, data_dir: str | None,
-                               as_json: bool) -> None:
+                               as_json: bool, list_only: bool) -> None:
     """Crash your own scenario (DRIVE, a module:function taking the system) at every site it reaches on TREE_FILE,
     one fresh system per site; check after each (exit 0: nothing broken, 1: violations, 3: harness error)."""
     from ..core.errors import SpecError
@@ -78,6 +80,8 @@ def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, ba
         for text in [*row.violations, *([f"the harness failed: {row.error}"] if row.error else [])]:
             console.print(f"       {text}", markup=False, highlight=False, soft_wrap=True)
 
+    if list_only:
+        _list_sites(tree.tree, drive_fn, check_fn, base or tree.system.base, points, max_sites, data_dir, as_json)
     report = enumerate_scenario(tree.tree, drive_fn, check_fn, points=points or None,
                                 base=base or tree.system.base, data_dir=data_dir, limit=max_sites, on_row=shown,
                                 warn=lambda text: err_console.print(text, style="yellow", markup=False))
@@ -94,3 +98,34 @@ def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, ba
                       highlight=False)
     outcomes = report.summary()
     sys.exit(EXIT_VIOLATION if outcomes.get("VIOLATION") else EXIT_HARNESS if outcomes.get("error") else EXIT_OK)
+
+
+def _list_sites(spec: Any, drive: Any, check: Any, base: str, points: tuple[str, ...], max_sites: int | None,
+                data_dir: str | None, as_json: bool) -> None:
+    """The recording run alone: the sites the scenario reaches, numbered as a crash run would aim at them."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from ..faults.enumerate import select_sites, sites_from
+    from ..faults.scenario import ScenarioRunner
+
+    root = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-scenario-"))
+    try:
+        baseline, firings = ScenarioRunner(spec, drive, check, base, root, 20.0).record()
+    finally:
+        if data_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if baseline.outcome != "ok":
+        for text in baseline.violations or [f"the harness failed: {baseline.error}"]:
+            err_console.print(f"the crash-free run: {text}", style="red", markup=False, soft_wrap=True)
+        sys.exit(EXIT_VIOLATION if baseline.outcome == "VIOLATION" else EXIT_HARNESS)
+    warn = lambda text: err_console.print(text, style="yellow", markup=False)  # noqa: E731
+    sites = select_sites(sites_from(firings, shared=base == "simple"), points or None, warn)[:max_sites]
+    for index, site in enumerate(sites, start=1):
+        entry = {"#": index, "actor": site.path, "point": site.point, "hit": site.nth}
+        console.print(json.dumps(entry, sort_keys=True) if as_json else f"{index:>3}  {site}", markup=False,
+                      highlight=False, soft_wrap=True)
+    if not as_json:
+        console.print(f"{len(sites)} site(s) of {len(firings)} point hit(s) recorded", markup=False, highlight=False)
+    sys.exit(EXIT_OK)

@@ -115,3 +115,12 @@ def test_chaos_refuses_a_scenario_mixed_with_a_workload(tmp_path):
     assert alone.returncode == 2 and "--check needs --scenario" in alone.stderr, alone.stderr
     neither = cli("chaos", "app.toml", cwd=tmp_path)
     assert neither.returncode == 2 and "--workload: required" in neither.stderr, neither.stderr
+
+
+def test_list_records_the_sites_and_crashes_none(tmp_path):
+    done = cli("faults", "enumerate-scenario", "app.toml", "myapp:drive", "--list", "--points", "myapp.*",
+               cwd=_project(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["  1  app/store @ myapp.half_written #1",
+                                        "  2  app/store @ myapp.half_written #2",
+                                        "2 site(s) of 4 point hit(s) recorded"], done.stdout
