@@ -84,11 +84,11 @@ def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str
     if scenario is not None or check is not None:
         from .chaos_scenario import scenario_chaos
 
-        if workload is not None or plan_file is not None:
-            _fail("--scenario drives your own scenario: it cannot be combined with --workload or --plan")
+        if workload is not None:
+            _fail("--scenario drives your own scenario: it cannot be combined with --workload")
         if scenario is None:
             _fail("--check needs --scenario (the function that drives the tree)")
-        scenario_chaos(tree_file, scenario, check, count, seed_text, first_text, base, data_dir, raises)
+        scenario_chaos(tree_file, scenario, check, count, seed_text, first_text, base, data_dir, raises, plan_file)
         return
     if workload is None:
         _fail(f"--workload: required (one of {', '.join(WORKLOADS)}), or --scenario MODULE:FUNCTION")

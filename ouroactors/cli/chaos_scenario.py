@@ -5,6 +5,7 @@ harness failed."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Any, NoReturn
 
@@ -19,7 +20,8 @@ def _fail(message: str) -> NoReturn:
 
 
 def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int | None, seed_text: str | None,
-                   first_text: str, base: str | None, data_dir: str | None, raises: bool) -> NoReturn:
+                   first_text: str, base: str | None, data_dir: str | None, raises: bool,
+                   plan_file: str | None = None) -> NoReturn:
     from ..core.errors import SpecError
     from ..faults.chaos_plans import parse_seed, plan_to_toml
     from ..faults.scenario_chaos import SeedRow, chaos_scenario, replay_hint
@@ -39,30 +41,45 @@ def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int 
         seeds = [parse_seed(seed_text)] if seed_text is not None else list(range(first, first + total))
     except ValueError as exc:
         _fail(f"--seed: {exc}")
+    plan = None
+    if plan_file is not None:
+        from ..core.faults import load_plan
+
+        if seed_text is not None or count is not None:
+            _fail("--plan runs one plan file; it cannot be combined with --seed or --seeds")
+        try:
+            plan = load_plan(plan_file)
+        except ValueError as exc:
+            _fail(str(exc))
+        seeds = seeds[:1]
     drive_fn, check_fn = callable_at(scenario, "--scenario"), callable_at(check, "--check") if check else None
     chosen_base = base or tree.system.base
 
     def shown(row: SeedRow) -> None:
         if row.outcome == "ok":
             return
-        console.print(f"seed {row.seed}: {row.outcome}", markup=False, highlight=False, soft_wrap=True)
+        label = f"plan {plan_file}" if plan_file is not None else f"seed {row.seed}"
+        console.print(f"{label}: {row.outcome}", markup=False, highlight=False, soft_wrap=True)
         for text in [*row.violations, *([f"the harness failed: {row.run.error}"] if row.run.error else [])]:
             console.print(f"    {text}", markup=False, highlight=False, soft_wrap=True)
         fired = ", ".join(f"{action} at {point} ({actor})" for actor, point, action in row.fired) or "nothing"
         console.print(f"    fired: {fired}", markup=False, highlight=False, soft_wrap=True)
         plan = "\n".join(f"      {line}" if line else "" for line in plan_to_toml(row.plan).strip().splitlines())
         console.print(f"    plan:\n{plan}", markup=False, highlight=False, soft_wrap=True)
-        console.print(f"    replay: {replay_hint(row, tree_file, scenario, check, chosen_base, raises)}",
-                      markup=False, highlight=False, soft_wrap=True)
+        replay = replay_hint(row, tree_file, scenario, check, chosen_base, raises)
+        if plan_file is not None:
+            replay = replay.replace(f"--seed {row.seed}", f"--plan {shlex.quote(plan_file)}")
+        console.print(f"    replay: {replay}", markup=False, highlight=False, soft_wrap=True)
 
     campaign: Any = chaos_scenario(tree.tree, drive_fn, check_fn, seeds=seeds, base=chosen_base, raises=raises,
-                                   data_dir=data_dir, on_row=shown)
+                                   plan=plan, data_dir=data_dir, on_row=shown)
     baseline = campaign.baseline
     if baseline.outcome != "ok":
         for text in baseline.violations or [f"the harness failed: {baseline.error}"]:
             err_console.print(f"the crash-free run: {text}", style="red", markup=False, soft_wrap=True)
         sys.exit(EXIT_VIOLATION if baseline.outcome == "VIOLATION" else EXIT_HARNESS)
     summary = campaign.summary()
-    console.print(f"{len(campaign.rows)} seed(s) on {chosen_base} in {campaign.duration_s:.1f}s: {summary}",
-                  markup=False, highlight=False)
+    runs = f"{len(campaign.rows)} seed(s)" if plan_file is None else f"plan {plan_file}"
+    console.print(f"{runs} on {chosen_base} in {campaign.duration_s:.1f}s: {summary}", markup=False,
+                  highlight=False)
     sys.exit(EXIT_VIOLATION if summary.get("VIOLATION") else EXIT_HARNESS if summary.get("error") else EXIT_OK)

@@ -74,13 +74,14 @@ class ScenarioCampaign:
 
 def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
                    seeds: int | Iterable[int] = 100, base: str = "multiproc", raises: bool = False,
-                   data_dir: str | os.PathLike[str] | None = None, settle_timeout: float = 20.0,
-                   on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
+                   plan: FaultPlan | None = None, data_dir: str | os.PathLike[str] | None = None,
+                   settle_timeout: float = 20.0, on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
     """Record ``drive`` on ``tree`` once, then run it under each seed's plan and ``check`` after each.
 
     ``seeds``: how many (0 … n-1) or which. ``raises``: the draws include ``raise`` rules (an exception at a point,
-    in the code that reaches it) — every seed's plan then differs from the one it has without. ``data_dir`` keeps
-    each run's data dir below it (``record``, ``seed-S``); by default a temp dir, removed after.
+    in the code that reaches it) — every seed's plan then differs from the one it has without. ``plan``: run this
+    plan once instead of drawing any (a printed plan you edited; its row's seed is the first of ``seeds``).
+    ``data_dir`` keeps each run's data dir below it (``record``, ``seed-S``); by default a temp dir, removed after.
     """
     if base not in BASES:
         raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
@@ -103,12 +104,13 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
         hits = Counter(str(f["point"]) for f in firings)
         targets = static_workers(spec)
         rows = []
-        for seed in chosen:
-            plan = plan_for_seed(seed, sorted(hits), kill_targets=targets, hits=hits if simulated else None,
-                                 deaths=1 if simulated else 0, raises=raises)
-            run, fired = runner.run_plan(f"seed-{seed}", seed, plan)
-            row = SeedRow(seed, plan, run, [(str(f["path"]), str(f["point"]), str(f.get("action")))
-                                            for f in fired])
+        for seed in chosen[:1] if plan is not None else chosen:
+            drawn = plan if plan is not None else plan_for_seed(
+                seed, sorted(hits), kill_targets=targets, hits=hits if simulated else None,
+                deaths=1 if simulated else 0, raises=raises)
+            run, fired = runner.run_plan(f"seed-{seed}", seed, drawn)
+            row = SeedRow(seed, drawn, run, [(str(f["path"]), str(f["point"]), str(f.get("action")))
+                                             for f in fired])
             rows.append(row)
             if on_row is not None:
                 on_row(row)

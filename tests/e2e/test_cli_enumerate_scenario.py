@@ -124,3 +124,17 @@ def test_list_records_the_sites_and_crashes_none(tmp_path):
     assert done.stdout.splitlines() == ["  1  app/store @ myapp.half_written #1",
                                         "  2  app/store @ myapp.half_written #2",
                                         "2 site(s) of 4 point hit(s) recorded"], done.stdout
+
+
+def test_chaos_runs_a_plan_file_of_ones_own_once(tmp_path):
+    _project(tmp_path)
+    (tmp_path / "torn.toml").write_text('[[rules]]\npoint = "myapp.half_written"\naction = "kill"\nnth = 2\n')
+    done = cli("chaos", "app.toml", "--scenario", "myapp:drive", "--check", "myapp:check", "--plan", "torn.toml",
+               "--base", "simple", cwd=tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "plan torn.toml: VIOLATION" in done.stdout and "k0 was acknowledged, then lost" in done.stdout
+    assert "fired: kill at myapp.half_written (app/store)" in done.stdout
+    assert ("replay: ouroactors chaos app.toml --scenario myapp:drive --check myapp:check --plan torn.toml "
+            "--base simple") in done.stdout
+    mixed = cli("chaos", "app.toml", "--scenario", "myapp:drive", "--plan", "torn.toml", "--seeds", "3", cwd=tmp_path)
+    assert mixed.returncode == 2 and "--plan runs one plan file" in mixed.stderr, mixed.stderr
