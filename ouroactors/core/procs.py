@@ -90,6 +90,25 @@ def end_descendants(pid: int, spare: Callable[[int], bool] = lambda _: False, wa
     return [member for member, _ in pinned]
 
 
+def end_tree(pid: int, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL ``pid`` and every process below it, each pinned by a pidfd first (read from ``/proc`` before any is
+    killed: a killed parent's children move away), then wait up to ``wait_s`` seconds until each has exited; the
+    pids signalled (none: ``pid`` was gone already)."""
+    pinned: list[tuple[int, int]] = []
+    try:
+        for member in descendants(pid):
+            with contextlib.suppress(OSError):
+                pinned.append((member, os.pidfd_open(member)))
+        for _, fd in pinned:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        _await_exits([fd for _, fd in pinned], wait_s)
+    finally:
+        for _, fd in pinned:
+            os.close(fd)
+    return [member for member, _ in pinned]
+
+
 def _await_exits(pidfds: list[int], wait_s: float) -> None:
     """Wait until every process the ``pidfds`` pin has exited (a pidfd polls readable then), at most ``wait_s``."""
     waiting = select.poll()

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from thespian.actors import ActorExitRequest, ChildActorExited
 
 from ..core import clock
-from ..core.procs import boot_id
+from ..core.procs import boot_id, end_tree
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
 from .protocol import Ping, SystemContext, this_node
@@ -185,11 +185,10 @@ class ChildProcesses:
         A child on another node cannot be signalled from here; its node ends it on request.
         """
         if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
-            try:
-                os.kill(slot.pid, signal.SIGKILL)
-                return
-            except ProcessLookupError:
-                return  # already gone; its ChildActorExited is on the way
+            # the whole process tree: what the child started (a server on a port) ends with it, as its own stop would
+            # have ended it (.leftovers) — the next incarnation must not meet it (OTP: a killed owner's ports close)
+            end_tree(slot.pid)  # none signalled: already gone, its ChildActorExited is on the way
+            return
         self.send(slot.address, ActorExitRequest())
 
     # -- when a child stopped serving --------------------------------------------------------------

@@ -38,3 +38,14 @@ def test_a_subprocess_the_worker_stops_itself_in_on_stop_is_left_to_it(actor_sys
     wait_until(lambda: not pid_alive(pid), what="the subprocess ended")
     exited = [e for e in actor_system.events.all() if e.kind == "terminated" and e.path == "p/sp"]
     assert exited and exited[-1].reason == {"kind": "shutdown"}
+
+
+def test_a_brutally_killed_workers_subprocess_ends_with_it(actor_system):
+    # shutdown = brutal_kill: SIGKILLed by its supervisor without being asked, so its own stop never runs; what it
+    # started is killed with it (the process tree, read before the kill)
+    actor_system.start_tree(supervisor("p", [worker("sp", SPAWNER, shutdown="brutal_kill")]))
+    pid = actor_system.ask("p/sp", "pid")
+    actor_system.terminate_child("p", "sp")
+    assert not pid_alive(pid), "the killed worker's subprocess outlived it"
+    actor_system.restart_child("p", "sp")
+    assert pid_alive(actor_system.ask("p/sp", "pid"))
