@@ -144,6 +144,8 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
 
 
 def scenario_tree(tree: ChildSpec | str | os.PathLike[str]) -> ChildSpec:
+    """The root spec to run: a spec as given, a tree file loaded (its ``[system]`` table is not used: the base is the
+    caller's); a root that is not a supervisor is refused."""
     if isinstance(tree, ChildSpec):
         spec = tree
     elif isinstance(tree, str | os.PathLike):
