@@ -16,7 +16,9 @@ Rows (same run, same machine):
   with no plan armed (goal for the simulated base: ≥ 1,000 seeds/min);
 * the planted restart bug (``tests/faults/planted_restart.py``: recovery presumes unsettled entries
   failed): the share of simulated seeds that catch it (goal ≥ 25 %) against the same seeds drawn
-  without kills, and how fast those seeds run.
+  without kills, and how fast those seeds run;
+* your own scenario (``faults.chaos_scenario`` / ``enumerate_scenario`` on a store that rewrites its file in place):
+  seeds and sites per minute on both bases, and the share of seeds that catch the torn write.
 """
 
 from __future__ import annotations
@@ -158,6 +160,30 @@ def planted_catch_rate(seeds: int, work: Path, kills: bool) -> tuple[float, floa
         return caught / seeds, rate, campaign.stats.kills
 
 
+def scenario_rates(base: str, seeds: int) -> tuple[float, float, float, float]:
+    """Your own scenario (``tests/faults/scenario_app.py``'s store that rewrites its file in place; 3 puts, then a
+    check): chaos seeds/min, the same runs with an empty plan per min, the share of seeds that catch the torn write,
+    and crash-enumeration sites/min — on ``base``, each run a fresh system (its start and stop counted)."""
+    from ouroactors.faults import chaos_scenario, enumerate_scenario
+    from tests.faults.test_scenario_enumeration import Scenario
+
+    tree = supervisor("app", [worker("store", "tests.faults.scenario_app:TornStore", kwargs={"path": "s.json"})],
+                      intensity=20)
+    scenario = Scenario()
+    seeded = chaos_scenario(tree, scenario.drive, scenario.check, seeds=seeds, base=base).rows
+    calm = [row for i in range(min(seeds, 10))
+            for row in chaos_scenario(tree, scenario.drive, scenario.check, seeds=[i], base=base,
+                                      plan=FaultPlan(())).rows]
+    sites = enumerate_scenario(tree, scenario.drive, scenario.check, base=base).rows
+
+    def per_minute(seconds: list[float]) -> float:
+        return 60.0 * len(seconds) / sum(seconds) if seconds and sum(seconds) > 0 else float("nan")
+
+    caught = sum(1 for row in seeded if row.outcome == "VIOLATION") / max(len(seeded), 1)
+    return (per_minute([r.run.duration_s for r in seeded]), per_minute([r.run.duration_s for r in calm]), caught,
+            per_minute([r.duration_s for r in sites]))
+
+
 def run(quick: bool) -> list[Row]:
     rows: list[Row] = []
     work = Path(tempfile.mkdtemp(prefix="bench-faults-"))
@@ -206,6 +232,16 @@ def run(quick: bool) -> list[Row]:
         rows.append(Row("chaos", "planted restart bug: simulated seeds/min (4 sessions × 2 effects)", "/min",
                         planted_rate, None, "report", None,
                         f"{deaths} simulated deaths in {planted_seeds} seeds"))
+
+        progress("your own scenario: chaos seeds and enumeration sites")
+        for base, count in (("simple", 60 if quick else 200), ("multiproc", 10 if quick else 30)):
+            seeded, calm_rate, caught, sites = scenario_rates(base, count)
+            rows.append(Row("scenario", f"chaos --scenario seeds/min, {base} (torn-write store)", "/min", seeded,
+                            calm_rate, "report", None, "baseline: the same runs with an empty plan"))
+            rows.append(Row("scenario", f"seeds that catch the torn write, {base} (of {count})", "%", 100 * caught,
+                            None, "report"))
+            rows.append(Row("scenario", f"enumerate-scenario sites/min, {base}", "/min", sites, None, "report",
+                            None, "each site a fresh system: start, drive, crash, settle, check, stop"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return rows
