@@ -103,24 +103,23 @@ class ScenarioReport:
 
 
 def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
-                       points: Sequence[str] | None = None, base: str = "multiproc",
+                       points: Sequence[str] | None = None, base: str | None = None,
                        data_dir: str | os.PathLike[str] | None = None, limit: int | None = None,
                        settle_timeout: float = 20.0, on_row: Callable[[ScenarioRow], None] | None = None,
                        warn: Callable[[str], None] | None = None) -> ScenarioReport:
     """Record ``drive``'s crash sites on ``tree`` (a spec or a tree file), crash at each, ``check`` after each.
 
+    ``base``: ``"multiproc"`` or ``"simple"`` (default: a tree file's ``[system] base``, else multiproc).
     ``points`` keeps the sites whose point matches one of these globs (``"message.app/store"``, ``"myapp.*"``);
     ``limit`` caps how many are crashed at. ``data_dir`` keeps every run's data dir below it (``record``,
     ``site1``, …: ``events.jsonl``, ``admin.out``, LMDB); by default a temp dir, removed after. A recording run
     that raises or violates is reported with no site crashed at (``report.baseline``).
     """
-    if base not in BASES:
-        raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
     if not callable(drive) or (check is not None and not callable(check)):
         raise TypeError("drive and check must be callables taking the ActorSystem")
     if limit is not None and (type(limit) is not int or limit < 1):
         raise ValueError(f"limit: must be an int >= 1 or None, got {limit!r}")
-    spec = scenario_tree(tree)
+    spec, base = scenario_tree(tree, base)
     began = time.monotonic()
     own_dir = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="ouroactors-scenario-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]
@@ -143,20 +142,24 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
             shutil.rmtree(root, ignore_errors=True)
 
 
-def scenario_tree(tree: ChildSpec | str | os.PathLike[str]) -> ChildSpec:
-    """The root spec to run: a spec as given, a tree file loaded (its ``[system]`` table is not used: the base is the
-    caller's); a root that is not a supervisor is refused."""
+def scenario_tree(tree: ChildSpec | str | os.PathLike[str], base: str | None = None) -> tuple[ChildSpec, str]:
+    """The root spec to run and the base to run it on: a spec as given, a tree file loaded; ``base`` as given, else
+    the file's ``[system] base``, else multiproc. A root that is not a supervisor, or an unknown base, is refused."""
     if isinstance(tree, ChildSpec):
         spec = tree
     elif isinstance(tree, str | os.PathLike):
         from ..system.config import load_tree
 
-        spec = load_tree(Path(tree)).tree
+        loaded = load_tree(Path(tree))
+        spec, base = loaded.tree, base or loaded.system.base
     else:
         raise TypeError(f"tree: a ChildSpec or a tree file's path, got {type(tree).__name__}")
     if not spec.is_supervisor:
         raise ValueError(f"tree: the root {spec.id!r} must be a supervisor")
-    return spec
+    base = base or "multiproc"
+    if base not in BASES:
+        raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
+    return spec, base
 
 
 def aimed_plan(site: CrashSite) -> tuple[str | None, FaultPlan]:

@@ -33,7 +33,6 @@ from ..core.faults import FaultPlan
 from ..supervision.specs import ChildSpec
 from .bench_trees import static_workers
 from .chaos_plans import parse_seed, plan_for_seed
-from .enumerate import BASES
 from .scenario import Check, Drive, ScenarioRow, ScenarioRunner, scenario_tree
 
 
@@ -73,7 +72,7 @@ class ScenarioCampaign:
 
 
 def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
-                   seeds: int | Iterable[int] = 100, base: str = "multiproc", raises: bool = False,
+                   seeds: int | Iterable[int] = 100, base: str | None = None, raises: bool = False,
                    plan: FaultPlan | None = None, data_dir: str | os.PathLike[str] | None = None,
                    settle_timeout: float = 20.0, on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
     """Record ``drive`` on ``tree`` once, then run it under each seed's plan and ``check`` after each.
@@ -83,12 +82,10 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
     plan once instead of drawing any (a printed plan you edited; its row's seed is the first of ``seeds``).
     ``data_dir`` keeps each run's data dir below it (``record``, ``seed-S``); by default a temp dir, removed after.
     """
-    if base not in BASES:
-        raise ValueError(f"base: must be one of {', '.join(BASES)}, got {base!r}")
     if not callable(drive) or (check is not None and not callable(check)):
         raise TypeError("drive and check must be callables taking the ActorSystem")
     chosen = [parse_seed(s) for s in (range(seeds) if isinstance(seeds, int) else seeds)]
-    spec = scenario_tree(tree)
+    spec, base = scenario_tree(tree, base)
     began = time.monotonic()
     own_dir = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="ouroactors-chaos-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]

@@ -132,3 +132,14 @@ def test_dynamic_children_are_crashed_at_each_of_their_sites(tmp_path):
         ("app/pool/counter#2 @ message.app/pool/counter#2 #1", "ok")], report.table()
     for row in report.rows:  # the k-th fork of the pool, and no other, was killed (then restarted: permanent)
         assert row.fired and row.exits == [(row.site.path, "killed")], row.exits
+
+
+def test_a_tree_files_own_base_is_the_default(tmp_path):
+    (tmp_path / "app.toml").write_text('[system]\nbase = "simple"\n\n[tree]\nid = "app"\n\n[[tree.children]]\n'
+                                       'id = "store"\nactor = "tests.faults.scenario_app:Store"\n'
+                                       'kwargs = { path = "s.json" }\n')
+    scenario = Scenario()
+    report = enumerate_scenario(tmp_path / "app.toml", scenario.drive, scenario.check, points=["message.*"])
+    assert report.base == "simple" and all(row.site.shared for row in report.rows) and report.rows
+    assert enumerate_scenario(tmp_path / "app.toml", scenario.drive, scenario.check, points=["message.*"],
+                              base="multiproc").base == "multiproc"
