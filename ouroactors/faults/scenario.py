@@ -93,6 +93,19 @@ class ScenarioReport:
         """How many sites ended in each outcome (in the order first met)."""
         return dict(Counter(row.outcome for row in self.rows))
 
+    def __str__(self) -> str:
+        """site → outcome, one line per site, each violation below its site (``print(report)``)."""
+        lines = [f"{len(self.rows)} site(s) of tree {self.tree!r} on {self.base} in {self.duration_s:.1f}s: "
+                 f"{self.summary() or self.baseline.outcome}"]
+        lines += [f"  the crash-free run: {v}" for v in self.baseline.violations]
+        width = max((len(str(row.site)) for row in self.rows), default=0)
+        for row in self.rows:
+            lines.append(f"{row.index:>3}  {row.site!s:<{width}}  {row.outcome:<11} {row.duration_s:.2f}s")
+            lines += [f"       {v}" for v in row.violations]
+            if row.error:
+                lines.append(f"       the harness failed: {row.error}")
+        return "\n".join(lines)
+
     def table(self) -> list[dict[str, Any]]:
         """Plain rows (for printing or JSON): site → outcome."""
         return [{"#": row.index, "actor": row.site.path if row.site else "", "point": row.site.point if row.site

@@ -56,14 +56,8 @@ def _describe(row: ScenarioRow) -> str:
 
 
 def scenario_table(report: ScenarioReport) -> str:
-    """site → outcome, one line per site."""
-    lines = [f"{len(report.rows)} site(s) in {report.duration_s:.1f}s: {report.summary()}",
-             f"{'#':>3}  {'actor':<24} {'point':<34} {'hit':>3}  {'outcome':<11} seconds"]
-    for row in report.rows:
-        assert row.site is not None
-        lines.append(f"{row.index:>3}  {row.site.path:<24} {row.site.point:<34} {row.site.nth:>3}  "
-                     f"{row.outcome:<11} {row.duration_s:.2f}")
-    return "\n".join(lines)
+    """site → outcome, one line per site (the report's own text)."""
+    return str(report)
 
 
 __all__ = ["rows_verdict", "scenario_table", "scenario_verdict"]

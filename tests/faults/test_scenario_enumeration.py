@@ -143,3 +143,14 @@ def test_a_tree_files_own_base_is_the_default(tmp_path):
     assert report.base == "simple" and all(row.site.shared for row in report.rows) and report.rows
     assert enumerate_scenario(tmp_path / "app.toml", scenario.drive, scenario.check, points=["message.*"],
                               base="multiproc").base == "multiproc"
+
+
+def test_a_report_prints_as_a_table_with_each_violation_under_its_site(tmp_path):
+    scenario = Scenario()
+    report = enumerate_scenario(_tree(tmp_path, "TornStore"), scenario.drive, scenario.check, base="simple",
+                                points=["scenario_app.*"])
+    lines = str(report).splitlines()
+    assert lines[0].startswith("3 site(s) of tree 'app' on simple in ") and "'VIOLATION': 2" in lines[0]
+    assert lines[1].split()[:5] == ["1", "app/store", "@", "scenario_app.half_written", "#1"]
+    assert "ok" in lines[1] and "VIOLATION" in lines[2]
+    assert lines[3].strip().startswith("k0 was acknowledged and is gone after the restart (keys now: ")
