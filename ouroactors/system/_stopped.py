@@ -121,7 +121,7 @@ class AskWatch:
     down before this ask was sent (:meth:`unhandled`). An ask proven unhandled has no answer on its way: its wait
     ends without the grace an answer sent just before the worker stopped would need (:data:`GRACE_S`)."""
 
-    def __init__(self, watch: Watch, sent_at: int | None, sent_ns: int) -> None:
+    def __init__(self, watch: Watch, sent_at: int | None, sent_ns: int | None) -> None:
         self.watch, self.sent_at, self.sent_ns = watch, sent_at, sent_ns
 
     def __call__(self) -> bool:

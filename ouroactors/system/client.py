@@ -237,7 +237,10 @@ class SystemClient(Resolving, Answers):
         Addresses are cached per path. An ask to a gone actor comes back empty at once (a dead
         letter: the message was not handled), unlike a live actor that does not answer, which
         takes the whole timeout; so a fast empty answer re-resolves the path and asks the new
-        incarnation once. Any error also drops the cached address.
+        incarnation once. In-process an empty answer also comes at once from a worker that died handling the ask (a
+        simulated death): there the event log decides — the worker's end logged before the ask left is a dead letter,
+        asked again; after, :class:`~ouroactors.core.errors.ActorStopped` (it may have been handled), as on
+        multiproc. Any error also drops the cached address.
 
         An address is a TCP port and a dead worker's goes to whoever comes next: an ask to a worker goes
         :class:`~ouroactors.supervision.calls.Addressed` to the generation it had when its path was resolved, so
@@ -264,8 +267,9 @@ class SystemClient(Resolving, Answers):
         answer = self._ask_path(path, address, generation, payload, timeout)
         for _ in range(RESENDS):  # only while what came back proves the request was not handled
             moved = _refused_as_moved(answer, generation)
-            if not (moved or answer is _UNHANDLED or (answer is None and time.monotonic() - started < timeout / 2)):
-                break
+            if not (moved or answer is _UNHANDLED or (answer is None and self.base == "multiproc"
+                                                          and time.monotonic() - started < timeout / 2)):
+                break  # (in-process an empty answer is a dead letter only when the log says so: _UNHANDLED)
             self._addresses.pop(path, None)
             fresh = self._address_of(path, deadline)  # past a generation known down (see _locate_past_down)
             now = self._generations.get(path)
@@ -301,11 +305,16 @@ class SystemClient(Resolving, Answers):
         is remembered as down (see :meth:`_locate_past_down`)."""
         watch = self._stop_watch(path)
         sent_at = _stopped.log_end(self.data_dir) if watch is not None else None
-        sent_ns = time.monotonic_ns()
+        # in-process, event times may be virtual (a simulated system): only where the log stood tells "before"
+        sent_ns = time.monotonic_ns() if self.base == "multiproc" else None
         answer = self._ask_raw(address, _addressed(generation, payload), timeout, worker=path in self._workers,
                                gone=_stopped.AskWatch(watch, sent_at, sent_ns) if watch is not None else None)
         if generation is None or path not in self._workers:
             return answer
+        if answer is None and watch is not None and self.base != "multiproc" and watch():
+            # in-process an empty answer comes at once both from a dead letter and from a worker that died handling
+            # the ask (a simulated death): the log tells which — its end logged before the ask left, or after
+            answer = STOPPED
         if answer is STOPPED:
             self._down[path] = generation
             assert watch is not None
@@ -321,9 +330,9 @@ class SystemClient(Resolving, Answers):
 
     def _stop_watch(self, path: str) -> _stopped.Watch | None:
         """Whether the worker at ``path`` has stopped since its path was resolved (:mod:`._stopped`), one watch per
-        resolution; None where nothing can tell (not a worker, no generation, the in-process base)."""
+        resolution; None where nothing can tell (not a worker, no generation)."""
         generation, offset = self._generations.get(path), self._resolved_at.get(path)
-        if self.base != "multiproc" or path not in self._workers or generation is None or offset is None:
+        if path not in self._workers or generation is None or offset is None:
             return None
         found = self._watches.get(path)
         if found is None or found.generation != generation or found.path != path.strip("/"):
