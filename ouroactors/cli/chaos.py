@@ -46,6 +46,36 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_BAD_INPUT)
 
 
+def seeds_and_plan(count: int | None, seed_text: str | None, first_text: str, plan_file: str | None
+                   ) -> tuple[list[int], FaultPlan | None]:
+    """The seeds a campaign runs (``--seeds`` from ``--first-seed``, or the one ``--seed``), or the one plan file
+    (``--plan``: run once, under the first seed's name); a bad combination or value exits 2 naming it."""
+    from ..faults.chaos import parse_seed
+
+    seeds: list[int] = []
+    try:
+        first = parse_seed(first_text)
+        if seed_text is not None:
+            if count is not None:
+                _fail("--seed replays one seed; it cannot be combined with --seeds")
+            seeds = [parse_seed(seed_text)]
+        else:
+            total = 100 if count is None else count
+            if total < 1:
+                _fail(f"--seeds: must be at least 1, got {total}")
+            seeds = list(range(first, first + total))
+    except ValueError as exc:
+        _fail(f"--seed: {exc}")
+    if plan_file is None:
+        return seeds, None
+    if seed_text is not None or count is not None:
+        _fail("--plan runs one plan file; it cannot be combined with --seed or --seeds")
+    try:
+        return [first], load_plan(plan_file)
+    except ValueError as exc:
+        _fail(str(exc))
+
+
 @main.command()
 @click.argument("tree_file", type=click.Path(dir_okay=False))
 @click.option("--workload", "workload", default=None, metavar="NAME",
@@ -75,7 +105,7 @@ def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str
           seed_text: str | None, first_text: str, plan_file: str | None, sessions: int, effects: int,
           base: str | None, data_dir: str | None, ask_timeout: float, raises: bool) -> None:
     """Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."""
-    from ..faults.chaos import Campaign, parse_seed
+    from ..faults.chaos import Campaign
     from ..faults.runner import BenchError, tree_targets
     from ..faults.runtime_driver import RUNTIME_ACTOR, execution_path
     from ..faults.workload import WorkloadConfig
@@ -98,29 +128,7 @@ def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str
         tree = load_tree(tree_file)
     except SpecError as exc:
         _fail(str(exc))
-    seeds: list[int]
-    try:
-        first = parse_seed(first_text)
-        if seed_text is not None:
-            if count is not None:
-                _fail("--seed replays one seed; it cannot be combined with --seeds")
-            seeds = [parse_seed(seed_text)]
-        else:
-            total = 100 if count is None else count
-            if total < 1:
-                _fail(f"--seeds: must be at least 1, got {total}")
-            seeds = list(range(first, first + total))
-    except ValueError as exc:
-        _fail(f"--seed: {exc}")
-    plan: FaultPlan | None = None
-    if plan_file is not None:
-        if seed_text is not None or count is not None:
-            _fail("--plan runs one plan file; it cannot be combined with --seed or --seeds")
-        try:
-            plan = load_plan(plan_file)
-        except ValueError as exc:
-            _fail(str(exc))
-        seeds = [first]
+    seeds, plan = seeds_and_plan(count, seed_text, first_text, plan_file)
     base = base or tree.system.base
     runtime = workload == "runtime"
     if runtime and base != "multiproc":

@@ -9,6 +9,7 @@ import shlex
 import sys
 from typing import Any, NoReturn
 
+from .chaos import seeds_and_plan
 from .common import console, err_console
 from .faults import EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_OK, EXIT_VIOLATION
 from .faults_scenario import callable_at
@@ -23,7 +24,7 @@ def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int 
                    first_text: str, base: str | None, data_dir: str | None, raises: bool,
                    plan_file: str | None = None) -> NoReturn:
     from ..core.errors import SpecError
-    from ..faults.chaos_plans import parse_seed, plan_to_toml
+    from ..faults.chaos_plans import plan_to_toml
     from ..faults.scenario_chaos import SeedRow, chaos_scenario, replay_hint
     from ..system.config import load_tree
 
@@ -31,27 +32,7 @@ def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int 
         tree = load_tree(tree_file)
     except SpecError as exc:
         _fail(str(exc))
-    try:
-        first = parse_seed(first_text)
-        if seed_text is not None and count is not None:
-            _fail("--seed replays one seed; it cannot be combined with --seeds")
-        total = 100 if count is None else count
-        if seed_text is None and total < 1:
-            _fail(f"--seeds: must be at least 1, got {total}")
-        seeds = [parse_seed(seed_text)] if seed_text is not None else list(range(first, first + total))
-    except ValueError as exc:
-        _fail(f"--seed: {exc}")
-    plan = None
-    if plan_file is not None:
-        from ..core.faults import load_plan
-
-        if seed_text is not None or count is not None:
-            _fail("--plan runs one plan file; it cannot be combined with --seed or --seeds")
-        try:
-            plan = load_plan(plan_file)
-        except ValueError as exc:
-            _fail(str(exc))
-        seeds = seeds[:1]
+    seeds, plan = seeds_and_plan(count, seed_text, first_text, plan_file)
     drive_fn, check_fn = callable_at(scenario, "--scenario"), callable_at(check, "--check") if check else None
     chosen_base = base or tree.system.base
 

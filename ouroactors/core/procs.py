@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import select
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -72,31 +73,21 @@ def end_descendants(pid: int, spare: Callable[[int], bool] = lambda _: False, wa
     Each is pinned by a pidfd before any is signalled, so a pid reused meanwhile is never hit; then up to ``wait_s``
     seconds pass until each has exited. A SIGKILL is only delivered: a process on a busy machine holds its port or
     its files a while longer, and what is started next (the worker's next incarnation) would meet them."""
-    pinned: list[tuple[int, int]] = []
-    try:
-        for child in children(pid):
-            if spare(child):
-                continue
-            for member in descendants(child):
-                with contextlib.suppress(OSError):
-                    pinned.append((member, os.pidfd_open(member)))
-        for _, fd in pinned:
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-        _await_exits([fd for _, fd in pinned], wait_s)
-    finally:
-        for _, fd in pinned:
-            os.close(fd)
-    return [member for member, _ in pinned]
+    return _end(itertools.chain.from_iterable(descendants(child) for child in children(pid) if not spare(child)),
+                wait_s)
 
 
 def end_tree(pid: int, wait_s: float = 2.0) -> list[int]:
-    """SIGKILL ``pid`` and every process below it, each pinned by a pidfd first (read from ``/proc`` before any is
-    killed: a killed parent's children move away), then wait up to ``wait_s`` seconds until each has exited; the
-    pids signalled (none: ``pid`` was gone already)."""
+    """SIGKILL ``pid`` and every process below it, as :func:`end_descendants` does (the tree read from ``/proc``
+    before any is killed: a killed parent's children move away); the pids signalled (none: ``pid`` was gone)."""
+    return _end(descendants(pid), wait_s)
+
+
+def _end(members: Iterable[int], wait_s: float) -> list[int]:
+    """Pin each of ``members`` by a pidfd (those gone already are skipped), SIGKILL them all, await their exits."""
     pinned: list[tuple[int, int]] = []
     try:
-        for member in descendants(pid):
+        for member in members:
             with contextlib.suppress(OSError):
                 pinned.append((member, os.pidfd_open(member)))
         for _, fd in pinned:

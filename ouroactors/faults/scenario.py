@@ -42,7 +42,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,9 +134,7 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
         raise ValueError(f"limit: must be an int >= 1 or None, got {limit!r}")
     spec, base = scenario_tree(tree, base)
     began = time.monotonic()
-    own_dir = data_dir is None
-    root = Path(tempfile.mkdtemp(prefix="ouroactors-scenario-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]
-    try:
+    with work_dir(data_dir, "ouroactors-scenario-") as root:
         run = ScenarioRunner(spec, drive, check, base, root, settle_timeout)
         baseline, firings = run.record()
         sites = sites_from(firings, shared=base == "simple")
@@ -150,9 +148,19 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
             if on_row is not None:
                 on_row(row)
         return ScenarioReport(spec.id, base, baseline, chosen, rows, time.monotonic() - began)
+
+
+@contextlib.contextmanager
+def work_dir(data_dir: str | os.PathLike[str] | None, prefix: str) -> Iterator[Path]:
+    """Where the runs' data dirs go: ``data_dir`` as given (kept), or a temp dir removed after."""
+    if data_dir is not None:
+        yield Path(data_dir)
+        return
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield root
     finally:
-        if own_dir:
-            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def scenario_tree(tree: ChildSpec | str | os.PathLike[str], base: str | None = None) -> tuple[ChildSpec, str]:
@@ -323,4 +331,5 @@ def _checked(check: Check, system: ActorSystem) -> list[str]:
         return [f"check raised {type(exc).__name__}: {exc}"]
 
 
-__all__ = ["ScenarioReport", "ScenarioRow", "ScenarioRunner", "aimed_plan", "enumerate_scenario", "scenario_tree"]
+__all__ = ["ScenarioReport", "ScenarioRow", "ScenarioRunner", "aimed_plan", "enumerate_scenario", "scenario_tree",
+           "work_dir"]

@@ -21,19 +21,16 @@ harness).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..core.faults import FaultPlan
 from ..supervision.specs import ChildSpec
 from .bench_trees import static_workers
 from .chaos_plans import parse_seed, plan_for_seed
-from .scenario import Check, Drive, ScenarioRow, ScenarioRunner, scenario_tree
+from .scenario import Check, Drive, ScenarioRow, ScenarioRunner, scenario_tree, work_dir
 
 
 @dataclass
@@ -87,9 +84,7 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
     chosen = [parse_seed(s) for s in (range(seeds) if isinstance(seeds, int) else seeds)]
     spec, base = scenario_tree(tree, base)
     began = time.monotonic()
-    own_dir = data_dir is None
-    root = Path(tempfile.mkdtemp(prefix="ouroactors-chaos-")) if own_dir else Path(data_dir)  # type: ignore[arg-type]
-    try:
+    with work_dir(data_dir, "ouroactors-chaos-") as root:
         runner = ScenarioRunner(spec, drive, check, base, root, settle_timeout)
         baseline, firings = runner.record()
         if baseline.outcome != "ok" or not firings:
@@ -112,9 +107,6 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
             if on_row is not None:
                 on_row(row)
         return ScenarioCampaign(spec.id, base, baseline, rows, time.monotonic() - began)
-    finally:
-        if own_dir:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def replay_hint(row: SeedRow, tree: str, drive: str, check: str | None, base: str, raises: bool) -> str:
