@@ -46,6 +46,9 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_BAD_INPUT)
 
 
+MAX_SEEDS = 10_000_000  # a campaign's seeds are listed up front: a larger count is a typo, not a campaign
+
+
 def seeds_and_plan(count: int | None, seed_text: str | None, first_text: str, plan_file: str | None
                    ) -> tuple[list[int], FaultPlan | None]:
     """The seeds a campaign runs (``--seeds`` from ``--first-seed``, or the one ``--seed``), or the one plan file
@@ -61,8 +64,8 @@ def seeds_and_plan(count: int | None, seed_text: str | None, first_text: str, pl
             seeds = [parse_seed(seed_text)]
         else:
             total = 100 if count is None else count
-            if total < 1:
-                _fail(f"--seeds: must be at least 1, got {total}")
+            if not 1 <= total <= MAX_SEEDS:
+                _fail(f"--seeds: must be from 1 to {MAX_SEEDS:,}, got {total}")
             seeds = list(range(first, first + total))
     except ValueError as exc:
         _fail(f"--seed: {exc}")

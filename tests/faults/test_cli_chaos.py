@@ -127,7 +127,10 @@ def test_the_planted_bug_is_reported_with_seed_plan_and_replay(tmp_path):
     (["--workload", "sessions", "--first-seed", "1.5"], "seed: must be an integer, got '1.5'"),
     (["--workload", "nope"], "--workload: unknown workload 'nope'; known workloads: sessions, ledger"),
     (["--workload", "sessions", "--seed", "1", "--seeds", "3"], "cannot be combined with --seeds"),
-    (["--workload", "sessions", "--seeds", "0"], "--seeds: must be at least 1, got 0"),
+    (["--workload", "sessions", "--seeds", "0"], "--seeds: must be from 1 to 10,000,000, got 0"),
+    # attack: a count no campaign can list was an OverflowError traceback
+    (["--workload", "sessions", "--seeds", "99999999999999999999999"], "--seeds: must be from 1 to 10,000,000"),
+    (["--scenario", "os:getcwd", "--seeds", "99999999999999999999999"], "--seeds: must be from 1 to 10,000,000"),
     (["--workload", "sessions", "--sessions", "0"], "sessions: must be an int in [1, 1000], got 0"),
 ])
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path, args, message):
