@@ -149,32 +149,32 @@ def not_nan(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 
 def served_below(data_dir: str) -> list[str]:
     """The data dirs directly under ``data_dir`` that hold a system marker (``.ouroactors/app``, …)."""
-    try:
-        names = sorted(os.listdir(data_dir))
-    except OSError:
-        return []
-    return [os.path.join(data_dir, n) for n in names
-            if _ours(os.path.join(data_dir, n)) and os.path.isfile(os.path.join(data_dir, n, "system.json"))]
-
-
-def _ours(directory: str) -> bool:
-    """A real directory (not a link) of this user: only such a data dir below the default is found by itself — one
-    another local user planted there (a shared working directory) is never chosen for you; name it with --data-dir."""
-    try:
-        info = os.lstat(directory)
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+    return _below(data_dir, lambda d: os.path.isfile(os.path.join(d, "system.json")))
 
 
 def stored_below(data_dir: str) -> list[str]:
     """The data dirs directly under ``data_dir`` that hold an LMDB environment (served now or not)."""
+    return _below(data_dir, _holds_data)
+
+
+def _below(data_dir: str, wanted: Callable[[str], bool]) -> list[str]:
+    """This user's real directories directly under ``data_dir`` that are ``wanted``: only such a data dir below the
+    default is found by itself — one another local user planted there (a shared working directory), or a link, is
+    never chosen for you; name it with --data-dir."""
     try:
         names = sorted(os.listdir(data_dir))
     except OSError:
         return []
-    return [os.path.join(data_dir, n) for n in names
-            if _ours(os.path.join(data_dir, n)) and _holds_data(os.path.join(data_dir, n))]
+    found = []
+    for name in names:
+        directory = os.path.join(data_dir, name)
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and wanted(directory):
+            found.append(directory)
+    return found
 
 
 def _holds_data(data_dir: str) -> bool:
