@@ -13,7 +13,7 @@ import click
 
 from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOneForOneOnly
 from ..system import marker as markers
-from ..system.handle import _group_alive
+from ..system.handle import session_alive
 from . import main
 from .common import (
     connect,
@@ -149,7 +149,7 @@ def stop(data_dir: str, timeout: float) -> None:
         if current != found:  # swapped since it was verified: verify what will be signalled
             markers.verify_processes(directory, current)
         system.shutdown(timeout=timeout)
-    if found.admin_pgid is not None and _group_alive(found.admin_pgid):
-        err_console.print(f"system still running (process group {found.admin_pgid})", markup=False)
+    if found.admin_pgid is not None and session_alive(found.admin_pgid):
+        err_console.print(f"system still running (processes of session {found.admin_pgid})", markup=False)
         sys.exit(1)
     console.print(f"stopped the system in {data_dir}", markup=False)

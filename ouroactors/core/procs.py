@@ -12,17 +12,21 @@ import time
 from collections.abc import Callable, Iterable
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot); None if gone or a zombie."""
+def _stat(pid: int | str) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command name (``fields[0]`` the state, ``[1]`` the parent, ``[2]`` the process
+    group, ``[3]`` the session, ``[19]`` the start time); None if gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
-    except OSError:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
+    return None if not fields or fields[0] == "Z" else fields
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot); None if gone or a zombie."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def pid_alive(pid: int) -> bool:
@@ -83,13 +87,73 @@ def end_tree(pid: int, wait_s: float = 2.0) -> list[int]:
     return _end(descendants(pid), wait_s)
 
 
-def _end(members: Iterable[int], wait_s: float) -> list[int]:
-    """Pin each of ``members`` by a pidfd (those gone already are skipped), SIGKILL them all, await their exits."""
+def members(*, group: int | None = None, session: int | None = None) -> list[int]:
+    """Live (non-zombie) processes of process group ``group`` or of session ``session``, read from ``/proc``."""
+    field, wanted = (2, group) if group is not None else (3, session)
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(entry)) is not None and int(fields[field]) == wanted:
+            found.append(int(entry))
+    return sorted(found)
+
+
+def end_orphaned_group(pgid: int, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL what is left of process group ``pgid`` once its leader is dead: the pids signalled.
+
+    Every actor process of a system leads a process group of its own (:mod:`ouroactors.system._patches`), so what
+    it started — a server, ``cmd &``, a double-forked daemon — stays in that group even when it is orphaned, which is
+    the only trace left of it once its actor was SIGKILLed from outside (its children moved to init, out of reach
+    of :func:`end_tree`). Nothing is signalled while a process of pid ``pgid`` lives: that is the leader itself (not
+    an orphaned group) or, the group having emptied, a new process given the same number. A process that started a
+    session of its own (``start_new_session=True``, ``setsid``) has left the group and is not found here."""
+    try:
+        os.killpg(pgid, 0)  # one system call answers the common case, a group with nobody left in it
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass
+    if pid_alive(pgid):
+        return []
+    return _end(members(group=pgid), wait_s, lambda fields: int(fields[2]) == pgid)
+
+
+def end_own_group(spare: Callable[[int], bool] = lambda _: False, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL the other members of the process group this process leads (none if it leads none) but those
+    ``spare`` keeps: what it started that left its process tree while it lived (``cmd &`` whose shell exited)."""
+    me = os.getpid()
+    if os.getpgid(0) != me:
+        return []
+    return _end([pid for pid in members(group=me) if pid != me and not spare(pid)], wait_s,
+                lambda fields: int(fields[2]) == me)
+
+
+def end_session(sid: int, wait_s: float = 5.0) -> list[int]:
+    """SIGKILL every process of session ``sid`` but this one, round after round until none is left (a supervisor
+    alive during one round may fork a child the next round finds): the pids signalled. A system's processes are its
+    admin's session: each actor leads a process group of its own inside it."""
+    ended: list[int] = []
+    deadline = time.monotonic() + wait_s
+    while found := [pid for pid in members(session=sid) if pid != os.getpid()]:
+        ended += _end(found, max(0.0, deadline - time.monotonic()), lambda fields: int(fields[3]) == sid)
+        if time.monotonic() >= deadline:
+            break
+    return ended
+
+
+def _end(members: Iterable[int], wait_s: float, still: Callable[[list[str]], bool] | None = None) -> list[int]:
+    """Pin each of ``members`` by a pidfd (those gone already are skipped), SIGKILL them all, await their exits.
+    ``still``: read again once pinned (a pid found by a scan may have been reused since), only a process whose
+    ``/proc`` stat fields it accepts is signalled."""
     pinned: list[tuple[int, int]] = []
     try:
         for member in members:
             with contextlib.suppress(OSError):
-                pinned.append((member, os.pidfd_open(member)))
+                fd = os.pidfd_open(member)
+                fields = _stat(member) if still is not None else None
+                if still is not None and (fields is None or not still(fields)):
+                    os.close(fd)
+                    continue
+                pinned.append((member, fd))
         for _, fd in pinned:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(fd, signal.SIGKILL)

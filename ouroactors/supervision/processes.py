@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from thespian.actors import ActorExitRequest, ChildActorExited
 
 from ..core import clock
-from ..core.procs import boot_id, end_tree
+from ..core.procs import boot_id, end_orphaned_group, end_tree
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
 from .protocol import Ping, SystemContext, this_node
@@ -173,6 +173,10 @@ class ChildProcesses:
         if slot is None or (slot.key, slot.incarnation) not in self._slots:
             return  # a duplicate ChildActorExited, or not one of ours
         del self._slots[(slot.key, slot.incarnation)]
+        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
+            # what it started and left behind, found by its process group (each actor leads its own): a child
+            # SIGKILLed from outside could not end it itself, and the next incarnation must not meet it
+            end_orphaned_group(slot.pid)
         if not slot.started:
             why = slot.refused or reasons.killed("exited before reporting its start")
             self._feed(ChildStartFailed(slot.key, slot.incarnation, why))

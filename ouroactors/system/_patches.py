@@ -2,7 +2,7 @@
 
 Thespian forks every actor process (``Process Startup Method`` = fork, the default we keep), so a
 change made to its modules in the process that creates the system is present in the admin and in
-every actor. Twelve things are changed, each because thespian's behaviour would break a promise of
+every actor. Thirteen things are changed, each because thespian's behaviour would break a promise of
 ours:
 
 1. **Loopback binding.** Thespian binds every actor socket to ``('', port)`` — all interfaces.
@@ -50,6 +50,9 @@ ours:
    its loop and registers every open socket in it; as epoll that cost a system call per socket per turn, which made
    a supervisor of a thousand children slow down with every child (starting them took ~76 s). A descriptor the loop
    lists twice is one registration there (a selector's ``KeyError`` had killed an actor process).
+13. **Each actor process leads a process group of its own**, inside the system's session (:func:`lead_own_group`),
+   so what an actor started can be ended by its group after the actor was SIGKILLed from outside. A system's
+   processes are found and ended by its session (the admin's ``setsid``), no longer by one process group.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ import threading
 import weakref
 from typing import Any
 
+from ..core import procs
 from ..supervision import sendable
 from . import _frames, _lazy_describe, _selector
 
@@ -211,10 +215,25 @@ def _expected_parent() -> int | None:
     return parent.pid if parent is not None else None
 
 
+def lead_own_group() -> None:
+    """Put this actor process in a process group of its own, inside the system's session (patch 13).
+
+    What an actor starts then stays in its group, even orphaned: when the actor is SIGKILLed from outside (the OOM
+    killer, ``system.kill``, a fault plan) its children move to init and no process tree leads to them any more, but
+    its supervisor can still end them by the group (:func:`ouroactors.core.procs.end_orphaned_group`) before it
+    starts the next incarnation. The system as a whole is its admin's session (:func:`~ouroactors.core.procs.
+    end_session`)."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+
+
 def _watch_creator(creator_fd: int) -> None:
-    """Block until the creator exits, then take the whole system down with it."""
+    """Block until the creator exits, then take the whole system down with it: every process of its session
+    (each actor leads a group of its own), then the admin's own group, this process last."""
     with contextlib.suppress(OSError):
         select.select([creator_fd], [], [])
+    with contextlib.suppress(OSError):
+        procs.end_session(os.getsid(0), wait_s=2.0)
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
@@ -311,6 +330,7 @@ def install() -> None:
 
     def start_child_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
         set_parent_death_signal(_expected_parent())
+        lead_own_group()
         default_fault_signals()
         return trampoline()(original_start_child, args, kwargs)
 

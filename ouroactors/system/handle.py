@@ -15,8 +15,8 @@ on virtual time, deterministic to the byte).
 
 A system that is not started ``detached`` dies with the process that started it, and
 :meth:`ActorSystem.shutdown` leaves no process and no bound port behind: trees are stopped in
-order first, then thespian is shut down, then anything left in the system's process group is
-killed.
+order first, then thespian is shut down, then anything left in the system's session is killed (the admin's
+``setsid``; every actor process leads a process group of its own inside it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 
 from thespian.actors import ActorSystem as ThespianSystem
 
-from ..core import clock
+from ..core import clock, procs
 from ..core.errors import ActorSystemError, OuroactorsError
 from ..supervision import reasons
 from ..supervision.actor_paths import unsendable_arguments
@@ -306,13 +306,16 @@ class ActorSystem(Operations, SystemClient):
         return _frames.dropped(self.data_dir)
 
     def _sweep(self) -> None:
-        """Kill anything still in the system's process group (the admin called setsid)."""
-        if self.pgid is None or self.pgid == os.getpgid(0):
+        """Kill anything still in the system's session (the admin called setsid; ``pgid`` is its group, and the
+        session's id: each actor leads a group of its own inside it)."""
+        if self.pgid is None or self.pgid in (os.getpgid(0), os.getsid(0)):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            procs.end_session(self.pgid)
         deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and _group_alive(self.pgid):
+        while time.monotonic() < deadline and session_alive(self.pgid):
             time.sleep(0.01)  # waiting for the kernel to reap, bounded
 
     # -- events ---------------------------------------------------------------------------------------
@@ -382,22 +385,7 @@ class ActorSystem(Operations, SystemClient):
 
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # killpg(0) succeeds while zombies remain; look for a live member.
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
+def session_alive(sid: int) -> bool:
+    """Whether a process of session ``sid`` (a system's: its admin's, which every actor process is part of, each
+    leading a group of its own) still lives; zombies do not count."""
+    return bool(procs.members(session=sid))

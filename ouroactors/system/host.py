@@ -15,6 +15,7 @@ from typing import Any
 from thespian.actors import Actor, ActorExitRequest, ActorSystemConventionUpdate, ChildActorExited
 
 from ..core.errors import AlreadyStarted, ChildNotFound, StartFailed
+from ..core.procs import end_orphaned_group
 from ..supervision.events import EventWriter
 from ..supervision.generations import generation_source
 from ..supervision.protocol import (
@@ -89,8 +90,9 @@ class TreeHost(Actor):
         elif isinstance(message, ListTrees):
             self.send(sender, [self._info(t) for t in self._trees.values()])
         elif message == "admin":
-            # The admin double-forks after setsid: its pgid names an exited process, so report both.
-            self.send(sender, (os.getppid(), os.getpgid(0)))
+            # The admin double-forks after setsid: its session's id (its own group's, which names an exited process)
+            # finds every process of the system, each actor leading a group of its own in it; so report both.
+            self.send(sender, (os.getppid(), os.getsid(0)))
 
     def _start(self, request: StartTree, sender: Any) -> None:
         name = request.spec.id
@@ -119,6 +121,8 @@ class TreeHost(Actor):
         reason = tree.reported or killed()
         tree.status = "ended"
         tree.reported = reason
+        if tree.pid is not None and tree.pid != os.getpid():
+            end_orphaned_group(tree.pid)  # what the root left behind, as a supervisor ends a child's (procs)
         if self._events is not None:
             self._events.write("tree_ended", tree.name, {"reason": reason.to_json(), "generation": tree.generation})
         if was_starting:

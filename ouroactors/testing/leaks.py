@@ -6,7 +6,7 @@ import os
 import socket
 import time
 
-from ..system.handle import ActorSystem, _group_alive
+from ..system.handle import ActorSystem, session_alive
 
 
 def port_listening(port: int, host: str = "127.0.0.1") -> bool:
@@ -62,13 +62,14 @@ def _fd_targets(pid: str) -> list[str]:
 
 
 def held_by_group(holders: set[int], pgid: int) -> bool:
-    """Is one of ``holders`` (pids) in process group ``pgid``? No holder found (no ``/proc`` access): yes, the
-    strict reading."""
+    """Is one of ``holders`` (pids) a process of the system whose admin's group is ``pgid`` — in its session, whose
+    id that is (each actor leads a group of its own in it)? No holder found (no ``/proc`` access): yes, the strict
+    reading."""
     if not holders:
         return True
     for pid in holders:
         try:
-            if os.getpgid(pid) == pgid:
+            if os.getsid(pid) == pgid:
                 return True
         except OSError:
             continue
@@ -80,7 +81,7 @@ def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
     another group: the port number was freed and taken again)."""
     deadline = time.monotonic() + timeout
     while True:
-        alive = system.pgid is not None and _group_alive(system.pgid)
+        alive = system.pgid is not None and session_alive(system.pgid)
         listening = system.admin_port is not None and port_listening(system.admin_port)
         if not alive and not listening:
             return
@@ -98,7 +99,7 @@ def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
                 return  # the group is gone; the port number was freed and another group's process took it
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"system left behind: process group {system.pgid} alive={alive}, "
+                f"system left behind: session {system.pgid} alive={alive}, "
                 f"admin port {system.admin_port} listening={listening}"
             )
         time.sleep(0.01)  # bounded poll for the kernel to reap

@@ -25,3 +25,23 @@ class Spawner(Worker):
         if self.stop_own:
             self.proc.terminate()
             self.proc.wait(10)
+
+
+STARTER = "tests.actor.leftover_workers:Starter"
+
+
+class Starter(Worker):
+    """Starts, in ``on_start``, a child in its own process group (plain ``Popen``) and a daemon that leaves the
+    process tree at once (``cmd &`` whose shell exits: the daemon is reparented, out of reach of a tree walk);
+    answers both pids. Neither started a session of its own."""
+
+    def on_start(self) -> None:
+        self.child = subprocess.Popen(["sleep", "300"])
+        shell = subprocess.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True,
+                               check=True, timeout=10)
+        self.daemon = int(shell.stdout.strip())
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "crash":
+            raise RuntimeError("asked to crash")
+        return [self.child.pid, self.daemon]

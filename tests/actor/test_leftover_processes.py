@@ -12,7 +12,7 @@ from ouroactors import supervisor, worker
 from ouroactors.core.procs import pid_alive
 
 from .helpers import wait_until
-from .leftover_workers import SPAWNER
+from .leftover_workers import SPAWNER, STARTER
 
 pytestmark = pytest.mark.multiproc
 
@@ -49,3 +49,41 @@ def test_a_brutally_killed_workers_subprocess_ends_with_it(actor_system):
     assert not pid_alive(pid), "the killed worker's subprocess outlived it"
     actor_system.restart_child("p", "sp")
     assert pid_alive(actor_system.ask("p/sp", "pid"))
+
+
+def test_what_a_worker_sigkilled_from_outside_started_ends_before_its_restart(actor_system):
+    # system.kill is a SIGKILL from outside (as the OOM killer's): nothing in the worker runs, and its children move
+    # to init, where no process tree leads to them. Each actor process leads a process group of its own, and its
+    # supervisor ends what is left of the dead worker's group before the restart.
+    actor_system.start_tree(supervisor("p", [worker("st", STARTER)], intensity=10))
+    child, daemon = actor_system.ask("p/st", "pid")
+    assert pid_alive(child) and pid_alive(daemon)
+    actor_system.kill("p/st")
+    actor_system.wait_for("started", "p/st")
+    assert not pid_alive(child), "the SIGKILLed worker's child outlived it"
+    assert not pid_alive(daemon), "the SIGKILLed worker's daemon outlived it"
+    again = actor_system.ask("p/st", "pid")
+    assert all(pid_alive(pid) for pid in again)  # the next incarnation's own are untouched
+
+
+def test_a_daemon_that_left_the_process_tree_ends_with_its_crashed_worker(actor_system):
+    # the worker's own end (.leftovers) walks its process tree, which the daemon had left; its group it had not
+    actor_system.start_tree(supervisor("p", [worker("st", STARTER)], intensity=10))
+    _, daemon = actor_system.ask("p/st", "pid")
+    mark = actor_system.mark()
+    with pytest.raises(Exception, match="asked to crash"):
+        actor_system.ask("p/st", "crash")
+    actor_system.wait_for("started", "p/st", after=mark)
+    assert not pid_alive(daemon), "the crashed worker's daemon outlived it"
+
+
+def test_a_living_siblings_daemon_is_not_taken_for_a_dead_workers(actor_system):
+    # why not a subreaper supervisor: it would receive a living sibling's detached daemons too, and could not tell
+    # them from the dead child's orphans. By process group each stays its own worker's.
+    actor_system.start_tree(supervisor("p", [worker("a", STARTER), worker("b", STARTER)], intensity=10))
+    a_child, a_daemon = actor_system.ask("p/a", "pid")
+    b_child, b_daemon = actor_system.ask("p/b", "pid")
+    actor_system.kill("p/b")
+    actor_system.wait_for("started", "p/b")
+    assert not pid_alive(b_child) and not pid_alive(b_daemon)
+    assert pid_alive(a_child) and pid_alive(a_daemon), "a living sibling's processes were killed"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import signal
 
 import pytest
 
 from ouroactors import ActorSystemError, supervisor, worker
+from ouroactors.core.procs import end_session
 from ouroactors.system.handle import free_port
 
 from .helpers import ECHO
@@ -29,13 +29,13 @@ def test_child_is_placed_on_the_node_with_the_capability_and_node_loss_is_a_kill
     ]))
     here_ref = leader.ref("root/here")
     here, there = leader.child_info("root/here"), leader.child_info("root/there")
-    assert os.getpgid(here.pid) == leader.pgid
-    assert os.getpgid(there.pid) == member.pgid  # it runs in the member's process tree
+    assert os.getsid(here.pid) == leader.pgid  # a system's processes: its admin's session
+    assert os.getsid(there.pid) == member.pgid  # it runs in the member's process tree
     assert there.node == f"127.0.0.1:{member.admin_port}"
     assert leader.ask("root/there", "hello") == "hello"
 
     mark = leader.mark()
-    os.killpg(member.pgid, signal.SIGKILL)  # the whole member node dies at once
+    end_session(member.pgid, wait_s=0.0)  # the whole member node dies at once
     exited = leader.wait_for("exited", "root/there", after=mark, timeout=15)
     assert exited.reason == {"kind": "killed", "info": f"node 127.0.0.1:{member.admin_port} lost"}
     assert (exited.time_ns - leader.events.all()[mark].time_ns) / 1e9 < 10  # "within seconds"

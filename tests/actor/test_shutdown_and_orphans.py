@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ouroactors import supervisor, worker
-from ouroactors.system.handle import _group_alive
+from ouroactors.system.handle import session_alive
 
 from .helpers import ECHO, RECORDER, SLOW_STOP, pid_alive, read_lines, wait_until
 
@@ -102,10 +102,10 @@ def test_system_dies_with_its_creator_unless_detached(tmp_path, detached):
     try:
         if detached:
             time.sleep(0.5)  # give a wrongly-watching admin time to act; then check it did not
-            assert _group_alive(pgid) and pid_alive(worker_pid)
+            assert session_alive(pgid) and pid_alive(worker_pid)
         else:
-            wait_until(lambda: not _group_alive(pgid), what="orphaned system to die")
+            wait_until(lambda: not session_alive(pgid), what="orphaned system to die")
             assert not pid_alive(worker_pid)
     finally:
-        if _group_alive(pgid) and pgid != os.getpgid(0):
+        if session_alive(pgid) and pgid != os.getpgid(0):
             os.killpg(pgid, 9)

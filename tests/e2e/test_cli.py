@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ouroactors.system.handle import _group_alive
+from ouroactors.system.handle import session_alive
 from ouroactors.system.marker import read_marker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def run_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Completed
 
 
 def _printed_pgid(stdout: str) -> int:
-    match = re.search(r"process group (\d+) is empty", stdout)
+    match = re.search(r"session (\d+) is empty", stdout)
     assert match, stdout
     return int(match.group(1))
 
@@ -60,7 +60,7 @@ def test_demo_runs_the_agent_runtime_end_to_end_and_leaves_nothing(tmp_path):
     assert "acknowledged but not delivered was delivered by the replacement" in out, out
     assert "replay ok: every request and conversation digest matches" in out, out
     assert "- [x] try the demo" in (tmp_path / "d-workspace" / "NOTES.md").read_text()  # beside the data dir
-    assert "no process left behind" in out and not _group_alive(_printed_pgid(out))
+    assert "no process left behind" in out and not session_alive(_printed_pgid(out))
     # The system is gone: what asks it is labelled as needing --keep, and every command still offered runs.
     assert "with the system kept up (demo --keep): ouroactors ledger list --session" in out
     commands = _printed_commands(out)
@@ -89,7 +89,7 @@ def test_demo_no_kill_keep_leaves_a_system_the_printed_commands_reach(tmp_path):
         assert re.search(r"session demo-\d+: completed after \d+ committed events", out), out
         assert "replay ok: every request and conversation digest matches" in out
         assert out.rstrip().endswith(f"stop it with: ouroactors stop --data-dir {data}")
-        assert found is not None and _group_alive(found.admin_pgid)  # --keep: still up after the demo exited
+        assert found is not None and session_alive(found.admin_pgid)  # --keep: still up after the demo exited
         commands = _printed_commands(out)
         assert len(commands) >= 5
         for words in commands:  # every command the demo printed runs as printed
@@ -98,9 +98,9 @@ def test_demo_no_kill_keep_leaves_a_system_the_printed_commands_reach(tmp_path):
             assert ran.returncode == 0, f"{' '.join(words)}: {ran.stdout}{ran.stderr}"
         stopped = run_cli("stop", "--data-dir", str(data), cwd=tmp_path)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-        assert not _group_alive(found.admin_pgid)
+        assert not session_alive(found.admin_pgid)
     finally:
-        if found is not None and _group_alive(found.admin_pgid) and found.admin_pgid != os.getpgid(0):
+        if found is not None and session_alive(found.admin_pgid) and found.admin_pgid != os.getpgid(0):
             os.killpg(found.admin_pgid, signal.SIGKILL)
 
 
@@ -164,7 +164,7 @@ def test_run_serves_until_sigterm_and_cleans_up(tmp_path):
     pids = [json.loads(line).get("pid") for line in (tmp_path / "data" / "events.jsonl").read_text().splitlines()]
     for pid in filter(None, pids):
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-    assert not any(_group_alive(p) for p in filter(None, pids))
+    assert not any(session_alive(p) for p in filter(None, pids))
 
 
 def test_check_accepts_agent_tree_in_authority_order(tmp_path):

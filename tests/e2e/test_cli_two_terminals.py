@@ -8,7 +8,7 @@ import signal
 import httpx
 import pytest
 
-from ouroactors.system.handle import _group_alive
+from ouroactors.system.handle import session_alive
 from ouroactors.system.marker import read_marker
 
 from .cli_helpers import SIMPLE_TREE, Served, cli, events, wait_event, write_tree
@@ -65,7 +65,7 @@ def test_run_inspect_kill_restart_stop(tmp_path):
         code, out = served.finish()
         assert code == 0 and "stopped cleanly" in out
         assert " started " in out  # not a terminal: plain event lines, no live view
-        assert not _group_alive(marker.admin_pgid)
+        assert not session_alive(marker.admin_pgid)
         assert read_marker(data) is None
     finally:
         served.kill()
@@ -95,7 +95,7 @@ def test_killed_run_leaves_a_stale_marker_that_is_detected_and_cleaned(tmp_path)
     served.proc.communicate(timeout=30)
     from tests.actor.helpers import wait_until
 
-    wait_until(lambda: not _group_alive(marker.admin_pgid), what="orphaned system to die")
+    wait_until(lambda: not session_alive(marker.admin_pgid), what="orphaned system to die")
     status = cli("status", cwd=tmp_path)
     assert status.returncode == 5 and "stale marker" in " ".join(status.stderr.split())
     detached = cli("run", str(tree), "--detach", cwd=tmp_path)
@@ -106,9 +106,9 @@ def test_killed_run_leaves_a_stale_marker_that_is_detected_and_cleaned(tmp_path)
     try:
         assert "tree r: running" in cli("status", cwd=tmp_path).stdout  # outlived its starter: detached
         assert cli("stop", cwd=tmp_path).returncode == 0
-        assert not _group_alive(new.admin_pgid)
+        assert not session_alive(new.admin_pgid)
     finally:
-        if _group_alive(new.admin_pgid) and new.admin_pgid != os.getpgid(0):
+        if session_alive(new.admin_pgid) and new.admin_pgid != os.getpgid(0):
             os.killpg(new.admin_pgid, signal.SIGKILL)
 
 

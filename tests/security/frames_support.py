@@ -7,6 +7,8 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from ouroactors.core.procs import members
+
 
 class Touch:
     """Unpickling this creates ``path``: the proof that a frame's pickle ran in the receiver."""
@@ -26,18 +28,9 @@ def forged_frames(path: Path) -> list[bytes]:
 
 
 def group_pids(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of process group ``pgid``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            pids.append(int(entry.name))
-    return sorted(pids)
+    """Live (non-zombie) processes of the system whose admin's group is ``pgid``: its session, of that id (each
+    actor process leads a group of its own in it)."""
+    return members(session=pgid)
 
 
 def socket_inodes(pid: int) -> set[int]:

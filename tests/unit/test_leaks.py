@@ -8,14 +8,14 @@ import socket
 from ouroactors.testing.leaks import held_by_group, listener_pids
 
 
-def test_a_listener_is_found_by_port_and_judged_by_its_process_group() -> None:
+def test_a_listener_is_found_by_port_and_judged_by_its_session() -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         port = listener.getsockname()[1]
         holders = listener_pids(port)
     assert os.getpid() in holders
-    assert held_by_group(holders, os.getpgid(0)) and not held_by_group(holders, os.getpgid(0) + 100_000)
+    assert held_by_group(holders, os.getsid(0)) and not held_by_group(holders, os.getsid(0) + 100_000)  # its session
     assert held_by_group(set(), 12345)  # nothing found: counted as held (strict)
 
 
@@ -46,7 +46,7 @@ def test_a_gone_group_whose_port_number_another_group_took_is_passed_at_once_not
     with socket.socket() as listener:  # this process (the test's group) took the port number
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
-        gone = SimpleNamespace(pgid=os.getpgid(0) + 100_000, admin_port=listener.getsockname()[1])  # no such group
+        gone = SimpleNamespace(pgid=os.getsid(0) + 100_000, admin_port=listener.getsockname()[1])  # no such group
         began = time.monotonic()
         assert_nothing_left(gone, timeout=5.0)  # type: ignore[arg-type]
         assert time.monotonic() - began < 2.5
