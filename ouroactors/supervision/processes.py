@@ -173,9 +173,11 @@ class ChildProcesses:
         if slot is None or (slot.key, slot.incarnation) not in self._slots:
             return  # a duplicate ChildActorExited, or not one of ours
         del self._slots[(slot.key, slot.incarnation)]
-        if slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
+        unreported = slot.reported is None and slot.refused is None
+        if unreported and slot.pid is not None and slot.pid != os.getpid() and slot.node == this_node():
             # what it started and left behind, found by its process group (each actor leads its own): a child
-            # SIGKILLed from outside could not end it itself, and the next incarnation must not meet it
+            # SIGKILLed from outside could not end it itself, and the next incarnation must not meet it. One that
+            # reported its end (or its refused start) has ended its own (.leftovers, before the report): no /proc scan
             end_orphaned_group(slot.pid)
         if not slot.started:
             why = slot.refused or reasons.killed("exited before reporting its start")

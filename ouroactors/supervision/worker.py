@@ -375,6 +375,7 @@ class Worker(Answering, Actor):
 
     def _start_refused(self, start: StartChild, sender: Any, reason: ExitReason) -> None:
         self._state = "done"
+        end_leftovers(self.context, self.path)  # what a failed on_start started ends with it, as after a crash
         self.send(sender, ChildStartRefused(start.key, start.incarnation, reason))
         self._exit_if_forgotten()
 

@@ -45,3 +45,16 @@ class Starter(Worker):
         if message == "crash":
             raise RuntimeError("asked to crash")
         return [self.child.pid, self.daemon]
+
+
+FAILING_STARTER = "tests.actor.leftover_workers:FailingStarter"
+
+
+class FailingStarter(Worker):
+    """Starts a subprocess in a session of its own, writes its pid to ``pid_file``, then fails its start."""
+
+    def on_start(self, pid_file: str) -> None:
+        proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(pid_file, "w") as out:
+            out.write(str(proc.pid))
+        raise RuntimeError("on_start failed after starting a subprocess")

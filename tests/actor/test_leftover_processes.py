@@ -12,7 +12,7 @@ from ouroactors import supervisor, worker
 from ouroactors.core.procs import pid_alive
 
 from .helpers import wait_until
-from .leftover_workers import SPAWNER, STARTER
+from .leftover_workers import FAILING_STARTER, SPAWNER, STARTER
 
 pytestmark = pytest.mark.multiproc
 
@@ -87,3 +87,13 @@ def test_a_living_siblings_daemon_is_not_taken_for_a_dead_workers(actor_system):
     actor_system.wait_for("started", "p/b")
     assert not pid_alive(b_child) and not pid_alive(b_daemon)
     assert pid_alive(a_child) and pid_alive(a_daemon), "a living sibling's processes were killed"
+
+
+def test_what_a_failed_on_start_started_ends_with_it(actor_system, tmp_path):
+    # a start refused (on_start raised) ends the incarnation like a crash: what it had started ends with it
+    pid_file = tmp_path / "pid"
+    with pytest.raises(Exception, match="on_start failed"):
+        actor_system.start_tree(supervisor("p", [worker("f", FAILING_STARTER, kwargs={"pid_file": str(pid_file)})],
+                                           intensity=0))
+    pid = int(pid_file.read_text())
+    assert not pid_alive(pid), "the subprocess of a failed on_start outlived it"
