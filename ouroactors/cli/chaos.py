@@ -101,12 +101,15 @@ def seeds_and_plan(count: int | None, seed_text: str | None, first_text: str, pl
               help="where the campaign's system keeps its state (default: a temp dir, removed after)")
 @click.option("--ask-timeout", type=float, default=0.4, show_default=True,
               help="seconds per request (a kill mid-request costs one timeout)")
+@click.option("--drive-timeout", type=click.FloatRange(min=0, min_open=True, max=86400), default=120.0,
+              show_default=True, metavar="SECONDS",
+              help="a run whose --scenario has not returned by then is a violation (the system is shut down under it)")
 @click.option("--raises", is_flag=True, default=False,
               help="seeds also draw `raise` rules: an exception at a point, in the code that reaches it (every "
                    "seed's plan differs from the one it has without)")
 def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str | None, count: int | None,
           seed_text: str | None, first_text: str, plan_file: str | None, sessions: int, effects: int,
-          base: str | None, data_dir: str | None, ask_timeout: float, raises: bool) -> None:
+          base: str | None, data_dir: str | None, ask_timeout: float, drive_timeout: float, raises: bool) -> None:
     """Seeded chaos on TREE_FILE: random kills, storage faults and delays; every invariant checked."""
     from ..faults.chaos import Campaign
     from ..faults.runner import BenchError, tree_targets
@@ -121,8 +124,12 @@ def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str
             _fail("--scenario drives your own scenario: it cannot be combined with --workload")
         if scenario is None:
             _fail("--check needs --scenario (the function that drives the tree)")
-        scenario_chaos(tree_file, scenario, check, count, seed_text, first_text, base, data_dir, raises, plan_file)
+        scenario_chaos(tree_file, scenario, check, count, seed_text, first_text, base, data_dir, raises, plan_file,
+                       drive_timeout)
         return
+    if click.get_current_context().get_parameter_source("drive_timeout") != click.core.ParameterSource.DEFAULT:
+        _fail("--drive-timeout bounds your own scenario's drive: it needs --scenario (the workload's requests have "
+              "--ask-timeout)")
     if workload is None:
         _fail(f"--workload: required (one of {', '.join(WORKLOADS)}), or --scenario MODULE:FUNCTION")
     if workload not in WORKLOADS:

@@ -9,6 +9,7 @@ import shlex
 import sys
 from typing import Any, NoReturn
 
+from ..faults.scenario import DRIVE_TIMEOUT_S
 from .chaos import seeds_and_plan
 from .common import console, err_console
 from .faults import EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_OK, EXIT_VIOLATION
@@ -22,7 +23,7 @@ def _fail(message: str) -> NoReturn:
 
 def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int | None, seed_text: str | None,
                    first_text: str, base: str | None, data_dir: str | None, raises: bool,
-                   plan_file: str | None = None) -> NoReturn:
+                   plan_file: str | None = None, drive_timeout: float = DRIVE_TIMEOUT_S) -> NoReturn:
     from ..core.errors import SpecError
     from ..faults.chaos_plans import plan_to_toml
     from ..faults.scenario_chaos import SeedRow, chaos_scenario, replay_hint
@@ -47,13 +48,13 @@ def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int 
         console.print(f"    fired: {fired}", markup=False, highlight=False, soft_wrap=True)
         plan = "\n".join(f"      {line}" if line else "" for line in plan_to_toml(row.plan).strip().splitlines())
         console.print(f"    plan:\n{plan}", markup=False, highlight=False, soft_wrap=True)
-        replay = replay_hint(row, tree_file, scenario, check, chosen_base, raises)
+        replay = replay_hint(row, tree_file, scenario, check, chosen_base, raises, drive_timeout)
         if plan_file is not None:
             replay = replay.replace(f"--seed {row.seed}", f"--plan {shlex.quote(plan_file)}")
         console.print(f"    replay: {replay}", markup=False, highlight=False, soft_wrap=True)
 
     campaign: Any = chaos_scenario(tree.tree, drive_fn, check_fn, seeds=seeds, base=chosen_base, raises=raises,
-                                   plan=plan, data_dir=data_dir, on_row=shown)
+                                   plan=plan, data_dir=data_dir, on_row=shown, drive_timeout=drive_timeout)
     baseline = campaign.baseline
     if baseline.outcome != "ok":
         for text in baseline.violations or [f"the harness failed: {baseline.error}"]:

@@ -50,12 +50,15 @@ def callable_at(path: str, option: str) -> Any:
 @click.option("--max-sites", type=click.IntRange(min=1), default=None, help="crash at no more than this many sites")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="keep every run's data dir here (record, site1, …; default: a temp dir, removed after)")
+@click.option("--drive-timeout", type=click.FloatRange(min=0, min_open=True, max=86400), default=120.0,
+              show_default=True, metavar="SECONDS",
+              help="a run whose DRIVE has not returned by then is a violation (the system is shut down under it)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
 @click.option("--list", "list_only", is_flag=True,
               help="only record: print the sites a crash would be tried at (after --points, --max-sites), crash none")
 def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, base: str | None,
                                points: tuple[str, ...], max_sites: int | None, data_dir: str | None,
-                               as_json: bool, list_only: bool) -> None:
+                               drive_timeout: float, as_json: bool, list_only: bool) -> None:
     """Crash your own scenario (DRIVE, a module:function taking the system) at every site it reaches on TREE_FILE,
     one fresh system per site; check after each (exit 0: nothing broken, 1: violations, 3: harness error)."""
     from ..core.errors import SpecError
@@ -84,6 +87,7 @@ def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, ba
         _list_sites(tree.tree, drive_fn, check_fn, base or tree.system.base, points, max_sites, data_dir, as_json)
     report = enumerate_scenario(tree.tree, drive_fn, check_fn, points=points or None,
                                 base=base or tree.system.base, data_dir=data_dir, limit=max_sites, on_row=shown,
+                                drive_timeout=drive_timeout,
                                 warn=lambda text: err_console.print(text, style="yellow", markup=False))
     baseline = report.baseline
     if baseline.outcome != "ok":

@@ -24,7 +24,10 @@ of an ``AssertionError`` it raises — is a violation)::
    k-th fork) — then ``drive``, then the tree is let **settle** (every child running again, or the tree ended),
    then ``check``. What ``drive`` raised in a crash run is kept on the row (``drive_error``) but is no violation: a
    request to a killed actor may fail, and a scenario that must not fail says so in ``check``. A tree that ends
-   (its restart intensity exceeded) is a violation, as is one that does not settle within ``settle_timeout``.
+   (its restart intensity exceeded) is a violation, as is one that does not settle within ``settle_timeout``, and
+   a ``drive`` that does not return within ``drive_timeout`` (a loop waiting for a state the crash made
+   unreachable, a request whose answer will not come): ``drive`` runs in a thread of its own, and past its deadline
+   the system is shut down under it (its next request, or ``run_for``, raises) and the run goes on to the next.
 3. **Report**: site → ``ok``, ``VIOLATION``, ``not reached`` (the run never reached the site: the scenario is not
    deterministic there) or ``error`` (the harness failed).
 
@@ -40,6 +43,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,6 +59,7 @@ from .enumerate import BASES, RECORD_PLAN, CrashSite, select_sites, sites_from
 Drive = Callable[[ActorSystem], Any]
 Check = Callable[[ActorSystem], "Iterable[str] | None"]
 SETTLE_POLL_S = 0.05
+DRIVE_TIMEOUT_S = 120.0  # wall time a run's drive may take (a simulated one's virtual time passes faster)
 
 
 @dataclass
@@ -118,7 +123,8 @@ class ScenarioReport:
 def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
                        points: Sequence[str] | None = None, base: str | None = None,
                        data_dir: str | os.PathLike[str] | None = None, limit: int | None = None,
-                       settle_timeout: float = 20.0, on_row: Callable[[ScenarioRow], None] | None = None,
+                       settle_timeout: float = 20.0, drive_timeout: float = DRIVE_TIMEOUT_S,
+                       on_row: Callable[[ScenarioRow], None] | None = None,
                        warn: Callable[[str], None] | None = None) -> ScenarioReport:
     """Record ``drive``'s crash sites on ``tree`` (a spec or a tree file), crash at each, ``check`` after each.
 
@@ -126,16 +132,18 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
     ``points`` keeps the sites whose point matches one of these globs (``"message.app/store"``, ``"myapp.*"``);
     ``limit`` caps how many are crashed at. ``data_dir`` keeps every run's data dir below it (``record``,
     ``site1``, …: ``events.jsonl``, ``admin.out``, LMDB); by default a temp dir, removed after. A recording run
-    that raises or violates is reported with no site crashed at (``report.baseline``).
+    that raises or violates is reported with no site crashed at (``report.baseline``). ``settle_timeout`` and
+    ``drive_timeout`` are seconds (see the module's docstring).
     """
     if not callable(drive) or (check is not None and not callable(check)):
         raise TypeError("drive and check must be callables taking the ActorSystem")
+    check_timeouts(settle_timeout=settle_timeout, drive_timeout=drive_timeout)
     if limit is not None and (type(limit) is not int or limit < 1):
         raise ValueError(f"limit: must be an int >= 1 or None, got {limit!r}")
     spec, base = scenario_tree(tree, base)
     began = time.monotonic()
     with work_dir(data_dir, "ouroactors-scenario-") as root:
-        run = ScenarioRunner(spec, drive, check, base, root, settle_timeout)
+        run = ScenarioRunner(spec, drive, check, base, root, settle_timeout, drive_timeout)
         baseline, firings = run.record()
         sites = sites_from(firings, shared=base == "simple")
         if baseline.outcome != "ok":
@@ -148,6 +156,13 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
             if on_row is not None:
                 on_row(row)
         return ScenarioReport(spec.id, base, baseline, chosen, rows, time.monotonic() - began)
+
+
+def check_timeouts(**timeouts: object) -> None:
+    """Each of ``timeouts`` is a number of seconds > 0, or a ValueError names it and what was given."""
+    for name, value in timeouts.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or value == float("inf"):
+            raise ValueError(f"{name}: must be a number of seconds > 0, got {value!r}")
 
 
 @contextlib.contextmanager
@@ -201,9 +216,9 @@ class ScenarioRunner:
     """One fresh system per run: start the tree, arm, drive, settle, check."""
 
     def __init__(self, spec: ChildSpec, drive: Drive, check: Check | None, base: str, root: Path,
-                 settle_timeout: float) -> None:
+                 settle_timeout: float, drive_timeout: float = DRIVE_TIMEOUT_S) -> None:
         self.spec, self.drive, self.check, self.base = spec, drive, check, base
-        self.root, self.settle_timeout = root, settle_timeout
+        self.root, self.settle_timeout, self.drive_timeout = root, settle_timeout, drive_timeout
 
     def record(self) -> tuple[ScenarioRow, list[dict[str, Any]]]:
         row, firings = self._run("record", 0, None, lambda system: self._arm_everywhere(system, RECORD_PLAN))
@@ -263,11 +278,12 @@ class ScenarioRunner:
             system.start_tree(self.spec)
             mark = system.mark()
             arm(system)
-            try:
-                self.drive(system)
-            except Exception as exc:  # a request to a killed actor may fail: kept, judged by check
-                row.drive_error = f"{type(exc).__name__}: {exc}"[:500]
-            row.violations += self._settle(system)
+            row.drive_error, stuck = self._drive(system)
+            if stuck is not None:  # nothing to settle or check: the system is shut down under the drive
+                row.violations.append(stuck)
+                system.shutdown()
+            else:
+                row.violations += self._settle(system)
             if not row.violations and self.check is not None:
                 row.violations += _checked(self.check, system)
             system.events.poll()
@@ -285,6 +301,33 @@ class ScenarioRunner:
             row.outcome = "VIOLATION"
         row.duration_s = time.monotonic() - began
         return row, firings
+
+    def _drive(self, system: ActorSystem) -> tuple[str | None, str | None]:
+        """Run ``drive`` in a thread of its own for at most ``drive_timeout`` seconds: what it raised (a request to
+        a killed actor may fail: kept, judged by check), and the violation if it did not return in time."""
+        ended: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                self.drive(system)
+            except BaseException as exc:  # handed to the caller's thread (below), whatever it is
+                ended.append(exc)
+            else:
+                ended.append(None)
+
+        thread = threading.Thread(target=run, name="scenario-drive", daemon=True)
+        thread.start()
+        thread.join(self.drive_timeout)
+        if thread.is_alive():
+            return None, (f"drive did not return within {self.drive_timeout:g}s (drive_timeout): a request whose "
+                          "answer will not come, or a loop waiting for a state the crash made unreachable; the "
+                          "system was shut down under it")
+        raised = ended[0]
+        if raised is None:
+            return None, None
+        if not isinstance(raised, Exception):  # KeyboardInterrupt, SystemExit: the user's, not the scenario's
+            raise raised
+        return f"{type(raised).__name__}: {raised}"[:500], None
 
     def _settle(self, system: ActorSystem) -> list[str]:
         """Wait until the tree has recovered: it runs, and so does every child in it (polled, with a deadline)."""
@@ -331,5 +374,5 @@ def _checked(check: Check, system: ActorSystem) -> list[str]:
         return [f"check raised {type(exc).__name__}: {exc}"]
 
 
-__all__ = ["ScenarioReport", "ScenarioRow", "ScenarioRunner", "aimed_plan", "enumerate_scenario", "scenario_tree",
-           "work_dir"]
+__all__ = ["DRIVE_TIMEOUT_S", "ScenarioReport", "ScenarioRow", "ScenarioRunner", "aimed_plan", "check_timeouts",
+           "enumerate_scenario", "scenario_tree", "work_dir"]

@@ -30,7 +30,16 @@ from ..core.faults import FaultPlan
 from ..supervision.specs import ChildSpec
 from .bench_trees import static_workers
 from .chaos_plans import parse_seed, plan_for_seed
-from .scenario import Check, Drive, ScenarioRow, ScenarioRunner, scenario_tree, work_dir
+from .scenario import (
+    DRIVE_TIMEOUT_S,
+    Check,
+    Drive,
+    ScenarioRow,
+    ScenarioRunner,
+    check_timeouts,
+    scenario_tree,
+    work_dir,
+)
 
 
 @dataclass
@@ -71,21 +80,24 @@ class ScenarioCampaign:
 def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check: Check | None = None, *,
                    seeds: int | Iterable[int] = 100, base: str | None = None, raises: bool = False,
                    plan: FaultPlan | None = None, data_dir: str | os.PathLike[str] | None = None,
-                   settle_timeout: float = 20.0, on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
+                   settle_timeout: float = 20.0, drive_timeout: float = DRIVE_TIMEOUT_S,
+                   on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
     """Record ``drive`` on ``tree`` once, then run it under each seed's plan and ``check`` after each.
 
     ``seeds``: how many (0 … n-1) or which. ``raises``: the draws include ``raise`` rules (an exception at a point,
     in the code that reaches it) — every seed's plan then differs from the one it has without. ``plan``: run this
     plan once instead of drawing any (a printed plan you edited; its row's seed is the first of ``seeds``).
     ``data_dir`` keeps each run's data dir below it (``record``, ``seed-S``); by default a temp dir, removed after.
+    ``settle_timeout``, ``drive_timeout``: as :func:`~.scenario.enumerate_scenario`'s.
     """
     if not callable(drive) or (check is not None and not callable(check)):
         raise TypeError("drive and check must be callables taking the ActorSystem")
+    check_timeouts(settle_timeout=settle_timeout, drive_timeout=drive_timeout)
     chosen = [parse_seed(s) for s in (range(seeds) if isinstance(seeds, int) else seeds)]
     spec, base = scenario_tree(tree, base)
     began = time.monotonic()
     with work_dir(data_dir, "ouroactors-chaos-") as root:
-        runner = ScenarioRunner(spec, drive, check, base, root, settle_timeout)
+        runner = ScenarioRunner(spec, drive, check, base, root, settle_timeout, drive_timeout)
         baseline, firings = runner.record()
         if baseline.outcome != "ok" or not firings:
             if not firings and baseline.outcome == "ok":
@@ -109,11 +121,13 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
         return ScenarioCampaign(spec.id, base, baseline, rows, time.monotonic() - began)
 
 
-def replay_hint(row: SeedRow, tree: str, drive: str, check: str | None, base: str, raises: bool) -> str:
+def replay_hint(row: SeedRow, tree: str, drive: str, check: str | None, base: str, raises: bool,
+                drive_timeout: float = DRIVE_TIMEOUT_S) -> str:
     """The command that runs ``row``'s seed again (the same recording gives the same plan)."""
     return " ".join(["ouroactors chaos", tree, "--scenario", drive, *(["--check", check] if check else []),
                      "--seed", str(row.seed), *(["--base", base] if base != "multiproc" else []),
-                     *(["--raises"] if raises else [])])
+                     *(["--raises"] if raises else []),
+                     *(["--drive-timeout", f"{drive_timeout:g}"] if drive_timeout != DRIVE_TIMEOUT_S else [])])
 
 
 __all__ = ["ScenarioCampaign", "SeedRow", "chaos_scenario", "replay_hint"]

@@ -354,6 +354,8 @@ class ActorSystem(Operations, SystemClient):
         called; a simulated one passes that much virtual time at once (timers due in it fire, in order)."""
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             raise ValueError(f"seconds: must be a number >= 0, got {seconds!r}")
+        if self._closed:  # a loop waiting on a system somebody shut down would otherwise wait forever
+            raise ActorSystemError("the system was shut down: run_for has nothing to run")
         self._idle(seconds)
 
     def _idle(self, seconds: float) -> None:

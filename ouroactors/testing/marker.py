@@ -52,11 +52,11 @@ if TYPE_CHECKING:
     from ..supervision.specs import ChildSpec
 
 MARKER = "crash_enumeration"
-ARGUMENTS = ("tree", "config", "points", "max_sites", "fresh", "base", "scenario", "check")
+ARGUMENTS = ("tree", "config", "points", "max_sites", "fresh", "base", "scenario", "check", "drive_timeout")
 MARKER_HELP = (f"{MARKER}(tree=None, config=None, *, points=None, max_sites=None, fresh=True, base='multiproc', "
-               "scenario=None, check=None): run the workload (or scenario(system), checked by check(system)) on "
-               "tree, kill at each crash site in turn (SIGKILL on multiproc, a simulated death on simple), fail on "
-               "any invariant violated; the test gets the report as the crash_report fixture (see "
+               "scenario=None, check=None, drive_timeout=120): run the workload (or scenario(system), checked by "
+               "check(system)) on tree, kill at each crash site in turn (SIGKILL on multiproc, a simulated death on "
+               "simple), fail on any invariant violated; the test gets the report as the crash_report fixture (see "
                "ouroactors.testing.marker)")
 
 
@@ -79,6 +79,7 @@ class Enumeration:
     base: str = "multiproc"
     scenario: Callable[[Any], Any] | None = None  # the user's drive (.faults.scenario): no workload then
     check: Callable[[Any], Any] | None = None
+    drive_timeout: float = 120.0  # seconds a scenario's drive may take (.faults.scenario)
 
 
 @dataclass
@@ -106,6 +107,9 @@ def parse_marker(mark: pytest.Mark, rootpath: Path) -> Enumeration:
         _known(name, ARGUMENTS, name, "argument")
     if kwargs.get("scenario") is not None or kwargs.get("check") is not None:
         return _scenario(kwargs, rootpath)
+    if "drive_timeout" in kwargs:
+        raise BadArgument("drive_timeout", "bounds a scenario of your own (scenario=...): the workload's requests "
+                                           "have their own timeouts")
     config = _config(kwargs.get("config"))
     fresh, max_sites = kwargs.get("fresh", True), kwargs.get("max_sites")
     if not isinstance(fresh, bool):
@@ -119,6 +123,7 @@ def parse_marker(mark: pytest.Mark, rootpath: Path) -> Enumeration:
 def _scenario(kwargs: dict[str, Any], rootpath: Path) -> Enumeration:
     """The marker of a user's own scenario: a tree (no ledger needed), ``scenario`` and optionally ``check``."""
     from ..faults.enumerate import DEFAULT_CONFIG
+    from ..faults.scenario import DRIVE_TIMEOUT_S, check_timeouts
 
     for name in ("config", "fresh"):
         if name in kwargs:
@@ -134,8 +139,14 @@ def _scenario(kwargs: dict[str, Any], rootpath: Path) -> Enumeration:
     max_sites = kwargs.get("max_sites")
     if max_sites is not None and (type(max_sites) is not int or max_sites < 1):
         raise BadArgument("max_sites", f"must be an int >= 1 or None, got {max_sites!r}")
+    drive_timeout = kwargs.get("drive_timeout", DRIVE_TIMEOUT_S)
+    try:
+        check_timeouts(drive_timeout=drive_timeout)
+    except ValueError as exc:
+        raise BadArgument("drive_timeout", str(exc).split(": ", 1)[1]) from None
     return Enumeration(_tree(kwargs["tree"], rootpath, None), DEFAULT_CONFIG, _points(kwargs.get("points")),
-                       max_sites, True, _base(kwargs.get("base", "multiproc")), kwargs["scenario"], kwargs.get("check"))
+                       max_sites, True, _base(kwargs.get("base", "multiproc")), kwargs["scenario"], kwargs.get("check"),
+                       float(drive_timeout))
 
 
 def _known(name: str, known: Collection[str], argument: str, what: str) -> None:
@@ -261,7 +272,8 @@ def crash_report(request: pytest.FixtureRequest, tmp_path: Path,
     if enumeration.scenario is not None:
         report = enumerate_scenario(enumeration.tree, enumeration.scenario, enumeration.check,
                                     points=enumeration.points, base=enumeration.base, data_dir=data_dir,
-                                    limit=enumeration.max_sites, warn=warned.append)
+                                    limit=enumeration.max_sites, warn=warned.append,
+                                    drive_timeout=enumeration.drive_timeout)
     else:
         extra: dict[str, Any] = {"base": enumeration.base} if _takes_base() else {}
         report = enumerate_crashes(enumeration.tree, enumeration.config, points=enumeration.points,

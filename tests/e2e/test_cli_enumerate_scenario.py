@@ -141,3 +141,27 @@ def test_chaos_runs_a_plan_file_of_ones_own_once(tmp_path):
             "--base simple") in done.stdout
     mixed = cli("chaos", "app.toml", "--scenario", "myapp:drive", "--plan", "torn.toml", "--seeds", "3", cwd=tmp_path)
     assert mixed.returncode == 2 and "--plan runs one plan file" in mixed.stderr, mixed.stderr
+
+
+STUCK = '''
+def drive(system):  # waits for a key nobody puts
+    while "never" not in system.ask("app/store", ("keys",), timeout=5):
+        system.run_for(0.05)
+'''
+
+
+def test_a_drive_that_never_returns_is_stopped_at_drive_timeout(tmp_path):
+    _project(tmp_path)
+    (tmp_path / "stuck.py").write_text("from myapp import *\n" + STUCK)
+    done = cli("faults", "enumerate-scenario", "app.toml", "stuck:drive", "--drive-timeout", "1", cwd=tmp_path,
+               timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the crash-free run: drive did not return within 1s (drive_timeout)" in done.stderr, done.stderr
+    chaos = cli("chaos", "app.toml", "--scenario", "stuck:drive", "--drive-timeout", "1", "--base", "simple",
+                cwd=tmp_path, timeout=120)
+    assert chaos.returncode == 1 and "drive did not return within 1s" in chaos.stderr, chaos.stdout + chaos.stderr
+    for bad in ("0", "-2", "inf", "soon"):
+        refused = cli("faults", "enumerate-scenario", "app.toml", "stuck:drive", "--drive-timeout", bad, cwd=tmp_path)
+        assert refused.returncode == 2 and "--drive-timeout" in refused.stderr, (bad, refused.stderr)
+    workload = cli("chaos", "app.toml", "--workload", "ledger", "--drive-timeout", "5", cwd=tmp_path)
+    assert workload.returncode == 2 and "--drive-timeout bounds your own scenario" in workload.stderr, workload.stderr

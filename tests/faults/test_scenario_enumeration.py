@@ -6,6 +6,8 @@ one that writes in place is caught at the one site where its write is torn, with
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from ouroactors import supervisor, worker
@@ -154,3 +156,47 @@ def test_a_report_prints_as_a_table_with_each_violation_under_its_site(tmp_path)
     assert lines[1].split()[:5] == ["1", "app/store", "@", "scenario_app.half_written", "#1"]
     assert "ok" in lines[1] and "VIOLATION" in lines[2]
     assert lines[3].strip().startswith("k0 was acknowledged and is gone after the restart (keys now: ")
+
+
+def _drive_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "scenario-drive"]
+
+
+@pytest.mark.parametrize("base", ["multiproc", "simple"])
+def test_a_drive_that_never_returns_is_a_violation_at_its_deadline_and_stopped(tmp_path, base):
+    from tests.actor.helpers import wait_until
+
+    def drive(system):
+        system.ask("app/store", ("put", "k0", 0), timeout=5)
+        while True:  # waits for a state that never comes
+            system.run_for(0.05)
+
+    report = enumerate_scenario(_tree(tmp_path), drive, base=base, drive_timeout=1.5)
+    assert report.baseline.outcome == "VIOLATION" and report.rows == []
+    assert "drive did not return within 1.5s (drive_timeout)" in report.baseline.violations[0]
+    # shut down under it: its next run_for raised, and the thread ended
+    wait_until(lambda: not _drive_threads(), what="the stuck drive's thread to end")
+
+
+def test_a_drive_stuck_by_one_crash_is_that_sites_violation_only(tmp_path):
+    def drive(system):  # puts k0 once, then waits until the store holds it: a put the kill lost never arrives
+        with contextlib.suppress(Exception):  # the put the kill interrupts fails
+            system.ask("app/store", ("put", "k0", 0), timeout=5)
+        while "k0" not in system.ask("app/store", "keys", timeout=5):
+            system.run_for(0.05)
+
+    report = enumerate_scenario(_tree(tmp_path), drive, drive_timeout=3.0)
+    assert report.baseline.outcome == "ok", report.baseline.violations
+    outcomes = {(row.site.point, row.site.nth): row for row in report.rows}
+    stuck = outcomes[("message.app/store", 1)]  # killed at the put: k0 never arrives
+    assert stuck.outcome == "VIOLATION" and "drive did not return within 3s" in stuck.violations[0]
+    assert all(row.outcome == "ok" for key, row in outcomes.items() if key != ("message.app/store", 1)), \
+        report.table()
+
+
+@pytest.mark.parametrize("bad", [0, -1, "5", True, float("inf"), None])
+def test_a_bad_drive_timeout_is_refused_naming_it(tmp_path, bad):
+    with pytest.raises(ValueError, match=r"drive_timeout: must be a number of seconds > 0, got"):
+        enumerate_scenario(_tree(tmp_path), lambda system: None, drive_timeout=bad)

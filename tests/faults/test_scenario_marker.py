@@ -62,6 +62,12 @@ def test_config_with_a_scenario(): pass
 
 @pytest.mark.crash_enumeration("app.toml", check=drive)
 def test_check_alone(): pass
+
+@pytest.mark.crash_enumeration("app.toml", scenario=drive, drive_timeout=0)
+def test_zero_drive_timeout(): pass
+
+@pytest.mark.crash_enumeration("app.toml", drive_timeout=5)
+def test_drive_timeout_for_the_workload(): pass
 """
 
 
@@ -98,3 +104,7 @@ def test_bad_scenario_arguments_are_usage_errors(inner: pytest.Pytester) -> None
     assert "test_not_callable: @pytest.mark.crash_enumeration: scenario: must be a callable" in err
     assert "test_config_with_a_scenario: @pytest.mark.crash_enumeration: config: does not apply" in err
     assert "test_check_alone: @pytest.mark.crash_enumeration: check: needs scenario=" in err
+    assert ("test_zero_drive_timeout: @pytest.mark.crash_enumeration: drive_timeout: must be a number of seconds > 0, "
+            "got 0") in err, err
+    assert ("test_drive_timeout_for_the_workload: @pytest.mark.crash_enumeration: drive_timeout: bounds a "
+            "scenario") in err
