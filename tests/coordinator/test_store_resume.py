@@ -231,3 +231,30 @@ def test_an_expired_job_wait_suspends_the_session_once_with_the_reason_after_a_r
                           actor="alice", expected_version=after.state_version, payload={"text": "go on"})
     resumed = store.resume("s1", message, VerifiedActor("alice", ActorKind.PRINCIPAL), now_ns=3_000).value
     assert resumed.accepted and resumed.record.state is State.RUNNING and resumed.record.reason is None
+
+
+def _job_done(event_id: str, version: int) -> ResumeEvent:
+    return ResumeEvent(event_id=event_id, kind=Kind.JOB, session_id="s1", channel="cli", tenant="t", actor="alice",
+                       expected_version=version, wait_id="build-7", payload={"result": {"ok": True}})
+
+
+def test_a_job_completed_twice_is_named_a_duplicate_and_a_new_wait_on_it_is_answered(store) -> None:
+    # each completion carries an id of its own (the CLI's and Python's default), so the event id cannot tell the
+    # second one; its job can, while the session waits on no job of that id
+    alice = VerifiedActor("alice", ActorKind.PRINCIPAL)
+    waiting = job_session(store, "s1", 10**18)
+    done = committed(store.resume("s1", _job_done("j-1", waiting.state_version), alice, now_ns=1))
+    assert done.accepted and done.record.state is State.RUNNING
+    again = committed(store.resume("s1", _job_done("j-2", done.record.state_version), alice, now_ns=2))
+    assert not again.accepted and again.rejection.code == "duplicate", again.rejection
+    assert again.rejection.detail == ("external job 'build-7' was completed already (event 'j-1' by 'alice', at "
+                                      f"state version {waiting.state_version}); the session waits on no job of "
+                                      "that id now")
+    assert store.rejections("s1")[-1].event_id == "j-2"  # recorded
+    # the session waits on a job of the same name again: its completion is a new one, answered
+    suspended = committed(store.transition("s1", done.record.revision, Event.SUSPEND))
+    wait = PendingWait(kind="external_job", wait_id="build-7", issued_at_version=suspended.state_version + 1,
+                       due_ns=10**18)
+    rewaiting = committed(store.transition("s1", suspended.revision, Event.WAIT_JOB, waits=(wait,)))
+    answered = committed(store.resume("s1", _job_done("j-3", rewaiting.state_version), alice, now_ns=3))
+    assert answered.accepted and answered.record.state is State.RUNNING

@@ -38,7 +38,7 @@ from ...core.errors import CorruptRecord, OuroactorsError
 from ..execution import archive, reading
 from .artifacts import artifacts_of
 from .errors import UnknownSession
-from .keys import log_prefix, rejected_prefix
+from .keys import log_prefix, rejected_prefix, seen_prefix
 from .record import AcceptedEvent, PublishedEvent, RejectedEvent, SessionRecord, check_id
 from .workflow import allowed_events
 
@@ -96,7 +96,7 @@ class _Reader:
     def resume_events(self, session_id: str) -> dict[str, list[Any]]:
         resumes = db(self.env, b"session_resume")
         accepted = [self.decoded(raw, AcceptedEvent, f"session_resume/{key!r}")
-                    for key, raw in _prefixed(self.txn, resumes, session_id.encode() + b"/s/")]
+                    for key, raw in _prefixed(self.txn, resumes, seen_prefix(session_id))]
         rejected = [self.decoded(raw, RejectedEvent, f"session_resume/{key!r}")
                     for key, raw in _prefixed(self.txn, resumes, rejected_prefix(session_id))]
         return {"accepted": sorted((a for a in accepted if a is not None), key=lambda a: a.at_ns),

@@ -10,7 +10,8 @@ from __future__ import annotations
 from ...core.codec import seq_key
 from .record import check_id
 
-__all__ = ["live_key", "log_prefix", "rejected_count_key", "rejected_prefix", "seen_key", "timer_key"]
+__all__ = ["live_key", "log_prefix", "rejected_count_key", "rejected_prefix", "seen_key", "seen_prefix",
+           "timer_key"]
 
 
 def live_key(node: str, session_id: str) -> bytes:
@@ -37,6 +38,11 @@ def rejected_count_key(session_id: str) -> bytes:
     return check_id(session_id, "session_id").encode() + b"/n"
 
 
+def seen_prefix(session_id: str) -> bytes:
+    """``session_resume``: ``session/s/``, before the id of each accepted event of the session."""
+    return check_id(session_id, "session_id").encode() + b"/s/"
+
+
 def seen_key(session_id: str, event_id: str) -> bytes:
     """``session_resume``: ``session/s/<event id>`` → the accepted event (duplicates are found here)."""
-    return check_id(session_id, "session_id").encode() + b"/s/" + check_id(event_id, "event_id").encode()
+    return seen_prefix(session_id) + check_id(event_id, "event_id").encode()

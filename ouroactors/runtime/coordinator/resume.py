@@ -14,7 +14,9 @@ The checks, in this order (the first failing one is the answer):
    :mod:`.principals` for a principal its channel vouched for, or by the coordinator itself for
    timers and expiries); a claim proves nothing, and an event nobody verified is refused here;
 3. **duplicates** — an event id accepted before is refused as a duplicate (before freshness, so a
-   replay is named for what it is);
+   replay is named for what it is), and so is a job completion for a job that an accepted event completed
+   before while the session waits on no job of that id now (each completion carries an id of its own, so the
+   second one is found by its job: ``completed_by``);
 4. **state** — a terminal session takes none; the event's kind must match what the session waits
    on (a message resumes only a suspended session, an approval answer only one waiting on it);
 5. **freshness** — the expected state version must be the session's current one: a stale approval
@@ -173,9 +175,10 @@ class Refuse:
 
 
 def check(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor | None, *, seen: bool,
-          now_ns: int) -> Accept | Refuse:
+          now_ns: int, completed_by: str | None = None) -> Accept | Refuse:
     """Decide whether ``event`` (from verified ``actor``; None: its channel verified nobody) may resume ``record``;
-    see the module docstring."""
+    see the module docstring. ``completed_by``: for a job event, what an accepted event said of its job before
+    (the store looks it up only when no wait on that job is pending)."""
     if event.session_id != record.session_id:
         return Refuse(Code.SCOPE, f"event is for session {event.session_id!r}, not {record.session_id!r}")
     if event.tenant != record.tenant:
@@ -189,6 +192,9 @@ def check(record: SessionRecord, event: ResumeEvent, actor: VerifiedActor | None
         return Refuse(Code.IDENTITY, f"event claims actor {event.actor!r} but {actor.name!r} was verified")
     if seen:
         return Refuse(Code.DUPLICATE, f"event {event.event_id!r} was accepted before")
+    if event.kind is Kind.JOB and completed_by is not None and record.wait(str(event.wait_id)) is None:
+        return Refuse(Code.DUPLICATE, f"external job {event.wait_id!r} was completed already ({completed_by}); the "
+                                      "session waits on no job of that id now")
     if is_terminal(record.state):
         return Refuse(Code.STATE, f"session is {record.state.value}: it takes no resume event")
     if event.kind is Kind.MESSAGE:

@@ -44,11 +44,11 @@ import lmdb
 from ...authorities.storage.commit import Committed, Outcome, write
 from ...authorities.storage.env import StorageConfig, open_env
 from ...core import clock, faults
-from ...core.codec import Record, check_size, encode, seq_key, seq_of
+from ...core.codec import CodecError, Record, check_size, decode, encode, seq_key, seq_of
 from ..execution.journal_format import head_key
 from . import resume as resume_rules
 from .errors import NotOwner, RevisionConflict, SessionExists, UnknownSession
-from .keys import live_key, log_prefix, rejected_count_key, rejected_prefix, seen_key, timer_key
+from .keys import live_key, log_prefix, rejected_count_key, rejected_prefix, seen_key, seen_prefix, timer_key
 from .mutation import InvalidChange, check_shape, moved, next_record
 from .publication import CursorError, CursorGap, CursorMoved, Plan
 from .record import (
@@ -248,8 +248,11 @@ class SessionStore(StoreReads):
             if coordinator is not None and record.coordinator and record.coordinator != coordinator:
                 raise NotOwner(session_id, record.coordinator, coordinator)
             seen_at = seen_key(session_id, event.event_id)
+            completed_by = None
+            if event.kind is resume_rules.Kind.JOB and event.wait_id and record.wait(event.wait_id) is None:
+                completed_by = self._job_completed_by(txn, session_id, event.wait_id)  # a second completion?
             decision = resume_rules.check(record, event, actor, seen=txn.get(seen_at, db=self.resumes) is not None,
-                                          now_ns=now)
+                                          now_ns=now, completed_by=completed_by)
             if isinstance(decision, resume_rules.Refuse):
                 return ResumeApplied(record, False, self._reject(txn, record, event, actor, decision, now))
             assert actor is not None  # check() refuses an event nobody verified
@@ -265,6 +268,27 @@ class SessionStore(StoreReads):
         return self._write(run, RESUME_COMMITTED)
 
     # -- inside a write transaction ----------------------------------------------------------------
+
+    def _job_completed_by(self, txn: lmdb.Transaction, session_id: str, job_id: str) -> str | None:
+        """How an accepted event completed external job ``job_id`` before (the latest such), or None. A scan of the
+        session's accepted events, paid only by a completion that has no pending wait to answer."""
+        prefix = seen_prefix(session_id)
+        latest: AcceptedEvent | None = None
+        cursor = txn.cursor(db=self.resumes)
+        if cursor.set_range(prefix):
+            for key, raw in cursor:
+                if not bytes(key).startswith(prefix):
+                    break
+                try:
+                    accepted = decode(bytes(raw), AcceptedEvent)
+                except CodecError:
+                    continue  # an unreadable one is reported by the reads that quarantine it
+                if accepted.kind == resume_rules.Kind.JOB.value and accepted.wait_id == job_id \
+                        and (latest is None or accepted.at_ns > latest.at_ns):
+                    latest = accepted
+        if latest is None:
+            return None
+        return f"event {latest.event_id!r} by {latest.actor!r}, at state version {latest.from_version}"
 
     def _current(self, txn: lmdb.Transaction, session_id: str, expected: int, coordinator: str | None
                  ) -> SessionRecord:
