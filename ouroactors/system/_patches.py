@@ -50,33 +50,30 @@ ours:
    its loop and registers every open socket in it; as epoll that cost a system call per socket per turn, which made
    a supervisor of a thousand children slow down with every child (starting them took ~76 s). A descriptor the loop
    lists twice is one registration there (a selector's ``KeyError`` had killed an actor process).
-13. **Each actor process leads a process group of its own**, inside the system's session (:func:`lead_own_group`),
-   so what an actor started can be ended by its group after the actor was SIGKILLed from outside. A system's
-   processes are found and ended by its session (the admin's ``setsid``), no longer by one process group.
+13. **Each actor process leads a process group of its own**, inside the system's session
+   (:func:`._lifetime.lead_own_group`), so what an actor started can be ended by its group after the actor was
+   SIGKILLed from outside. A system's processes are found and ended by its session (the admin's ``setsid``).
+
+Patches 2, 3 and 13 live in :mod:`._lifetime` (how a system's processes end together).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import faulthandler
-import multiprocessing
 import os
 import pickle
-import select
 import signal
 import socket
 import stat
-import sys
 import threading
 import weakref
 from typing import Any
 
-from ..core import procs
 from ..supervision import sendable
 from . import _frames, _lazy_describe, _selector
+from ._lifetime import expected_parent, lead_own_group, set_parent_death_signal, watch_creator
 
-_PR_SET_PDEATHSIG = 1
 _installed = False
 
 # Set by the system handle in the creating process just before thespian forks the admin.
@@ -181,16 +178,6 @@ def _admin_port_of(args: tuple[Any, ...]) -> int | None:
     return None
 
 
-def set_parent_death_signal(expected_parent: int | None) -> None:
-    """Ask for SIGKILL when the parent dies; if it already died, die now."""
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if expected_parent is not None and os.getppid() != expected_parent:
-        os._exit(1)  # the parent is already gone: the kernel will not signal us any more
-
-
 # A function whose frame (2,100 locals ≈ 16.8 KiB) is larger than one frame-stack chunk.
 _TRAMPOLINE_SOURCE = (
     "def enter_on_fresh_chunk(fn, args, kwargs):\n"
@@ -208,33 +195,6 @@ def trampoline() -> Any:
     if "enter_on_fresh_chunk" not in _trampolines:
         exec(compile(_TRAMPOLINE_SOURCE, "<ouroactors-trampoline>", "exec"), _trampolines)  # generated, no input
     return _trampolines["enter_on_fresh_chunk"]
-
-
-def _expected_parent() -> int | None:
-    parent = multiprocessing.parent_process()
-    return parent.pid if parent is not None else None
-
-
-def lead_own_group() -> None:
-    """Put this actor process in a process group of its own, inside the system's session (patch 13).
-
-    What an actor starts then stays in its group, even orphaned: when the actor is SIGKILLed from outside (the OOM
-    killer, ``system.kill``, a fault plan) its children move to init and no process tree leads to them any more, but
-    its supervisor can still end them by the group (:func:`ouroactors.core.procs.end_orphaned_group`) before it
-    starts the next incarnation. The system as a whole is its admin's session (:func:`~ouroactors.core.procs.
-    end_session`)."""
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)
-
-
-def _watch_creator(creator_fd: int) -> None:
-    """Block until the creator exits, then take the whole system down with it: every process of its session
-    (each actor leads a group of its own), then the admin's own group, this process last."""
-    with contextlib.suppress(OSError):
-        select.select([creator_fd], [], [])
-    with contextlib.suppress(OSError):
-        procs.end_session(os.getsid(0), wait_s=2.0)
-    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _redirect_stdio(path: str | None) -> None:
@@ -329,7 +289,7 @@ def install() -> None:
     original_start_child = multiprocCommon.startChild
 
     def start_child_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
-        set_parent_death_signal(_expected_parent())
+        set_parent_death_signal(expected_parent())
         lead_own_group()
         default_fault_signals()
         return trampoline()(original_start_child, args, kwargs)
@@ -340,7 +300,7 @@ def install() -> None:
     original_start_logger = multiprocCommon.startupASLogger
 
     def start_logger_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
-        set_parent_death_signal(_expected_parent())
+        set_parent_death_signal(expected_parent())
         _close_inherited_sockets()  # the admin's listening socket: it kept the admin port bound after a SIGKILL
         default_fault_signals()
         return original_start_logger(*args, **kwargs)
@@ -359,7 +319,7 @@ def install() -> None:
         _redirect_stdio(admin_settings.get("stdio_path"))
         _log_into_admin_output()
         creator_fd: int | None = None
-        creator = _expected_parent()
+        creator = expected_parent()
         if not admin_settings.get("detached") and creator is not None:
             try:
                 creator_fd = os.pidfd_open(creator)
@@ -370,7 +330,7 @@ def install() -> None:
             def __init__(self, *a: Any, **k: Any) -> None:
                 super().__init__(*a, **k)
                 if creator_fd is not None:
-                    threading.Thread(target=_watch_creator, args=(creator_fd,), daemon=True).start()
+                    threading.Thread(target=watch_creator, args=(creator_fd,), daemon=True).start()
 
         WatchedAdmin.__name__ = adminClass.__name__
         WatchedAdmin.__qualname__ = adminClass.__qualname__

@@ -88,7 +88,7 @@ def test_an_external_job_wait_is_completed_by_a_checked_resume_event(actor_syste
     assert events[-1].data["text" if events[-1].kind == "text" else "status"] == "completed"
     with pytest.raises(SessionRejected, match="duplicate"):
         sessions.complete_job("s1", "build-7", {"ok": True}, event_id="done-1")
-    with pytest.raises(SessionRejected, match="duplicate.*'build-7' was completed already \\(event 'done-1'"):
+    with pytest.raises(SessionRejected, match=r"duplicate.*'build-7' was completed already \(event 'done-1'"):
         sessions.complete_job("s1", "build-7", {"ok": True})  # an id of its own: found by its job
     after = wait_for("suspended", lambda: (v := sessions.show("s1")).state == "suspended" and v)
     assert after.rejections == 4 and after.state_version == view.state_version + 2

@@ -174,7 +174,8 @@ def test_a_bad_marker_argument_is_a_usage_error_naming_it(inner: pytest.Pytester
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: test_bad.py::test_misspelt: @pytest.mark.crash_enumeration: pionts: unknown argument 'pionts' "
-        "(did you mean 'points'?); the arguments are tree, config, points, max_sites, fresh, base, scenario, check",
+        "(did you mean 'points'?); the arguments are tree, config, points, max_sites, fresh, base, scenario, check, "
+        "drive_timeout",
         "test_bad.py::test_wrong_type: @pytest.mark.crash_enumeration: max_sites: must be an int >= 1 or None, "
         "got '2'",
         "test_bad.py::test_unknown_config_field: @pytest.mark.crash_enumeration: config: unknown field 'session' "

@@ -1,0 +1,62 @@
+"""How the processes of a system end together (patches 2, 3 and 13 of :mod:`._patches`).
+
+* **With their parent**: every actor process asks the kernel for SIGKILL when its parent dies
+  (:func:`set_parent_death_signal`), so the death of any supervisor takes its whole subtree with it.
+* **With their creator**: the admin of a system that is not detached watches the creating process (a pidfd) and,
+  when it is gone, ends every process of the system's session (:func:`watch_creator`).
+* **What an actor started, with the actor**: every actor process leads a process group of its own inside the
+  system's session (:func:`lead_own_group`), so what it started stays findable by that group after the actor was
+  SIGKILLed from outside (:func:`ouroactors.core.procs.end_orphaned_group`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import select
+import signal
+import sys
+
+from ..core import procs
+
+_PR_SET_PDEATHSIG = 1
+
+
+def expected_parent() -> int | None:
+    """The pid of the process that forked this one (multiprocessing's record), None in the creating process."""
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None else None
+
+
+def set_parent_death_signal(expected_parent: int | None) -> None:
+    """Ask for SIGKILL when the parent dies; if it already died, die now."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)  # the parent is already gone: the kernel will not signal us any more
+
+
+def lead_own_group() -> None:
+    """Put this actor process in a process group of its own, inside the system's session (patch 13).
+
+    What an actor starts then stays in its group, even orphaned: when the actor is SIGKILLed from outside (the OOM
+    killer, ``system.kill``, a fault plan) its children move to init and no process tree leads to them any more, but
+    its supervisor can still end them by the group (:func:`ouroactors.core.procs.end_orphaned_group`) before it
+    starts the next incarnation. The system as a whole is its admin's session (:func:`~ouroactors.core.procs.
+    end_session`)."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+
+
+def watch_creator(creator_fd: int) -> None:
+    """Block until the creator exits, then take the whole system down with it: every process of its session
+    (each actor leads a group of its own), then the admin's own group, this process last."""
+    with contextlib.suppress(OSError):
+        select.select([creator_fd], [], [])
+    with contextlib.suppress(OSError):
+        procs.end_session(os.getsid(0), wait_s=2.0)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
