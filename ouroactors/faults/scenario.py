@@ -247,14 +247,17 @@ class ScenarioRunner:
         return self._run(name, index, None, lambda system: self._arm_workers(system, plan))
 
     def _arm_workers(self, system: ActorSystem, plan: FaultPlan) -> None:
-        """Every running worker (one process on the simulated base: one arming); supervisors stay unarmed, so a
-        restarted worker runs free (a plan its supervisor passed on to restarts would kill it again and again)."""
+        """Every running worker (one process on the simulated base: one arming), and every child a supervisor
+        starts during the scenario — a pool's ``start_child`` — at its first start (``children=True``). Supervisors
+        themselves stay unarmed, so a restarted worker runs free (a plan its supervisor passed on to restarts would
+        kill it again and again)."""
         if self.base == "simple":
             system.arm_faults(self.spec.id, plan)
             return
+        system.arm_faults(self.spec.id, plan, children=True)
         for path, info in system.walk(self.spec.id):
-            if info.status == "running" and info.type == "worker":
-                system.arm_faults(path, plan)
+            if info.status == "running":
+                system.arm_faults(path, plan, children=info.type == "supervisor")
 
     def _arm_everywhere(self, system: ActorSystem, plan: FaultPlan) -> None:
         """Every worker, and every supervisor (the children it forks later inherit the plan: dynamic ones)."""
@@ -356,12 +359,15 @@ def _disarm(system: ActorSystem, tree: str) -> None:
     from ..core.errors import OuroactorsError
 
     try:
-        paths = [tree, *(p for p, info in system.walk(tree) if info.status == "running")]
+        running = [(tree, True), *((p, info.type == "supervisor") for p, info in system.walk(tree)
+                                   if info.status == "running")]
     except OuroactorsError:  # the tree has ended: nothing armed is left
         return
-    for path in paths:
+    for path, supervises in running:
         with contextlib.suppress(OuroactorsError):
             system.arm_faults(path, None)
+            if supervises:  # and what it would give the children it starts next
+                system.arm_faults(path, None, children=True)
 
 
 def _checked(check: Check, system: ActorSystem) -> list[str]:

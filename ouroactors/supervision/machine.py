@@ -237,11 +237,12 @@ class SupervisorCore(AdminApi, Restarts, Termination):
         """Start one child; return None when it is up, or the reason its start failed."""
         self._incarnations += 1
         child.incarnation = self._incarnations
+        first = child.generation is None  # never started before
         child.generation = self._next_generation(child.generation)
         child.status = ChildStatus.STARTING
         self._out.append(
             Spawn(child.key, child.incarnation, child.generation, child.spec, child.args, child.kwargs,
-                  self._snapshot_for(child))
+                  self._snapshot_for(child), first)
         )
         timeout = child.spec.start_timeout_s
         token = self._timer(timeout) if timeout is not None else None

@@ -52,6 +52,7 @@ class StartChild:
     snapshot: tuple[AuthorityEntry, ...]
     context: SystemContext
     is_root: bool = False
+    fault_plan: Any = None  # armed by the child itself before it starts (its supervisor's ArmFaults(children=True))
 
 
 @dataclass(frozen=True)
@@ -159,9 +160,15 @@ class GenerationAssigned:
 
 @dataclass(frozen=True)
 class ArmFaults:
-    """Arm (or with ``plan=None`` disarm) a fault plan in the receiving actor's process."""
+    """Arm (or with ``plan=None`` disarm) a fault plan in the receiving actor's process.
+
+    ``children`` (a supervisor only): not here but in each child the supervisor starts from now on, at that child's
+    first start (a dynamic child ``start_child`` adds, a child started again by ``restart_child`` after a
+    ``terminate``... not a restart after a crash, which runs free: a plan that killed a child must not kill each of its
+    restarts too); it arms the plan itself as it starts. ``plan=None`` there forgets the plan."""
 
     plan: Any
+    children: bool = False
 
 
 @dataclass(frozen=True)

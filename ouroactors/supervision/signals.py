@@ -142,6 +142,7 @@ class Spawn:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     snapshot: tuple[AuthorityEntry, ...]
+    first: bool = True  # the child's first start (not a restart): a children's fault plan reaches only these
 
 
 @dataclass(frozen=True)

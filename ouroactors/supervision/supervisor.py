@@ -110,6 +110,7 @@ class Supervisor(ChildProcesses, Actor):
     path = ""
     _dying = False
     _parent: Any = None
+    _children_plan: Any = None  # a fault plan for each child's first start (ArmFaults.children)
     _context: SystemContext | None = None
     _spec: ChildSpec
     _preloaded = False
@@ -199,7 +200,14 @@ class Supervisor(ChildProcesses, Actor):
             self._feed(AdminRequest(self._tokens, message.op, message.child_id, message.spec,
                                     tuple(message.extra_args)))  # a list (OTP's ExtraArgs) is taken as a tuple
         elif isinstance(message, ArmFaults):
-            arm_here(message.plan, self._context, self.path)
+            if message.children is True:
+                self._children_plan = message.plan
+            elif message.children is False:
+                arm_here(message.plan, self._context, self.path)
+            else:
+                self.send(sender, BadRequest("ArmFaults", "children", "must be True or False",
+                                             repr(message.children)[:40]))
+                return
             self.send(sender, Ok())
         elif isinstance(message, PoisonMessage):
             log.warning("%s: message could not be delivered: %r", self.path, message.poisonMessage)
@@ -246,6 +254,9 @@ class Supervisor(ChildProcesses, Actor):
         self._reports: dict[tuple[str, int], int] = {}  # (key, incarnation) -> when it stopped serving
         self._tokens = 0
         self._heartbeat_running = False
+        self._children_plan = None
+        if start.fault_plan is not None:  # its own supervisor's plan for the children it starts
+            arm_here(start.fault_plan, start.context, start.path)
         self._events = EventWriter(start.context.events_path, start.path, start.context.node_epoch,
                                    start.context.node)
         self._spec = start.spec
@@ -370,6 +381,7 @@ class Supervisor(ChildProcesses, Actor):
                 key=cmd.key, incarnation=cmd.incarnation, generation=cmd.generation,
                 path=f"{self.path}/{cmd.key}", spec=cmd.spec, args=cmd.args, kwargs=cmd.kwargs,
                 snapshot=cmd.snapshot, context=self._context,
+                fault_plan=self._children_plan if cmd.first else None,
             ),
         )
         return None

@@ -297,6 +297,10 @@ class Worker(Answering, Actor):
             self.send(self._supervisor, GenerationAdopted(self._key, self._incarnation, message.generation))
             return
         if isinstance(message, ArmFaults):
+            if message.children is not False:  # a worker starts no children: arming itself would be a surprise
+                self._answer_now(sender, BadRequest("ArmFaults", "children", "a worker starts no children (arm "
+                                                    "its supervisor for them)", repr(message.children)[:40]))
+                return
             arm_here(message.plan, self.context, self.path)
             self._answer_now(sender, Ok())
             return
@@ -360,6 +364,8 @@ class Worker(Answering, Actor):
         set_owned(self, "generation", start.generation)
         set_owned(self, "context", start.context)
         set_owned(self, "authorities", {entry.name: entry for entry in start.snapshot})
+        if start.fault_plan is not None:  # its supervisor's plan for the children it starts (ArmFaults.children)
+            arm_here(start.fault_plan, start.context, start.path)
         try:
             started = self.on_start(*start.args, **start.kwargs)
         except (Exception, SystemExit) as exc:  # sys.exit() in on_start fails the start like any exception

@@ -98,22 +98,33 @@ class Operations:
         os.kill(pid, signal.SIGKILL)
         return pid
 
-    def arm_faults(self, path: str | None, plan: Any) -> list[str]:
+    def arm_faults(self, path: str | None, plan: Any, *, children: bool = False) -> list[str]:
         """Arm a fault plan (``ouroactors.faults.FaultPlan``; None disarms) in actor processes.
 
         ``path`` None means every running actor of every tree. ``kill`` rules name their victim
         by tree path; it is resolved to a pid here, once. Returns the paths armed.
+
+        ``children=True`` (``path``: a supervisor; None: every running one) arms the plan not in the supervisor
+        but in each child it starts from now on, at that child's first start — the dynamic children a
+        ``start_child`` adds during a scenario — and never in a restart (a child killed by the plan runs free when
+        it comes back); ``plan=None`` forgets it. On the in-process base every actor shares one process, so the
+        first such child arms them all.
         """
+        if type(children) is not bool:
+            raise TypeError(f"children: must be True or False, got {children!r}")
         if plan is not None:
             plan = self._resolve_kill_targets(plan)
         if path is not None:
             paths = [path]
+        elif children:
+            paths = [t.name for t in self.trees() if t.status == "running"]
+            paths += [p for p, info in self.walk() if info.status == "running" and info.type == "supervisor"]
         else:
             paths = [t.name for t in self.trees() if t.status == "running"]
             paths += [p for p, info in self.walk() if info.status == "running"]
         self._acting()
         for target in paths:
-            self._call(self.resolve(target), ArmFaults(plan), 10.0, target)
+            self._call(self.resolve(target), ArmFaults(plan, children), 10.0, target)
         return paths
 
     def _resolve_kill_targets(self, plan: Any) -> Any:
