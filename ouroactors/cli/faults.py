@@ -41,8 +41,11 @@ def faults() -> None:
 @data_dir_option
 @click.argument("plan_file", type=click.Path(dir_okay=False))
 @click.option("--at", "path", default=None, help="only this actor (default: every running actor)")
+@click.option("--children", is_flag=True,
+              help="not in the supervisor(s) but in each child they start from now on, at its first start (a pool's "
+                   "start_child); restarts run free")
 @reports_errors
-def arm(data_dir: str, plan_file: str, path: str | None) -> None:
+def arm(data_dir: str, plan_file: str, path: str | None, children: bool) -> None:
     """Arm PLAN_FILE (TOML, [[rules]]) in the actors' processes; every firing becomes an event."""
     try:
         plan = fault_points.load_plan(plan_file)
@@ -56,8 +59,12 @@ def arm(data_dir: str, plan_file: str, path: str | None) -> None:
     actors = [p for p, info in walked if info.type == "worker"]
     for warning in fault_points.validate_plan(plan, [f"message.{p}" for p in actors]):
         err_console.print(f"warning: {warning}", markup=False, highlight=False)
-    armed = system.arm_faults(path, plan)
-    console.print(f"armed {len(plan.rules)} rule(s) in {len(armed)} actor(s)", markup=False)
+    armed = system.arm_faults(path, plan, children=children)
+    if children:
+        console.print(f"armed {len(plan.rules)} rule(s) for the children {len(armed)} supervisor(s) start next",
+                      markup=False)
+    else:
+        console.print(f"armed {len(plan.rules)} rule(s) in {len(armed)} actor(s)", markup=False)
 
 
 def _import_actor_modules(actor_paths: Iterable[str | None]) -> None:
@@ -96,11 +103,14 @@ def _only_ours(directory: str) -> bool:
 @faults.command("disarm")
 @data_dir_option
 @click.option("--at", "path", default=None, help="only this actor (default: every running actor)")
+@click.option("--children", is_flag=True,
+              help="forget the plans supervisors keep for the children they start next")
 @reports_errors
-def disarm(data_dir: str, path: str | None) -> None:
+def disarm(data_dir: str, path: str | None, children: bool) -> None:
     """Disarm fault plans."""
-    armed = connect(data_dir).arm_faults(path, None)
-    console.print(f"disarmed {len(armed)} actor(s)", markup=False)
+    armed = connect(data_dir).arm_faults(path, None, children=children)
+    what = "supervisor(s): their children's plans forgotten" if children else "actor(s)"
+    console.print(f"disarmed {len(armed)} {what}", markup=False)
 
 
 @faults.command("points")

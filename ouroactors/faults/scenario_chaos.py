@@ -12,11 +12,12 @@ tree settle and runs ``check(system)``::
 
 Same seed, same recording → same plan; ``seed=S`` (a one-seed campaign) replays one. On the simulated base a run is
 deterministic end to end and the plan's kills are aimed among the recording's hits (and one more *death* per seed at
-a hit drawn uniformly: what restart bugs hide behind); on multiproc a kill's ``nth`` is drawn blind (1-8) since
-hit counts of timer-driven code vary between runs. Children started during ``drive`` (a pool's ``start_child``)
-are armed at their first start by their supervisor (``arm_faults(..., children=True)``); a restart runs free on
-both bases' processes, so a plan that killed a child does not kill it again at every restart. A row's outcome: ``ok``, ``VIOLATION`` (check, the tree ending, or not settling) or ``error`` (the
-harness).
+a hit drawn uniformly: what restart bugs hide behind); on multiproc a kill's ``nth`` is drawn blind (1-8) since hit
+counts of timer-driven code vary between runs. On multiproc, children started during ``drive`` (a pool's
+``start_child``) are armed at their first start by their supervisor (``arm_faults(..., children=True)``) and a
+restart runs free, so a plan that killed a child does not kill it again at every restart (the simulated base arms
+its one process, every actor in it). A row's outcome: ``ok``,
+``VIOLATION`` (check, the tree ending, or not settling) or ``error`` (the harness).
 """
 
 from __future__ import annotations

@@ -84,3 +84,49 @@ def test_faults_points_of_a_tree_file_list_its_actors_points_and_message_paths(t
     assert "myapp.after_store" not in bare.stdout and "message.<actor path>" in bare.stdout
     missing = cli("faults", "points", "nope.toml", cwd=tmp_path)
     assert missing.returncode == 2 and "cannot read tree file" in missing.stderr
+
+
+POOL_TREE = '''
+[tree]
+id = "app"
+[[tree.children]]
+id = "pool"
+type = "supervisor"
+strategy = "simple_one_for_one"
+intensity = 10
+[[tree.children.children]]
+id = "w"
+actor = "myapp.store:Store"
+'''
+
+
+def test_faults_arm_children_reaches_the_workers_a_pool_starts_next(tmp_path):
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "store.py").write_text(STORE)
+    served = Served(tmp_path, str(write_tree(tmp_path / "t.toml", POOL_TREE)))
+    data = tmp_path / ".ouroactors"
+    try:
+        plan = tmp_path / "plan.toml"
+        plan.write_text('[[rules]]\npoint = "myapp.before_store"\naction = "raise"\nnth = 1\n')
+        armed = cli("faults", "arm", str(plan), "--at", "app/pool", "--children", cwd=tmp_path)
+        assert armed.returncode == 0, armed.stderr
+        assert "armed 1 rule(s) for the children 1 supervisor(s) start next" in armed.stdout, armed.stdout
+        started = cli("start-child", "app/pool", cwd=tmp_path)
+        assert started.returncode == 0, started.stderr
+        child = "app/pool/w#1"
+        client = SystemClient.attach(data)
+        try:
+            mark = len(events(data))
+            with pytest.raises(ActorCrashed, match=r"myapp\.before_store"):  # armed at its first start
+                client.ask(child, "x", timeout=10)
+            wait_event(data, "started", child, mark)
+            assert client.ask(child, "x", timeout=10) == 1  # its restart runs free
+        finally:
+            client.close()
+        disarmed = cli("faults", "disarm", "--at", "app/pool", "--children", cwd=tmp_path)
+        assert disarmed.returncode == 0 and "their children's plans forgotten" in disarmed.stdout, disarmed.stderr
+        refused = cli("faults", "arm", str(plan), "--at", child, "--children", cwd=tmp_path)
+        assert refused.returncode != 0 and "a worker starts no children" in refused.stderr, refused.stderr
+    finally:
+        served.stop(data)
