@@ -178,7 +178,10 @@ class ChildProcesses:
             # what it started and left behind, found by its process group (each actor leads its own): a child
             # SIGKILLed from outside could not end it itself, and the next incarnation must not meet it. One that
             # reported its end (or its refused start) has ended its own (.leftovers, before the report): no /proc scan
-            end_orphaned_group(slot.pid)
+            ended = end_orphaned_group(slot.pid)
+            if ended:
+                log.warning("%s/%s: ended %d process(es) its incarnation left running when it was killed (pids %s)",
+                            self.path, slot.key, len(ended), ", ".join(map(str, ended)))
         if not slot.started:
             why = slot.refused or reasons.killed("exited before reporting its start")
             self._feed(ChildStartFailed(slot.key, slot.incarnation, why))
