@@ -55,3 +55,15 @@ def test_a_worker_refuses_a_plan_for_children_it_cannot_have(actor_system):
     assert actor_system.ask("app/w", "hello") == "hello"  # and armed nothing in itself
     with pytest.raises(TypeError, match="children: must be True or False"):
         actor_system.arm_faults("app/w", KILL_AT_FIRST_MESSAGE, children="yes")  # type: ignore[arg-type]
+
+
+def test_a_supervisor_refuses_an_arming_whose_children_flag_is_no_bool(actor_system):
+    # sent raw, past the handle's own check (as another actor could): neither armed there nor kept for children
+    from ouroactors.supervision.protocol import ArmFaults
+
+    actor_system.start_tree(_pool_tree())
+    address = actor_system.resolve("app/pool")
+    with pytest.raises(BadRequest, match=r"ArmFaults\.children.*must be True or False"):
+        actor_system._call(address, ArmFaults(KILL_AT_FIRST_MESSAGE, "yes"), 10.0, "app/pool")
+    actor_system.start_child("app/pool", ())
+    assert actor_system.ask("app/pool/w#1", "hello") == "hello"  # nothing was armed for it
