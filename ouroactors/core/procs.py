@@ -175,6 +175,19 @@ def _end(members: Iterable[int], wait_s: float, still: Callable[[list[str]], boo
     return [member for member, _ in pinned]
 
 
+def await_gone(pids: Iterable[int], wait_s: float) -> None:
+    """Return once every one of ``pids`` has exited (or was gone already), at most ``wait_s`` seconds."""
+    pinned = []
+    try:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                pinned.append(os.pidfd_open(pid))
+        _await_exits(pinned, wait_s)
+    finally:
+        for fd in pinned:
+            os.close(fd)
+
+
 def _await_exits(pidfds: list[int], wait_s: float) -> None:
     """Wait until every process the ``pidfds`` pin has exited (a pidfd polls readable then), at most ``wait_s``."""
     waiting = select.poll()

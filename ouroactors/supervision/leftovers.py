@@ -11,11 +11,14 @@ see to.
 Only where the worker has a process of its own (not the in-process base, where its process is the caller's). A
 worker SIGKILLed outright cannot do this: its supervisor ends what is left of its process group instead (every actor
 process leads one: :func:`ouroactors.core.procs.end_orphaned_group`), which also takes what escaped the process tree
-while the worker lived (``cmd &`` whose shell exited); only a process that started a session of its own escapes.
+while the worker lived (``cmd &`` whose shell exited); only a process that started a session of its own escapes. A
+supervisor SIGKILLed outright takes its children with it (parent-death signal): the supervisor above it ends what
+they left, found by their starts in the event log (:func:`end_subtree_leftovers`); the tree host does so for a root.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
@@ -37,4 +40,54 @@ def end_leftovers(context: Any, path: str) -> list[int]:
     return ended
 
 
-__all__ = ["end_leftovers"]
+def log_offset(context: Any) -> int | None:
+    """Where the system's event log ends now, before a supervisor is forked: every start below it is logged after
+    this (None where actors share a process, or the log cannot be read)."""
+    if getattr(context, "base", None) != "multiproc":
+        return None
+    try:
+        return os.path.getsize(context.events_path)
+    except OSError:
+        return None
+
+
+def end_subtree_leftovers(context: Any, path: str, offset: int, wait_s: float = 2.0) -> list[int]:
+    """What the actors below the supervisor at ``path`` left running, that supervisor having been SIGKILLed from
+    outside: the pids ended.
+
+    Its children died with it (each asks for SIGKILL at its parent's death) and could end nothing themselves; each
+    led a process group, and its start is in the event log after ``offset`` (:func:`log_offset`, taken before the
+    supervisor was forked) with its pid. Those processes are awaited (they are being killed), then what is left in
+    each one's group is ended (:func:`~ouroactors.core.procs.end_orphaned_group`: never while a process of that
+    pid lives)."""
+    pids = _started_below(context.events_path, offset, path + "/", context.node)
+    procs.await_gone(pids, wait_s)
+    ended: list[int] = []
+    for pid in pids:
+        ended += procs.end_orphaned_group(pid)
+    return ended
+
+
+def _started_below(events_path: str, offset: int, prefix: str, node: str) -> list[int]:
+    """The pids of the ``started`` events of this node logged after ``offset`` for a path below ``prefix``."""
+    pids: dict[int, None] = {}
+    try:
+        with open(events_path, "rb") as log_file:
+            log_file.seek(offset)
+            for line in log_file:
+                if b'"started"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a line being written, or torn: the reader of the log reports it
+                pid = event.get("pid")
+                if (event.get("kind") == "started" and str(event.get("path", "")).startswith(prefix)
+                        and event.get("node") == node and type(pid) is int and pid > 0):
+                    pids[pid] = None
+    except OSError:
+        return []
+    return list(pids)
+
+
+__all__ = ["end_leftovers", "end_subtree_leftovers", "log_offset"]

@@ -38,6 +38,7 @@ from ..core import clock
 from ..core.procs import boot_id, end_orphaned_group, end_tree
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
+from .leftovers import end_subtree_leftovers
 from .protocol import Ping, SystemContext, this_node
 from .reasons import ExitReason
 from .signals import ChildDown, ChildStartFailed, Emit, Input
@@ -67,6 +68,7 @@ class _Slot:
     started: bool = False
     refused: ExitReason | None = None
     reported: ExitReason | None = None
+    log_offset: int | None = None  # a supervisor child: the event log's end before it was forked (.leftovers)
 
 
 _REPORTS_KEPT = 4096  # exit reports remembered for their end's event at most (see ChildProcesses._note_report)
@@ -179,6 +181,8 @@ class ChildProcesses:
             # SIGKILLed from outside could not end it itself, and the next incarnation must not meet it. One that
             # reported its end (or its refused start) has ended its own (.leftovers, before the report): no /proc scan
             ended = end_orphaned_group(slot.pid)
+            if slot.log_offset is not None:  # a supervisor: its children died with it, and so could end nothing
+                ended += end_subtree_leftovers(self._context, f"{self.path}/{slot.key}", slot.log_offset)
             if ended:
                 log.warning("%s/%s: ended %d process(es) its incarnation left running when it was killed (pids %s)",
                             self.path, slot.key, len(ended), ", ".join(map(str, ended)))

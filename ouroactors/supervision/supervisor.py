@@ -27,6 +27,7 @@ from .calls import admin_call_problem
 from .events import EventWriter
 from .faulting import arm_here
 from .generations import generation_source
+from .leftovers import log_offset
 from .machine import SupervisorCore
 from .processes import (
     _HEARTBEAT,
@@ -366,6 +367,7 @@ class Supervisor(ChildProcesses, Actor):
                 resolve_actor(cmd.spec.actor)
             except ValueError as exc:
                 return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
+        offset = log_offset(self._context) if cmd.spec.is_supervisor else None  # before anything below it starts
         try:
             address = self.createActor(
                 thespian_class_path(cmd.spec.actor_path),
@@ -373,7 +375,7 @@ class Supervisor(ChildProcesses, Actor):
             )
         except Exception as exc:
             return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
-        slot = self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address)
+        slot = self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address, log_offset=offset)
         self._unnoticed.append(slot)
         self.send(
             address,

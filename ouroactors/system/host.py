@@ -18,6 +18,7 @@ from ..core.errors import AlreadyStarted, ChildNotFound, StartFailed
 from ..core.procs import end_orphaned_group
 from ..supervision.events import EventWriter
 from ..supervision.generations import generation_source
+from ..supervision.leftovers import end_subtree_leftovers, log_offset
 from ..supervision.protocol import (
     ChildExiting,
     ChildStarted,
@@ -42,6 +43,8 @@ class _Tree:
     status: str = "starting"
     reported: ExitReason | None = None
     waiters: list[Any] = field(default_factory=list)
+    context: Any = None  # the system context it was started with
+    log_offset: int | None = None  # the event log's end before its root was forked (supervision.leftovers)
 
 
 class TreeHost(Actor):
@@ -105,8 +108,10 @@ class TreeHost(Actor):
             self._events = EventWriter(ctx.events_path, "", ctx.node_epoch, ctx.node)
         self._incarnations += 1
         generation = generation_source(request.context.node_epoch, request.context.origin_ns)(None)
+        offset = log_offset(request.context)  # before anything of the tree starts
         address = self.createActor(thespian_class_path(request.spec.actor_path))
-        tree = _Tree(name, address, self._incarnations, generation, waiters=[sender])
+        tree = _Tree(name, address, self._incarnations, generation, waiters=[sender], context=request.context,
+                     log_offset=offset)
         self._trees[name] = tree
         self.send(address, StartChild(
             key=name, incarnation=tree.incarnation, generation=generation, path=name, spec=request.spec,
@@ -118,11 +123,15 @@ class TreeHost(Actor):
         if tree is None:
             return
         was_starting = tree.status == "starting"
+        killed_outright = tree.reported is None
         reason = tree.reported or killed()
         tree.status = "ended"
         tree.reported = reason
-        if tree.pid is not None and tree.pid != os.getpid():
-            end_orphaned_group(tree.pid)  # what the root left behind, as a supervisor ends a child's (procs)
+        if killed_outright and tree.pid is not None and tree.pid != os.getpid():
+            # what the root left behind, and the actors below it (dead with it), as a supervisor ends a child's
+            end_orphaned_group(tree.pid)
+            if tree.log_offset is not None:
+                end_subtree_leftovers(tree.context, tree.name, tree.log_offset)
         if self._events is not None:
             self._events.write("tree_ended", tree.name, {"reason": reason.to_json(), "generation": tree.generation})
         if was_starting:

@@ -97,3 +97,25 @@ def test_what_a_failed_on_start_started_ends_with_it(actor_system, tmp_path):
                                            intensity=0))
     pid = int(pid_file.read_text())
     assert not pid_alive(pid), "the subprocess of a failed on_start outlived it"
+
+
+def test_what_the_workers_of_a_sigkilled_supervisor_started_ends_before_its_restart(actor_system):
+    # the workers die with their supervisor (parent-death signal) and end nothing themselves; its own supervisor
+    # finds them by their starts in the event log and ends what is left in each one's process group
+    actor_system.start_tree(supervisor("p", [supervisor("mid", [worker("st", STARTER)], intensity=10)],
+                                       intensity=10))
+    child, daemon = actor_system.ask("p/mid/st", "pid")
+    mark = actor_system.mark()
+    actor_system.kill("p/mid")
+    actor_system.wait_for("started", "p/mid/st", after=mark)
+    assert not pid_alive(child) and not pid_alive(daemon), "what the dead supervisor's worker started outlived it"
+    assert all(pid_alive(pid) for pid in actor_system.ask("p/mid/st", "pid"))
+
+
+def test_what_the_workers_of_a_sigkilled_tree_root_started_ends_with_the_tree(actor_system):
+    actor_system.start_tree(supervisor("p", [worker("st", STARTER)]))
+    child, daemon = actor_system.ask("p/st", "pid")
+    mark = actor_system.mark()
+    actor_system.kill("p")
+    actor_system.wait_for("tree_ended", "p", after=mark)  # logged once they are ended
+    assert not pid_alive(child) and not pid_alive(daemon), "what the dead tree's worker started outlived it"
