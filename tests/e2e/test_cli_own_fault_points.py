@@ -39,11 +39,20 @@ actor = "myapp.store:Store"
 '''
 
 
-def test_a_declared_point_of_ones_own_is_known_and_an_undeclared_one_still_fires(tmp_path):
+def _myapp(tmp_path):
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")
     (tmp_path / "myapp" / "store.py").write_text(STORE)
-    served = Served(tmp_path, str(write_tree(tmp_path / "t.toml", TREE)))
+
+
+def _served(tmp_path, tree: str) -> Served:
+    """The user's project (its package ``myapp``) served from its directory with ``tree``."""
+    _myapp(tmp_path)
+    return Served(tmp_path, str(write_tree(tmp_path / "t.toml", tree)))
+
+
+def test_a_declared_point_of_ones_own_is_known_and_an_undeclared_one_still_fires(tmp_path):
+    served = _served(tmp_path, TREE)
     data = tmp_path / ".ouroactors"
     try:
         plan = tmp_path / "plan.toml"
@@ -71,9 +80,7 @@ def test_faults_points_of_a_tree_file_list_its_actors_points_and_message_paths(t
     """``faults points`` listed the framework's points only: a user looking for the name of their own point, or of
     a worker's ``message.<path>``, found neither. With the tree file it imports the tree's actors, as ``check``
     does, and lists both."""
-    (tmp_path / "myapp").mkdir()
-    (tmp_path / "myapp" / "__init__.py").write_text("")
-    (tmp_path / "myapp" / "store.py").write_text(STORE)
+    _myapp(tmp_path)
     write_tree(tmp_path / "t.toml", TREE)
     listed = cli("faults", "points", "t.toml", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -101,10 +108,7 @@ actor = "myapp.store:Store"
 
 
 def test_faults_arm_children_reaches_the_workers_a_pool_starts_next(tmp_path):
-    (tmp_path / "myapp").mkdir()
-    (tmp_path / "myapp" / "__init__.py").write_text("")
-    (tmp_path / "myapp" / "store.py").write_text(STORE)
-    served = Served(tmp_path, str(write_tree(tmp_path / "t.toml", POOL_TREE)))
+    served = _served(tmp_path, POOL_TREE)
     data = tmp_path / ".ouroactors"
     try:
         plan = tmp_path / "plan.toml"
