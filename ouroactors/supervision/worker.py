@@ -55,18 +55,17 @@ from thespian.actors import (
 )
 
 from ..core import faults
-from ..core.boundary import check_message
 from ..core.errors import (
     ActorCrashed,
     BadRequest,
     StaleGeneration,
-    StampRequired,
     UnhandledMessage,
 )
 from ..core.faults import FaultAction
 from . import reasons
+from .admission import REFUSED, Admission
 from .answering import Answering
-from .calls import Addressed, Tagged, Undecodable, generation_problem, tagged_problem
+from .calls import Addressed, Tagged, Undecodable, tagged_problem
 from .calls import Asker as Asker  # re-exported: a worker subclass names it with the rest of this API
 from .dispatch import bypassed_handler, handler_for
 from .faulting import arm_here
@@ -100,7 +99,7 @@ _SELF_EXIT_AFTER = timedelta(seconds=10)
 _SELF_EXIT = "ouroactors:self-exit"
 
 
-class Worker(Answering, Actor):
+class Worker(Answering, Admission, Actor):
     """Base class of every supervised worker."""
 
     __ouroactors_child__ = True
@@ -309,25 +308,9 @@ class Worker(Answering, Actor):
                 log.warning("%s: a %s it sent was not delivered: %s", self.path,
                             type(message.poisonMessage).__name__, str(message.details)[:500])
             return  # plain thespian children of this worker are its own business
-        if isinstance(message, Stamped):
-            if self._bad_generation(message, sender):
-                return
-            if self._generation_pending or message.generation != self.generation:
-                expected = None if self._generation_pending else self.generation
-                self._answer_now(sender, StaleGeneration(self.path, expected, message.generation))
-                return
-            message = message.payload
-        elif self.stamped_only and isinstance(message, self.protocol) and type(message) not in self.reads:
-            self._answer_now(sender, StampRequired(self.path, self.generation))
+        message = self._admitted(message, sender)  # stamps and the protocol's fields (.admission)
+        if message is REFUSED:
             return
-        if self.protocol and isinstance(message, self.protocol):
-            try:  # a subclass would reach a handler by the MRO without its own annotations checked
-                if type(message) not in self.protocol:
-                    raise BadRequest(type(message).__name__, "", "is a subclass of a request type, not one")
-                message = check_message(message)
-            except BadRequest as bad:
-                self._answer_now(sender, bad)
-                return
         verdict = faults.point(f"message.{self.path}")  # free unless a plan is armed
         if verdict is FaultAction.DROP:
             return
@@ -344,14 +327,6 @@ class Worker(Answering, Actor):
             self._stop_in_handler(self._stop_after)
         elif result is None:
             self._tell_unanswered()
-
-    def _bad_generation(self, envelope: Addressed | Stamped, sender: Any) -> bool:
-        """Refuse ``envelope`` if its generation is no 64-bit int (:func:`.calls.generation_problem`)."""
-        problem = generation_problem(envelope.generation)
-        if problem is not None:
-            self._answer_now(sender, BadRequest(type(envelope).__name__, "generation", problem,
-                                                repr(envelope.generation)[:80]))
-        return problem is not None
 
     def _begin(self, start: StartChild, sender: Any) -> None:
         if self._state != "new":
