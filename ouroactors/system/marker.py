@@ -9,9 +9,9 @@ Liveness is checked on the processes, never assumed from the file: the admin's p
 have a live member and the start time of its leader must match the one recorded, so a recycled
 pid is not mistaken for the system.
 
-Before anything is *signalled* on the marker's word (``ouroactors stop`` kills the admin's process
-group), :func:`verify_processes` checks that the processes belong to the system of this data
-directory, not merely that they are alive: the admin must run as our user, sit in the process
+Before anything is *signalled* on the marker's word (``ouroactors stop`` kills the processes of the admin's
+session, which its group's id names), :func:`verify_processes` checks that the processes belong to the system
+of this data directory, not merely that they are alive: the admin must run as our user, sit in the process
 group the marker names, and hold this data dir's ``admin.out`` open as its output (the file the
 system was started with); an in-process system's owner must hold its ``events.jsonl`` open; the
 owner of a foreground run must run as our user and be older than its admin. A forged or stale
