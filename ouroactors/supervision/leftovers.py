@@ -51,6 +51,20 @@ def log_offset(context: Any) -> int | None:
         return None
 
 
+def end_after_kill(context: Any, path: str, pid: int, offset: int | None) -> list[int]:
+    """What the actor at ``path`` (its process ``pid``, SIGKILLed from outside) left running — its process group's
+    rest, and with ``offset`` (a supervisor's :func:`log_offset`) what the actors below it left — ended, with a
+    warning naming the pids; the pids ended."""
+    ended = procs.end_orphaned_group(pid)
+    if offset is not None:  # a supervisor: its children died with it, and so could end nothing
+        ended += end_subtree_leftovers(context, path, offset)
+    if ended:
+        logging.getLogger("ouroactors.supervisor").warning(
+            "%s: ended %d process(es) its incarnation left running when it was killed (pids %s)",
+            path, len(ended), ", ".join(map(str, ended)))
+    return ended
+
+
 def end_subtree_leftovers(context: Any, path: str, offset: int, wait_s: float = 2.0) -> list[int]:
     """What the actors below the supervisor at ``path`` left running, that supervisor having been SIGKILLed from
     outside: the pids ended.
@@ -90,4 +104,4 @@ def _started_below(events_path: str, offset: int, prefix: str, node: str) -> lis
     return list(pids)
 
 
-__all__ = ["end_leftovers", "end_subtree_leftovers", "log_offset"]
+__all__ = ["end_after_kill", "end_leftovers", "end_subtree_leftovers", "log_offset"]

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 from thespian.actors import ActorExitRequest, ChildActorExited
 
 from ..core import clock
-from ..core.procs import boot_id, end_orphaned_group, end_tree
+from ..core.procs import boot_id, end_tree
 from ..core.procs import pid_alive as _pid_alive
 from . import reasons
-from .leftovers import end_subtree_leftovers
+from .leftovers import end_after_kill
 from .protocol import Ping, SystemContext, this_node
 from .reasons import ExitReason
 from .signals import ChildDown, ChildStartFailed, Emit, Input
@@ -180,12 +180,7 @@ class ChildProcesses:
             # what it started and left behind, found by its process group (each actor leads its own): a child
             # SIGKILLed from outside could not end it itself, and the next incarnation must not meet it. One that
             # reported its end (or its refused start) has ended its own (.leftovers, before the report): no /proc scan
-            ended = end_orphaned_group(slot.pid)
-            if slot.log_offset is not None:  # a supervisor: its children died with it, and so could end nothing
-                ended += end_subtree_leftovers(self._context, f"{self.path}/{slot.key}", slot.log_offset)
-            if ended:
-                log.warning("%s/%s: ended %d process(es) its incarnation left running when it was killed (pids %s)",
-                            self.path, slot.key, len(ended), ", ".join(map(str, ended)))
+            end_after_kill(self._context, f"{self.path}/{slot.key}", slot.pid, slot.log_offset)
         if not slot.started:
             why = slot.refused or reasons.killed("exited before reporting its start")
             self._feed(ChildStartFailed(slot.key, slot.incarnation, why))

@@ -15,10 +15,9 @@ from typing import Any
 from thespian.actors import Actor, ActorExitRequest, ActorSystemConventionUpdate, ChildActorExited
 
 from ..core.errors import AlreadyStarted, ChildNotFound, StartFailed
-from ..core.procs import end_orphaned_group
 from ..supervision.events import EventWriter
 from ..supervision.generations import generation_source
-from ..supervision.leftovers import end_subtree_leftovers, log_offset
+from ..supervision.leftovers import end_after_kill, log_offset
 from ..supervision.protocol import (
     ChildExiting,
     ChildStarted,
@@ -129,9 +128,7 @@ class TreeHost(Actor):
         tree.reported = reason
         if killed_outright and tree.pid is not None and tree.pid != os.getpid():
             # what the root left behind, and the actors below it (dead with it), as a supervisor ends a child's
-            end_orphaned_group(tree.pid)
-            if tree.log_offset is not None:
-                end_subtree_leftovers(tree.context, tree.name, tree.log_offset)
+            end_after_kill(tree.context, tree.name, tree.pid, tree.log_offset)
         if self._events is not None:
             self._events.write("tree_ended", tree.name, {"reason": reason.to_json(), "generation": tree.generation})
         if was_starting:
