@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..authorities.asking import ask_authority
 from ..authorities.ledger.messages import GetEntry
+from ..core import procs
 from ..core.errors import OuroactorsError
 from ..core.generation_text import format_generation
 from ..runtime.execution.messages import RuntimeStatusRequest
@@ -174,7 +175,7 @@ class Demo:
               "instead of running it twice or dropping it")
         n.see("ledger", "list", "--session", self.sid)
         n.see("session", "show", self.sid)
-        self.settle(effect_id, killed_at)
+        self.settle(effect_id, killed_at, pid)
         resumed = self.sessions.resume(self.sid)
         n.said(f"resumed by the operator: {resumed.detail} (as `{n.command('session', 'resume', self.sid)}`)")
         self.recovered = True
@@ -195,11 +196,15 @@ class Demo:
             n.said(f"  the re-run turn asked again for {approval.tool} ({approval.approval_id}): approved by "
                    f"operator:{answered.answered_by}; the ledger already holds this effect, so it does not run twice")
 
-    def settle(self, effect_id: str, killed_at: float) -> None:
+    def settle(self, effect_id: str, killed_at: float, runtime_pid: int) -> None:
         n = self.n
-        # The command runs at most SLOW_SECONDS: wait that out before looking, else an orphaned command (the
-        # `none` boundary does not kill it with the runtime) could still write after the operator looked.
-        time.sleep(max(0.0, killed_at + setup.SLOW_SECONDS + 0.5 - time.time()))  # waiting out the command
+        # Before looking, the operator makes sure nothing of the killed runtime's still runs, else its command could
+        # write after the look: the execution supervisor ends what carries the runtime's lineage mark (bwrap, or in
+        # the `none` mode the command itself, in a session of its own). At most until the command would have ended.
+        deadline = killed_at + setup.SLOW_SECONDS + 0.5
+        mark = self.system.lineage_mark
+        while time.time() < deadline and (mark is None or procs.marked(mark, actor=runtime_pid)):
+            time.sleep(0.05)  # polling for the kernel's word, bounded by the command's own length
         log = self.workspace / "demo.log"
         happened = log.is_file() and "done" in log.read_text()
         status = "ok" if happened else "failed"

@@ -1,4 +1,13 @@
-"""Facts about local processes, read from ``/proc`` (Linux)."""
+"""Facts about local processes, read from ``/proc`` (Linux), and the ends of those a system left running.
+
+**Lineage marks.** A process that starts a session of its own (``start_new_session=True``, ``setsid``, the sandbox's
+every command) leaves its actor's process group and the system's session, so neither finds it. What it cannot leave
+so easily is its environment: every process of a system carries :data:`SYSTEM_MARK` (set by the admin, inherited by
+every actor) and :data:`ACTOR_MARK` (the pid of the actor process it descends from), and a program started by exec
+shows both in ``/proc/<pid>/environ`` whatever session it is in. The system's end and the end of a SIGKILLed actor
+read them (:func:`end_marked`). A program started with an environment of its own loses them unless its starter adds
+:func:`lineage` (the sandbox does); a process that clears its environment on purpose escapes.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +19,9 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterable
+
+SYSTEM_MARK = "OUROACTORS_SYSTEM"  # "<admin pid>:<its start ticks>": one system, unique for the boot
+ACTOR_MARK = "OUROACTORS_ACTOR"  # the pid of the actor process a program descends from
 
 
 def _stat(pid: int | str) -> list[str] | None:
@@ -114,7 +126,7 @@ def end_orphaned_group(pgid: int, wait_s: float = 2.0) -> list[int]:
         pass
     if pid_alive(pgid):
         return []
-    return _end(members(group=pgid), wait_s, lambda fields: int(fields[2]) == pgid)
+    return _end(members(group=pgid), wait_s, _in(2, pgid))
 
 
 def end_own_group(spare: Callable[[int], bool] = lambda _: False, wait_s: float = 2.0) -> list[int]:
@@ -134,8 +146,7 @@ def end_own_group(spare: Callable[[int], bool] = lambda _: False, wait_s: float 
             return []
         except PermissionError:
             pass
-    return _end([pid for pid in members(group=me) if pid != me and not spare(pid)], wait_s,
-                lambda fields: int(fields[2]) == me)
+    return _end([pid for pid in members(group=me) if pid != me and not spare(pid)], wait_s, _in(2, me))
 
 
 def end_session(sid: int, wait_s: float = 5.0) -> list[int]:
@@ -145,23 +156,22 @@ def end_session(sid: int, wait_s: float = 5.0) -> list[int]:
     ended: list[int] = []
     deadline = time.monotonic() + wait_s
     while found := [pid for pid in members(session=sid) if pid != os.getpid()]:
-        ended += _end(found, max(0.0, deadline - time.monotonic()), lambda fields: int(fields[3]) == sid)
+        ended += _end(found, max(0.0, deadline - time.monotonic()), _in(3, sid))
         if time.monotonic() >= deadline:
             break
     return ended
 
 
-def _end(members: Iterable[int], wait_s: float, still: Callable[[list[str]], bool] | None = None) -> list[int]:
+def _end(members: Iterable[int], wait_s: float, still: Callable[[int], bool] | None = None) -> list[int]:
     """Pin each of ``members`` by a pidfd (those gone already are skipped), SIGKILL them all, await their exits.
-    ``still``: read again once pinned (a pid found by a scan may have been reused since), only a process whose
-    ``/proc`` stat fields it accepts is signalled."""
+    ``still``: asked again once a member is pinned (a pid found by a scan may have been reused since): only a
+    process it accepts is signalled."""
     pinned: list[tuple[int, int]] = []
     try:
         for member in members:
             with contextlib.suppress(OSError):
                 fd = os.pidfd_open(member)
-                fields = _stat(member) if still is not None else None
-                if still is not None and (fields is None or not still(fields)):
+                if still is not None and not still(member):
                     os.close(fd)
                     continue
                 pinned.append((member, fd))
@@ -173,6 +183,53 @@ def _end(members: Iterable[int], wait_s: float, still: Callable[[list[str]], boo
         for _, fd in pinned:
             os.close(fd)
     return [member for member, _ in pinned]
+
+
+def _in(field: int, wanted: int) -> Callable[[int], bool]:
+    """A process's test that its ``/proc`` stat ``field`` (2: process group, 3: session) is ``wanted``."""
+    return lambda pid: (fields := _stat(pid)) is not None and int(fields[field]) == wanted
+
+
+def system_mark(admin_pid: int, ticks: int | None = None) -> str | None:
+    """The :data:`SYSTEM_MARK` of the system whose admin is ``admin_pid``, started at ``ticks`` (read from ``/proc``
+    when not given: None once that process is gone)."""
+    ticks = process_start_ticks(admin_pid) if ticks is None else ticks
+    return None if ticks is None else f"{admin_pid}:{ticks}"
+
+
+def lineage() -> dict[str, str]:
+    """This process's lineage marks, for the environment of a program it starts with an environment of its own."""
+    return {name: os.environ[name] for name in (SYSTEM_MARK, ACTOR_MARK) if name in os.environ}
+
+
+def _environ(pid: int | str) -> set[bytes]:
+    """The entries of ``pid``'s environment as it was exec'd (empty if gone or not ours to read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return set(handle.read().split(b"\0"))
+    except OSError:
+        return set()
+
+
+def _marks(system: str, actor: int | None) -> set[bytes]:
+    return {f"{SYSTEM_MARK}={system}".encode()} | ({f"{ACTOR_MARK}={actor}".encode()} if actor is not None else set())
+
+
+def marked(system: str, actor: int | None = None) -> list[int]:
+    """Live processes but this one whose environment carries ``system``'s mark (and with ``actor``, that actor's
+    mark): what the system's actors started by exec, whatever session or group it is in now."""
+    wanted, me = _marks(system, actor), os.getpid()
+    return sorted(int(entry) for entry in os.listdir("/proc")
+                  if entry.isdigit() and int(entry) != me and wanted <= _environ(entry) and _stat(entry) is not None)
+
+
+def end_marked(system: str, actor: int | None = None, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL the processes :func:`marked` finds (each checked again once pinned): the pids signalled. Only for an
+    ``actor`` no process of that pid is: a living actor's programs are its own to end."""
+    if actor is not None and pid_alive(actor):
+        return []
+    wanted = _marks(system, actor)
+    return _end(marked(system, actor), wait_s, lambda pid: wanted <= _environ(pid))
 
 
 def await_gone(pids: Iterable[int], wait_s: float) -> None:

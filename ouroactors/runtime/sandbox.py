@@ -19,8 +19,10 @@ The argv (:func:`build_argv`, pure given the view; it and the boundary live in :
 always**; **all capabilities dropped** (run as root, bwrap otherwise leaves the command every capability in its user
 namespace: enough to remount and write the host), die-with-parent, a new session, a cleared environment. The pid
 namespace is unshared, so whatever the command leaves running dies with it; bwrap runs in its own process group, so
-a timeout SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is the only
-cleanup: a process that calls ``setsid`` itself escapes (one more reason it is explicit).
+a timeout SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is the
+cleanup of a command's end; a process that calls ``setsid`` itself escapes it, and is ended only when its runtime is
+SIGKILLed or the system ends (by the lineage marks in its environment, :mod:`ouroactors.core.procs`); one that also
+clears its environment escapes those too (one more reason the mode is explicit).
 
 **Network, when granted** (``allow_network=True`` means ``NetworkPolicy(("*",))``: any public host; ``network=``
 gives the grant's domains and the private destinations a rule names): the runtime starts a :class:`.NetProxy` on
@@ -56,6 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from ..core import procs
 from .netproxy import NetProxy
 from .sandbox_argv import BRIDGE_SOURCE as BRIDGE_SOURCE  # re-exported: the argv and boundary live there
 from .sandbox_argv import DEFAULT_LANG as DEFAULT_LANG
@@ -285,7 +288,10 @@ def plan(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_net
         if network is not None:  # honest: a grant asked for, nothing to enforce it with
             boundary = replace(boundary, notes=(*boundary.notes, f"requested {network.describe()} is NOT enforced "
                                                                   "unsandboxed: the host's network is reachable"))
-        return Plan(tuple(command), mode, list(command), ws, sandbox_env(ws, env), boundary, None)
+        # the lineage marks last: what the command leaves in a session of its own still ends with its runtime's
+        # SIGKILL and with the system (ouroactors.core.procs), as bwrap's pid namespace makes it end there
+        return Plan(tuple(command), mode, list(command), ws, {**sandbox_env(ws, env), **procs.lineage()}, boundary,
+                    None)
     found = probe if probe is not None else probe_cached()
     if not found.available or found.path is None:
         raise SandboxUnavailable(found.failure_kind or "other", found.detail)
@@ -305,7 +311,8 @@ def plan(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_net
         raise
     boundary = bwrap_boundary(workspace=ws, allow_network=granted, extra_ro=extra_ro, version=found.version,
                               env_keys=len(env or {}), network=policy, view=view, leased_root=leased_root)
-    return Plan(tuple(command), mode, argv, ws, {}, boundary, proxy)  # bwrap sets the command's environment itself
+    # bwrap sets the command's environment itself (--clearenv); its own carries the lineage marks only
+    return Plan(tuple(command), mode, argv, ws, procs.lineage(), boundary, proxy)
 
 
 def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_network: bool = False,

@@ -11,9 +11,13 @@ see to.
 Only where the worker has a process of its own (not the in-process base, where its process is the caller's). A
 worker SIGKILLed outright cannot do this: its supervisor ends what is left of its process group instead (every actor
 process leads one: :func:`ouroactors.core.procs.end_orphaned_group`), which also takes what escaped the process tree
-while the worker lived (``cmd &`` whose shell exited); only a process that started a session of its own escapes. A
+while the worker lived (``cmd &`` whose shell exited), and every program that carries the worker's lineage mark in
+its environment (:mod:`ouroactors.core.procs`): what started a session of its own too. A
 supervisor SIGKILLed outright takes its children with it (parent-death signal): the supervisor above it ends what
 they left, found by their starts in the event log (:func:`end_subtree_leftovers`); the tree host does so for a root.
+A worker's own end does not read the marks (that is a read of every process's environment, in each worker that
+ends: a large tree's stop would pay it per child): a program that left both its tree and its session (a daemon that
+called ``setsid``) ends with its worker's SIGKILL or with the system.
 """
 
 from __future__ import annotations
@@ -53,9 +57,9 @@ def log_offset(context: Any) -> int | None:
 
 def end_after_kill(context: Any, path: str, pid: int, offset: int | None) -> list[int]:
     """What the actor at ``path`` (its process ``pid``, SIGKILLed from outside) left running — its process group's
-    rest, and with ``offset`` (a supervisor's :func:`log_offset`) what the actors below it left — ended, with a
-    warning naming the pids; the pids ended."""
-    ended = procs.end_orphaned_group(pid)
+    rest and the programs that carry its mark, and with ``offset`` (a supervisor's :func:`log_offset`) what the
+    actors below it left — ended, with a warning naming the pids; the pids ended."""
+    ended = _end_left_by(pid)
     if offset is not None:  # a supervisor: its children died with it, and so could end nothing
         ended += end_subtree_leftovers(context, path, offset)
     if ended:
@@ -78,7 +82,17 @@ def end_subtree_leftovers(context: Any, path: str, offset: int, wait_s: float = 
     procs.await_gone(pids, wait_s)
     ended: list[int] = []
     for pid in pids:
-        ended += procs.end_orphaned_group(pid)
+        ended += _end_left_by(pid)
+    return ended
+
+
+def _end_left_by(pid: int) -> list[int]:
+    """What the dead actor process ``pid`` left: the rest of its process group, then what carries its lineage mark
+    (left the group and the session: ``start_new_session=True``, ``setsid``, a sandboxed command). Neither while
+    a process of that pid lives."""
+    ended = procs.end_orphaned_group(pid)
+    if (system := os.environ.get(procs.SYSTEM_MARK)) is not None:
+        ended += procs.end_marked(system, actor=pid)
     return ended
 
 

@@ -7,6 +7,10 @@
 * **What an actor started, with the actor**: every actor process leads a process group of its own inside the
   system's session (:func:`lead_own_group`), so what it started stays findable by that group after the actor was
   SIGKILLed from outside (:func:`ouroactors.core.procs.end_orphaned_group`).
+* **What left both, with the system or its actor**: every process of a system carries its lineage marks in its
+  environment (:func:`mark_system`, :func:`mark_actor`), so a program an actor started that left the session
+  (``start_new_session=True``, ``setsid``, a sandboxed command) is still found by its marks (:func:`ouroactors.
+  core.procs.end_marked`) when the system ends or that actor is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -52,11 +56,36 @@ def lead_own_group() -> None:
         os.setpgid(0, 0)
 
 
+def mark_system() -> None:
+    """In the admin: the system's lineage mark, inherited by every actor it forks (see :mod:`ouroactors.core.
+    procs`)."""
+    mark = procs.system_mark(os.getpid())
+    if mark is not None:
+        os.environ[procs.SYSTEM_MARK] = mark
+
+
+def mark_actor() -> None:
+    """In an actor process: its own pid as the actor mark of the programs it starts."""
+    os.environ[procs.ACTOR_MARK] = str(os.getpid())
+
+
+def enter_actor_process() -> None:
+    """What every actor process does first (patches 2 and 13): die with its parent, lead a group of its own, carry
+    its actor mark."""
+    set_parent_death_signal(expected_parent())
+    lead_own_group()
+    mark_actor()
+
+
 def watch_creator(creator_fd: int) -> None:
     """Block until the creator exits, then take the whole system down with it: every process of its session
-    (each actor leads a group of its own), then the admin's own group, this process last."""
+    (each actor leads a group of its own) and every program that carries its mark, then the admin's own group,
+    this process last."""
     with contextlib.suppress(OSError):
         select.select([creator_fd], [], [])
     with contextlib.suppress(OSError):
         procs.end_session(os.getsid(0), wait_s=2.0)
+    if (mark := os.environ.get(procs.SYSTEM_MARK)) is not None:
+        with contextlib.suppress(OSError):
+            procs.end_marked(mark)
     os.killpg(os.getpgid(0), signal.SIGKILL)

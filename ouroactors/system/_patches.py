@@ -52,7 +52,8 @@ ours:
    lists twice is one registration there (a selector's ``KeyError`` had killed an actor process).
 13. **Each actor process leads a process group of its own**, inside the system's session
    (:func:`._lifetime.lead_own_group`), so what an actor started can be ended by its group after the actor was
-   SIGKILLed from outside. A system's processes are found and ended by its session (the admin's ``setsid``).
+   SIGKILLed from outside. A system's processes are found and ended by its session (the admin's ``setsid``), and
+   what left the session by the lineage marks every one of them carries (:func:`._lifetime.mark_actor`).
 
 Patches 2, 3 and 13 live in :mod:`._lifetime` (how a system's processes end together).
 """
@@ -72,7 +73,7 @@ from typing import Any
 
 from ..supervision import sendable
 from . import _frames, _lazy_describe, _selector
-from ._lifetime import expected_parent, lead_own_group, set_parent_death_signal, watch_creator
+from ._lifetime import enter_actor_process, expected_parent, mark_system, set_parent_death_signal, watch_creator
 
 _installed = False
 
@@ -289,8 +290,7 @@ def install() -> None:
     original_start_child = multiprocCommon.startChild
 
     def start_child_with_parent_death_signal(*args: Any, **kwargs: Any) -> Any:
-        set_parent_death_signal(expected_parent())
-        lead_own_group()
+        enter_actor_process()
         default_fault_signals()
         return trampoline()(original_start_child, args, kwargs)
 
@@ -328,6 +328,7 @@ def install() -> None:
 
         class WatchedAdmin(adminClass):
             def __init__(self, *a: Any, **k: Any) -> None:
+                mark_system()  # in the admin's own process (forked once more after the setsid), as its handle sees
                 super().__init__(*a, **k)
                 if creator_fd is not None:
                     threading.Thread(target=watch_creator, args=(creator_fd,), daemon=True).start()

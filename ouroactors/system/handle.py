@@ -72,6 +72,9 @@ class ActorSystem(Operations, SystemClient):
         self.events = EventReader(context.events_path)
         if base == "multiproc" and pgid is None:
             self.admin_pid, self.pgid = self._call(self._host, "admin", 10.0, "host")
+        # the mark every process of the system carries (read while the admin lives): what left its session is
+        # still found by it at the end (see ouroactors.core.procs)
+        self.lineage_mark = procs.system_mark(self.admin_pid) if self.admin_pid is not None else None
         self.stale_marker: marker.Marker | None = None
         self.simulation: _simulation.Simulation | None = None  # set when started with simulated=True
         self._log_handler: Any = None  # the simple base's log file, when the process configured none
@@ -262,6 +265,8 @@ class ActorSystem(Operations, SystemClient):
         )
         system = cls(thespian, found.base, directory, context, found.admin_port, owner=False, pgid=found.admin_pgid)
         system.admin_pid = found.admin_pid
+        system.lineage_mark = (procs.system_mark(found.admin_pid, found.admin_start_ticks)
+                               if found.admin_pid is not None else None)
         system.marker = found
         return system
 
@@ -307,13 +312,17 @@ class ActorSystem(Operations, SystemClient):
 
     def _sweep(self) -> None:
         """Kill anything still in the system's session (the admin called setsid; ``pgid`` is its group, and the
-        session's id: each actor leads a group of its own inside it)."""
+        session's id: each actor leads a group of its own inside it), and every program that left the session but
+        carries the system's lineage mark."""
         if self.pgid is None or self.pgid in (os.getpgid(0), os.getsid(0)):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             procs.end_session(self.pgid)
+        if self.lineage_mark is not None:
+            with contextlib.suppress(OSError):
+                procs.end_marked(self.lineage_mark)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and session_alive(self.pgid):
             time.sleep(0.01)  # waiting for the kernel to reap, bounded

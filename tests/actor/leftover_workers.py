@@ -58,3 +58,21 @@ class FailingStarter(Worker):
         with open(pid_file, "w") as out:
             out.write(str(proc.pid))
         raise RuntimeError("on_start failed after starting a subprocess")
+
+
+SESSION_STARTER = "tests.actor.leftover_workers:SessionStarter"
+
+
+class SessionStarter(Worker):
+    """Starts, in ``on_start``, programs that leave both its process group and the system's session: a ``Popen``
+    with ``start_new_session=True`` and a daemon that calls ``setsid`` and leaves the process tree (its shell
+    exits); answers both pids."""
+
+    def on_start(self) -> None:
+        self.child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        shell = subprocess.run(["sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!"], capture_output=True,
+                               text=True, check=True, timeout=10)
+        self.daemon = int(shell.stdout.strip())
+
+    def on_message(self, message: Any, sender: Any) -> Any:
+        return [self.child.pid, self.daemon]

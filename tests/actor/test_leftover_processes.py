@@ -12,7 +12,7 @@ from ouroactors import supervisor, worker
 from ouroactors.core.procs import pid_alive
 
 from .helpers import wait_until
-from .leftover_workers import FAILING_STARTER, SPAWNER, STARTER
+from .leftover_workers import FAILING_STARTER, SESSION_STARTER, SPAWNER, STARTER
 
 pytestmark = pytest.mark.multiproc
 
@@ -119,3 +119,33 @@ def test_what_the_workers_of_a_sigkilled_tree_root_started_ends_with_the_tree(ac
     actor_system.kill("p")
     actor_system.wait_for("tree_ended", "p", after=mark)  # logged once they are ended
     assert not pid_alive(child) and not pid_alive(daemon), "what the dead tree's worker started outlived it"
+
+
+def _in_sessions_of_their_own(pids: list[int]) -> None:
+    from ouroactors.core.procs import _stat
+
+    def sid(pid: int) -> int:
+        fields = _stat(pid)
+        assert fields is not None, f"pid {pid} is gone"
+        return int(fields[3])
+    wait_until(lambda: all(sid(pid) == pid for pid in pids), what="both started sessions of their own")
+
+
+def test_what_a_sigkilled_worker_started_in_a_session_of_its_own_ends_before_its_restart(actor_system):
+    # neither its process group nor the system's session leads to them; the lineage marks in their environments do
+    actor_system.start_tree(supervisor("p", [worker("ss", SESSION_STARTER)], intensity=10))
+    child, daemon = actor_system.ask("p/ss", "pid")
+    _in_sessions_of_their_own([child, daemon])
+    actor_system.kill("p/ss")
+    actor_system.wait_for("started", "p/ss")
+    assert not pid_alive(child), "the SIGKILLed worker's child in a session of its own outlived it"
+    assert not pid_alive(daemon), "the SIGKILLed worker's setsid daemon outlived it"
+    assert all(pid_alive(pid) for pid in actor_system.ask("p/ss", "pid"))
+
+
+def test_the_systems_end_ends_what_its_workers_started_in_sessions_of_their_own(actor_system):
+    actor_system.start_tree(supervisor("p", [worker("ss", SESSION_STARTER), worker("st", STARTER)]))
+    escaped = actor_system.ask("p/ss", "pid")
+    _in_sessions_of_their_own(escaped)
+    actor_system.shutdown()
+    assert not any(pid_alive(pid) for pid in escaped), "the system's end left programs of its workers running"

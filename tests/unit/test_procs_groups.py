@@ -11,6 +11,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from ouroactors.core import procs
 from ouroactors.core.procs import end_orphaned_group, end_session, members, pid_alive
 
 # A new group (and, with setsid, a new session), one member started in it, both pids printed; then it waits.
@@ -72,3 +75,41 @@ def test_a_session_is_ended_whole() -> None:
         proc.wait(10)
         if pid_alive(member):
             os.kill(member, signal.SIGKILL)
+
+
+def _marked_sleep(system: str, actor: str) -> subprocess.Popen[bytes]:
+    """``sleep 300`` in a session of its own, its environment carrying ``system``'s and ``actor``'s lineage marks."""
+    env = {**os.environ, procs.SYSTEM_MARK: system, procs.ACTOR_MARK: actor}
+    return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+
+
+def test_a_program_in_a_session_of_its_own_is_found_and_ended_by_its_marks() -> None:
+    # neither its group nor any session leads to it any more; its environment still names its system and actor
+    dead_actor = subprocess.Popen(["true"])
+    dead_actor.wait()  # a pid no process has now (until reused: end_marked checks again)
+    mine = _marked_sleep("1:42", str(dead_actor.pid))
+    sibling = _marked_sleep("1:42", "999999999")  # another actor's, same system
+    stranger = _marked_sleep("2:42", str(dead_actor.pid))  # another system's
+    try:
+        assert procs.marked("1:42", actor=dead_actor.pid) == [mine.pid]
+        assert set(procs.marked("1:42")) == {mine.pid, sibling.pid}
+        assert procs.end_marked("1:42", actor=os.getpid()) == []  # a living actor's programs are its own to end
+        assert procs.end_marked("1:42", actor=dead_actor.pid) == [mine.pid]
+        assert mine.wait(10) == -signal.SIGKILL
+        assert sibling.poll() is None and stranger.poll() is None
+        assert procs.end_marked("1:42") == [sibling.pid]  # the system's end: every program of its
+        assert sibling.wait(10) == -signal.SIGKILL and stranger.poll() is None
+    finally:
+        for proc in (mine, sibling, stranger):
+            proc.kill()
+            proc.wait()
+
+
+def test_lineage_is_what_this_process_carries(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert procs.system_mark(os.getpid()) == f"{os.getpid()}:{procs.process_start_ticks(os.getpid())}"
+    assert procs.system_mark(7, ticks=9) == "7:9"
+    monkeypatch.delenv(procs.SYSTEM_MARK, raising=False)
+    monkeypatch.delenv(procs.ACTOR_MARK, raising=False)
+    assert procs.lineage() == {}
+    monkeypatch.setenv(procs.SYSTEM_MARK, "1:2")
+    assert procs.lineage() == {procs.SYSTEM_MARK: "1:2"}
