@@ -11,9 +11,10 @@ from typing import Any
 
 import click
 
+from ..core import procs
 from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOneForOneOnly
 from ..system import marker as markers
-from ..system.handle import session_alive
+from ..system.handle import left_behind
 from . import main
 from .common import (
     connect,
@@ -149,7 +150,9 @@ def stop(data_dir: str, timeout: float) -> None:
         if current != found:  # swapped since it was verified: verify what will be signalled
             markers.verify_processes(directory, current)
         system.shutdown(timeout=timeout)
-    if found.admin_pgid is not None and session_alive(found.admin_pgid):
-        err_console.print(f"system still running (processes of session {found.admin_pgid})", markup=False)
+    mark = procs.system_mark(found.admin_pid, found.admin_start_ticks) if found.admin_pid is not None else None
+    if left := left_behind(found.admin_pgid, mark):
+        err_console.print(f"system still running (session {found.admin_pgid}: pids {', '.join(map(str, left))})",
+                          markup=False)
         sys.exit(1)
     console.print(f"stopped the system in {data_dir}", markup=False)

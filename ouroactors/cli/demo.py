@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import OuroactorsError
-from ..system.handle import ActorSystem, session_alive
+from ..system.handle import ActorSystem, left_behind
 from ..system.marker import DataDirInUse
 from . import demo_agent as setup
 
@@ -124,7 +124,7 @@ def run_demo(console: Console, base: str, data_dir: Path, *, kill: bool = True, 
     except OuroactorsError as exc:
         console.print(str(exc), style="red", markup=False, highlight=False)
         return 2
-    pgid = system.pgid
+    pgid, mark = system.pgid, system.lineage_mark
     code = 1
     try:
         code = _run(n, system, tree, workspace, kill=kill, keep=keep)
@@ -139,10 +139,10 @@ def run_demo(console: Console, base: str, data_dir: Path, *, kill: bool = True, 
         n.said(f"every command above works now; the demo took {time.monotonic() - started:.1f} s")
         n.said(f"stop it with: {n.command('stop')}")
         return 0
-    if pgid is not None and session_alive(pgid):
-        console.print("processes were left behind", style="red")
+    if left := left_behind(pgid, mark):
+        console.print(f"processes were left behind: {', '.join(map(str, left))}", style="red")
         return 1
-    n.said(f"no process left behind (session {pgid} is empty: the system's processes); the demo took "
+    n.said(f"no process left behind (session {pgid} is empty, and no program carries the system's mark); the demo took "
            f"{time.monotonic() - started:.1f} s")
     n.said(f"to keep the system up and try the commands: ouroactors demo --keep --data-dir {quote(str(data_dir))}")
     return code

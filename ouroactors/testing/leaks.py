@@ -6,7 +6,7 @@ import os
 import socket
 import time
 
-from ..system.handle import ActorSystem, session_alive
+from ..system.handle import ActorSystem, left_behind
 
 
 def port_listening(port: int, host: str = "127.0.0.1") -> bool:
@@ -81,7 +81,7 @@ def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
     another group: the port number was freed and taken again)."""
     deadline = time.monotonic() + timeout
     while True:
-        alive = system.pgid is not None and session_alive(system.pgid)
+        alive = bool(left_behind(system.pgid, system.lineage_mark))
         listening = system.admin_port is not None and port_listening(system.admin_port)
         if not alive and not listening:
             return
@@ -99,7 +99,7 @@ def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
                 return  # the group is gone; the port number was freed and another group's process took it
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"system left behind: session {system.pgid} alive={alive}, "
+                f"system left behind: session {system.pgid} (or its lineage mark) alive={alive}, "
                 f"admin port {system.admin_port} listening={listening}"
             )
         time.sleep(0.01)  # bounded poll for the kernel to reap

@@ -113,3 +113,16 @@ def test_lineage_is_what_this_process_carries(monkeypatch: pytest.MonkeyPatch) -
     assert procs.lineage() == {}
     monkeypatch.setenv(procs.SYSTEM_MARK, "1:2")
     assert procs.lineage() == {procs.SYSTEM_MARK: "1:2"}
+
+
+def test_what_is_left_of_a_system_counts_its_marked_programs() -> None:
+    from ouroactors.system.handle import left_behind
+
+    escaped = _marked_sleep("3:42", "1")
+    try:
+        assert left_behind(None, "3:42") == [escaped.pid]  # the leak check, `stop` and the demo count it
+        assert left_behind(None, "4:42") == [] and left_behind(None, None) == []
+    finally:
+        escaped.kill()
+        escaped.wait()
+    assert left_behind(None, "3:42") == []
