@@ -46,7 +46,8 @@ def test_a_gone_group_whose_port_number_another_group_took_is_passed_at_once_not
     with socket.socket() as listener:  # this process (the test's group) took the port number
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
-        gone = SimpleNamespace(pgid=os.getsid(0) + 100_000, admin_port=listener.getsockname()[1])  # no such group
+        gone = SimpleNamespace(pgid=os.getsid(0) + 100_000, lineage_mark=None,  # no such group, no mark
+                               admin_port=listener.getsockname()[1])
         began = time.monotonic()
         assert_nothing_left(gone, timeout=5.0)  # type: ignore[arg-type]
         assert time.monotonic() - began < 2.5
