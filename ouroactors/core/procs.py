@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 
 SYSTEM_MARK = "OUROACTORS_SYSTEM"  # "<admin pid>:<its start ticks>": one system, unique for the boot
 ACTOR_MARK = "OUROACTORS_ACTOR"  # the pid of the actor process a program descends from
+COMMAND_MARK = "OUROACTORS_COMMAND"  # one unsandboxed tool command's own (ouroactors.runtime.sandbox, none mode)
 
 
 def _stat(pid: int | str) -> list[str] | None:
@@ -221,6 +222,50 @@ def marked(system: str, actor: int | None = None) -> list[int]:
     wanted, me = _marks(system, actor), os.getpid()
     return sorted(int(entry) for entry in os.listdir("/proc")
                   if entry.isdigit() and int(entry) != me and wanted <= _environ(entry) and _stat(entry) is not None)
+
+
+def end_command_leftovers(mark: str, leader: int, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL what the command ``leader`` (ended, its process group killed) left running in sessions of their own,
+    found by its :data:`COMMAND_MARK` ``mark``, round after round (one may fork before it is killed): the pids
+    signalled. Only processes started after the leader are read (pids above it, up to the namespace's last, or
+    around the wrap), so the usual cost is a listing of ``/proc``."""
+    wanted, ended = {f"{COMMAND_MARK}={mark}".encode()}, []
+    deadline = time.monotonic() + wait_s
+    while (newer := _newer_than(leader)) and (found := [int(entry) for entry in newer if wanted <= _environ(entry)]):
+        ended += _end(found, max(0.0, deadline - time.monotonic()), lambda pid: wanted <= _environ(pid))
+        if time.monotonic() >= deadline:
+            break
+    return ended
+
+
+def _newer_than(pid: int) -> list[str]:
+    """The ``/proc`` entries of processes whose pid was given out after ``pid`` (all of them if that is unknown).
+    The common case costs one read: nobody was given a pid since (a command that started nothing, on a quiet box);
+    a few pids since are looked at one by one rather than listing ``/proc``."""
+    try:  # os.read: a third of what a Python file object costs here, on the path of every unsandboxed command
+        fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY)
+        try:
+            last = int(os.read(fd, 32))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        last = -1
+    return _given_after(pid, last, lambda: [entry for entry in os.listdir("/proc") if entry.isdigit()])
+
+
+def _given_after(pid: int, last: int, listing: Callable[[], list[str]]) -> list[str]:
+    """Which pids to look at for those given out after ``pid``, the last given out being ``last`` (-1: unknown);
+    ``listing`` lists ``/proc``'s, called only when needed."""
+    if last == pid:
+        return []
+    if pid < last <= pid + 64:
+        return [str(newer) for newer in range(pid + 1, last + 1)]
+    entries = listing()
+    if last < 0:
+        return entries
+    if last > pid:
+        return [entry for entry in entries if pid < int(entry) <= last]
+    return [entry for entry in entries if int(entry) > pid or int(entry) <= last]  # the pids wrapped around
 
 
 def end_marked(system: str, actor: int | None = None, wait_s: float = 2.0) -> list[int]:

@@ -19,10 +19,10 @@ The argv (:func:`build_argv`, pure given the view; it and the boundary live in :
 always**; **all capabilities dropped** (run as root, bwrap otherwise leaves the command every capability in its user
 namespace: enough to remount and write the host), die-with-parent, a new session, a cleared environment. The pid
 namespace is unshared, so whatever the command leaves running dies with it; bwrap runs in its own process group, so
-a timeout SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is the
-cleanup of a command's end; a process that calls ``setsid`` itself escapes it, and is ended only when its runtime is
-SIGKILLed or the system ends (by the lineage marks in its environment, :mod:`ouroactors.core.procs`); one that also
-clears its environment escapes those too (one more reason the mode is explicit).
+a timeout SIGKILLs the group and the namespace goes with bwrap. In ``none`` mode the process group is killed at
+the command's end, and so is what left it for a session of its own (``setsid``), found by the command's mark in its
+environment (:func:`ouroactors.core.procs.end_command_leftovers`): nothing the command started outlives it, as
+under bwrap; a process that also clears its environment escapes (one more reason the mode is explicit).
 
 **Network, when granted** (``allow_network=True`` means ``NetworkPolicy(("*",))``: any public host; ``network=``
 gives the grant's domains and the private destinations a rule names): the runtime starts a :class:`.NetProxy` on
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -247,6 +248,7 @@ class Plan:
     env: dict[str, str] | None
     boundary: Boundary
     proxy: NetProxy | None
+    command_mark: str | None = None  # unsandboxed: the mark in the command's environment its leftovers are found by
 
     def spawn(self) -> subprocess.Popen[bytes]:
         """Start the command in its own session (its pid is its process group id); the plan's proxy, if any, is the
@@ -288,10 +290,12 @@ def plan(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_net
         if network is not None:  # honest: a grant asked for, nothing to enforce it with
             boundary = replace(boundary, notes=(*boundary.notes, f"requested {network.describe()} is NOT enforced "
                                                                   "unsandboxed: the host's network is reachable"))
-        # the lineage marks last: what the command leaves in a session of its own still ends with its runtime's
-        # SIGKILL and with the system (ouroactors.core.procs), as bwrap's pid namespace makes it end there
-        return Plan(tuple(command), mode, list(command), ws, {**sandbox_env(ws, env), **procs.lineage()}, boundary,
-                    None)
+        # the marks last: what the command leaves in a session of its own ends with the command (its own mark) and
+        # else with its runtime's SIGKILL or the system (the lineage marks, ouroactors.core.procs), as bwrap's pid
+        # namespace makes everything end with the command
+        mark = secrets.token_hex(8)
+        return Plan(tuple(command), mode, list(command), ws,
+                    {**sandbox_env(ws, env), **procs.lineage(), procs.COMMAND_MARK: mark}, boundary, None, mark)
     found = probe if probe is not None else probe_cached()
     if not found.available or found.path is None:
         raise SandboxUnavailable(found.failure_kind or "other", found.detail)
@@ -325,7 +329,7 @@ def run(command: Sequence[str], *, mode: SandboxMode, workspace: str, allow_netw
     try:
         started = time.monotonic()
         proc = p.spawn()
-        out, err, timed_out, notes = supervise(proc, timeout, output_limit)
+        out, err, timed_out, notes = supervise(proc, timeout, output_limit, p.command_mark)
     finally:
         p.close()
     return p.result(proc, out, err, timed_out, notes, started)

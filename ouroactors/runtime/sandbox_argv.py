@@ -152,6 +152,6 @@ NONE_BOUNDARY = Boundary(
     die_with_parent=False, backend_version=None,
     notes=("unsandboxed: explicit none mode", "writes limited only by the host uid's permissions",
            "network: the host's own, no proxy and no domain enforcement",
-           "cleanup by process group at the command's end: a process that calls setsid escapes it until its "
-           "runtime is killed or the system ends (found by its environment's lineage marks)"),
+           "cleanup at the command's end: its process group, and what left it for a session of its own (found by "
+           "the command's mark in its environment; a process that clears its environment escapes)"),
     network_policy="host (unsandboxed)", visible=("/",))

@@ -15,6 +15,8 @@ import signal
 import subprocess
 import time
 
+from ..core import procs
+
 DRAIN_GRACE_S = 2.0  # after exit, how long to wait for pipes held by an escaped process
 
 
@@ -42,9 +44,18 @@ def _exited(pid: int) -> bool:
     return info is not None and info.si_pid == pid
 
 
-def supervise(proc: subprocess.Popen[bytes], timeout: float,
-               limit: int) -> tuple[Capture, Capture, bool, list[str]]:
-    """Read both pipes until the command ends; SIGKILL its process group on exit (stragglers) or timeout."""
+def end_escaped(mark: str | None, leader: int, notes: list[str]) -> None:
+    """Unsandboxed (``mark``, the command's own in its environment): SIGKILL what the command ``leader`` left in
+    sessions of its own, past its process group, and say so in ``notes``."""
+    if mark is not None and (ended := procs.end_command_leftovers(mark, leader)):
+        notes.append(f"ended {len(ended)} process(es) the command left running in a session of its own "
+                     f"(pids {', '.join(map(str, ended))})")
+
+
+def supervise(proc: subprocess.Popen[bytes], timeout: float, limit: int,
+              mark: str | None = None) -> tuple[Capture, Capture, bool, list[str]]:
+    """Read both pipes until the command ends; SIGKILL its process group on exit (stragglers) or timeout, and with
+    ``mark`` what it left in sessions of its own (:func:`end_escaped`)."""
     assert proc.stdout is not None and proc.stderr is not None
     out, err = Capture(limit), Capture(limit)
     sel = selectors.DefaultSelector()
@@ -64,10 +75,12 @@ def supervise(proc: subprocess.Popen[bytes], timeout: float,
             now = time.monotonic()
             if swept_at is None and _exited(proc.pid):
                 killpg(proc.pid)  # the leader's zombie still holds the group id: no reuse race
+                end_escaped(mark, proc.pid, notes)
                 swept_at = now
             elif swept_at is None and now >= deadline:
                 timed_out = True
                 killpg(proc.pid)
+                end_escaped(mark, proc.pid, notes)
                 swept_at = now
             pipes_open = any(k.data is not None for k in sel.get_map().values())
             if swept_at is not None and not pipes_open and _exited(proc.pid):
@@ -93,6 +106,7 @@ def supervise(proc: subprocess.Popen[bytes], timeout: float,
             os.close(pidfd)
         if proc.returncode is None:  # an exception escaped the loop: never leave the command behind
             killpg(proc.pid)
+            end_escaped(mark, proc.pid, notes)
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()

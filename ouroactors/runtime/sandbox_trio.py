@@ -30,7 +30,7 @@ import trio
 
 from ..core.procs import descendants
 from .sandbox import OUTPUT_LIMIT, NetworkPolicy, Probe, Result, SandboxMode, plan
-from .sandbox_proc import DRAIN_GRACE_S, Capture, killpg
+from .sandbox_proc import DRAIN_GRACE_S, Capture, end_escaped, killpg
 
 REAP_LIMIT_S = 5.0  # how long a cancel waits for the run's processes to exit after SIGKILL
 
@@ -99,7 +99,7 @@ class _Pipes:
         self.epoll.close()
 
 
-async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: int
+async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: int, mark: str | None = None
                           ) -> tuple[Capture, Capture, bool, list[str]]:
     """:func:`.sandbox_proc.supervise` in trio; on cancellation the whole run is killed before ``Cancelled`` goes on."""
     assert proc.stdout is not None and proc.stderr is not None
@@ -114,6 +114,7 @@ async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: 
                 await pipes.wake()
         timed_out = waited.cancelled_caught
         killpg(proc.pid)  # stragglers of the group, or the whole command on timeout
+        end_escaped(mark, proc.pid, notes)  # unsandboxed: what left the group for a session of its own
         if pipes.open:  # the rest of the output, or a pipe an escaped process holds (a cancel scope costs ~7 us)
             with trio.move_on_after(DRAIN_GRACE_S) as drained:
                 while pipes.open:
@@ -128,6 +129,7 @@ async def supervise_async(proc: subprocess.Popen[bytes], timeout: float, limit: 
         if proc.returncode is None:  # cancelled, or an error escaped: never leave the command behind
             with trio.CancelScope(shield=True):
                 await kill_tree(proc.pid)
+            end_escaped(mark, proc.pid, notes)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=REAP_LIMIT_S)
         if pipes is not None:
@@ -148,7 +150,7 @@ async def run_async(command: Sequence[str], *, mode: SandboxMode, workspace: str
     try:
         started = time.monotonic()
         proc = p.spawn()
-        out, err, timed_out, notes = await supervise_async(proc, timeout, output_limit)
+        out, err, timed_out, notes = await supervise_async(proc, timeout, output_limit, p.command_mark)
     finally:
         p.close()
     return p.result(proc, out, err, timed_out, notes, started)

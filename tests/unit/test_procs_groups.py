@@ -126,3 +126,15 @@ def test_what_is_left_of_a_system_counts_its_marked_programs() -> None:
         escaped.kill()
         escaped.wait()
     assert left_behind(None, "3:42") == []
+
+
+def test_the_pids_looked_at_for_a_commands_leftovers() -> None:
+    listing = ["1", "5", "100", "150", "300", "70000"]
+
+    def unlisted() -> list[str]:
+        raise AssertionError("/proc listed when the range said enough")
+    assert procs._given_after(100, 100, unlisted) == []  # nobody given a pid since: one read
+    assert procs._given_after(100, 103, unlisted) == ["101", "102", "103"]  # a few: probed one by one
+    assert procs._given_after(100, 500, lambda: listing) == ["150", "300"]  # many: the listing, in the range
+    assert procs._given_after(65000, 50, lambda: listing) == ["1", "5", "70000"]  # wrapped around pid_max
+    assert procs._given_after(100, -1, lambda: listing) == listing  # the last pid unknown: every process
