@@ -6,7 +6,8 @@ so easily is its environment: every process of a system carries :data:`SYSTEM_MA
 every actor) and :data:`ACTOR_MARK` (the pid of the actor process it descends from), and a program started by exec
 shows both in ``/proc/<pid>/environ`` whatever session it is in. The system's end and the end of a SIGKILLed actor
 read them (:func:`end_marked`). A program started with an environment of its own loses them unless its starter adds
-:func:`lineage` (the sandbox does); a process that clears its environment on purpose escapes.
+:func:`lineage` (the sandbox does); a process that clears its environment on purpose escapes. An unsandboxed tool
+command carries one more, :data:`COMMAND_MARK`, its own: what it leaves ends with it (:func:`end_command_leftovers`).
 """
 
 from __future__ import annotations
@@ -227,8 +228,8 @@ def marked(system: str, actor: int | None = None) -> list[int]:
 def end_command_leftovers(mark: str, leader: int, wait_s: float = 2.0) -> list[int]:
     """SIGKILL what the command ``leader`` (ended, its process group killed) left running in sessions of their own,
     found by its :data:`COMMAND_MARK` ``mark``, round after round (one may fork before it is killed): the pids
-    signalled. Only processes started after the leader are read (pids above it, up to the namespace's last, or
-    around the wrap), so the usual cost is a listing of ``/proc``."""
+    signalled. Only processes started after the leader are read (:func:`_newer_than`): the usual cost is one read
+    of the namespace's last pid."""
     wanted, ended = {f"{COMMAND_MARK}={mark}".encode()}, []
     deadline = time.monotonic() + wait_s
     while (newer := _newer_than(leader)) and (found := [int(entry) for entry in newer if wanted <= _environ(entry)]):
