@@ -15,9 +15,10 @@ while the worker lived (``cmd &`` whose shell exited), and every program that ca
 its environment (:mod:`ouroactors.core.procs`): what started a session of its own too. A
 supervisor SIGKILLed outright takes its children with it (parent-death signal): the supervisor above it ends what
 they left, found by their starts in the event log (:func:`end_subtree_leftovers`); the tree host does so for a root.
-A worker's own end does not read the marks (that is a read of every process's environment, in each worker that
-ends: a large tree's stop would pay it per child): a program that left both its tree and its session (a daemon that
-called ``setsid``) ends with its worker's SIGKILL or with the system.
+A worker's own end reads the marks (every process's environment) only when the worker has started a program at all
+(:func:`~ouroactors.core.procs.started_programs`: one system call says no), so a large tree's stop does not pay a
+scan per child for workers that started nothing; what started a daemon that called ``setsid`` (``redis-server
+--daemonize yes``) finds it by its mark.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def end_leftovers(context: Any, path: str) -> list[int]:
     pids (none on the in-process base)."""
     if getattr(context, "base", None) != "multiproc":  # one process per actor only: elsewhere it is the caller's
         return []
+    started = procs.started_programs()  # before the tree is ended: its killed members are not reaped yet
     ended = procs.end_descendants(os.getpid(), spare=procs.forked_copy)
     ended += procs.end_own_group(spare=procs.forked_copy)  # what left the tree but not the worker's group
+    if started:  # what left the group too, for a session of its own (a daemon that called setsid)
+        ended += procs.end_own_marked()
     if ended:
         log.info("%s: ended %d process(es) it had started and left running", path, len(ended))
     return ended

@@ -66,7 +66,7 @@ SESSION_STARTER = "tests.actor.leftover_workers:SessionStarter"
 class SessionStarter(Worker):
     """Starts, in ``on_start``, programs that leave both its process group and the system's session: a ``Popen``
     with ``start_new_session=True`` and a daemon that calls ``setsid`` and leaves the process tree (its shell
-    exits); answers both pids."""
+    exits); answers both pids; ``"crash"`` crashes it."""
 
     def on_start(self) -> None:
         self.child = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -75,4 +75,6 @@ class SessionStarter(Worker):
         self.daemon = int(shell.stdout.strip())
 
     def on_message(self, message: Any, sender: Any) -> Any:
+        if message == "crash":
+            raise RuntimeError("asked to crash")
         return [self.child.pid, self.daemon]

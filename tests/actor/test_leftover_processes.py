@@ -143,6 +143,19 @@ def test_what_a_sigkilled_worker_started_in_a_session_of_its_own_ends_before_its
     assert all(pid_alive(pid) for pid in actor_system.ask("p/ss", "pid"))
 
 
+def test_a_setsid_daemon_ends_with_its_crashed_worker(actor_system):
+    # the worker's own end: the daemon left its process tree and its group; the worker did start programs, so its
+    # end looks for what carries its mark
+    actor_system.start_tree(supervisor("p", [worker("ss", SESSION_STARTER)], intensity=10))
+    child, daemon = actor_system.ask("p/ss", "pid")
+    _in_sessions_of_their_own([child, daemon])
+    mark = actor_system.mark()
+    with pytest.raises(Exception, match="asked to crash"):
+        actor_system.ask("p/ss", "crash")
+    actor_system.wait_for("started", "p/ss", after=mark)
+    assert not pid_alive(child) and not pid_alive(daemon), "the crashed worker's setsid daemon outlived it"
+
+
 def test_the_systems_end_ends_what_its_workers_started_in_sessions_of_their_own(actor_system):
     actor_system.start_tree(supervisor("p", [worker("ss", SESSION_STARTER), worker("st", STARTER)]))
     escaped = actor_system.ask("p/ss", "pid")

@@ -138,3 +138,10 @@ def test_the_pids_looked_at_for_a_commands_leftovers() -> None:
     assert procs._given_after(100, 500, lambda: listing) == ["150", "300"]  # many: the listing, in the range
     assert procs._given_after(65000, 50, lambda: listing) == ["1", "5", "70000"]  # wrapped around pid_max
     assert procs._given_after(100, -1, lambda: listing) == listing  # the last pid unknown: every process
+
+
+def test_a_process_that_started_nothing_says_so_in_one_look() -> None:
+    code = ("import subprocess, sys\nfrom ouroactors.core import procs\nbefore = procs.started_programs()\n"
+            "subprocess.run(['true'], check=True)\nprint(before, procs.started_programs())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["False", "True"]  # a program it waited for counts, though gone
