@@ -14,7 +14,6 @@ import click
 from ..core import procs
 from ..core.errors import ChildNotFound, NoSuchActor, OuroactorsError, SimpleOneForOneOnly
 from ..system import marker as markers
-from ..system.handle import left_behind
 from . import main
 from .common import (
     connect,
@@ -151,7 +150,7 @@ def stop(data_dir: str, timeout: float) -> None:
             markers.verify_processes(directory, current)
         system.shutdown(timeout=timeout)
     mark = procs.system_mark(found.admin_pid, found.admin_start_ticks) if found.admin_pid is not None else None
-    if left := left_behind(found.admin_pgid, mark):
+    if left := procs.left_behind(found.admin_pgid, mark):
         err_console.print(f"system still running (session {found.admin_pgid}: pids {', '.join(map(str, left))})",
                           markup=False)
         sys.exit(1)

@@ -34,7 +34,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import OuroactorsError
-from ..system.handle import ActorSystem, left_behind
+from ..core.procs import left_behind
+from ..system.handle import ActorSystem
 from ..system.marker import DataDirInUse
 from . import demo_agent as setup
 

@@ -226,6 +226,13 @@ def marked(system: str, actor: int | None = None) -> list[int]:
                   if entry.isdigit() and int(entry) != me and wanted <= _environ(entry) and _stat(entry) is not None)
 
 
+def left_behind(sid: int | None, mark: str | None) -> list[int]:
+    """What still lives of a system: the processes of its session ``sid`` and those carrying its lineage ``mark``
+    (a program that started a session of its own); zombies do not count."""
+    found = members(session=sid) if sid is not None else []
+    return sorted({*found, *(marked(mark) if mark is not None else ())})
+
+
 def end_command_leftovers(mark: str, leader: int, wait_s: float = 2.0) -> list[int]:
     """SIGKILL what the command ``leader`` (ended, its process group killed) left running in sessions of their own,
     found by its :data:`COMMAND_MARK` ``mark``, round after round (one may fork before it is killed): the pids

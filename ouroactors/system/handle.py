@@ -401,9 +401,3 @@ def session_alive(sid: int) -> bool:
     leading a group of its own) still lives; zombies do not count."""
     return bool(procs.members(session=sid))
 
-
-def left_behind(sid: int | None, mark: str | None) -> list[int]:
-    """What still lives of a system: the processes of its session ``sid`` and those carrying its lineage ``mark``
-    (a program that started a session of its own); zombies do not count."""
-    found = procs.members(session=sid) if sid is not None else []
-    return sorted({*found, *(procs.marked(mark) if mark is not None else ())})

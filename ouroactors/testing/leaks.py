@@ -6,7 +6,8 @@ import os
 import socket
 import time
 
-from ..system.handle import ActorSystem, left_behind
+from ..core.procs import left_behind
+from ..system.handle import ActorSystem
 
 
 def port_listening(port: int, host: str = "127.0.0.1") -> bool:

@@ -116,16 +116,14 @@ def test_lineage_is_what_this_process_carries(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_what_is_left_of_a_system_counts_its_marked_programs() -> None:
-    from ouroactors.system.handle import left_behind
-
     escaped = _marked_sleep("3:42", "1")
     try:
-        assert left_behind(None, "3:42") == [escaped.pid]  # the leak check, `stop` and the demo count it
-        assert left_behind(None, "4:42") == [] and left_behind(None, None) == []
+        assert procs.left_behind(None, "3:42") == [escaped.pid]  # the leak check, `stop` and the demo count it
+        assert procs.left_behind(None, "4:42") == [] and procs.left_behind(None, None) == []
     finally:
         escaped.kill()
         escaped.wait()
-    assert left_behind(None, "3:42") == []
+    assert procs.left_behind(None, "3:42") == []
 
 
 def test_the_pids_looked_at_for_a_commands_leftovers() -> None:
