@@ -77,12 +77,26 @@ def held_by_group(holders: set[int], pgid: int) -> bool:
     return False
 
 
+def _described(pids: list[int]) -> str:
+    """Each pid with its command line (what a reader of the failure needs to know what was left)."""
+    named = []
+    for pid in pids[:10]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            named.append(f"{pid} ({command[:80]})")
+        except OSError:
+            named.append(str(pid))
+    return ", ".join(named) + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
+
+
 def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
     """Fail unless every process of ``system`` is gone and its admin port is closed (or held by a process of
     another group: the port number was freed and taken again)."""
     deadline = time.monotonic() + timeout
     while True:
-        alive = bool(left_behind(system.pgid, system.lineage_mark))
+        left = left_behind(system.pgid, system.lineage_mark)
+        alive = bool(left)
         listening = system.admin_port is not None and port_listening(system.admin_port)
         if not alive and not listening:
             return
@@ -100,7 +114,7 @@ def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
                 return  # the group is gone; the port number was freed and another group's process took it
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"system left behind: session {system.pgid} (or its lineage mark) alive={alive}, "
-                f"admin port {system.admin_port} listening={listening}"
+                f"system left behind: session {system.pgid} and the programs carrying its lineage mark: "
+                f"{_described(left) if left else 'none alive'}; admin port {system.admin_port} listening={listening}"
             )
         time.sleep(0.01)  # bounded poll for the kernel to reap

@@ -51,3 +51,24 @@ def test_a_gone_group_whose_port_number_another_group_took_is_passed_at_once_not
         began = time.monotonic()
         assert_nothing_left(gone, timeout=5.0)  # type: ignore[arg-type]
         assert time.monotonic() - began < 2.5
+
+
+def test_a_program_that_left_the_session_but_carries_the_mark_is_a_leak_named_in_the_failure() -> None:
+    import subprocess
+    from types import SimpleNamespace
+
+    import pytest
+
+    from ouroactors.core import procs
+    from ouroactors.testing.leaks import assert_nothing_left
+
+    env = {**os.environ, procs.SYSTEM_MARK: "5:55"}
+    escaped = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+    try:
+        gone = SimpleNamespace(pgid=None, lineage_mark="5:55", admin_port=None)
+        with pytest.raises(AssertionError, match=rf"{escaped.pid} \(sleep 300\)"):
+            assert_nothing_left(gone, timeout=0.2)  # type: ignore[arg-type]
+    finally:
+        escaped.kill()
+        escaped.wait()
+    assert_nothing_left(SimpleNamespace(pgid=None, lineage_mark="5:55", admin_port=None))  # type: ignore[arg-type]
