@@ -237,8 +237,9 @@ def _reach(data_dir: str, attach: Callable[[str], C]) -> C:
     sys.exit(5)
 
 
-def traceback_hint(exc: BaseException, data_dir: str | None) -> str | None:
-    """Where the whole traceback of a crashed actor is: actors' output goes to the data dir's ``admin.out``.
+def traceback_hint(exc: BaseException, data_dir: str | None, base: str = "multiproc") -> str | None:
+    """Where the whole traceback of a crashed actor is: actors' output goes to the data dir's ``admin.out``
+    (``actors.log`` on the in-process base, which ``run --base simple`` serves).
 
     The handle that received the error named the file of the system it reached (a note on the error); that is
     the data dir the command resolved, not necessarily the one it was given.
@@ -248,7 +249,8 @@ def traceback_hint(exc: BaseException, data_dir: str | None) -> str | None:
         return "\n".join(notes)
     if not isinstance(exc, StartFailed | ActorCrashed) or not data_dir:
         return None
-    return f"the actor's full traceback is in {os.path.join(resolve_data_dir(data_dir), 'admin.out')}"
+    name = "admin.out" if base == "multiproc" else "actors.log"
+    return f"the actor's full traceback is in {os.path.join(resolve_data_dir(data_dir), name)}"
 
 
 def json_literal(text: str, param_hint: str) -> object:

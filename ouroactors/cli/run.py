@@ -98,10 +98,12 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     # needs when a stop seems stuck (the system's own processes log their state to admin.out).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
+        # the in-process base carries every message pickled, as multiproc does: a message that could not cross
+        # a process fails here too, and every receiver works on a copy (what runs here runs there)
         system = ActorSystem.start(base, data_dir or tree.system.data_dir, detached=detach, capabilities=caps,
                                    bind_host=bind_host or tree.system.bind_host, admin_port=admin_port,
                                    leader=leader, convention=join, secret_file=secret_file,
-                                   log_level=log_level or tree.system.log_level)
+                                   log_level=log_level or tree.system.log_level, pickle_messages=base == "simple")
     except (DataDirInUse, ActorSystemError) as exc:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         if server is not None:
@@ -114,7 +116,7 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
         system.start_tree(tree.tree)
     except OuroactorsError as exc:
         err_console.print(f"failed to start: {exc}", style="red", markup=False, highlight=False)
-        hint = traceback_hint(exc, str(system.data_dir))
+        hint = traceback_hint(exc, str(system.data_dir), system.base)
         if hint:
             err_console.print(hint, markup=False, highlight=False)
         system.shutdown()
