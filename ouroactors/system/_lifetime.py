@@ -10,7 +10,8 @@
 * **What left both, with the system or its actor**: every process of a system carries its lineage marks in its
   environment (:func:`mark_system`, :func:`mark_actor`), so a program an actor started that left the session
   (``start_new_session=True``, ``setsid``, a sandboxed command) is still found by its marks (:func:`ouroactors.
-  core.procs.end_marked`) when the system ends or that actor is SIGKILLed.
+  core.procs.end_marked`) when the system ends, when that actor ends (:mod:`ouroactors.supervision.leftovers`) and
+  when it is SIGKILLed.
 """
 
 from __future__ import annotations
