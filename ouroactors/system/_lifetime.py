@@ -83,9 +83,9 @@ def watch_creator(creator_fd: int) -> None:
     and every process of its session (each actor leads a group of its own), then the admin's own group, this
     process last.
 
-    The marked programs first: once the session's actors die, the admin's own loop may end and its process exit
-    (thespian's, measured: it did before this thread got past the session in 4 runs of 4), and nothing else would
-    find them. Again after the session, in case a dying actor started one meanwhile and this process still lives."""
+    The marked programs first: should the admin's loop end while the session dies (it did in 4 runs of 4 before
+    patch 14: the logger's death, part of the session's, crashed the admin's restart of it), nothing else would find
+    them. Again after the session, in case a dying actor started one meanwhile."""
     with contextlib.suppress(OSError):
         select.select([creator_fd], [], [])
     _end_marked()

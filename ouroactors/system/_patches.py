@@ -55,6 +55,8 @@ ours:
    SIGKILLed from outside. A system's processes are found and ended by its session (the admin's ``setsid``), and
    what left the session by the lineage marks every one of them carries (:func:`._lifetime.mark_actor`).
 
+14. **A dead logger is restarted, not fatal**: thespian's restart read an attribute its admin never set.
+
 Patches 2, 3 and 13 live in :mod:`._lifetime` (how a system's processes end together).
 """
 
@@ -330,6 +332,9 @@ def install() -> None:
             def __init__(self, *a: Any, **k: Any) -> None:
                 mark_system()  # in the admin's own process (forked once more after the setsid), as its handle sees
                 super().__init__(*a, **k)
+                # patch 14: thespian restarts a dead logger with the admin's logDefs, which it never kept: the
+                # AttributeError ended the admin, and the whole system with it (a SIGKILLed logger, the OOM killer)
+                self.logDefs = getattr(self, "logDefs", a[3] if len(a) > 3 else k.get("logDefs"))
                 if creator_fd is not None:
                     threading.Thread(target=watch_creator, args=(creator_fd,), daemon=True).start()
 
