@@ -4,6 +4,8 @@
   (:func:`set_parent_death_signal`), so the death of any supervisor takes its whole subtree with it.
 * **With their creator**: the admin of a system that is not detached watches the creating process (a pidfd) and,
   when it is gone, ends every process of the system's session (:func:`watch_creator`).
+* **With their tree host**: the admin's one actor child, which runs every tree; dead outside a shutdown, the system
+  is headless and ends (:func:`end_headless_system`, patch 15).
 * **What an actor started, with the actor**: every actor process leads a process group of its own inside the
   system's session (:func:`lead_own_group`), so what it started stays findable by that group after the actor was
   SIGKILLed from outside (:func:`ouroactors.core.procs.end_orphaned_group`).
@@ -18,13 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import multiprocessing
 import os
 import select
 import signal
 import sys
+import threading
+from typing import Any
 
 from ..core import procs
+from .host_protocol import HOST_NAME
 
 _PR_SET_PDEATHSIG = 1
 
@@ -78,16 +84,57 @@ def enter_actor_process() -> None:
     mark_actor()
 
 
+def watched_admin(admin_class: Any, creator_fd: int | None) -> Any:
+    """Thespian's admin class as this system runs it (patches 3, 14, 15): it carries the system's mark, watches its
+    creator (``creator_fd``, a pidfd; None: detached), keeps what a restart of its logger needs, and ends the system
+    when its tree host dies outside a shutdown."""
+
+    class WatchedAdmin(admin_class):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            mark_system()  # in the admin's own process (forked once more after the setsid), as its handle sees
+            super().__init__(*a, **k)
+            # patch 14: thespian restarts a dead logger with the admin's logDefs, which it never kept: the
+            # AttributeError ended the admin, and the whole system with it (a SIGKILLed logger, the OOM killer)
+            self.logDefs = getattr(self, "logDefs", a[3] if len(a) > 3 else k.get("logDefs"))
+            if creator_fd is not None:
+                threading.Thread(target=watch_creator, args=(creator_fd,), daemon=True).start()
+
+        def h_ChildActorExited(self, envelope: Any) -> Any:
+            host = getattr(self, "_globalNames", {}).get(HOST_NAME)  # read before thespian forgets the name
+            handled = super().h_ChildActorExited(envelope)
+            if host is not None and envelope.message.childAddress == host and not self.isShuttingDown():
+                end_headless_system()  # patch 15
+            return handled
+
+    WatchedAdmin.__name__ = admin_class.__name__
+    WatchedAdmin.__qualname__ = admin_class.__qualname__
+    return WatchedAdmin
+
+
 def watch_creator(creator_fd: int) -> None:
-    """Block until the creator exits, then take the whole system down with it: every program that carries its mark
-    and every process of its session (each actor leads a group of its own), then the admin's own group, this
-    process last.
+    """Block until the creator exits, then take the whole system down with it (:func:`_end_system`)."""
+    with contextlib.suppress(OSError):
+        select.select([creator_fd], [], [])
+    _end_system()
+
+
+def end_headless_system() -> None:
+    """In the admin, its tree host having died outside a shutdown (SIGKILLed: the OOM killer, anybody): its trees died
+    with it (parent-death signal), and nothing can be started or asked any more — a headless system, every ask of
+    which timed out. As an OTP node ends when its application controller dies, the system ends, saying why."""
+    logging.getLogger("ouroactors.system").error(
+        "the tree host (pid %s's child that ran every tree) died outside a shutdown: its trees died with it and "
+        "nothing could be asked or started any more; the system ends", os.getpid())
+    _end_system()
+
+
+def _end_system() -> None:
+    """Every program that carries the system's mark and every process of its session (each actor leads a group of
+    its own), then the admin's own group, this process last.
 
     The marked programs first: should the admin's loop end while the session dies (it did in 4 runs of 4 before
     patch 14: the logger's death, part of the session's, crashed the admin's restart of it), nothing else would find
     them. Again after the session, in case a dying actor started one meanwhile."""
-    with contextlib.suppress(OSError):
-        select.select([creator_fd], [], [])
     _end_marked()
     with contextlib.suppress(OSError):
         procs.end_session(os.getsid(0), wait_s=2.0)

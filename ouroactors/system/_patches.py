@@ -56,6 +56,7 @@ ours:
    what left the session by the lineage marks every one of them carries (:func:`._lifetime.mark_actor`).
 
 14. **A dead logger is restarted, not fatal**: thespian's restart read an attribute its admin never set.
+15. **A dead tree host ends the system** (:func:`._lifetime.end_headless_system`) instead of leaving it headless.
 
 Patches 2, 3 and 13 live in :mod:`._lifetime` (how a system's processes end together).
 """
@@ -69,13 +70,12 @@ import pickle
 import signal
 import socket
 import stat
-import threading
 import weakref
 from typing import Any
 
 from ..supervision import sendable
 from . import _frames, _lazy_describe, _selector
-from ._lifetime import enter_actor_process, expected_parent, mark_system, set_parent_death_signal, watch_creator
+from ._lifetime import enter_actor_process, expected_parent, set_parent_death_signal, watched_admin
 
 _installed = False
 
@@ -328,19 +328,7 @@ def install() -> None:
             except OSError:
                 os._exit(1)  # the creator is already gone
 
-        class WatchedAdmin(adminClass):
-            def __init__(self, *a: Any, **k: Any) -> None:
-                mark_system()  # in the admin's own process (forked once more after the setsid), as its handle sees
-                super().__init__(*a, **k)
-                # patch 14: thespian restarts a dead logger with the admin's logDefs, which it never kept: the
-                # AttributeError ended the admin, and the whole system with it (a SIGKILLed logger, the OOM killer)
-                self.logDefs = getattr(self, "logDefs", a[3] if len(a) > 3 else k.get("logDefs"))
-                if creator_fd is not None:
-                    threading.Thread(target=watch_creator, args=(creator_fd,), daemon=True).start()
-
-        WatchedAdmin.__name__ = adminClass.__name__
-        WatchedAdmin.__qualname__ = adminClass.__qualname__
-        return original_start_admin(WatchedAdmin, *args, **kwargs)
+        return original_start_admin(watched_admin(adminClass, creator_fd), *args, **kwargs)
 
     multiprocCommon.startAdmin = start_admin_watching_creator
 

@@ -34,3 +34,17 @@ def test_a_killed_logger_is_replaced_and_the_system_goes_on(actor_system):
     mark = actor_system.mark()
     actor_system.kill("r/c")
     actor_system.wait_for("started", "r/c", after=mark)  # and supervising
+
+
+def test_a_killed_tree_host_ends_the_system_saying_why(actor_system):
+    """The tree host runs every tree; SIGKILLed, its trees die with it and the admin lived on headless: every ask
+    timed out after 10 s, "no answer from host". As an OTP node ends when its application controller dies, the
+    system ends, and its log says why."""
+    actor_system.start_tree(supervisor("r", [worker("c", "ouroactors.examples.workers:Counter")]))
+    [tree] = actor_system.trees()
+    root = _stat(tree.pid)
+    assert root is not None
+    os.kill(int(root[1]), signal.SIGKILL)
+    wait_until(lambda: not pid_alive(actor_system.admin_pid), what="the headless system ended")
+    log = (actor_system.data_dir / "admin.out").read_text()
+    assert "the tree host" in log and "died outside a shutdown" in log, log[-2000:]
