@@ -38,10 +38,9 @@ def end_leftovers(context: Any, path: str) -> list[int]:
     pids (none on the in-process base)."""
     if getattr(context, "base", None) != "multiproc":  # one process per actor only: elsewhere it is the caller's
         return []
-    started = procs.started_programs()  # before the tree is ended: its killed members are not reaped yet
     ended = procs.end_descendants(os.getpid(), spare=procs.forked_copy)
     ended += procs.end_own_group(spare=procs.forked_copy)  # what left the tree but not the worker's group
-    if started:  # what left the group too, for a session of its own (a daemon that called setsid)
+    if ended or procs.started_programs():  # what left the group too, for a session of its own (setsid'd daemon)
         ended += procs.end_own_marked()
     if ended:
         log.info("%s: ended %d process(es) it had started and left running", path, len(ended))

@@ -156,6 +156,20 @@ def test_a_setsid_daemon_ends_with_its_crashed_worker(actor_system):
     assert not pid_alive(child) and not pid_alive(daemon), "the crashed worker's setsid daemon outlived it"
 
 
+def test_a_living_siblings_setsid_daemon_is_not_taken_for_a_crashed_or_killed_workers(actor_system):
+    # the marks name the actor: a sibling's programs, in sessions of their own too, carry another pid
+    actor_system.start_tree(supervisor("p", [worker("a", SESSION_STARTER), worker("b", SESSION_STARTER)],
+                                       intensity=10))
+    a = actor_system.ask("p/a", "pid")
+    mark = actor_system.mark()
+    with pytest.raises(Exception, match="asked to crash"):
+        actor_system.ask("p/b", "crash")
+    actor_system.wait_for("started", "p/b", after=mark)
+    actor_system.kill("p/b")
+    actor_system.wait_for("started", "p/b")
+    assert all(pid_alive(pid) for pid in a), "a living sibling's programs were ended"
+
+
 def test_the_systems_end_ends_what_its_workers_started_in_sessions_of_their_own(actor_system):
     actor_system.start_tree(supervisor("p", [worker("ss", SESSION_STARTER), worker("st", STARTER)]))
     escaped = actor_system.ask("p/ss", "pid")
