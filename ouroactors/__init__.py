@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .core.errors import SpecError as SpecError
     from .core.errors import StaleGeneration as StaleGeneration
     from .core.errors import StartFailed as StartFailed
+    from .core.errors import StartInterrupted as StartInterrupted
     from .core.errors import SupervisorError as SupervisorError
     from .core.errors import UnhandledMessage as UnhandledMessage
     from .core.errors import UnsendableAnswer as UnsendableAnswer
@@ -71,6 +72,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "SpecError": (".core.errors", "SpecError"),
     "StaleGeneration": (".core.errors", "StaleGeneration"),
     "StartFailed": (".core.errors", "StartFailed"),
+    "StartInterrupted": (".core.errors", "StartInterrupted"),
     "SupervisorError": (".core.errors", "SupervisorError"),
     "UnhandledMessage": (".core.errors", "UnhandledMessage"),
     "ChildInfo": (".supervision.child_info", "ChildInfo"),
@@ -112,7 +114,8 @@ __all__ = [
     "IGNORE", "ActorCrashed", "ActorCrashedBefore", "ActorRef", "ActorStopped", "ActorStopping", "ActorSystem",
     "ActorSystemError", "AlreadyPresent", "AlreadyStarted", "AskTimeout", "ChildInfo", "ChildNotFound",
     "ChildRestarting", "ChildRunning", "ChildSpec", "Event", "ExitKind", "ExitReason", "MaxChildren", "NoSuchActor",
-    "OuroactorsError", "SimpleOneForOneOnly", "SpecError", "StaleGeneration", "StartFailed", "Supervisor",
+    "OuroactorsError", "SimpleOneForOneOnly", "SpecError", "StaleGeneration", "StartFailed", "StartInterrupted",
+    "Supervisor",
     "SupervisorError", "SupervisorFlags", "SystemClient", "UnhandledMessage", "UnsendableAnswer", "Worker",
     "check_childspecs", "faults", "supervisor", "worker",
 ]

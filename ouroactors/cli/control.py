@@ -124,7 +124,8 @@ def start_child(data_dir: str, supervisor_path: str, args: tuple[str, ...]) -> N
 @data_dir_option
 @click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
               callback=not_nan,
-              help="seconds to wait for the orderly stop (still running then: exit 1)")
+              help="seconds for the orderly stop, all trees together; what is still stopping then is killed "
+                   "(exit 1, and `stop_forced` in the event log)")
 @reports_errors
 def stop(data_dir: str, timeout: float) -> None:
     """Stop the system serving DATA_DIR: trees in reverse order, then every process."""
@@ -137,6 +138,7 @@ def stop(data_dir: str, timeout: float) -> None:
     # Nothing is signalled on the marker's word alone: its processes must be this system's.
     markers.verify_processes(directory, found)
     owner_alive = markers.process_start_ticks(found.owner_pid) is not None
+    forced: list[str] = []
     if owner_alive and not found.detached and found.owner_pid != os.getpid():
         markers.verify_owner(directory, found)
         os.kill(found.owner_pid, signal.SIGTERM)  # the foreground `run` shuts down in order
@@ -149,9 +151,15 @@ def stop(data_dir: str, timeout: float) -> None:
         if current != found:  # swapped since it was verified: verify what will be signalled
             markers.verify_processes(directory, current)
         system.shutdown(timeout=timeout)
+        forced = system.forced
     mark = procs.system_mark(found.admin_pid, found.admin_start_ticks) if found.admin_pid is not None else None
     if left := procs.left_behind(found.admin_pgid, mark):
         err_console.print(f"system still running (session {found.admin_pgid}: pids {', '.join(map(str, left))})",
                           markup=False)
+        sys.exit(1)
+    if forced:  # ended, but not in order: what was still stopping did not run its on_stop to the end
+        err_console.print(f"the orderly stop did not finish within {timeout:g}s (still stopping: tree "
+                          f"{', '.join(forced)}): every process of the system in {data_dir} was killed; "
+                          "`ouroactors events` shows how far it got", markup=False)
         sys.exit(1)
     console.print(f"stopped the system in {data_dir}", markup=False)

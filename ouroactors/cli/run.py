@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import select
+import shlex
 import signal
 import sys
 import threading
@@ -16,9 +17,10 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from ..core.errors import ActorSystemError, OuroactorsError, SpecError
+from ..core.errors import ActorSystemError, AskTimeout, OuroactorsError, SpecError, StartInterrupted
 from ..core.serving import QuietHTTPServer
 from ..runtime.execution.metrics import render as runtime_metrics
+from ..supervision.specs import ChildSpec
 from ..system.config import load_tree
 from ..system.handle import ActorSystem
 from ..system.marker import DataDirInUse
@@ -28,7 +30,9 @@ from .common import console, err_console, traceback_hint
 from .render import event_line, tree_table
 from .stop_request import StopRequest
 
-EXIT_CLEAN, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED = 0, 2, 3, 4, 6
+EXIT_CLEAN, EXIT_STOP_FORCED, EXIT_BAD_INPUT, EXIT_START_FAILED, EXIT_TREE_ENDED, EXIT_ADMIN_DIED = 0, 1, 2, 3, 4, 6
+STOP_TIMEOUT_S = 30.0  # the orderly stop of a foreground run (Ctrl-C, SIGTERM, `ouroactors stop`), all trees
+BOOT_STOP_TIMEOUT_S = 5.0  # the same after a failed or interrupted boot (what started is stopped in order)
 
 
 @main.command()
@@ -112,20 +116,30 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
     if system.stale_marker is not None:
         console.print(f"cleaned a stale marker left by a killed system (pid {system.stale_marker.owner_pid})",
                       markup=False)
+    booted_after = len(system.events.all())
     try:
-        system.start_tree(tree.tree)
+        system.start_tree(tree.tree, interrupted=stop.is_set)  # Ctrl-C, SIGTERM, `stop`: a hung boot ends too
     except OuroactorsError as exc:
-        err_console.print(f"failed to start: {exc}", style="red", markup=False, highlight=False)
+        said = "interrupted" if isinstance(exc, StartInterrupted) else "failed to start"
+        err_console.print(f"{said}: {exc}", style="red", markup=False, highlight=False)
+        started = {e.path for e in system.events.all()[booted_after:] if e.kind == "started"}
+        if isinstance(exc, StartInterrupted | AskTimeout) and (hung := _still_starting(tree.tree, started,
+                                                                                        tree.tree.id)):
+            err_console.print(f"still starting (its on_start has not returned): {hung}", markup=False,
+                              highlight=False)
         hint = traceback_hint(exc, str(system.data_dir), system.base)
         if hint:
             err_console.print(hint, markup=False, highlight=False)
-        system.shutdown()
+        system.shutdown(timeout=BOOT_STOP_TIMEOUT_S)
+        if system.forced:
+            err_console.print(f"what had started did not stop within {BOOT_STOP_TIMEOUT_S:g}s: every process of "
+                              "the system was killed", markup=False, highlight=False)
         if server is not None:
             server.server_close()
         sys.exit(EXIT_START_FAILED)
     if detach:
         console.print(f"started {tree.tree.id!r} detached (admin pid {system.admin_pid}, data dir {system.data_dir}); "
-                      f"stop it with: ouroactors stop --data-dir {system.data_dir}", markup=False)
+                      f"stop it with: ouroactors stop --data-dir {shlex.quote(str(system.data_dir))}", markup=False)
         return
     if server is not None:
         _start_serving(server, system)
@@ -137,14 +151,33 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
         if server is not None:
             server.shutdown()
             server.server_close()
-        system.shutdown()
+        system.shutdown(timeout=STOP_TIMEOUT_S)
         watch.close()
         if code == EXIT_ADMIN_DIED:
             err_console.print(watch.reason(), style="red", markup=False, highlight=False)
+        elif system.forced:  # ended, but not in order
+            err_console.print(f"the orderly stop did not finish within {STOP_TIMEOUT_S:g}s (still stopping: tree "
+                              f"{', '.join(system.forced)}): every process of the system was killed",
+                              style="red", markup=False, highlight=False)
+            code = EXIT_STOP_FORCED
         else:
             console.print({EXIT_CLEAN: "stopped cleanly", EXIT_TREE_ENDED: "the tree ended on its own"}[code],
                           markup=False)
     sys.exit(code)
+
+
+def _still_starting(spec: ChildSpec, started: set[str], path: str) -> str | None:
+    """The child whose ``on_start`` a boot that timed out or was interrupted is still waiting for.
+
+    A supervisor starts its children one at a time in their order and reports itself started after the last, so
+    the first child of ``spec`` without a ``started`` event is it (or, a supervisor, the first of its own). Asking
+    the tree cannot tell: its root has not reported yet, and answers nothing about its children.
+    """
+    for child in spec.children or ():
+        here = f"{path}/{child.id}"
+        if here not in started:
+            return _still_starting(child, started, here) or here if child.is_supervisor else here
+    return None
 
 
 class AdminWatch:

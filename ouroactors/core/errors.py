@@ -209,6 +209,10 @@ class AskTimeout(OuroactorsError):
     """No answer arrived within the timeout."""
 
 
+class StartInterrupted(OuroactorsError):
+    """A wait for a tree's start was given up on request (a stop signal) before the tree was up."""
+
+
 class ActorSystemError(OuroactorsError):
     """The actor system could not be started, reached, or shut down cleanly."""
 

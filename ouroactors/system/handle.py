@@ -34,14 +34,15 @@ from typing import Any
 from thespian.actors import ActorSystem as ThespianSystem
 
 from ..core import clock, procs
-from ..core.errors import ActorSystemError, OuroactorsError
+from ..core.errors import ActorSystemError, AskTimeout, OuroactorsError, StartInterrupted
 from ..supervision import reasons
 from ..supervision.actor_paths import unsendable_arguments
-from ..supervision.events import Event, EventReader
+from ..supervision.events import Event, EventReader, EventWriter
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import SystemContext
 from ..supervision.specs import ChildSpec
 from . import _frames, _logs, _patches, _pickling, _secret, _simulation, _startup, marker
+from ._answers import STOPPED
 from ._operations import Operations
 from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
 from ._startup import make_private_dir, parse_address, refuse_unreachable
@@ -79,6 +80,7 @@ class ActorSystem(Operations, SystemClient):
         self.simulation: _simulation.Simulation | None = None  # set when started with simulated=True
         self._log_handler: Any = None  # the simple base's log file, when the process configured none
         self._closed = False
+        self.forced: list[str] = []  # trees whose orderly stop ran out of time in shutdown (their processes killed)
         self._action_mark = 0  # events before this index happened before this handle's last action
         self._owner_proof: int | None = None  # in-process owner: the event log held open (see marker.verify_processes)
 
@@ -146,92 +148,95 @@ class ActorSystem(Operations, SystemClient):
         join = parse_address(convention) if convention else None
         if (leader or join) and base != "multiproc":
             raise ActorSystemError("a convention (leader or join) needs the multiproc base")
-        stale = marker.claim(directory)  # refuses a directory a live system serves
-        if join is not None:
-            refuse_unreachable(join)
-            if secret_file is None:
-                raise ActorSystemError(
-                    f"joining the convention led at {convention} needs the leader's secret: pass a copy of "
-                    "its <data dir>/secret file (secret_file=..., or --secret-file on the command line)"
-                )
-        if simulated and base != "simple":
-            raise ActorSystemError(f"simulated=True needs the simple base (one process), not {base!r}")
-        secret = _secret.for_start(directory, secret_file) if base == "multiproc" else b""  # refused: nothing changed
-        epoch = bump_node_epoch(directory)
-        port: int | None = None
-        if base == "multiproc":
-            port = admin_port or free_port(bind_host)  # provisional: _startup may choose again
-        node = f"{bind_host}:{port}" if port else ("sim" if simulated else f"local:{os.getpid()}")
-        simulation = _simulation.begin() if simulated else None  # before anything reads the clock
-        context = SystemContext(
-            name=name, base=base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
-            node_epoch=epoch, origin_ns=clock.monotonic_ns(), node=node,
-        )
-        os.environ["OUROACTORS_NODE"] = node  # inherited by the admin and every actor it forks
-        if base == "multiproc":
-            _patches.install()
-            # The framework's loggers are made when their modules are imported. Made before the admin forks, they hang
-            # under the root the admin gives its admin.out handler (_patches._log_into_admin_output); made after it, in
-            # an actor, under thespian's forwarder, which never writes admin.out — where a crash's error says to look.
-            from ..supervision import supervisor as _supervisor  # noqa: F401
-            from ..supervision import worker as _worker  # noqa: F401
-            os.environ["OUROACTORS_BIND_HOST"] = bind_host
-            os.environ["THESPIAN_BASE_IPADDR"] = bind_host
-            _log_thespian_into(directory)
-            _frames.reset_counter(directory)
+        with marker.claiming(directory) as stale:  # refuses a directory a live system serves, or one being claimed
+            if join is not None:
+                refuse_unreachable(join)
+                if secret_file is None:
+                    raise ActorSystemError(
+                        f"joining the convention led at {convention} needs the leader's secret: pass a copy of "
+                        "its <data dir>/secret file (secret_file=..., or --secret-file on the command line)"
+                    )
+            if simulated and base != "simple":
+                raise ActorSystemError(f"simulated=True needs the simple base (one process), not {base!r}")
+            # refused: nothing changed
+            secret = _secret.for_start(directory, secret_file) if base == "multiproc" else b""
+            epoch = bump_node_epoch(directory)
+            port: int | None = None
+            if base == "multiproc":
+                port = admin_port or free_port(bind_host)  # provisional: _startup may choose again
+            node = f"{bind_host}:{port}" if port else ("sim" if simulated else f"local:{os.getpid()}")
+            simulation = _simulation.begin() if simulated else None  # before anything reads the clock
+            context = SystemContext(
+                name=name, base=base, data_dir=str(directory), events_path=str(directory / "events.jsonl"),
+                node_epoch=epoch, origin_ns=clock.monotonic_ns(), node=node,
+            )
+            os.environ["OUROACTORS_NODE"] = node  # inherited by the admin and every actor it forks
+            if base == "multiproc":
+                _patches.install()
+                # The framework's loggers are made when their modules are imported. Made before the admin forks, they
+                # hang under the root the admin gives its admin.out handler (_patches._log_into_admin_output); made
+                # after it, in an actor, under thespian's forwarder, which never writes admin.out — where a crash's
+                # error says to look.
+                from ..supervision import supervisor as _supervisor  # noqa: F401
+                from ..supervision import worker as _worker  # noqa: F401
+                os.environ["OUROACTORS_BIND_HOST"] = bind_host
+                os.environ["THESPIAN_BASE_IPADDR"] = bind_host
+                _log_thespian_into(directory)
+                _frames.reset_counter(directory)
 
-            def start_on(chosen: int) -> Any:
-                nonlocal context
-                context = dataclasses.replace(context, node=f"{bind_host}:{chosen}")
-                os.environ["OUROACTORS_NODE"] = context.node
-                _frames.register(chosen, secret, directory / _frames.COUNTER_FILE)
-                _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"),
-                                               admin_port=chosen, log_level=level)
-                caps: dict[str, Any] = {**(capabilities or {}), "Admin Port": chosen, "Process Startup Method": "fork"}
-                if leader:
-                    caps["Convention Address.IPv4"] = (bind_host, chosen)
-                elif join is not None:
-                    caps["Convention Address.IPv4"] = join
-                return ThespianSystem(
-                    BASES[base], caps, logDefs=_logs.log_defs(directory / "actors.log"), transientUnique=True
-                )
+                def start_on(chosen: int) -> Any:
+                    nonlocal context
+                    context = dataclasses.replace(context, node=f"{bind_host}:{chosen}")
+                    os.environ["OUROACTORS_NODE"] = context.node
+                    _frames.register(chosen, secret, directory / _frames.COUNTER_FILE)
+                    _patches.admin_settings.update(detached=detached, stdio_path=str(directory / "admin.out"),
+                                                   admin_port=chosen, log_level=level)
+                    caps: dict[str, Any] = {**(capabilities or {}), "Admin Port": chosen,
+                                            "Process Startup Method": "fork"}
+                    if leader:
+                        caps["Convention Address.IPv4"] = (bind_host, chosen)
+                    elif join is not None:
+                        caps["Convention Address.IPv4"] = join
+                    return ThespianSystem(
+                        BASES[base], caps, logDefs=_logs.log_defs(directory / "actors.log"), transientUnique=True
+                    )
 
-            thespian, port = _startup.start_admin(bind_host, admin_port, start_on)
-        else:
+                thespian, port = _startup.start_admin(bind_host, admin_port, start_on)
+            else:
+                try:
+                    thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
+                    if simulation is not None:
+                        simulation.attach(thespian)
+                    if pickle_messages:
+                        _pickling.attach(thespian)  # after the simulation's base: it keeps virtual time
+                except BaseException:
+                    if simulation is not None:
+                        simulation.stop()
+                    raise
+            log_handler = _logs.capture_simple(directory / "actors.log") if base == "simple" else None
             try:
-                thespian = ThespianSystem(BASES[base], capabilities or {}, logDefs=False, transientUnique=True)
-                if simulation is not None:
-                    simulation.attach(thespian)
-                if pickle_messages:
-                    _pickling.attach(thespian)  # after the simulation's base: it keeps virtual time
+                system = cls(thespian, base, directory, context, port, owner=True)
+                system.simulation, system._log_handler = simulation, log_handler
+                system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
+                if join is not None:
+                    system._await_convention(join, join_timeout)
             except BaseException:
+                thespian.shutdown()
                 if simulation is not None:
                     simulation.stop()
+                _logs.release(log_handler)
                 raise
-        log_handler = _logs.capture_simple(directory / "actors.log") if base == "simple" else None
-        try:
-            system = cls(thespian, base, directory, context, port, owner=True)
-            system.simulation, system._log_handler = simulation, log_handler
-            system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
-            if join is not None:
-                system._await_convention(join, join_timeout)
-        except BaseException:
-            thespian.shutdown()
-            if simulation is not None:
-                simulation.stop()
-            _logs.release(log_handler)
-            raise
-        system.stale_marker = stale
-        if base == "simple":  # what `stop` checks before it signals an in-process system's owner
-            system._owner_proof = os.open(context.events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-                                          0o600)
-        system.marker = marker.Marker(
-            base=base, admin_port=port, admin_pid=system.admin_pid, admin_pgid=system.pgid,
-            admin_start_ticks=marker.process_start_ticks(system.admin_pid) if system.admin_pid else None,
-            owner_pid=os.getpid(), detached=detached, bind_host=bind_host, node_epoch=epoch,
-            started_ns=time.time_ns(), origin_ns=context.origin_ns, name=name,
-        )
-        marker.write_marker(directory, system.marker)
+            system.stale_marker = stale
+            if base == "simple":  # what `stop` checks before it signals an in-process system's owner
+                system._owner_proof = os.open(context.events_path,
+                                              os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            system.marker = marker.Marker(
+                base=base, admin_port=port, admin_pid=system.admin_pid, admin_pgid=system.pgid,
+                admin_start_ticks=marker.process_start_ticks(system.admin_pid) if system.admin_pid else None,
+                owner_pid=os.getpid(), detached=detached, bind_host=bind_host, node_epoch=epoch,
+                started_ns=time.time_ns(), origin_ns=context.origin_ns, name=name,
+            )
+            marker.write_marker(directory, system.marker)
         return system
 
     def _await_convention(self, leader: tuple[str, int], timeout: float = 10.0) -> None:
@@ -278,21 +283,33 @@ class ActorSystem(Operations, SystemClient):
             self.shutdown()
 
     def shutdown(self, timeout: float = 30.0) -> None:
-        """Stop every tree in reverse start order, shut thespian down, sweep what is left."""
+        """Stop every tree in reverse start order, shut thespian down, sweep what is left.
+
+        ``timeout`` bounds the orderly part as a whole, not each tree. A tree still stopping when it runs out is
+        not waited for (nor is thespian's own orderly shutdown, which would wait on the same busy actors): the sweep
+        kills every process of the system, :attr:`forced` names the tree, and the event log says so
+        (``stop_forced``) — a stop that had to kill is never reported as an orderly one.
+        """
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + timeout
         try:
             if not self.admin_alive():
                 return  # nothing to ask politely: sweep what may be left
             with contextlib.suppress(OuroactorsError):
                 for tree in reversed(self.trees()):
                     if tree.status in ("running", "starting"):
-                        with contextlib.suppress(OuroactorsError):
-                            self.stop_tree(tree.name, timeout=timeout)
+                        try:
+                            self.stop_tree(tree.name, timeout=max(deadline - time.monotonic(), 0.001))
+                        except AskTimeout:
+                            self._forced(tree.name, timeout)
+                        except OuroactorsError:
+                            pass  # ended meanwhile, or already stopping
         finally:
             self._close_endpoints()
-            self._thespian.shutdown()
+            if not (self.forced and self.base == "multiproc"):
+                self._thespian.shutdown()
             if self.simulation is not None:
                 self.simulation.stop()
             _logs.release(self._log_handler)
@@ -305,6 +322,13 @@ class ActorSystem(Operations, SystemClient):
                 self._owner_proof = None
             if self.owner and self.admin_port is not None:
                 _frames.forget(self.admin_port)  # a later system on this port registers its own key
+
+    def _forced(self, tree: str, timeout: float) -> None:
+        self.forced.append(tree)
+        with contextlib.suppress(OSError):
+            EventWriter(self.context.events_path, "", self.context.node_epoch, self.context.node).write(
+                "stop_forced", tree, {"reason": f"its orderly stop did not finish within {timeout:g}s: every "
+                                                "process of the system is killed", "timeout_s": timeout})
 
     def dropped_frames(self) -> dict[str, int]:
         """Inbound frames the processes of this system dropped unread, by reason (see :mod:`._frames`)."""
@@ -376,8 +400,14 @@ class ActorSystem(Operations, SystemClient):
 
     # -- trees ----------------------------------------------------------------------------------------
 
-    def start_tree(self, spec: ChildSpec, timeout: float = 60.0) -> TreeInfo:
-        """Start a tree (its root is ``spec``, a supervisor spec); wait until it is up."""
+    def start_tree(self, spec: ChildSpec, timeout: float = 60.0, *,
+                   interrupted: Callable[[], bool] | None = None) -> TreeInfo:
+        """Start a tree (its root is ``spec``, a supervisor spec); wait until it is up.
+
+        ``interrupted`` (multiproc): looked at every 0.1 s while the start is not answered; once it says True the
+        wait ends with :class:`StartInterrupted` (the tree is left starting: stop it, or shut the system down) —
+        how ``ouroactors run`` lets Ctrl-C or ``stop`` end a boot whose ``on_start`` hangs.
+        """
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"start_tree takes a supervisor spec (ouroactors.supervisor(...), or the tree of a "
                             f"loaded tree file), not {type(spec).__name__}")
@@ -385,7 +415,13 @@ class ActorSystem(Operations, SystemClient):
             raise ActorSystemError(f"a tree's root must be a supervisor spec, not a {spec.type.value}")
         self._check_sendable(unsendable_arguments(spec))
         self._acting()
-        result = self._call(self._host, StartTree(spec, self.context), timeout, spec.id)
+        if interrupted is None or self.base != "multiproc":
+            result = self._call(self._host, StartTree(spec, self.context), timeout, spec.id)
+        else:
+            answer = self._ask_raw(self._host, StartTree(spec, self.context), timeout, gone=interrupted)
+            if answer is STOPPED:
+                raise StartInterrupted(f"the start of tree {spec.id!r} was interrupted before it was up")
+            result = self._answer(answer, spec.id, timeout)
         assert isinstance(result, TreeInfo)
         return result
 

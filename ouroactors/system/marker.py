@@ -20,8 +20,13 @@ marker naming an unrelated process is refused with :class:`MarkerMismatch` and n
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import shlex
+import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from ..core.errors import ActorSystemError
 from ..core.procs import process_start_ticks as process_start_ticks
 
 MARKER = "system.json"
+START_LOCK = "system.lock"  # held by a start from its claim until its marker is written
 ADMIN_OUTPUT = "admin.out"  # the admin's stdout/stderr (see handle.start)
 EVENTS = "events.jsonl"
 
@@ -58,7 +64,7 @@ class DataDirInUse(ActorSystemError):
         who = marker.owner_pid if marker.base == "simple" else marker.admin_pid
         super().__init__(
             f"data dir {data_dir} is already served by a live system (pid {who}, started by pid "
-            f"{marker.owner_pid}); stop it first with `ouroactors stop --data-dir {data_dir}`"
+            f"{marker.owner_pid}); stop it first with `ouroactors stop --data-dir {shlex.quote(str(data_dir))}`"
         )
 
 
@@ -105,6 +111,64 @@ def claim(data_dir: Path) -> Marker | None:
         raise DataDirInUse(data_dir, marker)
     (Path(data_dir) / MARKER).unlink(missing_ok=True)
     return marker
+
+
+class DataDirStarting(ActorSystemError):
+    """Another process is starting a system on this data dir at this moment (it holds the start lock)."""
+
+    def __init__(self, data_dir: Path, holder: int | None) -> None:
+        self.holder = holder
+        who = f"pid {holder}" if holder else "another process"
+        super().__init__(
+            f"data dir {data_dir} is being claimed by another start ({who}) right now: only one system serves a "
+            f"data dir; see which won with `ouroactors status --data-dir {shlex.quote(str(data_dir))}`"
+        )
+
+
+@contextlib.contextmanager
+def claiming(data_dir: Path) -> Iterator[Marker | None]:
+    """:func:`claim` ``data_dir`` and hold its start lock until the block ends (the marker written, or the start
+    failed): of starts racing on one data dir exactly one gets through; the others are refused at once.
+
+    Without it, the check (no live marker) and the claim (the marker written after the whole boot, a second or
+    more later) left a window in which several starts all succeeded and wrote the same event log and LMDB
+    environment, and ``stop`` could reach only the last. The lock is a POSIX record lock (``lockf``) on
+    ``<data_dir>/system.lock``, not a ``flock``: the admin is forked during the boot, and a ``flock`` would go
+    with the inherited descriptor and stay held as long as the system lives; a record lock belongs to this
+    process alone and ends with it, whatever way it ends. The holder writes its pid into the file for the
+    refusal to name. A record lock does not exclude the threads of its own process: a set of the data dirs this
+    process is claiming does.
+    """
+    here = os.path.realpath(data_dir)
+    with _claims_lock:
+        if here in _claims:
+            raise DataDirStarting(data_dir, os.getpid())
+        _claims.add(here)
+    try:
+        fd = os.open(Path(data_dir) / START_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise DataDirStarting(data_dir, _holder(fd)) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield claim(data_dir)
+        finally:
+            os.close(fd)  # releases the lock
+    finally:
+        with _claims_lock:
+            _claims.discard(here)
+
+
+_claims: set[str] = set()  # the data dirs this process is claiming now (realpath)
+_claims_lock = threading.Lock()
+
+
+def _holder(fd: int) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int(os.pread(fd, 32, 0).decode().strip() or "0") or None
+    return None
 
 
 def write_marker(data_dir: Path, marker: Marker) -> None:
