@@ -12,26 +12,48 @@ import importlib
 import importlib.util
 import inspect
 import pickle
+import sys
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def resolve_actor(path: str) -> type:
-    """Import ``module:Class`` (or ``module.Class``) and check it speaks the ouroactors protocol."""
+def _split(path: str) -> tuple[str, str]:
+    """``(module, attribute)`` of ``module:Class`` or ``module.Class``."""
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
+    return module_name, attr
+
+
+def loaded_actor(path: str) -> type | None:
+    """The class ``path`` names if its module is imported already (None otherwise, or if it names no class):
+    nothing is imported."""
+    module_name, attr = _split(path)
+    target: Any = sys.modules.get(module_name)
+    if target is None or not attr:
+        return None
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    return target if isinstance(target, type) else None
+
+
+def resolve_actor(path: str) -> type:
+    """Import ``module:Class`` (or ``module.Class``) and check it speaks the ouroactors protocol."""
+    module_name, attr = _split(path)
     if not module_name or not attr:
         raise ValueError(f"actor path {path!r} must look like 'package.module:Class'")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a module that calls sys.exit() fails to import like any other
         hint = ""
         if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
             hint = (f" — {exc.name!r} is not on the import path: run from the project's directory, install the "
                     "project (pip install -e .) or add its directory to PYTHONPATH")
-        raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {exc}{hint}") from None
+        detail = str(exc)
+        if isinstance(exc, SystemExit):
+            detail = f"{exc.code!r} (the module calls sys.exit() when it is imported)"
+        raise ValueError(f"actor path {path!r} does not import: {type(exc).__name__}: {detail}{hint}") from None
     target: Any = module
     for part in attr.split("."):
         owner, target = target, getattr(target, part, None)
@@ -51,6 +73,35 @@ def resolve_actor(path: str) -> type:
             "(async def): handlers are called synchronously, one message at a time, so the body would never run — "
             "define them with def (and run trio or asyncio inside one if it must await)")
     return target
+
+
+# The base class each child type needs, by its module: a class derived from one was defined after it was imported,
+# so a base whose module is not imported yet has no subclasses (and validating a spec imports neither).
+_BASES = {"worker": (f"{__package__}.worker", "Worker"), "supervisor": (f"{__package__}.supervisor", "Supervisor")}
+
+
+def actor_kind(cls: type) -> str | None:
+    """``"worker"`` or ``"supervisor"``: which of ouroactors' actor bases ``cls`` derives from (None: neither)."""
+    for kind, (module_name, name) in _BASES.items():
+        base = getattr(sys.modules.get(module_name), name, None)
+        if isinstance(base, type) and issubclass(cls, base):
+            return kind
+    return None
+
+
+def kind_problem(path: str, cls: type, child_type: str) -> str | None:
+    """Why the actor class ``cls`` (named by ``path``) cannot be a child of type ``child_type`` (``"worker"`` or
+    ``"supervisor"``), or None: a supervisor child needs a Supervisor subclass and a worker a Worker subclass. The
+    two speak different protocols: a Worker started as a supervisor never answers the requests a supervisor gets
+    (``status``, ``tree`` and asks through it time out), and a Supervisor started as a worker runs no children."""
+    kind = actor_kind(cls)
+    if kind == child_type:
+        return None
+    base = _BASES[child_type][1]
+    given = f"a {_BASES[kind][1]}" if kind is not None else "neither a Worker nor a Supervisor"
+    fix = {"worker": " — drop type = 'supervisor' to run it as a worker",
+           "supervisor": " — set type = 'supervisor' to run it as a supervisor"}.get(kind or "", "")
+    return f"type = {child_type!r} needs a {base} subclass (ouroactors.{base}); got {path!r}, {given}{fix}"
 
 
 _HOOKS = ("on_start", "on_message", "on_stop", "on_generation", "after_message", "unhandled", "on_preload")
@@ -121,4 +172,7 @@ def unsendable_values(values: Sequence[tuple[str, Any]]) -> list[tuple[str, str]
     return found
 
 
-__all__ = ["arguments_problem", "async_handlers", "resolve_actor", "unsendable_arguments", "unsendable_values"]
+__all__ = [
+    "actor_kind", "arguments_problem", "async_handlers", "kind_problem", "loaded_actor", "resolve_actor",
+    "unsendable_arguments", "unsendable_values",
+]

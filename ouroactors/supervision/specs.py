@@ -6,13 +6,16 @@ loaded from TOML are the same objects and compare equal.
 
 Validation follows OTP's ``check_childspec`` and ``check_flags`` rule for rule and goes further
 where OTP is lenient: unknown keys are refused instead of ignored (a typo in a supervision tree
-must not pass silently), and an actor path must import before anything starts. Every problem is
-reported with its key path (``children[2].restart``) and the allowed values.
+must not pass silently), an actor path must import before anything starts and name a class of the
+kind its child's ``type`` needs (a Worker subclass for a worker, a Supervisor subclass for a
+supervisor), and every duration that becomes a timer (``start_timeout``, a timed ``shutdown``, the
+longest ``backoff`` delay) is at most :data:`MAX_TIMER_S` (24 days). Every problem is reported with
+its key path (``children[2].restart``) and the allowed values.
 """
 
 from __future__ import annotations
 
-import difflib
+import re
 from enum import Enum
 from typing import Any, Literal
 
@@ -23,17 +26,26 @@ from pydantic import (
     StrictBool,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from ..core.errors import SpecError
-from .actor_paths import arguments_problem, resolve_actor
+from .actor_paths import kind_problem, loaded_actor, resolve_actor
 from .calls import MAX_CHILD_ID_CHARS
+from .spec_arguments import arguments_problems, judged
+from .spec_errors import SHUTDOWN_RULE, format_location, several
+from .spec_errors import spec_error_from as _spec_error_from
 
 SUPERVISOR_ACTOR = "ouroactors.supervision.supervisor:Supervisor"
 DEFAULT_WORKER_SHUTDOWN_MS = 5000
 DEFAULT_REMOTE_START_TIMEOUT_S = 30.0
+# The longest duration that becomes a timer. thespian's timers and the poll timeout under them hold milliseconds in a
+# C int: past 2**31-1 ms (~24.86 days) a start timeout never fires or an actor's loop dies (1e308 s overflows
+# outright). A round 24 days stays below it; "infinity" is the way to say "no limit".
+MAX_TIMER_S = 24 * 24 * 3600  # 2,073,600 s
+MAX_TIMER_MS = MAX_TIMER_S * 1000
 
 
 def check_child_id(value: str) -> str:
@@ -87,15 +99,19 @@ class Backoff(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_s: float = Field(0.1, ge=0)
-    max_s: float = Field(10.0, ge=0)
+    min_s: float = Field(0.1, ge=0, allow_inf_nan=False)
+    max_s: float = Field(10.0, ge=0, allow_inf_nan=False)
     jitter: float = Field(0.1, ge=0, le=1)
-    reset_after_s: float | None = Field(None, gt=0)
+    reset_after_s: float | None = Field(None, gt=0)  # compared with how long a child ran: no timer
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Backoff:
         if self.max_s < self.min_s:
             raise ValueError(f"max_s ({self.max_s}) must be >= min_s ({self.min_s})")
+        longest = self.max_s * (1 + self.jitter)  # a delay becomes a timer: see decisions.backoff_delay
+        if longest > MAX_TIMER_S:
+            raise ValueError(f"@max_s: the longest delay, max_s * (1 + jitter) = {longest:g} s, must be at most "
+                             f"{MAX_TIMER_S} s (24 days); got max_s = {self.max_s:g}, jitter = {self.jitter:g}")
         return self
 
 
@@ -120,18 +136,22 @@ class ChildSpec(BaseModel):
     shutdown error); ``"infinity"`` waits for it however long it takes. ``0`` is a timed shutdown with no
     time, as in OTP, **not** ``brutal_kill``: the child is asked first and killed as soon as the supervisor's
     0 ms timer fires, so a child that cannot stop at once ends ``killed`` with the timeout's report. Unset:
-    5000 for a worker, ``infinity`` for a supervisor (what ``get_childspec`` answers).
+    5000 for a worker, ``infinity`` for a supervisor (what ``get_childspec`` answers). A timed ``shutdown`` is
+    at most :data:`MAX_TIMER_MS` and ``start_timeout`` at most :data:`MAX_TIMER_S` (24 days): longer, the
+    timer would overflow; ``"infinity"`` waits without one.
+
+    ``type`` comes before ``actor`` so that the actor's class is checked against it (:meth:`_actor_fits_type`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(min_length=1)
+    type: ChildType = ChildType.WORKER
     actor: str | None = None
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = Field(default_factory=dict)
     restart: RestartType = RestartType.PERMANENT
     shutdown: Shutdown | None = None
-    type: ChildType = ChildType.WORKER
     significant: StrictBool = False
     backoff: Backoff | None = None
     requires: dict[str, str] = Field(default_factory=dict)
@@ -156,18 +176,20 @@ class ChildSpec(BaseModel):
     @classmethod
     def _shutdown_non_negative(cls, value: Any) -> Any:
         if isinstance(value, bool):
-            raise ValueError("must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'")
+            raise ValueError(SHUTDOWN_RULE)
         if isinstance(value, int) and value < 0:
-            raise ValueError(
-                f"must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity' (got {value})"
-            )
+            raise ValueError(f"{SHUTDOWN_RULE} (got {value})")
+        if isinstance(value, int | float) and value > MAX_TIMER_MS:  # not "brutal_kill" in the text: kept as said
+            raise ValueError(f"a timed shutdown is at most {MAX_TIMER_MS} ms (24 days): a longer timer overflows; "
+                             "'infinity' waits without one")
         return value
 
     @field_validator("start_timeout")
     @classmethod
-    def _start_timeout_positive(cls, value: Any) -> Any:
-        if isinstance(value, int | float) and not value > 0:
-            raise ValueError(f"must be a number of seconds > 0 or 'infinity' (got {value})")
+    def _start_timeout_in_range(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not 0 < value <= MAX_TIMER_S:  # nan and inf fail too
+            raise ValueError(f"must be a number of seconds > 0 and <= {MAX_TIMER_S} (24 days), or 'infinity' "
+                             f"(got {value})")
         return value
 
     @field_validator("actor")
@@ -175,6 +197,22 @@ class ChildSpec(BaseModel):
     def _actor_imports(cls, value: str | None) -> str | None:
         if value is not None:
             resolve_actor(value)
+        return value
+
+    @field_validator("actor")
+    @classmethod
+    def _actor_fits_type(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The actor's class is of the kind the child's ``type`` needs (:func:`~.actor_paths.kind_problem`).
+
+        Judged on the class :meth:`_actor_imports` (run first) imported; the admin door's spec shape overrides that
+        one by name and imports nothing, so a class whose module this process has not imported is judged where the
+        child is made."""
+        actor = None if value is None else loaded_actor(value)
+        child_type = info.data.get("type")  # absent when the type itself was invalid: reported there
+        if actor is not None and isinstance(child_type, ChildType):
+            problem = kind_problem(value or "", actor, child_type.value)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -197,10 +235,11 @@ class ChildSpec(BaseModel):
                 # "@loc: message" lets the error renderer point at the duplicate itself
                 raise ValueError(f"@children[{index}].id: duplicate child id {child.id!r}")
             seen.add(child.id)
-        for index, child in enumerate(children):
-            problem = start_arguments_problem(child, template=flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE)
-            if problem is not None:
-                raise ValueError(f"@children[{index}].{problem}")
+        template = flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE
+        found = [(f"children[{index}].{problem[0]}", problem[1]) for index, child in enumerate(children)
+                 if (problem := _start_arguments(child, template)) is not None]
+        if found:  # every child whose on_start cannot take its arguments (build_spec: every one in the tree)
+            raise several(found)
         if flags.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
             if len(children) != 1:
                 raise ValueError(
@@ -291,11 +330,25 @@ def actor_path_of(actor: str | type) -> str:
 
 
 def build_spec(data: dict[str, Any], source: str | None = None) -> ChildSpec:
-    """Validate a dict into a :class:`ChildSpec`, raising :class:`SpecError` with key paths."""
+    """Validate a dict into a :class:`ChildSpec`, raising :class:`SpecError` with key paths.
+
+    Every worker whose ``on_start`` cannot take its arguments is named, wherever it is in the tree, with the other
+    problems: a supervisor judges its children's arguments only once they are all valid, so the tree as given is
+    walked too (:func:`~.spec_arguments.arguments_problems`)."""
     try:
         return ChildSpec.model_validate(data)
     except ValidationError as exc:
-        raise spec_error_from(exc, source) from None
+        error = spec_error_from(exc, source)
+    known = set(error.problems)
+    more = [problem for problem in arguments_problems(data) if problem not in known]
+    problems = sorted([*error.problems, *more], key=_tree_order) if more else error.problems
+    raise SpecError(problems, source) from None
+
+
+def _tree_order(problem: tuple[str, str]) -> tuple[int, ...]:
+    """Where a problem is in the tree, depth first (``children[3].children[0]...``: (3, 0)): a stable sort by it
+    keeps pydantic's order and puts the problems added to it in their places."""
+    return tuple(int(index) for index in re.findall(r"(?:^|\.)children\[(\d+)\]", problem[0]))
 
 
 def check_childspecs(specs: list[ChildSpec] | list[dict[str, Any]], auto_shutdown: str = "never") -> None:
@@ -307,80 +360,31 @@ def check_childspecs(specs: list[ChildSpec] | list[dict[str, Any]], auto_shutdow
 def start_arguments_problem(child: ChildSpec, *, template: bool = False) -> str | None:
     """``"<field>: <why>"`` when a worker's ``on_start`` cannot take its spec's ``args`` and ``kwargs`` (see
     :func:`~.actor_paths.arguments_problem`; a supervisor's are not judged), else None."""
+    problem = _start_arguments(child, template)
+    return None if problem is None else f"{problem[0]}: {problem[1]}"
+
+
+def _start_arguments(child: ChildSpec, template: bool) -> tuple[str, str] | None:
     if child.type is not ChildType.WORKER or child.actor is None:
         return None
-    problem = arguments_problem(resolve_actor(child.actor), child.args, child.kwargs, template=template)
-    return None if problem is None else f"{'kwargs' if child.kwargs else 'args'}: {problem}"
+    return judged(resolve_actor(child.actor), child.args, child.kwargs, template=template)
 
 
-# -- error rendering -----------------------------------------------------------------------
+# -- error rendering (spec_errors) ---------------------------------------------------------
 
 _KNOWN_KEYS = sorted(
     set(ChildSpec.model_fields) | set(Backoff.model_fields) | set(SupervisorFlags.model_fields)
 )
 
-# What an OTP (or Akka, or thespian) user writes first, and what the key is called here: spelling alone would point
-# ``start`` at ``restart``, which is not what they meant.
-_NAMED_ELSEWHERE = {
-    "start": "actor",  # OTP's {M, F, A}: here the import path of the worker, "module:Class"
-    "module": "actor",
-    "class": "actor",
-    "actor_class": "actor",
-    "max_restarts": "intensity",
-    "max_seconds": "period",
-    "max_r": "intensity",
-    "max_t": "period",
-    "name": "id",
-}
-
-
-def format_location(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("int", "str", "literal['brutal_kill','infinity']", "function-after[_min_le_max(), Backoff]"):
-            continue  # pydantic's union-branch markers say nothing to a user
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
 
 def spec_error_from(exc: ValidationError, source: str | None = None) -> SpecError:
-    problems: list[tuple[str, str]] = []
-    seen: set[tuple[str, str]] = set()
-    for error in exc.errors():
-        loc = format_location(tuple(error["loc"]))
-        if error["type"] == "extra_forbidden":
-            key = str(error["loc"][-1])
-            close = [_NAMED_ELSEWHERE[key]] if key in _NAMED_ELSEWHERE else difflib.get_close_matches(key, _KNOWN_KEYS)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            if close[:1] == ["actor"]:
-                hint = hint[:-1] + ' the worker\'s import path, "module:Class")'
-            message = f"unknown key {key!r}{hint}"
-        elif error["type"] == "missing":
-            message = "is required"
-        else:
-            message = str(error["msg"]).removeprefix("Value error, ")
-            if message.startswith("@"):
-                inner, _, message = message[1:].partition(": ")
-                loc = f"{loc}.{inner}" if loc else inner
-        shutdown = (loc.endswith(".shutdown") or loc == "shutdown") and (
-            "brutal_kill" in message or "Input should be" in message)
-        if shutdown:
-            message = "must be a number of milliseconds >= 0, 'brutal_kill' or 'infinity'"
-        given = error.get("input")
-        closed = shutdown or error["type"] in ("enum", "literal_error")
-        scalar = isinstance(given, str | int | float | bool) and error["type"] not in ("missing", "extra_forbidden")
-        if "input" in error and (closed or (scalar and "; got " not in message and repr(given) not in message)):
-            message = f"{message}; got {_shown(given)}"  # a wrong value: show what was given
-        item = (loc, message)
-        if item not in seen:
-            seen.add(item)
-            problems.append(item)
-    return SpecError(problems, source)
+    """A :class:`SpecError` naming every problem of ``exc`` with its key path (see :mod:`.spec_errors`)."""
+    return _spec_error_from(exc, source, _KNOWN_KEYS)
+
+
+__all__ = [
+    "DEFAULT_REMOTE_START_TIMEOUT_S", "DEFAULT_WORKER_SHUTDOWN_MS", "MAX_TIMER_MS", "MAX_TIMER_S", "SUPERVISOR_ACTOR",
+    "AutoShutdown", "Backoff", "ChildSpec", "ChildType", "RestartType", "Shutdown", "Strategy", "SupervisorFlags",
+    "actor_path_of", "build_spec", "check_child_id", "check_childspecs", "format_location", "resolve_actor",
+    "spec_error_from", "start_arguments_problem", "supervisor", "worker",
+]

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import SpecError
+from ..supervision.spec_errors import described
 from ..supervision.specs import ChildSpec, build_spec, format_location
 
 
@@ -69,10 +70,13 @@ def load_tree(path: str | Path) -> TreeFile:
     path = _shipped_or(path)
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")  # TOML is UTF-8, whatever the locale says
     except OSError as exc:
         hint = "; the shipped trees are named agent and example" if isinstance(exc, FileNotFoundError) else ""
         raise SpecError([("", f"cannot read tree file: {exc.strerror}{hint}")], source) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError([("", f"cannot read tree file: not valid UTF-8 (byte {exc.object[exc.start]:#04x} at offset "
+                              f"{exc.start}); a tree file is TOML, which is UTF-8")], source) from None
     for directory in project_import_path(Path(path)):
         if directory not in sys.path:
             sys.path.append(directory)  # after site-packages: an installed package still wins
@@ -123,6 +127,9 @@ def parse_tree(text: str, source: str = "<string>") -> TreeFile:
             problems.append((key, f"unknown table {key!r}{hint}; a tree file has [system] and [tree]"))
     if "tree" not in data:
         problems.append(("tree", "is required: the root supervisor ([tree] with id and children)"))
+    for key, what in (("system", "[system] with base and data_dir"), ("tree", "[tree] with id and children")):
+        if key in data and not isinstance(data[key], dict):  # `tree = 5`, `tree = [["id", "x"]]`
+            problems.append((key, f"must be a table ({what}), got {described(data[key])}"))
     if problems:
         raise SpecError(problems, source)
     try:
