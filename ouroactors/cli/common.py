@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..core.errors import ActorCrashed, ActorSystemError, OuroactorsError, StartFailed
+from ..core.errors import ActorCrashed, ActorSystemError, NoSuchActor, OuroactorsError, StartFailed
 from .visible import visible
 
 if TYPE_CHECKING:
@@ -253,13 +253,28 @@ def traceback_hint(exc: BaseException, data_dir: str | None, base: str = "multip
     return f"the actor's full traceback is in {os.path.join(resolve_data_dir(data_dir), name)}"
 
 
+MAX_JSON_DEPTH = 100  # arrays and objects a command-line JSON literal may nest (a message is pickled to be sent)
+
+
+def json_depth(value: object) -> int:
+    """How deep lists and dicts nest in ``value`` (a scalar 0, ``[]`` 1, ``[[1]]`` 2), counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | dict):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def json_literal(text: str, param_hint: str) -> object:
     """A command-line value as the value it spells: ``7`` is 7, ``1.5``, ``true``, ``null``, ``"7"``, ``[1, 2]``,
     ``{"k": 1}`` are JSON; anything else that is not JSON (``hello``) stays a string. One that begins as a JSON
     object, array or string does (``{"k": 1``, a brace lost to the shell) but does not parse is refused, naming
     why: passed on as a string, it would reach the actor as something nobody meant. So are what JSON has no value
     for (``NaN``, ``Infinity``, ``1e999``), an integer over Python's digit limit (taken for a word, it became a
-    string of digits), and nesting too deep to decode."""
+    string of digits), and arrays and objects nested deeper than :data:`MAX_JSON_DEPTH` (pickling the message to
+    send it fails a few hundred levels down, far below where decoding does)."""
     import json
     import math
     import re
@@ -276,27 +291,63 @@ def json_literal(text: str, param_hint: str) -> object:
     def refuse(why: str) -> click.BadParameter:
         return click.BadParameter(f"{text[:80]!r}{'…' if len(text) > 80 else ''} {why}", param_hint=param_hint)
 
+    def too_deep() -> click.BadParameter:
+        return refuse(f"nests too deep to decode (arrays and objects deeper than {MAX_JSON_DEPTH} levels are refused)")
+
     try:
-        return json.loads(text, parse_float=finite, parse_constant=no_constant)
+        value = json.loads(text, parse_float=finite, parse_constant=no_constant)
     except RecursionError:
-        raise refuse("nests too deep to decode") from None
+        raise too_deep() from None
     except ValueError as exc:
         if text.lstrip()[:1] in ("{", "[", '"') or re.fullmatch(r"\s*-?(\d+(\.\d*)?([eE][+-]?\d+)?|NaN|Infinity)\s*",
                                                                  text):
             raise refuse(f"begins as JSON but is not JSON: {exc} (quote it whole for the shell, or pass a plain "
                          "word)") from None
         return text
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise too_deep()
+    return value
+
+
+ACTOR_PATH_PARAMETERS = ("path", "supervisor_path")  # a command's parameters that name an actor by its tree path
+
+
+def public_name(exc: BaseException) -> str:
+    """The name of ``exc``'s class, or of the nearest base class that is public (not ``_Private``): what a user reads
+    and can look up."""
+    return next((cls.__name__ for cls in type(exc).__mro__ if not cls.__name__.startswith("_")), "Error")
+
+
+def _empty_actor_path(kwargs: dict[str, Any]) -> str | None:
+    """The name of an actor-path parameter (:data:`ACTOR_PATH_PARAMETERS`) given as no path at all (``''``, ``/``)."""
+    return next((name for name in ACTOR_PATH_PARAMETERS
+                 if isinstance(kwargs.get(name), str) and not kwargs[name].strip("/")), None)
+
+
+def _hint(name: str) -> str:
+    """How the user spelt the current command's parameter ``name`` (``'PATH'``, ``'--at'``)."""
+    ctx = click.get_current_context(silent=True)
+    param = next((p for p in ctx.command.params if p.name == name), None) if ctx is not None else None
+    return param.get_error_hint(ctx) if param is not None and ctx is not None else name.upper()
 
 
 def reports_errors(func: F) -> F:
-    """Turn framework errors into a one-line message and exit code 2."""
+    """Turn framework errors into a one-line message and exit code 2.
+
+    An actor path given empty (``''``, ``/``: a parameter named as in :data:`ACTOR_PATH_PARAMETERS`) is refused the
+    same way before the command runs: ``NoSuchActor: empty path``, as resolving it would say, for every command
+    (``kill ''`` took it for a tree's root)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            empty = _empty_actor_path(kwargs)
+            if empty is not None:
+                raise NoSuchActor(f"empty path {kwargs[empty]!r}: {_hint(empty)} names no actor (give a tree path "
+                                  "such as app/worker)")
             return func(*args, **kwargs)
         except OuroactorsError as exc:
-            get_console(stderr=True).print(f"{type(exc).__name__}: {exc}", style="red", markup=False, highlight=False)
+            get_console(stderr=True).print(f"{public_name(exc)}: {exc}", style="red", markup=False, highlight=False)
             hint = traceback_hint(exc, kwargs.get("data_dir"))
             if hint:
                 get_console(stderr=True).print(hint, markup=False, highlight=False)

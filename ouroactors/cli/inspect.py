@@ -55,7 +55,8 @@ def status(data_dir: str, as_json: bool) -> None:
             if path.startswith(tree.name + "/"):
                 counts[info.status] = counts.get(info.status, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children"
-        say(f"tree {tree.name}: {tree.status}, pid {tree.pid} — {summary}")
+        pid = f"pid {tree.pid}" if tree.pid is not None else "no pid yet" if tree.status == "starting" else "no pid"
+        say(f"tree {tree.name}: {tree.status}, {pid} — {summary}")
 
 
 @main.command()

@@ -3,12 +3,23 @@ tracebacks go (``system._logs``) — the last ``-n`` of them, and with ``--follo
 
 It reads the file, so it works with the system up or gone. Every line is printed :func:`.visible.visible`: a log
 line may quote what a model or a user wrote.
+
+**One record, one header.** A log record begins with a header (``2026-01-02 03:04:05,678 WARNING name: ``, the format
+of :data:`~ouroactors.system._logs.FORMAT`); a message with a newline in it, and the traceback of a crash, go on over
+more lines. Printed as written, such a line (``RuntimeError("x\\nfake line")``) read as a record of its own, or forged
+one. Every line that does not begin with a header is printed indented (:data:`CONTINUATION`), and a header never
+begins with a space: what starts at the margin is a record's first line. Lines split at ``\\n`` only; a carriage
+return or any other control character is shown as its escape (``\\r``). The file alone cannot tell a message's
+further line that copies a header character for character from a record (the writer does not escape it): such a
+line still starts at the margin.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+import sys
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -16,10 +27,12 @@ from typing import BinaryIO
 import click
 
 from . import main
-from .common import data_dir_option, not_nan, reports_errors, resolve_data_dir
+from .common import choices_hint, data_dir_option, get_console, not_nan, reports_errors, resolve_data_dir
 from .visible import visible
 
 LOG_FILE = "admin.out"
+CONTINUATION = "  "  # before a line that does not begin a record (a message's further lines, a traceback)
+_HEADER = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?:DEBUG|INFO|WARNING|ERROR|CRITICAL|Level \d+) \S")
 _BLOCK = 64 * 1024
 FOLLOW_POLL_S = 0.2  # how often --follow looks for new lines (as `tail -f` does)
 
@@ -40,8 +53,8 @@ def _open_log(path: Path) -> BinaryIO:
 
 
 def last_lines(path: Path, count: int) -> tuple[list[str], int]:
-    """The last ``count`` lines of ``path`` and the offset its end had: read backwards block by block, so a large
-    log costs what its tail does."""
+    """The last ``count`` lines of ``path`` as printed (:func:`shown`) and the offset its end had: read backwards
+    block by block, so a large log costs what its tail does."""
     with _open_log(path) as handle:
         end = handle.seek(0, os.SEEK_END)
         start, data = end, b""
@@ -49,10 +62,19 @@ def last_lines(path: Path, count: int) -> tuple[list[str], int]:
             start = max(0, start - _BLOCK)
             handle.seek(start)
             data = handle.read(end - start)
-    lines = data.decode("utf-8", errors="backslashreplace").splitlines()
+    raw = data.split(b"\n")  # at newlines only: a carriage return is shown, never taken for a line's end
+    if raw and raw[-1] == b"":
+        raw.pop()
     if start > 0:
-        lines = lines[1:]  # the first one may be cut
-    return (lines[-count:] if count else []), end
+        raw = raw[1:]  # the first one may be cut
+    return [shown(line) for line in (raw[-count:] if count else [])], end
+
+
+def shown(raw: bytes) -> str:
+    """One line of the log as printed: control characters escaped (but tabs), and indented by :data:`CONTINUATION`
+    unless it begins a record (see the module docstring)."""
+    text = visible(raw.decode("utf-8", errors="backslashreplace"), keep="\t")
+    return text if _HEADER.match(raw) else CONTINUATION + text
 
 
 @main.command()
@@ -66,12 +88,16 @@ def last_lines(path: Path, count: int) -> tuple[list[str], int]:
 def logs(data_dir: str, count: int, follow: bool, idle: float | None) -> None:
     """The actors' log lines (<data dir>/admin.out): the last ones, or followed as they are written."""
     path = Path(resolve_data_dir(data_dir)) / LOG_FILE
-    if not path.exists() and not path.is_symlink():
-        raise click.ClickException(f"no log at {path}: no system has run with this data dir (--data-dir names "
-                                   "another); the in-process base logs through the caller's own logging")
+    if not path.exists() and not path.is_symlink():  # nothing to read: no system, exit 5 as `events`, `status` do
+        problem = (f"no data directory {str(path.parent)!r}: nothing has run there (give --data-dir the directory of "
+                   "the system whose logs you want)" if not path.parent.is_dir() else
+                   f"no log at {path}: no system has run with this data dir (--data-dir names another); the "
+                   "in-process base logs through the caller's own logging")
+        get_console(stderr=True).print(problem + choices_hint(data_dir), style="red", markup=False, highlight=False)
+        sys.exit(5)
     lines, offset = last_lines(path, count)
     for line in lines:
-        click.echo(visible(line))
+        click.echo(line)
     if not follow:
         return
     quiet_since, pending = time.monotonic(), b""
@@ -85,7 +111,7 @@ def logs(data_dir: str, count: int, follow: bool, idle: float | None) -> None:
         pending += data
         *complete, pending = pending.split(b"\n")
         for raw in complete:
-            click.echo(visible(raw.decode("utf-8", errors="backslashreplace")))
+            click.echo(shown(raw))
         if complete:
             quiet_since = time.monotonic()
         else:

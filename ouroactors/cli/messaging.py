@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -37,6 +39,17 @@ def _as_json(value: Any) -> Any:
     return repr(value)
 
 
+@contextmanager
+def _sendable(path: str) -> Iterator[None]:
+    """A message (or its answer) too deeply nested to pickle is a bad-input error naming it, not a traceback:
+    :data:`~.common.MAX_JSON_DEPTH` keeps a command-line message far below that, this is the last guard."""
+    try:
+        yield
+    except RecursionError:
+        raise click.BadParameter(f"nests too deep to pass between processes (asking {path.strip('/')}, pickling "
+                                 "reached Python's recursion limit)", param_hint="'MESSAGE'") from None
+
+
 @main.command()
 @data_dir_option
 @click.argument("path")
@@ -50,7 +63,8 @@ def ask(data_dir: str, path: str, message: str, timeout: float, as_json: bool) -
     value = json_literal(message, "'MESSAGE'")  # before the system is reached
     client = connect_client(data_dir)
     try:
-        answer = client.ask(path, value, timeout=timeout)
+        with _sendable(path):
+            answer = client.ask(path, value, timeout=timeout)
     finally:
         client.close()
     text = json.dumps(answer, default=_as_json, ensure_ascii=False) if as_json else repr(answer)
@@ -67,7 +81,8 @@ def tell(data_dir: str, path: str, message: str) -> None:
     value = json_literal(message, "'MESSAGE'")
     client = connect_client(data_dir)
     try:
-        client.tell(path, value)
+        with _sendable(path):
+            client.tell(path, value)
     finally:
         client.close()
     console.print(f"sent to {path.strip('/')}", markup=False, highlight=False)

@@ -31,8 +31,19 @@ _MAX_PLAIN_WIDTH = 10_000  # far below the pipe width: rich would never wrap suc
 
 
 def tree_rows(rows: list[tuple[str, ChildInfo]]) -> list[tuple[str, ...]]:
-    return [(path, child.status, str(child.pid or "-"), format_generation(child.generation), str(child.restarts),
-             child.last_exit or "-") for path, child in rows]
+    """The table's cells, each on one line: a newline in a crash message (``last exit``) is shown as ``\\n``, so a
+    row stays one row and the table's lines can be read one by one."""
+    return [(one_line(path), one_line(child.status), str(child.pid or "-"), format_generation(child.generation),
+             str(child.restarts), one_line(child.last_exit or "-")) for path, child in rows]
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines, carriage returns, tabs and every other control character shown as escapes
+    (:func:`.visible.visible` keeping nothing): text from elsewhere (a crash message, a log message) printed where
+    one line is one record cannot start another."""
+    from .visible import visible
+
+    return visible(text, keep="")
 
 
 def tree_table(rows: list[tuple[str, ChildInfo]], title: str = "tree") -> Table:
@@ -90,6 +101,7 @@ def children_table(system: SystemClient, root: str) -> Table:
 
 
 def event_line(event: Event) -> str:
+    """One event as one line (every control character in it escaped, see :func:`one_line`)."""
     when = datetime.fromtimestamp(event.time_ns / 1e9).strftime("%H:%M:%S.%f")[:-3]
     reason = event.fields.get("reason")
     text = f"{when} {event.kind:<20} {event.subject}"
@@ -108,4 +120,4 @@ def event_line(event: Event) -> str:
         text += f"  reason={reason}"
     if "due_in" in event.fields:
         text += f"  next attempt in {event.fields['due_in']:.3f}s"
-    return text
+    return one_line(text)  # one event, one line: a crash message's newline cannot forge another event's line

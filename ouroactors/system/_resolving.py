@@ -3,7 +3,8 @@
 A mixin of :class:`~.client.SystemClient`. Each supervisor is asked which child holds the next part of the path
 (``which_child``); what it says decides: a child running (its address, and its generation for a worker), restarting
 later (``ChildRestarting``), not running (``NoSuchActor``), or no such child (``NoSuchActor`` naming the supervisor
-that has none). A supervisor that ends with the question in hand is seen in the event log (:mod:`._stopped`).
+that has none; a worker on the way, which has no children, ``NoSuchActor`` at once, never asked). A supervisor that
+ends with the question in hand is seen in the event log (:mod:`._stopped`).
 
 After a crash a handle knows a worker generation is down before its supervisor has handled the exit:
 :meth:`Resolving._locate_past_down` resolves again until the supervisor names another incarnation (see
@@ -28,12 +29,17 @@ if TYPE_CHECKING:
     from .host_protocol import TreeInfo
 
 
-class _NotRunning(NoSuchActor):
-    """A child its supervisor names but does not run (``status``: starting, terminating, undefined)."""
+class NotRunning(NoSuchActor):
+    """A child its supervisor names but does not run (``status``: starting, terminating, undefined): a
+    :class:`~ouroactors.core.errors.NoSuchActor`, raised when a path resolves to it (and what ``ouroactors ask``
+    names)."""
 
     def __init__(self, path: str, status: str) -> None:
-        self.status = status
+        self.path, self.status = path, status
         super().__init__(f"{path} is not running ({_STATUS_MEANS.get(status, status)})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.path, self.status))
 
 
 _STATUS_MEANS = {  # what a status its supervisor gives means to someone who wanted to reach the child
@@ -85,6 +91,9 @@ class Resolving:
         info: ChildInfo | None = None
         for depth, part in enumerate(parts[1:], start=1):
             where = "/".join(parts[:depth])
+            if info is not None and info.type != "supervisor":  # a worker has no children: nothing to ask it
+                raise NoSuchActor(f"no actor at {'/'.join(parts[:depth + 1])!r}: {where} is a {info.type}, which has "
+                                  "no children")
             gone = (_stopped.watch(self.data_dir, logged, where, info.generation)
                     if logged is not None and info is not None and type(info.generation) is int else None)
             left = timeout if deadline is None else max(min(timeout, deadline - time.monotonic()), 0.001)
@@ -106,7 +115,7 @@ class Resolving:
                 # a consumer stopped with its group, waiting for a sibling's backed-off restart to start it again
                 raise ChildRestarting(here, f"down until {where}/{info.waits_for}'s restart starts it again")
             if info.status != "running":
-                raise _NotRunning(here, info.status)
+                raise NotRunning(here, info.status)
             address = info.address
         return address, info
 
@@ -125,7 +134,7 @@ class Resolving:
             problem: NoSuchActor
             try:
                 address, info = self._locate(path, deadline=deadline)
-            except _NotRunning as exc:
+            except NotRunning as exc:
                 if exc.status not in PASSING:
                     raise
                 if exc.status == "undefined":  # between a group's stop and its start, or stopped for good
@@ -145,4 +154,4 @@ class Resolving:
             pause = min(pause * 2, longest)
 
 
-__all__ = ["DOWN_POLL_S", "PASSING", "UNDEFINED_GRACE_S", "Resolving"]
+__all__ = ["DOWN_POLL_S", "PASSING", "UNDEFINED_GRACE_S", "NotRunning", "Resolving"]

@@ -21,22 +21,24 @@ def _log(tmp_path: Path, lines: list[str]) -> Path:
 
 
 def test_the_last_lines_are_printed_with_their_control_characters_shown(tmp_path: Path) -> None:
-    data = _log(tmp_path, [f"line {i}" for i in range(100)] + ["WARNING myapp: model said \x1b[2Kok\u202e"])
+    record = "2026-01-02 03:04:05,678 WARNING myapp: model said"
+    data = _log(tmp_path, [f"line {i}" for i in range(100)] + [f"{record} \x1b[2Kok\u202e"])
     done = CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "3"])
     assert done.exit_code == 0, done.output
-    assert done.output.splitlines() == ["line 98", "line 99", "WARNING myapp: model said \\x1b[2Kok\\u202e"]
+    # (lines that do not begin a record are indented: test_cli_logs_exit_codes)
+    assert done.output.splitlines() == ["  line 98", "  line 99", f"{record} \\x1b[2Kok\\u202e"]
     assert CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "0"]).output == ""
 
 
 def test_a_long_log_is_read_from_its_end(tmp_path: Path) -> None:
     data = _log(tmp_path, [f"{i:06d} " + "x" * 200 for i in range(5000)])  # ~1 MB: 16 blocks from the end
     lines, end = last_lines(data / "admin.out", 2)
-    assert [line[:6] for line in lines] == ["004998", "004999"] and end == (data / "admin.out").stat().st_size
+    assert [line.strip()[:6] for line in lines] == ["004998", "004999"] and end == (data / "admin.out").stat().st_size
 
 
 def test_a_data_dir_without_a_log_is_named(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["logs", "--data-dir", str(tmp_path / "nothing")])
-    assert done.exit_code == 1 and "no log at" in done.output and "nothing" in done.output
+    assert done.exit_code == 5 and "no data directory" in done.output and "nothing" in done.output  # as `events`
 
 
 def test_follow_prints_lines_written_after_it_started(tmp_path: Path, monkeypatch) -> None:
@@ -55,7 +57,7 @@ def test_follow_prints_lines_written_after_it_started(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(logs_module.time, "sleep", wait)
     done = CliRunner().invoke(main, ["logs", "--data-dir", str(data), "-n", "1", "--follow", "--idle", "0.5"])
-    assert done.exit_code == 0 and done.output.splitlines() == ["before", "after one", "after two"], done.output
+    assert done.exit_code == 0 and done.output.splitlines() == ["  before", "  after one", "  after two"], done.output
     assert len(waits) >= 3  # it went on looking until --idle passed without a line
 
 
