@@ -152,13 +152,14 @@ def end_own_group(spare: Callable[[int], bool] = lambda _: False, wait_s: float 
     return _end([pid for pid in members(group=me) if pid != me and not spare(pid)], wait_s, _in(2, me))
 
 
-def end_session(sid: int, wait_s: float = 5.0) -> list[int]:
-    """SIGKILL every process of session ``sid`` but this one, round after round until none is left (a supervisor
-    alive during one round may fork a child the next round finds): the pids signalled. A system's processes are its
-    admin's session: each actor leads a process group of its own inside it."""
+def end_session(sid: int, wait_s: float = 5.0, sparing: tuple[int, ...] = ()) -> list[int]:
+    """SIGKILL every process of session ``sid`` but this one (and ``sparing``), round after round until none is left
+    (a supervisor alive during one round may fork a child the next round finds): the pids signalled. A system's
+    processes are its admin's session: each actor leads a process group of its own inside it."""
     ended: list[int] = []
     deadline = time.monotonic() + wait_s
-    while found := [pid for pid in members(session=sid) if pid != os.getpid()]:
+    spared = {os.getpid(), *sparing}
+    while found := [pid for pid in members(session=sid) if pid not in spared]:
         ended += _end(found, max(0.0, deadline - time.monotonic()), _in(3, sid))
         if time.monotonic() >= deadline:
             break

@@ -6,6 +6,9 @@
   when it is gone, ends every process of the system's session (:func:`watch_creator`).
 * **With their tree host**: the admin's one actor child, which runs every tree; dead outside a shutdown, the system
   is headless and ends (:func:`end_headless_system`, patch 15).
+* **With their last tree, when detached**: a tree that ends on its own (escalation, auto_shutdown, its root killed)
+  ends a foreground ``run`` (exit 4); a detached system, which nobody watches, ends too once no tree is left
+  (:func:`end_treeless_system`) rather than serve nothing and refuse the next ``run`` on its data dir.
 * **What an actor started, with the actor**: every actor process leads a process group of its own inside the
   system's session (:func:`lead_own_group`), so what it started stays findable by that group after the actor was
   SIGKILLed from outside (:func:`ouroactors.core.procs.end_orphaned_group`).
@@ -126,6 +129,30 @@ def end_headless_system() -> None:
         "the tree host (pid %s's child that ran every tree) died outside a shutdown: its trees died with it and "
         "nothing could be asked or started any more; the system ends", os.getpid())
     _end_system()
+
+
+def end_treeless_system(data_dir: str, tree: str, reason: str) -> None:
+    """In the tree host of a detached system, its last tree having ended on its own: end the system as a foreground
+    ``run`` ends at that moment, saying why in admin.out, and leave no marker naming it.
+
+    The admin is stopped (SIGSTOP) before the rest of the session is ended, and killed last: it would restart its
+    logger meanwhile, and its death ends this process (the parent-death signal) before it could finish.
+    """
+    from .marker import remove_marker_of
+
+    logging.getLogger("ouroactors.system").error(
+        "tree %r ended on its own (%s) and no tree is left: a detached system with no tree ends, as a foreground "
+        "`run` exits then", tree, reason)
+    admin = os.getppid()
+    with contextlib.suppress(OSError):
+        remove_marker_of(data_dir, admin)
+    with contextlib.suppress(OSError):
+        os.kill(admin, signal.SIGSTOP)
+    _end_marked()
+    with contextlib.suppress(OSError):
+        procs.end_session(os.getsid(0), wait_s=2.0, sparing=(admin,))
+    _end_marked()
+    os.kill(admin, signal.SIGKILL)  # this process goes with it
 
 
 def _end_system() -> None:

@@ -28,6 +28,8 @@ from ..supervision.protocol import (
 )
 from ..supervision.reasons import ExitReason, killed
 from ..supervision.supervisor import thespian_class_path
+from ._lifetime import end_treeless_system
+from ._patches import admin_settings
 from .host_protocol import HOST_NAME as HOST_NAME
 from .host_protocol import Configure, ListTrees, StartTree, StopTree, TreeInfo
 
@@ -121,7 +123,7 @@ class TreeHost(Actor):
         tree = next((t for t in self._trees.values() if t.address == address and t.status != "ended"), None)
         if tree is None:
             return
-        was_starting = tree.status == "starting"
+        was_starting, was_running = tree.status == "starting", tree.status == "running"
         killed_outright = tree.reported is None
         reason = tree.reported or killed()
         tree.status = "ended"
@@ -135,6 +137,8 @@ class TreeHost(Actor):
             self._answer(tree, StartFailed(tree.name, str(reason)))
         else:
             self._answer(tree, Ok(self._info(tree)))
+        if was_running and admin_settings.get("detached") and all(t.status == "ended" for t in self._trees.values()):
+            end_treeless_system(tree.context.data_dir, tree.name, str(reason))  # on its own: nobody asked it to stop
 
     def _node_changed(self, update: ActorSystemConventionUpdate) -> None:
         node = str(update.remoteAdminAddress)

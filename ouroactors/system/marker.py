@@ -184,6 +184,13 @@ def remove_marker(data_dir: Path, expected: Marker | None = None) -> None:
         (Path(data_dir) / MARKER).unlink(missing_ok=True)
 
 
+def remove_marker_of(data_dir: str | Path, admin_pid: int) -> None:
+    """Remove the marker if it names the system whose admin is ``admin_pid`` (that system ends)."""
+    current = read_marker_quietly(Path(data_dir))
+    if current is not None and current.admin_pid == admin_pid:
+        (Path(data_dir) / MARKER).unlink(missing_ok=True)
+
+
 def read_marker_quietly(data_dir: Path) -> Marker | None:
     try:
         return read_marker(data_dir)

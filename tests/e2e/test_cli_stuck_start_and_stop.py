@@ -175,3 +175,43 @@ def test_a_stop_in_time_is_still_an_orderly_one(tmp_path):
     assert stopped.returncode == 0 and "stopped the system" in stopped.stdout, stopped.stdout + stopped.stderr
     kinds = [e["kind"] for e in events(data)]
     assert "tree_ended" in kinds and "stop_forced" not in kinds
+
+
+CRASHY = """
+[tree]
+id = "cr"
+strategy = "one_for_one"
+intensity = 0
+
+[[tree.children]]
+id = "e"
+actor = "ouroactors.examples.workers:Echo"
+"""
+
+
+def test_a_detached_system_ends_with_its_last_tree_leaving_no_marker_and_no_process(tmp_path):
+    """A foreground `run` exits 4 when its tree ends on its own; a detached system served nothing on, refused the
+    next `run` on its data dir ("already served") and answered `status` with exit 0 until stopped by hand."""
+    (tmp_path / "crashy.toml").write_text(CRASHY)
+    data = tmp_path / "d"
+    started = cli("run", "crashy.toml", "--detach", "--data-dir", str(data), cwd=tmp_path, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        served = read_marker(data)
+        assert served is not None
+        killed = cli("kill", "cr/e", "--data-dir", str(data), cwd=tmp_path)  # intensity 0: the tree escalates
+        assert killed.returncode == 0, killed.stdout + killed.stderr
+        deadline = time.monotonic() + 30
+        while (_system_left(data) or read_marker(data) is not None) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling for the system's end, bounded
+        assert _system_left(data) == [] and read_marker(data) is None
+        assert [e["path"] for e in events(data) if e["kind"] == "tree_ended"] == ["cr"]
+        assert "no tree is left: a detached system with no tree ends" in (data / "admin.out").read_text()
+        assert cli("status", "--data-dir", str(data), cwd=tmp_path).returncode == 5
+        again = cli("run", "crashy.toml", "--detach", "--data-dir", str(data), cwd=tmp_path, timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr  # the data dir is free again
+        assert cli("stop", "--data-dir", str(data), cwd=tmp_path, timeout=120).returncode == 0
+    finally:
+        for pid in _system_left(data):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
