@@ -23,6 +23,7 @@ from thespian.actors import Actor, ActorExitRequest, ChildActorExited, PoisonMes
 from ..core import boundary, clock
 from ..core.errors import BadRequest, NoSuchActor, UnhandledMessage
 from . import reasons
+from .actor_paths import kind_problem
 from .calls import admin_call_problem
 from .events import EventWriter
 from .faulting import arm_here
@@ -364,7 +365,9 @@ class Supervisor(ChildProcesses, Actor):
             # start with the reason (OTP's undef), not with a child that dies before it can say why. A child placed
             # by ``requires`` may be created on another node, where it is that node's to load.
             try:
-                resolve_actor(cmd.spec.actor)
+                problem = kind_problem(cmd.spec.actor, resolve_actor(cmd.spec.actor), cmd.spec.type.value)
+                if problem is not None:  # a spec that reached this supervisor unchecked (the admin door imports
+                    raise ValueError(problem)  # nothing): a worker class run as a supervisor answered no one
             except ValueError as exc:
                 return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
         offset = log_offset(self._context) if cmd.spec.is_supervisor else None  # before anything below it starts

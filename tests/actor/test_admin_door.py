@@ -4,14 +4,15 @@ itself not restarted — and the supervisor serves the next valid call as before
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
 from ouroactors import supervisor, worker
-from ouroactors.core.errors import BadRequest
+from ouroactors.core.errors import BadRequest, StartFailed
 from ouroactors.supervision.calls import AdminAnswer, AdminCall
-from ouroactors.supervision.specs import ChildSpec
+from ouroactors.supervision.specs import ChildSpec, ChildType, Strategy
 
 from .helpers import ECHO
 
@@ -83,3 +84,21 @@ def test_malformed_admin_calls_are_refused_naming_the_field_and_change_nothing(a
     started = actor_system.ask("root/pool", AdminCall("start_child", extra_args=["second"]), timeout=10.0)
     assert started.status == "running"
     assert actor_system.ask(f"root/pool/{started.id}", "whoami", timeout=10.0)["args"] == ("second",)
+
+
+@pytest.mark.multiproc
+def test_a_spec_of_the_wrong_kind_that_reached_the_door_unchecked_fails_its_start_naming_both(actor_system):
+    """A spec whose class no process had imported reaches the supervisor unchecked (the admin door imports
+    nothing, so it cannot tell a Worker from a Supervisor): a Worker class started as a supervisor answered nothing
+    (every ask through it timed out), so the start is refused when the class is loaded to be spawned."""
+    actor = "tests.actor.door_kind_probe:Plain"
+    assert "tests.actor.door_kind_probe" not in sys.modules  # nor in the system forked from this process
+    actor_system.start_tree(TREE)
+    wrong = ChildSpec.model_construct(id="sub", actor=actor, type=ChildType("supervisor"),
+                                      strategy=Strategy("one_for_one"), children=(), intensity=1, period=5)
+    with pytest.raises(StartFailed) as failed:
+        actor_system.start_child("root", wrong, timeout=20)
+    said = str(failed.value)
+    assert "type = 'supervisor' needs a Supervisor subclass" in said and actor in said, said
+    assert "sub" not in [c.id for c in actor_system.which_children("root")]
+    assert actor_system.ask("root/echo", "still", timeout=10) == "still"  # the supervisor serves on
