@@ -247,7 +247,9 @@ def traceback_hint(exc: BaseException, data_dir: str | None, base: str = "multip
     notes = getattr(exc, "__notes__", None)
     if notes:
         return "\n".join(notes)
-    if not isinstance(exc, StartFailed | ActorCrashed) or not data_dir:
+    from ..system._answers import has_traceback
+
+    if not isinstance(exc, StartFailed | ActorCrashed) or not data_dir or not has_traceback(exc):
         return None
     name = "admin.out" if base == "multiproc" else "actors.log"
     return f"the actor's full traceback is in {os.path.join(resolve_data_dir(data_dir), name)}"

@@ -69,6 +69,18 @@ class _Slot:
     refused: ExitReason | None = None
     reported: ExitReason | None = None
     log_offset: int | None = None  # a supervisor child: the event log's end before it was forked (.leftovers)
+    requires: tuple[tuple[str, Any], ...] = ()  # the spec's placement requirements (a failed placement names them)
+
+
+def _never_started(slot: _Slot) -> str:
+    """Why a child that never reported its start is gone. One placed by ``requires`` that never got a process was
+    most likely placed nowhere: thespian found no node offering those capabilities (its log line in admin.out,
+    "Pending Actor create … failed", names no requirement)."""
+    if slot.requires and slot.pid is None:
+        wanted = ", ".join(f"{key} = {value!r}" for key, value in slot.requires)
+        return (f"no node of the system created it for requires = {{{wanted}}}: none offers those capabilities (start "
+                "a node with them, or drop the requirement), or the one that does failed before it reported")
+    return "exited before reporting its start"
 
 
 _REPORTS_KEPT = 4096  # exit reports remembered for their end's event at most (see ChildProcesses._note_report)
@@ -182,7 +194,7 @@ class ChildProcesses:
             # reported its end (or its refused start) has ended its own (.leftovers, before the report): no /proc scan
             end_after_kill(self._context, f"{self.path}/{slot.key}", slot.pid, slot.log_offset)
         if not slot.started:
-            why = slot.refused or reasons.killed("exited before reporting its start")
+            why = slot.refused or reasons.killed(_never_started(slot))
             self._feed(ChildStartFailed(slot.key, slot.incarnation, why))
         else:
             self._feed(ChildDown(slot.key, slot.incarnation, slot.reported or reasons.killed()))

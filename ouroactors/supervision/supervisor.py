@@ -378,7 +378,8 @@ class Supervisor(ChildProcesses, Actor):
             )
         except Exception as exc:
             return ChildStartFailed(cmd.key, cmd.incarnation, reasons.crash(exc))
-        slot = self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address, log_offset=offset)
+        slot = self._slots[(cmd.key, cmd.incarnation)] = _Slot(cmd.key, cmd.incarnation, address, log_offset=offset,
+                                                                requires=tuple(sorted(cmd.spec.requires.items())))
         self._unnoticed.append(slot)
         self.send(
             address,

@@ -76,6 +76,13 @@ def tagged_for(request_id: str) -> Callable[[Any], bool]:
     return accept
 
 
+def has_traceback(exc: BaseException) -> bool:
+    """Whether the actor behind ``exc`` raised (its traceback is logged), rather than exited or was killed without
+    raising (``os._exit``, a signal, a placement nobody could make): then pointing at a traceback sends the reader to a
+    file that has none."""
+    return not isinstance(exc, StartFailed) or "crash(" in str(exc)
+
+
 class Answers:
     """Asks, endpoints and answer decoding of :class:`~.handle.ActorSystem`."""
 
@@ -97,7 +104,7 @@ class Answers:
         try:
             return self._unwrap(answer, what, timeout)
         except (StartFailed, ActorCrashed) as exc:
-            note = self._log_note()
+            note = self._log_note() if has_traceback(exc) else None
             if note and note not in getattr(exc, "__notes__", ()):
                 exc.add_note(note)  # pytest shows it under the error; the CLI prints it on a line of its own
             raise
