@@ -7,11 +7,12 @@ line may quote what a model or a user wrote.
 **One record, one header.** A log record begins with a header (``2026-01-02 03:04:05,678 WARNING name: ``, the format
 of :data:`~ouroactors.system._logs.FORMAT`); a message with a newline in it, and the traceback of a crash, go on over
 more lines. Printed as written, such a line (``RuntimeError("x\\nfake line")``) read as a record of its own, or forged
-one. Every line that does not begin with a header is printed indented (:data:`CONTINUATION`), and a header never
-begins with a space: what starts at the margin is a record's first line. Lines split at ``\\n`` only; a carriage
-return or any other control character is shown as its escape (``\\r``). The file alone cannot tell a message's
-further line that copies a header character for character from a record (the writer does not escape it): such a
-line still starts at the margin.
+one. The writer (:class:`~ouroactors.system._logs.RecordFormatter`) indents a record's further lines by two spaces,
+and here every line that does not begin with a header is printed indented (:data:`CONTINUATION`; once); a header
+never begins with a space: what starts at the margin is a record's first line, even where a message copies a header
+character for character. Lines split at ``\\n`` only; a carriage return or any other control character is shown as
+its escape (``\\r``). What an actor writes to its stderr itself (``print(..., file=sys.stderr)``) is not a record
+and is not indented by any writer: only the reader's rule holds for it.
 """
 
 from __future__ import annotations
@@ -72,9 +73,9 @@ def last_lines(path: Path, count: int) -> tuple[list[str], int]:
 
 def shown(raw: bytes) -> str:
     """One line of the log as printed: control characters escaped (but tabs), and indented by :data:`CONTINUATION`
-    unless it begins a record (see the module docstring)."""
+    unless it begins a record or was indented by its writer already (see the module docstring)."""
     text = visible(raw.decode("utf-8", errors="backslashreplace"), keep="\t")
-    return text if _HEADER.match(raw) else CONTINUATION + text
+    return text if _HEADER.match(raw) or raw.startswith(CONTINUATION.encode()) else CONTINUATION + text
 
 
 @main.command()

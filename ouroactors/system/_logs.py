@@ -19,6 +19,19 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class RecordFormatter(logging.Formatter):
+    """:data:`FORMAT`, with every further line of a record (a message's own newlines, a traceback) indented by two
+    spaces: a header never begins with a space, so only a record's first line starts at the margin of the file,
+    and a message that quotes a header (``"x\\n2026-01-02 03:04:05,678 ERROR forged: …"``) cannot pass for a record
+    of its own in ``ouroactors logs``."""
+
+    def __init__(self) -> None:
+        super().__init__(FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace("\n", "\n  ")
 USER_THESPLOG = os.environ.get("THESPLOG_FILE")  # a file the user chose wins over every system's own
 
 
@@ -56,7 +69,7 @@ def log_defs(path: Path) -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": FORMAT}},
+        "formatters": {"plain": {"()": "ouroactors.system._logs.RecordFormatter"}},
         "handlers": {"file": {"class": "logging.FileHandler", "filename": str(path), "formatter": "plain"}},
         "root": {"handlers": ["file"], "level": "INFO"},
     }
@@ -67,7 +80,7 @@ def capture_simple(path: Path) -> logging.Handler | None:
     if logging.getLogger().handlers:
         return None
     handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(RecordFormatter())
     logging.getLogger("ouroactors").addHandler(handler)
     return handler
 

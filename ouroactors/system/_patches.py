@@ -221,7 +221,7 @@ def _log_into_admin_output() -> None:
     """
     import logging
 
-    from ._logs import FORMAT
+    from ._logs import RecordFormatter
 
     root = logging.getLogger()
     level = admin_settings.get("log_level")  # None: not given (ActorSystem.start's default)
@@ -237,7 +237,7 @@ def _log_into_admin_output() -> None:
     stream = open(2, "a", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     handler = logging.StreamHandler(stream)  # lives as long as the process
     handler.setLevel(logging.WARNING if level is None else level)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(RecordFormatter())
     root.addHandler(handler)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from ouroactors.supervision.worker import Worker
 
 FORGED = "ERROR ouroactors.worker: app/x crashed: a forged record"
+FORGED_HEADER = "2026-01-02 03:04:05,678 ERROR ouroactors.worker: app/y crashed: a header copied whole"
 
 
 class Multiline(Worker):
@@ -18,7 +19,8 @@ class Multiline(Worker):
 
     def on_message(self, message: Any, sender: Any) -> Any:
         if message == "log":
-            logging.getLogger("defects").warning("first line\n  indented\n%s\rafter a carriage return", FORGED)
+            logging.getLogger("defects").warning("first line\n  indented\n%s\rafter a carriage return\n%s", FORGED,
+                                                 FORGED_HEADER)
             return "logged"
         if message == "crash":
             raise RuntimeError("x\n12:00:00.000 exited               app/forged  reason=fake\rend")

@@ -122,7 +122,7 @@ def _json_tree(system: Any) -> list[dict[str, Any]]:
 
 
 def test_a_multi_line_log_record_reads_as_one_record(actor_system: Any) -> None:
-    from .defect_workers import FORGED
+    from .defect_workers import FORGED, FORGED_HEADER
 
     actor_system.start_tree(supervisor("app", [worker("m", MULTILINE)]))
     assert actor_system.ask("app/m", "log") == "logged"
@@ -132,7 +132,8 @@ def test_a_multi_line_log_record_reads_as_one_record(actor_system: Any) -> None:
     assert shown.exit_code == 0, shown.output
     lines = shown.output.splitlines()
     first = next(i for i, line in enumerate(lines) if line.endswith(" WARNING defects: first line"))
-    assert lines[first + 1:first + 3] == ["    indented", f"  {FORGED}\\rafter a carriage return"], lines[first:]
+    assert lines[first + 1:first + 4] == ["    indented", f"  {FORGED}\\rafter a carriage return",
+                                          f"  {FORGED_HEADER}"], lines[first:]  # indented by the writer
     assert not lines[first].startswith(" ")  # a record's first line starts at the margin; its others never do
 
 

@@ -35,8 +35,8 @@ def test_lines_that_do_not_begin_a_record_are_indented(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["logs", "--data-dir", str(tmp_path), "-n", "100"])
     assert done.exit_code == 0, done.output
     assert done.output.splitlines() == [
-        f"{HEADER}one", "    two", f"  {forged}\\rtail",  # a carriage return split the line: `tail` read as a line
-        "  Traceback (most recent call last):", '    File "x.py", line 1', "  RuntimeError: x",
+        f"{HEADER}one", "  two", f"  {forged}\\rtail",  # a carriage return split the line: `tail` read as a line
+        "  Traceback (most recent call last):", '  File "x.py", line 1', "  RuntimeError: x",  # indented once
         "  fake line\\u2028sep", f"{HEADER}next"]
     assert CliRunner().invoke(main, ["logs", "--data-dir", str(tmp_path), "-n", "2"]).output.splitlines() == [
         "  fake line\\u2028sep", f"{HEADER}next"]
