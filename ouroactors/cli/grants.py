@@ -6,6 +6,9 @@ authority's own parser, so a typo is a usage error naming the rule before anythi
 again (it serves other callers). Every change is a request stamped with the authority's generation
 (:func:`~ouroactors.authorities.asking.ask_authority`), like every other authority command.
 
+A posture or session rule is for a session that exists: one for an unknown id (a typo, or a session not created
+yet) is refused, exit 2 naming it, and nothing is stored — a session created later under that id starts with none.
+
 What a change does to running sessions: an added rule or a posture applies to the next decision (runtimes decide on
 the authority's durable state). A revoked rule changes the authority's generation, so everything after grants in the
 agent tree restarts (rest_for_one) and no effect admitted under the revoked rule can start afterwards.
@@ -122,8 +125,8 @@ def grants_add(data_dir: str, actor_path: str | None, scope: str | None, session
     from ..authorities.grants.actor import AddRules
 
     chosen, where = _where(scope, session_id)
-    stored = ask_authority(connect_client(data_dir), actor_path or "agent/grants",
-                           AddRules(chosen, _checked(rules, chosen), session_id))
+    stored = ask_authority(connect_client(data_dir), actor_path or "agent/grants",  # session rules: for one that exists
+                           AddRules(chosen, _checked(rules, chosen), session_id, session_must_exist=True))
     console.print(f"{where}: " + ("; ".join(stored) if stored else "(none)"), markup=False, highlight=False)
 
 
@@ -154,5 +157,6 @@ def grants_revoke(data_dir: str, actor_path: str | None, scope: str | None, sess
 def grants_posture(data_dir: str, actor_path: str | None, session_id: str, posture: str) -> None:
     """Set SESSION's posture: plan refuses writes and commands, read_only everything but reads; default leaves
     every request to the rules."""
-    done = ask_authority(connect_client(data_dir), actor_path or "agent/grants", SetPosture(session_id, posture))
+    done = ask_authority(connect_client(data_dir), actor_path or "agent/grants",
+                         SetPosture(session_id, posture, session_must_exist=True))  # a typo protects nothing: refused
     console.print(f"{session_id}: posture {done}", markup=False, highlight=False)

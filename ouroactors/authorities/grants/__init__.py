@@ -10,7 +10,9 @@ Evaluation narrows at each layer and never widens:
    unparseable command, or an engine error → ask, never allow.
 3. :mod:`.commands` (with its lexer :mod:`.shell`) — splits a shell command into every simple
    command it would run, unwrapping ``bash -c``, ``sudo``, ``env``, ``xargs`` … so a deny cannot
-   be slipped past by composition.
+   be slipped past by composition; :mod:`.options` — a deny or ask that names options matches what the
+   command's options mean (``rm -rf *`` denies ``rm -fr x``, ``rm --recursive --force x``), an allow only
+   what it spells.
 
 These modules import neither thespian nor LMDB; the grants actor records each decision in the
 ledger before answering (an allow that cannot be recorded is answered as ask).

@@ -43,7 +43,7 @@ from ...core.errors import BadRequest, CommitRejected, CorruptRecord, StaleGener
 from ...supervision.worker import Worker
 from ..ledger.domain import DEFAULT_KINDS, LedgerError, Status
 from ..ledger.store import LedgerStore, Start
-from ..session_facts import DEFAULT_READER, load_reader
+from ..session_facts import DEFAULT_READER, Missing, load_reader
 from ..storage.actor import storage_config
 from ..storage.commit import Committed
 from ..storage.env import db, open_env
@@ -67,6 +67,7 @@ from .messages import (
     ReviewApprovals,
     RevokeRules,
     SetPosture,
+    UnknownSession,
     WaitApproval,
 )
 from .operators import CredentialsError, ensure_local_operator
@@ -79,13 +80,13 @@ DECISION_RECORDED = faults.register_point("grants.decision_recorded", "a decisio
 log = logging.getLogger("ouroactors.grants")
 __all__ = [  # the protocol (.messages) is re-exported: callers import it from here
     "AddRules", "AnswerApproval", "ConsumeApproval", "Decide", "Grants", "Judged", "ListApprovals",
-    "RequestApproval", "ReviewApprovals", "RevokeRules", "SetPosture", "WaitApproval",
+    "RequestApproval", "ReviewApprovals", "RevokeRules", "SetPosture", "UnknownSession", "WaitApproval",
 ]
 
 
 class Grants(ApprovalDesk, Persistence, Worker):
     refusals = (ApprovalRefused, RuleError, CredentialsError, LedgerError, CommitRejected, CodecError, ValueError,
-                CorruptRecord)
+                CorruptRecord, UnknownSession)
     protocol = PROTOCOL
     reads = READS
     stamped_only = True
@@ -205,6 +206,7 @@ class Grants(ApprovalDesk, Persistence, Worker):
 
     def handle_SetPosture(self, message: SetPosture, sender: Any) -> str:
         posture = Posture(message.posture).value
+        self._existing(message.session_id, message.session_must_exist)
         self._commit(postures={message.session_id: posture})
         return posture
 
@@ -213,11 +215,18 @@ class Grants(ApprovalDesk, Persistence, Worker):
         if scope is Scope.NODE:
             raise RuleError(", ".join(message.rules), "node rules come from the configuration only")
         new_rules(message.rules, scope)  # refuse bad patterns before anything is stored
+        self._existing(message.session_id, message.session_must_exist)
         key = _rules_key(scope, message.session_id)
         self._intact(f"rules/{key}")
         merged = tuple(dict.fromkeys((*self.stored_rules.get(key, ()), *message.rules)))
         self._commit(rules={key: merged})
         return merged
+
+    def _existing(self, session_id: str | None, must: bool) -> None:
+        """Refuse a change for a session no coordinator keeps a record of, when the request says it must exist. A
+        record that does not decode is a session that exists (narrowing its posture must stay possible)."""
+        if must and session_id is not None and isinstance(self.session_facts(session_id), Missing):
+            raise UnknownSession(session_id)
 
     def handle_RevokeRules(self, message: RevokeRules, sender: Any) -> str:
         scope = Scope(message.scope)

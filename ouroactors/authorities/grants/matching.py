@@ -12,6 +12,9 @@ Kept apart from :mod:`.rules` (which decides over a whole request) so each stays
   its pattern spells every word up to and including that one literally: ``Bash(python3 -c *)``
   covers ``python3 -c 'print(1)'``, but ``Bash(python3 *)``, ``Bash(git *)`` and ``Bash(*)`` do not.
   Deny and ask rules match such forms like any other.
+* **Deny reads meaning.** A deny or ask pattern that names options also matches a form whose options
+  *mean* at least those (``rm -rf *`` matches ``rm -fr x``, ``rm x --recursive --force``; :mod:`.options`).
+  An allow is matched only as spelt, so it never covers more than it says.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from .commands import Form, Segment, program_name, trusted_program
+from .options import means
 
 _HOST = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*")
 _GLOB_CHARS = "*?["
@@ -58,6 +62,8 @@ def _spells(mode: str, words: tuple[str, ...], argv: tuple[str, ...], index: int
 
 
 def form_matches(pattern: str, allow: bool, form: Form) -> bool:
+    if not allow and means(pattern, form.argv):  # a deny/ask judges what the options mean (.options)
+        return True
     mode, words, rest = command_matcher(pattern, allow)
     argv = form.argv
     if allow:

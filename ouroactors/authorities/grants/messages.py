@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ...core.boundary import Data, Name, Seconds, SessionId, Size, Text, Version
-from ...core.errors import BadRequest
+from ...core.errors import BadRequest, OuroactorsError
 from .rules import Request, Verdict
 
 Tool = Annotated[str, Size(1, 64)]
@@ -39,19 +39,37 @@ class Decide:
             raise BadRequest("Decide", "request.tool", "must be 1 to 64 characters", repr(self.request.tool[:40]))
 
 
+class UnknownSession(OuroactorsError):
+    """A posture or session rule for a session that does not exist: refused, nothing stored (see :class:`SetPosture`).
+    Worded as the session commands word it."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r} (a posture or session rule is kept only for a session that "
+                         "exists: nothing was stored)")
+
+
 @dataclass(frozen=True)
 class SetPosture:
+    """Set a session's posture. ``session_must_exist``: refuse (:class:`UnknownSession`) unless a coordinator keeps
+    a durable record of the session — what an operator names must exist, or a typo would protect nothing and a
+    session created later under that id would inherit it (records are never deleted, so one that exists now is the
+    session it names). False for a bare runtime's principal, which has no record."""
+
     session_id: SessionId
     posture: Annotated[str, Size(1, 32)]
+    session_must_exist: bool = False
 
 
 @dataclass(frozen=True)
 class AddRules:
-    """Add rules to a scope; ``session`` rules need the ``session_id`` they apply to (and only to it)."""
+    """Add rules to a scope; ``session`` rules need the ``session_id`` they apply to (and only to it), and with
+    ``session_must_exist`` that session must exist (as for :class:`SetPosture`)."""
 
     scope: Annotated[str, Size(1, 16)]
     rules: Annotated[tuple[RuleText, ...], Size(0, 64)]
     session_id: SessionId | None = None
+    session_must_exist: bool = False
 
     def check(self) -> None:
         _check_session_scope("AddRules", self.scope, self.session_id)

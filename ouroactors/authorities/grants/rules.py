@@ -30,7 +30,8 @@ ask or deny:
 **Pattern language** (``ACTION:PATTERN``, at most 512 bytes; e.g. ``deny:Bash(rm *)``):
 ``Bash(git status)`` exact words; ``Bash(git *)`` those words then anything (or nothing);
 ``Bash(git*)`` literal prefix of the command text; ``Bash(*)`` every command; other ``*``/``?``
-match within one word. Command rules judge the request's command whatever the tool is called.
+match within one word. Command rules judge the request's command whatever the tool is called; a deny or ask
+pattern naming options matches what they *mean* (``rm -rf *`` denies ``rm -fr x``: :mod:`.options`).
 ``Read(glob)`` judges the paths of read requests, ``Write(glob)``/``Edit(glob)`` those of write
 requests — again whatever the tool — with ``**`` spanning directories and ``*``/``?`` not. An
 allow sees only the resolved path: a relative glob matches only paths really inside ``root``
