@@ -11,7 +11,10 @@ Two independent gates, both must pass:
   the grants' ``WebFetch(domain:…)`` rules (:mod:`ouroactors.authorities.grants.rules`): ``example.com``
   exactly, ``*.example.com`` its subdomains only (not ``example.com`` itself, nor ``example.com.evil.net``),
   ``*`` any host name. An IPv4 literal is a host name to those rules; an IPv6 literal is not (a rule cannot
-  name one), so it is refused;
+  name one), so it is refused. A name is compared as :func:`normalise_host` spells it (lower case, without the
+  root's trailing dot: ``Example.COM.`` is ``example.com``), and so are the patterns. A caller that adds a
+  request's host to a policy takes it from :func:`policy_name`, which refuses, with the reason, a host no policy
+  can name — before anyone is asked to approve a request that could only fail;
 * **the addresses**: every address the name resolved to must be public. Loopback, link-local, private,
   multicast, unspecified, reserved and other non-global addresses (IPv4 and IPv6, looking through
   v4-mapped, NAT64 and 6to4 forms to the IPv4 address inside) are refused unless the policy's ``private``
@@ -63,6 +66,25 @@ def normalise_host(host: str) -> str | None:
     return f"::ffff:{addr.ipv4_mapped}" if addr.ipv4_mapped is not None else str(addr)
 
 
+def policy_name(host: str) -> str:
+    """``host`` as a network grant and this policy name it (:func:`normalise_host`), or :class:`NetworkPolicyError`
+    saying why none can: not a host at all, or an IPv6 literal (rules and patterns name host names and IPv4
+    addresses only)."""
+    name = normalise_host(host)
+    if name is None:
+        raise NetworkPolicyError(f"{host!r} is not a host name")
+    if not _HOST.fullmatch(name):
+        raise NetworkPolicyError(f"{name} is an IPv6 address literal: network rules and policies name host names and "
+                                 "IPv4 addresses only, so no grant can admit it; use a host name that resolves to it")
+    return name
+
+
+def _without_root_dot(pattern: str) -> str:
+    """``example.com.`` is ``example.com`` (the root's dot); what is not a pattern without it is left as it was."""
+    bare = pattern.removesuffix(".")
+    return bare if bare != pattern and bare != "*" and _pattern_ok(bare) else pattern
+
+
 def host_matches(host: str, pattern: str) -> bool:
     """Does one ``WebFetch(domain:…)`` pattern cover the (normalised) host? IPv6 literals never match."""
     if not _HOST.fullmatch(host):
@@ -82,7 +104,7 @@ class NetworkPolicy:
             value = getattr(self, name)
             if isinstance(value, str | bytes) or not all(isinstance(v, str) for v in value):
                 raise NetworkPolicyError(f"network policy {name} must be a tuple of strings, got {value!r}")
-            object.__setattr__(self, name, tuple(v.strip().lower() for v in value))
+            object.__setattr__(self, name, tuple(_without_root_dot(v.strip().lower()) for v in value))
         for pattern in self.domains:
             if not _pattern_ok(pattern):
                 raise NetworkPolicyError(f"bad domain pattern {pattern!r} in network policy domains "

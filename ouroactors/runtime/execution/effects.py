@@ -17,6 +17,9 @@ driver follows the same table); this module is the shell that asks and acts (DES
   but no reply) is *not* settled: the entry stays ``started`` and becomes ``ambiguous`` for the reconciler. A
   cancelled tool (interrupt, deadline, runtime stop) is not settled either, for the same reason. Only ``ok`` and
   ``failed`` — what the tool observed — are settled, with the tool's evidence.
+* **One file, one call at a time.** A tool that writes files (``Tool.writes_files``: write, edit) holds their write
+  locks (:mod:`.tools._serial`) from its intent through its run — an ask's wait included — so sibling calls of a
+  turn on one file run in turn, each start's digests those of the content it ran on.
 * **Stale stamps crash the runtime.** ``StaleGeneration`` for storage or the ledger, or a commit whose outcome
   is unknown, means the authorities this runtime was started against are gone or unsure: the runtime crashes and
   rest_for_one restarts it against the new generations. It never guesses.
@@ -36,9 +39,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -53,6 +56,8 @@ from ..sandbox import SandboxMode
 from . import timing
 from .binding import KEY as BINDING_KEY
 from .binding import judged_against
+from .effect_ports import GrantsPort as GrantsPort  # re-exported: declared there
+from .effect_ports import LedgerPort as LedgerPort
 from .honesty import (
     REDECIDE_TRIES,
     Admission,
@@ -71,6 +76,7 @@ from .loop import CallContext, ParsedCall, ToolResult
 from .metrics import TurnStats
 from .recorded import recorded_result, report
 from .tools import ToolContext, ToolError
+from .tools._serial import serialised
 from .tools.base import BoundaryRecord
 
 # Named boundaries for crash enumeration (ouroactors.faults.session_enumerate); free unless a plan is armed.
@@ -91,28 +97,6 @@ _MAX_ID = 200  # ToolContext's max_length for its call and effect ids (effect id
 
 class EffectPathBroken(OuroactorsError):
     """The authorities this runtime was bound to are gone or unsure (stale stamp, unknown commit): crash."""
-
-
-class GrantsPort(Protocol):
-    """How the effect path reaches the grants authority (the runtime actor implements it with messages)."""
-
-    async def decide(self, request: Request, root: str | None) -> Verdict: ...  # raises StaleGeneration
-
-    async def approve(self, session: str, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[bool, str]:
-        """Park on a durable approval until it is answered: (approved, why)."""
-        ...
-
-
-class LedgerPort(Protocol):
-    def get(self, effect_id: str) -> Any: ...
-    def submit(self, requests: Sequence[Any], riders: Sequence[Any] = ()) -> list[Any]: ...
-    def carry(self, riders: Sequence[Any]) -> None: ...
-    def record_started(self, request: StartRequest, riders: Sequence[Any] = ()) -> Any: ...
-    def record_denied(self, request: StartRequest, reason: str, riders: Sequence[Any] = ()) -> Any: ...
-    def record_settled(self, effect_id: str, status: str, reason: str | None = None,
-                       evidence: dict[str, Any] | None = None, by: str = "runner",
-                       riders: Sequence[Any] = ()) -> Any: ...
-    def record_cut_short(self, effect_id: str, reason: str) -> bool: ...
 
 
 @dataclass
@@ -246,6 +230,21 @@ class LiveEffects:
                 raise ToolError(tool.name, "the session holds no workspace lease: no tool may run", kind="no_lease")
             tool_ctx = self._tool_context(s.root, ctx, model_call.id, effect_id)
             request = tool.grant_request(args, tool_ctx)
+        except ToolError as refused:
+            return _refused(model_call.id, model_call.name, refused)
+        if not tool.writes_files:
+            return await self._effect(call, ctx, tool_ctx, request, effect_id)
+        # the files it writes are locked from its intent through its run: the digests its start records (and an
+        # approval is bound to) are those of the content it runs on, not one a sibling call changes meanwhile
+        async with serialised(request.paths):
+            return await self._effect(call, ctx, tool_ctx, request, effect_id)
+
+    async def _effect(self, call: ParsedCall, ctx: CallContext, tool_ctx: ToolContext, request: Request,
+                      effect_id: str) -> ToolResult:
+        tool, args = call.payload
+        s = self.settings
+        model_call = call.call
+        try:
             intent = tool.intent(args, tool_ctx)
             timing.mark("eff.request")
         except ToolError as refused:

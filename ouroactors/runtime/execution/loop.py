@@ -4,7 +4,9 @@ One turn: ``turn_started`` → ``prompt`` → [steering delivered] → ``model_c
 the model's stream → ``model_result`` → if it asked for tools: ``tool_call`` per call (a call that does not parse is
 answered with a tool error and nothing runs), the valid ones run **concurrently** in a trio nursery through the
 effect port, each ``tool_result`` recorded as it arrives → the next model call … → ``turn_settled`` (status, reason,
-the conversation's canonical digest). Every decision is a pure function of :mod:`.steps`.
+the conversation's canonical digest). Every decision is a pure function of :mod:`.steps`. An answer whose tool calls
+repeat an id (of the same answer, or of an earlier answer of the turn: ids name effects) is a ``malformed`` model
+error, whatever the provider: nothing of it runs.
 
 **Ports** (declared in :mod:`.loop_ports`; the runtime implements the live ones, :mod:`.replay` the recorded ones):
 
@@ -204,6 +206,7 @@ class SessionLoop(TurnControl):
             if self.start_grace_s is None:
                 self._commit_start()
         calls, text = 0, ""
+        used_ids: set[str] = set()  # the tool-call ids of the turn's answers so far: each names one effect
         stop: steps.Stop | None = None
         answered: steps.Stop | None = None  # the model's last answer had no tool call: done, unless a steer came
         while stop is None:
@@ -228,6 +231,9 @@ class SessionLoop(TurnControl):
                 timing.mark("model.begin")
                 chunks, tool_calls, usage, finish = await self._stream_in_grace(request, turn, calls, deadline_ns)
                 timing.mark("model.end")
+                repeated = steps.repeated_call_id(tool_calls, used_ids)  # any provider's: checked here, not by each
+                if repeated is not None:
+                    raise ModelError(ModelErrorKind.MALFORMED, repeated)
             except ModelError as exc:
                 error = {"kind": exc.kind.value, "detail": exc.detail, "status": exc.status, "attempts": exc.attempts}
                 self._record("model_result", turn, {"index": calls, "error": error})
@@ -238,6 +244,7 @@ class SessionLoop(TurnControl):
                 "index": calls, "chunks": chunks, "tool_calls": [c.model_dump(mode="python") for c in tool_calls],
                 "usage": usage, "finish": finish})
             calls += 1
+            used_ids.update(c.id for c in tool_calls)
             self.tokens_used += steps.usage_tokens(usage)
             self.conversation.append(steps.assistant_message(text, tool_calls))
             stop = steps.after_model(len(tool_calls), finish)

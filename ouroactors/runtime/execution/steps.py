@@ -58,6 +58,22 @@ def after_model(tool_calls: int, finish: str) -> Stop | None:
     return Stop("completed", "the model answered")
 
 
+def repeated_call_id(calls: Sequence[ToolCall], used: set[str]) -> str | None:
+    """What is wrong with a model answer whose tool calls reuse an id — another call's of the same answer, or one an
+    earlier model call of the same turn made — or None. A call's id is its effect's identity in the ledger
+    (session/turn/call id): a repeated one would be taken for the effect already recorded and reported as it, never
+    run. The loop makes it a model error (``malformed``), whatever the provider: nothing of the answer runs."""
+    seen: set[str] = set()
+    for position, call in enumerate(calls):
+        if call.id in seen:
+            return f"tool call {position} ({call.name}) repeats the id {call.id!r} of another call of the same answer"
+        if call.id in used:
+            return (f"tool call {position} ({call.name}) repeats the id {call.id!r} of a call an earlier model call "
+                    "of this turn made")
+        seen.add(call.id)
+    return None
+
+
 def on_model_error(kind: str, detail: str) -> Stop:
     if kind == ModelErrorKind.CANCELLED.value:
         if detail == INTERRUPTED:

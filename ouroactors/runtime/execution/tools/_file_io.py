@@ -6,7 +6,9 @@ verified directory descriptor without following links.
 Writes are atomic: a temp file in the same directory (``O_EXCL | O_NOFOLLOW``), fsync, ``rename`` over the
 name, fsync of the directory. ``rename`` replaces a symlink planted at the name instead of writing through it.
 An existing file keeps its permission bits. File work is short and bounded by the size caps, so it runs in a
-worker thread that a cancel waits for (a half-applied write is worse than a late cancel): :func:`_guarded`.
+worker thread that a cancel waits for (a half-applied write is worse than a late cancel): :func:`_guarded`; a tool
+that writes a file runs it with :func:`_guarded_write`, under the write lock of the file's resolved path
+(:mod:`._serial`), and its work checks that the path still resolves there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 import trio
 
-from ._paths import PathRefused, Target, close_quietly, open_dir, open_in
+from ._paths import Parents, PathRefused, Target, close_quietly, open_dir, open_in, resolve_file
+from ._serial import PathBusy, serialised
 from .base import ToolContext, ToolOutcome, ToolRefused
 
 
@@ -48,6 +51,35 @@ async def _guarded(tool: str, run: Callable[[Any, ToolContext, float], ToolOutco
         return _failed(exc, started, **evidence)
     except OSError as exc:
         return _failed(ToolRefused(tool, f"I/O error: {exc.strerror or exc}", kind="io_error"), started, **evidence)
+
+
+async def _guarded_write(tool: str, run: Callable[[Any, ToolContext, float, str], ToolOutcome], args: Any,
+                         ctx: ToolContext, parents: Parents, **evidence: Any) -> ToolOutcome:
+    """:func:`_guarded`, holding the write lock of the file's resolved path (:mod:`._serial`) across the whole run
+    (read, check, write); ``run`` gets the path it is locked for as its last argument (see :func:`_still_at`)."""
+    started = time.monotonic()
+    try:
+        locked = resolve_file(args.path, ctx.root, tool, "plan" if parents == "create" else parents).path
+    except ToolRefused as exc:
+        return _failed(exc, started, **evidence)
+    except OSError as exc:
+        return _failed(ToolRefused(tool, f"I/O error: {exc.strerror or exc}", kind="io_error"), started, **evidence)
+    try:
+        async with serialised((locked,)):
+            return await _guarded(tool, lambda a, c, s: run(a, c, s, locked), args, ctx, **evidence)
+    except PathBusy:
+        return _failed(_moved(tool, locked, "it resolves to a file another call is writing"), started, **evidence)
+
+
+def _still_at(target: Target, locked: str, tool: str) -> None:
+    """The file work's own resolution must be the path it holds the lock of (a link changed in between: refused)."""
+    if target.path != locked:
+        raise _moved(tool, locked, f"it resolves to {target.path} now")
+
+
+def _moved(tool: str, locked: str, why: str) -> ToolRefused:
+    return ToolRefused(tool, f"{locked} changed while the write was prepared ({why}); nothing written",
+                       kind="path_changed")
 
 
 def _ms(started: float) -> int:

@@ -212,6 +212,9 @@ class Tool(ABC, Generic[A]):
     ledger_kind: ClassVar[str] = "tool_call"  # the ledger effect kind its starts are recorded under
     reconciler: ClassVar[str | None] = None  # "module:function" as the ledger's ``reconcilers`` config takes it
     compensation: ClassVar[str | None] = None  # how an effect that ran is undone, when retrying cannot (None: it isn't)
+    # True: it writes the files its grant request names; the effect port holds their write locks (.._serial) from
+    # the call's intent through its run, so that calls of one turn on one file run one after the other
+    writes_files: ClassVar[bool] = False
 
     def spec(self) -> ToolSpec:
         """What the model is shown. The JSON schema is generated once per argument class (pydantic takes ~1 ms a

@@ -11,6 +11,16 @@ and keep an existing file's permission bits. ``edit`` refuses unless ``old`` occ
 ``replace_all``), saying how many times it occurs; it also refuses when the file changed between its read and
 its write. File work runs in a worker thread that a cancel waits for. The blocking file work itself (the read of
 a regular file, the atomic write, the thread) is in :mod:`._file_io`.
+
+**Parallel writes of one file.** The calls of one model turn run concurrently, and ``edit`` is a
+read-modify-write: two edits of one file that both read before either renamed its result would each report
+``ok`` while the second rename dropped the first change. A before/after ``(inode, size, mtime)`` comparison cannot
+close that window (both comparisons may pass before either rename), and a file lock (``flock``) would not either
+(an atomic write replaces the inode the lock is on). So ``write`` and ``edit`` hold a per-path lock of the runtime
+process, keyed by the canonical resolved path, across read → check → write (:mod:`._serial`); the effect port
+takes the same lock earlier, from the call's intent through its run, so that the digests the ledger's start records
+describe the content the call really ran on. Every ``ok`` edit is then in the file. Changes from *outside* the
+process are not ordered by it: ``edit``'s comparison still refuses them (``changed_during_edit``).
 """
 
 from __future__ import annotations
@@ -22,7 +32,17 @@ from typing import Any
 from pydantic import Field
 
 from ....authorities.grants.rules import Effect, Request
-from ._file_io import _atomic_write, _existing_mode, _guarded, _ms, _read_regular, _rel, _sha256
+from ._file_io import (
+    _atomic_write,
+    _existing_mode,
+    _guarded,
+    _guarded_write,
+    _ms,
+    _read_regular,
+    _rel,
+    _sha256,
+    _still_at,
+)
 from ._paths import close_quietly, open_dir, resolve_dir, resolve_file
 from .base import Tool, ToolArgs, ToolContext, ToolError, ToolOutcome, ToolRefused, cap_bytes, clean_text
 from .compensation import MAX_PREIMAGE_BYTES, preimage_evidence
@@ -96,6 +116,7 @@ class WriteTool(Tool[WriteArgs]):
     ledger_kind = "file_write"
     reconciler = RECONCILER
     compensation = COMPENSATION
+    writes_files = True
 
     def grant_request(self, args: WriteArgs, ctx: ToolContext) -> Request:
         target = resolve_file(args.path, ctx.root, self.name, "plan" if args.make_dirs else "exist")
@@ -111,10 +132,12 @@ class WriteTool(Tool[WriteArgs]):
         return {"path": target.path, "before": before, "after": _sha256(args.content.encode())}
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
-        return await _guarded(self.name, self._run, args, ctx, path=args.path, written=False)
+        return await _guarded_write(self.name, self._run, args, ctx, "create" if args.make_dirs else "exist",
+                                    path=args.path, written=False)
 
-    def _run(self, args: WriteArgs, ctx: ToolContext, started: float) -> ToolOutcome:
+    def _run(self, args: WriteArgs, ctx: ToolContext, started: float, locked: str) -> ToolOutcome:
         target = resolve_file(args.path, ctx.root, self.name, "create" if args.make_dirs else "exist")
+        _still_at(target, locked, self.name)
         data = args.content.encode()
         keep_mode = _existing_mode(target, self.name)
         before = _read_regular(target, ctx.root, self.name, MAX_PREIMAGE_BYTES + 1)[0] if target.exists else None
@@ -165,6 +188,7 @@ class EditTool(Tool[EditArgs]):
     ledger_kind = "file_write"
     reconciler = RECONCILER
     compensation = COMPENSATION
+    writes_files = True
 
     def grant_request(self, args: EditArgs, ctx: ToolContext) -> Request:
         target = resolve_file(args.path, ctx.root, self.name)
@@ -186,10 +210,11 @@ class EditTool(Tool[EditArgs]):
         return {"path": target.path, "before": _sha256(data), "after": _sha256(new_text.encode())}
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutcome:
-        return await _guarded(self.name, self._run, args, ctx, path=args.path, written=False)
+        return await _guarded_write(self.name, self._run, args, ctx, "exist", path=args.path, written=False)
 
-    def _run(self, args: EditArgs, ctx: ToolContext, started: float) -> ToolOutcome:
+    def _run(self, args: EditArgs, ctx: ToolContext, started: float, locked: str) -> ToolOutcome:
         target = resolve_file(args.path, ctx.root, self.name)
+        _still_at(target, locked, self.name)
         data, st = _read_regular(target, ctx.root, self.name, EDIT_MAX_BYTES + 1)
         if len(data) > EDIT_MAX_BYTES:
             raise ToolRefused(self.name, f"{target.path} is larger than {EDIT_MAX_BYTES} bytes", kind="too_large")

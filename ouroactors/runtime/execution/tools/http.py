@@ -6,7 +6,11 @@ A retry of the same effect sends the same key, so a service that honours the hea
 
 **What grants judge.** The host and the method (:meth:`HttpTool.grant_request`): GET and HEAD are network
 reads; any other method changes the world and is judged a **write** to its host — refused in plan mode, and
-admitted by ``allow:WebWrite(domain:…)``, not by ``allow:WebFetch(domain:…)``.
+admitted by ``allow:WebWrite(domain:…)``, not by ``allow:WebFetch(domain:…)``. The host is judged as the network
+policy names it (:func:`~ouroactors.runtime.sandbox_netpolicy.policy_name`: lower case, no trailing dot), and that
+name is what the effect port adds to the call's policy once grants admitted it; a host no policy can name (an IPv6
+literal) is refused by the grant request itself (``destination_refused``), so no operator is asked to approve a
+call that could only fail.
 
 **Where it may connect.** This tool runs in the runtime's process, next to its actor ports, so it applies the
 sandbox proxy's policy itself (:func:`pinned_destination`, :mod:`ouroactors.runtime.sandbox_netpolicy`): the
@@ -119,7 +123,7 @@ async def pinned_destination(url: httpx.URL, ctx: ToolContext) -> tuple[httpx.UR
     goes to the checked address (the name is kept in ``Host`` and for TLS), so a name that resolves elsewhere a
     moment later (DNS rebinding) cannot move it.
     """
-    host = (url.host or "").lower()
+    host = netpolicy.normalise_host(url.host or "") or (url.host or "").lower()  # resolved as the proxy does
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         policy = netpolicy.NetworkPolicy(domains=ctx.network_domains, private=ctx.network_private)
@@ -151,8 +155,12 @@ class HttpTool(Tool[HttpArgs]):
     def grant_request(self, args: HttpArgs, ctx: ToolContext) -> Request:
         """The host and the method: a GET or HEAD reads the world (network); a POST, PUT, PATCH or DELETE changes
         it — a write, refused in plan mode and admitted only by a ``WebWrite(domain:…)`` rule (or a tool rule)."""
+        try:
+            host = netpolicy.policy_name(host_of(args.url))
+        except netpolicy.NetworkPolicyError as exc:
+            raise ToolRefused(self.name, str(exc), kind="destination_refused") from None
         return Request(principal=ctx.session_id, tool=self.name, effect=method_effect(args.method, self.effect),
-                       domains=(host_of(args.url),), method=args.method)
+                       domains=(host,), method=args.method)
 
     async def run(self, args: HttpArgs, ctx: ToolContext) -> ToolOutcome:
         import httpx  # imported where used (about 0.1 s): see ..tls
@@ -169,7 +177,8 @@ class HttpTool(Tool[HttpArgs]):
         base["address"] = address
         headers = {**args.headers, "Host": url.netloc.decode("ascii"), IDEMPOTENCY_HEADER: key}
         content = args.body.encode() if args.body is not None else None
-        extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+        # the name the certificate is checked against: without a trailing dot (``example.com.`` is example.com)
+        extensions = {"sni_hostname": netpolicy.normalise_host(url.host) or url.host} if url.scheme == "https" else {}
         try:
             async with httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=False, trust_env=False,
                                          verify=tls.context()) as client, \
