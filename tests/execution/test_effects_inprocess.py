@@ -241,3 +241,23 @@ def test_a_call_a_cancel_cuts_short_is_ambiguous_at_once_saying_why(port):
     assert entry.reason == ("cancelled while it ran (turn deadline exceeded): the tool was stopped, and what it did "
                             "before that is unknown")
     assert ctx.results == []  # the loop records the cancelled result itself
+
+
+class UnsureShell(ShellTool):
+    """The shell tool's declaration, with a run that cannot tell whether it acted (a request sent, no reply)."""
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
+        return ToolOutcome(status="unknown", error="ReadTimeout: no reply within 3s", error_kind="timeout",
+                           evidence={"ran": "unknown"})
+
+
+def test_an_unknown_outcome_is_ambiguous_at_once_with_the_tools_own_reason(port):
+    """Not left started until the writer's process exits, whose mark said only "exited before settlement": the
+    ledger keeps what the tool said (a timeout), for the reconciler and for `ouroactors ledger show`."""
+    effects, store, _env, _root = port
+    parsed, ctx = _call(UnsureShell(), "u1")
+    result = trio.run(effects.run, parsed, ctx)
+    assert result.status == "unknown"
+    entry = store.get("s1/t1/u1")
+    assert entry is not None and entry.status is Status.AMBIGUOUS
+    assert entry.reason == "the tool could not tell whether it acted: ReadTimeout: no reply within 3s"

@@ -201,7 +201,8 @@ class Recovering:
         if last and self._ended_this_turn(record, last[-1]):  # it stopped on an effect of unknown outcome, settled
             # now by its reconciler: nothing re-runs, the next message goes on; the record says why the turn stopped
             self._transition(record, Event.TURN_COMPLETE, reason="the last turn stopped on an effect of unknown "
-                             f"outcome, since settled by its reconciler: {last[-1].data.get('reason')}"[:500])
+                             f"outcome, since settled (by its reconciler or an operator: `ouroactors ledger show` "
+                             f"names which): {last[-1].data.get('reason')}"[:500])
             return
         reclaim = get_lease(self.store, self.session_id) if decision.reclaim else None
         context = self._turn_context(record)

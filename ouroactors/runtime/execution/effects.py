@@ -91,6 +91,11 @@ def cut_short(cause: str) -> str:
     return f"cancelled while it ran ({cause}): the tool was stopped, and what it did before that is unknown"
 
 
+def unknown_outcome(error: str | None) -> str:
+    """The ledger's reason for a start whose tool could not tell whether it acted (a request sent, no answer)."""
+    return f"the tool could not tell whether it acted: {error or 'no reason given'}"[:500]
+
+
 T = TypeVar("T")
 _MAX_ID = 200  # ToolContext's max_length for its call and effect ids (effect ids are cut to it: effect_id_of)
 
@@ -292,6 +297,8 @@ class LiveEffects:
             if step is RecordAction.BROKEN:
                 raise EffectPathBroken(f"ledger settle ({tries} commit(s)): {type(settled).__name__}: {settled}")
             faults.point(EFFECT_SETTLED)
+        else:  # unknown: ambiguous now with the tool's own word for why, not the writer's exit's "exited" later
+            self.ledger.record_cut_short(effect_id, unknown_outcome(outcome.error))
         timing.mark("eff.settled")
         return result
 
