@@ -180,7 +180,7 @@ def ledger_settle(data_dir: str, actor_path: str | None, effect_id: str, status:
 
     who, token = read_credentials(data_dir)  # the verified identity, never a claimed name
     if operator is not None and operator != who:
-        raise click.ClickException(f"--operator {operator!r}: the credentials in {data_dir} are {who!r}'s")
+        raise click.BadParameter(f"{operator!r}: the credentials in {data_dir} are {who!r}'s", param_hint="--operator")
     answer = ask_authority(connect_client(data_dir), actor_path or "agent/ledger",
                            OperatorSettle(effect_id, status, reason, who, token))
     if answer.answer == "existing":  # settled so before (by its runtime, or an operator): nothing changed now
@@ -244,6 +244,12 @@ def approvals_list(data_dir: str, actor_path: str | None, status: str | None, se
     console.print(table)
 
 
+def _no_approval(approval_id: str) -> click.BadParameter:
+    """An approval id the grants authority does not hold: bad input (exit 2), as `session approve` says it."""
+    return click.BadParameter(f"no approval {approval_id!r} (`ouroactors approvals list` names them)",
+                              param_hint="APPROVAL_ID")
+
+
 def _arguments(arguments: Any) -> str:
     """The canonical arguments as JSON (what the operator is asked to approve)."""
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
@@ -261,7 +267,7 @@ def approvals_show(data_dir: str, actor_path: str | None, approval_id: str) -> N
     found = [a for a in ask_authority(connect_client(data_dir), actor_path or "agent/grants", ListApprovals())
              if a.approval_id == approval_id]
     if not found:
-        raise click.ClickException(f"no approval {approval_id!r}")
+        raise _no_approval(approval_id)
     a = found[0]
     click.echo(visible(json.dumps({  # JSON escapes C0 controls only: a direction override would reach the terminal
         "approval": a.approval_id, "session": a.session_id, "tool": a.tool, "arguments": a.arguments,
@@ -279,7 +285,7 @@ def _answer(data_dir: str, actor_path: str | None, approval_id: str, approve: bo
     path = actor_path or "agent/grants"
     found = [a for a in ask_authority(system, path, ListApprovals()) if a.approval_id == approval_id]
     if not found:
-        raise click.ClickException(f"no approval {approval_id!r}")
+        raise _no_approval(approval_id)
     approval = found[0]  # the operator answers for exactly the call and state version shown
     console.print(f"{approval.tool} {_arguments(approval.arguments)}", markup=False, highlight=False)
     answered = ask_authority(system, path, AnswerApproval(approval_id, approve, name, token, approval.call_digest,

@@ -1,13 +1,14 @@
 """``ouroactors journal …``: read a session's journal from a data dir — verify its chain, replay it, show it.
 
 Reads only (replay runs no tool and writes nothing). Exit codes: 0 ok · 1 the chain is broken (the first bad seq is
-named) or replay diverged · 2 bad input (no data dir, no such session) · 3 replay stopped at a boundary it cannot
-cross (the turns before it verified).
+named), replay diverged, or the LMDB environment itself is damaged (:mod:`.store_damage`) · 2 bad input (no data
+dir, no such session) · 3 replay stopped at a boundary it cannot cross (the turns before it verified).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from . import main
 from .common import choices_hint, console, data_dir_option, err_console, reports_errors, write_new_file
+from .store_damage import reports_damaged_store, store_damaged
 
 
 def _open(data_dir: str) -> lmdb.Environment:
@@ -50,6 +52,7 @@ def journal() -> None:
 @journal.command("list")
 @data_dir_option
 @reports_errors
+@reports_damaged_store
 def list_sessions(data_dir: str) -> None:
     """Sessions that have a journal in DATA_DIR."""
     from ..runtime.execution import reading
@@ -57,7 +60,11 @@ def list_sessions(data_dir: str) -> None:
     env = _open(data_dir)
     for session in reading.sessions(env):
         head = reading.head(env, session)
-        assert head is not None
+        if head is None:  # listed by its head's key, and that key is not found: gone since (a removal), or damage
+            if session in reading.sessions(env):
+                store_damaged(data_dir, f"session {session!r} is listed with a journal head that is not found by "
+                                        "its key (the anchor database's pages are out of order)")
+            continue
         console.print(f"{session}  records {head.first_seq}..{head.head_seq}  {head.bytes} bytes", markup=False)
 
 
@@ -67,6 +74,7 @@ def list_sessions(data_dir: str) -> None:
 @click.option("--no-ledger", is_flag=True, help="do not check the journal against the ledger (the hashes its "
               "evidence carries, the tool calls its entries prove)")
 @reports_errors
+@reports_damaged_store
 def verify(data_dir: str, session: str, no_ledger: bool) -> None:
     """Check SESSION's hash chain against its anchor; name the first record that does not follow (exit 1). And
     against the ledger: a tool call its entries prove was journaled that the journal lacks, with no gap record
@@ -136,6 +144,7 @@ def _snapshot_line(env: lmdb.Environment, session: str) -> None:
               help="start from the session's conversation snapshot, as a runtime's open does (checked against the "
                    "chain); the turns before it are not replayed — the way to check a journal cut to its budget")
 @reports_errors
+@reports_damaged_store
 def replay(data_dir: str, session: str, from_snapshot: bool) -> None:
     """Re-run SESSION's turns through the loop with the recording substituted; compare every digest."""
     from functools import partial
@@ -227,6 +236,7 @@ def _summary(kind: str, fields: dict[str, Any]) -> str:
 @click.option("--limit", type=click.IntRange(1), default=200, show_default=True, help="most records to show")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per record (bytes as hex)")
 @reports_errors
+@reports_damaged_store
 def show(data_dir: str, session: str, start: int, limit: int, as_json: bool) -> None:
     """SESSION's records: seq, time, turn, kind and the fields that matter."""
     from ..runtime.execution import reading
@@ -281,6 +291,7 @@ def _head_text(verdict: Any) -> str:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
               help="the file to write (default: SESSION.journal here); an existing file is not overwritten")
 @reports_errors
+@reports_damaged_store
 def export(data_dir: str, session: str, output: str | None) -> None:
     """Write SESSION's journal to one portable file, byte for byte (records, head, blobs).
 
@@ -304,8 +315,9 @@ def export(data_dir: str, session: str, output: str | None) -> None:
         err_console.print(f"the chain is BROKEN at seq {verdict.broken_seq}: {verdict.reason}", style="red",
                           markup=False, highlight=False)
         sys.exit(1)
-    console.print(f"chain ok; to check it elsewhere: ouroactors journal import {target} --data-dir DIR, then "
-                  f"ouroactors journal verify {session} --data-dir DIR (the same head hash)", markup=False,
+    console.print(f"chain ok; to check it elsewhere: ouroactors journal import {shlex.quote(str(target))} --data-dir "
+                  f"DIR, then ouroactors journal verify {shlex.quote(session)} --data-dir DIR (the same head hash)",
+                  markup=False,
                   highlight=False)
 
 
@@ -316,6 +328,7 @@ def export(data_dir: str, session: str, output: str | None) -> None:
 @click.option("--as", "session", default=None, help="the session id to import under (default: the exported one)")
 @click.option("--keep-broken", is_flag=True, help="import a journal whose chain does not verify (to inspect it)")
 @reports_errors
+@reports_damaged_store
 def import_(data_dir: str, archive_file: str, session: str | None, keep_broken: bool) -> None:
     """Import a journal written by `journal export`, to verify, replay and show it here.
 
@@ -340,5 +353,6 @@ def import_(data_dir: str, archive_file: str, session: str | None, keep_broken: 
     console.print(f"imported session {name}: {verdict.records} records verified, {_head_text(verdict)}"
                   + ("" if verdict.ok else f" — BROKEN at seq {verdict.broken_seq}"), markup=False,
                   highlight=False)
-    console.print(f"next: ouroactors journal verify {name} --data-dir {data_dir}; ouroactors journal replay "
-                  f"{name} --data-dir {data_dir}", markup=False, highlight=False)
+    where = shlex.quote(data_dir)
+    console.print(f"next: ouroactors journal verify {shlex.quote(name)} --data-dir {where}; ouroactors journal "
+                  f"replay {shlex.quote(name)} --data-dir {where}", markup=False, highlight=False)

@@ -101,6 +101,11 @@ def _config(config_file: str | None, workspace: str | None, sandbox: str | None,
             config = tomllib.loads(Path(config_file).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise click.BadParameter(f"{config_file}: {exc}", param_hint="--config") from None
+        given = config.get("workspace")
+        if workspace is None and isinstance(given, str) and not given.strip():  # refused here, before any system
+            raise click.BadParameter(f"{config_file}: workspace: got {given!r}; the session's workspace is a "
+                                     "directory: give it as --workspace DIR, or workspace = \"DIR\" here",
+                                     param_hint="--config")
     if workspace is not None:
         config["workspace"] = str(Path(workspace).resolve())
     if sandbox is not None:
@@ -132,6 +137,11 @@ def session_new(data_dir: str, session_id: str | None, config_file: str | None, 
     from ..runtime.execution.config import parse_session_config
 
     parse_session_config(config, config_file or "the session's options")  # here first: no system needed to refuse it
+    try:  # and as the request will carry it (encodable, not too large), named as the user gave it
+        check_field(m.NewSession, "config", config)
+    except BadRequest as bad:
+        raise click.BadParameter(f"the session's configuration {bad.problem}",
+                                 param_hint="--config" if config_file else "the session's options") from None
     view = _sessions(data_dir).new(session_id, config)
     console.print(view.session_id, markup=False, highlight=False)
 
@@ -177,7 +187,7 @@ def session_steer(data_dir: str, session_id: str, text: str) -> None:
 @data_dir_option
 @click.argument("session_id", type=SESSION_ID)
 @click.option("--after", type=MessageField(m.ReadEvents, "after", click.INT), default=0, show_default=True,
-              help="start after this cursor")
+              help="start after this cursor (at most the session's committed cursor)")
 @click.option("--follow", is_flag=True, help="wait for more until the session ends (or --until, --idle)")
 @click.option("--until", default=None, help="with --follow: stop after an event of this kind (e.g. turn_settled)")
 @click.option("--idle", type=click.FloatRange(0), default=None, callback=not_nan,
@@ -195,7 +205,8 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
                        waiting=lambda: sessions.show(session_id).state == State.WAITING_APPROVAL.value)
     last_kind = None
     try:
-        for event in sessions.events(session_id, after, follow=follow, idle_timeout=idle, until=until):
+        for event in _refusing_ahead(sessions.events(session_id, after, follow=follow, idle_timeout=idle,
+                                                     until=until)):
             last_kind = event.kind
             if as_json:
                 click.echo(json.dumps({"cursor": event.cursor, "kind": event.kind, "turn": event.turn,
@@ -207,6 +218,17 @@ def session_events(data_dir: str, session_id: str, after: int, follow: bool, unt
     if follow and not as_json and (until is None or last_kind != until) and (end := ended_text(
             sessions.show(session_id))):  # the follow ended: say why when the session did
         click.echo(visible(end))
+
+
+def _refusing_ahead(events: Any) -> Any:
+    """``events``, with an ``--after`` beyond the session's committed cursor a usage error naming the option (its
+    events up to there would never be shown: the ones committed next take those cursors)."""
+    from ..runtime.coordinator.errors import CursorAhead
+
+    try:
+        yield from events
+    except CursorAhead as exc:
+        raise click.BadParameter(str(exc), param_hint="'--after'") from None
 
 
 version_option = click.option("--expected-version", type=VERSION, default=None,

@@ -10,6 +10,7 @@ import click
 
 from .common import choices_hint, console, data_dir_option, reports_errors, write_new_file
 from .session import SESSION_ID, session
+from .store_damage import reports_damaged_store
 
 
 @session.command("export")
@@ -18,6 +19,7 @@ from .session import SESSION_ID, session
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="the file to write (default: SESSION_ID.session.json here); an existing file is not overwritten")
 @reports_errors
+@reports_damaged_store
 def session_export(data_dir: str, session_id: str, output: str | None) -> None:
     """Write the session's durable history to one JSON file: its record (state, version, pinned versions, waits
     and their expiry, identifiers), the next valid transitions, every committed event, the accepted and rejected

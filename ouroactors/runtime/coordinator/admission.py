@@ -15,6 +15,7 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from ...authorities.workspace.messages import CheckRoot
+from ...core.errors import BadRequest
 from ...supervision.protocol import Stamped
 from .calls import Ask, TimedOut
 from .messages import ControlSession, Done
@@ -36,6 +37,8 @@ def workspace_refusal(authorities: Mapping[str, Any], root: str) -> Generator[As
     answer = yield Ask(entry.address, Stamped(entry.generation, CheckRoot(root)), CHECK_TIMEOUT_S)
     if isinstance(answer, TimedOut):
         return f"the workspace authority did not answer within {CHECK_TIMEOUT_S:g} s; nothing was created, try again"
+    if isinstance(answer, BadRequest):  # the workspace's door refused the root: what is wrong, not its message's name
+        return answer.problem
     if isinstance(answer, BaseException):
         return str(answer)
     return None

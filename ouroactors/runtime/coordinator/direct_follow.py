@@ -38,8 +38,8 @@ from pathlib import Path
 
 from ...authorities.storage.env import StorageConfig, close_env, handed_out, is_open, open_env
 from ...core.errors import OuroactorsError
-from .errors import UnknownSession
-from .record import PublishedEvent
+from .errors import CursorAhead, UnknownSession
+from .record import PublishedEvent, SessionRecord
 from .store import SessionStore
 from .wake import SubscriberWake
 from .workflow import is_terminal
@@ -124,19 +124,30 @@ def follow(data_dir: str | Path, session_id: str, after: int = 0, *, follow: boo
 
 
 def state_of(data_dir: str | Path, session_id: str, after: int) -> tuple[str | None, bool]:
-    """The state of ``session_id`` (None: no such session) and whether events after cursor ``after`` are committed."""
+    """The state of ``session_id`` (None: no such session) and whether events after cursor ``after`` are committed;
+    :class:`~.errors.CursorAhead` if ``after`` is beyond the session's committed cursor."""
     key, store = _acquire(Path(data_dir))
     try:
         record = store.get(session_id)
+        _check_cursor(record, session_id, after)
         more = bool(store.events(session_id, after, 1))
         return (record.state.value if record is not None else None), more
     finally:
         _release(key)
 
 
+def _check_cursor(record: SessionRecord | None, session_id: str, after: int) -> None:
+    """Refuse a read after a cursor beyond the committed one (:class:`~.errors.CursorAhead`): from there, the events
+    committed next (which take the cursors in between) would never be shown. The cursor never goes back, so one a
+    reader was given is never beyond a record read after it."""
+    if record is not None and after > record.committed_cursor:
+        raise CursorAhead(session_id, after, record.committed_cursor)
+
+
 def _follow(store: SessionStore, data_dir: str | Path, session_id: str, after: int, *, follow: bool,
             idle_timeout: float | None, until: str | None,
             stop: threading.Event | None = None) -> Iterator[PublishedEvent]:
+    _check_cursor(store.get(session_id), session_id, after)
     wake = SubscriberWake.open(data_dir, session_id) if follow else None  # before the first read: no wake is lost
     try:
         cursor = after

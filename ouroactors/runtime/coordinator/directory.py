@@ -54,7 +54,7 @@ from ..execution.providers import make_provider
 from .admission import already_cancelled, workspace_refusal
 from .calls import Ask, Job, Jobs, TimedOut
 from .configs import config_writer, get_config
-from .errors import SessionExists, UnknownSession
+from .errors import CursorAhead, SessionExists, UnknownSession
 from .in_flight import InFlight
 from .messages import (
     COMMANDS,
@@ -100,7 +100,7 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
     """The session directory; see the module docstring."""
 
     protocol = DIRECTORY_REQUESTS
-    refusals = (DirectoryError, SessionExists, UnknownSession, ValueError)
+    refusals = (DirectoryError, SessionExists, UnknownSession, CursorAhead, ValueError)
 
     def on_start(self, spare_runtimes: int = 0) -> None:
         assert self.context is not None
@@ -244,8 +244,8 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
             if config.workspace is not None:  # as a lease will judge it, now: else no turn of it could ever start
                 refused = yield from workspace_refusal(self.authorities, config.workspace)
                 if refused is not None:
-                    raise DirectoryError(f"session {request.session_id!r}: workspace: {config.workspace!r}: "
-                                         f"{refused}")
+                    given = config.workspace if len(config.workspace) <= 200 else config.workspace[:200] + "…"
+                    raise DirectoryError(f"session {request.session_id!r}: workspace: {given!r}: {refused}")
             pins = config.pins
             try:  # the workflow version is pinned as it is now (``default``: this code's), never left to resolve later
                 workflow = versions.check(request.session_id, pins.workflow)
@@ -254,7 +254,10 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
                                      f"allowed: {', '.join(repr(v) for v in (versions.DEFAULT, *exc.provided))}"
                                      ) from None
             # the tool set too: ``default`` becomes the digest of its tools as this code defines them (.tool_set)
-            tools = tool_set.resolve(request.session_id, pins.tool_set, config.tools.enabled)
+            try:
+                tools = tool_set.resolve(request.session_id, pins.tool_set, config.tools.enabled)
+            except ValueError as exc:  # a pin this code does not provide: refused as the workflow's is (bad input)
+                raise DirectoryError(str(exc)) from None
             record = SessionRecord(
                 session_id=request.session_id, node=self.node, state=State.SUSPENDED, state_version=0, revision=0,
                 pinned=PinnedVersions(prompt=pins.prompt, model=pins.model, tools=tools,
@@ -270,8 +273,8 @@ class Sessions(DirectoryReads, Redelivery, Sweeper, Worker):
                 raise DirectoryError(f"session {request.session_id!r} was not created: {created}")
             yield from self._start(request.session_id)
             self.answer_asker(sender, view_of(created.value))  # type: ignore[union-attr]
-        except (OuroactorsError, ValueError) as exc:
-            self.answer_asker(sender, exc)
+        except (OuroactorsError, ValueError) as exc:  # a refusal, typed: a bare ValueError is no answer a CLI reads
+            self.answer_asker(sender, exc if isinstance(exc, OuroactorsError) else DirectoryError(str(exc)))
 
     def _forward(self, request: Any, sender: Asker) -> Job:
         record = self.store.get(request.session_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...core.errors import ActorCrashed, OuroactorsError
 
-__all__ = ["NotOwner", "RevisionConflict", "SessionExists", "UnknownSession", "crash_answer"]
+__all__ = ["CursorAhead", "NotOwner", "RevisionConflict", "SessionExists", "UnknownSession", "crash_answer"]
 
 
 class SessionExists(OuroactorsError):
@@ -21,6 +21,21 @@ class UnknownSession(OuroactorsError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"no session {session_id!r}")
+
+
+class CursorAhead(OuroactorsError):
+    """A read of a session's events after a cursor beyond its committed one: bad input, refused. Read from there, the
+    events between the committed cursor and the one given would never be shown — the next ones committed take
+    exactly those cursors (a cursor from another data dir, or from before a restore, is the usual cause)."""
+
+    def __init__(self, session_id: str, after: int, committed: int) -> None:
+        self.session_id, self.after, self.committed = session_id, after, committed
+        super().__init__(f"session {session_id!r}: cursor {after} is beyond its committed cursor {committed}: "
+                         f"events are read after a cursor from 0 to {committed} (the events committed next take "
+                         f"cursors {committed + 1}, {committed + 2}, …)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.session_id, self.after, self.committed))
 
 
 class RevisionConflict(OuroactorsError):

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from ...core.errors import OuroactorsError
-from .errors import UnknownSession
+from .errors import CursorAhead, UnknownSession
 from .messages import EventsRead, ForSession, ListSessions, ReadEvents, ShowSession, StopReading
 from .principals import PrincipalCheck, Unverified
 from .record import SessionRecord
@@ -103,6 +103,8 @@ class DirectoryReads:
         # the same request. A reader that may not read the session hears only that it is unknown, nothing read.
         if not self.principals.may_read(reader, record.principal):
             raise UnknownSession(message.session_id)
+        if message.after > record.committed_cursor:  # read from there, the events up to it would never be shown
+            raise CursorAhead(message.session_id, message.after, record.committed_cursor)
         if answer.events or message.wait_s <= 0 or is_terminal(State(answer.state)):
             return answer
         # held: answered later (each answer carries the request id); asker_of says so (no Unanswered notice)

@@ -13,7 +13,9 @@ compared in constant time. No token, a wrong one: 401, nothing read.
 
 **What a request is.** ``after`` (a cursor, default 0) and ``until`` (an event kind that ends the stream) in the
 query; ``Last-Event-ID``, when given, wins over ``after``. Every field is checked here and refused with a 400
-naming it (the session id against the same pattern the runtime's door uses). A finished stream (the session is
+naming it (the session id against the same pattern the runtime's door uses); a cursor beyond the session's committed
+one is refused with a 400 naming the committed cursor by the server, which reads the record (:mod:`.sse_server`:
+from there, the events committed next would never be sent). A finished stream (the session is
 terminal and everything was sent) is answered 204 on reconnection, which tells ``EventSource`` to stop trying.
 
 Pure: no sockets, no LMDB.
@@ -45,6 +47,7 @@ class StreamRequest:
     session_id: str
     after: int
     until: str | None = None
+    resumed: bool = False  # ``after`` is the Last-Event-ID a reconnecting client sent (not the query's)
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,9 @@ def parse(method: str, target: str, headers: Mapping[str, str], token: str) -> S
         return raw_after
     after: int | Refusal = 0 if raw_after is None else _cursor(raw_after, "after")
     last = headers.get("last-event-id")
+    resumed = False
     if last is not None and last != "":
-        after = _cursor(last.strip(), "Last-Event-ID")
+        resumed, after = True, _cursor(last.strip(), "Last-Event-ID")
     if isinstance(after, Refusal):
         return after
     until = _one(query, "until")
@@ -109,7 +113,7 @@ def parse(method: str, target: str, headers: Mapping[str, str], token: str) -> S
         return until
     if until is not None and not _KIND.fullmatch(until):
         return Refusal(400, f"until must be an event kind (e.g. turn_settled), got {until[:40]!r}")
-    return StreamRequest(session_id, after, until)
+    return StreamRequest(session_id, after, until, resumed)
 
 
 def event_frame(cursor: int, kind: str, turn: int, data: dict[str, Any], generation: int = 0,

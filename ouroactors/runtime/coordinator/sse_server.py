@@ -26,6 +26,7 @@ from typing import Any
 from ...core.errors import OuroactorsError
 from ...core.serving import QuietDisconnects
 from . import direct_follow
+from .errors import CursorAhead
 from .sse import KEEPALIVE, Refusal, StreamRequest, end_frame, event_frame, parse
 from .workflow import TERMINAL
 
@@ -106,7 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, asked: StreamRequest) -> None:
         data_dir, stop = self.server.data_dir, self.server.stopping
-        state, more = direct_follow.state_of(data_dir, asked.session_id, asked.after)
+        try:
+            state, more = direct_follow.state_of(data_dir, asked.session_id, asked.after)
+        except CursorAhead as exc:  # the events between would never be sent: bad input, as a cursor that is no number
+            self._refuse(Refusal(400, f"{'Last-Event-ID' if asked.resumed else 'after'}: {exc}"))
+            return
         if state is None:
             self._refuse(Refusal(404, f"no session {asked.session_id!r} in this data dir"))
             return

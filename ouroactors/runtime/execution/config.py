@@ -36,6 +36,7 @@ Nothing is read from the environment here: the key's variable is resolved by the
 from __future__ import annotations
 
 import difflib
+import math
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -51,6 +52,9 @@ WHAT = "session configuration"  # what a SpecError of this module says is invali
 
 ToolName = Literal["read", "write", "edit", "list", "shell", "http"]
 TOOL_NAMES: tuple[ToolName, ...] = ("read", "write", "edit", "list", "shell", "http")
+
+
+MAX_TOKENS = 1 << 62  # limits.max_tokens at most (a session's budget is stored as a 64-bit integer)
 
 
 class _Strict(BaseModel):
@@ -76,7 +80,7 @@ class Limits(_Strict):
 
     max_turns: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     max_model_calls: Annotated[int, Field(ge=1, le=10_000)] = 50
-    max_tokens: Annotated[int, Field(ge=1)] = 2_000_000
+    max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)] = 2_000_000
     max_output_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     max_output_bytes: Annotated[int, Field(ge=256, le=64 << 20)] = 64 << 10
     turn_deadline_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 1800.0
@@ -146,10 +150,20 @@ def parse_session_config(text: str | dict[str, Any], source: str = "<string>") -
         data = text
     if not isinstance(data, dict):
         raise SpecError([("", f"a session config is a table, got {type(data).__name__}")], source, WHAT)
-    try:
-        return SessionConfig.model_validate(data)
+    try:  # strictly typed, as a tree file is: "10" is no number of seconds, "yes" no boolean
+        return SessionConfig.model_validate(_arrays_as_tuples(data), strict=True)
     except ValidationError as exc:
         raise _spec_error(exc, source) from None
+
+
+def _arrays_as_tuples(value: Any) -> Any:
+    """``value`` with every list a tuple: a TOML array is a list, and the configuration's sequences are tuples (which
+    strict validation takes as tuples only)."""
+    if isinstance(value, dict):
+        return {key: _arrays_as_tuples(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return tuple(_arrays_as_tuples(item) for item in value)
+    return value
 
 
 def _spec_error(exc: ValidationError, source: str) -> SpecError:
@@ -178,8 +192,16 @@ def _spec_error(exc: ValidationError, source: str) -> SpecError:
                 message = f"got {_shown(given)}; allowed kinds: 'scripted', 'openai'"
             else:
                 message = "is required; allowed kinds: 'scripted', 'openai'"
+        elif isinstance(error.get("input"), float) and not math.isfinite(error["input"]):
+            given = error["input"]  # NaN passes every bound unnoticed (it compares false): said as what it is
+            what = "NaN is not a number" if given != given else "an infinity is not a number"
+            message = f"got {given!r}; {what}{' of seconds' if where.endswith('_s') else ''}"
         else:
             text = str(error["msg"]).removeprefix("Value error, ")
+            if kind == "tuple_type":  # what a TOML file spells it as
+                text = "Input should be an array, such as [\"read\", \"list\"]"
+            elif kind.endswith("_type") and isinstance(error.get("input"), str):
+                text += " (a string was given: write the value without quotes)"
             if kind == "literal_error":
                 text = "allowed: " + str(error.get("ctx", {}).get("expected", text)).replace(" or ", ", ")
             if where.endswith("api_key_env"):  # it may be the key itself: never echo it
