@@ -203,3 +203,15 @@ def test_repeated_call_id_is_pure_and_names_the_call() -> None:
     assert steps.repeated_call_id([a, b, a], set()) == ("tool call 2 (read) repeats the id 'x' of another call of "
                                                         "the same answer")
     assert "earlier model call" in (steps.repeated_call_id([b], {"y"}) or "")
+
+
+def test_two_long_ids_that_are_one_effect_id_once_cut_are_a_model_error() -> None:
+    """The ledger keys an effect by session/turn/call id cut to 200 characters: two ids that differ only past
+    the cut would be one effect, the second reported as the first and never run."""
+    prefix = "s" * 150 + "/t1/"
+    a = ToolCall(id="c" * 60 + "A", name="read", arguments={"path": "x"})
+    b = ToolCall(id="c" * 60 + "B", name="read", arguments={"path": "y"})
+    said = steps.repeated_call_id([a, b], set(), prefix) or ""
+    assert "name one effect once cut to 200 characters" in said and "tool call 1 (read)" in said
+    assert steps.repeated_call_id([a], {steps.effect_key(prefix, b.id)}, prefix) is not None  # an earlier answer's
+    assert steps.repeated_call_id([a, b], set(), "s1/t1/") is None  # short enough: two effects

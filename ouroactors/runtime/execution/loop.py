@@ -206,7 +206,7 @@ class SessionLoop(TurnControl):
             if self.start_grace_s is None:
                 self._commit_start()
         calls, text = 0, ""
-        used_ids: set[str] = set()  # the tool-call ids of the turn's answers so far: each names one effect
+        used_ids: set[str] = set()  # the effect keys of the turn's calls so far (steps.effect_key)
         stop: steps.Stop | None = None
         answered: steps.Stop | None = None  # the model's last answer had no tool call: done, unless a steer came
         while stop is None:
@@ -231,7 +231,8 @@ class SessionLoop(TurnControl):
                 timing.mark("model.begin")
                 chunks, tool_calls, usage, finish = await self._stream_in_grace(request, turn, calls, deadline_ns)
                 timing.mark("model.end")
-                repeated = steps.repeated_call_id(tool_calls, used_ids)  # any provider's: checked here, not by each
+                # any provider's: checked here, not by each (ids as the ledger keys them: effects.effect_id_of)
+                repeated = steps.repeated_call_id(tool_calls, used_ids, f"{self.session}/t{turn}/")
                 if repeated is not None:
                     raise ModelError(ModelErrorKind.MALFORMED, repeated)
             except ModelError as exc:
@@ -244,7 +245,7 @@ class SessionLoop(TurnControl):
                 "index": calls, "chunks": chunks, "tool_calls": [c.model_dump(mode="python") for c in tool_calls],
                 "usage": usage, "finish": finish})
             calls += 1
-            used_ids.update(c.id for c in tool_calls)
+            used_ids.update(steps.effect_key(f"{self.session}/t{turn}/", c.id) for c in tool_calls)
             self.tokens_used += steps.usage_tokens(usage)
             self.conversation.append(steps.assistant_message(text, tool_calls))
             stop = steps.after_model(len(tool_calls), finish)

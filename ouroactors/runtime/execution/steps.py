@@ -58,20 +58,30 @@ def after_model(tool_calls: int, finish: str) -> Stop | None:
     return Stop("completed", "the model answered")
 
 
-def repeated_call_id(calls: Sequence[ToolCall], used: set[str]) -> str | None:
+def repeated_call_id(calls: Sequence[ToolCall], used: set[str], prefix: str = "", limit: int = 200) -> str | None:
     """What is wrong with a model answer whose tool calls reuse an id — another call's of the same answer, or one an
     earlier model call of the same turn made — or None. A call's id is its effect's identity in the ledger
-    (session/turn/call id): a repeated one would be taken for the effect already recorded and reported as it, never
-    run. The loop makes it a model error (``malformed``), whatever the provider: nothing of the answer runs."""
-    seen: set[str] = set()
+    (``prefix`` + call id, cut to ``limit`` characters: session/turn/call id): a repeated one would be taken for the
+    effect already recorded and reported as it, never run; so would two long ids that are one once cut. ``used``
+    holds the effect keys of the turn's earlier calls (:func:`effect_key`). The loop makes it a model error
+    (``malformed``), whatever the provider: nothing of the answer runs."""
+    seen: dict[str, str] = {}
     for position, call in enumerate(calls):
-        if call.id in seen:
-            return f"tool call {position} ({call.name}) repeats the id {call.id!r} of another call of the same answer"
-        if call.id in used:
-            return (f"tool call {position} ({call.name}) repeats the id {call.id!r} of a call an earlier model call "
-                    "of this turn made")
-        seen.add(call.id)
+        key = effect_key(prefix, call.id, limit)
+        if key in seen or key in used:
+            where = ("another call of the same answer" if key in seen
+                     else "a call an earlier model call of this turn made")
+            if seen.get(key, call.id) == call.id and len(prefix) + len(call.id) <= limit:
+                return f"tool call {position} ({call.name}) repeats the id {call.id!r} of {where}"
+            return (f"tool call {position} ({call.name}): its id {call.id[:60]!r}… and the id of {where} name one "
+                    f"effect once cut to {limit} characters (session/turn/call id): too long to tell apart")
+        seen[key] = call.id
     return None
+
+
+def effect_key(prefix: str, call_id: str, limit: int = 200) -> str:
+    """The effect identity a call id gives (:func:`~.effects.effect_id_of`: ``prefix`` + id, cut to ``limit``)."""
+    return f"{prefix}{call_id}"[:limit]
 
 
 def on_model_error(kind: str, detail: str) -> Stop:
