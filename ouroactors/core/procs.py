@@ -234,6 +234,37 @@ def left_behind(sid: int | None, mark: str | None) -> list[int]:
     return sorted({*found, *(marked(mark) if mark is not None else ())})
 
 
+def command_line(pid: int) -> str | None:
+    """``pid``'s command line, its arguments joined by spaces (None if gone or not ours to read)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
+_MULTIPROCESSING_HELPERS = ("from multiprocessing.resource_tracker import main",
+                            "from multiprocessing.forkserver import main")
+
+
+def multiprocessing_helper(pid: int) -> bool:
+    """Whether ``pid`` is a helper ``multiprocessing`` starts once for the process that first needs it and keeps for
+    that process's life (its resource tracker, its fork server): part of that process, not a program it left."""
+    command = command_line(pid) or ""
+    return any(helper in command for helper in _MULTIPROCESSING_HELPERS)
+
+
+def carries_mark(pid: int, system: str) -> bool:
+    """Whether ``pid``'s environment (as it was exec'd) carries ``system``'s lineage mark."""
+    return f"{SYSTEM_MARK}={system}".encode() in _environ(pid)
+
+
+def end_pids(pids: Iterable[int], still: Callable[[int], bool] | None = None, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL ``pids`` (each pinned by a pidfd first; with ``still``, only those it accepts once pinned) and await
+    their exits, at most ``wait_s`` seconds: the pids signalled."""
+    return _end(pids, wait_s, still)
+
+
 def end_command_leftovers(mark: str, leader: int, wait_s: float = 2.0) -> list[int]:
     """SIGKILL what the command ``leader`` (ended, its process group killed) left running in sessions of their own,
     found by its :data:`COMMAND_MARK` ``mark``, round after round (one may fork before it is killed): the pids

@@ -3,8 +3,12 @@
 "Sandboxed" is not a portable boolean: bwrap can be installed and still unusable (no user namespaces, an AppArmor
 uid-map refusal, mounts blocked by seccomp), and the same flags mean different things as root and as a user. So:
 
-* :func:`probe` runs bwrap **once with the exact flags real commands use** around ``true`` (cached per process by
-  :func:`probe_cached`) and classifies a failure from bwrap's own message (:func:`classify`, a pure table);
+* :func:`probe` runs bwrap **once with the exact flags real commands use** around a shell that reports its pid and
+  its namespaces (cached per process by :func:`probe_cached`): available only if isolation is proven — a pid
+  namespace of its own in which it is pid 1 or 2, and mount, network, ipc and uts namespaces that are not this
+  process's (:func:`isolation_failure`); a binary that exits 0 without isolating (``--bwrap /bin/true``, a wrapper
+  that just runs its command) is ``not_isolating``. A failure is classified from bwrap's own message
+  (:func:`classify`, a pure table);
 * it **fails closed**: an unknown mode string is a :class:`SandboxError`; :attr:`SandboxMode.BWRAP` with a failed
   probe is :class:`SandboxUnavailable` naming the failure kind, never a silent unsandboxed run;
   :attr:`SandboxMode.NONE` runs unsandboxed only because the caller said so, and its boundary says so;
@@ -81,7 +85,8 @@ from .sandbox_fs import check_run_paths, system_view, under
 from .sandbox_netpolicy import NetworkPolicy as NetworkPolicy
 from .sandbox_proc import Capture, supervise
 
-FailureKind = Literal["not_installed", "no_user_namespaces", "uid_map_refused", "mount_refused", "other"]
+FailureKind = Literal["not_installed", "no_user_namespaces", "uid_map_refused", "mount_refused", "not_isolating",
+                      "other"]
 
 OUTPUT_LIMIT = 1 << 20  # bytes kept per stream; the rest is drained and dropped
 PROBE_TIMEOUT_S = 10.0
@@ -156,12 +161,44 @@ _KINDS: dict[str, tuple[str, str]] = {
                         "on Ubuntu 24.04 install the bwrap-userns-restrict AppArmor profile; do not disable the "
                         "global restriction"),
     "mount_refused": ("bwrap could not set up its mounts", "the container's seccomp/AppArmor profile blocks mount(2)"),
+    "not_isolating": ("the binary ran the probe without isolating it: it is not a working bubblewrap",
+                      "give the path of a real bubblewrap binary (--bwrap PATH), or install bubblewrap"),
     "other": ("bwrap failed", "see bwrap's message above"),
 }
 
 
+# The probe's command: its pid in its pid namespace, then the namespaces it runs in (one line each, as ``pid:[N]``).
+PROBED_NAMESPACES = ("pid", "mnt", "net", "ipc", "uts")  # user and cgroup: bwrap only tries to unshare them
+PROBE_COMMAND = ("sh", "-c", 'echo "$$"; exec readlink ' + " ".join(f"/proc/self/ns/{n}" for n in PROBED_NAMESPACES))
+
+
+def isolation_failure(stdout: str, host: dict[str, str] | None = None) -> str | None:
+    """Why the probe's output (:data:`PROBE_COMMAND`'s) does not prove it ran isolated, or None if it does: its pid
+    must be 1 or 2 (a pid namespace of its own) and each of :data:`PROBED_NAMESPACES` other than ``host``'s (default:
+    this process's)."""
+    lines = stdout.split()
+    if len(lines) != 1 + len(PROBED_NAMESPACES):
+        return f"the probe reported no namespaces (its output: {stdout.strip()[:200]!r})"
+    mine = host if host is not None else {n: _namespace(n) for n in PROBED_NAMESPACES}
+    shared = [n for n, seen in zip(PROBED_NAMESPACES, lines[1:], strict=True)
+              if not seen.startswith(f"{n}:[") or seen == mine.get(n)]
+    if shared:
+        return f"the probe ran in the host's {', '.join(shared)} namespace(s) (it saw {' '.join(lines[1:])})"
+    if lines[0] not in ("1", "2"):
+        return f"the probe's pid in its pid namespace was {lines[0][:20]}, not 1 or 2"
+    return None
+
+
+def _namespace(name: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/ns/{name}")
+    except OSError:
+        return "?"
+
+
 def probe(bwrap_path: str | None = None) -> Probe:
-    """Run bwrap once, with the flags real commands use, around ``true``; then read its version."""
+    """Run bwrap once, with the flags real commands use, around :data:`PROBE_COMMAND`; check that the command ran
+    isolated (:func:`isolation_failure`); then read its version."""
     path = bwrap_path if bwrap_path is not None else shutil.which("bwrap")
     uid = os.getuid()
     if path is None:
@@ -169,12 +206,14 @@ def probe(bwrap_path: str | None = None) -> Probe:
                      "bwrap not found on PATH", uid=uid)
     scratch = tempfile.mkdtemp(prefix="ouroactors-probe-")
     argv: list[str] = []
+    out = ""
     try:
-        argv = build_argv(["true"], workspace=scratch, allow_network=False, bwrap=path)
+        argv = build_argv(list(PROBE_COMMAND), workspace=scratch, allow_network=False, bwrap=path)
         try:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={},
                                   timeout=PROBE_TIMEOUT_S)
             rc, err = done.returncode, done.stderr.decode(errors="replace")
+            out = done.stdout.decode(errors="replace")
         except subprocess.TimeoutExpired:
             rc, err = -1, f"probe timed out after {PROBE_TIMEOUT_S:g}s"
         except OSError as exc:
@@ -185,6 +224,9 @@ def probe(bwrap_path: str | None = None) -> Probe:
     if rc != 0:
         kind = classify(err, rc)
         return Probe(False, SandboxMode.BWRAP, _KINDS[kind][0], kind, detail, flags=tuple(argv), path=path, uid=uid)
+    if (unproven := isolation_failure(out)) is not None:
+        return Probe(False, SandboxMode.BWRAP, f"{_KINDS['not_isolating'][0]}: {unproven}", "not_isolating",
+                     detail, flags=tuple(argv), path=path, uid=uid)
     return Probe(True, SandboxMode.BWRAP, None, None, detail, _version(path), tuple(argv), path, uid)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import logging
 import multiprocessing
 import os
@@ -30,7 +31,8 @@ import select
 import signal
 import sys
 import threading
-from typing import Any
+import time
+from typing import Any, ClassVar
 
 from ..core import procs
 from .host_protocol import HOST_NAME
@@ -173,3 +175,72 @@ def _end_marked() -> None:
     if (mark := os.environ.get(procs.SYSTEM_MARK)) is not None:
         with contextlib.suppress(OSError):
             procs.end_marked(mark)
+
+
+class InProcessLineage:
+    """The lineage mark of an in-process (simple base) system, whose actors run in the process that owns it.
+
+    That process has no system session or admin of its own to find what the actors started, so while the system
+    lives its environment carries a :data:`~ouroactors.core.procs.SYSTEM_MARK` naming this system alone
+    (``<owner pid>:<its start ticks>:<a number>``: unique for the boot, across concurrent test workers too), which
+    every program started by exec inherits. Its shutdown ends what still carries it (:meth:`end`, recording each in
+    :attr:`ended`) and puts back the value the environment had. One process may own several at once: the newest
+    live one's mark is in force. The process's own code shares that environment: a program it starts while the
+    system lives is ended with the system too.
+
+    The processes that were the owner's children when the system started are kept (:attr:`baseline`): the leak
+    check tells a child that appeared while it ran (:meth:`new_children`) from one that predates it.
+    """
+
+    _live: ClassVar[list[InProcessLineage]] = []
+    _outer: ClassVar[str | None] = None  # the environment's value before the first live one
+    _numbers: ClassVar[itertools.count[int]] = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        self.mark = f"{self.owner}:{procs.process_start_ticks(self.owner)}:{next(self._numbers)}"
+        self.baseline = {(pid, procs.process_start_ticks(pid)) for pid in procs.children(self.owner)}
+        self.ended: list[str] = []  # "pid (command line)" of each program the shutdown had to end
+
+    @classmethod
+    def begin(cls) -> InProcessLineage:
+        """Put a new system's mark into this process's environment."""
+        lineage = cls()
+        if not cls._live:
+            cls._outer = os.environ.get(procs.SYSTEM_MARK)
+        cls._live.append(lineage)
+        os.environ[procs.SYSTEM_MARK] = lineage.mark
+        return lineage
+
+    def end(self, wait_s: float = 2.0) -> list[str]:
+        """At the system's shutdown: SIGKILL every program that carries its mark, round after round (one may fork
+        meanwhile), and put back the environment; what was ended (also kept in :attr:`ended`)."""
+        deadline = time.monotonic() + wait_s
+        while found := [pid for pid in procs.marked(self.mark) if not procs.multiprocessing_helper(pid)]:
+            described = {pid: f"{pid} ({(procs.command_line(pid) or '?')[:80]})" for pid in found}
+            ended = procs.end_pids(found, lambda pid: procs.carries_mark(pid, self.mark),
+                                   max(0.0, deadline - time.monotonic()))
+            self.ended += [described[pid] for pid in ended]
+            if time.monotonic() >= deadline:
+                break
+        self._release()
+        return self.ended
+
+    def _release(self) -> None:
+        live = type(self)._live
+        if self in live:
+            live.remove(self)
+            value = live[-1].mark if live else type(self)._outer
+            if value is None:
+                os.environ.pop(procs.SYSTEM_MARK, None)
+            else:
+                os.environ[procs.SYSTEM_MARK] = value
+
+    def new_children(self) -> list[int]:
+        """Live children of the owner that were not its children when the system started (zombies and
+        ``multiprocessing``'s own helpers do not count)."""
+        if os.getpid() != self.owner:
+            return []
+        return sorted(pid for pid in procs.children(self.owner)
+                      if (pid, ticks := procs.process_start_ticks(pid)) not in self.baseline and ticks is not None
+                      and not procs.multiprocessing_helper(pid))

@@ -41,7 +41,7 @@ from ..supervision.events import Event, EventReader, EventWriter
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import SystemContext
 from ..supervision.specs import ChildSpec
-from . import _frames, _logs, _patches, _pickling, _secret, _simulation, _startup, marker
+from . import _frames, _lifetime, _logs, _patches, _pickling, _secret, _simulation, _startup, marker
 from ._answers import STOPPED
 from ._operations import Operations
 from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
@@ -83,6 +83,7 @@ class ActorSystem(Operations, SystemClient):
         self.forced: list[str] = []  # trees whose orderly stop ran out of time in shutdown (their processes killed)
         self._action_mark = 0  # events before this index happened before this handle's last action
         self._owner_proof: int | None = None  # in-process owner: the event log held open (see marker.verify_processes)
+        self.in_process: _lifetime.InProcessLineage | None = None  # the simple base's own lineage mark
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -214,9 +215,12 @@ class ActorSystem(Operations, SystemClient):
                         simulation.stop()
                     raise
             log_handler = _logs.capture_simple(directory / "actors.log") if base == "simple" else None
+            lineage = _lifetime.InProcessLineage.begin() if base == "simple" else None  # before any actor runs
             try:
                 system = cls(thespian, base, directory, context, port, owner=True)
                 system.simulation, system._log_handler = simulation, log_handler
+                if lineage is not None:
+                    system.in_process, system.lineage_mark = lineage, lineage.mark
                 system._call(system._host, Configure(context, convention=bool(leader or join)), 10.0, "host")
                 if join is not None:
                     system._await_convention(join, join_timeout)
@@ -225,6 +229,8 @@ class ActorSystem(Operations, SystemClient):
                 if simulation is not None:
                     simulation.stop()
                 _logs.release(log_handler)
+                if lineage is not None:
+                    lineage.end()
                 raise
             system.stale_marker = stale
             if base == "simple":  # what `stop` checks before it signals an in-process system's owner
@@ -316,6 +322,8 @@ class ActorSystem(Operations, SystemClient):
             with contextlib.suppress(Exception):  # fails fast, without closing, when the admin is gone
                 self._thespian._systemBase.transport.close()
             self._sweep()
+            if self.in_process is not None:
+                self.in_process.end()  # what carries the in-process system's mark, and the environment put back
             marker.remove_marker(self.data_dir, self.marker)
             if self._owner_proof is not None:
                 os.close(self._owner_proof)

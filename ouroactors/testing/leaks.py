@@ -6,6 +6,7 @@ import os
 import socket
 import time
 
+from ..core import procs
 from ..core.procs import left_behind
 from ..system.handle import ActorSystem
 
@@ -79,20 +80,39 @@ def held_by_group(holders: set[int], pgid: int) -> bool:
 
 def _described(pids: list[int]) -> str:
     """Each pid with its command line (what a reader of the failure needs to know what was left)."""
-    named = []
-    for pid in pids[:10]:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            named.append(f"{pid} ({command[:80]})")
-        except OSError:
-            named.append(str(pid))
-    return ", ".join(named) + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
+    named = [f"{pid} ({command[:80]})" if (command := procs.command_line(pid)) is not None else str(pid)
+             for pid in pids[:10]]
+    return _listed(named, len(pids))
+
+
+def _listed(named: list[str], total: int) -> str:
+    return ", ".join(named[:10]) + (f" and {total - 10} more" if total > 10 else "")
+
+
+def _in_process_leftovers(system: ActorSystem) -> None:
+    """An in-process (simple base) system has no session of its own: what its actors started is found by the mark
+    its owner's environment carried while it ran — which its shutdown ended, recording each — and among the owner's
+    children that appeared meanwhile (a program started with an environment of its own), ended here. Either is a
+    leak: on multiproc each worker's end ends what it started, here the worker's process is the caller's."""
+    lineage = getattr(system, "in_process", None)
+    if lineage is None:
+        return
+    left = list(lineage.ended)
+    if children := lineage.new_children():
+        described = {pid: f"{pid} ({(procs.command_line(pid) or '?')[:80]})" for pid in children}
+        left += [described[pid] for pid in procs.end_pids(children)]
+    if left:
+        raise AssertionError(
+            f"system left behind: programs started while the in-process system ran (carrying its lineage mark "
+            f"{lineage.mark}, or children of process {lineage.owner}) outlived it and were ended: "
+            f"{_listed(left, len(left))}"
+        )
 
 
 def assert_nothing_left(system: ActorSystem, timeout: float = 5.0) -> None:
     """Fail unless every process of ``system`` is gone and its admin port is closed (or held by a process of
     another group: the port number was freed and taken again)."""
+    _in_process_leftovers(system)
     deadline = time.monotonic() + timeout
     while True:
         left = left_behind(system.pgid, system.lineage_mark)

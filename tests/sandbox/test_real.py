@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ouroactors.runtime.sandbox import (
+    PROBE_COMMAND,
     Probe,
     SandboxMode,
     SandboxUnavailable,
@@ -68,7 +69,7 @@ def test_probe_succeeds_and_records_the_exact_flags(found: Probe) -> None:
     assert not os.path.exists(ws)  # the probe's scratch workspace was removed
     os.mkdir(ws)
     try:
-        assert flags == build_argv(["true"], workspace=ws, allow_network=False, bwrap=found.path or "")
+        assert flags == build_argv(list(PROBE_COMMAND), workspace=ws, allow_network=False, bwrap=found.path or "")
     finally:
         os.rmdir(ws)
     assert probe_cached() is probe_cached()

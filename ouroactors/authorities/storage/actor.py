@@ -57,8 +57,35 @@ class Backup:
     target: Annotated[str, Size(1, 4096)]
 
     def check(self) -> None:
+        if not self.target:
+            raise BadRequest("Backup", "target", "is empty: name the directory the backup goes into", "''")
         if not self.target.startswith("/"):
             raise BadRequest("Backup", "target", "must be an absolute path", repr(self.target[:80]))
+        if "\0" in self.target:
+            raise BadRequest("Backup", "target", "holds a NUL byte", repr(self.target[:80]))
+
+
+def backup_target(target: str, data_dir: str, *env_paths: str) -> Path:
+    """The real directory a backup into ``target`` writes, judged before anything is created: refused
+    (:class:`BadRequest`, field ``target``) when it is a symbolic link (dangling or not: the copy would land
+    wherever it points), when its real path is the data dir, inside it or above it (or the environment's
+    ``env_paths``: a backup inside the live data dir it copies), and when its parent does not exist (a backup
+    creates at most the target itself, never its parents)."""
+    shown = repr(target[:200])
+    if os.path.islink(target):
+        raise BadRequest("Backup", "target", f"is a symbolic link (to {os.readlink(target)!r}): name the real "
+                         "directory", shown)
+    real = Path(os.path.realpath(target))
+    for live in (data_dir, *env_paths):
+        live_real = Path(os.path.realpath(live))
+        if real == live_real or live_real in real.parents or real in live_real.parents:
+            where = "is" if real == live_real else "is inside" if live_real in real.parents else "contains"
+            raise BadRequest("Backup", "target", f"{where} the live data dir {live_real} it backs up "
+                             f"(real path {real}): choose a directory outside it", shown)
+    if not real.parent.exists():
+        raise BadRequest("Backup", "target", f"has no parent directory {real.parent} (a backup creates the "
+                         "target directory, never its parents)", shown)
+    return real
 
 
 @dataclass(frozen=True)
@@ -132,9 +159,10 @@ class Storage(Worker):
         moved into the target. LMDB creates the file with the process's umask (0644 here), so a copy made straight
         into an existing, open directory could be opened by another local user while it was being written, and
         that descriptor keeps reading after any later ``chmod``."""
-        target = Path(message.target)
+        assert self.context is not None
+        target = backup_target(message.target, self.context.data_dir, self.config.path)  # refused: nothing made
         try:
-            target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            target.mkdir(mode=DIR_MODE, exist_ok=True)
             if any(target.iterdir()):
                 return StorageError(f"backup target {target} is not empty")
             private = Path(tempfile.mkdtemp(prefix=".backup-", dir=target))

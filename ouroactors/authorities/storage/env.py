@@ -20,7 +20,12 @@ Rules from measurement (``shared/notes/lmdb.md``):
 * The files are private: created ``0600`` in a ``0700`` directory, and an existing file (or the
   directory) that another user owns, or that group or others may write, is refused
   (:class:`~ouroactors.core.trusted_files.UntrustedFile`); one only readable by others is
-  tightened to ``0600``.
+  tightened to ``0600``. A data dir that group or others may enter is warned about, once per process
+  (:func:`_warn_if_shared`): what the system writes beside the environment (its event log, its secret's name, its
+  logs) is the node's own; ``ouroactors run`` makes the data dirs it creates ``0700``.
+* Opening takes LMDB's locks, which it keeps in ``lock.mdb`` (created if missing, as ``open.lock`` is): even a
+  read-only look (``storage quarantine list`` on a stopped system) opens the environment this way, since
+  ``lock=False`` and a read-only environment are not safe beside a writer (``shared/notes/lmdb.md`` pitfall 9).
 
 The environment's metadata lives in the ``meta`` database: the schema version (a data dir written
 by a newer schema is refused, naming the version) and the storage generation that writers check
@@ -144,6 +149,7 @@ def _open_checked(config: StorageConfig) -> lmdb.Environment:
     directory.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     directory.mkdir(mode=DIR_MODE, exist_ok=True)
     check_trusted(directory)
+    _warn_if_shared(directory.parent)
     lock_path = directory / OPEN_LOCK
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
@@ -159,6 +165,23 @@ def _open_checked(config: StorageConfig) -> lmdb.Environment:
         )
     finally:
         os.close(fd)  # releases the flock
+
+
+_warned_shared: set[str] = set()
+
+
+def _warn_if_shared(data_dir: Path) -> None:
+    """Warn (once per process and directory) when group or others may enter ``data_dir``: not refused, as an
+    existing data dir is its owner's to arrange, but said, naming the mode and the fix."""
+    try:
+        mode = stat.S_IMODE(os.stat(data_dir).st_mode)
+    except OSError:
+        return
+    key = os.path.realpath(data_dir)
+    if mode & 0o077 and key not in _warned_shared:
+        _warned_shared.add(key)
+        log.warning("data dir %s: mode %04o lets other users look into it (a system's data dir is private, "
+                    "0700); chmod 700 it", data_dir, mode)
 
 
 def _check_private(path: Path) -> None:
