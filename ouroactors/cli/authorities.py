@@ -9,6 +9,7 @@ verifies; a name typed on the command line proves nothing.
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,11 @@ def storage_backup(data_dir: str, actor_path: str | None, target: str) -> None:
     """Write a consistent, compacted copy of the environment into the empty directory TARGET."""
     from ..authorities.storage.actor import Backup
 
+    if not target.strip():
+        raise click.BadParameter("is empty: name the new directory to write the backup into", param_hint="'TARGET'")
+    # absolute, links not followed: the storage authority judges the target itself (a link is refused there)
     written = ask_authority(connect_client(data_dir), actor_path or "agent/storage",
-                            Backup(str(Path(target).resolve())), timeout=600)
+                            Backup(os.path.abspath(target)), timeout=600)
     console.print(f"backup written to {written}", markup=False)
 
 

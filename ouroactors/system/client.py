@@ -175,7 +175,10 @@ class SystemClient(Resolving, Answers):
     def child_info(self, path: str) -> ChildInfo:
         parent, _, child_id = path.strip("/").rpartition("/")
         if not parent:
-            raise NoSuchActor(f"{path!r} is a tree root; use trees()")
+            names = [tree.name for tree in self.trees()]
+            if child_id in names:
+                raise NoSuchActor(f"{path!r} is a tree root, not a child: its state is in trees()")
+            raise NoSuchActor(f"no actor at {path!r}: no tree of that name (trees: {', '.join(names) or 'none'})")
         return self._admin(parent, AdminCall("which_child", child_id))
 
     def walk(self, root: str | None = None, *, trees: list[TreeInfo] | None = None) -> list[tuple[str, ChildInfo]]:

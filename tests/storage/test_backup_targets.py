@@ -106,10 +106,15 @@ def test_the_cli_refuses_odd_targets_with_exit_2_and_creates_nothing(tmp_path: P
         (tmp_path / "x").mkdir()
         (tmp_path / "x" / "dangling").symlink_to(tmp_path / "nonexistent" / "zzz")
         for target, says in ((data / "newsub", "live data dir"), (tmp_path / "to-data" / "newsub", "live data dir"),
-                             (tmp_path / "x" / "dangling", "no parent directory")):
+                             (tmp_path / "x" / "dangling", "link")):
             done = cli("storage", "backup", str(target), "--data-dir", str(data), cwd=tmp_path)
             assert done.returncode == 2 and "Backup.target" in done.stderr and says in done.stderr, done.stderr
         assert not (tmp_path / "nonexistent").exists()
+        empty = cli("storage", "backup", "", "--data-dir", str(data), cwd=tmp_path)
+        assert empty.returncode == 2 and "is empty" in " ".join(empty.stderr.split()), empty.stderr
+        nowhere = cli("storage", "backup", str(tmp_path / "b2"), "--at", "nope", "--data-dir", str(data), cwd=tmp_path)
+        said = " ".join(nowhere.stderr.split())
+        assert nowhere.returncode == 2 and "no actor at 'nope': no tree of that name (trees: " in said, said
         assert not (data / "newsub").exists() and {p for p in _tree(data) - before if "backup" in p} == set()
         good = cli("storage", "backup", str(tmp_path / "backup"), "--data-dir", str(data), cwd=tmp_path)
         assert good.returncode == 0, good.stderr
