@@ -5,7 +5,8 @@ the workload with it armed in every worker, lets the tree restart and recover, a
 invariant. A progress bar while it runs; a summary table at the end; every violation printed with
 its seed, the exact plan (TOML, for ``ouroactors faults arm``) and the command that replays it.
 
-Exit codes: 0 no violation · 1 a violation was found · 2 bad input (nothing was started or armed)
+Exit codes: 0 no violation · 1 a violation was found · 2 bad input (nothing was started or armed; a --data-dir
+that is not empty, or a live system's, is bad input: every campaign gets a fresh one)
 · 3 the harness could not run some seed (and no violation was found).
 """
 
@@ -25,7 +26,7 @@ from ..core.errors import OuroactorsError, SpecError
 from ..core.faults import FaultPlan, load_plan
 from ..system.config import load_tree
 from . import main
-from .common import console, err_console
+from .common import console, err_console, not_nan
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -44,6 +45,14 @@ RUNTIME_KILLS = 2  # the runtime workload's own kills per seed (on top of the se
 def _fail(message: str) -> NoReturn:
     err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_BAD_INPUT)
+
+
+def fresh_data_dir(data_dir: str | None) -> None:
+    """Exit 2 naming ``--data-dir`` when it is not empty, or a live system's (:mod:`ouroactors.faults.preflight`)."""
+    from ..faults.preflight import data_dir_problem
+
+    if data_dir is not None and (problem := data_dir_problem(data_dir)) is not None:
+        _fail(problem)
 
 
 MAX_SEEDS = 10_000_000  # a campaign's seeds are listed up front: a larger count is a typo, not a campaign
@@ -98,11 +107,12 @@ def seeds_and_plan(count: int | None, seed_text: str | None, first_text: str, pl
 @click.option("--base", type=click.Choice(["multiproc", "simple"]), default=None,
               help="override [system] base (simple: a simulated system on virtual time, kills simulated)")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="where the campaign's system keeps its state (default: a temp dir, removed after)")
-@click.option("--ask-timeout", type=float, default=0.4, show_default=True,
-              help="seconds per request (a kill mid-request costs one timeout)")
+              help="where the campaign's system keeps its state: a new or empty directory (default: a temp dir, "
+                   "removed after)")
+@click.option("--ask-timeout", type=click.FloatRange(min=0, min_open=True, max=86400), default=0.4,
+              show_default=True, callback=not_nan, help="seconds per request (a kill mid-request costs one timeout)")
 @click.option("--drive-timeout", type=click.FloatRange(min=0, min_open=True, max=86400), default=120.0,
-              show_default=True, metavar="SECONDS",
+              show_default=True, metavar="SECONDS", callback=not_nan,
               help="a run whose --scenario has not returned by then is a violation (the system is shut down under it)")
 @click.option("--raises", is_flag=True, default=False,
               help="seeds also draw `raise` rules: an exception at a point, in the code that reaches it (every "
@@ -139,6 +149,7 @@ def chaos(tree_file: str, workload: str | None, scenario: str | None, check: str
     except SpecError as exc:
         _fail(str(exc))
     seeds, plan = seeds_and_plan(count, seed_text, first_text, plan_file)
+    fresh_data_dir(data_dir)
     base = base or tree.system.base
     runtime = workload == "runtime"
     if runtime and base != "multiproc":

@@ -10,7 +10,7 @@ import sys
 from typing import Any, NoReturn
 
 from ..faults.scenario import DRIVE_TIMEOUT_S
-from .chaos import seeds_and_plan
+from .chaos import fresh_data_dir, seeds_and_plan
 from .common import console, err_console
 from .faults import EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_OK, EXIT_VIOLATION
 from .faults_scenario import callable_at
@@ -35,6 +35,7 @@ def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int 
         _fail(str(exc))
     seeds, plan = seeds_and_plan(count, seed_text, first_text, plan_file)
     drive_fn, check_fn = callable_at(scenario, "--scenario"), callable_at(check, "--check") if check else None
+    fresh_data_dir(data_dir)
     chosen_base = base or tree.system.base
 
     def shown(row: SeedRow) -> None:
@@ -54,7 +55,9 @@ def scenario_chaos(tree_file: str, scenario: str, check: str | None, count: int 
         console.print(f"    replay: {replay}", markup=False, highlight=False, soft_wrap=True)
 
     campaign: Any = chaos_scenario(tree.tree, drive_fn, check_fn, seeds=seeds, base=chosen_base, raises=raises,
-                                   plan=plan, data_dir=data_dir, on_row=shown, drive_timeout=drive_timeout)
+                                   plan=plan, data_dir=data_dir, on_row=shown, drive_timeout=drive_timeout,
+                                   warn=lambda text: err_console.print(f"warning: {text}", markup=False,
+                                                                       highlight=False, soft_wrap=True))
     baseline = campaign.baseline
     if baseline.outcome != "ok":
         for text in baseline.violations or [f"the harness failed: {baseline.error}"]:

@@ -17,7 +17,7 @@ import click
 
 from ..core import faults as fault_points
 from . import main
-from .common import connect, console, data_dir_option, err_console, reports_errors
+from .common import connect, console, data_dir_option, err_console, not_nan, reports_errors
 
 
 def _known_points() -> dict[str, str]:
@@ -167,9 +167,10 @@ EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
               help="only sites at matching points (repeatable), e.g. 'ledger.*'")
 @click.option("--max-sites", type=int, default=None, help="crash at no more than this many sites")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="keep every run's data (events.jsonl, LMDB) here (default: temp dirs, removed after)")
-@click.option("--ask-timeout", type=float, default=0.5, show_default=True,
-              help="seconds per request (a crash mid-request costs one timeout)")
+              help="keep every run's data (events.jsonl, LMDB) here: a new or empty directory (default: temp dirs, "
+                   "removed after)")
+@click.option("--ask-timeout", type=click.FloatRange(min=0, min_open=True, max=86400), default=0.5,
+              show_default=True, callback=not_nan, help="seconds per request (a crash mid-request costs one timeout)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
 @click.option("--plans-dir", type=click.Path(file_okay=False), default=None,
               help="write each site's plan to DIR/site-N.toml; each reproduce command then names its file")
@@ -180,9 +181,11 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
 
     A recording run finds the sites (every fault point each actor reaches, numbered); then each site
     is run again with a kill there, the tree restarts and recovers, and every invariant is checked.
-    Exit codes: 0 every site kept every invariant · 1 a violation · 2 bad input · 3 the harness failed.
+    Exit codes: 0 every site kept every invariant · 1 a violation · 2 bad input (a --data-dir that is not empty,
+    --points matching no site) · 3 the harness failed.
     """
     from ..core.errors import OuroactorsError, SpecError
+    from ..faults.preflight import data_dir_problem, no_site_selected
     from ..faults.runner import BenchError, tree_targets
     from ..faults.workload import WorkloadConfig
     from ..system.config import load_tree
@@ -203,6 +206,8 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
     except (ValueError, BenchError) as exc:
         _bad(str(exc))
     chosen_base = base or tree.system.base
+    if data_dir is not None and (problem := data_dir_problem(data_dir)) is not None:
+        _bad(problem)
     if plans_dir is not None:
         try:
             Path(plans_dir).mkdir(parents=True, exist_ok=True)
@@ -215,6 +220,8 @@ def enumerate_sites(tree_file: str, workload: str, base: str | None, sessions: i
         err_console.print(f"the enumeration could not run: {type(exc).__name__}: {exc}", style="red",
                           markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_HARNESS)
+    if not report.baseline.violations and not report.rows:  # crashed nowhere: nothing was tested, never a pass
+        _bad(no_site_selected("--points", points, report.recorded))
     sys.exit(_exit_code(report))
 
 

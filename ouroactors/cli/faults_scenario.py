@@ -3,7 +3,8 @@
 DRIVE and CHECK are ``module:function`` import paths (the current directory is on the import path, as for every
 command): ``drive(system)`` sends the scenario's requests, ``check(system)`` returns (or yields) what no longer
 holds once the tree has recovered — see :mod:`ouroactors.faults.scenario`. Each site is printed as it ends.
-Exit codes: 0 every site kept every invariant · 1 a violation · 2 bad input · 3 the harness failed.
+Exit codes: 0 every site kept every invariant · 1 a violation · 2 bad input (a --data-dir that is not empty or a
+live system's, --points matching no site) · 3 the harness failed.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 
 import click
 
-from .common import console, err_console
-from .faults import EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_OK, EXIT_VIOLATION, faults
+from .common import console, err_console, not_nan
+from .faults import EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_OK, EXIT_VIOLATION, _bad, faults
 
 
 def callable_at(path: str, option: str) -> Any:
@@ -49,9 +50,10 @@ def callable_at(path: str, option: str) -> Any:
               help="only sites at matching points (repeatable), e.g. 'message.app/*' or 'myapp.*'")
 @click.option("--max-sites", type=click.IntRange(min=1), default=None, help="crash at no more than this many sites")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="keep every run's data dir here (record, site1, …; default: a temp dir, removed after)")
+              help="keep every run's data dir here (record, site1, …): a new or empty directory (default: a temp dir, "
+                   "removed after)")
 @click.option("--drive-timeout", type=click.FloatRange(min=0, min_open=True, max=86400), default=120.0,
-              show_default=True, metavar="SECONDS",
+              show_default=True, metavar="SECONDS", callback=not_nan,
               help="a run whose DRIVE has not returned by then is a violation (the system is shut down under it)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per site, then a summary object")
 @click.option("--list", "list_only", is_flag=True,
@@ -62,6 +64,7 @@ def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, ba
     """Crash your own scenario (DRIVE, a module:function taking the system) at every site it reaches on TREE_FILE,
     one fresh system per site; check after each (exit 0: nothing broken, 1: violations, 3: harness error)."""
     from ..core.errors import SpecError
+    from ..faults.preflight import data_dir_problem, no_site_selected
     from ..faults.scenario import enumerate_scenario
     from ..system.config import load_tree
 
@@ -71,6 +74,8 @@ def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, ba
         err_console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_BAD_INPUT)
     drive_fn, check_fn = callable_at(drive, "DRIVE"), callable_at(check, "--check") if check else None
+    if data_dir is not None and (problem := data_dir_problem(data_dir)) is not None:
+        _bad(problem)
 
     def shown(row: Any) -> None:
         entry = {"#": row.index, "actor": row.site.path, "point": row.site.point, "hit": row.site.nth,
@@ -94,6 +99,8 @@ def enumerate_scenario_command(tree_file: str, drive: str, check: str | None, ba
         for text in baseline.violations or [f"the harness failed: {baseline.error}"]:
             err_console.print(f"the crash-free run: {text}", style="red", markup=False, soft_wrap=True)
         sys.exit(EXIT_VIOLATION if baseline.outcome == "VIOLATION" else EXIT_HARNESS)
+    if not report.rows:  # crashed nowhere: nothing was tested, never a pass
+        _bad(no_site_selected("--points", points, report.recorded))
     summary = {"sites": len(report.rows), **report.summary(), "seconds": round(report.duration_s, 1)}
     if as_json:
         console.print(json.dumps({"summary": summary}, sort_keys=True), markup=False, highlight=False)
@@ -112,6 +119,7 @@ def _list_sites(spec: Any, drive: Any, check: Any, base: str, points: tuple[str,
     from pathlib import Path
 
     from ..faults.enumerate import select_sites, sites_from
+    from ..faults.preflight import no_site_selected
     from ..faults.scenario import ScenarioRunner
 
     root = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ouroactors-scenario-"))
@@ -125,7 +133,10 @@ def _list_sites(spec: Any, drive: Any, check: Any, base: str, points: tuple[str,
             err_console.print(f"the crash-free run: {text}", style="red", markup=False, soft_wrap=True)
         sys.exit(EXIT_VIOLATION if baseline.outcome == "VIOLATION" else EXIT_HARNESS)
     warn = lambda text: err_console.print(text, style="yellow", markup=False)  # noqa: E731
-    sites = select_sites(sites_from(firings, shared=base == "simple"), points or None, warn)[:max_sites]
+    recorded = sites_from(firings, shared=base == "simple")
+    sites = select_sites(recorded, points or None, warn)[:max_sites]
+    if not sites:
+        _bad(no_site_selected("--points", points, recorded))
     for index, site in enumerate(sites, start=1):
         entry = {"#": index, "actor": site.path, "point": site.point, "hit": site.nth}
         console.print(json.dumps(entry, sort_keys=True) if as_json else f"{index:>3}  {site}", markup=False,

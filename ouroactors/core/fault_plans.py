@@ -13,13 +13,20 @@ which re-exports everything here.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import importlib
 import os
+from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-__all__ = ["FaultAction", "FaultPlan", "FaultRule", "load_plan"]
+__all__ = [
+    "MAX_SECONDS", "FaultAction", "FaultPlan", "FaultRule", "known_points", "load_plan", "register_point",
+    "validate_plan",
+]
+
+MAX_SECONDS = 24 * 24 * 3600  # a rule's delay_s and after_s at most: 24 days, as a tree's timers
 
 
 class FaultAction(str, Enum):
@@ -94,9 +101,11 @@ class FaultRule:
     exit_code: int = 70
     exception: str | None = None
     target: str | None = None  # kill: the tree path of the actor to SIGKILL
-    target_pid: int | None = None  # kill: resolved from ``target`` when the plan is armed
-    # kill: the target process's start time (see with_kill_target); a target that has been
-    # restarted since (a new process, perhaps reusing the pid) is then never killed by mistake
+    # Internal, never read from a plan (FaultPlan.from_dict refuses them): resolved from ``target`` when the plan is
+    # armed. kill: the pid (an incarnation number on a simulated system) and the process's start time (see
+    # with_kill_target); a target restarted since (a new process, perhaps reusing the pid) is never killed by mistake,
+    # and a real process is never signalled without its start time (see faults._kill_victim).
+    target_pid: int | None = None
     target_start: int | None = None
 
     def __post_init__(self) -> None:
@@ -126,8 +135,11 @@ class FaultRule:
             raise fail("probability", "must be a number in [0, 1]")
         if self.after_s is not None and not (number(self.after_s) and self.after_s >= 0):
             raise fail("after_s", "must be a number of seconds >= 0")
-        if not (number(self.delay_s) and self.delay_s >= 0):
+        if not (number(self.delay_s) and self.delay_s >= 0):  # nan fails too
             raise fail("delay_s", "must be a number >= 0")
+        for name in ("after_s", "delay_s"):  # inf too: a sleep that overflows, a rule dormant for ever
+            if (getattr(self, name) or 0) > MAX_SECONDS:
+                raise fail(name, f"must be at most {MAX_SECONDS} s (24 days)")
         triggers = [n for n in ("nth", "every", "probability") if getattr(self, n) is not None]
         if len(triggers) > 1:
             given = ", ".join(f"{n}={getattr(self, n)!r}" for n in triggers)
@@ -141,13 +153,22 @@ class FaultRule:
             raise fail("target", "only meaningful for action 'kill'")
         if self.target is not None and (not isinstance(self.target, str) or not self.target):
             raise fail("target", "must be a tree path such as 'agent/ledger'")
+        if self.target_pid is not None and (type(self.target_pid) is not int or self.target_pid < 1
+                                            or self.target is None):
+            raise fail("target_pid", "is resolved from target when armed: an int >= 1, and only with target")
+        if self.target_start is not None and (type(self.target_start) is not int or self.target_start < 0
+                                              or self.target_pid is None):
+            raise fail("target_start", "is resolved from target when armed: an int >= 0, and only with target_pid")
         if self.exception is not None:
             if self.action is not FaultAction.RAISE or not isinstance(self.exception, str):
                 raise fail("exception", "must be an import path string, and only with action 'raise'")
             _resolve_exception(self.exception)
 
 
-_RULE_KEYS = tuple(f.name for f in fields(FaultRule))
+# Filled in when a plan is armed (from ``target``), never taken from a plan's text: a plan naming a pid could have any
+# process on the machine killed.
+_ARMING_KEYS = ("target_pid", "target_start")
+_RULE_KEYS = tuple(f.name for f in fields(FaultRule) if f.name not in _ARMING_KEYS)
 _REQUIRED_KEYS = tuple(f.name for f in fields(FaultRule) if f.default is MISSING)
 
 
@@ -206,6 +227,9 @@ class FaultPlan:
             if not isinstance(item, dict):
                 raise ValueError(f"rules[{i}]: expected a dict, got {type(item).__name__}")
             for key in item:
+                if key in _ARMING_KEYS:
+                    raise ValueError(f"rules[{i}]: {key!r} may not be set by a plan: it is resolved when the plan "
+                                     "is armed, from target = \"tree/path\" (the actor to kill)")
                 if key not in _RULE_KEYS:
                     raise _unknown_key(f"rules[{i}]: ", key, _RULE_KEYS)
             for key in _REQUIRED_KEYS:
@@ -218,13 +242,14 @@ class FaultPlan:
         return cls(tuple(rules), forks=data.get("forks"), skip_forks=data.get("skip_forks", 0))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-data form; fields left at their default are omitted."""
+        """Plain-data form; fields left at their default are omitted (and so are the ones resolved when armed:
+        ``target_pid``, ``target_start``, which :meth:`from_dict` refuses)."""
         out = []
         for rule in self.rules:
             d: dict[str, Any] = {"point": rule.point, "action": rule.action.value}
             for f in fields(FaultRule):
                 value = getattr(rule, f.name)
-                if f.name not in d and value != f.default:
+                if f.name not in d and f.name not in _ARMING_KEYS and value != f.default:
                     d[f.name] = value
             out.append(d)
         plan: dict[str, Any] = {"rules": out}
@@ -243,10 +268,52 @@ def load_plan(path: str | os.PathLike[str]) -> FaultPlan:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read fault plan: {exc.strerror}") from None
+        raise ValueError(f"{path}: cannot read fault plan: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the bytes as UTF-8 first
+        raise ValueError(f"{path}: not a UTF-8 text file (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                         f"{exc.start}): a fault plan is TOML, UTF-8 encoded") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: malformed TOML: {exc}") from None
     try:
         return FaultPlan.from_dict(data)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
+
+
+_GLOB_CHARS = frozenset("*?[")
+_KNOWN_POINTS: dict[str, str] = {}
+
+
+def register_point(name: str, doc: str = "") -> str:
+    """Declare a point name (for ``validate_plan`` and tooling); returns ``name``.
+
+    Idempotent, so module reloads are harmless; a later non-empty ``doc`` replaces the old one.
+    """
+    if not isinstance(name, str) or not name or not _GLOB_CHARS.isdisjoint(name):
+        raise ValueError(f"name: must be a non-empty string without glob characters, got {name!r}")
+    if doc or name not in _KNOWN_POINTS:
+        _KNOWN_POINTS[name] = doc
+    return name
+
+
+def known_points() -> dict[str, str]:
+    """Registered point names and their docs, sorted by name (a copy)."""
+    return dict(sorted(_KNOWN_POINTS.items()))
+
+
+def validate_plan(plan: FaultPlan, extra_points: Iterable[str] = ()) -> list[str]:
+    """Warnings for rules whose pattern matches no registered point nor one of ``extra_points``
+    (for example ``message.<path>`` of the running actors): likely typos."""
+    known = sorted(set(_KNOWN_POINTS) | set(extra_points))
+    listing = ", ".join(known) if known else "(none registered)"
+    warnings = []
+    for i, rule in enumerate(plan.rules):
+        if any(k == rule.point or fnmatch.fnmatchcase(k, rule.point) for k in known):
+            continue
+        close = difflib.get_close_matches(rule.point, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        warnings.append(f"rules[{i}]: point {rule.point!r} matches no registered point{hint} — kept: it fires "
+                        "wherever code reaches it (a point of your own is known here once declared, "
+                        f"faults.register_point(name, doc), in a module the tree's actors import); "
+                        f"known points: {listing}")
+    return warnings

@@ -14,6 +14,14 @@ reached", whatever other rules did. A probability rule draws from its own ``Rand
 every matching hit (even with its ``times`` spent): its sequence depends on seed and hits only.
 A forked child inherits the armed plan and counters; its lock is replaced after fork.
 
+Where several actors share one process (the simple base), ``arm(plan, actor=path)`` arms a plan for the actor at
+``path`` and the actors below it only: a point applies the arming of the actor running it (named by
+:func:`acting_as`, which the worker shell calls as each message is handled), or of its nearest armed ancestor, else
+the process-wide one. Such an arming lasts while its ``alive`` says so (the system that made it runs).
+
+A ``kill`` rule signals only this process, or the process that was its ``target`` actor when the plan was armed (pid
+and start time resolved then, the start time checked as it fires; see :func:`_kill_victim`).
+
 What a plan is (its rules and actions, checked when built, read from TOML) is
 :mod:`.fault_plans`; its names are re-exported here, where callers have always found them.
 """
@@ -22,20 +30,29 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import fnmatch
 import logging
 import os
 import random
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from . import clock
-from .fault_plans import FaultAction, FaultPlan, FaultRule, _resolve_exception
-from .fault_plans import load_plan as load_plan  # re-exported: its home is .fault_plans
+from .fault_plans import (
+    _GLOB_CHARS,
+    FaultAction,
+    FaultPlan,
+    FaultRule,
+    _resolve_exception,
+    known_points,
+    register_point,
+)
+from .fault_plans import _KNOWN_POINTS as _KNOWN_POINTS  # re-exported, as are the names below: their home
+from .fault_plans import load_plan as load_plan
+from .fault_plans import validate_plan as validate_plan
 from .procs import process_start_ticks
 
 __all__ = [
@@ -58,7 +75,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_GLOB_CHARS = frozenset("*?[")
 
 
 class InjectedCommitRejected(Exception):
@@ -152,9 +168,10 @@ class _Armed:
         self.skips_left = plan.skip_forks  # see FaultPlan.skip_forks
 
 
-_ARMED: _Armed | None = None  # the fast-path flag: None means point() returns at once
+_ARMED: _Armed | None = None  # armed for the whole process; with _SCOPED the fast-path flags: None returns at once
+# armed for one actor (and the actors below it) where several share this process: path -> (arming, on_fire, alive)
+_SCOPED: dict[str, tuple[_Armed, Callable[[FaultFiring], None] | None, Callable[[], bool] | None]] | None = None
 _LAST: _Armed | None = None  # last armed state, kept after disarm() so firings() stays readable
-_KNOWN_POINTS: dict[str, str] = {}
 _ACTOR: str | None = None  # the actor handling a message in this thread of control (see acting_as)
 # How a kill rule kills in this process; None: SIGKILL. A simulated system (one process for every
 # actor) installs one that ends the actor instead (ouroactors.system._simulation).
@@ -180,7 +197,7 @@ def acting_as(path: str | None) -> None:
 
 
 def _reset_lock_in_child() -> None:
-    for state in (_ARMED, _LAST):
+    for state in (_ARMED, _LAST, *(entry[0] for entry in (_SCOPED or {}).values())):
         if state is not None:
             state.lock = threading.Lock()
 
@@ -215,26 +232,70 @@ def _reset_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_in_child, after_in_parent=_count_fork_in_parent)
 
 
-def arm(plan: FaultPlan, *, on_fire: Callable[[FaultFiring], None] | None = None) -> None:
-    """Arm ``plan`` in this process, replacing any previous plan and resetting all counters."""
-    global _ARMED, _LAST
+def arm(plan: FaultPlan, *, on_fire: Callable[[FaultFiring], None] | None = None, actor: str | None = None,
+        alive: Callable[[], bool] | None = None) -> None:
+    """Arm ``plan`` in this process, replacing any previous plan and resetting all counters.
+
+    ``actor``: only for the actor at that tree path and the actors below it (a process several actors share: the
+    simple base), told apart by :func:`acting_as`; this replaces only that actor's plan. Actors armed with an equal
+    plan (and the same ``alive``) share one arming — one set of hit counters, as a process-wide arming has — and
+    each arming of it resets them. ``alive``: the arming lasts while it says True (the system that made it still
+    runs): once False, the arming is dropped at the next point or :func:`armed`.
+    """
+    global _ARMED, _LAST, _SCOPED
     if not isinstance(plan, FaultPlan):
         raise TypeError(f"arm() expects a FaultPlan, got {type(plan).__name__}")
-    state = _Armed(plan, on_fire)
-    _LAST = state
-    _ARMED = state
+    if actor is None:
+        _LAST = _ARMED = _Armed(plan, on_fire)
+        return
+    scoped = dict(_SCOPED or {})
+    scoped.pop(actor, None)
+    state = _LAST = _Armed(plan, None)
+    for path, (other, fire, other_alive) in scoped.items():
+        if other.plan == plan and other_alive == alive:  # one arming: re-armed, its counters reset for all
+            scoped[path] = (state, fire, other_alive)
+    scoped[actor] = (state, on_fire, alive)
+    _SCOPED = scoped
 
 
-def disarm() -> None:
-    """Disarm; ``point()`` is a no-op again. ``firings()`` keeps the last arming's record."""
-    global _ARMED
-    _ARMED = None
+def disarm(actor: str | None = None) -> None:
+    """Disarm (``actor``: only the plan armed for that actor); ``point()`` is a no-op again. ``firings()`` keeps the
+    last arming's record."""
+    global _ARMED, _SCOPED
+    if actor is None:
+        _ARMED = _SCOPED = None
+    elif _SCOPED is not None and actor in _SCOPED:
+        scoped = {path: entry for path, entry in _SCOPED.items() if path != actor}
+        _SCOPED = scoped or None
 
 
 def armed() -> FaultPlan | None:
-    """The plan armed in this process, or None."""
-    state = _ARMED
+    """The plan armed for the code running now: the running actor's (see :func:`arm`'s ``actor``), else the
+    process's; or None."""
+    state, _ = _state_here()
     return None if state is None else state.plan
+
+
+def _state_here() -> tuple[_Armed | None, Callable[[FaultFiring], None] | None]:
+    """The arming that applies where a point is reached: the running actor's, or its nearest armed ancestor's (an
+    arming whose system has gone is dropped), else the process-wide one."""
+    scoped, path = _SCOPED, _ACTOR
+    while scoped is not None and path:
+        entry = scoped.get(path)
+        if entry is not None:
+            state, on_fire, alive = entry
+            if alive is None or alive():
+                return state, on_fire
+            _drop_dead()
+            scoped = _SCOPED
+        path = path.rpartition("/")[0]
+    everywhere = _ARMED
+    return everywhere, None if everywhere is None else everywhere.on_fire
+
+
+def _drop_dead() -> None:
+    global _SCOPED
+    _SCOPED = {path: entry for path, entry in (_SCOPED or {}).items() if entry[2] is None or entry[2]()} or None
 
 
 def firings() -> list[FaultFiring]:
@@ -251,7 +312,7 @@ def point(name: str) -> FaultAction | None:
 
     Returns ``drop`` or ``duplicate`` when such a rule fired (the caller does it), else None.
     """
-    if _ARMED is None or getattr(_QUIET, "on", False):
+    if (_ARMED is None and _SCOPED is None) or getattr(_QUIET, "on", False):
         return None
     return _armed_point(name)
 
@@ -271,8 +332,8 @@ def quiet() -> Iterator[None]:
 
 
 def _armed_point(name: str) -> FaultAction | None:
-    state = _ARMED
-    if state is None:  # disarmed between the check in point() and here
+    state, on_fire = _state_here()
+    if state is None:  # disarmed between the check in point() and here, or armed for other actors only
         return None
     due: list[tuple[_Compiled, FaultFiring]] = []
     with state.lock:
@@ -287,9 +348,9 @@ def _armed_point(name: str) -> FaultAction | None:
                 due.append((c, firing))
                 terminal = c.rule.action is not FaultAction.DELAY
     for c, firing in due:
-        if state.on_fire is not None:
+        if on_fire is not None:
             try:
-                state.on_fire(firing)
+                on_fire(firing)
             except Exception:
                 log.exception("fault on_fire callback failed for %r", firing)
         action = c.rule.action
@@ -301,12 +362,9 @@ def _armed_point(name: str) -> FaultAction | None:
             if _KILLER is not None:
                 _KILLER(c.rule)  # a simulated death: raises when the victim is the actor running here
                 continue
-            victim = c.rule.target_pid or os.getpid()
-            if c.rule.target_start is not None and process_start_ticks(victim) != c.rule.target_start:
-                log.warning("fault at %r: kill target %s (pid %d) is no longer that process; not killing",
-                            name, c.rule.target, victim)
-                continue
-            os.kill(victim, signal.SIGKILL)
+            victim = _kill_victim(c.rule, name)
+            if victim is not None:
+                os.kill(victim, signal.SIGKILL)
         elif action in _ANSWERED:
             return action
         elif action in _STORAGE_EXCEPTIONS:
@@ -318,41 +376,26 @@ def _armed_point(name: str) -> FaultAction | None:
     return None
 
 
+def _kill_victim(rule: FaultRule, name: str) -> int | None:
+    """The pid a kill rule firing at ``name`` may SIGKILL (None, warned: it cannot prove whom). No target: this
+    process; a target: only the process that was that actor when armed (pid and start time resolved then by
+    :func:`with_kill_target`, the start time checked now), never a pid without its start time, nor pid <= 1."""
+    if rule.target is None:
+        if rule.target_pid is None:
+            return os.getpid()
+        problem = "names a pid but no target actor"
+    elif rule.target_pid is None or rule.target_start is None:
+        problem = "was never resolved to the target's process (a plan is armed through the system, which resolves it)"
+    elif rule.target_pid <= 1:
+        problem = f"names pid {rule.target_pid}, which is no actor's"
+    elif process_start_ticks(rule.target_pid) != rule.target_start:
+        problem = f"(pid {rule.target_pid}) is no longer that process"
+    else:
+        return rule.target_pid
+    log.warning("fault at %r: kill target %s %s; not killing", name, rule.target, problem)
+    return None
+
+
 def with_kill_target(rule: FaultRule, pid: int) -> FaultRule:
     """``rule`` aimed at process ``pid`` as it is now (its start time pins the incarnation)."""
     return dataclasses.replace(rule, target_pid=pid, target_start=process_start_ticks(pid))
-
-
-def register_point(name: str, doc: str = "") -> str:
-    """Declare a point name (for ``validate_plan`` and tooling); returns ``name``.
-
-    Idempotent, so module reloads are harmless; a later non-empty ``doc`` replaces the old one.
-    """
-    if not isinstance(name, str) or not name or not _GLOB_CHARS.isdisjoint(name):
-        raise ValueError(f"name: must be a non-empty string without glob characters, got {name!r}")
-    if doc or name not in _KNOWN_POINTS:
-        _KNOWN_POINTS[name] = doc
-    return name
-
-
-def known_points() -> dict[str, str]:
-    """Registered point names and their docs, sorted by name (a copy)."""
-    return dict(sorted(_KNOWN_POINTS.items()))
-
-
-def validate_plan(plan: FaultPlan, extra_points: Iterable[str] = ()) -> list[str]:
-    """Warnings for rules whose pattern matches no registered point nor one of ``extra_points``
-    (for example ``message.<path>`` of the running actors): likely typos."""
-    known = sorted(set(_KNOWN_POINTS) | set(extra_points))
-    listing = ", ".join(known) if known else "(none registered)"
-    warnings = []
-    for i, rule in enumerate(plan.rules):
-        if any(k == rule.point or fnmatch.fnmatchcase(k, rule.point) for k in known):
-            continue
-        close = difflib.get_close_matches(rule.point, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        warnings.append(f"rules[{i}]: point {rule.point!r} matches no registered point{hint} — kept: it fires "
-                        "wherever code reaches it (a point of your own is known here once declared, "
-                        f"faults.register_point(name, doc), in a module the tree's actors import); "
-                        f"known points: {listing}")
-    return warnings

@@ -92,6 +92,7 @@ class EnumerationReport:
     rows: list[CrashRow]
     baseline: RunResult
     duration_s: float = 0.0
+    recorded: list[CrashSite] = field(default_factory=list)  # every site the recording reached (before points)
 
     @property
     def violations(self) -> list[tuple[CrashSite, Violation]]:
@@ -199,7 +200,7 @@ def enumerate_crashes(
         with _bench(tree, config, root, "record", shared, base) as recording:
             baseline, sites = record_sites(recording)
             if baseline.violations:
-                return EnumerationReport([], [], baseline, time.monotonic() - began)
+                return EnumerationReport([], [], baseline, time.monotonic() - began, sites)
             chosen = select_sites(sites, points, warn)[:limit]
             if not fresh:
                 for index, site in enumerate(chosen, start=1):
@@ -208,7 +209,7 @@ def enumerate_crashes(
             for index, site in enumerate(chosen, start=1):
                 with _bench(tree, config, root, f"site{index}", shared, base) as bench:
                     rows.append(_report(crash_at(bench, site, index), on_row))
-        return EnumerationReport(chosen, rows, baseline, time.monotonic() - began)
+        return EnumerationReport(chosen, rows, baseline, time.monotonic() - began, sites)
     finally:
         if own_world:
             shared.stop()

@@ -3,8 +3,10 @@
 :func:`~.enumerate.enumerate_crashes` drives the built-in workload (leases, grants, effects on the world service)
 and checks the effect invariants. A tree of your own has its own requests and its own invariants, so here both are
 yours: ``drive(system)`` sends the scenario's requests to a freshly started system running the tree, and
-``check(system)`` says, once the tree has recovered, what must still hold (each string it returns — or the message
-of an ``AssertionError`` it raises — is a violation)::
+``check(system)`` says, once the tree has recovered, what must still hold: a string it returns is one violation,
+each string of an iterable it returns or yields is one, and so is a failed ``assert`` (its message); None (or an
+empty iterable, or '') passes. Anything else — a bool: ``True`` is no verdict here — is refused, as a violation
+naming what it returned::
 
     def drive(system):
         for i in range(3):
@@ -55,6 +57,7 @@ from ..core.faults import FaultPlan
 from ..supervision.specs import ChildSpec
 from ..system.handle import ActorSystem
 from .enumerate import BASES, RECORD_PLAN, CrashSite, select_sites, sites_from
+from .workload_config import MAX_TIMEOUT_S
 
 Drive = Callable[[ActorSystem], Any]
 Check = Callable[[ActorSystem], "Iterable[str] | None"]
@@ -88,6 +91,7 @@ class ScenarioReport:
     sites: list[CrashSite]
     rows: list[ScenarioRow]
     duration_s: float = 0.0
+    recorded: list[CrashSite] = field(default_factory=list)  # every site the recording reached (before points)
 
     @property
     def violations(self) -> list[tuple[CrashSite | None, str]]:
@@ -147,7 +151,7 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
         baseline, firings = run.record()
         sites = sites_from(firings, shared=base == "simple")
         if baseline.outcome != "ok":
-            return ScenarioReport(spec.id, base, baseline, [], [], time.monotonic() - began)
+            return ScenarioReport(spec.id, base, baseline, [], [], time.monotonic() - began, sites)
         chosen = select_sites(sites, points, warn)[:limit]
         rows = []
         for index, site in enumerate(chosen, start=1):
@@ -155,14 +159,17 @@ def enumerate_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, c
             rows.append(row)
             if on_row is not None:
                 on_row(row)
-        return ScenarioReport(spec.id, base, baseline, chosen, rows, time.monotonic() - began)
+        return ScenarioReport(spec.id, base, baseline, chosen, rows, time.monotonic() - began, sites)
 
 
 def check_timeouts(**timeouts: object) -> None:
-    """Each of ``timeouts`` is a number of seconds > 0, or a ValueError names it and what was given."""
+    """Each of ``timeouts`` is a number of seconds in (0, :data:`MAX_TIMEOUT_S`] (no nan, no inf), or a ValueError
+    names it and what was given."""
     for name, value in timeouts.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or value == float("inf"):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
             raise ValueError(f"{name}: must be a number of seconds > 0, got {value!r}")
+        if value > MAX_TIMEOUT_S:
+            raise ValueError(f"{name}: must be at most {MAX_TIMEOUT_S} seconds (a day), got {value!r}")
 
 
 @contextlib.contextmanager
@@ -371,9 +378,18 @@ def _disarm(system: ActorSystem, tree: str) -> None:
 
 
 def _checked(check: Check, system: ActorSystem) -> list[str]:
+    """What ``check`` found: None or an empty iterable passes; a str is one violation ('' passes); an iterable gives
+    one violation per item; a bool (or anything else) is refused — as a violation saying so, never read as a verdict."""
     try:
         found = check(system)
-        return [str(v) for v in found] if found is not None else []
+        if found is None:
+            return []
+        if isinstance(found, str):
+            return [found] if found else []
+        if isinstance(found, bool) or not isinstance(found, Iterable):
+            return [f"check must return None, a str, or an iterable of str; got {type(found).__name__} "
+                    f"({found!r:.80})"]
+        return [str(v) for v in found]
     except AssertionError as exc:
         return [f"check failed: {exc}" if str(exc) else "check failed (an assert with no message)"]
     except Exception as exc:

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..core.faults import FaultPlan
+from ..core.faults import FaultPlan, validate_plan
 from ..supervision.specs import ChildSpec
 from .bench_trees import static_workers
 from .chaos_plans import parse_seed, plan_for_seed
@@ -83,14 +83,17 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
                    seeds: int | Iterable[int] = 100, base: str | None = None, raises: bool = False,
                    plan: FaultPlan | None = None, data_dir: str | os.PathLike[str] | None = None,
                    settle_timeout: float = 20.0, drive_timeout: float = DRIVE_TIMEOUT_S,
-                   on_row: Callable[[SeedRow], None] | None = None) -> ScenarioCampaign:
+                   on_row: Callable[[SeedRow], None] | None = None,
+                   warn: Callable[[str], None] | None = None) -> ScenarioCampaign:
     """Record ``drive`` on ``tree`` once, then run it under each seed's plan and ``check`` after each.
 
     ``seeds``: how many (0 … n-1) or which. ``raises``: the draws include ``raise`` rules (an exception at a point,
     in the code that reaches it) — every seed's plan then differs from the one it has without. ``plan``: run this
     plan once instead of drawing any (a printed plan you edited; its row's seed is the first of ``seeds``).
     ``data_dir`` keeps each run's data dir below it (``record``, ``seed-S``); by default a temp dir, removed after.
-    ``settle_timeout``, ``drive_timeout``: as :func:`~.scenario.enumerate_scenario`'s.
+    ``settle_timeout``, ``drive_timeout``: as :func:`~.scenario.enumerate_scenario`'s. ``warn`` gets a warning per
+    rule of ``plan`` whose point matches none the recording reached nor any declared one (a misspelt point: the
+    plan would run and fire nowhere), naming the nearest.
     """
     if not callable(drive) or (check is not None and not callable(check)):
         raise TypeError("drive and check must be callables taking the ActorSystem")
@@ -108,6 +111,9 @@ def chaos_scenario(tree: ChildSpec | str | os.PathLike[str], drive: Drive, check
             return ScenarioCampaign(spec.id, base, baseline, [], time.monotonic() - began)
         simulated = base == "simple"
         hits = Counter(str(f["point"]) for f in firings)
+        if plan is not None and warn is not None:
+            for warning in validate_plan(plan, hits):  # as `faults arm` warns: the nearest point named
+                warn(warning)
         targets = static_workers(spec)
         rows = []
         for seed in chosen[:1] if plan is not None else chosen:

@@ -73,6 +73,11 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
         counts = ", ".join(f"{k} {v}" for k, v in sorted(report.summary().items())) or "no site"
         click.echo(f"{len(report.rows)} site(s) in {report.duration_s:.1f}s: {counts}; "
                    f"{len(report.violations)} violation(s)")
+    if not report.reference.violations and not report.rows:  # crashed nowhere: no pass
+        from .preflight import no_site_selected
+
+        click.echo(no_site_selected("--only", only, report.recorded), err=True)
+        return EXIT_BAD_INPUT
     if report.reference.violations or report.violations:
         return EXIT_VIOLATION
     if any(row.outcome == "error" for row in report.rows):

@@ -108,6 +108,7 @@ class SessionEnumeration:
     rows: list[SessionCrashRow]
     reference: SessionRun
     duration_s: float = 0.0
+    recorded: list[SessionSite] = field(default_factory=list)  # every site the recording reached (before only)
 
     @property
     def violations(self) -> list[tuple[SessionSite, Violation]]:
@@ -216,7 +217,8 @@ def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAU
                             config=config)
     if reference.violations:
         return SessionEnumeration([], [], reference, time.monotonic() - began)
-    chosen = select(sites_of(reference.firings, hits="all" if sample_of else hits, action=action), only)
+    recorded = sites_of(reference.firings, hits="all" if sample_of else hits, action=action)
+    chosen = select(recorded, only)
     chosen = (sample(chosen, sample_of, seed) if sample_of else chosen)[:limit]
     rows = []
     for index, site in enumerate(chosen, start=1):
@@ -224,7 +226,7 @@ def enumerate_session_crashes(work: str | Path, *, points: Sequence[str] = DEFAU
         if on_row is not None:
             on_row(row)
         rows.append(row)
-    return SessionEnumeration(chosen, rows, reference, time.monotonic() - began)
+    return SessionEnumeration(chosen, rows, reference, time.monotonic() - began, recorded)
 
 
 __all__ = ["ACTIONS", "DEFAULT_POINTS", "HITS", "STORAGE_ACTIONS", "STORAGE_SITES", "SessionCrashRow",

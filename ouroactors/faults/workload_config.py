@@ -106,6 +106,9 @@ def deny_every(n: int) -> Grant:
 # -- configuration ------------------------------------------------------------------------------------------
 
 
+MAX_TIMEOUT_S = 86400  # a workload's or a scenario's timeouts at most: a day
+
+
 @dataclass(frozen=True)
 class WorkloadConfig:
     """How many sessions and effects, and which variations. Validated on construction."""
@@ -144,9 +147,11 @@ class WorkloadConfig:
             if value is not None and (type(value) is not int or value < 1):
                 raise ValueError(f"{name}: must be an int >= 1 or None, got {value!r}")
         for name in ("ask_timeout", "effect_timeout", "op_deadline", "lease_wait"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+            value = getattr(self, name)  # nan and inf fail too: a wait that never ends, or overflows a clock
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < float("inf"):
                 raise ValueError(f"{name}: must be a number of seconds > 0, got {value!r}")
+            if value > MAX_TIMEOUT_S:
+                raise ValueError(f"{name}: must be at most {MAX_TIMEOUT_S} seconds (a day), got {value!r}")
 
     def effect_specs(self, run_id: str, session: int) -> list[EffectSpec]:
         out = []
@@ -195,6 +200,7 @@ def is_permission(effect_id: str) -> bool:
 
 
 __all__ = [
-    "DENIED_HOST", "DRIVERS", "EFFECT_KIND", "PERMISSION_KIND", "PRINCIPAL", "EffectSpec", "Grant", "GrantDecision",
-    "Targets", "WorkloadConfig", "allow_all", "deny_every", "grant_rules", "is_permission", "session_id",
+    "DENIED_HOST", "DRIVERS", "EFFECT_KIND", "MAX_TIMEOUT_S", "PERMISSION_KIND", "PRINCIPAL", "EffectSpec", "Grant",
+    "GrantDecision", "Targets", "WorkloadConfig", "allow_all", "deny_every", "grant_rules", "is_permission",
+    "session_id",
 ]

@@ -87,10 +87,16 @@ class SimulatedDeath(BaseException):
         self.path = path
 
 
+_MAX_NS = 100 * 365 * 86400 * 10**9  # a century of virtual time: any longer wait is "until nothing is left to run"
+
+
 def _as_ns(period: Any) -> int:
-    if isinstance(period, timedelta):
-        return max(0, round(period.total_seconds() * 1e9))
-    return max(0, round(float(period) * 1e9))
+    """``period`` (seconds or a timedelta) in ns, within [0, a century]: a huge timeout (1e300 s, inf) must not
+    overflow the conversion to int; nan is 0."""
+    seconds = period.total_seconds() if isinstance(period, timedelta) else float(period)
+    if not seconds > 0:
+        return 0
+    return _MAX_NS if seconds * 1e9 >= _MAX_NS else round(seconds * 1e9)
 
 
 def _as_timedelta(period: Any) -> timedelta:

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from ..core import faults
 from ..system.handle import ActorSystem
 from .enumeration import fault_bench, fault_world, track_fault_processes  # noqa: F401  (fixtures)
 from .fixtures import armed_plan, invariants, tree_system  # noqa: F401  (fixtures)
@@ -65,7 +66,8 @@ def actor_system_factory(tmp_path: Path) -> Iterator[Callable[..., ActorSystem]]
     """Start systems: ``actor_system_factory(base="multiproc", **ActorSystem.start_kwargs)``.
 
     Each system gets its own data dir under ``tmp_path`` (unless ``data_dir`` is given); all are shut down
-    after the test, newest first, and the test fails if any left a process or a listening port behind.
+    after the test, newest first, and the test fails if any left a process or a listening port behind. No fault
+    plan stays armed in this process after it (an in-process system's actors arm theirs here).
     """
     started: list[ActorSystem] = []
 
@@ -77,12 +79,16 @@ def actor_system_factory(tmp_path: Path) -> Iterator[Callable[..., ActorSystem]]
 
     yield factory
     problems = []
-    for system in reversed(started):
-        system.shutdown()
-        try:
-            assert_nothing_left(system)
-        except AssertionError as exc:
-            problems.append(str(exc))
+    try:
+        for system in reversed(started):
+            system.shutdown()
+            try:
+                assert_nothing_left(system)
+            except AssertionError as exc:
+                problems.append(str(exc))
+    finally:
+        if started:  # an in-process system's actors armed in this process: nothing armed outlives the test
+            faults.disarm()
     if problems:
         pytest.fail("; ".join(problems))
 
