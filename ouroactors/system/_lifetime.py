@@ -244,3 +244,35 @@ class InProcessLineage:
         return sorted(pid for pid in procs.children(self.owner)
                       if (pid, ticks := procs.process_start_ticks(pid)) not in self.baseline and ticks is not None
                       and not procs.multiprocessing_helper(pid))
+
+
+def sweep_session(sid: int, lineage_mark: str | None) -> None:
+    """At a system's end, from the process that ran its shutdown: kill anything still in the system's session (the
+    admin called setsid: its group's id is the session's; each actor leads a group of its own inside it) and every
+    program that left the session but carries the system's lineage mark, then wait (bounded) for the kernel to reap."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        procs.end_session(sid)
+    if lineage_mark is not None:
+        with contextlib.suppress(OSError):
+            procs.end_marked(lineage_mark)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and session_alive(sid):
+        time.sleep(0.01)  # waiting for the kernel to reap, bounded
+
+
+def session_alive(sid: int) -> bool:
+    """Whether a process of session ``sid`` (a system's: its admin's, which every actor process is part of, each
+    leading a group of its own) still lives; zombies do not count."""
+    return bool(procs.members(session=sid))
+
+
+def log_stop_forced(context: Any, tree: str, timeout: float) -> None:
+    """The event of a shutdown that stopped waiting for ``tree``'s orderly stop (its processes are killed next)."""
+    from ..supervision.events import EventWriter
+
+    with contextlib.suppress(OSError):
+        EventWriter(context.events_path, "", context.node_epoch, context.node).write(
+            "stop_forced", tree, {"reason": f"its orderly stop did not finish within {timeout:g}s: every process of "
+                                            "the system is killed", "timeout_s": timeout})

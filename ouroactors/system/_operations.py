@@ -1,4 +1,4 @@
-"""What the handle does to a running system: OTP's supervisor API and fault injection.
+"""What the handle does to a running system: OTP's supervisor API, fault injection, and joining a convention.
 
 Mixed into :class:`~.handle.ActorSystem`: every call is one ask of the supervisor (or of every
 running actor, for fault plans) through the handle's answers (:mod:`._answers`). The read-only calls
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ActorSystemError, NoSuchActor, SpecError
@@ -36,6 +37,7 @@ class Operations:
         def _admin(self, supervisor_path: str, call: AdminCall, timeout: float = 30.0) -> Any: ...
         def child_info(self, path: str) -> ChildInfo: ...
         def _acting(self) -> None: ...
+        _host: Any
         simulation: Any
 
     def _check_sendable(self, problems: list[tuple[str, str]]) -> None:
@@ -107,8 +109,9 @@ class Operations:
         ``children=True`` (``path``: a supervisor; None: every running one) arms the plan not in the supervisor
         but in each child it starts from now on, at that child's first start — the dynamic children a
         ``start_child`` adds during a scenario — and never in a restart (a child killed by the plan runs free when
-        it comes back); ``plan=None`` forgets it. On the in-process base every actor shares one process, so the
-        first such child arms them all.
+        it comes back); ``plan=None`` forgets it. On the in-process base, where every actor shares one process,
+        each such child is armed for itself and what it starts, as in a process of its own
+        (:mod:`ouroactors.supervision.faulting`).
         """
         if type(children) is not bool:
             raise TypeError(f"children: must be True or False, got {children!r}")
@@ -152,3 +155,21 @@ class Operations:
         if pid is None:
             raise NoSuchActor(f"{path} has no running process")
         return pid
+
+    # -- conventions ---------------------------------------------------------------------------------
+
+    def _await_convention(self, leader: tuple[str, int], timeout: float = 10.0) -> None:
+        """A member is part of the convention once the leader shows up in its node list."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.nodes():
+                return
+            time.sleep(0.05)  # polling the host actor for the registration, bounded
+        raise ActorSystemError(
+            f"could not join the convention led at {leader[0]}:{leader[1]} within {timeout}s "
+            "(is the secret file a copy of the leader's? frames tagged with another secret are dropped)"
+        )
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """Other nodes of the convention this system knows, with their capabilities."""
+        return self._call(self._host, "nodes", 10.0, "host")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,12 +36,13 @@ from ..core import clock, procs
 from ..core.errors import ActorSystemError, AskTimeout, OuroactorsError, StartInterrupted
 from ..supervision import reasons
 from ..supervision.actor_paths import unsendable_arguments
-from ..supervision.events import Event, EventReader, EventWriter
+from ..supervision.events import Event, EventReader
 from ..supervision.generations import bump_node_epoch
 from ..supervision.protocol import SystemContext
 from ..supervision.specs import ChildSpec
 from . import _frames, _lifetime, _logs, _patches, _pickling, _secret, _simulation, _startup, marker
 from ._answers import STOPPED
+from ._lifetime import session_alive as session_alive  # re-exported: tests wait on it
 from ._operations import Operations
 from ._startup import free_port as free_port  # re-exported: tests and benchmarks pick ports with it
 from ._startup import make_private_dir, parse_address, refuse_unreachable
@@ -245,22 +245,6 @@ class ActorSystem(Operations, SystemClient):
             marker.write_marker(directory, system.marker)
         return system
 
-    def _await_convention(self, leader: tuple[str, int], timeout: float = 10.0) -> None:
-        """A member is part of the convention once the leader shows up in its node list."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.nodes():
-                return
-            time.sleep(0.05)  # polling the host actor for the registration, bounded
-        raise ActorSystemError(
-            f"could not join the convention led at {leader[0]}:{leader[1]} within {timeout}s "
-            "(is the secret file a copy of the leader's? frames tagged with another secret are dropped)"
-        )
-
-    def nodes(self) -> dict[str, dict[str, Any]]:
-        """Other nodes of the convention this system knows, with their capabilities."""
-        return self._call(self._host, "nodes", 10.0, "host")
-
     @classmethod
     def connect(cls, data_dir: str | os.PathLike[str]) -> ActorSystem:
         """Attach to the live system serving ``data_dir`` (started by another process).
@@ -333,31 +317,16 @@ class ActorSystem(Operations, SystemClient):
 
     def _forced(self, tree: str, timeout: float) -> None:
         self.forced.append(tree)
-        with contextlib.suppress(OSError):
-            EventWriter(self.context.events_path, "", self.context.node_epoch, self.context.node).write(
-                "stop_forced", tree, {"reason": f"its orderly stop did not finish within {timeout:g}s: every "
-                                                "process of the system is killed", "timeout_s": timeout})
+        _lifetime.log_stop_forced(self.context, tree, timeout)
 
     def dropped_frames(self) -> dict[str, int]:
         """Inbound frames the processes of this system dropped unread, by reason (see :mod:`._frames`)."""
         return _frames.dropped(self.data_dir)
 
     def _sweep(self) -> None:
-        """Kill anything still in the system's session (the admin called setsid; ``pgid`` is its group, and the
-        session's id: each actor leads a group of its own inside it), and every program that left the session but
-        carries the system's lineage mark."""
-        if self.pgid is None or self.pgid in (os.getpgid(0), os.getsid(0)):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            procs.end_session(self.pgid)
-        if self.lineage_mark is not None:
-            with contextlib.suppress(OSError):
-                procs.end_marked(self.lineage_mark)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and session_alive(self.pgid):
-            time.sleep(0.01)  # waiting for the kernel to reap, bounded
+        """Kill anything still in the system's session, and every program that carries its lineage mark."""
+        if self.pgid is not None and self.pgid not in (os.getpgid(0), os.getsid(0)):
+            _lifetime.sweep_session(self.pgid, self.lineage_mark)
 
     # -- events ---------------------------------------------------------------------------------------
 
@@ -437,11 +406,3 @@ class ActorSystem(Operations, SystemClient):
         """Terminate a tree politely (children in reverse start order); wait until it is gone."""
         self._acting()
         return self._call(self._host, StopTree(name, reasons.shutdown(reason)), timeout, name)
-
-
-
-def session_alive(sid: int) -> bool:
-    """Whether a process of session ``sid`` (a system's: its admin's, which every actor process is part of, each
-    leading a group of its own) still lives; zombies do not count."""
-    return bool(procs.members(session=sid))
-
