@@ -127,3 +127,23 @@ actor = "ouroactors.examples.workers:Echo"
 id = "c"
 actor = "ouroactors.examples.workers:Counter"
 """
+
+
+def holding(path: Path) -> list[int]:
+    """The processes that have ``path`` open: a multiproc system's processes all hold its ``admin.out`` (their
+    output), so after a stop none may be left."""
+    try:
+        wanted = os.stat(path)
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    st = os.stat(f"/proc/{entry}/fd/{fd}")
+                    if (st.st_dev, st.st_ino) == (wanted.st_dev, wanted.st_ino):
+                        found.append(int(entry))
+                        break
+    return found
+

@@ -13,36 +13,15 @@ import os
 import signal
 import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 
 from ouroactors.system import marker as marker_module
 from ouroactors.system.marker import START_LOCK, DataDirStarting, claiming, read_marker
 
-from .cli_helpers import CLI, ENV, SIMPLE_TREE, cli, write_tree
+from .cli_helpers import CLI, ENV, SIMPLE_TREE, cli, holding, write_tree
 
 pytestmark = pytest.mark.multiproc
-
-
-def _writing(path: Path) -> list[int]:
-    """The processes that have ``path`` open (a system's processes hold its admin.out as their output)."""
-    try:
-        wanted = os.stat(path)
-    except FileNotFoundError:
-        return []
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(f"/proc/{entry}/fd/{fd}")
-                    if (st.st_dev, st.st_ino) == (wanted.st_dev, wanted.st_ino):
-                        found.append(int(entry))
-                        break
-    return found
 
 
 def test_three_detached_runs_at_once_one_serves_the_others_are_refused(tmp_path):
@@ -62,11 +41,11 @@ def test_three_detached_runs_at_once_one_serves_the_others_are_refused(tmp_path)
             assert "being claimed by another start" in said or "already served by a live system" in said, err
         served = read_marker(data)
         assert served is not None and served.admin_pid is not None
-        writers = _writing(data / "admin.out")
+        writers = holding(data / "admin.out")
         assert {os.getsid(pid) for pid in writers} == {os.getsid(served.admin_pid)}, writers  # one system
     finally:
         stopped = cli("stop", "--data-dir", str(data), "--timeout", "60", cwd=tmp_path, timeout=120)
-        left = _writing(data / "admin.out")
+        left = holding(data / "admin.out")
         for pid in left:  # what a refused start would have left running: end it (ours), then fail
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -18,7 +18,7 @@ import pytest
 
 from ouroactors.system.marker import read_marker
 
-from .cli_helpers import CLI, ENV, cli, events
+from .cli_helpers import CLI, ENV, cli, events, holding
 
 pytestmark = pytest.mark.multiproc
 
@@ -95,20 +95,7 @@ def _wait_started(data: Path, path: str, timeout: float = 60) -> None:
 
 def _system_left(data: Path) -> list[int]:
     """Processes still holding the system's admin.out (every process of a multiproc system does)."""
-    try:
-        wanted = os.stat(data / "admin.out")
-    except FileNotFoundError:
-        return []
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(f"/proc/{entry}/fd/{fd}")
-                    if (st.st_dev, st.st_ino) == (wanted.st_dev, wanted.st_ino):
-                        found.append(int(entry))
-                        break
-    return found
+    return holding(data / "admin.out")
 
 
 def _end(run: subprocess.Popen[str], data: Path) -> None:
