@@ -1,9 +1,9 @@
 """What the crash-enumeration and chaos commands check before (and right after) a run: a fresh ``--data-dir``, and
 that a run crashed somewhere.
 
-**A fresh data dir.** Every run of ``faults enumerate``, ``faults enumerate-scenario`` and ``chaos`` starts its
-systems on data dirs of their own below ``--data-dir`` (``record``, ``site1``, ``seed-3``, …): a directory that
-already holds anything — an earlier run's LMDB and ``events.jsonl``, which the next run would read as its own —
+**A fresh data dir.** Every run of ``faults enumerate``, ``enumerate-scenario``, ``enumerate-sessions`` and ``chaos``
+starts its systems on data dirs of their own below ``--data-dir`` (``record``, ``site1``, ``seed-3``, …): a directory
+that already holds anything — an earlier run's LMDB and ``events.jsonl``, which the next run would read as its own —
 or that is (or lies inside) the data dir of a live system, which the runs would write into, is refused before
 anything starts (:func:`data_dir_problem`).
 

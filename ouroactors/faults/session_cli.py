@@ -22,6 +22,7 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
     """Crash the demo's session scenario at every coordinator/runtime boundary it reaches, one fresh system per
     site; check the session invariants after each; print each site; the exit code (0: no violation; 1:
     violations; 2: bad input; 3: a harness error)."""
+    from .preflight import data_dir_problem
     from .session_enumerate import DEFAULT_POINTS, check_action, enumerate_session_crashes
     from .session_workload import SessionWorkload, spares_of
 
@@ -55,6 +56,9 @@ def run(points: tuple[str, ...] = (), only: tuple[str, ...] = (), hits: str = "f
 
     if suspend and cancel:
         click.echo("--suspend and --cancel: a scenario suspends its turn or cancels its session, not both", err=True)
+        return EXIT_BAD_INPUT
+    if data_dir is not None and (problem := data_dir_problem(data_dir)) is not None:
+        click.echo(problem, err=True)  # a used or live one: this run would read another's data, or write into it
         return EXIT_BAD_INPUT
     config = SessionWorkload(spare_runtimes=spare_runtimes, suspend=suspend, cancel=cancel)
     with tempfile.TemporaryDirectory(prefix="ouroactors-session-enum-") as scratch:

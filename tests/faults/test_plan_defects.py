@@ -225,3 +225,15 @@ def test_enumerate_sessions_with_only_matching_no_site_exits_2(monkeypatch, caps
     assert session_cli.run(only=("nomatch.*",)) == 2
     assert ("no crash site selected: --only 'nomatch.*' matches none of the 1 site(s) the recording reached "
             "(their points: coordinator.published)") in capsys.readouterr().err
+
+
+def test_enumerate_sessions_refuses_a_used_data_dir_before_anything_starts(monkeypatch, capsys, tmp_path):
+    from ouroactors.faults import session_cli, session_enumerate
+
+    def never(*args, **kwargs):
+        raise AssertionError("nothing may start on a used --data-dir")
+
+    monkeypatch.setattr(session_enumerate, "enumerate_session_crashes", never)
+    (tmp_path / "record").mkdir()  # an earlier run's
+    assert session_cli.run(data_dir=str(tmp_path)) == 2
+    assert "not empty (it holds record)" in capsys.readouterr().err
