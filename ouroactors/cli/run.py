@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..core.errors import ActorSystemError, AskTimeout, OuroactorsError, SpecError, StartInterrupted
 from ..core.serving import QuietHTTPServer
+from ..core.trusted_files import UntrustedFile
 from ..runtime.execution.metrics import render as runtime_metrics
 from ..supervision.specs import ChildSpec
 from ..system.config import load_tree
@@ -108,7 +109,7 @@ def run(tree_file: str, base: str | None, data_dir: str | None, detach: bool, me
                                    bind_host=bind_host or tree.system.bind_host, admin_port=admin_port,
                                    leader=leader, convention=join, secret_file=secret_file,
                                    log_level=log_level or tree.system.log_level, pickle_messages=base == "simple")
-    except (DataDirInUse, ActorSystemError) as exc:
+    except (DataDirInUse, ActorSystemError, UntrustedFile) as exc:
         err_console.print(str(exc), style="red", markup=False, highlight=False)
         if server is not None:
             server.server_close()

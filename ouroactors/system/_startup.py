@@ -115,9 +115,15 @@ def refuse_unreachable(address: tuple[str, int], timeout: float = 2.0) -> None:
 def make_private_dir(directory: Path) -> None:
     """Create the data dir 0700 whatever the umask (its secret, ledger and approvals are private).
 
-    Only a directory created here is chmod'ed; an existing one is left as its owner made it.
+    Only a directory created here is chmod'ed; an existing one is left as its owner made it — provided that owner is
+    this user and neither group nor others may write in it (:func:`~ouroactors.core.trusted_files.check_trusted`,
+    which raises ``UntrustedFile``; checked before the start writes anything there): another local user who owns it,
+    or may create and rename files in it, could plant a marker, a secret or LMDB files, or swap them for links.
     """
     if directory.is_dir():
+        from ..core.trusted_files import check_trusted
+
+        check_trusted(directory)
         return
     directory.parent.mkdir(parents=True, exist_ok=True)
     try:
